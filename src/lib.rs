@@ -1,0 +1,3 @@
+//! skilld: serves directories of skills as an HTTP API.
+
+pub mod skill;

@@ -1,0 +1,13 @@
+//! Skills on disk: the unified model, the dialects that parse into it, and
+//! the diagnostics they produce.
+
+pub mod diag;
+pub mod frontmatter;
+pub mod load;
+pub mod markdown;
+pub mod model;
+pub mod template;
+
+pub use diag::{Code, Diagnostic, Severity};
+pub use load::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
+pub use model::*;

@@ -1,0 +1,218 @@
+//! The unified skill model every dialect parses into (DESIGN §2).
+
+use super::diag::Diagnostic;
+use super::template::CommandTemplate;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::PathBuf;
+use utoipa::ToSchema;
+
+/// How a skill was written; decides how its tools are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    Manifest,
+    Markdown,
+    Entrypoint,
+    Scripts,
+    Prompt,
+}
+
+/// How far a skill's source is trusted; feeds the approval decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trust {
+    Bundled,
+    User,
+    Untrusted,
+}
+
+impl Trust {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trust::Bundled => "bundled",
+            Trust::User => "user",
+            Trust::Untrusted => "untrusted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "bundled" => Some(Trust::Bundled),
+            "user" => Some(Trust::User),
+            "untrusted" => Some(Trust::Untrusted),
+            _ => None,
+        }
+    }
+}
+
+/// Seed 004's two invocation modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InvocationMode {
+    #[default]
+    PromptRewrite,
+    ToolDispatch,
+}
+
+/// The JSON types a tool parameter may take (seed 000 §3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Array,
+}
+
+impl ParamType {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "string" => Some(ParamType::String),
+            "integer" => Some(ParamType::Integer),
+            "number" => Some(ParamType::Number),
+            "boolean" => Some(ParamType::Boolean),
+            "array" => Some(ParamType::Array),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamType::String => "string",
+            ParamType::Integer => "integer",
+            ParamType::Number => "number",
+            ParamType::Boolean => "boolean",
+            ParamType::Array => "array",
+        }
+    }
+}
+
+/// One declared parameter of a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub ty: ParamType,
+    pub required: bool,
+    pub description: String,
+    pub default: Option<Value>,
+    /// Allowed values, when the description says `(one of: a, b)`.
+    pub enum_values: Option<Vec<Value>>,
+}
+
+/// What invoking a tool runs.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// A command template from a `#### Command` block (seed 000). `program`
+    /// is the template's program resolved at load time: an absolute path
+    /// (inside the skill when it was written relative) or a bare name that
+    /// is looked up on `PATH` when the tool runs.
+    Command {
+        template: CommandTemplate,
+        program: String,
+    },
+    /// A script under `scripts/`, run by its extension's runtime with the
+    /// `args` array as its arguments (seed 001).
+    Script { path: PathBuf, runtime: Vec<String> },
+    /// An entrypoint taking the arguments object as `SANDBOX_INPUT` (seed 003).
+    Entrypoint { path: PathBuf, runtime: Vec<String> },
+}
+
+/// A tool as loaded; its `read_only`/`always_ask`/timeout come from its skill.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    pub params: Vec<Param>,
+    /// Entrypoint tools take any JSON object; the rest only their params.
+    pub open_object: bool,
+    pub action: Action,
+}
+
+/// `eligibility` of seed 004 §3.6.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Eligibility {
+    pub os: Vec<String>,
+    pub env: Vec<String>,
+    pub binaries: Vec<String>,
+}
+
+/// `triggers` of seed 002.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Triggers {
+    pub files: Vec<String>,
+    pub keywords: Vec<String>,
+    pub languages: Vec<String>,
+    pub modes: Vec<String>,
+}
+
+/// `resources` of seed 003, normalised.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
+pub struct Resources {
+    /// Memory limit in bytes.
+    pub memory_bytes: Option<u64>,
+    /// CPU limit in cores.
+    pub cpu: Option<f64>,
+}
+
+/// A file of the skill's directory, for `files` and the file route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct SkillFile {
+    /// Relative to the skill directory, `/`-separated.
+    pub path: String,
+    pub size: u64,
+}
+
+/// One skill, whatever its dialect.
+#[derive(Debug, Clone)]
+pub struct Skill {
+    pub name: String,
+    pub version: Option<String>,
+    pub description: String,
+    pub author: Option<String>,
+    pub license: Option<String>,
+    pub tags: Vec<String>,
+    pub instructions: String,
+    pub modes: Vec<String>,
+    pub read_only: bool,
+    pub always_ask: bool,
+    pub timeout_secs: u64,
+    pub network: bool,
+    pub resources: Resources,
+    pub lang: Option<String>,
+    pub invocation_mode: InvocationMode,
+    pub command: Option<String>,
+    pub command_tool: Option<String>,
+    pub requires_tools: Vec<String>,
+    pub eligibility: Eligibility,
+    pub triggers: Triggers,
+    pub permissions: Vec<String>,
+    pub dialect: Dialect,
+    /// The skill's directory.
+    pub dir: PathBuf,
+    /// The definition file (`SKILL.md`).
+    pub definition: PathBuf,
+    pub files: Vec<SkillFile>,
+    /// Name of the root it came from.
+    pub source: String,
+    pub trust: Trust,
+    /// SHA-256 (hex) over what the skill would execute (DESIGN §2).
+    pub hash: String,
+    pub tools: Vec<Tool>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Skill {
+    /// Whether the skill serves in `mode` (`Global` skills serve in all).
+    pub fn in_mode(&self, mode: &str) -> bool {
+        self.modes
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case(mode) || m.eq_ignore_ascii_case("global"))
+    }
+
+    /// The files under `references/`, for the prompt route.
+    pub fn references(&self) -> impl Iterator<Item = &SkillFile> {
+        self.files.iter().filter(|f| f.path.starts_with("references/"))
+    }
+}

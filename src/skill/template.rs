@@ -1,0 +1,335 @@
+//! Command templates (seed 000 §3.4–3.5, DESIGN §2): split into words once,
+//! at load time, with POSIX shell quoting; rendered per call into an argv
+//! without ever passing through a shell.
+
+use serde_json::{Map, Value};
+
+/// A piece of one template word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Literal(String),
+    /// `{{name}}`: the value.
+    Var(String),
+    /// `{{name:literal}}`: `literal` when the boolean is true, else nothing.
+    Flag { name: String, literal: String },
+}
+
+/// One word of the template: one argv element (or none, or several for a
+/// standalone array).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Word {
+    pub pieces: Vec<Piece>,
+}
+
+impl Word {
+    /// The parameter name when the word is exactly one `{{name}}`.
+    pub fn standalone_var(&self) -> Option<&str> {
+        match self.pieces.as_slice() {
+            [Piece::Var(name)] => Some(name),
+            _ => None,
+        }
+    }
+
+    fn literal(&self) -> Option<&str> {
+        match self.pieces.as_slice() {
+            [Piece::Literal(s)] => Some(s),
+            [] => Some(""),
+            _ => None,
+        }
+    }
+}
+
+/// A parsed command template: a literal program and argument words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandTemplate {
+    /// The first word, which may not contain placeholders.
+    pub program: String,
+    pub args: Vec<Word>,
+    /// Index in `args` of the first literal `--`; standalone values after
+    /// it may begin with `-`.
+    end_of_options: Option<usize>,
+}
+
+/// Why a template could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateError {
+    /// Unbalanced quotes or a trailing backslash.
+    Quoting,
+    Empty,
+    /// The program word holds a placeholder.
+    PlaceholderProgram,
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TemplateError::Quoting => "the command has unbalanced quotes or a trailing backslash",
+            TemplateError::Empty => "the command block is empty",
+            TemplateError::PlaceholderProgram => {
+                "the program (first word) may not contain a {{placeholder}}"
+            }
+        })
+    }
+}
+
+impl CommandTemplate {
+    /// Splits `src` with shell quoting rules and finds the placeholders.
+    /// Lines starting with `#` are comments; `\`-newline joins lines.
+    pub fn parse(src: &str) -> Result<Self, TemplateError> {
+        let words = shlex::split(src).ok_or(TemplateError::Quoting)?;
+        let mut words = words.iter().map(|w| Word {
+            pieces: pieces(w),
+        });
+        let program = words.next().ok_or(TemplateError::Empty)?;
+        let program = program
+            .literal()
+            .ok_or(TemplateError::PlaceholderProgram)?
+            .to_owned();
+        if program.is_empty() {
+            return Err(TemplateError::Empty);
+        }
+        let args: Vec<Word> = words.collect();
+        let end_of_options = args.iter().position(|w| w.literal() == Some("--"));
+        Ok(Self {
+            program,
+            args,
+            end_of_options,
+        })
+    }
+
+    /// Every parameter name the template refers to, in order of appearance.
+    pub fn placeholders(&self) -> impl Iterator<Item = &str> {
+        self.args.iter().flat_map(|w| {
+            w.pieces.iter().filter_map(|p| match p {
+                Piece::Literal(_) => None,
+                Piece::Var(n) | Piece::Flag { name: n, .. } => Some(n.as_str()),
+            })
+        })
+    }
+
+    /// Renders the argument words for validated `args` (defaults applied).
+    /// Returns the arguments after the program.
+    pub fn render(&self, args: &Map<String, Value>) -> Result<Vec<String>, RenderError> {
+        let mut out = Vec::with_capacity(self.args.len());
+        for (i, word) in self.args.iter().enumerate() {
+            let guarded = self.end_of_options.is_none_or(|eoo| i < eoo);
+            if let Some(name) = word.standalone_var() {
+                match present(args, name) {
+                    None => {}
+                    Some(Value::Array(items)) => {
+                        for item in items {
+                            out.push(standalone(name, item, guarded)?);
+                        }
+                    }
+                    Some(value) => out.push(standalone(name, value, guarded)?),
+                }
+                continue;
+            }
+            let mut rendered = String::new();
+            let mut dropped = false;
+            let mut only_flags = true;
+            for piece in &word.pieces {
+                match piece {
+                    Piece::Literal(s) => {
+                        only_flags = false;
+                        rendered.push_str(s);
+                    }
+                    Piece::Flag { name, literal } => {
+                        if matches!(present(args, name), Some(Value::Bool(true))) {
+                            rendered.push_str(literal);
+                        }
+                    }
+                    Piece::Var(name) => {
+                        only_flags = false;
+                        match present(args, name) {
+                            None => dropped = true,
+                            Some(value) => rendered.push_str(&embedded(name, value)?),
+                        }
+                    }
+                }
+            }
+            if dropped || (only_flags && rendered.is_empty()) {
+                continue;
+            }
+            out.push(rendered);
+        }
+        Ok(out)
+    }
+}
+
+/// Why a call's arguments cannot be rendered into an argv.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RenderError {
+    /// A value holds a NUL byte, which no argv element can carry.
+    Nul { param: String },
+    /// A standalone value starts with `-` before any `--`.
+    ArgumentInjection { param: String },
+}
+
+fn present<'a>(args: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    args.get(name).filter(|v| !v.is_null())
+}
+
+fn scalar(name: &str, value: &Value) -> Result<String, RenderError> {
+    let s = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    if s.contains('\0') {
+        return Err(RenderError::Nul {
+            param: name.to_owned(),
+        });
+    }
+    Ok(s)
+}
+
+fn standalone(name: &str, value: &Value, guarded: bool) -> Result<String, RenderError> {
+    let s = scalar(name, value)?;
+    if guarded && !value.is_number() && s.starts_with('-') {
+        return Err(RenderError::ArgumentInjection {
+            param: name.to_owned(),
+        });
+    }
+    Ok(s)
+}
+
+fn embedded(name: &str, value: &Value) -> Result<String, RenderError> {
+    match value {
+        Value::Array(items) => {
+            let parts = items
+                .iter()
+                .map(|v| scalar(name, v))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(parts.join(" "))
+        }
+        other => scalar(name, other),
+    }
+}
+
+/// Cuts a word into literal text and `{{…}}` placeholders. Braces that do
+/// not hold a valid placeholder (`{{.State}}`, `{{ }}`) stay literal text.
+fn pieces(word: &str) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut literal = String::new();
+    let mut rest = word;
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            break;
+        };
+        match placeholder(&after[..close]) {
+            Some(piece) => {
+                literal.push_str(&rest[..open]);
+                if !literal.is_empty() {
+                    out.push(Piece::Literal(std::mem::take(&mut literal)));
+                }
+                out.push(piece);
+                rest = &after[close + 2..];
+            }
+            None => {
+                literal.push_str(&rest[..open + 2]);
+                rest = after;
+            }
+        }
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        out.push(Piece::Literal(literal));
+    }
+    out
+}
+
+fn placeholder(inner: &str) -> Option<Piece> {
+    let (name, literal) = match inner.split_once(':') {
+        Some((n, l)) => (n.trim(), Some(l)),
+        None => (inner.trim(), None),
+    };
+    if !is_param_name(name) {
+        return None;
+    }
+    Some(match literal {
+        None => Piece::Var(name.to_owned()),
+        Some(l) => Piece::Flag {
+            name: name.to_owned(),
+            literal: l.to_owned(),
+        },
+    })
+}
+
+/// Parameter names: an ASCII letter or `_`, then letters, digits, `_`.
+pub fn is_param_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn render(t: &str, args: Value) -> Result<Vec<String>, RenderError> {
+        let Value::Object(map) = args else { panic!() };
+        CommandTemplate::parse(t).unwrap().render(&map)
+    }
+
+    #[test]
+    fn parses_program_and_placeholders() {
+        let t = CommandTemplate::parse("git log -n {{count}} --limit={{limit}} {{staged:--staged}}").unwrap();
+        assert_eq!(t.program, "git");
+        assert_eq!(t.placeholders().collect::<Vec<_>>(), ["count", "limit", "staged"]);
+    }
+
+    #[test]
+    fn quotes_and_foreign_braces_stay_literal() {
+        let t = CommandTemplate::parse(r#"printf '{"value": "%s"}\n' "ratio is {{ratio}}" '{{.State}}'"#).unwrap();
+        assert_eq!(t.args[0].pieces, [Piece::Literal(r#"{"value": "%s"}\n"#.into())]);
+        assert_eq!(
+            t.args[1].pieces,
+            [Piece::Literal("ratio is ".into()), Piece::Var("ratio".into())]
+        );
+        assert_eq!(t.args[2].pieces, [Piece::Literal("{{.State}}".into())]);
+    }
+
+    #[test]
+    fn program_must_be_literal() {
+        assert_eq!(CommandTemplate::parse("{{prog}} x"), Err(TemplateError::PlaceholderProgram));
+        assert_eq!(CommandTemplate::parse("   "), Err(TemplateError::Empty));
+        assert_eq!(CommandTemplate::parse("echo 'unclosed"), Err(TemplateError::Quoting));
+    }
+
+    #[test]
+    fn renders_every_form() {
+        let argv = render(
+            "printf '%s\\n' {{text}} {{words}} {{loud:--loud}} --times={{times}} \"ratio is {{ratio}}\"",
+            json!({"text": "a b; $(id)", "words": ["x", "y z"], "loud": true, "times": 2}),
+        )
+        .unwrap();
+        assert_eq!(argv, ["%s\\n", "a b; $(id)", "x", "y z", "--loud", "--times=2"]);
+    }
+
+    #[test]
+    fn absent_optionals_drop_their_words() {
+        let argv = render("git diff {{staged:--staged}} --x={{x}} {{y}}", json!({})).unwrap();
+        assert_eq!(argv, ["diff"]);
+    }
+
+    #[test]
+    fn injection_guard_and_nul() {
+        assert_eq!(
+            render("rm {{path}}", json!({"path": "-rf"})),
+            Err(RenderError::ArgumentInjection { param: "path".into() })
+        );
+        assert_eq!(render("rm -- {{path}}", json!({"path": "-rf"})).unwrap(), ["--", "-rf"]);
+        assert_eq!(render("sleep {{n}}", json!({"n": -1})).unwrap(), ["-1"]);
+        assert_eq!(render("echo --x={{v}}", json!({"v": "-y"})).unwrap(), ["--x=-y"]);
+        assert_eq!(
+            render("echo {{v}}", json!({"v": "a\u{0}b"})),
+            Err(RenderError::Nul { param: "v".into() })
+        );
+    }
+}
