@@ -1,3 +1,5 @@
-fn main() {
-    println!("Hello, world!");
+//! The `skilld` binary: everything lives in the library.
+
+fn main() -> std::process::ExitCode {
+    skilld::cli::main()
 }

@@ -282,7 +282,8 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
                         line: base.line + l.saturating_sub(1),
                         column: c,
                     });
-                    p.error(Code::InvalidYaml, pos.or(Some(base)), format!("invalid YAML in frontmatter: {}", e.message));
+                    let message = shift_lines(&e.message, base.line - 1);
+                    p.error(Code::InvalidYaml, pos.or(Some(base)), format!("invalid YAML in frontmatter: {message}"));
                     return None;
                 }
             }
@@ -939,7 +940,8 @@ impl Parse<'_, '_> {
                     format!("tool '{}' is defined more than once in this skill", block.name),
                 );
             }
-            let params = self.params(block, body_offset);
+            let mut declared = Vec::new();
+            let params = self.params(block, body_offset, &mut declared);
             let command_pos = Some(self.index.pos(body_offset + block.command_offset));
             let command = match (block.has_command_section, block.commands.as_slice()) {
                 (false, _) => {
@@ -974,7 +976,7 @@ impl Parse<'_, '_> {
                     continue;
                 }
             };
-            self.check_placeholders(&block.name, &template, &params, src, body_offset + offset);
+            self.check_placeholders(&block.name, &template, &params, &declared, src, body_offset + offset);
             let Some(program) = self.resolve_program(&block.name, &template.program, dir, path, code_pos, hashed) else {
                 continue;
             };
@@ -989,7 +991,15 @@ impl Parse<'_, '_> {
         tools
     }
 
-    fn check_placeholders(&mut self, tool: &str, t: &CommandTemplate, params: &[Param], src: &str, offset: usize) {
+    fn check_placeholders(
+        &mut self,
+        tool: &str,
+        t: &CommandTemplate,
+        params: &[Param],
+        declared: &[String],
+        src: &str,
+        offset: usize,
+    ) {
         let mut seen = BTreeSet::new();
         for w in &t.args {
             for piece in &w.pieces {
@@ -1005,6 +1015,7 @@ impl Parse<'_, '_> {
                     .find(&format!("{{{{{name}"))
                     .map(|i| self.index.pos(offset + i));
                 match params.iter().find(|p| &p.name == name) {
+                    None if declared.contains(name) => {}
                     None => self.error(
                         Code::UnknownParameter,
                         pos,
@@ -1077,7 +1088,9 @@ impl Parse<'_, '_> {
         Some(program.to_owned())
     }
 
-    fn params(&mut self, block: &ToolBlock, body_offset: usize) -> Vec<Param> {
+    /// The parameters of a block. Rows with errors are left out, but their
+    /// names go to `declared` so the command check does not report them again.
+    fn params(&mut self, block: &ToolBlock, body_offset: usize, declared: &mut Vec<String>) -> Vec<Param> {
         let Some(ParamsSection::Table { header, rows }) = &block.params else {
             return Vec::new();
         };
@@ -1101,6 +1114,7 @@ impl Parse<'_, '_> {
             let pos = Some(self.index.pos(body_offset + row_offset));
             let cell = |i: Option<usize>| i.and_then(|i| cells.get(i)).map(String::as_str).unwrap_or("");
             let name = cell(Some(c_name)).trim_matches('`').to_owned();
+            declared.push(name.clone());
             if !template::is_param_name(&name) {
                 self.error(
                     Code::InvalidParameter,
@@ -1320,6 +1334,25 @@ fn describe(v: &Value) -> String {
         Value::Array(_) => "a list".into(),
         Value::Object(_) => "a mapping".into(),
     }
+}
+
+/// The YAML crate counts lines from the start of the frontmatter; this
+/// rewrites each `line N` of its message to count from the top of the file.
+fn shift_lines(message: &str, by: u32) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find("line ") {
+        let (head, tail) = rest.split_at(i + 5);
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        match tail[..digits].parse::<u32>() {
+            Ok(n) => out.push_str(&(n.saturating_add(by)).to_string()),
+            Err(_) => out.push_str(&tail[..digits]),
+        }
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Seed 004's names for operating systems.

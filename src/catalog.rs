@@ -1,0 +1,500 @@
+//! The catalog: every root scanned, precedence applied, cross-skill rules
+//! checked, tools indexed and exports built — once per snapshot. A snapshot
+//! is immutable; reloading builds a new one and swaps it in whole.
+
+use crate::export::Exports;
+use crate::skill::load::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
+use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// A directory of skills with a trust level. Earlier roots win collisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    /// `bundled`, `user`, `project`, `installed`, or the directory as given.
+    pub name: String,
+    pub path: PathBuf,
+    pub trust: Trust,
+    /// Named explicitly (`--skills`): a missing directory is worth a warning.
+    pub explicit: bool,
+}
+
+impl Root {
+    /// Parses `[TRUST=]DIR` as `--skills` takes it; trust defaults to `user`.
+    pub fn parse_flag(spec: &str) -> Result<Self, String> {
+        let (trust, dir) = match spec.split_once('=') {
+            Some((t, d)) if Trust::parse(t).is_some() => (Trust::parse(t), d),
+            _ => (None, spec),
+        };
+        if dir.is_empty() {
+            return Err(format!("--skills '{spec}' names no directory"));
+        }
+        Ok(Self {
+            name: dir.to_owned(),
+            path: PathBuf::from(dir),
+            trust: trust.unwrap_or(Trust::User),
+            explicit: true,
+        })
+    }
+}
+
+/// How catalogs are built; fixed for the life of a handle.
+#[derive(Debug, Clone)]
+pub struct CatalogOptions {
+    pub roots: Vec<Root>,
+    pub max_timeout_secs: u64,
+    pub runtimes: Runtimes,
+}
+
+/// One tool as the catalog indexes it.
+#[derive(Debug, Clone)]
+pub struct ToolEntry {
+    /// Index into [`Catalog::skills`].
+    pub skill: usize,
+    /// Index into that skill's tools.
+    pub tool: usize,
+    /// The name provider exports use: the bare name, or `skill__tool` when
+    /// two skills define the bare name (providers need unique names).
+    pub export_name: String,
+}
+
+/// A `command` alias (seed 004 §3.3).
+#[derive(Debug, Clone)]
+pub struct CommandEntry {
+    pub command: String,
+    pub skill: usize,
+}
+
+/// What scanning one root gave, kept so a later failure can reuse it.
+#[derive(Debug, Clone)]
+struct RootScan {
+    path: PathBuf,
+    loaded: Arc<Vec<Loaded>>,
+}
+
+/// An immutable snapshot of every loaded skill and what was said about them.
+#[derive(Debug)]
+pub struct Catalog {
+    /// Loaded skills, sorted by name.
+    pub skills: Vec<Arc<Skill>>,
+    by_name: HashMap<String, usize>,
+    /// Every tool, sorted by name then skill.
+    pub tools: Vec<ToolEntry>,
+    /// Bare and export names → indices into `tools`.
+    tool_index: HashMap<String, Vec<usize>>,
+    pub commands: Vec<CommandEntry>,
+    /// Every error of an excluded skill and every warning, sorted.
+    pub diagnostics: Vec<Diagnostic>,
+    pub exports: Exports,
+    scans: Vec<RootScan>,
+}
+
+/// What looking a tool up by name found.
+pub enum ToolLookup {
+    /// The index into [`Catalog::tools`].
+    Found(usize),
+    Missing,
+    /// Several skills define the name; these are the candidates' indices.
+    Ambiguous(Vec<usize>),
+}
+
+impl Catalog {
+    /// An empty catalog, for a server whose roots are still being read.
+    pub fn empty() -> Self {
+        Self::assemble(Vec::new(), Vec::new(), Vec::new())
+    }
+
+    /// Scans every root and builds a snapshot. A root that cannot be read
+    /// reuses what `previous` had for it.
+    pub fn build(opts: &CatalogOptions, previous: Option<&Catalog>) -> Self {
+        let path_cache = PathCache::new(std::env::var_os("PATH"));
+        let mut diagnostics = Vec::new();
+        let mut jobs: Vec<(usize, PathBuf)> = Vec::new();
+        let mut reused: Vec<Option<Arc<Vec<Loaded>>>> = vec![None; opts.roots.len()];
+        for (i, root) in opts.roots.iter().enumerate() {
+            match skill_dirs(&root.path, &mut diagnostics) {
+                Ok(dirs) => jobs.extend(dirs.into_iter().map(|d| (i, d))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if root.explicit {
+                        diagnostics.push(Diagnostic::warning(
+                            Code::RootMissing,
+                            root.path.display().to_string(),
+                            "this skills directory does not exist",
+                        ));
+                    }
+                }
+                Err(e) => {
+                    let kept = previous.and_then(|p| p.scans.iter().find(|s| s.path == root.path));
+                    diagnostics.push(Diagnostic::error(
+                        Code::Unreadable,
+                        root.path.display().to_string(),
+                        format!(
+                            "cannot read this skills directory ({e}); {}",
+                            if kept.is_some() { "keeping the skills loaded from it before" } else { "no skills from it are served" }
+                        ),
+                    ));
+                    reused[i] = kept.map(|s| s.loaded.clone());
+                }
+            }
+        }
+
+        let results = load_parallel(&jobs, opts, &path_cache);
+        let mut per_root: Vec<Vec<Loaded>> = vec![Vec::new(); opts.roots.len()];
+        for ((root, _), loaded) in jobs.iter().zip(results) {
+            per_root[*root].push(loaded);
+        }
+        let scans: Vec<RootScan> = opts
+            .roots
+            .iter()
+            .zip(per_root)
+            .zip(reused)
+            .map(|((root, fresh), reused)| RootScan {
+                path: root.path.clone(),
+                loaded: reused.unwrap_or_else(|| Arc::new(fresh)),
+            })
+            .collect();
+
+        // Precedence: the first root to have a name claims it, loaded or not.
+        let mut claimed: HashMap<&str, &Path> = HashMap::new();
+        let mut accepted: Vec<Skill> = Vec::new();
+        for scan in &scans {
+            for loaded in scan.loaded.iter() {
+                let dir = scan.path.join(&loaded.name);
+                if let Some(winner) = claimed.get(loaded.name.as_str()) {
+                    diagnostics.push(
+                        Diagnostic::warning(
+                            Code::Shadowed,
+                            dir.join("SKILL.md").display().to_string(),
+                            format!(
+                                "skill '{}' is shadowed by {} from a root of higher precedence",
+                                loaded.name,
+                                winner.join(&loaded.name).display()
+                            ),
+                        )
+                        .for_skill(&loaded.name),
+                    );
+                    continue;
+                }
+                claimed.insert(&loaded.name, &scan.path);
+                diagnostics.extend(loaded.diagnostics.iter().cloned());
+                if let Some(skill) = &loaded.skill {
+                    accepted.push(skill.clone());
+                }
+            }
+        }
+
+        let accepted = cross_check(accepted, &mut diagnostics);
+        Self::assemble(accepted, diagnostics, scans)
+    }
+
+    fn assemble(mut skills: Vec<Skill>, mut diagnostics: Vec<Diagnostic>, scans: Vec<RootScan>) -> Self {
+        skills.sort_by(|a, b| a.name.cmp(&b.name));
+
+        // Tool names are global: a name two skills define is ambiguous.
+        let mut owners: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (si, s) in skills.iter().enumerate() {
+            for t in &s.tools {
+                owners.entry(t.name.as_str()).or_default().push(si);
+            }
+        }
+        let ambiguous: Vec<(String, Vec<usize>)> = owners
+            .into_iter()
+            .filter(|(_, o)| o.len() > 1)
+            .map(|(n, o)| (n.to_owned(), o))
+            .collect();
+        for (tool, owner_idx) in &ambiguous {
+            let names: Vec<String> = owner_idx.iter().map(|&i| skills[i].name.clone()).collect();
+            for &i in owner_idx {
+                let d = Diagnostic::warning(
+                    Code::AmbiguousToolName,
+                    skills[i].definition.display().to_string(),
+                    format!(
+                        "tool '{tool}' is defined by skills {}; call it as /skills/{{skill}}/tools/{tool}/invoke",
+                        names.join(", ")
+                    ),
+                )
+                .for_skill(&skills[i].name);
+                skills[i].warnings.push(d.clone());
+                diagnostics.push(d);
+            }
+        }
+        let ambiguous: HashSet<&str> = ambiguous.iter().map(|(n, _)| n.as_str()).collect();
+
+        let mut tools = Vec::new();
+        for (si, s) in skills.iter().enumerate() {
+            for (ti, t) in s.tools.iter().enumerate() {
+                let export_name = if ambiguous.contains(t.name.as_str()) {
+                    format!("{}__{}", s.name.replace('-', "_"), t.name)
+                } else {
+                    t.name.clone()
+                };
+                tools.push(ToolEntry {
+                    skill: si,
+                    tool: ti,
+                    export_name,
+                });
+            }
+        }
+        tools.sort_by(|a, b| {
+            let (ta, tb) = (&skills[a.skill].tools[a.tool].name, &skills[b.skill].tools[b.tool].name);
+            ta.cmp(tb).then(a.skill.cmp(&b.skill))
+        });
+        let mut tool_index: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, e) in tools.iter().enumerate() {
+            let bare = &skills[e.skill].tools[e.tool].name;
+            tool_index.entry(bare.clone()).or_default().push(i);
+            if &e.export_name != bare {
+                tool_index.entry(e.export_name.clone()).or_default().push(i);
+            }
+        }
+
+        let mut commands: Vec<CommandEntry> = skills
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                s.command.as_ref().map(|c| CommandEntry {
+                    command: c.clone(),
+                    skill: i,
+                })
+            })
+            .collect();
+        commands.sort_by(|a, b| a.command.cmp(&b.command));
+
+        diagnostics.sort_by(|a, b| {
+            (&a.skill, &a.path, a.line, a.column, a.code).cmp(&(&b.skill, &b.path, b.line, b.column, b.code))
+        });
+        diagnostics.dedup();
+
+        let skills: Vec<Arc<Skill>> = skills.into_iter().map(Arc::new).collect();
+        let by_name = skills.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
+        let exports = Exports::build(&skills, &tools);
+        Self {
+            skills,
+            by_name,
+            tools,
+            tool_index,
+            commands,
+            diagnostics,
+            exports,
+            scans,
+        }
+    }
+
+    pub fn skill(&self, name: &str) -> Option<&Arc<Skill>> {
+        self.by_name.get(name).map(|&i| &self.skills[i])
+    }
+
+    pub fn skill_index(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    /// A tool by bare name (or by the qualified export name).
+    pub fn tool(&self, name: &str) -> ToolLookup {
+        match self.tool_index.get(name).map(Vec::as_slice) {
+            None | Some([]) => ToolLookup::Missing,
+            Some([one]) => ToolLookup::Found(*one),
+            Some(many) => ToolLookup::Ambiguous(many.to_vec()),
+        }
+    }
+
+    /// A tool of a given skill.
+    pub fn skill_tool(&self, skill: &str, tool: &str) -> Option<&ToolEntry> {
+        let si = self.skill_index(skill)?;
+        self.tool_index
+            .get(tool)?
+            .iter()
+            .map(|&i| &self.tools[i])
+            .find(|e| e.skill == si)
+    }
+
+    pub fn command(&self, command: &str) -> Option<&CommandEntry> {
+        self.commands
+            .binary_search_by(|c| c.command.as_str().cmp(command))
+            .ok()
+            .map(|i| &self.commands[i])
+    }
+
+    /// Number of errors among the diagnostics (excluded skills and roots).
+    pub fn error_count(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+}
+
+/// The subdirectories of a root holding a definition file, sorted. Other
+/// visible directories get a `not_a_skill` warning; hidden ones are skipped.
+fn skill_dirs(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result<Vec<PathBuf>> {
+    let mut dirs = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        let path = entry.path();
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') || !path.is_dir() {
+            continue;
+        }
+        if path.join("SKILL.md").is_file() || path.join("SKILL.yaml").is_file() {
+            dirs.push(path);
+        } else {
+            diagnostics.push(
+                Diagnostic::warning(
+                    Code::NotASkill,
+                    path.display().to_string(),
+                    "this directory has no SKILL.md or SKILL.yaml and is not a skill",
+                )
+                .for_skill(&name.to_string_lossy()),
+            );
+        }
+    }
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// Loads skill directories on every available core, keeping job order.
+fn load_parallel(jobs: &[(usize, PathBuf)], opts: &CatalogOptions, path: &PathCache) -> Vec<Loaded> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Loaded)>> = Mutex::new(Vec::with_capacity(jobs.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                let mut local = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((root, dir)) = jobs.get(i) else { break };
+                    let root = &opts.roots[*root];
+                    let lo = LoadOptions {
+                        source: &root.name,
+                        trust: root.trust,
+                        max_timeout_secs: opts.max_timeout_secs,
+                        runtimes: &opts.runtimes,
+                        path,
+                    };
+                    local.push((i, load_skill(dir, &lo)));
+                }
+                if let Ok(mut all) = results.lock() {
+                    all.extend(local);
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, l)| l).collect()
+}
+
+/// Rules that span skills (seed 004): command aliases are unique, and every
+/// `requires_tools` and `command_tool` names a tool some loaded skill has.
+/// Excluding one skill can strand another, so this runs to a fixed point.
+fn cross_check(skills: Vec<Skill>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Skill> {
+    let mut skills = skills;
+    let mut taken: HashMap<String, String> = HashMap::new();
+    skills.retain(|s| {
+        let Some(c) = &s.command else { return true };
+        if let Some(owner) = taken.get(c) {
+            diagnostics.push(
+                Diagnostic::error(
+                    Code::CommandCollision,
+                    s.definition.display().to_string(),
+                    format!("command '/{c}' is already taken by skill '{owner}'; choose another"),
+                )
+                .for_skill(&s.name),
+            );
+            return false;
+        }
+        taken.insert(c.clone(), s.name.clone());
+        true
+    });
+    loop {
+        let available: HashSet<String> = skills.iter().flat_map(|s| s.tools.iter().map(|t| t.name.clone())).collect();
+        let before = skills.len();
+        skills.retain(|s| {
+            let path = s.definition.display().to_string();
+            let missing: Vec<&str> = s
+                .requires_tools
+                .iter()
+                .filter(|t| !available.contains(*t))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                diagnostics.push(
+                    Diagnostic::error(
+                        Code::MissingRequiredTool,
+                        &path,
+                        format!("requires_tools names {} but no loaded skill provides it", missing.join(", ")),
+                    )
+                    .for_skill(&s.name),
+                );
+                return false;
+            }
+            if s.invocation_mode == InvocationMode::ToolDispatch {
+                if let Some(t) = s.command_tool.as_ref().filter(|t| !available.contains(*t)) {
+                    diagnostics.push(
+                        Diagnostic::error(
+                            Code::UnknownCommandTool,
+                            &path,
+                            format!("command_tool '{t}' is not a tool of any loaded skill"),
+                        )
+                        .for_skill(&s.name),
+                    );
+                    return false;
+                }
+            }
+            true
+        });
+        if skills.len() == before {
+            return skills;
+        }
+    }
+}
+
+/// Holds the current snapshot and swaps in new ones. Readers clone the
+/// `Arc` under a read lock held for a pointer copy; a reload builds the new
+/// snapshot outside any lock, so readers never wait on disk.
+pub struct CatalogHandle {
+    current: RwLock<Arc<Catalog>>,
+    options: CatalogOptions,
+    /// Serialises reloads so two never interleave their swaps.
+    reloading: Mutex<()>,
+}
+
+impl CatalogHandle {
+    pub fn new(options: CatalogOptions) -> Self {
+        let catalog = Catalog::build(&options, None);
+        Self {
+            current: RwLock::new(Arc::new(catalog)),
+            options,
+            reloading: Mutex::new(()),
+        }
+    }
+
+    pub fn current(&self) -> Arc<Catalog> {
+        match self.current.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    pub fn options(&self) -> &CatalogOptions {
+        &self.options
+    }
+
+    /// Rescans every root and swaps the result in. Blocking: call it from a
+    /// blocking thread.
+    pub fn reload(&self) -> Arc<Catalog> {
+        let _guard = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = self.current();
+        let next = Arc::new(Catalog::build(&self.options, Some(&previous)));
+        match self.current.write() {
+            Ok(mut c) => *c = next.clone(),
+            Err(poisoned) => *poisoned.into_inner() = next.clone(),
+        }
+        tracing::info!(
+            skills = next.skills.len(),
+            tools = next.tools.len(),
+            errors = next.error_count(),
+            "catalog reloaded"
+        );
+        next
+    }
+}

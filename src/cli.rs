@@ -1,0 +1,262 @@
+//! The `skilld` command line (API.md, "The command line").
+
+use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
+use crate::config::{self, Config, ServeArgs};
+use crate::export::Format;
+use crate::skill::load::{LoadOptions, PathCache, Runtimes, load_skill};
+use crate::skill::{Diagnostic, Severity, Trust};
+use crate::{AppState, serve};
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, Parser)]
+#[command(name = "skilld", version, about = "Serves skills as an API")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server.
+    Serve(ServeArgs),
+    /// Lint skills; exit 1 on any error.
+    Check {
+        #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+        format: CheckFormat,
+        /// Skill directories, or directories of skills.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+    },
+    /// Print the tool exports without a server.
+    Tools {
+        #[arg(long = "skills", value_name = "[TRUST=]DIR")]
+        skills: Vec<String>,
+        #[arg(long, default_value = "native", value_parser = parse_format)]
+        format: Format,
+        #[arg(long, value_name = "M")]
+        mode: Option<String>,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    Text,
+    Json,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    Format::parse(s).ok_or_else(|| "expected one of native, openai, anthropic, gemini, mcp, prompt".to_owned())
+}
+
+/// Runs the command line; the process exits with the returned code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        Command::Serve(args) => run_serve(&args),
+        Command::Check { format, dirs } => return check(&dirs, format),
+        Command::Tools { skills, format, mode } => tools(&skills, format, mode.as_deref()),
+        Command::Openapi => print_openapi(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("skilld: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Logs go to stderr, so stdout carries only what commands print.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SKILLD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
+    let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
+    tracing::debug!(?config, "configuration");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve_main(config))
+}
+
+async fn serve_main(config: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.bind))?;
+    let addr = listener.local_addr().context("no local address")?;
+    let options = CatalogOptions {
+        roots: config.roots.clone(),
+        max_timeout_secs: config.max_timeout_secs,
+        runtimes: config.runtimes.clone(),
+    };
+    let handle = Arc::new(tokio::task::spawn_blocking(move || CatalogHandle::new(options)).await?);
+    let catalog = handle.current();
+    tracing::info!(
+        skills = catalog.skills.len(),
+        tools = catalog.tools.len(),
+        errors = catalog.error_count(),
+        "catalog loaded"
+    );
+    let _watcher = if config.watch {
+        match crate::watch::spawn(handle.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "file watching unavailable; use POST /skills/reload");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on http://{addr}")?;
+        out.flush()?;
+    }
+    serve(AppState { catalog: handle }, listener, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down");
+}
+
+/// Lints each DIR: a skill directory on its own, or a directory of skills
+/// loaded as one catalog (so cross-skill rules apply).
+fn check(dirs: &[PathBuf], format: CheckFormat) -> ExitCode {
+    let runtimes = Runtimes::default();
+    let path = PathCache::new(std::env::var_os("PATH"));
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    let mut loaded = 0usize;
+    for dir in dirs {
+        if dir.join("SKILL.md").is_file() || dir.join("SKILL.yaml").is_file() {
+            let opts = LoadOptions {
+                source: "check",
+                trust: Trust::User,
+                max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
+                runtimes: &runtimes,
+                path: &path,
+            };
+            let l = load_skill(dir, &opts);
+            loaded += usize::from(l.skill.is_some());
+            diagnostics.extend(l.diagnostics);
+        } else if dir.is_dir() {
+            let catalog = Catalog::build(
+                &CatalogOptions {
+                    roots: vec![Root {
+                        name: dir.display().to_string(),
+                        path: dir.clone(),
+                        trust: Trust::User,
+                        explicit: true,
+                    }],
+                    max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
+                    runtimes: runtimes.clone(),
+                },
+                None,
+            );
+            loaded += catalog.skills.len();
+            diagnostics.extend(catalog.diagnostics.iter().cloned());
+        } else {
+            diagnostics.push(Diagnostic::error(
+                crate::skill::Code::Unreadable,
+                dir.display().to_string(),
+                "not a directory",
+            ));
+        }
+    }
+    let errors = diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+    let warnings = diagnostics.len() - errors;
+    let mut out = std::io::stdout().lock();
+    let written = match format {
+        CheckFormat::Text => {
+            let mut r = Ok(());
+            for d in &diagnostics {
+                r = r.and_then(|()| writeln!(out, "{d}"));
+            }
+            eprintln!("{loaded} skills loaded, {errors} errors, {warnings} warnings");
+            r
+        }
+        CheckFormat::Json => {
+            let body = serde_json::json!({
+                "skills": loaded,
+                "errors": errors,
+                "warnings": warnings,
+                "diagnostics": diagnostics,
+            });
+            writeln!(out, "{body}")
+        }
+    };
+    if written.is_err() {
+        return ExitCode::from(2);
+    }
+    if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Result<()> {
+    let roots = if skills.is_empty() {
+        config::default_roots(&config::default_workspace(), &config::default_data_dir())
+    } else {
+        skills
+            .iter()
+            .map(|s| Root::parse_flag(s))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?
+    };
+    let catalog = Catalog::build(
+        &CatalogOptions {
+            roots,
+            max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
+            runtimes: Runtimes::default(),
+        },
+        None,
+    );
+    for d in catalog.diagnostics.iter().filter(|d| d.is_error()) {
+        eprintln!("{d}");
+    }
+    let body = catalog.exports.body(format, mode, None);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&body)?;
+    if format != Format::Prompt {
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+fn print_openapi() -> anyhow::Result<()> {
+    let doc = crate::openapi();
+    let json = doc.to_pretty_json().context("cannot serialise the OpenAPI document")?;
+    println!("{json}");
+    Ok(())
+}

@@ -1,0 +1,332 @@
+//! Typed configuration: defaults < TOML file < environment < flags,
+//! resolved and validated once at start-up.
+
+use crate::catalog::Root;
+use crate::skill::Trust;
+use crate::skill::load::Runtimes;
+use serde::Deserialize;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The default `--bind`.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+/// The default ceiling on any skill's timeout (DESIGN §3).
+pub const DEFAULT_MAX_TIMEOUT_SECS: u64 = 600;
+
+/// The `serve` flags; every one also has an environment variable. Options
+/// stay `None` when neither was given, so the file can fill them in.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// A TOML config file.
+    #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "SKILLD_BIND", value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// A skills directory, `[TRUST=]DIR` (trust: bundled, user, untrusted).
+    /// Repeat for several; earlier ones win name collisions.
+    #[arg(long = "skills", env = "SKILLD_SKILLS", value_delimiter = ',', value_name = "[TRUST=]DIR")]
+    pub skills: Vec<String>,
+    /// Database URL: `sqlite://PATH` (default `<data dir>/skilld.db`) or `postgres://…`.
+    #[arg(long, env = "SKILLD_DATABASE_URL", value_name = "URL")]
+    pub database: Option<String>,
+    /// Working directory for tools (default: the git root of the current
+    /// directory, else HOME).
+    #[arg(long, env = "SKILLD_WORKSPACE", value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Where skilld keeps its database and installed skills.
+    #[arg(long, env = "SKILLD_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Allow a non-loopback bind without tokens.
+    #[arg(long, env = "SKILLD_INSECURE", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub insecure: Option<bool>,
+    /// Ceiling on any skill's timeout, in seconds.
+    #[arg(long, env = "SKILLD_MAX_TIMEOUT_SECS", value_name = "SECS")]
+    pub max_timeout_secs: Option<u64>,
+    /// Do not watch the skills directories for changes.
+    #[arg(long, env = "SKILLD_NO_WATCH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub no_watch: Option<bool>,
+}
+
+/// The TOML file: the same keys as the flags, in snake_case.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub bind: Option<String>,
+    pub skills: Option<Vec<String>>,
+    #[serde(alias = "database_url")]
+    pub database: Option<String>,
+    pub workspace: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub insecure: Option<bool>,
+    pub max_timeout_secs: Option<u64>,
+    pub no_watch: Option<bool>,
+    /// Script runtimes by extension, e.g. `py = ["python3", "-I"]`.
+    pub runtimes: Option<std::collections::HashMap<String, Vec<String>>>,
+    pub tokens: Option<Vec<toml::Value>>,
+}
+
+/// The resolved configuration.
+#[derive(Clone)]
+pub struct Config {
+    pub bind: SocketAddr,
+    pub roots: Vec<Root>,
+    pub database_url: String,
+    pub workspace: PathBuf,
+    pub data_dir: PathBuf,
+    pub insecure: bool,
+    pub max_timeout_secs: u64,
+    pub watch: bool,
+    pub runtimes: Runtimes,
+}
+
+/// Database URLs may carry a password; it never reaches a log.
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("bind", &self.bind)
+            .field("roots", &self.roots)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("workspace", &self.workspace)
+            .field("data_dir", &self.data_dir)
+            .field("insecure", &self.insecure)
+            .field("max_timeout_secs", &self.max_timeout_secs)
+            .field("watch", &self.watch)
+            .finish()
+    }
+}
+
+/// `scheme://user:secret@host` → `scheme://user:***@host`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((auth, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+impl Config {
+    /// Resolves flags (and their environment variables) over the file over
+    /// the defaults, and validates the result.
+    pub fn resolve(args: &ServeArgs) -> Result<Self, String> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        if file.tokens.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err("tokens are configured, but this version of skilld cannot enforce them yet; \
+                        remove [[tokens]] rather than run unprotected"
+                .to_owned());
+        }
+        let bind_text = args
+            .bind
+            .clone()
+            .or(file.bind)
+            .unwrap_or_else(|| DEFAULT_BIND.to_owned());
+        let bind: SocketAddr = bind_text
+            .parse()
+            .map_err(|_| format!("--bind '{bind_text}' is not an address such as 127.0.0.1:8080"))?;
+        let insecure = args.insecure.or(file.insecure).unwrap_or(false);
+        if !bind.ip().is_loopback() && !insecure {
+            return Err(format!(
+                "refusing to listen on {bind} without tokens: anyone who can reach it could run tools; \
+                 bind to a loopback address or pass --insecure"
+            ));
+        }
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(default_data_dir);
+        let workspace = args
+            .workspace
+            .clone()
+            .or(file.workspace)
+            .unwrap_or_else(default_workspace);
+        let database_url = args
+            .database
+            .clone()
+            .or(file.database)
+            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("skilld.db").display()));
+        let max_timeout_secs = args
+            .max_timeout_secs
+            .or(file.max_timeout_secs)
+            .unwrap_or(DEFAULT_MAX_TIMEOUT_SECS);
+        if max_timeout_secs == 0 {
+            return Err("max_timeout_secs must be at least 1".to_owned());
+        }
+        let skills = if args.skills.is_empty() {
+            file.skills.unwrap_or_default()
+        } else {
+            args.skills.clone()
+        };
+        let roots = if skills.is_empty() {
+            default_roots(&workspace, &data_dir)
+        } else {
+            skills.iter().map(|s| Root::parse_flag(s)).collect::<Result<_, _>>()?
+        };
+        let mut runtimes = Runtimes::default();
+        if let Some(custom) = file.runtimes {
+            for (ext, argv) in custom {
+                if argv.is_empty() {
+                    return Err(format!("runtimes.{ext} is empty; give at least a program"));
+                }
+                runtimes.by_extension.insert(ext, argv);
+            }
+        }
+        let watch = !args.no_watch.or(file.no_watch).unwrap_or(false);
+        Ok(Self {
+            bind,
+            roots,
+            database_url,
+            workspace,
+            data_dir,
+            insecure,
+            max_timeout_secs,
+            watch,
+            runtimes,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| format!("invalid config {}: {e}", path.display()))
+}
+
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+}
+
+/// `$XDG_DATA_HOME/skilld`, else `~/.local/share/skilld`, else `./.skilld`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("skilld");
+    }
+    home().map_or_else(|| PathBuf::from(".skilld"), |h| h.join(".local/share/skilld"))
+}
+
+/// The git root holding the current directory, else HOME (seed 000 §5.1).
+pub fn default_workspace() -> PathBuf {
+    let cwd = std::env::current_dir().ok();
+    if let Some(root) = cwd.as_deref().and_then(|c| c.ancestors().find(|a| a.join(".git").exists())) {
+        return root.to_path_buf();
+    }
+    home().or(cwd).unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// The `skills/` directory that ships with skilld: beside the binary's
+/// install prefix (`<prefix>/share/skilld/skills`), else the source tree it
+/// was built from, else `./skills`.
+pub fn bundled_dir() -> PathBuf {
+    if let Some(prefix) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().and_then(Path::parent).map(Path::to_path_buf))
+    {
+        let installed = prefix.join("share/skilld/skills");
+        if installed.is_dir() {
+            return installed;
+        }
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    if source.is_dir() {
+        return source;
+    }
+    PathBuf::from("skills")
+}
+
+/// DESIGN §2's sources, in precedence order.
+pub fn default_roots(workspace: &Path, data_dir: &Path) -> Vec<Root> {
+    let mut roots = vec![Root {
+        name: "bundled".to_owned(),
+        path: bundled_dir(),
+        trust: Trust::Bundled,
+        explicit: false,
+    }];
+    if let Some(h) = home() {
+        roots.push(Root {
+            name: "user".to_owned(),
+            path: h.join(".config/skilld/skills"),
+            trust: Trust::User,
+            explicit: false,
+        });
+    }
+    roots.push(Root {
+        name: "project".to_owned(),
+        path: workspace.join(".agent/skills"),
+        trust: Trust::User,
+        explicit: false,
+    });
+    roots.push(Root {
+        name: "installed".to_owned(),
+        path: data_dir.join("installed"),
+        trust: Trust::Untrusted,
+        explicit: false,
+    });
+    roots
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_file_beats_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("skilld.toml");
+        std::fs::write(
+            &file,
+            "bind = \"127.0.0.1:9000\"\nskills = [\"untrusted=/a\"]\nmax_timeout_secs = 60\n",
+        )
+        .unwrap();
+        let mut args = ServeArgs {
+            config: Some(file),
+            ..ServeArgs::default()
+        };
+        let c = Config::resolve(&args).unwrap();
+        assert_eq!(c.bind.port(), 9000);
+        assert_eq!(c.max_timeout_secs, 60);
+        assert_eq!(c.roots[0].trust, Trust::Untrusted);
+        args.bind = Some("127.0.0.1:0".into());
+        args.skills = vec!["/b".into()];
+        let c = Config::resolve(&args).unwrap();
+        assert_eq!(c.bind.port(), 0);
+        assert_eq!(c.roots[0].path, PathBuf::from("/b"));
+        assert_eq!(c.roots[0].trust, Trust::User);
+    }
+
+    #[test]
+    fn public_bind_needs_insecure() {
+        let mut args = ServeArgs {
+            bind: Some("0.0.0.0:8080".into()),
+            ..ServeArgs::default()
+        };
+        assert!(Config::resolve(&args).is_err());
+        args.insecure = Some(true);
+        assert!(Config::resolve(&args).is_ok());
+    }
+
+    #[test]
+    fn unknown_file_keys_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("skilld.toml");
+        std::fs::write(&file, "bnid = \"x\"\n").unwrap();
+        let args = ServeArgs {
+            config: Some(file),
+            ..ServeArgs::default()
+        };
+        assert!(Config::resolve(&args).unwrap_err().contains("bnid"));
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact_url("postgres://u:pw@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact_url("sqlite:///x.db"), "sqlite:///x.db");
+    }
+}

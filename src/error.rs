@@ -1,0 +1,141 @@
+//! The one error type of the HTTP API, rendered as RFC 9457 problem+json.
+//! Internal causes are logged with the request id, never sent.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// An RFC 9457 problem document, as every 4xx/5xx body.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
+    /// A relative URI naming the kind of problem.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Stable, machine-readable code.
+    pub code: String,
+    /// Per-field problems, where there are some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<FieldError>>,
+    /// For an ambiguous tool name: the skills that define it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Vec<String>>,
+}
+
+/// One field's problem.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+/// Everything a handler can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{what} '{name}' not found")]
+    NotFound { what: &'static str, name: String },
+    #[error("tool '{tool}' is defined by several skills")]
+    AmbiguousTool { tool: String, candidates: Vec<String> },
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
+    #[error("{detail}")]
+    Unprocessable {
+        code: &'static str,
+        detail: String,
+        errors: Vec<FieldError>,
+    },
+    #[error("{0}")]
+    Unavailable(String),
+    /// A fault of the server; the cause is logged, not sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+impl ApiError {
+    pub fn not_found(what: &'static str, name: impl Into<String>) -> Self {
+        Self::NotFound {
+            what,
+            name: name.into(),
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::NotFound { .. } => "not_found",
+            ApiError::AmbiguousTool { .. } => "ambiguous_tool",
+            ApiError::PayloadTooLarge(_) => "too_large",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::Unprocessable { code, .. } => code,
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The problem document for this error.
+    pub fn problem(&self) -> Problem {
+        let status = self.status();
+        let code = self.code();
+        let detail = match self {
+            ApiError::Internal(_) => "the server failed to handle this request; see its log for the request id".to_owned(),
+            other => other.to_string(),
+        };
+        Problem {
+            kind: format!("/problems/{}", code.replace('_', "-")),
+            title: status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: status.as_u16(),
+            detail,
+            code: code.to_owned(),
+            errors: match self {
+                ApiError::Unprocessable { errors, .. } => Some(errors.clone()),
+                _ => None,
+            },
+            candidates: match self {
+                ApiError::AmbiguousTool { candidates, .. } => Some(candidates.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = self.problem();
+        let mut res = (self.status(), axum::Json(problem)).into_response();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let ApiError::Internal(cause) = &self {
+            // Logged by the trace middleware with the request id.
+            res.extensions_mut().insert(InternalCause(cause.clone()));
+        }
+        res
+    }
+}
+
+/// The hidden cause of a 500, carried to the logging middleware.
+#[derive(Debug, Clone)]
+pub struct InternalCause(pub String);

@@ -1,0 +1,427 @@
+//! Tool exports: JSON Schema for each tool, in the shapes OpenAI, Anthropic,
+//! Gemini and MCP clients take, and seed 000's prompt manifest.
+//!
+//! Every format is serialised once per catalog snapshot, one fragment per
+//! tool, so a request only concatenates bytes it already has.
+
+use crate::catalog::ToolEntry;
+use crate::policy::{RequiresApproval, requires_approval};
+use crate::skill::{Param, ParamType, Skill, Tool, Trust};
+use axum::body::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// The export formats of `GET /tools`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Native,
+    Openai,
+    Anthropic,
+    Gemini,
+    Mcp,
+    /// Seed 000 §7.1's text manifest.
+    Prompt,
+}
+
+impl Format {
+    pub const ALL: [Format; 6] = [
+        Format::Native,
+        Format::Openai,
+        Format::Anthropic,
+        Format::Gemini,
+        Format::Mcp,
+        Format::Prompt,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Native => "native",
+            Format::Openai => "openai",
+            Format::Anthropic => "anthropic",
+            Format::Gemini => "gemini",
+            Format::Mcp => "mcp",
+            Format::Prompt => "prompt",
+        }
+    }
+
+    /// The body around the joined fragments.
+    fn frame(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Format::Gemini => ("{\"function_declarations\":[", ",", "]}"),
+            Format::Prompt => (PROMPT_HEADER, "", ""),
+            _ => ("{\"tools\":[", ",", "]}"),
+        }
+    }
+}
+
+const PROMPT_HEADER: &str = "You are a model that can do function calling with the following functions:\n\n[Skills]\n";
+
+/// A tool as `GET /tools/{tool}` and the native export describe it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Tool)]
+pub struct ToolInfo {
+    pub name: String,
+    pub skill: String,
+    pub description: String,
+    /// A JSON Schema (2020-12) object for the arguments.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    pub read_only: bool,
+    pub always_ask: bool,
+    pub timeout_secs: u64,
+    pub trust: Trust,
+    pub requires_approval: RequiresApproval,
+}
+
+impl ToolInfo {
+    pub fn new(skill: &Skill, tool: &Tool) -> Self {
+        Self {
+            name: tool.name.clone(),
+            skill: skill.name.clone(),
+            description: tool.description.clone(),
+            parameters: json_schema(tool),
+            read_only: skill.read_only,
+            always_ask: skill.always_ask,
+            timeout_secs: skill.timeout_secs,
+            trust: skill.trust,
+            requires_approval: requires_approval(skill),
+        }
+    }
+}
+
+/// The JSON Schema of a tool's arguments.
+pub fn json_schema(tool: &Tool) -> Value {
+    if tool.open_object {
+        return json!({
+            "type": "object",
+            "description": "Any JSON object; it is passed to the entrypoint as SANDBOX_INPUT.",
+            "additionalProperties": true,
+        });
+    }
+    let mut properties = Map::new();
+    for p in &tool.params {
+        properties.insert(p.name.clone(), param_schema(p, true));
+    }
+    let required: Vec<&str> = tool.params.iter().filter(|p| p.required).map(|p| p.name.as_str()).collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+fn param_schema(p: &Param, with_default: bool) -> Value {
+    let mut s = Map::new();
+    s.insert("type".into(), Value::from(p.ty.as_str()));
+    if !p.description.is_empty() {
+        s.insert("description".into(), Value::from(p.description.clone()));
+    }
+    if p.ty == ParamType::Array {
+        s.insert("items".into(), json!({"type": "string"}));
+    }
+    if let Some(values) = &p.enum_values {
+        s.insert("enum".into(), Value::Array(values.clone()));
+    }
+    if let (true, Some(d)) = (with_default, &p.default) {
+        s.insert("default".into(), d.clone());
+    }
+    Value::Object(s)
+}
+
+/// Gemini takes an OpenAPI 3.0 subset: no `default`, no
+/// `additionalProperties`, and no `parameters` at all for a tool without any.
+fn gemini_parameters(tool: &Tool) -> Option<Value> {
+    if tool.open_object || tool.params.is_empty() {
+        return None;
+    }
+    let properties: Map<String, Value> = tool
+        .params
+        .iter()
+        .map(|p| (p.name.clone(), param_schema(p, false)))
+        .collect();
+    let required: Vec<&str> = tool.params.iter().filter(|p| p.required).map(|p| p.name.as_str()).collect();
+    let mut o = json!({"type": "object", "properties": properties});
+    if !required.is_empty() {
+        o["required"] = json!(required);
+    }
+    Some(o)
+}
+
+/// OpenAI's strict mode needs every property required and no defaults.
+fn openai_strict(tool: &Tool) -> bool {
+    !tool.open_object && tool.params.iter().all(|p| p.required && p.default.is_none())
+}
+
+/// OpenAI's function tool.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OpenAiTool {
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: OpenAiFunction,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OpenAiFunction {
+    pub name: String,
+    pub description: String,
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    pub strict: bool,
+}
+
+/// Anthropic's tool definition.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AnthropicTool {
+    pub name: String,
+    pub description: String,
+    #[schema(value_type = Object)]
+    pub input_schema: Value,
+}
+
+/// Gemini's function declaration.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GeminiFunction {
+    pub name: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<Value>,
+}
+
+/// An MCP tool as `tools/list` lists it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct McpTool {
+    pub name: String,
+    pub description: String,
+    #[serde(rename = "inputSchema")]
+    #[schema(value_type = Object)]
+    pub input_schema: Value,
+    pub annotations: McpAnnotations,
+}
+
+/// MCP tool annotations, from the skill's `read_only` and `network`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct McpAnnotations {
+    #[serde(rename = "readOnlyHint")]
+    pub read_only_hint: bool,
+    #[serde(rename = "destructiveHint")]
+    pub destructive_hint: bool,
+    #[serde(rename = "openWorldHint")]
+    pub open_world_hint: bool,
+}
+
+/// `GET /tools?format=native`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolList {
+    pub tools: Vec<ToolInfo>,
+}
+
+/// `GET /tools?format=openai`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiToolList {
+    pub tools: Vec<OpenAiTool>,
+}
+
+/// `GET /tools?format=anthropic`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AnthropicToolList {
+    pub tools: Vec<AnthropicTool>,
+}
+
+/// `GET /tools?format=gemini`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GeminiToolList {
+    pub function_declarations: Vec<GeminiFunction>,
+}
+
+/// `GET /tools?format=mcp`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct McpToolList {
+    pub tools: Vec<McpTool>,
+}
+
+/// The JSON bodies of `GET /tools`, one shape per `format`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ToolExport {
+    Native(ToolList),
+    Openai(OpenAiToolList),
+    Anthropic(AnthropicToolList),
+    Gemini(GeminiToolList),
+    Mcp(McpToolList),
+}
+
+/// One tool in one JSON format, serialised.
+fn fragment(format: Format, skill: &Skill, tool: &Tool, name: &str) -> serde_json::Result<Vec<u8>> {
+    let name = name.to_owned();
+    let description = tool.description.clone();
+    match format {
+        Format::Native => serde_json::to_vec(&ToolInfo::new(skill, tool)),
+        Format::Openai => serde_json::to_vec(&OpenAiTool {
+            kind: "function".to_owned(),
+            function: OpenAiFunction {
+                name,
+                description,
+                parameters: json_schema(tool),
+                strict: openai_strict(tool),
+            },
+        }),
+        Format::Anthropic => serde_json::to_vec(&AnthropicTool {
+            name,
+            description,
+            input_schema: json_schema(tool),
+        }),
+        Format::Gemini => serde_json::to_vec(&GeminiFunction {
+            name,
+            description,
+            parameters: gemini_parameters(tool),
+        }),
+        Format::Mcp => serde_json::to_vec(&McpTool {
+            name,
+            description,
+            input_schema: json_schema(tool),
+            annotations: McpAnnotations {
+                read_only_hint: skill.read_only,
+                destructive_hint: !skill.read_only,
+                open_world_hint: skill.network,
+            },
+        }),
+        Format::Prompt => Ok(prompt_line(tool, &name).into_bytes()),
+    }
+}
+
+/// Seed 000 §7.1: `- name: description`, one line per tool.
+fn prompt_line(tool: &Tool, name: &str) -> String {
+    let description: String = tool.description.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("- {name}: {description}\n")
+}
+
+/// One format's serialised fragments and its precomputed bodies.
+#[derive(Debug, Default)]
+struct FormatExport {
+    /// One per catalog tool, in catalog order.
+    fragments: Vec<Bytes>,
+    /// Every tool.
+    all: Bytes,
+    /// Per mode (lowercased) seen in the catalog.
+    by_mode: HashMap<String, Bytes>,
+    /// For a mode no skill names: only `Global` skills.
+    global_only: Bytes,
+}
+
+/// Every format of every tool, built once per catalog snapshot.
+#[derive(Debug, Default)]
+pub struct Exports {
+    formats: Vec<FormatExport>,
+    /// For each catalog tool, the lowercased modes of its skill.
+    tool_modes: Vec<Arc<[String]>>,
+    /// For each catalog tool, the index of its skill.
+    tool_skill: Vec<usize>,
+}
+
+impl Exports {
+    pub fn build(skills: &[Arc<Skill>], tools: &[ToolEntry]) -> Self {
+        let skill_modes: Vec<Arc<[String]>> = skills
+            .iter()
+            .map(|s| s.modes.iter().map(|m| m.to_ascii_lowercase()).collect())
+            .collect();
+        let tool_modes: Vec<Arc<[String]>> = tools.iter().map(|e| skill_modes[e.skill].clone()).collect();
+        let all_modes: BTreeSet<&str> = skill_modes.iter().flat_map(|m| m.iter().map(String::as_str)).collect();
+        let formats = Format::ALL
+            .iter()
+            .map(|&format| {
+                let fragments: Vec<Bytes> = tools
+                    .iter()
+                    .map(|e| {
+                        let skill = &skills[e.skill];
+                        let tool = &skill.tools[e.tool];
+                        // Serialising owned strings and JSON values cannot fail.
+                        Bytes::from(fragment(format, skill, tool, &e.export_name).unwrap_or_default())
+                    })
+                    .collect();
+                let all = assemble(format, fragments.iter());
+                let by_mode = all_modes
+                    .iter()
+                    .map(|&m| {
+                        let body = assemble(
+                            format,
+                            fragments.iter().zip(&tool_modes).filter(|(_, tm)| in_mode(tm, m)).map(|(f, _)| f),
+                        );
+                        (m.to_owned(), body)
+                    })
+                    .collect();
+                let global_only = assemble(
+                    format,
+                    fragments.iter().zip(&tool_modes).filter(|(_, tm)| in_mode(tm, "global")).map(|(f, _)| f),
+                );
+                FormatExport {
+                    fragments,
+                    all,
+                    by_mode,
+                    global_only,
+                }
+            })
+            .collect();
+        Self {
+            formats,
+            tool_modes,
+            tool_skill: tools.iter().map(|e| e.skill).collect(),
+        }
+    }
+
+    /// The body for `format`, optionally only tools in `mode` and/or of the
+    /// skill with catalog index `skill`.
+    pub fn body(&self, format: Format, mode: Option<&str>, skill: Option<usize>) -> Bytes {
+        let Some(fe) = self.formats.get(format as usize) else {
+            return Bytes::new();
+        };
+        let mode = mode.map(str::to_ascii_lowercase);
+        match (&mode, skill) {
+            (None, None) => fe.all.clone(),
+            (Some(m), None) => fe.by_mode.get(m).unwrap_or(&fe.global_only).clone(),
+            (_, Some(si)) => assemble(
+                format,
+                fe.fragments
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| self.tool_skill[*i] == si)
+                    .filter(|(i, _)| mode.as_deref().is_none_or(|m| in_mode(&self.tool_modes[*i], m)))
+                    .map(|(_, f)| f),
+            ),
+        }
+    }
+
+    /// The native fragment of catalog tool `i` (the `Tool` JSON).
+    pub fn native(&self, i: usize) -> Option<Bytes> {
+        self.formats.first()?.fragments.get(i).cloned()
+    }
+}
+
+fn in_mode(modes: &[String], mode: &str) -> bool {
+    modes.iter().any(|m| m == mode || m == "global")
+}
+
+fn assemble<'a>(format: Format, parts: impl Iterator<Item = &'a Bytes>) -> Bytes {
+    let (open, sep, close) = format.frame();
+    let mut out = Vec::with_capacity(1024);
+    out.extend_from_slice(open.as_bytes());
+    for (i, p) in parts.enumerate() {
+        if i > 0 {
+            out.extend_from_slice(sep.as_bytes());
+        }
+        out.extend_from_slice(p);
+    }
+    out.extend_from_slice(close.as_bytes());
+    Bytes::from(out)
+}

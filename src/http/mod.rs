@@ -1,0 +1,94 @@
+//! The HTTP API: one module per resource, merged here with the OpenAPI
+//! document they describe, and the middleware every request passes.
+
+mod extract;
+pub mod health;
+pub mod skills;
+pub mod tools;
+
+use crate::AppState;
+use crate::error::{ApiError, InternalCause};
+use axum::Router;
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa::openapi::OpenApi as Document;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "skilld",
+        description = "Serves skills as an API: the catalog, tool exports for LLM providers, and tool runs.",
+        license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
+    ),
+    // The one route axum registers with a wildcard (see `skills::router`).
+    paths(skills::get_skill_file),
+    tags(
+        (name = "service", description = "Health and readiness"),
+        (name = "skills", description = "The skill catalog"),
+        (name = "tools", description = "Tools and their exports"),
+    )
+)]
+struct ApiDoc;
+
+/// Every route with its spec entry.
+fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(health::router())
+        .merge(skills::router())
+        .merge(tools::router())
+}
+
+/// The OpenAPI document, exactly as `/openapi.json` serves it.
+pub fn openapi() -> Document {
+    let (_, mut doc) = api().split_for_parts();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    doc
+}
+
+/// The application: routes, docs, fallbacks and middleware.
+pub fn app(state: AppState) -> Router {
+    let (router, _) = api().split_for_parts();
+    let doc = openapi();
+    router
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
+        .fallback(|| async { ApiError::not_found("route", "this path") })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .with_state(state)
+        .layer(axum::middleware::from_fn(log_internal))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            let id = req
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+        }))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeUuid7))
+}
+
+/// Logs the hidden cause of a 500 inside the request's span.
+async fn log_internal(req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    if let Some(InternalCause(cause)) = res.extensions().get::<InternalCause>() {
+        tracing::error!(%cause, "internal error");
+    }
+    res
+}
+
+/// Request ids are UUIDv7, like every other id of the API.
+#[derive(Clone, Copy)]
+struct MakeUuid7;
+
+impl MakeRequestId for MakeUuid7 {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        HeaderValue::from_str(&uuid::Uuid::now_v7().to_string()).ok().map(RequestId::new)
+    }
+}

@@ -1,0 +1,393 @@
+//! `/skills`, `/diagnostics` and `/commands`: the catalog, read-only, plus
+//! the admin reload.
+
+use super::extract::{Accept, Path, Query};
+use crate::AppState;
+use crate::error::{ApiError, Result};
+use crate::export::ToolInfo;
+use crate::skill::load::{MAX_DEFINITION_BYTES, read_limited, resolve_inside};
+use crate::skill::{
+    Diagnostic, Dialect, Eligibility, InvocationMode, Resources, Skill, SkillFile, Trust, Triggers,
+};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_skills))
+        .routes(routes!(reload_skills))
+        .routes(routes!(get_skill))
+        .routes(routes!(get_skill_prompt))
+        .routes(routes!(list_diagnostics))
+        .routes(routes!(list_commands))
+        // The file route needs axum's `{*path}` wildcard, which is not an
+        // OpenAPI path template; its spec entry is added in `http::openapi`.
+        .route("/skills/{skill}/files/{*path}", axum::routing::get(get_skill_file))
+}
+
+/// A skill in a list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillSummary {
+    pub name: String,
+    /// Semver; absent for prompt skills that declare none.
+    pub version: Option<String>,
+    pub description: String,
+    pub dialect: Dialect,
+    /// The root it came from (`bundled`, `user`, `project`, `installed`, or
+    /// a `--skills` directory).
+    pub source: String,
+    pub trust: Trust,
+    pub modes: Vec<String>,
+    /// Names of its tools.
+    pub tools: Vec<String>,
+    /// SHA-256 of what it would execute.
+    pub hash: String,
+}
+
+impl SkillSummary {
+    fn new(s: &Skill) -> Self {
+        Self {
+            name: s.name.clone(),
+            version: s.version.clone(),
+            description: s.description.clone(),
+            dialect: s.dialect,
+            source: s.source.clone(),
+            trust: s.trust,
+            modes: s.modes.clone(),
+            tools: s.tools.iter().map(|t| t.name.clone()).collect(),
+            hash: s.hash.clone(),
+        }
+    }
+}
+
+/// `GET /skills`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillList {
+    pub skills: Vec<SkillSummary>,
+}
+
+/// Everything about one skill.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillDetail {
+    pub name: String,
+    pub version: Option<String>,
+    pub description: String,
+    pub dialect: Dialect,
+    pub source: String,
+    pub trust: Trust,
+    pub modes: Vec<String>,
+    pub hash: String,
+    pub author: Option<String>,
+    pub license: Option<String>,
+    pub tags: Vec<String>,
+    pub read_only: bool,
+    pub always_ask: bool,
+    pub timeout_secs: u64,
+    pub network: bool,
+    pub resources: Resources,
+    pub invocation_mode: InvocationMode,
+    pub command: Option<String>,
+    pub command_tool: Option<String>,
+    pub requires_tools: Vec<String>,
+    pub eligibility: Eligibility,
+    pub triggers: Triggers,
+    pub permissions: Vec<String>,
+    /// The Markdown body.
+    pub instructions: String,
+    pub files: Vec<SkillFile>,
+    pub tools: Vec<ToolInfo>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl SkillDetail {
+    fn new(s: &Skill) -> Self {
+        Self {
+            name: s.name.clone(),
+            version: s.version.clone(),
+            description: s.description.clone(),
+            dialect: s.dialect,
+            source: s.source.clone(),
+            trust: s.trust,
+            modes: s.modes.clone(),
+            hash: s.hash.clone(),
+            author: s.author.clone(),
+            license: s.license.clone(),
+            tags: s.tags.clone(),
+            read_only: s.read_only,
+            always_ask: s.always_ask,
+            timeout_secs: s.timeout_secs,
+            network: s.network,
+            resources: s.resources.clone(),
+            invocation_mode: s.invocation_mode,
+            command: s.command.clone(),
+            command_tool: s.command_tool.clone(),
+            requires_tools: s.requires_tools.clone(),
+            eligibility: s.eligibility.clone(),
+            triggers: s.triggers.clone(),
+            permissions: s.permissions.clone(),
+            instructions: s.instructions.clone(),
+            files: s.files.clone(),
+            tools: s.tools.iter().map(|t| ToolInfo::new(s, t)).collect(),
+            warnings: s.warnings.clone(),
+        }
+    }
+}
+
+/// Filters of `GET /skills`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SkillFilter {
+    /// Only skills serving in this mode (or `Global`).
+    pub mode: Option<String>,
+    /// Case-insensitive text to find in the name or description.
+    pub q: Option<String>,
+    pub trust: Option<Trust>,
+}
+
+/// List the loaded skills, sorted by name.
+#[utoipa::path(get, path = "/skills", tag = "skills", params(SkillFilter),
+    responses(
+        (status = 200, description = "The skills", body = SkillList),
+        (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_skills(State(state): State<AppState>, Query(filter): Query<SkillFilter>) -> Json<SkillList> {
+    let catalog = state.catalog.current();
+    let q = filter.q.as_deref().map(str::to_lowercase);
+    let skills = catalog
+        .skills
+        .iter()
+        .filter(|s| filter.mode.as_deref().is_none_or(|m| s.in_mode(m)))
+        .filter(|s| filter.trust.is_none_or(|t| s.trust == t))
+        .filter(|s| {
+            q.as_deref().is_none_or(|q| {
+                s.name.to_lowercase().contains(q) || s.description.to_lowercase().contains(q)
+            })
+        })
+        .map(|s| SkillSummary::new(s))
+        .collect();
+    Json(SkillList { skills })
+}
+
+/// The skill's name in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SkillPath {
+    /// The skill's name.
+    pub skill: String,
+}
+
+/// One skill with its tools, files and warnings.
+#[utoipa::path(get, path = "/skills/{skill}", tag = "skills", params(SkillPath),
+    responses(
+        (status = 200, description = "The skill", body = SkillDetail),
+        (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_skill(State(state): State<AppState>, Path(p): Path<SkillPath>) -> Result<Json<SkillDetail>> {
+    let catalog = state.catalog.current();
+    let skill = catalog.skill(&p.skill).ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
+    Ok(Json(SkillDetail::new(skill)))
+}
+
+/// A skill's instructions, for prompt rewriting.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillPrompt {
+    pub skill: String,
+    pub instructions: String,
+    /// Paths (under `references/`) that `/skills/{skill}/files/{path}` serves.
+    pub references: Vec<String>,
+}
+
+/// A skill's instructions and references; `text/markdown` when `Accept` asks.
+#[utoipa::path(get, path = "/skills/{skill}/prompt", tag = "skills", params(SkillPath),
+    responses(
+        (status = 200, description = "The instructions", content(
+            (SkillPrompt = "application/json"),
+            (String = "text/markdown"),
+        )),
+        (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_skill_prompt(
+    State(state): State<AppState>,
+    Path(p): Path<SkillPath>,
+    accept: Accept,
+) -> Result<Response> {
+    let catalog = state.catalog.current();
+    let skill = catalog.skill(&p.skill).ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
+    if accept.prefers("text/markdown") {
+        return Ok((
+            [(header::CONTENT_TYPE, HeaderValue::from_static("text/markdown; charset=utf-8"))],
+            skill.instructions.clone(),
+        )
+            .into_response());
+    }
+    Ok(Json(SkillPrompt {
+        skill: skill.name.clone(),
+        instructions: skill.instructions.clone(),
+        references: skill.references().map(|f| f.path.clone()).collect(),
+    })
+    .into_response())
+}
+
+/// A skill's file in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SkillFilePath {
+    /// The skill's name.
+    pub skill: String,
+    /// The file, relative to the skill's directory.
+    pub path: String,
+}
+
+/// Seed 001's readable extensions, with the content type each is served as.
+const FILE_TYPES: &[(&str, &str)] = &[
+    ("md", "text/markdown; charset=utf-8"),
+    ("txt", "text/plain; charset=utf-8"),
+    ("json", "application/json"),
+    ("yaml", "application/yaml"),
+    ("yml", "application/yaml"),
+    ("py", "text/x-python; charset=utf-8"),
+    ("sh", "text/x-shellscript; charset=utf-8"),
+    ("bash", "text/x-shellscript; charset=utf-8"),
+    ("js", "text/javascript; charset=utf-8"),
+    ("ts", "text/plain; charset=utf-8"),
+    ("html", "text/html; charset=utf-8"),
+    ("css", "text/css; charset=utf-8"),
+    ("xml", "application/xml"),
+    ("csv", "text/csv; charset=utf-8"),
+    ("log", "text/plain; charset=utf-8"),
+    ("toml", "application/toml"),
+    ("ini", "text/plain; charset=utf-8"),
+    ("cfg", "text/plain; charset=utf-8"),
+    ("conf", "text/plain; charset=utf-8"),
+];
+
+/// A file of a skill (references, assets, scripts). Paths that leave the
+/// skill, before or after resolving symlinks, are not found.
+#[utoipa::path(get, path = "/skills/{skill}/files/{path}", tag = "skills", params(SkillFilePath),
+    responses(
+        (status = 200, description = "The file, with its content type", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 404, description = "No such skill or file, or an extension that is not served", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The file is over 1 MiB", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn get_skill_file(State(state): State<AppState>, Path(p): Path<SkillFilePath>) -> Result<Response> {
+    let catalog = state.catalog.current();
+    let skill = catalog.skill(&p.skill).ok_or_else(|| ApiError::not_found("skill", &p.skill))?.clone();
+    let not_found = || ApiError::not_found("file", &p.path);
+    let ext = std::path::Path::new(&p.path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .ok_or_else(not_found)?;
+    let content_type = FILE_TYPES
+        .iter()
+        .find(|(e, _)| *e == ext)
+        .map(|(_, t)| *t)
+        .ok_or_else(not_found)?;
+    let path = p.path.clone();
+    let bytes = tokio::task::spawn_blocking(move || {
+        let real = resolve_inside(&skill.dir, &path).ok()?;
+        if !real.is_file() {
+            return None;
+        }
+        Some(read_limited(&real, MAX_DEFINITION_BYTES))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .ok_or_else(not_found)?
+    .map_err(|_| not_found())?
+    .ok_or_else(|| ApiError::PayloadTooLarge(format!("{} is larger than {MAX_DEFINITION_BYTES} bytes", p.path)))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            // A skill's HTML must not run script on this origin.
+            (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox; default-src 'none'")),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+/// `GET /diagnostics`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DiagnosticList {
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Every excluded skill's errors and every warning of the catalog.
+#[utoipa::path(get, path = "/diagnostics", tag = "skills",
+    responses((status = 200, description = "The diagnostics", body = DiagnosticList)))]
+async fn list_diagnostics(State(state): State<AppState>) -> Json<DiagnosticList> {
+    Json(DiagnosticList {
+        diagnostics: state.catalog.current().diagnostics.clone(),
+    })
+}
+
+/// A command alias (seed 004 §3.3).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CommandInfo {
+    /// Invoked as `/<command>`.
+    pub command: String,
+    pub skill: String,
+    pub description: String,
+    pub invocation_mode: InvocationMode,
+    /// The tool a `tool_dispatch` command invokes.
+    pub command_tool: Option<String>,
+}
+
+/// `GET /commands`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CommandList {
+    pub commands: Vec<CommandInfo>,
+}
+
+/// The command aliases, sorted.
+#[utoipa::path(get, path = "/commands", tag = "skills",
+    responses((status = 200, description = "The command aliases", body = CommandList)))]
+async fn list_commands(State(state): State<AppState>) -> Json<CommandList> {
+    let catalog = state.catalog.current();
+    let commands = catalog
+        .commands
+        .iter()
+        .map(|c| {
+            let s = &catalog.skills[c.skill];
+            CommandInfo {
+                command: c.command.clone(),
+                skill: s.name.clone(),
+                description: s.description.clone(),
+                invocation_mode: s.invocation_mode,
+                command_tool: s.command_tool.clone(),
+            }
+        })
+        .collect();
+    Json(CommandList { commands })
+}
+
+/// What a reload found.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReloadSummary {
+    /// Skills now served.
+    pub skills: usize,
+    /// Error diagnostics (excluded skills, unreadable roots).
+    pub errors: usize,
+}
+
+/// Rescan every root now and swap the new catalog in.
+#[utoipa::path(post, path = "/skills/reload", tag = "skills",
+    responses((status = 200, description = "The catalog was rebuilt", body = ReloadSummary)))]
+async fn reload_skills(State(state): State<AppState>) -> Result<Json<ReloadSummary>> {
+    let handle = state.catalog.clone();
+    let catalog = tokio::task::spawn_blocking(move || handle.reload())
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(Json(ReloadSummary {
+        skills: catalog.skills.len(),
+        errors: catalog.error_count(),
+    }))
+}

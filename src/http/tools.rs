@@ -1,0 +1,132 @@
+//! `/tools`: the exports of every tool, and single tools.
+
+use super::extract::{Path, Query};
+use crate::AppState;
+use crate::catalog::{Catalog, ToolLookup};
+use crate::error::{ApiError, Result};
+use crate::export::{Format, ToolExport, ToolInfo};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_tools))
+        .routes(routes!(tools_prompt))
+        .routes(routes!(get_tool))
+}
+
+/// Filters and format of `GET /tools`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ToolQuery {
+    /// The shape of the answer; `native` by default.
+    pub format: Option<Format>,
+    /// Only tools of skills serving in this mode (or `Global`).
+    pub mode: Option<String>,
+    /// Only the tools of this skill.
+    pub skill: Option<String>,
+}
+
+fn body(catalog: &Catalog, format: Format, mode: Option<&str>, skill: Option<&str>) -> Result<Response> {
+    let skill = match skill {
+        None => None,
+        Some(name) => Some(catalog.skill_index(name).ok_or_else(|| ApiError::not_found("skill", name))?),
+    };
+    let bytes = catalog.exports.body(format, mode, skill);
+    let content_type = if format == Format::Prompt {
+        "text/plain; charset=utf-8"
+    } else {
+        "application/json"
+    };
+    Ok(typed(content_type, bytes))
+}
+
+fn typed(content_type: &'static str, bytes: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(content_type))], bytes).into_response()
+}
+
+/// Every tool, in the format an LLM provider takes.
+///
+/// `native` lists skilld's own `Tool` objects. Provider formats need unique
+/// names: a tool name two skills define is exported as `skill__tool` there
+/// (with `-` in the skill's name as `_`), and that name is accepted wherever
+/// a tool name is.
+#[utoipa::path(get, path = "/tools", tag = "tools", params(ToolQuery),
+    responses(
+        (status = 200, description = "The tools in the requested format", content(
+            (ToolExport = "application/json"),
+            (String = "text/plain"),
+        )),
+        (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_tools(State(state): State<AppState>, Query(q): Query<ToolQuery>) -> Result<Response> {
+    let catalog = state.catalog.current();
+    body(&catalog, q.format.unwrap_or_default(), q.mode.as_deref(), q.skill.as_deref())
+}
+
+/// The mode filter of `GET /tools/prompt`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ModeQuery {
+    /// Only tools of skills serving in this mode (or `Global`).
+    pub mode: Option<String>,
+}
+
+/// The tool manifest of seed 000 §7.1, ready for a system prompt.
+#[utoipa::path(get, path = "/tools/prompt", tag = "tools", params(ModeQuery),
+    responses(
+        (status = 200, description = "The manifest", content_type = "text/plain", body = String),
+        (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn tools_prompt(State(state): State<AppState>, Query(q): Query<ModeQuery>) -> Result<Response> {
+    let catalog = state.catalog.current();
+    body(&catalog, Format::Prompt, q.mode.as_deref(), None)
+}
+
+/// The tool's name in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ToolPath {
+    /// A tool name, or the `skill__tool` name of an ambiguous one.
+    pub tool: String,
+}
+
+/// One tool.
+#[utoipa::path(get, path = "/tools/{tool}", tag = "tools", params(ToolPath),
+    responses(
+        (status = 200, description = "The tool", body = ToolInfo),
+        (status = 404, description = "No such tool", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Several skills define this name; `candidates` lists them", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_tool(State(state): State<AppState>, Path(p): Path<ToolPath>) -> Result<Response> {
+    let catalog = state.catalog.current();
+    let index = resolve_tool(&catalog, &p.tool)?;
+    let bytes = catalog
+        .exports
+        .native(index)
+        .ok_or_else(|| ApiError::Internal("tool without a native export".to_owned()))?;
+    Ok(typed("application/json", bytes))
+}
+
+/// Looks a bare tool name up (its index in the catalog's tools): 404 when
+/// missing, 409 when ambiguous.
+pub fn resolve_tool(catalog: &Catalog, name: &str) -> Result<usize> {
+    match catalog.tool(name) {
+        ToolLookup::Found(i) => Ok(i),
+        ToolLookup::Missing => Err(ApiError::not_found("tool", name)),
+        ToolLookup::Ambiguous(entries) => Err(ApiError::AmbiguousTool {
+            tool: name.to_owned(),
+            candidates: entries
+                .iter()
+                .map(|&i| catalog.skills[catalog.tools[i].skill].name.clone())
+                .collect(),
+        }),
+    }
+}

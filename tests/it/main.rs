@@ -1,0 +1,4 @@
+//! All integration tests, in one binary (one link, shared helpers).
+
+mod common;
+mod corpus;
