@@ -1,4 +1,9 @@
 //! All integration tests, in one binary (one link, shared helpers).
 
+mod cli;
 mod common;
 mod corpus;
+mod exports;
+mod http_api;
+mod openapi;
+mod props;

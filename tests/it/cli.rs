@@ -1,0 +1,156 @@
+//! The command line of API.md, run as a script would run it.
+
+use crate::common::{bundled_dir, corpus_dir};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn skilld() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_skilld"));
+    c.env_remove("SKILLD_BIND")
+        .env_remove("SKILLD_SKILLS")
+        .env_remove("SKILLD_CONFIG")
+        .env("SKILLD_LOG", "warn");
+    c
+}
+
+#[test]
+fn check_prints_compiler_style_and_fails_on_errors() {
+    let out = skilld().arg("check").arg(corpus_dir().join("invalid")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let line = stdout.lines().find(|l| l.contains("bad-version")).unwrap();
+    let path = corpus_dir().join("invalid/bad-version/SKILL.md");
+    assert_eq!(
+        line,
+        format!("{}:3:1: error[invalid_version]: version '1.0' is not a semantic version such as 1.0.0", path.display())
+    );
+    assert!(stdout.lines().all(|l| l.contains(": error[") || l.contains(": warning[")), "{stdout}");
+    assert!(String::from_utf8(out.stderr).unwrap().contains("errors"));
+}
+
+#[test]
+fn check_json_and_clean_skills() {
+    let out = skilld()
+        .args(["check", "--format", "json"])
+        .arg(corpus_dir().join("invalid/unknown-placeholder"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["errors"], 1);
+    assert_eq!(v["diagnostics"][0]["code"], "unknown_parameter");
+    assert_eq!(v["diagnostics"][0]["line"], 20);
+
+    let out = skilld().arg("check").arg(bundled_dir()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.stdout.is_empty());
+    let out = skilld().arg("check").arg(corpus_dir().join("valid/git")).output().unwrap();
+    assert!(out.status.success());
+    let out = skilld().arg("check").arg("/definitely/not/here").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn tools_exports_without_a_server() {
+    let out = skilld()
+        .args(["tools", "--format", "openai", "--skills"])
+        .arg(format!("bundled={}", corpus_dir().join("valid").display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["tools"].as_array().unwrap().iter().any(|t| t["function"]["name"] == "git_log"));
+
+    let out = skilld()
+        .args(["tools", "--format", "prompt", "--mode", "Meeting", "--skills"])
+        .arg(corpus_dir().join("valid"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("- git_status: "), "{text}");
+    assert!(!text.contains("deploy_preview"));
+
+    let out = skilld().args(["tools", "--format", "yaml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Starts `skilld serve …`, returning the child and the address it printed.
+fn serve(cmd: &mut Command) -> (std::process::Child, String) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut first).unwrap();
+    let addr = first
+        .trim_end()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line was {first:?}"))
+        .to_owned();
+    (child, addr)
+}
+
+fn stop(mut child: std::process::Child) -> std::process::ExitStatus {
+    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    for _ in 0..100 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    panic!("skilld did not stop on SIGTERM");
+}
+
+#[tokio::test]
+async fn serve_on_port_zero_answers_and_stops_on_sigterm() {
+    let data = tempfile::tempdir().unwrap();
+    let (child, addr) = serve(
+        skilld()
+            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg(data.path())
+            .arg("--skills")
+            .arg(format!("bundled={}", bundled_dir().display())),
+    );
+    let skills: Value = reqwest::get(format!("http://{addr}/skills")).await.unwrap().json().await.unwrap();
+    assert!(skills["skills"].as_array().unwrap().iter().any(|s| s["name"] == "git" && s["trust"] == "bundled"));
+    assert!(stop(child).success());
+}
+
+#[tokio::test]
+async fn flags_beat_environment_beats_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("skilld.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "bind = \"256.0.0.1:1\"\nskills = [\"untrusted={}\"]\ndata_dir = \"{}\"\n",
+            bundled_dir().display(),
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    // The environment's bind beats the file's (which is not even valid).
+    let (child, addr) = serve(skilld().arg("serve").arg("--config").arg(&config).env("SKILLD_BIND", "127.0.0.1:0"));
+    let git: Value = reqwest::get(format!("http://{addr}/skills/git")).await.unwrap().json().await.unwrap();
+    assert_eq!(git["trust"], "untrusted", "the file's skills apply");
+    assert!(stop(child).success());
+
+    // The flag beats the environment.
+    let (child, addr) = serve(
+        skilld()
+            .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .env("SKILLD_BIND", "not an address")
+            .env("SKILLD_SKILLS", format!("user={}", bundled_dir().display())),
+    );
+    let git: Value = reqwest::get(format!("http://{addr}/skills/git")).await.unwrap().json().await.unwrap();
+    assert_eq!(git["trust"], "user", "the environment's skills beat the file's");
+    assert!(stop(child).success());
+}
+
+#[test]
+fn a_public_bind_without_tokens_refuses_to_start() {
+    let out = skilld().args(["serve", "--bind", "0.0.0.0:0", "--skills"]).arg(bundled_dir()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure"));
+}
