@@ -12,6 +12,11 @@ use serde_json::{Map, Value};
 use std::cell::Cell;
 use std::fmt;
 
+/// The deepest flow nesting (`[` and `{`) accepted. The YAML parser takes
+/// time quadratic in flow depth, so 100,000 `[` would hold a thread for
+/// minutes; no real frontmatter nests more than a few levels.
+pub const MAX_FLOW_DEPTH: usize = 64;
+
 /// The most YAML nodes (after alias expansion) one frontmatter may produce.
 /// Real frontmatter has dozens; this leaves room for generous lists.
 pub const NODE_BUDGET: usize = 100_000;
@@ -87,6 +92,12 @@ pub fn parse_yaml(yaml: &str) -> Result<Value, YamlError> {
     if yaml.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
     }
+    if let Some(offset) = too_deep(yaml) {
+        return Err(YamlError {
+            message: format!("flow collections nest deeper than {MAX_FLOW_DEPTH} levels"),
+            location: Some(line_col(yaml, offset)),
+        });
+    }
     let budget = Cell::new(NODE_BUDGET);
     let de = serde_norway::Deserializer::from_str(yaml);
     Bounded { budget: &budget }.deserialize(de).map_err(|e| {
@@ -103,6 +114,34 @@ pub fn parse_yaml(yaml: &str) -> Result<Value, YamlError> {
         };
         YamlError { message, location }
     })
+}
+
+/// The offset where bracket nesting first exceeds [`MAX_FLOW_DEPTH`].
+/// Quotes are ignored on purpose: a quoted bracket only makes this stricter,
+/// while honouring quotes would let a stray `'` hide a deep tail.
+fn too_deep(yaml: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, b) in yaml.bytes().enumerate() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Some(i);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (u32, u32) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (u32::try_from(line).unwrap_or(u32::MAX), u32::try_from(column).unwrap_or(u32::MAX))
 }
 
 /// A seed that builds a JSON value while spending one unit of budget per node.
@@ -263,6 +302,15 @@ mod tests {
     fn small_aliases_are_fine() {
         let v = parse_yaml("a: &x [1, 2]\nb: *x\n").unwrap();
         assert_eq!(v["b"], serde_json::json!([1, 2]));
+    }
+
+    #[test]
+    fn deep_flow_nesting_is_refused_before_parsing() {
+        let deep = format!("x: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let err = parse_yaml(&deep).unwrap_err();
+        assert_eq!(err.location, Some((1, 68)));
+        let ok = format!("x: {}{}", "[".repeat(MAX_FLOW_DEPTH), "]".repeat(MAX_FLOW_DEPTH));
+        assert!(parse_yaml(&ok).is_ok());
     }
 
     #[test]

@@ -7,3 +7,5 @@ mod exports;
 mod http_api;
 mod openapi;
 mod props;
+mod python_client;
+mod robust;
