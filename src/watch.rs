@@ -3,31 +3,42 @@
 
 use crate::catalog::CatalogHandle;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// How long the roots must be quiet before a reload.
 pub const DEBOUNCE: Duration = Duration::from_millis(250);
 
-/// Watches every existing root; reloads until the returned watcher drops.
-pub fn spawn(handle: Arc<CatalogHandle>) -> notify::Result<RecommendedWatcher> {
+/// Keeps the watch alive; dropping it stops watching and reloading.
+pub struct Watch {
+    _watcher: Arc<Mutex<RecommendedWatcher>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Watches every root. A root that does not exist yet is noticed through
+/// its parent, and watched itself from the reload after it appears.
+pub fn spawn(handle: Arc<CatalogHandle>) -> notify::Result<Watch> {
     let (tx, mut rx) = mpsc::channel::<()>(1);
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let relevant = event.is_ok_and(|e| !e.kind.is_access());
-        if relevant {
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|e| !e.kind.is_access()) {
             // Full means a reload is already due; dropping the tick is fine.
             let _ = tx.try_send(());
         }
     })?;
-    for root in &handle.options().roots {
-        if root.path.is_dir() {
-            if let Err(e) = watcher.watch(&root.path, RecursiveMode::Recursive) {
-                tracing::warn!(root = %root.path.display(), error = %e, "cannot watch skills directory");
-            }
-        }
-    }
-    tokio::spawn(async move {
+    let watcher = Arc::new(Mutex::new(watcher));
+    let mut watched = HashSet::new();
+    add_watches(&handle, &watcher, &mut watched);
+    let task_watcher = watcher.clone();
+    let task = tokio::spawn(async move {
         while rx.recv().await.is_some() {
             loop {
                 match tokio::time::timeout(DEBOUNCE, rx.recv()).await {
@@ -40,7 +51,33 @@ pub fn spawn(handle: Arc<CatalogHandle>) -> notify::Result<RecommendedWatcher> {
             if let Err(e) = tokio::task::spawn_blocking(move || h.reload()).await {
                 tracing::error!(error = %e, "catalog reload failed");
             }
+            add_watches(&handle, &task_watcher, &mut watched);
         }
     });
-    Ok(watcher)
+    Ok(Watch {
+        _watcher: watcher,
+        task,
+    })
+}
+
+/// Watches each root recursively once it exists, else its parent directly.
+fn add_watches(handle: &CatalogHandle, watcher: &Mutex<RecommendedWatcher>, watched: &mut HashSet<PathBuf>) {
+    let Ok(mut w) = watcher.lock() else { return };
+    for root in &handle.options().roots {
+        if watched.contains(&root.path) {
+            continue;
+        }
+        if root.path.is_dir() {
+            match w.watch(&root.path, RecursiveMode::Recursive) {
+                Ok(()) => {
+                    watched.insert(root.path.clone());
+                }
+                Err(e) => tracing::warn!(root = %root.path.display(), error = %e, "cannot watch skills directory"),
+            }
+        } else if let Some(parent) = root.path.parent().filter(|p| p.is_dir()) {
+            if watched.insert(parent.to_path_buf()) {
+                let _ = w.watch(parent, RecursiveMode::NonRecursive);
+            }
+        }
+    }
 }

@@ -7,5 +7,7 @@ mod exports;
 mod http_api;
 mod openapi;
 mod props;
+mod reload;
 mod python_client;
 mod robust;
+mod sources;
