@@ -132,7 +132,11 @@ impl Catalog {
                         root.path.display().to_string(),
                         format!(
                             "cannot read this skills directory ({e}); {}",
-                            if kept.is_some() { "keeping the skills loaded from it before" } else { "no skills from it are served" }
+                            if kept.is_some() {
+                                "keeping the skills loaded from it before"
+                            } else {
+                                "no skills from it are served"
+                            }
                         ),
                     ));
                     reused[i] = kept.map(|s| s.loaded.clone());
@@ -238,7 +242,10 @@ impl Catalog {
             }
         }
         tools.sort_by(|a, b| {
-            let (ta, tb) = (&skills[a.skill].tools[a.tool].name, &skills[b.skill].tools[b.tool].name);
+            let (ta, tb) = (
+                &skills[a.skill].tools[a.tool].name,
+                &skills[b.skill].tools[b.tool].name,
+            );
             ta.cmp(tb).then(a.skill.cmp(&b.skill))
         });
         let mut tool_index: HashMap<String, Vec<usize>> = HashMap::new();
@@ -268,7 +275,11 @@ impl Catalog {
         diagnostics.dedup();
 
         let skills: Vec<Arc<Skill>> = skills.into_iter().map(Arc::new).collect();
-        let by_name = skills.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
+        let by_name = skills
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.clone(), i))
+            .collect();
         let exports = Exports::build(&skills, &tools);
         Self {
             skills,
@@ -352,7 +363,9 @@ fn skill_dirs(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result
 
 /// Loads skill directories on every available core, keeping job order.
 fn load_parallel(jobs: &[(usize, PathBuf)], opts: &CatalogOptions, path: &PathCache) -> Vec<Loaded> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len().max(1));
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, Loaded)>> = Mutex::new(Vec::with_capacity(jobs.len()));
     std::thread::scope(|scope| {
@@ -406,7 +419,10 @@ fn cross_check(skills: Vec<Skill>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Ski
         true
     });
     loop {
-        let available: HashSet<String> = skills.iter().flat_map(|s| s.tools.iter().map(|t| t.name.clone())).collect();
+        let available: HashSet<String> = skills
+            .iter()
+            .flat_map(|s| s.tools.iter().map(|t| t.name.clone()))
+            .collect();
         let before = skills.len();
         skills.retain(|s| {
             let path = s.definition.display().to_string();
@@ -421,24 +437,27 @@ fn cross_check(skills: Vec<Skill>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Ski
                     Diagnostic::error(
                         Code::MissingRequiredTool,
                         &path,
-                        format!("requires_tools names {} but no loaded skill provides it", missing.join(", ")),
+                        format!(
+                            "requires_tools names {} but no loaded skill provides it",
+                            missing.join(", ")
+                        ),
                     )
                     .for_skill(&s.name),
                 );
                 return false;
             }
-            if s.invocation_mode == InvocationMode::ToolDispatch {
-                if let Some(t) = s.command_tool.as_ref().filter(|t| !available.contains(*t)) {
-                    diagnostics.push(
-                        Diagnostic::error(
-                            Code::UnknownCommandTool,
-                            &path,
-                            format!("command_tool '{t}' is not a tool of any loaded skill"),
-                        )
-                        .for_skill(&s.name),
-                    );
-                    return false;
-                }
+            if s.invocation_mode == InvocationMode::ToolDispatch
+                && let Some(t) = s.command_tool.as_ref().filter(|t| !available.contains(*t))
+            {
+                diagnostics.push(
+                    Diagnostic::error(
+                        Code::UnknownCommandTool,
+                        &path,
+                        format!("command_tool '{t}' is not a tool of any loaded skill"),
+                    )
+                    .for_skill(&s.name),
+                );
+                return false;
             }
             true
         });

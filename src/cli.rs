@@ -52,7 +52,8 @@ pub enum CheckFormat {
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
-    Format::parse(s).ok_or_else(|| "expected one of native, openai, anthropic, gemini, mcp, prompt".to_owned())
+    Format::parse(s)
+        .ok_or_else(|| "expected one of native, openai, anthropic, gemini, mcp, prompt".to_owned())
 }
 
 /// Runs the command line; the process exits with the returned code.
@@ -196,7 +197,10 @@ fn check(dirs: &[PathBuf], format: CheckFormat) -> ExitCode {
             ));
         }
     }
-    let errors = diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
     let warnings = diagnostics.len() - errors;
     let mut out = std::io::stdout().lock();
     let written = match format {
@@ -221,7 +225,11 @@ fn check(dirs: &[PathBuf], format: CheckFormat) -> ExitCode {
     if written.is_err() {
         return ExitCode::from(2);
     }
-    if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Result<()> {
@@ -256,7 +264,9 @@ fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Resul
 
 fn print_openapi() -> anyhow::Result<()> {
     let doc = crate::openapi();
-    let json = doc.to_pretty_json().context("cannot serialise the OpenAPI document")?;
+    let json = doc
+        .to_pretty_json()
+        .context("cannot serialise the OpenAPI document")?;
     println!("{json}");
     Ok(())
 }

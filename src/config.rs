@@ -26,7 +26,12 @@ pub struct ServeArgs {
     pub bind: Option<String>,
     /// A skills directory, `[TRUST=]DIR` (trust: bundled, user, untrusted).
     /// Repeat for several; earlier ones win name collisions.
-    #[arg(long = "skills", env = "SKILLD_SKILLS", value_delimiter = ',', value_name = "[TRUST=]DIR")]
+    #[arg(
+        long = "skills",
+        env = "SKILLD_SKILLS",
+        value_delimiter = ',',
+        value_name = "[TRUST=]DIR"
+    )]
     pub skills: Vec<String>,
     /// Database URL: `sqlite://PATH` (default `<data dir>/skilld.db`) or `postgres://…`.
     #[arg(long, env = "SKILLD_DATABASE_URL", value_name = "URL")]
@@ -120,9 +125,11 @@ impl Config {
             None => FileConfig::default(),
         };
         if file.tokens.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err("tokens are configured, but this version of skilld cannot enforce them yet; \
+            return Err(
+                "tokens are configured, but this version of skilld cannot enforce them yet; \
                         remove [[tokens]] rather than run unprotected"
-                .to_owned());
+                    .to_owned(),
+            );
         }
         let bind_text = args
             .bind
@@ -169,7 +176,10 @@ impl Config {
         let roots = if skills.is_empty() {
             default_roots(&workspace, &data_dir)
         } else {
-            skills.iter().map(|s| Root::parse_flag(s)).collect::<Result<_, _>>()?
+            skills
+                .iter()
+                .map(|s| Root::parse_flag(s))
+                .collect::<Result<_, _>>()?
         };
         let mut runtimes = Runtimes::default();
         if let Some(custom) = file.runtimes {
@@ -196,12 +206,15 @@ impl Config {
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
     toml::from_str(&text).map_err(|e| format!("invalid config {}: {e}", path.display()))
 }
 
 fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
 }
 
 /// `$XDG_DATA_HOME/skilld`, else `~/.local/share/skilld`, else `./.skilld`.
@@ -215,7 +228,10 @@ pub fn default_data_dir() -> PathBuf {
 /// The git root holding the current directory, else HOME (seed 000 §5.1).
 pub fn default_workspace() -> PathBuf {
     let cwd = std::env::current_dir().ok();
-    if let Some(root) = cwd.as_deref().and_then(|c| c.ancestors().find(|a| a.join(".git").exists())) {
+    if let Some(root) = cwd
+        .as_deref()
+        .and_then(|c| c.ancestors().find(|a| a.join(".git").exists()))
+    {
         return root.to_path_buf();
     }
     home().or(cwd).unwrap_or_else(|| PathBuf::from("/"))

@@ -99,7 +99,9 @@ impl ApiError {
         let status = self.status();
         let code = self.code();
         let detail = match self {
-            ApiError::Internal(_) => "the server failed to handle this request; see its log for the request id".to_owned(),
+            ApiError::Internal(_) => {
+                "the server failed to handle this request; see its log for the request id".to_owned()
+            }
             other => other.to_string(),
         };
         Problem {

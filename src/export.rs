@@ -63,7 +63,8 @@ impl Format {
     }
 }
 
-const PROMPT_HEADER: &str = "You are a model that can do function calling with the following functions:\n\n[Skills]\n";
+const PROMPT_HEADER: &str =
+    "You are a model that can do function calling with the following functions:\n\n[Skills]\n";
 
 /// A tool as `GET /tools/{tool}` and the native export describe it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -111,7 +112,12 @@ pub fn json_schema(tool: &Tool) -> Value {
     for p in &tool.params {
         properties.insert(p.name.clone(), param_schema(p, true));
     }
-    let required: Vec<&str> = tool.params.iter().filter(|p| p.required).map(|p| p.name.as_str()).collect();
+    let required: Vec<&str> = tool
+        .params
+        .iter()
+        .filter(|p| p.required)
+        .map(|p| p.name.as_str())
+        .collect();
     json!({
         "type": "object",
         "properties": properties,
@@ -149,7 +155,12 @@ fn gemini_parameters(tool: &Tool) -> Option<Value> {
         .iter()
         .map(|p| (p.name.clone(), param_schema(p, false)))
         .collect();
-    let required: Vec<&str> = tool.params.iter().filter(|p| p.required).map(|p| p.name.as_str()).collect();
+    let required: Vec<&str> = tool
+        .params
+        .iter()
+        .filter(|p| p.required)
+        .map(|p| p.name.as_str())
+        .collect();
     let mut o = json!({"type": "object", "properties": properties});
     if !required.is_empty() {
         o["required"] = json!(required);
@@ -337,7 +348,10 @@ impl Exports {
             .map(|s| s.modes.iter().map(|m| m.to_ascii_lowercase()).collect())
             .collect();
         let tool_modes: Vec<Arc<[String]>> = tools.iter().map(|e| skill_modes[e.skill].clone()).collect();
-        let all_modes: BTreeSet<&str> = skill_modes.iter().flat_map(|m| m.iter().map(String::as_str)).collect();
+        let all_modes: BTreeSet<&str> = skill_modes
+            .iter()
+            .flat_map(|m| m.iter().map(String::as_str))
+            .collect();
         let formats = Format::ALL
             .iter()
             .map(|&format| {
@@ -356,14 +370,22 @@ impl Exports {
                     .map(|&m| {
                         let body = assemble(
                             format,
-                            fragments.iter().zip(&tool_modes).filter(|(_, tm)| in_mode(tm, m)).map(|(f, _)| f),
+                            fragments
+                                .iter()
+                                .zip(&tool_modes)
+                                .filter(|(_, tm)| in_mode(tm, m))
+                                .map(|(f, _)| f),
                         );
                         (m.to_owned(), body)
                     })
                     .collect();
                 let global_only = assemble(
                     format,
-                    fragments.iter().zip(&tool_modes).filter(|(_, tm)| in_mode(tm, "global")).map(|(f, _)| f),
+                    fragments
+                        .iter()
+                        .zip(&tool_modes)
+                        .filter(|(_, tm)| in_mode(tm, "global"))
+                        .map(|(f, _)| f),
                 );
                 FormatExport {
                     fragments,

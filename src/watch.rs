@@ -72,12 +72,14 @@ fn add_watches(handle: &CatalogHandle, watcher: &Mutex<RecommendedWatcher>, watc
                 Ok(()) => {
                     watched.insert(root.path.clone());
                 }
-                Err(e) => tracing::warn!(root = %root.path.display(), error = %e, "cannot watch skills directory"),
+                Err(e) => {
+                    tracing::warn!(root = %root.path.display(), error = %e, "cannot watch skills directory")
+                }
             }
-        } else if let Some(parent) = root.path.parent().filter(|p| p.is_dir()) {
-            if watched.insert(parent.to_path_buf()) {
-                let _ = w.watch(parent, RecursiveMode::NonRecursive);
-            }
+        } else if let Some(parent) = root.path.parent().filter(|p| p.is_dir())
+            && watched.insert(parent.to_path_buf())
+        {
+            let _ = w.watch(parent, RecursiveMode::NonRecursive);
         }
     }
 }

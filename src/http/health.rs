@@ -9,7 +9,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(healthz)).routes(routes!(readyz))
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
 }
 
 /// `{"status":"ok"}`.
@@ -41,7 +43,9 @@ pub struct Sandbox {
 #[utoipa::path(get, path = "/healthz", tag = "service", operation_id = "healthz",
     responses((status = 200, description = "The process serves", body = Health)))]
 async fn healthz() -> Json<Health> {
-    Json(Health { status: "ok".to_owned() })
+    Json(Health {
+        status: "ok".to_owned(),
+    })
 }
 
 /// Readiness: the catalog is loaded and what the sandbox enforces.

@@ -29,6 +29,8 @@ use utoipa_swagger_ui::SwaggerUi;
     ),
     // The one route axum registers with a wildcard (see `skills::router`).
     paths(skills::get_skill_file),
+    // Types used only in query parameters are not collected on their own.
+    components(schemas(crate::export::Format)),
     tags(
         (name = "service", description = "Health and readiness"),
         (name = "skills", description = "The skill catalog"),
@@ -89,6 +91,8 @@ struct MakeUuid7;
 
 impl MakeRequestId for MakeUuid7 {
     fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
-        HeaderValue::from_str(&uuid::Uuid::now_v7().to_string()).ok().map(RequestId::new)
+        HeaderValue::from_str(&uuid::Uuid::now_v7().to_string())
+            .ok()
+            .map(RequestId::new)
     }
 }

@@ -7,7 +7,7 @@ use crate::error::{ApiError, Result};
 use crate::export::ToolInfo;
 use crate::skill::load::{MAX_DEFINITION_BYTES, read_limited, resolve_inside};
 use crate::skill::{
-    Diagnostic, Dialect, Eligibility, InvocationMode, Resources, Skill, SkillFile, Trust, Triggers,
+    Diagnostic, Dialect, Eligibility, InvocationMode, Resources, Skill, SkillFile, Triggers, Trust,
 };
 use axum::Json;
 use axum::extract::State;
@@ -28,7 +28,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_commands))
         // The file route needs axum's `{*path}` wildcard, which is not an
         // OpenAPI path template; its spec entry is added in `http::openapi`.
-        .route("/skills/{skill}/files/{*path}", axum::routing::get(get_skill_file))
+        .route(
+            "/skills/{skill}/files/{*path}",
+            axum::routing::get(get_skill_file),
+        )
 }
 
 /// A skill in a list.
@@ -165,9 +168,8 @@ async fn list_skills(State(state): State<AppState>, Query(filter): Query<SkillFi
         .filter(|s| filter.mode.as_deref().is_none_or(|m| s.in_mode(m)))
         .filter(|s| filter.trust.is_none_or(|t| s.trust == t))
         .filter(|s| {
-            q.as_deref().is_none_or(|q| {
-                s.name.to_lowercase().contains(q) || s.description.to_lowercase().contains(q)
-            })
+            q.as_deref()
+                .is_none_or(|q| s.name.to_lowercase().contains(q) || s.description.to_lowercase().contains(q))
         })
         .map(|s| SkillSummary::new(s))
         .collect();
@@ -190,7 +192,9 @@ pub struct SkillPath {
     ))]
 async fn get_skill(State(state): State<AppState>, Path(p): Path<SkillPath>) -> Result<Json<SkillDetail>> {
     let catalog = state.catalog.current();
-    let skill = catalog.skill(&p.skill).ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
+    let skill = catalog
+        .skill(&p.skill)
+        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
     Ok(Json(SkillDetail::new(skill)))
 }
 
@@ -218,10 +222,15 @@ async fn get_skill_prompt(
     accept: Accept,
 ) -> Result<Response> {
     let catalog = state.catalog.current();
-    let skill = catalog.skill(&p.skill).ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
+    let skill = catalog
+        .skill(&p.skill)
+        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
     if accept.prefers("text/markdown") {
         return Ok((
-            [(header::CONTENT_TYPE, HeaderValue::from_static("text/markdown; charset=utf-8"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/markdown; charset=utf-8"),
+            )],
             skill.instructions.clone(),
         )
             .into_response());
@@ -275,9 +284,15 @@ const FILE_TYPES: &[(&str, &str)] = &[
         (status = 404, description = "No such skill or file, or an extension that is not served", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "The file is over 1 MiB", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-pub(super) async fn get_skill_file(State(state): State<AppState>, Path(p): Path<SkillFilePath>) -> Result<Response> {
+pub(super) async fn get_skill_file(
+    State(state): State<AppState>,
+    Path(p): Path<SkillFilePath>,
+) -> Result<Response> {
     let catalog = state.catalog.current();
-    let skill = catalog.skill(&p.skill).ok_or_else(|| ApiError::not_found("skill", &p.skill))?.clone();
+    let skill = catalog
+        .skill(&p.skill)
+        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?
+        .clone();
     let not_found = || ApiError::not_found("file", &p.path);
     let ext = std::path::Path::new(&p.path)
         .extension()
@@ -301,13 +316,21 @@ pub(super) async fn get_skill_file(State(state): State<AppState>, Path(p): Path<
     .map_err(|e| ApiError::Internal(e.to_string()))?
     .ok_or_else(not_found)?
     .map_err(|_| not_found())?
-    .ok_or_else(|| ApiError::PayloadTooLarge(format!("{} is larger than {MAX_DEFINITION_BYTES} bytes", p.path)))?;
+    .ok_or_else(|| {
+        ApiError::PayloadTooLarge(format!("{} is larger than {MAX_DEFINITION_BYTES} bytes", p.path))
+    })?;
     Ok((
         [
             (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
-            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
             // A skill's HTML must not run script on this origin.
-            (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox; default-src 'none'")),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("sandbox; default-src 'none'"),
+            ),
         ],
         bytes,
     )

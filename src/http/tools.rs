@@ -36,7 +36,11 @@ pub struct ToolQuery {
 fn body(catalog: &Catalog, format: Format, mode: Option<&str>, skill: Option<&str>) -> Result<Response> {
     let skill = match skill {
         None => None,
-        Some(name) => Some(catalog.skill_index(name).ok_or_else(|| ApiError::not_found("skill", name))?),
+        Some(name) => Some(
+            catalog
+                .skill_index(name)
+                .ok_or_else(|| ApiError::not_found("skill", name))?,
+        ),
     };
     let bytes = catalog.exports.body(format, mode, skill);
     let content_type = if format == Format::Prompt {
@@ -48,7 +52,11 @@ fn body(catalog: &Catalog, format: Format, mode: Option<&str>, skill: Option<&st
 }
 
 fn typed(content_type: &'static str, bytes: Bytes) -> Response {
-    ([(header::CONTENT_TYPE, HeaderValue::from_static(content_type))], bytes).into_response()
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+        bytes,
+    )
+        .into_response()
 }
 
 /// Every tool, in the format an LLM provider takes.
@@ -68,7 +76,12 @@ fn typed(content_type: &'static str, bytes: Bytes) -> Response {
     ))]
 async fn list_tools(State(state): State<AppState>, Query(q): Query<ToolQuery>) -> Result<Response> {
     let catalog = state.catalog.current();
-    body(&catalog, q.format.unwrap_or_default(), q.mode.as_deref(), q.skill.as_deref())
+    body(
+        &catalog,
+        q.format.unwrap_or_default(),
+        q.mode.as_deref(),
+        q.skill.as_deref(),
+    )
 }
 
 /// The mode filter of `GET /tools/prompt`.

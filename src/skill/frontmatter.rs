@@ -141,7 +141,10 @@ fn line_col(text: &str, offset: usize) -> (u32, u32) {
     let before = &text[..offset.min(text.len())];
     let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (u32::try_from(line).unwrap_or(u32::MAX), u32::try_from(column).unwrap_or(u32::MAX))
+    (
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(column).unwrap_or(u32::MAX),
+    )
 }
 
 /// A seed that builds a JSON value while spending one unit of budget per node.
@@ -291,11 +294,20 @@ mod tests {
     #[test]
     fn alias_bomb_is_refused_quickly() {
         let mut yaml = String::from("a: &a [x,x,x,x,x,x,x,x,x]\n");
-        for (prev, cur) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().zip(["b", "c", "d", "e", "f", "g", "h", "i"]) {
-            yaml.push_str(&format!("{cur}: &{cur} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+        for (prev, cur) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+            .iter()
+            .zip(["b", "c", "d", "e", "f", "g", "h", "i"])
+        {
+            yaml.push_str(&format!(
+                "{cur}: &{cur} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+            ));
         }
         let err = parse_yaml(&yaml).unwrap_err();
-        assert!(err.message.contains("expands") || err.message.contains("limit"), "{}", err.message);
+        assert!(
+            err.message.contains("expands") || err.message.contains("limit"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

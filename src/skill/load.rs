@@ -91,10 +91,10 @@ impl PathCache {
 
     /// Whether `name` is an executable file in some `PATH` directory.
     pub fn has(&self, name: &str) -> bool {
-        if let Ok(found) = self.found.lock() {
-            if let Some(&hit) = found.get(name) {
-                return hit;
-            }
+        if let Ok(found) = self.found.lock()
+            && let Some(&hit) = found.get(name)
+        {
+            return hit;
         }
         let hit = self
             .path
@@ -187,7 +187,10 @@ pub enum NameCheck {
 
 /// Tool names: `^[a-z0-9_]{1,32}$` (seed 000 §3.2).
 pub fn is_tool_name(name: &str) -> bool {
-    (1..=32).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Diagnostic>) -> Option<Skill> {
@@ -213,7 +216,11 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
             return None;
         }
         Err(e) => {
-            diags.push(Diagnostic::error(Code::Unreadable, &path, format!("cannot read SKILL.md: {e}")));
+            diags.push(Diagnostic::error(
+                Code::Unreadable,
+                &path,
+                format!("cannot read SKILL.md: {e}"),
+            ));
             return None;
         }
     };
@@ -273,7 +280,11 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
                 Ok(Value::Object(map)) => map,
                 Ok(_) => {
                     let pos = p.index.pos(split.yaml_offset);
-                    p.error(Code::InvalidFrontmatter, Some(pos), "frontmatter must be a YAML mapping of keys to values");
+                    p.error(
+                        Code::InvalidFrontmatter,
+                        Some(pos),
+                        "frontmatter must be a YAML mapping of keys to values",
+                    );
                     return None;
                 }
                 Err(e) => {
@@ -283,7 +294,11 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
                         column: c,
                     });
                     let message = shift_lines(&e.message, base.line - 1);
-                    p.error(Code::InvalidYaml, pos.or(Some(base)), format!("invalid YAML in frontmatter: {message}"));
+                    p.error(
+                        Code::InvalidYaml,
+                        pos.or(Some(base)),
+                        format!("invalid YAML in frontmatter: {message}"),
+                    );
                     return None;
                 }
             }
@@ -295,15 +310,26 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     for key in fm.keys() {
         if !KNOWN_KEYS.contains(&key.as_str()) {
             let pos = p.key_pos(key);
-            p.warn(Code::UnknownField, pos, format!("unknown frontmatter field '{key}' is ignored"));
+            p.warn(
+                Code::UnknownField,
+                pos,
+                format!("unknown frontmatter field '{key}' is ignored"),
+            );
         }
     }
 
     let blocks = markdown::tool_blocks(body);
     let scripts_dir = dir.join("scripts");
-    let entrypoint = ENTRYPOINTS.iter().map(|e| scripts_dir.join(e)).find(|p| p.is_file());
+    let entrypoint = ENTRYPOINTS
+        .iter()
+        .map(|e| scripts_dir.join(e))
+        .find(|p| p.is_file());
     let declares_entrypoint = ["lang", "image", "resources"].iter().any(|k| fm.contains_key(*k));
-    let scripts = if blocks.is_empty() { list_scripts(&scripts_dir, opts.runtimes) } else { Vec::new() };
+    let scripts = if blocks.is_empty() {
+        list_scripts(&scripts_dir, opts.runtimes)
+    } else {
+        Vec::new()
+    };
     let dialect = if !blocks.is_empty() {
         Dialect::Markdown
     } else if declares_entrypoint || entrypoint.is_some() {
@@ -325,7 +351,11 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
                 format!("frontmatter name '{fm_name}' differs from the directory name '{name}'; rename one to match"),
             );
         }
-    } else if matches!(dialect, Dialect::Markdown | Dialect::Entrypoint | Dialect::Scripts) && !fm.contains_key("name") {
+    } else if matches!(
+        dialect,
+        Dialect::Markdown | Dialect::Entrypoint | Dialect::Scripts
+    ) && !fm.contains_key("name")
+    {
         p.missing("name", dialect);
     }
 
@@ -375,7 +405,11 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         None | Some(Value::Null) => vec!["Global".to_owned()],
         Some(_) => {
             let m = p.list(&fm, "modes", false);
-            if m.is_empty() { vec!["Global".to_owned()] } else { m }
+            if m.is_empty() {
+                vec!["Global".to_owned()]
+            } else {
+                m
+            }
         }
     };
     let read_only = p.boolean(&fm, "read_only");
@@ -384,11 +418,15 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     let timeout_secs = p.timeout(&fm, opts.max_timeout_secs);
     let resources = p.resources(&fm);
     let lang = p.string(&fm, "lang");
-    if let Some(l) = &lang {
-        if !["python", "node", "bash"].contains(&l.as_str()) {
-            let pos = p.key_pos("lang");
-            p.error(Code::InvalidField, pos, format!("lang '{l}' is not one of python, node, bash"));
-        }
+    if let Some(l) = &lang
+        && !["python", "node", "bash"].contains(&l.as_str())
+    {
+        let pos = p.key_pos("lang");
+        p.error(
+            Code::InvalidField,
+            pos,
+            format!("lang '{l}' is not one of python, node, bash"),
+        );
     }
     let _image = p.string(&fm, "image");
     let _homepage = p.string(&fm, "homepage");
@@ -408,8 +446,16 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     let command = p.string(&fm, "command");
     if let Some(c) = &command {
         let pos = p.key_pos("command");
-        if c.is_empty() || !c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-') {
-            p.error(Code::InvalidField, pos, format!("command '{c}' must match ^[a-z0-9_-]+$"));
+        if c.is_empty()
+            || !c
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            p.error(
+                Code::InvalidField,
+                pos,
+                format!("command '{c}' must match ^[a-z0-9_-]+$"),
+            );
         } else if BUILTIN_COMMANDS.contains(&c.as_str()) {
             p.error(
                 Code::CommandCollision,
@@ -443,7 +489,11 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
                 p.error(
                     Code::MissingEntrypoint,
                     None,
-                    format!("no entrypoint script: add scripts/{} (or {})", ENTRYPOINTS[0], ENTRYPOINTS[1..].join(", ")),
+                    format!(
+                        "no entrypoint script: add scripts/{} (or {})",
+                        ENTRYPOINTS[0],
+                        ENTRYPOINTS[1..].join(", ")
+                    ),
                 );
                 Vec::new()
             }
@@ -584,7 +634,13 @@ fn script_summary(path: &Path) -> Option<String> {
         let stripped = ["\"\"\"", "'''", "//", "#", "/**", "/*", "*"]
             .iter()
             .find_map(|m| line.strip_prefix(m))
-            .map(|s| s.trim().trim_end_matches("\"\"\"").trim_end_matches("'''").trim_end_matches("*/").trim());
+            .map(|s| {
+                s.trim()
+                    .trim_end_matches("\"\"\"")
+                    .trim_end_matches("'''")
+                    .trim_end_matches("*/")
+                    .trim()
+            });
         return stripped.filter(|s| !s.is_empty()).map(str::to_owned);
     }
     None
@@ -596,7 +652,9 @@ fn list_files(dir: &Path) -> Vec<SkillFile> {
     let mut out = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), String::new(), 0u32)];
     while let Some((path, rel, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&path) else { continue };
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
@@ -604,12 +662,19 @@ fn list_files(dir: &Path) -> Vec<SkillFile> {
                 continue;
             }
             let Ok(ft) = entry.file_type() else { continue };
-            let rel_child = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
+            let rel_child = if rel.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
             if ft.is_dir() && depth < 8 {
                 stack.push((entry.path(), rel_child, depth + 1));
             } else if ft.is_file() && out.len() < MAX_LISTED_FILES {
                 let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                out.push(SkillFile { path: rel_child, size });
+                out.push(SkillFile {
+                    path: rel_child,
+                    size,
+                });
             }
         }
     }
@@ -668,7 +733,11 @@ pub fn resolve_inside(dir: &Path, rel: &str) -> Result<PathBuf, bool> {
     let joined = dir.join(&norm);
     let real = joined.canonicalize().map_err(|_| false)?;
     let real_dir = dir.canonicalize().map_err(|_| false)?;
-    if real.starts_with(&real_dir) { Ok(real) } else { Err(true) }
+    if real.starts_with(&real_dir) {
+        Ok(real)
+    } else {
+        Err(true)
+    }
 }
 
 /// Parsing state for one definition file: where things are, and findings.
@@ -686,7 +755,8 @@ impl Parse<'_, '_> {
     }
 
     fn warn(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
-        self.diags.push(Diagnostic::warning(code, &self.path, msg).at(pos));
+        self.diags
+            .push(Diagnostic::warning(code, &self.path, msg).at(pos));
     }
 
     fn missing(&mut self, field: &str, dialect: Dialect) {
@@ -696,8 +766,12 @@ impl Parse<'_, '_> {
             Dialect::Scripts => "a scripts skill",
             _ => "this skill",
         };
-        let pos = (!self.yaml.is_empty() || self.yaml_offset > 0).then(|| Pos { line: 1, column: 1 });
-        self.error(Code::MissingField, pos, format!("frontmatter needs '{field}' for {kind}"));
+        let pos = (!self.yaml.is_empty() || self.yaml_offset > 0).then_some(Pos { line: 1, column: 1 });
+        self.error(
+            Code::MissingField,
+            pos,
+            format!("frontmatter needs '{field}' for {kind}"),
+        );
     }
 
     /// Position of a top-level `key:` in the frontmatter.
@@ -719,7 +793,11 @@ impl Parse<'_, '_> {
 
     fn invalid(&mut self, key: &str, expected: &str, got: &Value) {
         let pos = self.key_pos(key);
-        self.error(Code::InvalidField, pos, format!("'{key}' must be {expected}, not {}", describe(got)));
+        self.error(
+            Code::InvalidField,
+            pos,
+            format!("'{key}' must be {expected}, not {}", describe(got)),
+        );
     }
 
     fn string(&mut self, fm: &Map<String, Value>, key: &str) -> Option<String> {
@@ -797,7 +875,11 @@ impl Parse<'_, '_> {
             Some(s) if s > 0 => s.min(max),
             _ => {
                 let got = fm.get("timeout").cloned().unwrap_or(Value::Null);
-                self.invalid("timeout", "a positive number of seconds or a duration such as 60s or 2m", &got);
+                self.invalid(
+                    "timeout",
+                    "a positive number of seconds or a duration such as 60s or 2m",
+                    &got,
+                );
                 DEFAULT_TIMEOUT_SECS.min(max)
             }
         }
@@ -816,7 +898,11 @@ impl Parse<'_, '_> {
                     };
                     if r.memory_bytes.is_none_or(|b| b == 0) {
                         let m = m.clone();
-                        self.invalid("resources", "a memory size such as 256Mi or 1Gi in resources.memory", &m);
+                        self.invalid(
+                            "resources",
+                            "a memory size such as 256Mi or 1Gi in resources.memory",
+                            &m,
+                        );
                     }
                 }
                 if let Some(c) = map.get("cpu").filter(|v| !v.is_null()) {
@@ -867,7 +953,11 @@ impl Parse<'_, '_> {
             },
             Some(other) => {
                 let other = other.clone();
-                self.invalid("triggers", "a mapping with files, keywords, languages and modes", &other);
+                self.invalid(
+                    "triggers",
+                    "a mapping with files, keywords, languages and modes",
+                    &other,
+                );
                 Triggers::default()
             }
         }
@@ -881,7 +971,10 @@ impl Parse<'_, '_> {
             self.error(
                 Code::Ineligible,
                 pos,
-                format!("eligibility.os is [{}] and this server runs on {os}", e.os.join(", ")),
+                format!(
+                    "eligibility.os is [{}] and this server runs on {os}",
+                    e.os.join(", ")
+                ),
             );
         }
         let missing_env: Vec<&str> = e
@@ -894,7 +987,10 @@ impl Parse<'_, '_> {
             self.error(
                 Code::Ineligible,
                 pos,
-                format!("eligibility.env needs {} set in the server's environment", missing_env.join(", ")),
+                format!(
+                    "eligibility.env needs {} set in the server's environment",
+                    missing_env.join(", ")
+                ),
             );
         }
         let missing_bin: Vec<&str> = e
@@ -945,14 +1041,21 @@ impl Parse<'_, '_> {
             let command_pos = Some(self.index.pos(body_offset + block.command_offset));
             let command = match (block.has_command_section, block.commands.as_slice()) {
                 (false, _) => {
-                    self.error(Code::MissingField, name_pos, format!("tool '{}' has no '#### Command' section", block.name));
+                    self.error(
+                        Code::MissingField,
+                        name_pos,
+                        format!("tool '{}' has no '#### Command' section", block.name),
+                    );
                     None
                 }
                 (true, []) => {
                     self.error(
                         Code::MissingField,
                         command_pos,
-                        format!("the '#### Command' section of tool '{}' has no code block", block.name),
+                        format!(
+                            "the '#### Command' section of tool '{}' has no code block",
+                            block.name
+                        ),
                     );
                     None
                 }
@@ -962,7 +1065,10 @@ impl Parse<'_, '_> {
                     self.error(
                         Code::InvalidCommand,
                         pos,
-                        format!("the '#### Command' section of tool '{}' has more than one code block", block.name),
+                        format!(
+                            "the '#### Command' section of tool '{}' has more than one code block",
+                            block.name
+                        ),
                     );
                     None
                 }
@@ -972,12 +1078,25 @@ impl Parse<'_, '_> {
             let template = match CommandTemplate::parse(src) {
                 Ok(t) => t,
                 Err(e) => {
-                    self.error(Code::InvalidCommand, code_pos, format!("tool '{}': {e}", block.name));
+                    self.error(
+                        Code::InvalidCommand,
+                        code_pos,
+                        format!("tool '{}': {e}", block.name),
+                    );
                     continue;
                 }
             };
-            self.check_placeholders(&block.name, &template, &params, &declared, src, body_offset + offset);
-            let Some(program) = self.resolve_program(&block.name, &template.program, dir, path, code_pos, hashed) else {
+            self.check_placeholders(
+                &block.name,
+                &template,
+                &params,
+                &declared,
+                src,
+                body_offset + offset,
+            );
+            let Some(program) =
+                self.resolve_program(&block.name, &template.program, dir, path, code_pos, hashed)
+            else {
                 continue;
             };
             tools.push(Tool {
@@ -1047,7 +1166,11 @@ impl Parse<'_, '_> {
     ) -> Option<String> {
         if program.starts_with('/') {
             if !Path::new(program).is_file() {
-                self.error(Code::MissingProgram, pos, format!("tool '{tool}': program {program} does not exist"));
+                self.error(
+                    Code::MissingProgram,
+                    pos,
+                    format!("tool '{tool}': program {program} does not exist"),
+                );
                 return None;
             }
             return Some(program.to_owned());
@@ -1082,7 +1205,9 @@ impl Parse<'_, '_> {
             self.warn(
                 Code::ProgramNotFound,
                 pos,
-                format!("tool '{tool}': program '{program}' is not on PATH; calls will fail until it is installed"),
+                format!(
+                    "tool '{tool}': program '{program}' is not on PATH; calls will fail until it is installed"
+                ),
             );
         }
         Some(program.to_owned())
@@ -1119,7 +1244,10 @@ impl Parse<'_, '_> {
                 self.error(
                     Code::InvalidParameter,
                     pos,
-                    format!("tool '{}': parameter name '{name}' must be letters, digits and '_'", block.name),
+                    format!(
+                        "tool '{}': parameter name '{name}' must be letters, digits and '_'",
+                        block.name
+                    ),
                 );
                 continue;
             }
@@ -1150,7 +1278,10 @@ impl Parse<'_, '_> {
                     self.error(
                         Code::InvalidParameter,
                         pos,
-                        format!("tool '{}': parameter '{name}' has Required '{other}'; use yes or no", block.name),
+                        format!(
+                            "tool '{}': parameter '{name}' has Required '{other}'; use yes or no",
+                            block.name
+                        ),
                     );
                     continue;
                 }
@@ -1182,10 +1313,8 @@ impl Parse<'_, '_> {
             let enum_values = match annotation(&description, "one of:") {
                 None => None,
                 Some(list) => {
-                    let values: Option<Vec<Value>> = list
-                        .split(',')
-                        .map(|s| parse_value(ty, s.trim()))
-                        .collect();
+                    let values: Option<Vec<Value>> =
+                        list.split(',').map(|s| parse_value(ty, s.trim())).collect();
                     if values.is_none() || ty == ParamType::Array {
                         self.error(
                             Code::InvalidParameter,
@@ -1216,8 +1345,14 @@ impl Parse<'_, '_> {
     fn script_tools(&mut self, skill: &str, scripts: &[PathBuf], runtimes: &Runtimes) -> Vec<Tool> {
         let mut tools: Vec<Tool> = Vec::new();
         for script in scripts {
-            let file = script.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-            let stem = script.file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let file = script
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let stem = script
+                .file_stem()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let name = tool_name_for(skill, &stem);
             if !is_tool_name(&name) {
                 self.error(
@@ -1231,7 +1366,10 @@ impl Parse<'_, '_> {
                 self.error(
                     Code::DuplicateTool,
                     None,
-                    format!("scripts/{file} and another script both give the tool name '{}'", other.name),
+                    format!(
+                        "scripts/{file} and another script both give the tool name '{}'",
+                        other.name
+                    ),
                 );
                 continue;
             }
@@ -1262,7 +1400,13 @@ impl Parse<'_, '_> {
 fn tool_name_for(skill: &str, stem: &str) -> String {
     format!("{skill}_{stem}")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -1395,7 +1539,9 @@ pub fn parse_duration_secs(s: &str) -> Option<u64> {
 /// `256Mi`, `1Gi`, `512M`, `1024` → bytes.
 pub fn parse_bytes(s: &str) -> Option<u64> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = num.parse().ok()?;
     let mult: f64 = match unit.trim() {
@@ -1409,7 +1555,7 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
         _ => return None,
     };
     let bytes = n * mult;
-    (bytes.is_finite() && bytes >= 1.0 && bytes < 1.8e19).then_some(bytes as u64)
+    (bytes.is_finite() && (1.0..1.8e19).contains(&bytes)).then_some(bytes as u64)
 }
 
 #[cfg(test)]
@@ -1420,7 +1566,15 @@ mod tests {
     fn names() {
         assert_eq!(check_name("git-status"), NameCheck::Valid);
         assert_eq!(check_name("plan_compiler"), NameCheck::Underscore);
-        for bad in ["", "-git", "git-", "my--tool", "Git_Status", "a_-b", &"a".repeat(65)] {
+        for bad in [
+            "",
+            "-git",
+            "git-",
+            "my--tool",
+            "Git_Status",
+            "a_-b",
+            &"a".repeat(65),
+        ] {
             assert_eq!(check_name(bad), NameCheck::Invalid, "{bad}");
         }
         assert!(is_tool_name("git_status"));
@@ -1430,12 +1584,24 @@ mod tests {
 
     #[test]
     fn annotations_and_values() {
-        assert_eq!(annotation("Number of commits (default: 10)", "default:").as_deref(), Some("10"));
-        assert_eq!(annotation("Pick (One of: a, b) (Default: `a`)", "default:").as_deref(), Some("`a`"));
+        assert_eq!(
+            annotation("Number of commits (default: 10)", "default:").as_deref(),
+            Some("10")
+        );
+        assert_eq!(
+            annotation("Pick (One of: a, b) (Default: `a`)", "default:").as_deref(),
+            Some("`a`")
+        );
         assert_eq!(parse_value(ParamType::Integer, "10"), Some(Value::from(10)));
         assert_eq!(parse_value(ParamType::Integer, "ten"), None);
-        assert_eq!(parse_value(ParamType::String, "\"x y\""), Some(Value::from("x y")));
-        assert_eq!(parse_value(ParamType::Array, "a, b"), Some(serde_json::json!(["a", "b"])));
+        assert_eq!(
+            parse_value(ParamType::String, "\"x y\""),
+            Some(Value::from("x y"))
+        );
+        assert_eq!(
+            parse_value(ParamType::Array, "a, b"),
+            Some(serde_json::json!(["a", "b"]))
+        );
     }
 
     #[test]

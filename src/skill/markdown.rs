@@ -76,7 +76,8 @@ pub fn tool_blocks(body: &str) -> Vec<ToolBlock> {
                 capture = Capture::Heading(level, String::new(), range.start);
             }
             Event::End(TagEnd::Heading(_)) => {
-                let Capture::Heading(level, text, offset) = std::mem::replace(&mut capture, Capture::Nothing) else {
+                let Capture::Heading(level, text, offset) = std::mem::replace(&mut capture, Capture::Nothing)
+                else {
                     continue;
                 };
                 let text = text.trim().to_owned();
@@ -165,13 +166,13 @@ pub fn tool_blocks(body: &str) -> Vec<ToolBlock> {
             }
             Event::End(TagEnd::Table) => {
                 // A table with a header and no rows still declares "no parameters".
-                if let Some(o) = open.as_mut().filter(|o| o.section == Section::Parameters) {
-                    if o.block.params.is_none() {
-                        o.block.params = Some(ParamsSection::Table {
-                            header: std::mem::take(&mut header),
-                            rows: Vec::new(),
-                        });
-                    }
+                if let Some(o) = open.as_mut().filter(|o| o.section == Section::Parameters)
+                    && o.block.params.is_none()
+                {
+                    o.block.params = Some(ParamsSection::Table {
+                        header: std::mem::take(&mut header),
+                        rows: Vec::new(),
+                    });
                 }
                 header.clear();
             }
@@ -192,16 +193,17 @@ pub fn tool_blocks(body: &str) -> Vec<ToolBlock> {
                 capture = Capture::Code(String::new(), start);
             }
             Event::End(TagEnd::CodeBlock) => {
-                if let Capture::Code(text, offset) = std::mem::replace(&mut capture, Capture::Nothing) {
-                    if let Some(o) = open.as_mut().filter(|o| o.section == Section::Command) {
-                        o.block.commands.push((text, offset));
-                    }
+                if let Capture::Code(text, offset) = std::mem::replace(&mut capture, Capture::Nothing)
+                    && let Some(o) = open.as_mut().filter(|o| o.section == Section::Command)
+                {
+                    o.block.commands.push((text, offset));
                 }
             }
             Event::Text(t) | Event::Code(t) => match &mut capture {
-                Capture::Heading(_, s, _) | Capture::Paragraph(s) | Capture::Cell(s) | Capture::Code(s, _) => {
-                    s.push_str(&t)
-                }
+                Capture::Heading(_, s, _)
+                | Capture::Paragraph(s)
+                | Capture::Cell(s)
+                | Capture::Code(s, _) => s.push_str(&t),
                 Capture::Nothing => {}
             },
             Event::SoftBreak => match &mut capture {

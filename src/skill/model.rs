@@ -19,7 +19,9 @@ pub enum Dialect {
 }
 
 /// How far a skill's source is trusted; feeds the approval decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Trust {
     Bundled,

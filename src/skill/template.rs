@@ -11,7 +11,10 @@ pub enum Piece {
     /// `{{name}}`: the value.
     Var(String),
     /// `{{name:literal}}`: `literal` when the boolean is true, else nothing.
-    Flag { name: String, literal: String },
+    Flag {
+        name: String,
+        literal: String,
+    },
 }
 
 /// One word of the template: one argv element (or none, or several for a
@@ -65,9 +68,7 @@ impl std::fmt::Display for TemplateError {
         f.write_str(match self {
             TemplateError::Quoting => "the command has unbalanced quotes or a trailing backslash",
             TemplateError::Empty => "the command block is empty",
-            TemplateError::PlaceholderProgram => {
-                "the program (first word) may not contain a {{placeholder}}"
-            }
+            TemplateError::PlaceholderProgram => "the program (first word) may not contain a {{placeholder}}",
         })
     }
 }
@@ -77,9 +78,7 @@ impl CommandTemplate {
     /// Lines starting with `#` are comments; `\`-newline joins lines.
     pub fn parse(src: &str) -> Result<Self, TemplateError> {
         let words = shlex::split(src).ok_or(TemplateError::Quoting)?;
-        let mut words = words.iter().map(|w| Word {
-            pieces: pieces(w),
-        });
+        let mut words = words.iter().map(|w| Word { pieces: pieces(w) });
         let program = words.next().ok_or(TemplateError::Empty)?;
         let program = program
             .literal()
@@ -286,7 +285,8 @@ mod tests {
 
     #[test]
     fn quotes_and_foreign_braces_stay_literal() {
-        let t = CommandTemplate::parse(r#"printf '{"value": "%s"}\n' "ratio is {{ratio}}" '{{.State}}'"#).unwrap();
+        let t = CommandTemplate::parse(r#"printf '{"value": "%s"}\n' "ratio is {{ratio}}" '{{.State}}'"#)
+            .unwrap();
         assert_eq!(t.args[0].pieces, [Piece::Literal(r#"{"value": "%s"}\n"#.into())]);
         assert_eq!(
             t.args[1].pieces,
@@ -297,9 +297,15 @@ mod tests {
 
     #[test]
     fn program_must_be_literal() {
-        assert_eq!(CommandTemplate::parse("{{prog}} x"), Err(TemplateError::PlaceholderProgram));
+        assert_eq!(
+            CommandTemplate::parse("{{prog}} x"),
+            Err(TemplateError::PlaceholderProgram)
+        );
         assert_eq!(CommandTemplate::parse("   "), Err(TemplateError::Empty));
-        assert_eq!(CommandTemplate::parse("echo 'unclosed"), Err(TemplateError::Quoting));
+        assert_eq!(
+            CommandTemplate::parse("echo 'unclosed"),
+            Err(TemplateError::Quoting)
+        );
     }
 
     #[test]
@@ -324,7 +330,10 @@ mod tests {
             render("rm {{path}}", json!({"path": "-rf"})),
             Err(RenderError::ArgumentInjection { param: "path".into() })
         );
-        assert_eq!(render("rm -- {{path}}", json!({"path": "-rf"})).unwrap(), ["--", "-rf"]);
+        assert_eq!(
+            render("rm -- {{path}}", json!({"path": "-rf"})).unwrap(),
+            ["--", "-rf"]
+        );
         assert_eq!(render("sleep {{n}}", json!({"n": -1})).unwrap(), ["-1"]);
         assert_eq!(render("echo --x={{v}}", json!({"v": "-y"})).unwrap(), ["--x=-y"]);
         assert_eq!(

@@ -17,16 +17,28 @@ fn skilld() -> Command {
 
 #[test]
 fn check_prints_compiler_style_and_fails_on_errors() {
-    let out = skilld().arg("check").arg(corpus_dir().join("invalid")).output().unwrap();
+    let out = skilld()
+        .arg("check")
+        .arg(corpus_dir().join("invalid"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let line = stdout.lines().find(|l| l.contains("bad-version")).unwrap();
     let path = corpus_dir().join("invalid/bad-version/SKILL.md");
     assert_eq!(
         line,
-        format!("{}:3:1: error[invalid_version]: version '1.0' is not a semantic version such as 1.0.0", path.display())
+        format!(
+            "{}:3:1: error[invalid_version]: version '1.0' is not a semantic version such as 1.0.0",
+            path.display()
+        )
     );
-    assert!(stdout.lines().all(|l| l.contains(": error[") || l.contains(": warning[")), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .all(|l| l.contains(": error[") || l.contains(": warning[")),
+        "{stdout}"
+    );
     assert!(String::from_utf8(out.stderr).unwrap().contains("errors"));
 }
 
@@ -46,9 +58,17 @@ fn check_json_and_clean_skills() {
     let out = skilld().arg("check").arg(bundled_dir()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(out.stdout.is_empty());
-    let out = skilld().arg("check").arg(corpus_dir().join("valid/git")).output().unwrap();
+    let out = skilld()
+        .arg("check")
+        .arg(corpus_dir().join("valid/git"))
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    let out = skilld().arg("check").arg("/definitely/not/here").output().unwrap();
+    let out = skilld()
+        .arg("check")
+        .arg("/definitely/not/here")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -61,7 +81,13 @@ fn tools_exports_without_a_server() {
         .unwrap();
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["tools"].as_array().unwrap().iter().any(|t| t["function"]["name"] == "git_log"));
+    assert!(
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "git_log")
+    );
 
     let out = skilld()
         .args(["tools", "--format", "prompt", "--mode", "Meeting", "--skills"])
@@ -80,7 +106,9 @@ fn tools_exports_without_a_server() {
 fn serve(cmd: &mut Command) -> (std::process::Child, String) {
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut first).unwrap();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
     let addr = first
         .trim_end()
         .strip_prefix("listening on http://")
@@ -90,7 +118,11 @@ fn serve(cmd: &mut Command) -> (std::process::Child, String) {
 }
 
 fn stop(mut child: std::process::Child) -> std::process::ExitStatus {
-    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
     for _ in 0..100 {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
@@ -111,8 +143,19 @@ async fn serve_on_port_zero_answers_and_stops_on_sigterm() {
             .arg("--skills")
             .arg(format!("bundled={}", bundled_dir().display())),
     );
-    let skills: Value = reqwest::get(format!("http://{addr}/skills")).await.unwrap().json().await.unwrap();
-    assert!(skills["skills"].as_array().unwrap().iter().any(|s| s["name"] == "git" && s["trust"] == "bundled"));
+    let skills: Value = reqwest::get(format!("http://{addr}/skills"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        skills["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "git" && s["trust"] == "bundled")
+    );
     assert!(stop(child).success());
 }
 
@@ -130,8 +173,19 @@ async fn flags_beat_environment_beats_file() {
     )
     .unwrap();
     // The environment's bind beats the file's (which is not even valid).
-    let (child, addr) = serve(skilld().arg("serve").arg("--config").arg(&config).env("SKILLD_BIND", "127.0.0.1:0"));
-    let git: Value = reqwest::get(format!("http://{addr}/skills/git")).await.unwrap().json().await.unwrap();
+    let (child, addr) = serve(
+        skilld()
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .env("SKILLD_BIND", "127.0.0.1:0"),
+    );
+    let git: Value = reqwest::get(format!("http://{addr}/skills/git"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(git["trust"], "untrusted", "the file's skills apply");
     assert!(stop(child).success());
 
@@ -143,14 +197,23 @@ async fn flags_beat_environment_beats_file() {
             .env("SKILLD_BIND", "not an address")
             .env("SKILLD_SKILLS", format!("user={}", bundled_dir().display())),
     );
-    let git: Value = reqwest::get(format!("http://{addr}/skills/git")).await.unwrap().json().await.unwrap();
+    let git: Value = reqwest::get(format!("http://{addr}/skills/git"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(git["trust"], "user", "the environment's skills beat the file's");
     assert!(stop(child).success());
 }
 
 #[test]
 fn a_public_bind_without_tokens_refuses_to_start() {
-    let out = skilld().args(["serve", "--bind", "0.0.0.0:0", "--skills"]).arg(bundled_dir()).output().unwrap();
+    let out = skilld()
+        .args(["serve", "--bind", "0.0.0.0:0", "--skills"])
+        .arg(bundled_dir())
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure"));
 }

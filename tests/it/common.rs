@@ -60,11 +60,17 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(opts: CatalogOptions) -> Self {
-        let catalog = Arc::new(tokio::task::spawn_blocking(move || CatalogHandle::new(opts)).await.unwrap());
+        let catalog = Arc::new(
+            tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
+                .await
+                .unwrap(),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = AppState { catalog: catalog.clone() };
+        let state = AppState {
+            catalog: catalog.clone(),
+        };
         tokio::spawn(async move {
             skilld::serve(state, listener, async {
                 let _ = stopped.await;

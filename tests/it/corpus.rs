@@ -70,30 +70,48 @@ fn corpus_matches_expected() {
         }
         let tools: BTreeSet<String> = skill.tools.iter().map(|t| t.name.clone()).collect();
         if tools != strings(&want["tools"]) {
-            failures.push(format!("{name}: tools {tools:?}, expected {:?}", strings(&want["tools"])));
+            failures.push(format!(
+                "{name}: tools {tools:?}, expected {:?}",
+                strings(&want["tools"])
+            ));
         }
         let warnings = codes_of(&catalog, name, Severity::Warning);
         let mut unexpected = warnings.clone();
         unexpected.retain(|c| !want_codes.contains(c) && c != CROSS_SKILL.as_str());
         if !want_codes.is_subset(&warnings) || !unexpected.is_empty() {
-            failures.push(format!("{name}: warning codes {warnings:?}, expected {want_codes:?}"));
+            failures.push(format!(
+                "{name}: warning codes {warnings:?}, expected {want_codes:?}"
+            ));
         }
-        let skill_warnings: BTreeSet<String> = skill.warnings.iter().map(|d| d.code.as_str().to_owned()).collect();
+        let skill_warnings: BTreeSet<String> = skill
+            .warnings
+            .iter()
+            .map(|d| d.code.as_str().to_owned())
+            .collect();
         if skill_warnings != warnings {
-            failures.push(format!("{name}: the skill's own warnings {skill_warnings:?} differ from the catalog's {warnings:?}"));
+            failures.push(format!(
+                "{name}: the skill's own warnings {skill_warnings:?} differ from the catalog's {warnings:?}"
+            ));
         }
         if let Some(command) = want.get("command") {
             if skill.command.as_deref() != command.as_str() {
                 failures.push(format!("{name}: command {:?}, expected {command}", skill.command));
             }
-            if catalog.command(command.as_str().unwrap()).map(|c| &catalog.skills[c.skill].name) != Some(name) {
+            if catalog
+                .command(command.as_str().unwrap())
+                .map(|c| &catalog.skills[c.skill].name)
+                != Some(name)
+            {
                 failures.push(format!("{name}: command {command} is not in the command index"));
             }
         }
-        if let Some(tool) = want.get("command_tool") {
-            if skill.command_tool.as_deref() != tool.as_str() {
-                failures.push(format!("{name}: command_tool {:?}, expected {tool}", skill.command_tool));
-            }
+        if let Some(tool) = want.get("command_tool")
+            && skill.command_tool.as_deref() != tool.as_str()
+        {
+            failures.push(format!(
+                "{name}: command_tool {:?}, expected {tool}",
+                skill.command_tool
+            ));
         }
     }
     assert_eq!(checked, 31, "the corpus changed; review this test");
@@ -127,8 +145,14 @@ fn positions_point_at_the_offending_line() {
     // its text at column 5; `{{surname}}` at line 20.
     assert_eq!(at("bad-version", Code::InvalidVersion), (Some(3), Some(1)));
     assert_eq!(at("bad-tool-name", Code::InvalidToolName), (Some(7), Some(5)));
-    assert_eq!(at("unknown-placeholder", Code::UnknownParameter), (Some(20), Some(21)));
-    assert_eq!(at("unclosed-frontmatter", Code::InvalidFrontmatter), (Some(1), Some(1)));
+    assert_eq!(
+        at("unknown-placeholder", Code::UnknownParameter),
+        (Some(20), Some(21))
+    );
+    assert_eq!(
+        at("unclosed-frontmatter", Code::InvalidFrontmatter),
+        (Some(1), Some(1))
+    );
     assert_eq!(at("unknown-field", Code::UnknownField), (Some(5), Some(1)));
     // The YAML error is reported at its line in the file, not in the block.
     let (line, _) = at("bad-yaml", Code::InvalidYaml);
@@ -148,7 +172,16 @@ fn the_bundled_skills_load_cleanly() {
     let dialects: BTreeSet<String> = catalog
         .skills
         .iter()
-        .map(|s| serde_json::to_value(s.dialect).unwrap().as_str().unwrap().to_owned())
+        .map(|s| {
+            serde_json::to_value(s.dialect)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
-    assert!(dialects.len() >= 3, "bundled skills should show several dialects: {dialects:?}");
+    assert!(
+        dialects.len() >= 3,
+        "bundled skills should show several dialects: {dialects:?}"
+    );
 }

@@ -41,7 +41,13 @@ fn schemas(format: Format, body: &Value) -> Vec<(String, Value)> {
 fn every_schema_is_valid_json_schema_2020_12() {
     let mut checked = 0;
     for catalog in catalogs() {
-        for format in [Format::Native, Format::Openai, Format::Anthropic, Format::Gemini, Format::Mcp] {
+        for format in [
+            Format::Native,
+            Format::Openai,
+            Format::Anthropic,
+            Format::Gemini,
+            Format::Mcp,
+        ] {
             let body: Value = serde_json::from_slice(&catalog.exports.body(format, None, None)).unwrap();
             for (name, schema) in schemas(format, &body) {
                 if let Err(e) = jsonschema::draft202012::meta::validate(&schema) {
@@ -53,7 +59,10 @@ fn every_schema_is_valid_json_schema_2020_12() {
                 if let Some(props) = schema["properties"].as_object() {
                     for (p, ps) in props {
                         if let Some(d) = ps.get("default") {
-                            assert!(jsonschema::draft202012::is_valid(ps, d), "{name}.{p}: default {d}");
+                            assert!(
+                                jsonschema::draft202012::is_valid(ps, d),
+                                "{name}.{p}: default {d}"
+                            );
                         }
                     }
                 }
@@ -70,8 +79,18 @@ fn every_schema_is_valid_json_schema_2020_12() {
 #[test]
 fn schemas_have_types_required_defaults_items_and_no_extras() {
     let catalog = corpus_catalog();
-    let body: Value = serde_json::from_slice(&catalog.exports.body(Format::Anthropic, None, Some(catalog.skill_index("echo").unwrap()))).unwrap();
-    let echo_args = body["tools"].as_array().unwrap().iter().find(|t| t["name"] == "echo_args").unwrap();
+    let body: Value = serde_json::from_slice(&catalog.exports.body(
+        Format::Anthropic,
+        None,
+        Some(catalog.skill_index("echo").unwrap()),
+    ))
+    .unwrap();
+    let echo_args = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "echo_args")
+        .unwrap();
     let schema = &echo_args["input_schema"];
     assert_eq!(
         schema,
@@ -90,9 +109,15 @@ fn schemas_have_types_required_defaults_items_and_no_extras() {
     );
     let v = jsonschema::draft202012::new(schema).unwrap();
     assert!(v.is_valid(&json!({"text": "hi", "words": ["a", "b"], "loud": true, "times": 2, "ratio": 0.5})));
-    assert!(!v.is_valid(&json!({"text": "hi", "colour": "red"})), "unknown names are refused");
+    assert!(
+        !v.is_valid(&json!({"text": "hi", "colour": "red"})),
+        "unknown names are refused"
+    );
     assert!(!v.is_valid(&json!({"text": 5})), "types are enforced");
-    assert!(!v.is_valid(&json!({"text": "hi", "words": [1]})), "array items are strings");
+    assert!(
+        !v.is_valid(&json!({"text": "hi", "words": [1]})),
+        "array items are strings"
+    );
     assert!(!v.is_valid(&json!({"words": []})), "text is required");
 }
 
@@ -124,9 +149,17 @@ fn exports_are_built_once_per_snapshot() {
     for format in Format::ALL {
         let a = catalog.exports.body(format, None, None);
         let b = catalog.exports.body(format, None, None);
-        assert_eq!(a.as_ptr(), b.as_ptr(), "{format:?}: the unfiltered body is shared, not rebuilt");
+        assert_eq!(
+            a.as_ptr(),
+            b.as_ptr(),
+            "{format:?}: the unfiltered body is shared, not rebuilt"
+        );
         let m1 = catalog.exports.body(format, Some("Dev"), None);
         let m2 = catalog.exports.body(format, Some("dev"), None);
-        assert_eq!(m1.as_ptr(), m2.as_ptr(), "{format:?}: per-mode bodies are shared too");
+        assert_eq!(
+            m1.as_ptr(),
+            m2.as_ptr(),
+            "{format:?}: per-mode bodies are shared too"
+        );
     }
 }

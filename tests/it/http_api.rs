@@ -73,13 +73,23 @@ async fn skills_list_sorted_and_filtered() {
     let server = TestServer::start(corpus_options()).await;
     let (status, body) = get_json(&server, "/skills").await;
     assert_eq!(status, 200);
-    let names: Vec<&str> = body["skills"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = body["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();
     assert_eq!(names, sorted);
     assert!(names.contains(&"git") && names.contains(&"plan_compiler") && !names.contains(&"Bad_Name"));
 
-    let git = body["skills"].as_array().unwrap().iter().find(|s| s["name"] == "git").unwrap();
+    let git = body["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "git")
+        .unwrap();
     assert_eq!(git["version"], "1.0.0");
     assert_eq!(git["dialect"], "markdown");
     assert_eq!(git["trust"], "user");
@@ -117,7 +127,10 @@ async fn skill_detail() {
     assert_eq!(d["network"], false);
     assert_eq!(d["invocation_mode"], "prompt_rewrite");
     assert!(d["instructions"].as_str().unwrap().starts_with("# Echo"));
-    assert_eq!(d["files"], json!([{"path": "SKILL.md", "size": std::fs::metadata(corpus_dir().join("valid/echo/SKILL.md")).unwrap().len()}]));
+    assert_eq!(
+        d["files"],
+        json!([{"path": "SKILL.md", "size": std::fs::metadata(corpus_dir().join("valid/echo/SKILL.md")).unwrap().len()}])
+    );
     assert_eq!(d["warnings"], json!([]));
     let tools = d["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 3);
@@ -131,7 +144,10 @@ async fn skill_detail() {
     let (_, data) = get_json(&server, "/skills/data-analysis").await;
     assert_eq!(data["dialect"], "entrypoint");
     assert_eq!(data["timeout_secs"], 60);
-    assert_eq!(data["resources"], json!({"memory_bytes": 268435456u64, "cpu": 0.5}));
+    assert_eq!(
+        data["resources"],
+        json!({"memory_bytes": 268435456u64, "cpu": 0.5})
+    );
 
     let (_, plan) = get_json(&server, "/skills/plan_compiler").await;
     assert_eq!(plan["version"], Value::Null);
@@ -201,13 +217,23 @@ async fn skill_files_stay_inside_the_skill() {
     std::fs::write(skill.join("assets/big.txt"), vec![b'x'; 1024 * 1024 + 1]).unwrap();
     std::fs::write(dir.path().join("secret.md"), "outside\n").unwrap();
     std::os::unix::fs::symlink(dir.path().join("secret.md"), skill.join("references/escape.md")).unwrap();
-    std::os::unix::fs::symlink(skill.join("references/guide.md"), skill.join("references/alias.md")).unwrap();
+    std::os::unix::fs::symlink(
+        skill.join("references/guide.md"),
+        skill.join("references/alias.md"),
+    )
+    .unwrap();
 
-    let handle = std::sync::Arc::new(skilld::catalog::CatalogHandle::new(options(vec![root(dir.path(), Trust::User)])));
+    let handle = std::sync::Arc::new(skilld::catalog::CatalogHandle::new(options(vec![root(
+        dir.path(),
+        Trust::User,
+    )])));
     let app = skilld::app(skilld::AppState { catalog: handle });
 
     let (s, body, ct) = raw(&app, "/skills/docs/files/references/guide.md").await;
-    assert_eq!((s, body.as_slice(), ct.as_str()), (StatusCode::OK, &b"# Guide\n"[..], "text/markdown; charset=utf-8"));
+    assert_eq!(
+        (s, body.as_slice(), ct.as_str()),
+        (StatusCode::OK, &b"# Guide\n"[..], "text/markdown; charset=utf-8")
+    );
     let (s, _, ct) = raw(&app, "/skills/docs/files/assets/data.csv").await;
     assert_eq!((s, ct.as_str()), (StatusCode::OK, "text/csv; charset=utf-8"));
     // A symlink that stays inside the skill is served.
@@ -226,13 +252,21 @@ async fn skill_files_stay_inside_the_skill() {
         "/skills/nope/files/SKILL.md",
     ] {
         let (s, body, ct) = raw(&app, path).await;
-        assert_eq!(s, StatusCode::NOT_FOUND, "{path}: {}", String::from_utf8_lossy(&body));
+        assert_eq!(
+            s,
+            StatusCode::NOT_FOUND,
+            "{path}: {}",
+            String::from_utf8_lossy(&body)
+        );
         assert_eq!(ct, "application/problem+json", "{path}");
         assert!(!String::from_utf8_lossy(&body).contains("outside"), "{path}");
     }
     let (s, body, _) = raw(&app, "/skills/docs/files/assets/big.txt").await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["code"], "too_large");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["code"],
+        "too_large"
+    );
 }
 
 #[tokio::test]
@@ -241,12 +275,22 @@ async fn diagnostics_and_commands() {
     let (status, d) = get_json(&server, "/diagnostics").await;
     assert_eq!(status, 200);
     let diags = d["diagnostics"].as_array().unwrap();
-    let find = |skill: &str, code: &str| diags.iter().find(|x| x["skill"] == skill && x["code"] == code).cloned();
+    let find = |skill: &str, code: &str| {
+        diags
+            .iter()
+            .find(|x| x["skill"] == skill && x["code"] == code)
+            .cloned()
+    };
     let bad = find("bad-version", "invalid_version").unwrap();
     assert_eq!(bad["severity"], "error");
     assert_eq!(bad["line"], 3);
     assert_eq!(bad["column"], 1);
-    assert!(bad["path"].as_str().unwrap().ends_with("invalid/bad-version/SKILL.md"));
+    assert!(
+        bad["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("invalid/bad-version/SKILL.md")
+    );
     assert!(find("unknown-field", "unknown_field").is_some_and(|w| w["severity"] == "warning"));
     assert!(find("ineligible-os", "ineligible").is_some());
 
@@ -284,7 +328,12 @@ async fn tool_exports_in_every_format() {
     assert_eq!(deploy["requires_approval"], "always");
 
     let (_, openai) = get_json(&server, "/tools?format=openai").await;
-    let status_tool = openai["tools"].as_array().unwrap().iter().find(|t| t["function"]["name"] == "git_status").unwrap();
+    let status_tool = openai["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "git_status")
+        .unwrap();
     assert_eq!(
         status_tool,
         &json!({"type": "function", "function": {"name": "git_status", "description": "Show the current git status with short format.",
@@ -312,18 +361,38 @@ async fn tool_exports_in_every_format() {
     );
 
     let (_, mcp) = get_json(&server, "/tools?format=mcp").await;
-    let by_name = |n: &str| mcp["tools"].as_array().unwrap().iter().find(|t| t["name"] == n).unwrap().clone();
-    assert_eq!(by_name("git_status")["annotations"], json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}));
-    assert_eq!(by_name("deploy_preview")["annotations"], json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}));
+    let by_name = |n: &str| {
+        mcp["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        by_name("git_status")["annotations"],
+        json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false})
+    );
+    assert_eq!(
+        by_name("deploy_preview")["annotations"],
+        json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true})
+    );
     assert_eq!(by_name("data_analysis")["inputSchema"]["type"], "object");
 
     let res = get(&server, "/tools?format=prompt&mode=Meeting").await;
     assert_eq!(content_type(&res), "text/plain; charset=utf-8");
     let text = res.text().await.unwrap();
-    assert!(text.starts_with("You are a model that can do function calling with the following functions:\n\n[Skills]\n"));
+    assert!(text.starts_with(
+        "You are a model that can do function calling with the following functions:\n\n[Skills]\n"
+    ));
     assert!(text.contains("\n- git_status: Show the current git status with short format.\n"));
     assert!(!text.contains("deploy_preview"), "deploy is Dev-only:\n{text}");
-    let manifest = get(&server, "/tools/prompt?mode=Meeting").await.text().await.unwrap();
+    let manifest = get(&server, "/tools/prompt?mode=Meeting")
+        .await
+        .text()
+        .await
+        .unwrap();
     assert_eq!(manifest, text);
 
     assert_problem(get(&server, "/tools?format=xml").await, 400, "bad_request").await;
@@ -340,7 +409,10 @@ async fn mode_filter_applies_to_every_format() {
         let text = |v: &Value| v.to_string();
         assert!(text(&dev).contains("deploy_preview"), "{format}");
         assert!(!text(&meeting).contains("deploy_preview"), "{format}");
-        assert_eq!(meeting, unknown, "{format}: a mode no skill names serves the Global skills");
+        assert_eq!(
+            meeting, unknown,
+            "{format}: a mode no skill names serves the Global skills"
+        );
         assert!(text(&meeting).contains("git_status"), "{format}");
     }
 }
@@ -358,12 +430,23 @@ async fn single_tools_and_ambiguous_names() {
     assert_eq!(body["candidates"], json!(["long-description", "unknown-field"]));
     // Provider exports give each a unique, addressable name.
     let (_, openai) = get_json(&server, "/tools?format=openai").await;
-    let names: Vec<&str> = openai["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"long_description__say_hi") && names.contains(&"unknown_field__say_hi"), "{names:?}");
+    let names: Vec<&str> = openai["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"long_description__say_hi") && names.contains(&"unknown_field__say_hi"),
+        "{names:?}"
+    );
     assert!(!names.contains(&"say_hi"));
     let (status, q) = get_json(&server, "/tools/unknown_field__say_hi").await;
     assert_eq!(status, 200);
-    assert_eq!((q["name"].as_str(), q["skill"].as_str()), (Some("say_hi"), Some("unknown-field")));
+    assert_eq!(
+        (q["name"].as_str(), q["skill"].as_str()),
+        (Some("say_hi"), Some("unknown-field"))
+    );
 
     assert_problem(get(&server, "/tools/nope").await, 404, "not_found").await;
 }
@@ -372,7 +455,11 @@ async fn single_tools_and_ambiguous_names() {
 async fn unknown_routes_and_methods_are_problems() {
     let server = TestServer::start(corpus_options()).await;
     assert_problem(get(&server, "/nowhere").await, 404, "not_found").await;
-    let res = reqwest::Client::new().delete(server.url("/healthz")).send().await.unwrap();
+    let res = reqwest::Client::new()
+        .delete(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_problem(res, 405, "method_not_allowed").await;
 }
 
@@ -397,10 +484,20 @@ async fn reload_on_demand() {
     assert_eq!(before["skills"].as_array().unwrap().len(), 1);
 
     crate::common::copy_tree(&corpus_dir().join("valid/echo"), &dir.path().join("echo"));
-    crate::common::copy_tree(&corpus_dir().join("invalid/bad-version"), &dir.path().join("bad-version"));
-    let res = reqwest::Client::new().post(server.url("/skills/reload")).send().await.unwrap();
+    crate::common::copy_tree(
+        &corpus_dir().join("invalid/bad-version"),
+        &dir.path().join("bad-version"),
+    );
+    let res = reqwest::Client::new()
+        .post(server.url("/skills/reload"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200);
-    assert_eq!(res.json::<Value>().await.unwrap(), json!({"skills": 2, "errors": 1}));
+    assert_eq!(
+        res.json::<Value>().await.unwrap(),
+        json!({"skills": 2, "errors": 1})
+    );
     let (status, _) = get_json(&server, "/tools/echo_json").await;
     assert_eq!(status, 200);
 }

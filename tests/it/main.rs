@@ -7,7 +7,7 @@ mod exports;
 mod http_api;
 mod openapi;
 mod props;
-mod reload;
 mod python_client;
+mod reload;
 mod robust;
 mod sources;

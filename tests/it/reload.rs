@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
-        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -30,7 +33,10 @@ async fn the_watcher_reloads_on_change() {
     let mut text = std::fs::read_to_string(&def).unwrap();
     text.push_str("\n### git_tags\n\nList tags.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n```bash\ngit tag --list\n```\n");
     std::fs::write(&def, text).unwrap();
-    eventually("the new tool", || handle.current().skill("git").is_some_and(|s| s.tools.len() == 4)).await;
+    eventually("the new tool", || {
+        handle.current().skill("git").is_some_and(|s| s.tools.len() == 4)
+    })
+    .await;
 
     // A new skill, then a broken edit, then removal.
     copy_tree(&corpus_dir().join("valid/echo"), &dir.path().join("echo"));
@@ -42,7 +48,10 @@ async fn the_watcher_reloads_on_change() {
     })
     .await;
     std::fs::remove_dir_all(dir.path().join("echo")).unwrap();
-    eventually("the diagnostics to clear", || handle.current().diagnostics.is_empty()).await;
+    eventually("the diagnostics to clear", || {
+        handle.current().diagnostics.is_empty()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,7 +65,10 @@ async fn a_root_created_after_start_is_watched() {
     eventually("the new root's skill", || handle.current().skill("git").is_some()).await;
     // Changes inside the new root are now seen too.
     copy_tree(&corpus_dir().join("valid/echo"), &later.join("echo"));
-    eventually("a second skill in the new root", || handle.current().skill("echo").is_some()).await;
+    eventually("a second skill in the new root", || {
+        handle.current().skill("echo").is_some()
+    })
+    .await;
 }
 
 #[test]
@@ -73,8 +85,15 @@ fn an_unreadable_root_keeps_its_previous_skills() {
     std::fs::write(&skills, "not a directory").unwrap();
     let during = handle.reload();
     assert!(during.skill("git").is_some(), "the previous skills are kept");
-    assert_eq!(during.skill("git").unwrap().hash, before.skill("git").unwrap().hash);
-    let d = during.diagnostics.iter().find(|d| d.code == Code::Unreadable).expect("a diagnostic says why");
+    assert_eq!(
+        during.skill("git").unwrap().hash,
+        before.skill("git").unwrap().hash
+    );
+    let d = during
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::Unreadable)
+        .expect("a diagnostic says why");
     assert!(d.is_error() && d.message.contains("keeping"), "{d}");
 
     std::fs::remove_file(&skills).unwrap();

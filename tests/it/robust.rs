@@ -31,12 +31,18 @@ fn codes(l: &Loaded) -> Vec<Code> {
 fn a_wide_deep_alias_bomb_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     // 30 levels of 30 aliases each: 30^30 nodes if expanded.
-    let mut yaml = String::from("l0: &l0 [x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x]\n");
+    let mut yaml = String::from(
+        "l0: &l0 [x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x]\n",
+    );
     for i in 1..30 {
         let refs = vec![format!("*l{}", i - 1); 30].join(", ");
         yaml.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
     }
-    let l = load_text(dir.path(), "bomb", format!("---\nname: bomb\n{yaml}---\n# Bomb\n"));
+    let l = load_text(
+        dir.path(),
+        "bomb",
+        format!("---\nname: bomb\n{yaml}---\n# Bomb\n"),
+    );
     assert!(l.skill.is_none());
     assert_eq!(codes(&l), [Code::InvalidYaml]);
 }
@@ -48,7 +54,11 @@ fn one_anchor_aliased_many_times_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let big = vec!["x"; 5000].join(", ");
     let refs = vec!["*a"; 5000].join(", ");
-    let l = load_text(dir.path(), "wide", format!("---\nname: wide\na: &a [{big}]\nb: [{refs}]\n---\n"));
+    let l = load_text(
+        dir.path(),
+        "wide",
+        format!("---\nname: wide\na: &a [{big}]\nb: [{refs}]\n---\n"),
+    );
     assert_eq!(codes(&l), [Code::InvalidYaml]);
 }
 
@@ -59,7 +69,11 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     let l = load_text(dir.path(), "deep", format!("---\nname: deep\nx: {deep}\n---\n"));
     assert_eq!(codes(&l), [Code::InvalidYaml]);
     let quotes = format!("{}\n", ">".repeat(100_000));
-    let l = load_text(dir.path(), "quotes", format!("---\nname: quotes\ndescription: d\n---\n{quotes}"));
+    let l = load_text(
+        dir.path(),
+        "quotes",
+        format!("---\nname: quotes\ndescription: d\n---\n{quotes}"),
+    );
     assert!(l.skill.is_some(), "{:?}", l.diagnostics);
     let lists = "- ".repeat(50_000);
     let l = load_text(dir.path(), "lists", format!("{lists}x\n"));
@@ -77,18 +91,29 @@ fn oversize_definitions_are_not_parsed() {
     assert_eq!(codes(&l), [Code::TooLarge]);
     text.pop();
     let l = load_text(dir.path(), "big", &text);
-    assert!(l.skill.is_some(), "exactly 1 MiB is still read: {:?}", l.diagnostics);
+    assert!(
+        l.skill.is_some(),
+        "exactly 1 MiB is still read: {:?}",
+        l.diagnostics
+    );
 }
 
 #[test]
 fn unclosed_frontmatter_invalid_utf8_and_empty_files() {
     let dir = tempfile::tempdir().unwrap();
-    let l = load_text(dir.path(), "open", format!("---\n{}", "name: open\n".repeat(10_000)));
+    let l = load_text(
+        dir.path(),
+        "open",
+        format!("---\n{}", "name: open\n".repeat(10_000)),
+    );
     assert_eq!(codes(&l), [Code::InvalidFrontmatter]);
     let l = load_text(dir.path(), "bytes", b"---\nname: \xff\xfe\n---\n");
     assert_eq!(codes(&l), [Code::InvalidEncoding]);
     let l = load_text(dir.path(), "empty", "");
-    assert!(l.skill.is_some(), "an empty SKILL.md is a prompt skill with no instructions");
+    assert!(
+        l.skill.is_some(),
+        "an empty SKILL.md is a prompt skill with no instructions"
+    );
     let l = load_text(dir.path(), "list", "---\n- a\n- b\n---\n");
     assert_eq!(codes(&l), [Code::InvalidFrontmatter]);
 }

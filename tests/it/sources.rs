@@ -11,18 +11,33 @@ fn the_earlier_root_wins_and_the_loser_is_shadowed() {
     copy_tree(&corpus_dir().join("valid/git"), &first.join("git"));
     copy_tree(&corpus_dir().join("valid/git"), &second.join("git"));
     copy_tree(&corpus_dir().join("valid/echo"), &second.join("echo"));
-    let catalog = Catalog::build(&options(vec![root(&first, Trust::Bundled), root(&second, Trust::Untrusted)]), None);
+    let catalog = Catalog::build(
+        &options(vec![
+            root(&first, Trust::Bundled),
+            root(&second, Trust::Untrusted),
+        ]),
+        None,
+    );
     let git = catalog.skill("git").unwrap();
     assert_eq!(git.trust, Trust::Bundled);
     assert_eq!(git.dir, first.join("git"));
     assert_eq!(catalog.skill("echo").unwrap().trust, Trust::Untrusted);
-    let shadowed: Vec<_> = catalog.diagnostics.iter().filter(|d| d.code == Code::Shadowed).collect();
+    let shadowed: Vec<_> = catalog
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == Code::Shadowed)
+        .collect();
     assert_eq!(shadowed.len(), 1);
     assert_eq!(shadowed[0].skill.as_deref(), Some("git"));
     assert!(shadowed[0].path.starts_with(second.to_str().unwrap()));
     assert!(!shadowed[0].is_error());
     // One git, so its tools are not ambiguous.
-    assert!(!catalog.diagnostics.iter().any(|d| d.code == Code::AmbiguousToolName));
+    assert!(
+        !catalog
+            .diagnostics
+            .iter()
+            .any(|d| d.code == Code::AmbiguousToolName)
+    );
 }
 
 #[test]
@@ -32,20 +47,35 @@ fn a_broken_skill_does_not_fall_back_to_a_lower_root() {
     std::fs::create_dir_all(first.join("git")).unwrap();
     std::fs::write(first.join("git/SKILL.md"), "---\nname: git\n").unwrap();
     copy_tree(&corpus_dir().join("valid/git"), &second.join("git"));
-    let catalog = Catalog::build(&options(vec![root(&first, Trust::User), root(&second, Trust::Bundled)]), None);
-    assert!(catalog.skill("git").is_none(), "seed 004: no fallback to a lower-precedence skill");
+    let catalog = Catalog::build(
+        &options(vec![root(&first, Trust::User), root(&second, Trust::Bundled)]),
+        None,
+    );
+    assert!(
+        catalog.skill("git").is_none(),
+        "seed 004: no fallback to a lower-precedence skill"
+    );
     let codes: Vec<Code> = catalog.diagnostics.iter().map(|d| d.code).collect();
-    assert!(codes.contains(&Code::InvalidFrontmatter) && codes.contains(&Code::Shadowed), "{codes:?}");
+    assert!(
+        codes.contains(&Code::InvalidFrontmatter) && codes.contains(&Code::Shadowed),
+        "{codes:?}"
+    );
 }
 
 #[test]
 fn skills_flag_parses_trust() {
     assert_eq!(Root::parse_flag("untrusted=/x").unwrap().trust, Trust::Untrusted);
-    assert_eq!(Root::parse_flag("bundled=/x").unwrap().path, std::path::PathBuf::from("/x"));
+    assert_eq!(
+        Root::parse_flag("bundled=/x").unwrap().path,
+        std::path::PathBuf::from("/x")
+    );
     let plain = Root::parse_flag("/x").unwrap();
     assert_eq!((plain.trust, plain.name.as_str()), (Trust::User, "/x"));
     // An `=` that names no trust level is part of the path.
-    assert_eq!(Root::parse_flag("a=b").unwrap().path, std::path::PathBuf::from("a=b"));
+    assert_eq!(
+        Root::parse_flag("a=b").unwrap().path,
+        std::path::PathBuf::from("a=b")
+    );
     assert!(Root::parse_flag("user=").is_err());
 }
 
@@ -55,10 +85,16 @@ fn default_roots_follow_design_order() {
     let names: Vec<&str> = roots.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["bundled", "user", "project", "installed"]);
     let trust: Vec<Trust> = roots.iter().map(|r| r.trust).collect();
-    assert_eq!(trust, [Trust::Bundled, Trust::User, Trust::User, Trust::Untrusted]);
+    assert_eq!(
+        trust,
+        [Trust::Bundled, Trust::User, Trust::User, Trust::Untrusted]
+    );
     assert_eq!(roots[2].path, std::path::PathBuf::from("/ws/.agent/skills"));
     assert_eq!(roots[3].path, std::path::PathBuf::from("/data/installed"));
-    assert!(roots[0].path.join("git/SKILL.md").is_file(), "the bundled root is this repository's skills/");
+    assert!(
+        roots[0].path.join("git/SKILL.md").is_file(),
+        "the bundled root is this repository's skills/"
+    );
 }
 
 #[test]
@@ -73,14 +109,28 @@ fn cross_skill_exclusions_cascade() {
     )
     .unwrap();
     std::fs::create_dir_all(dir.path().join("needs-plan")).unwrap();
-    std::fs::write(dir.path().join("needs-plan/SKILL.md"), "---\nrequires_tools: [run_it]\n---\n# Needs\n").unwrap();
+    std::fs::write(
+        dir.path().join("needs-plan/SKILL.md"),
+        "---\nrequires_tools: [run_it]\n---\n# Needs\n",
+    )
+    .unwrap();
     let catalog = Catalog::build(&options(vec![root(dir.path(), Trust::User)]), None);
-    assert!(catalog.skills.is_empty(), "{:?}", catalog.skills.iter().map(|s| &s.name).collect::<Vec<_>>());
-    let codes: Vec<(String, Code)> =
-        catalog.diagnostics.iter().map(|d| (d.skill.clone().unwrap(), d.code)).collect();
+    assert!(
+        catalog.skills.is_empty(),
+        "{:?}",
+        catalog.skills.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let codes: Vec<(String, Code)> = catalog
+        .diagnostics
+        .iter()
+        .map(|d| (d.skill.clone().unwrap(), d.code))
+        .collect();
     assert_eq!(
         codes,
-        [("dispatcher".to_owned(), Code::UnknownCommandTool), ("needs-plan".to_owned(), Code::MissingRequiredTool)]
+        [
+            ("dispatcher".to_owned(), Code::UnknownCommandTool),
+            ("needs-plan".to_owned(), Code::MissingRequiredTool)
+        ]
     );
 }
 
@@ -89,12 +139,20 @@ fn two_skills_cannot_share_a_command() {
     let dir = tempfile::tempdir().unwrap();
     for name in ["aa", "bb"] {
         std::fs::create_dir_all(dir.path().join(name)).unwrap();
-        std::fs::write(dir.path().join(name).join("SKILL.md"), "---\ncommand: go\n---\n# Go\n").unwrap();
+        std::fs::write(
+            dir.path().join(name).join("SKILL.md"),
+            "---\ncommand: go\n---\n# Go\n",
+        )
+        .unwrap();
     }
     let catalog = Catalog::build(&options(vec![root(dir.path(), Trust::User)]), None);
     assert!(catalog.skill("aa").is_some());
     assert!(catalog.skill("bb").is_none());
-    let d = catalog.diagnostics.iter().find(|d| d.code == Code::CommandCollision).unwrap();
+    let d = catalog
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::CommandCollision)
+        .unwrap();
     assert_eq!(d.skill.as_deref(), Some("bb"));
     assert!(d.message.contains("'aa'"));
 }

@@ -1,0 +1,181 @@
+"""Drives a running skilld through the Python client that openapi-python-client
+generated from the committed openapi/openapi.json.
+
+Run by tests/it/python_client.rs as `python use_client.py BASE_URL`, with the
+generated package `skilld_client` on PYTHONPATH and a server whose only root is
+the repository's bundled `skills/`. Every request goes through the generated
+operations (no hand-written HTTP); every answer must come back as the generated
+model of its schema. Exits 1 with one line per mismatch on stderr.
+"""
+
+import json
+import sys
+
+import httpx
+
+FAILURES: list[str] = []
+
+
+def check(ok: bool, message: str) -> bool:
+    if not ok:
+        FAILURES.append(message)
+    return ok
+
+
+def fail_now(message: str) -> None:
+    print(f"use_client.py: FAIL: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def same_as_wire(what: str, response, parsed) -> None:
+    """The model, serialised again, equals the JSON on the wire: the generated
+    model neither lost nor changed a field."""
+    wire = json.loads(response.content)
+    check(parsed.to_dict() == wire, f"{what}: the parsed model does not round-trip to the JSON the server sent")
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        fail_now("usage: use_client.py BASE_URL")
+    base_url = sys.argv[1]
+
+    try:
+        from skilld_client import Client
+        from skilld_client.api.skills import get_skill, list_skills
+        from skilld_client.models import Problem, SkillDetail, SkillList, Trust
+    except ImportError as e:
+        fail_now(f"the generated client lacks a skills operation or model: {e}")
+    try:
+        from skilld_client.api.tools import list_tools
+        from skilld_client.models import AnthropicToolList, Format, OpenAiToolList
+    except ImportError as e:
+        fail_now(
+            "the generated client has no `list_tools` operation (GET /tools) or its models: "
+            f"{e}; openapi-python-client skipped it, see its warnings about openapi/openapi.json"
+        )
+
+    client = Client(base_url=base_url, raise_on_unexpected_status=True, timeout=httpx.Timeout(30.0))
+    with client:
+        # GET /skills
+        r = list_skills.sync_detailed(client=client)
+        if not check(r.status_code == 200, f"GET /skills: status {r.status_code}, expected 200"):
+            return
+        listing = r.parsed
+        if not check(isinstance(listing, SkillList), f"GET /skills: parsed as {type(listing).__name__}, expected SkillList"):
+            return
+        same_as_wire("GET /skills", r, listing)
+        names = [s.name for s in listing.skills]
+        check("git" in names, f"GET /skills: names {names} lack 'git'")
+        check(names == sorted(names), f"GET /skills: names {names} are not sorted")
+        for s in listing.skills:
+            check(s.trust == Trust.BUNDLED, f"GET /skills: {s.name} has trust {s.trust!r}, expected Trust.BUNDLED")
+        git = next((s for s in listing.skills if s.name == "git"), None)
+        if git is not None:
+            check(
+                {"git_status", "git_log", "git_diff", "git_branches"} <= set(git.tools),
+                f"GET /skills: git's tools {git.tools} lack some of git_status, git_log, git_diff, git_branches",
+            )
+
+        # GET /skills?q=git&trust=bundled: the query parameters reach the server.
+        r = list_skills.sync_detailed(client=client, q="GIT", trust=Trust.BUNDLED)
+        if check(isinstance(r.parsed, SkillList), f"GET /skills?q=GIT: parsed as {type(r.parsed).__name__}"):
+            found = [s.name for s in r.parsed.skills]
+            check("git" in found, f"GET /skills?q=GIT: {found} lacks 'git'")
+            check(len(found) < len(names), f"GET /skills?q=GIT: {found} is not filtered (all: {names})")
+
+        # GET /skills/git
+        r = get_skill.sync_detailed("git", client=client)
+        detail = r.parsed
+        if check(
+            r.status_code == 200 and isinstance(detail, SkillDetail),
+            f"GET /skills/git: status {r.status_code}, parsed as {type(detail).__name__}, expected 200 SkillDetail",
+        ):
+            same_as_wire("GET /skills/git", r, detail)
+            check(detail.name == "git", f"GET /skills/git: name {detail.name!r}")
+            check(detail.trust == Trust.BUNDLED, f"GET /skills/git: trust {detail.trust!r}")
+            check(detail.read_only is True, f"GET /skills/git: read_only {detail.read_only!r}, expected True")
+            tools = {t.name: t for t in detail.tools}
+            check(
+                {"git_status", "git_log", "git_diff", "git_branches"} <= set(tools),
+                f"GET /skills/git: tools {sorted(tools)} lack some of git_status, git_log, git_diff, git_branches",
+            )
+            for t in detail.tools:
+                check(t.skill == "git", f"GET /skills/git: tool {t.name} has skill {t.skill!r}")
+            log = tools.get("git_log")
+            if log is not None:
+                params = log.parameters.to_dict()
+                check(params.get("type") == "object", f"git_log parameters: type {params.get('type')!r}, expected 'object'")
+                check(
+                    params.get("properties", {}).get("count", {}).get("type") == "integer",
+                    f"git_log parameters: no integer `count` in {params}",
+                )
+            check(
+                any(f.path == "SKILL.md" for f in detail.files),
+                f"GET /skills/git: files {[f.path for f in detail.files]} lack SKILL.md",
+            )
+
+        # GET /skills/{missing}: the 404 comes back as the Problem model.
+        r = get_skill.sync_detailed("no-such-skill", client=client)
+        if check(
+            r.status_code == 404 and isinstance(r.parsed, Problem),
+            f"GET /skills/no-such-skill: status {r.status_code}, parsed as {type(r.parsed).__name__}, expected 404 Problem",
+        ):
+            check(r.parsed.status == 404, f"GET /skills/no-such-skill: problem status {r.parsed.status!r}")
+
+        # GET /tools?format=openai
+        r = list_tools.sync_detailed(client=client, format_=Format.OPENAI)
+        openai = r.parsed
+        if check(
+            r.status_code == 200 and isinstance(openai, OpenAiToolList),
+            f"GET /tools?format=openai: status {r.status_code}, parsed as {type(openai).__name__}, expected OpenAiToolList",
+        ):
+            same_as_wire("GET /tools?format=openai", r, openai)
+            check(len(openai.tools) > 0, "GET /tools?format=openai: no tools")
+            for t in openai.tools:
+                check(t.type_ == "function", f"GET /tools?format=openai: entry type {t.type_!r}, expected 'function'")
+                params = t.function.parameters.to_dict()
+                check(
+                    params.get("type") == "object",
+                    f"GET /tools?format=openai: {t.function.name} parameters have type {params.get('type')!r}, expected 'object'",
+                )
+                check(isinstance(t.function.strict, bool), f"GET /tools?format=openai: {t.function.name} strict is not a bool")
+            fnames = {t.function.name for t in openai.tools}
+            check(
+                {"git_status", "git_log", "git_diff", "git_branches"} <= fnames,
+                f"GET /tools?format=openai: function names {sorted(fnames)} lack some git tools",
+            )
+
+        # GET /tools?format=anthropic
+        r = list_tools.sync_detailed(client=client, format_=Format.ANTHROPIC)
+        anthropic = r.parsed
+        if check(
+            r.status_code == 200 and isinstance(anthropic, AnthropicToolList),
+            f"GET /tools?format=anthropic: status {r.status_code}, parsed as {type(anthropic).__name__}, expected AnthropicToolList",
+        ):
+            same_as_wire("GET /tools?format=anthropic", r, anthropic)
+            anames = {t.name for t in anthropic.tools}
+            check("git_status" in anames, f"GET /tools?format=anthropic: names {sorted(anames)} lack git_status")
+            for t in anthropic.tools:
+                schema = t.input_schema.to_dict()
+                check(
+                    schema.get("type") == "object",
+                    f"GET /tools?format=anthropic: {t.name} input_schema type {schema.get('type')!r}, expected 'object'",
+                )
+            if isinstance(openai, OpenAiToolList):
+                check(
+                    anames == {t.function.name for t in openai.tools},
+                    "GET /tools: the anthropic and openai exports name different tools",
+                )
+
+    if FAILURES:
+        for f in FAILURES:
+            print(f"use_client.py: FAIL: {f}", file=sys.stderr)
+        sys.exit(1)
+    print(
+        f"use_client.py: ok: {len(names)} skills, git has {len(detail.tools)} tools, "
+        f"{len(openai.tools)} openai and {len(anthropic.tools)} anthropic tool exports"
+    )
+
+
+if __name__ == "__main__":
+    main()
