@@ -14,7 +14,8 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
 use utoipa::OpenApi;
 use utoipa::openapi::OpenApi as Document;
 use utoipa_axum::router::OpenApiRouter;
@@ -64,14 +65,18 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
         .layer(axum::middleware::from_fn(log_internal))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            let id = req
-                .headers()
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
-        }))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request| {
+                    let id = req
+                        .headers()
+                        .get("x-request-id")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("");
+                    tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+                })
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeUuid7))
 }
