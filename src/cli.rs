@@ -3,8 +3,10 @@
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use crate::config::{self, Config, ServeArgs};
 use crate::export::Format;
+use crate::invoke::Invoker;
 use crate::skill::load::{LoadOptions, PathCache, Runtimes, load_skill};
 use crate::skill::{Diagnostic, Severity, Trust};
+use crate::store::Store;
 use crate::{AppState, serve};
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -41,6 +43,25 @@ pub enum Command {
         #[arg(long, value_name = "M")]
         mode: Option<String>,
     },
+    /// Run one tool here, without a server, and print its envelope.
+    Run {
+        #[arg(long = "skills", value_name = "[TRUST=]DIR")]
+        skills: Vec<String>,
+        /// The tool (or `skill__tool` for an ambiguous name).
+        tool: String,
+        /// The arguments, as a JSON object.
+        #[arg(long = "args", value_name = "JSON", default_value = "{}")]
+        args: String,
+        /// Record the run in this database (default: the server's).
+        #[arg(long, env = "SKILLD_DATABASE_URL", value_name = "URL")]
+        database: Option<String>,
+        #[arg(long, env = "SKILLD_DATA_DIR", value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        #[arg(long, env = "SKILLD_WORKSPACE", value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        #[arg(long, value_name = "M")]
+        mode: Option<String>,
+    },
     /// Print the OpenAPI document.
     Openapi,
 }
@@ -65,6 +86,32 @@ pub fn main() -> ExitCode {
         Command::Check { format, dirs } => return check(&dirs, format),
         Command::Tools { skills, format, mode } => tools(&skills, format, mode.as_deref()),
         Command::Openapi => print_openapi(),
+        Command::Run {
+            skills,
+            tool,
+            args,
+            database,
+            data_dir,
+            workspace,
+            mode,
+        } => {
+            let serve = ServeArgs {
+                skills,
+                database,
+                data_dir,
+                workspace,
+                no_watch: Some(true),
+                ..ServeArgs::default()
+            };
+            return match run_one(&serve, &tool, &args, mode.as_deref()) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("skilld: {e:#}");
+                    ExitCode::from(2)
+                }
+            };
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -95,17 +142,46 @@ fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(serve_main(config))
 }
 
+/// Opens the run log, marking runs a crash left `running` as interrupted.
+async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let store = crate::store::connect(&config.database_url).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot open the run log {}: {e}",
+            config::redact_url(&config.database_url)
+        )
+    })?;
+    // SQLite belongs to this instance alone; PostgreSQL may be shared.
+    let instance = (store.backend() != "sqlite").then_some(config.run.instance.as_str());
+    let interrupted = store
+        .interrupt_running(instance, chrono::Utc::now())
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot recover the run log: {e}"))?;
+    if interrupted > 0 {
+        tracing::warn!(
+            interrupted,
+            "runs left running by an earlier crash are marked interrupted"
+        );
+    }
+    Ok(store)
+}
+
+fn load_catalog(config: &Config) -> CatalogHandle {
+    CatalogHandle::new(CatalogOptions {
+        roots: config.roots.clone(),
+        max_timeout_secs: config.max_timeout_secs,
+        runtimes: config.runtimes.clone(),
+    })
+}
+
 async fn serve_main(config: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
     let addr = listener.local_addr().context("no local address")?;
-    let options = CatalogOptions {
-        roots: config.roots.clone(),
-        max_timeout_secs: config.max_timeout_secs,
-        runtimes: config.runtimes.clone(),
-    };
-    let handle = Arc::new(tokio::task::spawn_blocking(move || CatalogHandle::new(options)).await?);
+    let store = open_store(&config).await?;
+    let catalog_config = config.clone();
+    let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config)).await?);
+    let invoker = Arc::new(Invoker::new(store, config.run.clone()));
     let catalog = handle.current();
     tracing::info!(
         skills = catalog.skills.len(),
@@ -129,7 +205,11 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         writeln!(out, "listening on http://{addr}")?;
         out.flush()?;
     }
-    serve(AppState { catalog: handle }, listener, shutdown_signal()).await?;
+    let state = AppState {
+        catalog: handle,
+        invoker,
+    };
+    serve(state, listener, shutdown_signal(), config.shutdown_grace).await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -260,6 +340,54 @@ fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Resul
         out.write_all(b"\n")?;
     }
     Ok(())
+}
+
+/// `skilld run`: the same pipeline as the invoke route, in this process.
+/// Returns whether the tool succeeded.
+fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyhow::Result<bool> {
+    let arguments: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| anyhow::anyhow!("--args is not JSON: {e}"))?;
+    let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let store = open_store(&config).await?;
+        let catalog = load_catalog(&config).current();
+        let invoker = Arc::new(Invoker::new(store, config.run.clone()));
+        let failure = |e: crate::error::ApiError| {
+            let p = e.problem();
+            let fields: Vec<String> = p
+                .errors
+                .unwrap_or_default()
+                .iter()
+                .map(|f| format!("{}: {}", f.field, f.message))
+                .collect();
+            anyhow::anyhow!(
+                "{}{}",
+                p.detail,
+                if fields.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", fields.join("; "))
+                }
+            )
+        };
+        let index = crate::http::tools::resolve_tool(&catalog, tool).map_err(failure)?;
+        let prepared = invoker
+            .prepare(&catalog, index, &arguments, mode)
+            .map_err(failure)?;
+        let live = invoker.start(prepared).await.map_err(failure)?;
+        let envelope = live
+            .finished()
+            .await
+            .ok_or_else(|| anyhow::anyhow!("the run was cancelled before it started"))?;
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, envelope.as_ref())?;
+        writeln!(out)?;
+        Ok(envelope.success)
+    })
 }
 
 fn print_openapi() -> anyhow::Result<()> {

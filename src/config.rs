@@ -69,6 +69,25 @@ pub struct FileConfig {
     pub no_watch: Option<bool>,
     /// Script runtimes by extension, e.g. `py = ["python3", "-I"]`.
     pub runtimes: Option<std::collections::HashMap<String, Vec<String>>>,
+    /// Runs at once over all tools (default 64), and of any one tool (16).
+    pub max_concurrent_runs: Option<usize>,
+    pub max_concurrent_runs_per_tool: Option<usize>,
+    /// How long a call waits for a free slot before 429 (default 10 s).
+    pub queue_timeout_secs: Option<u64>,
+    /// SIGTERM → SIGKILL delay for a tool's process group (default 5 s).
+    pub kill_grace_secs: Option<u64>,
+    /// How long running tools may finish after SIGTERM to skilld (default 10 s).
+    pub shutdown_grace_secs: Option<u64>,
+    /// Extra environment variables children may inherit (secret-shaped
+    /// names never pass).
+    pub env_allow: Option<Vec<String>>,
+    /// Limits every child gets unless its skill sets its own.
+    pub max_open_files: Option<u64>,
+    pub max_file_size_bytes: Option<u64>,
+    pub max_memory_bytes: Option<u64>,
+    pub max_cpu_secs: Option<u64>,
+    /// This instance's name in the run log (default: the host name).
+    pub instance: Option<String>,
     pub tokens: Option<Vec<toml::Value>>,
 }
 
@@ -84,6 +103,8 @@ pub struct Config {
     pub max_timeout_secs: u64,
     pub watch: bool,
     pub runtimes: Runtimes,
+    pub run: crate::invoke::RunSettings,
+    pub shutdown_grace: std::time::Duration,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -191,6 +212,28 @@ impl Config {
             }
         }
         let watch = !args.no_watch.or(file.no_watch).unwrap_or(false);
+        let defaults = crate::invoke::RunSettings::default();
+        let secs = std::time::Duration::from_secs;
+        let run = crate::invoke::RunSettings {
+            workspace: workspace.clone(),
+            data_dir: data_dir.clone(),
+            grace: file.kill_grace_secs.map_or(defaults.grace, secs),
+            limits: crate::runner::Limits {
+                memory_bytes: file.max_memory_bytes.or(defaults.limits.memory_bytes),
+                cpu_secs: file.max_cpu_secs.or(defaults.limits.cpu_secs),
+                open_files: file.max_open_files.or(defaults.limits.open_files),
+                file_size_bytes: file.max_file_size_bytes.or(defaults.limits.file_size_bytes),
+            },
+            max_concurrent: file.max_concurrent_runs.unwrap_or(defaults.max_concurrent).max(1),
+            max_concurrent_per_tool: file
+                .max_concurrent_runs_per_tool
+                .unwrap_or(defaults.max_concurrent_per_tool)
+                .max(1),
+            queue_timeout: file.queue_timeout_secs.map_or(defaults.queue_timeout, secs),
+            instance: file.instance.unwrap_or_else(host_name),
+            extra_env: file.env_allow.unwrap_or_default(),
+        };
+        let shutdown_grace = secs(file.shutdown_grace_secs.unwrap_or(10));
         Ok(Self {
             bind,
             roots,
@@ -201,8 +244,19 @@ impl Config {
             max_timeout_secs,
             watch,
             runtimes,
+            run,
+            shutdown_grace,
         })
     }
+}
+
+/// The host's name, which names this instance in the run log.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "skilld".to_owned())
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, String> {

@@ -33,7 +33,7 @@ pub struct FieldError {
 }
 
 /// Everything a handler can fail with.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
@@ -43,6 +43,8 @@ pub enum ApiError {
     AmbiguousTool { tool: String, candidates: Vec<String> },
     #[error("{0}")]
     PayloadTooLarge(String),
+    #[error("{0}")]
+    Forbidden(String),
     #[error("method not allowed on this route")]
     MethodNotAllowed,
     #[error("{detail}")]
@@ -51,6 +53,10 @@ pub enum ApiError {
         detail: String,
         errors: Vec<FieldError>,
     },
+    #[error("{detail}")]
+    Conflict { code: &'static str, detail: String },
+    #[error("too many runs at once; retry in {retry_after_secs}s")]
+    TooManyRequests { retry_after_secs: u64 },
     #[error("{0}")]
     Unavailable(String),
     /// A fault of the server; the cause is logged, not sent.
@@ -75,7 +81,10 @@ impl ApiError {
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -88,7 +97,10 @@ impl ApiError {
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
             ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::Unprocessable { code, .. } => code,
+            ApiError::Conflict { code, .. } => code,
+            ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -130,6 +142,11 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let ApiError::TooManyRequests { retry_after_secs } = &self
+            && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string())
+        {
+            res.headers_mut().insert(header::RETRY_AFTER, v);
+        }
         if let ApiError::Internal(cause) = &self {
             // Logged by the trace middleware with the request id.
             res.extensions_mut().insert(InternalCause(cause.clone()));

@@ -2,7 +2,7 @@
 //! text when a request does not parse.
 
 use crate::error::ApiError;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
@@ -73,5 +73,30 @@ impl Accept {
             (Some(m), None) => m > 0.0,
             _ => false,
         }
+    }
+}
+
+/// The largest request body read (1 MiB).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// A JSON body; an empty body reads as `{}`. Rejections are problems: 400
+/// for JSON that does not parse or fit, 413 over [`MAX_BODY_BYTES`].
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|_| ApiError::PayloadTooLarge(format!("the body is over {MAX_BODY_BYTES} bytes")))?;
+        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        serde_json::from_slice(text)
+            .map(JsonBody)
+            .map_err(|e| ApiError::BadRequest(format!("the body is not a valid request: {e}")))
     }
 }

@@ -1,6 +1,7 @@
 //! Liveness and readiness.
 
 use crate::AppState;
+use crate::error::ApiError;
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -24,8 +25,8 @@ pub struct Health {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Readiness {
     pub status: String,
-    /// The run store's backend, once runs are recorded (`sqlite`, `postgres`).
-    pub store: Option<String>,
+    /// The run log's backend: `sqlite` or `postgres`.
+    pub store: String,
     pub skills: usize,
     pub tools: usize,
     pub sandbox: Sandbox,
@@ -48,18 +49,29 @@ async fn healthz() -> Json<Health> {
     })
 }
 
-/// Readiness: the catalog is loaded and what the sandbox enforces.
+/// Readiness: the run log answers, the catalog is loaded, and what the
+/// sandbox enforces.
 #[utoipa::path(get, path = "/readyz", tag = "service", operation_id = "readyz",
-    responses((status = 200, description = "Ready to serve", body = Readiness)))]
-async fn readyz(State(state): State<AppState>) -> Json<Readiness> {
+    responses(
+        (status = 200, description = "Ready to serve", body = Readiness),
+        (status = 503, description = "The run log is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
+    let store = &state.invoker.store;
+    store.ping().await.map_err(crate::invoke::store_error)?;
     let catalog = state.catalog.current();
-    Json(Readiness {
+    let network = if crate::runner::network_isolation_available() {
+        "enforced"
+    } else {
+        "advisory"
+    };
+    Ok(Json(Readiness {
         status: "ready".to_owned(),
-        store: None,
+        store: store.backend().to_owned(),
         skills: catalog.skills.len(),
         tools: catalog.tools.len(),
         sandbox: Sandbox {
-            network: "advisory".to_owned(),
+            network: network.to_owned(),
         },
-    })
+    }))
 }

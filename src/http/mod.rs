@@ -3,6 +3,8 @@
 
 mod extract;
 pub mod health;
+pub mod invoke;
+pub mod runs;
 pub mod skills;
 pub mod tools;
 
@@ -28,14 +30,16 @@ use utoipa_swagger_ui::SwaggerUi;
         description = "Serves skills as an API: the catalog, tool exports for LLM providers, and tool runs.",
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
     ),
-    // The one route axum registers with a wildcard (see `skills::router`).
-    paths(skills::get_skill_file),
+    // Routes axum registers with a wildcard (see `skills::router`, `runs::router`).
+    paths(skills::get_skill_file, runs::get_run_file),
     // Types used only in query parameters are not collected on their own.
     components(schemas(crate::export::Format)),
     tags(
         (name = "service", description = "Health and readiness"),
         (name = "skills", description = "The skill catalog"),
         (name = "tools", description = "Tools and their exports"),
+        (name = "invoke", description = "Running tools"),
+        (name = "runs", description = "The audit log of every run"),
     )
 )]
 struct ApiDoc;
@@ -46,6 +50,8 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(health::router())
         .merge(skills::router())
         .merge(tools::router())
+        .merge(invoke::router())
+        .merge(runs::router())
 }
 
 /// The OpenAPI document, exactly as `/openapi.json` serves it.

@@ -77,7 +77,7 @@ impl CommandTemplate {
     /// Splits `src` with shell quoting rules and finds the placeholders.
     /// Lines starting with `#` are comments; `\`-newline joins lines.
     pub fn parse(src: &str) -> Result<Self, TemplateError> {
-        let words = shlex::split(src).ok_or(TemplateError::Quoting)?;
+        let words = shlex::split(&join_continued_lines(src)).ok_or(TemplateError::Quoting)?;
         let mut words = words.iter().map(|w| Word { pieces: pieces(w) });
         let program = words.next().ok_or(TemplateError::Empty)?;
         let program = program
@@ -126,7 +126,7 @@ impl CommandTemplate {
             }
             let mut rendered = String::new();
             let mut dropped = false;
-            let mut only_flags = true;
+            let mut only_flags = word.pieces.iter().any(|p| matches!(p, Piece::Flag { .. }));
             for piece in &word.pieces {
                 match piece {
                     Piece::Literal(s) => {
@@ -154,6 +154,43 @@ impl CommandTemplate {
         }
         Ok(out)
     }
+}
+
+/// Removes each `\`-newline outside single quotes, as a POSIX shell does
+/// before splitting words. (shlex keeps a word boundary there, so an
+/// indented continuation line would add an empty word.)
+fn join_continued_lines(src: &str) -> std::borrow::Cow<'_, str> {
+    if !src.contains("\\\n") {
+        return std::borrow::Cow::Borrowed(src);
+    }
+    let mut out = String::with_capacity(src.len());
+    let mut chars = src.chars().peekable();
+    let (mut single, mut double) = (false, false);
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' if !double => {
+                single = !single;
+                out.push(c);
+            }
+            '"' if !single => {
+                double = !double;
+                out.push(c);
+            }
+            '\\' if !single => match chars.peek() {
+                Some('\n') => {
+                    chars.next();
+                }
+                Some(&next) => {
+                    out.push(c);
+                    out.push(next);
+                    chars.next();
+                }
+                None => out.push(c),
+            },
+            _ => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Why a call's arguments cannot be rendered into an argv.
@@ -293,6 +330,20 @@ mod tests {
             [Piece::Literal("ratio is ".into()), Piece::Var("ratio".into())]
         );
         assert_eq!(t.args[2].pieces, [Piece::Literal("{{.State}}".into())]);
+    }
+
+    #[test]
+    fn continuations_join_lines_but_not_inside_single_quotes() {
+        let t = CommandTemplate::parse("echo \"it's\" \\\n   next '\\\n'").unwrap();
+        let words: Vec<_> = t.args.iter().map(|w| w.pieces.clone()).collect();
+        assert_eq!(
+            words,
+            [
+                vec![Piece::Literal("it's".into())],
+                vec![Piece::Literal("next".into())],
+                vec![Piece::Literal("\\\n".into())],
+            ]
+        );
     }
 
     #[test]

@@ -2,11 +2,14 @@
 
 use skilld::AppState;
 use skilld::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
+use skilld::invoke::{Invoker, RunSettings};
 use skilld::skill::Trust;
 use skilld::skill::load::Runtimes;
+use skilld::store::Store;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// `../shared/corpus`, beside the checkout.
 pub fn corpus_dir() -> PathBuf {
@@ -51,37 +54,84 @@ pub fn corpus_catalog() -> Catalog {
     Catalog::build(&corpus_options(), None)
 }
 
-/// A server on 127.0.0.1 port 0, stopped when dropped.
+/// A server on 127.0.0.1 port 0 with its own data directory and SQLite
+/// run log, stopped when dropped.
 pub struct TestServer {
     pub addr: SocketAddr,
     pub catalog: Arc<CatalogHandle>,
+    pub invoker: Arc<Invoker>,
+    /// Holds the data directory (and SQLite file) for the server's life.
+    _data: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stopped: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl TestServer {
     pub async fn start(opts: CatalogOptions) -> Self {
+        Self::start_with(opts, RunSettings::default()).await
+    }
+
+    /// With a given database URL (to restart on the same run log).
+    pub async fn start_on(opts: CatalogOptions, database_url: &str) -> Self {
+        let store = skilld::store::connect(database_url).await.unwrap();
+        Self::launch(opts, RunSettings::default(), store, tempfile::tempdir().unwrap()).await
+    }
+
+    pub async fn start_with(opts: CatalogOptions, settings: RunSettings) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+        let store = skilld::store::connect(&url).await.unwrap();
+        Self::launch(opts, settings, store, data).await
+    }
+
+    pub async fn launch(
+        opts: CatalogOptions,
+        mut settings: RunSettings,
+        store: Arc<dyn Store>,
+        data: tempfile::TempDir,
+    ) -> Self {
+        settings.data_dir = data.path().to_path_buf();
+        if settings.workspace == Path::new(".") {
+            settings.workspace = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
+        }
         let catalog = Arc::new(
             tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
                 .await
                 .unwrap(),
         );
+        let invoker = Arc::new(Invoker::new(store, settings));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let state = AppState {
             catalog: catalog.clone(),
+            invoker: invoker.clone(),
         };
-        tokio::spawn(async move {
-            skilld::serve(state, listener, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
+        let stopped = tokio::spawn(async move {
+            let signal = async {
+                let _ = stop_rx.await;
+            };
+            skilld::serve(state, listener, signal, Duration::from_secs(2))
+                .await
+                .unwrap();
         });
         Self {
             addr,
             catalog,
+            invoker,
+            _data: data,
             stop: Some(stop),
+            stopped: Some(stopped),
+        }
+    }
+
+    /// Stops the server as SIGTERM would, and waits until it has.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(stopped) = self.stopped.take() {
+            stopped.await.unwrap();
         }
     }
 

@@ -53,7 +53,13 @@ async fn health_and_readiness() {
     let catalog = server.catalog.current();
     assert_eq!(ready["skills"], catalog.skills.len());
     assert_eq!(ready["tools"], catalog.tools.len());
-    assert_eq!(ready["sandbox"]["network"], "advisory");
+    assert_eq!(ready["store"], "sqlite");
+    let network = if skilld::runner::network_isolation_available() {
+        "enforced"
+    } else {
+        "advisory"
+    };
+    assert_eq!(ready["sandbox"]["network"], network);
 }
 
 #[tokio::test]
@@ -223,11 +229,11 @@ async fn skill_files_stay_inside_the_skill() {
     )
     .unwrap();
 
-    let handle = std::sync::Arc::new(skilld::catalog::CatalogHandle::new(options(vec![root(
-        dir.path(),
-        Trust::User,
-    )])));
-    let app = skilld::app(skilld::AppState { catalog: handle });
+    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let app = skilld::app(skilld::AppState {
+        catalog: server.catalog.clone(),
+        invoker: server.invoker.clone(),
+    });
 
     let (s, body, ct) = raw(&app, "/skills/docs/files/references/guide.md").await;
     assert_eq!(

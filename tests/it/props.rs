@@ -59,11 +59,7 @@ fn fence_heavy_doc() -> impl Strategy<Value = String> {
         any::<bool>(),
     )
         .prop_map(|(bom, lines, nl, trailing)| {
-            let mut s = if bom {
-                "\u{feff}".to_owned()
-            } else {
-                String::new()
-            };
+            let mut s = if bom { "\u{feff}".to_owned() } else { String::new() };
             s.push_str(&lines.join(nl));
             if trailing {
                 s.push_str(nl);
@@ -90,8 +86,7 @@ fn literal_word() -> impl Strategy<Value = String> {
         Just(String::new()),
     ]
     .prop_filter("no NUL, no placeholder", |s| {
-        !s.contains('\0')
-            && (!s.contains("{{") || !s.chars().any(|c| c.is_ascii_alphabetic() || c == '_'))
+        !s.contains('\0') && (!s.contains("{{") || !s.chars().any(|c| c.is_ascii_alphabetic() || c == '_'))
     })
 }
 
@@ -659,15 +654,15 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------
-// Known bugs in src/skill/template.rs, kept as ignored regression tests:
-// run them with `cargo test --test it props -- --ignored`.
+// Regression tests for bugs these properties found in src/skill/template.rs
+// (both fixed).
 // ---------------------------------------------------------------------------
 
 /// `parse` says "`\`-newline joins lines", but shlex starts a word at a
 /// backslash-newline that follows a blank, so an indented continuation adds
 /// an empty word to the template.
 #[test]
-#[ignore = "bug: an indented `\\`-newline continuation adds an empty word"]
+
 fn template_line_continuation_adds_no_empty_word() {
     let t = CommandTemplate::parse("curl -s \\\n  https://example.com").unwrap();
     let words: Vec<_> = t.args.iter().map(|w| w.pieces.clone()).collect();
@@ -683,7 +678,7 @@ fn template_line_continuation_adds_no_empty_word() {
 /// A quoted empty argument (`ssh-keygen -N '' -f key`) is an argument: it
 /// must reach the program, not be dropped like an absent flag.
 #[test]
-#[ignore = "bug: render drops an empty literal word ('')"]
+
 fn render_keeps_empty_literal_words() {
     let t = CommandTemplate::parse("ssh-keygen -N '' -f {{v}}").unwrap();
     assert_eq!(

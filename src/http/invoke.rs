@@ -1,0 +1,230 @@
+//! `POST /tools/{tool}/invoke` and its skill-qualified twin.
+
+use super::extract::{JsonBody, Path, Query};
+use super::runs::event_stream;
+use super::tools::resolve_tool;
+use crate::AppState;
+use crate::error::{ApiError, Result};
+use crate::invoke::Envelope;
+use crate::policy::{Decision, Verdict};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(invoke_tool))
+        .routes(routes!(invoke_skill_tool))
+}
+
+/// The body of an invoke call.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InvokeRequest {
+    /// The tool's arguments, checked against its `parameters` schema.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    /// The mode the caller is in (`Global`, `Dev`, …), passed to the tool.
+    pub mode: Option<String>,
+}
+
+/// Options of an invoke call.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct InvokeQuery {
+    /// Render and decide, without running or recording anything.
+    pub dry_run: Option<bool>,
+    /// Seconds (≤ 300) to hold a call that waits for approval open.
+    pub wait: Option<u64>,
+}
+
+/// What a dry run would do.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DryRun {
+    /// The program, then its arguments, exactly as they would run.
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// Names of the environment variables the tool would get.
+    pub env: Vec<String>,
+    pub timeout_secs: u64,
+    pub decision: Verdict,
+    pub reason: String,
+}
+
+/// A call accepted to finish later.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InvokeAccepted {
+    pub run_id: Uuid,
+    /// `running`, or `pending_approval` when a person must decide first.
+    pub status: String,
+    pub approval_id: Option<Uuid>,
+    pub approval_url: Option<String>,
+    pub run_url: String,
+}
+
+/// Path of the bare invoke route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ToolPath {
+    /// A tool name (or the `skill__tool` export name of an ambiguous one).
+    pub tool: String,
+}
+
+/// Path of the skill-qualified invoke route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SkillToolPath {
+    pub skill: String,
+    pub tool: String,
+}
+
+/// Run a tool. Answers with the envelope once it ran (even when the tool
+/// failed: that is a result, not an HTTP error); `Prefer: respond-async`
+/// answers 202 at once; `Accept: text/event-stream` streams its events.
+#[utoipa::path(post, path = "/tools/{tool}/invoke", tag = "invoke", params(ToolPath, InvokeQuery),
+    request_body(content = InvokeRequest, description = "The arguments; an empty body means none"),
+    responses(
+        (status = 200, description = "The tool ran (or could not start): the envelope; or, with dry_run, what would run", content(
+            (Envelope = "application/json"),
+            (DryRun = "application/json"),
+        )),
+        (status = 202, description = "Accepted; follow the run at `Location`", body = InvokeAccepted),
+        (status = 400, description = "The body is not JSON or not an invoke request", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such tool", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Several skills define this tool name", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over 1 MiB", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many runs at once; see Retry-After", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn invoke_tool(
+    State(state): State<AppState>,
+    Path(p): Path<ToolPath>,
+    Query(q): Query<InvokeQuery>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<InvokeRequest>,
+) -> Result<Response> {
+    let catalog = state.catalog.current();
+    let index = resolve_tool(&catalog, &p.tool)?;
+    invoke(&state, &catalog, index, q, &headers, body).await
+}
+
+/// Run a tool of a given skill: the way to call a tool whose bare name
+/// several skills define.
+#[utoipa::path(post, path = "/skills/{skill}/tools/{tool}/invoke", tag = "invoke", params(SkillToolPath, InvokeQuery),
+    request_body(content = InvokeRequest, description = "The arguments; an empty body means none"),
+    responses(
+        (status = 200, description = "The tool ran (or could not start): the envelope; or, with dry_run, what would run", content(
+            (Envelope = "application/json"),
+            (DryRun = "application/json"),
+        )),
+        (status = 202, description = "Accepted; follow the run at `Location`", body = InvokeAccepted),
+        (status = 400, description = "The body is not JSON or not an invoke request", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such skill or tool", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over 1 MiB", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many runs at once; see Retry-After", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn invoke_skill_tool(
+    State(state): State<AppState>,
+    Path(p): Path<SkillToolPath>,
+    Query(q): Query<InvokeQuery>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<InvokeRequest>,
+) -> Result<Response> {
+    let catalog = state.catalog.current();
+    let si = catalog
+        .skill_index(&p.skill)
+        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
+    let index = catalog
+        .tools
+        .iter()
+        .position(|e| e.skill == si && catalog.skills[si].tools[e.tool].name == p.tool)
+        .ok_or_else(|| ApiError::not_found("tool", format!("{}/{}", p.skill, p.tool)))?;
+    invoke(&state, &catalog, index, q, &headers, body).await
+}
+
+async fn invoke(
+    state: &AppState,
+    catalog: &crate::catalog::Catalog,
+    index: usize,
+    q: InvokeQuery,
+    headers: &HeaderMap,
+    body: InvokeRequest,
+) -> Result<Response> {
+    let invoker = &state.invoker;
+    let prepared = invoker.prepare(catalog, index, &body.arguments, body.mode.as_deref())?;
+    if q.dry_run.unwrap_or(false) {
+        let Decision { decision, reason } = prepared.decision.clone();
+        return Ok(Json(DryRun {
+            argv: prepared.argv.clone(),
+            cwd: prepared.cwd.display().to_string(),
+            env: prepared.env.iter().map(|(k, _)| k.clone()).collect(),
+            timeout_secs: prepared.timeout.as_secs(),
+            decision,
+            reason,
+        })
+        .into_response());
+    }
+    if prepared.decision.decision == Verdict::Deny {
+        return Err(ApiError::Forbidden(prepared.decision.reason));
+    }
+    let live = invoker.start(prepared).await?;
+    let run_url = format!("/runs/{}", live.id);
+    if wants(headers, header::ACCEPT, "text/event-stream") {
+        let events = live.subscribe();
+        return Ok(event_stream(live, events, None).into_response());
+    }
+    if wants(
+        headers,
+        header::HeaderName::from_static("prefer"),
+        "respond-async",
+    ) {
+        let mut res = (
+            StatusCode::ACCEPTED,
+            Json(InvokeAccepted {
+                run_id: live.id,
+                status: "running".to_owned(),
+                approval_id: None,
+                approval_url: None,
+                run_url: run_url.clone(),
+            }),
+        )
+            .into_response();
+        if let Ok(v) = HeaderValue::from_str(&run_url) {
+            res.headers_mut().insert(header::LOCATION, v);
+        }
+        return Ok(res);
+    }
+    match live.finished().await {
+        Some(envelope) => Ok(Json(envelope.as_ref().clone()).into_response()),
+        None => Err(ApiError::Conflict {
+            code: "not_run",
+            detail: format!("run {} ended before it started (it was cancelled)", live.id),
+        }),
+    }
+}
+
+/// Whether a header lists `token` (case-insensitive, ignoring parameters).
+fn wants(headers: &HeaderMap, name: impl header::AsHeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',').any(|part| {
+                part.split(';')
+                    .next()
+                    .is_some_and(|t| t.trim().eq_ignore_ascii_case(token))
+            })
+        })
+}

@@ -1,0 +1,338 @@
+//! `/runs`: the audit log of every call, live waits and event streams,
+//! cancellation, and entrypoint artifacts.
+
+use super::extract::{Path, Query};
+use crate::AppState;
+use crate::error::{ApiError, Result};
+use crate::invoke::{LiveRun, RunEvent, artifacts_dir, store_error};
+use crate::skill::load::{read_limited, resolve_inside};
+use crate::store::{Run, RunFilter, RunStatus, StoreError};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+/// The longest `wait` honoured, in seconds.
+pub const MAX_WAIT_SECS: u64 = 300;
+/// Largest artifact served.
+const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_runs))
+        .routes(routes!(get_run))
+        .routes(routes!(run_events))
+        .routes(routes!(cancel_run))
+        // `{*path}` is not an OpenAPI template; the spec entry is added in `http::openapi`.
+        .route("/runs/{id}/files/{*path}", axum::routing::get(get_run_file))
+}
+
+/// Filters of `GET /runs`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RunQuery {
+    pub tool: Option<String>,
+    pub skill: Option<String>,
+    pub status: Option<RunStatus>,
+    /// Page size, 1–500 (default 50).
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A page of runs, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunList {
+    pub runs: Vec<Run>,
+    /// Pass as `cursor` for the next page; null on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// The audit log, newest first.
+#[utoipa::path(get, path = "/runs", tag = "runs", params(RunQuery),
+    responses(
+        (status = 200, description = "A page of runs", body = RunList),
+        (status = 400, description = "Invalid query or cursor", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The run log is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_runs(State(state): State<AppState>, Query(q): Query<RunQuery>) -> Result<Json<RunList>> {
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::BadRequest("limit must be between 1 and 500".to_owned()));
+    }
+    let page = state
+        .invoker
+        .store
+        .list_runs(RunFilter {
+            tool: q.tool,
+            skill: q.skill,
+            status: q.status,
+            limit,
+            cursor: q.cursor,
+        })
+        .await
+        .map_err(store_error)?;
+    Ok(Json(RunList {
+        runs: page.runs,
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// A run id in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct RunPath {
+    pub id: Uuid,
+}
+
+/// How long to hold `GET /runs/{id}` open.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WaitQuery {
+    /// Seconds (≤ 300) to wait for the run to finish before answering.
+    pub wait: Option<u64>,
+}
+
+async fn load_run(state: &AppState, id: Uuid) -> Result<Run> {
+    state.invoker.store.get_run(id).await.map_err(|e| match e {
+        StoreError::NotFound => ApiError::not_found("run", id.to_string()),
+        other => store_error(other),
+    })
+}
+
+/// One run; with `wait`, held until it finishes or the time passes.
+#[utoipa::path(get, path = "/runs/{id}", tag = "runs", params(RunPath, WaitQuery),
+    responses(
+        (status = 200, description = "The run", body = Run),
+        (status = 400, description = "Invalid id", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The run log is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_run(
+    State(state): State<AppState>,
+    Path(p): Path<RunPath>,
+    Query(q): Query<WaitQuery>,
+) -> Result<Json<Run>> {
+    let wait = Duration::from_secs(q.wait.unwrap_or(0).min(MAX_WAIT_SECS));
+    if !wait.is_zero()
+        && let Some(live) = state.invoker.runs.get(p.id)
+    {
+        let _ = tokio::time::timeout(wait, live.finished()).await;
+    }
+    Ok(Json(load_run(&state, p.id).await?))
+}
+
+/// The run's events: `status`, `output` chunks, then `result` with the
+/// envelope, and the stream ends.
+#[utoipa::path(get, path = "/runs/{id}/events", tag = "runs", params(RunPath),
+    responses(
+        (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = String),
+        (status = 404, description = "No such run", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn run_events(State(state): State<AppState>, Path(p): Path<RunPath>) -> Result<Response> {
+    if let Some(live) = state.invoker.runs.get(p.id) {
+        let rx = live.subscribe();
+        let run = load_run(&state, p.id).await?;
+        return Ok(event_stream(live, rx, Some(run.status)).into_response());
+    }
+    let run = load_run(&state, p.id).await?;
+    let mut events = vec![status_event(run.status)];
+    if let Some(result) = &run.result {
+        events.push(json_event("result", result));
+    }
+    let stream = futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
+    Ok(Sse::new(stream).into_response())
+}
+
+fn status_event(status: RunStatus) -> Event {
+    json_event("status", &serde_json::json!({"status": status}))
+}
+
+fn json_event(name: &str, data: &impl Serialize) -> Event {
+    Event::default()
+        .event(name)
+        .json_data(data)
+        .unwrap_or_else(|_| Event::default().event(name))
+}
+
+/// Streams a live run's events until its result.
+pub fn event_stream(
+    live: Arc<LiveRun>,
+    rx: broadcast::Receiver<RunEvent>,
+    initial: Option<RunStatus>,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    struct State {
+        live: Arc<LiveRun>,
+        rx: broadcast::Receiver<RunEvent>,
+        initial: Option<RunStatus>,
+        done: bool,
+    }
+    let state = State {
+        live,
+        rx,
+        initial,
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        if let Some(status) = st.initial.take() {
+            return Some((Ok(status_event(status)), st));
+        }
+        loop {
+            let event = match st.rx.recv().await {
+                Ok(RunEvent::Status(s)) => status_event(s),
+                Ok(RunEvent::Output(chunk)) => json_event(
+                    "output",
+                    &serde_json::json!({"chunk": String::from_utf8_lossy(&chunk)}),
+                ),
+                Ok(RunEvent::Result(envelope)) => {
+                    st.done = true;
+                    json_event("result", envelope.as_ref())
+                }
+                // A slow reader missed some output; the result still comes.
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => {
+                    st.done = true;
+                    match st.live.finished().await {
+                        Some(envelope) => json_event("result", envelope.as_ref()),
+                        None => return None,
+                    }
+                }
+            };
+            return Some((Ok(event), st));
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// What a cancel did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelAccepted {
+    pub run_id: Uuid,
+    /// `cancelling` for a running run (its group gets SIGTERM, then
+    /// SIGKILL after the grace), `cancelled` for one that had not started.
+    pub status: String,
+}
+
+/// Cancel a run: a running one's process group is killed; a pending one
+/// is withdrawn; a finished one answers 409.
+#[utoipa::path(post, path = "/runs/{id}/cancel", tag = "runs", params(RunPath),
+    responses(
+        (status = 202, description = "Cancelling", body = CancelAccepted),
+        (status = 404, description = "No such run", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The run already finished, or runs on another instance", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn cancel_run(State(state): State<AppState>, Path(p): Path<RunPath>) -> Result<Response> {
+    if let Some(live) = state.invoker.runs.get(p.id) {
+        live.cancel.cancel();
+        return Ok(accepted(p.id, "cancelling"));
+    }
+    let run = load_run(&state, p.id).await?;
+    if run.status.is_final() {
+        return Err(ApiError::Conflict {
+            code: "run_finished",
+            detail: format!("run {} already finished ({})", p.id, run.status.as_str()),
+        });
+    }
+    if run.status == RunStatus::Running {
+        return Err(ApiError::Conflict {
+            code: "run_elsewhere",
+            detail: format!("run {} is running on another instance; cancel it there", p.id),
+        });
+    }
+    let done = state
+        .invoker
+        .store
+        .finish_run(p.id, RunStatus::Cancelled, None, chrono::Utc::now())
+        .await
+        .map_err(store_error)?;
+    match done {
+        Some(_) => Ok(accepted(p.id, "cancelled")),
+        None => Err(ApiError::Conflict {
+            code: "run_finished",
+            detail: format!("run {} already finished", p.id),
+        }),
+    }
+}
+
+fn accepted(id: Uuid, status: &str) -> Response {
+    (
+        StatusCode::ACCEPTED,
+        Json(CancelAccepted {
+            run_id: id,
+            status: status.to_owned(),
+        }),
+    )
+        .into_response()
+}
+
+/// An artifact path in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct RunFilePath {
+    pub id: Uuid,
+    /// Relative to the run's `SANDBOX_FILES_DIR`.
+    pub path: String,
+}
+
+/// An artifact of an entrypoint run, as a download.
+#[utoipa::path(get, path = "/runs/{id}/files/{path}", tag = "runs", params(RunFilePath),
+    responses(
+        (status = 200, description = "The file", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 404, description = "No such run or file", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The file is too large to serve", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn get_run_file(
+    State(state): State<AppState>,
+    Path(p): Path<RunFilePath>,
+) -> Result<Response> {
+    let dir = artifacts_dir(&state.invoker.settings.data_dir, p.id);
+    let not_found = || ApiError::not_found("file", &p.path);
+    let path = p.path.clone();
+    let bytes = tokio::task::spawn_blocking(move || {
+        let real = resolve_inside(&dir, &path).ok().filter(|r| r.is_file())?;
+        Some(read_limited(&real, MAX_ARTIFACT_BYTES))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .ok_or_else(not_found)?
+    .map_err(|_| not_found())?
+    .ok_or_else(|| {
+        ApiError::PayloadTooLarge(format!("{} is larger than {MAX_ARTIFACT_BYTES} bytes", p.path))
+    })?;
+    let name = p
+        .path
+        .rsplit('/')
+        .next()
+        .unwrap_or("file")
+        .replace(['"', '\\'], "_");
+    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{name}\""))
+        .unwrap_or_else(|_| HeaderValue::from_static("attachment"));
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (header::CONTENT_DISPOSITION, disposition),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}

@@ -1,0 +1,186 @@
+//! Checking a call's arguments against its tool's parameters before
+//! anything else happens, with one error per field.
+
+use crate::error::FieldError;
+use crate::skill::{Param, ParamType, Tool};
+use serde_json::{Map, Value};
+
+/// Validates `args` for `tool` and applies defaults. Every problem is
+/// reported, not just the first, so a caller can fix them all at once.
+pub fn validate(tool: &Tool, args: &Map<String, Value>) -> Result<Map<String, Value>, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let mut out = Map::new();
+    if tool.open_object {
+        for (name, value) in args {
+            if let Some(msg) = nul_in(value) {
+                errors.push(field(name, msg));
+            }
+        }
+        return if errors.is_empty() {
+            Ok(args.clone())
+        } else {
+            Err(errors)
+        };
+    }
+    for name in args.keys() {
+        if !tool.params.iter().any(|p| &p.name == name) {
+            let known: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
+            let hint = if known.is_empty() {
+                "this tool takes no arguments".to_owned()
+            } else {
+                format!("expected one of {}", known.join(", "))
+            };
+            errors.push(field(name, format!("unknown argument; {hint}")));
+        }
+    }
+    for p in &tool.params {
+        match args.get(&p.name).filter(|v| !v.is_null()) {
+            None => {
+                if p.required {
+                    errors.push(field(&p.name, format!("required {} is missing", p.ty.as_str())));
+                } else if let Some(d) = &p.default {
+                    out.insert(p.name.clone(), d.clone());
+                }
+            }
+            Some(value) => match check(p, value) {
+                Ok(()) => {
+                    out.insert(p.name.clone(), value.clone());
+                }
+                Err(msg) => errors.push(field(&p.name, msg)),
+            },
+        }
+    }
+    if errors.is_empty() { Ok(out) } else { Err(errors) }
+}
+
+fn field(name: &str, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: name.to_owned(),
+        message: message.into(),
+    }
+}
+
+fn check(p: &Param, value: &Value) -> Result<(), String> {
+    let ok = match p.ty {
+        ParamType::String => value.is_string(),
+        ParamType::Integer => value.is_i64() || value.is_u64(),
+        ParamType::Number => value.is_number(),
+        ParamType::Boolean => value.is_boolean(),
+        ParamType::Array => value.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+    };
+    if !ok {
+        let expected = match p.ty {
+            ParamType::Array => "array of strings",
+            other => other.as_str(),
+        };
+        return Err(format!("expected {expected}, got {}", shown(value)));
+    }
+    if let Some(msg) = nul_in(value) {
+        return Err(msg);
+    }
+    if let Some(allowed) = &p.enum_values
+        && !allowed.contains(value)
+    {
+        let list: Vec<String> = allowed.iter().map(shown).collect();
+        return Err(format!(
+            "expected one of {}, got {}",
+            list.join(", "),
+            shown(value)
+        ));
+    }
+    Ok(())
+}
+
+/// No argv element can carry a NUL byte.
+fn nul_in(value: &Value) -> Option<String> {
+    let has = match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(|v| v.as_str().is_some_and(|s| s.contains('\0'))),
+        _ => false,
+    };
+    has.then(|| "contains a NUL byte, which no argument can carry".to_owned())
+}
+
+/// A value as it appears in a message, cut short if long.
+fn shown(value: &Value) -> String {
+    let s = value.to_string();
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(60).collect::<String>())
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skill::{Action, template::CommandTemplate};
+    use serde_json::json;
+
+    fn tool() -> Tool {
+        let p = |name: &str, ty, required, default: Option<Value>| Param {
+            name: name.into(),
+            ty,
+            required,
+            description: String::new(),
+            default,
+            enum_values: None,
+        };
+        Tool {
+            name: "t".into(),
+            description: String::new(),
+            params: vec![
+                p("text", ParamType::String, true, None),
+                p("count", ParamType::Integer, false, Some(json!(10))),
+                p("ratio", ParamType::Number, false, None),
+                p("loud", ParamType::Boolean, false, None),
+                p("words", ParamType::Array, false, None),
+            ],
+            open_object: false,
+            action: Action::Command {
+                template: CommandTemplate::parse("echo").unwrap(),
+                program: "echo".into(),
+            },
+        }
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn defaults_apply_and_nulls_are_absent() {
+        let out = validate(&tool(), &obj(json!({"text": "hi", "ratio": null}))).unwrap();
+        assert_eq!(Value::Object(out), json!({"text": "hi", "count": 10}));
+    }
+
+    #[test]
+    fn every_field_is_reported() {
+        let errors = validate(
+            &tool(),
+            &obj(json!({"count": "ten", "words": ["a", 1], "colour": "red", "ratio": 1.5})),
+        )
+        .unwrap_err();
+        let msgs: Vec<(String, String)> = errors.into_iter().map(|e| (e.field, e.message)).collect();
+        assert_eq!(
+            msgs,
+            [
+                (
+                    "colour".into(),
+                    "unknown argument; expected one of text, count, ratio, loud, words".into()
+                ),
+                ("text".into(), "required string is missing".into()),
+                ("count".into(), "expected integer, got \"ten\"".into()),
+                ("words".into(), "expected array of strings, got [\"a\",1]".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn integers_are_whole_and_nul_is_refused() {
+        assert!(validate(&tool(), &obj(json!({"text": "a", "count": 1.5}))).is_err());
+        assert!(validate(&tool(), &obj(json!({"text": "a", "count": -3}))).is_ok());
+        let e = validate(&tool(), &obj(json!({"text": "a\u{0}b"}))).unwrap_err();
+        assert!(e[0].message.contains("NUL"));
+    }
+}

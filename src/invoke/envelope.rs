@@ -1,0 +1,119 @@
+//! The result envelope of seed 000 §4.3, extended (API.md "Invoke").
+
+use super::Prepared;
+use crate::runner::Outcome;
+use crate::store::RunStatus;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// What a run gave: HTTP 200 even when the tool failed (errors of the tool
+/// are results, not HTTP errors).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Envelope {
+    pub run_id: Uuid,
+    pub skill: String,
+    pub tool: String,
+    pub success: bool,
+    /// The exit code, or 128+signal when a signal ended the process; null
+    /// when it never started.
+    pub exit_code: Option<i32>,
+    /// stdout and stderr merged: the first and last 2048 bytes when longer.
+    pub output: String,
+    pub truncated: bool,
+    /// Everything the tool wrote, in bytes.
+    pub output_bytes: u64,
+    pub duration_ms: u64,
+    pub timed_out: bool,
+    /// The signal that ended the process (`SIGKILL`, …).
+    pub signal: Option<String>,
+    /// stdout as JSON, when it is valid JSON (an entrypoint's `output.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub parsed: Option<Value>,
+    /// Why it failed, when `success` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Artifacts of an entrypoint run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<Artifact>>,
+}
+
+/// An artifact an entrypoint wrote to `SANDBOX_FILES_DIR`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Artifact {
+    pub path: String,
+    pub size: u64,
+    /// Where `GET /runs/{id}/files/{path}` serves it.
+    pub url: String,
+}
+
+impl Envelope {
+    pub(super) fn from_outcome(run_id: Uuid, p: &Prepared, o: &Outcome) -> Self {
+        let error = if let Some(e) = &o.spawn_error {
+            Some(e.clone())
+        } else if o.timed_out {
+            Some(format!("timed out after {}s", p.timeout.as_secs()))
+        } else if o.cancelled {
+            Some("cancelled".to_owned())
+        } else if let Some(sig) = &o.signal {
+            Some(format!("killed by {sig}"))
+        } else {
+            match o.exit_code {
+                Some(0) => None,
+                Some(code) => Some(format!("exited with code {code}")),
+                None => Some("ended without an exit code".to_owned()),
+            }
+        };
+        Self {
+            run_id,
+            skill: p.skill.name.clone(),
+            tool: p.tool().name.clone(),
+            success: error.is_none(),
+            exit_code: o.exit_code,
+            output: o.output.clone(),
+            truncated: o.truncated,
+            output_bytes: o.output_bytes,
+            duration_ms: u64::try_from(o.duration.as_millis()).unwrap_or(u64::MAX),
+            timed_out: o.timed_out,
+            signal: o.signal.clone(),
+            parsed: o.stdout_json.clone(),
+            error,
+            files: None,
+        }
+    }
+
+    /// A run that could not start for a reason of the server's own.
+    pub(super) fn not_started(run_id: Uuid, p: &Prepared, why: &str) -> Self {
+        Self {
+            run_id,
+            skill: p.skill.name.clone(),
+            tool: p.tool().name.clone(),
+            success: false,
+            exit_code: None,
+            output: String::new(),
+            truncated: false,
+            output_bytes: 0,
+            duration_ms: 0,
+            timed_out: false,
+            signal: None,
+            parsed: None,
+            error: Some(why.to_owned()),
+            files: None,
+        }
+    }
+
+    /// The run's final status.
+    pub(super) fn status(&self, o: &Outcome) -> RunStatus {
+        if o.timed_out {
+            RunStatus::TimedOut
+        } else if o.cancelled {
+            RunStatus::Cancelled
+        } else if self.success {
+            RunStatus::Succeeded
+        } else {
+            RunStatus::Failed
+        }
+    }
+}

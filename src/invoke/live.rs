@@ -1,0 +1,149 @@
+//! Runs in progress on this instance: their cancel switch, their live
+//! output and the moment they end, for waiters, event streams and shutdown.
+
+use super::Envelope;
+use crate::error::ApiError;
+use crate::runner;
+use crate::store::RunStatus;
+use axum::body::Bytes;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// What an event stream carries.
+#[derive(Debug, Clone)]
+pub enum RunEvent {
+    Status(RunStatus),
+    Output(Bytes),
+    Result(Arc<Envelope>),
+}
+
+/// One run in progress.
+pub struct LiveRun {
+    pub id: Uuid,
+    pub cancel: CancellationToken,
+    events: broadcast::Sender<RunEvent>,
+    /// `None` until the run ends; then its envelope (if it ran).
+    done: watch::Sender<Option<Option<Arc<Envelope>>>>,
+}
+
+impl LiveRun {
+    pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
+        self.events.subscribe()
+    }
+
+    pub fn send(&self, event: RunEvent) {
+        // No subscriber is fine: nobody is streaming this run.
+        let _ = self.events.send(event);
+    }
+
+    /// A sender for the runner's output chunks, forwarded as events.
+    pub fn output_sender(self: &Arc<Self>) -> mpsc::Sender<runner::Event> {
+        let (tx, mut rx) = mpsc::channel::<runner::Event>(64);
+        let this = self.clone();
+        tokio::spawn(async move {
+            while let Some(runner::Event::Output(chunk)) = rx.recv().await {
+                this.send(RunEvent::Output(chunk));
+            }
+        });
+        tx
+    }
+
+    /// Waits for the end; `None` inside when it never ran.
+    pub async fn finished(&self) -> Option<Arc<Envelope>> {
+        let mut rx = self.done.subscribe();
+        loop {
+            if let Some(result) = rx.borrow_and_update().clone() {
+                return result;
+            }
+            if rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.done.borrow().is_some()
+    }
+}
+
+/// The registry of live runs.
+#[derive(Default)]
+pub struct Runs {
+    live: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
+    closed: AtomicBool,
+    emptied: Notify,
+}
+
+impl Runs {
+    pub fn register(&self, id: Uuid) -> Result<Arc<LiveRun>, ApiError> {
+        let (events, _) = broadcast::channel(256);
+        let (done, _) = watch::channel(None);
+        let run = Arc::new(LiveRun {
+            id,
+            cancel: CancellationToken::new(),
+            events,
+            done,
+        });
+        self.lock().insert(id, run.clone());
+        Ok(run)
+    }
+
+    pub fn get(&self, id: Uuid) -> Option<Arc<LiveRun>> {
+        self.lock().get(&id).cloned()
+    }
+
+    /// Marks a run ended, wakes its waiters and forgets it.
+    pub fn finish(&self, run: &LiveRun, envelope: Option<Envelope>) {
+        let envelope = envelope.map(Arc::new);
+        if let Some(e) = &envelope {
+            run.send(RunEvent::Result(e.clone()));
+        }
+        run.done.send_replace(Some(envelope));
+        let mut live = self.lock();
+        live.remove(&run.id);
+        if live.is_empty() {
+            self.emptied.notify_waiters();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    pub fn cancel_all(&self) {
+        for run in self.lock().values() {
+            run.cancel.cancel();
+        }
+    }
+
+    /// Completes once no run is live.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.emptied.notified();
+            if self.is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<LiveRun>>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,488 @@
+//! The invoke pipeline: resolve → validate → render → decide → record →
+//! run → record. HTTP, the command line (and later MCP) all call it, so a
+//! call behaves the same whichever way it arrives.
+
+pub mod args;
+mod envelope;
+mod live;
+
+pub use envelope::{Artifact, Envelope};
+pub use live::{LiveRun, RunEvent, Runs};
+
+use crate::catalog::Catalog;
+use crate::error::{ApiError, FieldError};
+use crate::policy::{self, Decision};
+use crate::runner::{self, Limits, Spec};
+use crate::skill::template::RenderError;
+use crate::skill::{Action, Skill, Tool};
+use crate::store::{NewRun, RunStatus, Store, StoreError};
+use chrono::Utc;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use uuid::Uuid;
+
+/// How runs are carried out on this server.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Working directory of command and script tools.
+    pub workspace: PathBuf,
+    /// Entrypoint runs get a fresh directory under `<data dir>/runs`.
+    pub data_dir: PathBuf,
+    /// SIGTERM → SIGKILL delay.
+    pub grace: Duration,
+    /// Limits applied to every child unless its skill sets tighter ones.
+    pub limits: Limits,
+    /// Runs at once, over all tools.
+    pub max_concurrent: usize,
+    /// Runs at once of any one tool.
+    pub max_concurrent_per_tool: usize,
+    /// How long a call waits for a free slot before 429.
+    pub queue_timeout: Duration,
+    /// Names of this instance, recorded on the runs it executes.
+    pub instance: String,
+    /// Extra environment variables passed through to children.
+    pub extra_env: Vec<String>,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        Self {
+            workspace: PathBuf::from("."),
+            data_dir: PathBuf::from("."),
+            grace: Duration::from_secs(5),
+            limits: Limits {
+                memory_bytes: None,
+                cpu_secs: None,
+                open_files: Some(1024),
+                file_size_bytes: Some(1024 * 1024 * 1024),
+            },
+            max_concurrent: 64,
+            max_concurrent_per_tool: 16,
+            queue_timeout: Duration::from_secs(10),
+            instance: format!("skilld-{}", std::process::id()),
+            extra_env: Vec::new(),
+        }
+    }
+}
+
+/// A call, fully checked and rendered, ready to be recorded and run.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub skill: Arc<Skill>,
+    pub tool: usize,
+    pub arguments: Map<String, Value>,
+    /// The program first, then its arguments, exactly as they will run.
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    pub decision: Decision,
+    pub mode: String,
+}
+
+impl Prepared {
+    pub fn tool(&self) -> &Tool {
+        &self.skill.tools[self.tool]
+    }
+}
+
+/// Owns the pipeline's shared state: the store, the live runs and the
+/// concurrency limits.
+pub struct Invoker {
+    pub store: Arc<dyn Store>,
+    pub runs: Arc<Runs>,
+    pub settings: RunSettings,
+    global: Arc<Semaphore>,
+    per_tool: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+impl Invoker {
+    pub fn new(store: Arc<dyn Store>, settings: RunSettings) -> Self {
+        Self {
+            store,
+            runs: Arc::new(Runs::default()),
+            global: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
+            per_tool: Mutex::default(),
+            settings,
+        }
+    }
+
+    /// Validates and renders a call of catalog tool `index`, and decides
+    /// whether it may run. Nothing is recorded or started.
+    pub fn prepare(
+        &self,
+        catalog: &Catalog,
+        index: usize,
+        arguments: &Value,
+        mode: Option<&str>,
+    ) -> Result<Prepared, ApiError> {
+        let entry = &catalog.tools[index];
+        let skill = catalog.skills[entry.skill].clone();
+        let tool = &skill.tools[entry.tool];
+        let args = match arguments {
+            Value::Object(map) => map,
+            Value::Null => &Map::new(),
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "arguments must be a JSON object, not {}",
+                    json_kind(other)
+                )));
+            }
+        };
+        let arguments = args::validate(tool, args).map_err(|errors| invalid_arguments(&tool.name, errors))?;
+        let mode = mode.unwrap_or("Global").to_owned();
+        let (argv, cwd) = match &tool.action {
+            Action::Command { template, program } => {
+                let mut argv = vec![program.clone()];
+                argv.extend(
+                    template
+                        .render(&arguments)
+                        .map_err(|e| render_error(&tool.name, e))?,
+                );
+                (argv, self.settings.workspace.clone())
+            }
+            Action::Script { path, runtime } => {
+                let mut argv = runtime.clone();
+                argv.push(path.display().to_string());
+                if let Some(Value::Array(items)) = arguments.get("args") {
+                    argv.extend(items.iter().filter_map(|v| v.as_str().map(str::to_owned)));
+                }
+                (argv, self.settings.workspace.clone())
+            }
+            Action::Entrypoint { path, runtime } => {
+                let mut argv = runtime.clone();
+                argv.push(path.display().to_string());
+                // The run directory is made when the run starts.
+                (argv, self.settings.data_dir.join("runs"))
+            }
+        };
+        let env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
+        let decision = policy::decide(&skill);
+        Ok(Prepared {
+            timeout: Duration::from_secs(skill.timeout_secs),
+            tool: entry.tool,
+            skill,
+            arguments,
+            argv,
+            cwd,
+            env,
+            decision,
+            mode,
+        })
+    }
+
+    /// Takes a slot for a run of `tool`, waiting a bounded time.
+    async fn slot(&self, tool: &str) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), ApiError> {
+        let per_tool = {
+            let mut map = self.per_tool.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry(tool.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.settings.max_concurrent_per_tool.max(1))))
+                .clone()
+        };
+        let wait = self.settings.queue_timeout;
+        let retry = ApiError::TooManyRequests {
+            retry_after_secs: wait.as_secs().max(1),
+        };
+        let tool_permit = tokio::time::timeout(wait, per_tool.acquire_owned())
+            .await
+            .map_err(|_| retry.clone())?
+            .map_err(|_| ApiError::Unavailable("the server is shutting down".to_owned()))?;
+        let global_permit = tokio::time::timeout(wait, self.global.clone().acquire_owned())
+            .await
+            .map_err(|_| retry)?
+            .map_err(|_| ApiError::Unavailable("the server is shutting down".to_owned()))?;
+        Ok((global_permit, tool_permit))
+    }
+
+    /// Records the call and starts it in the background. The returned live
+    /// run says when it is done; subscribe to its events before awaiting.
+    pub async fn start(self: &Arc<Self>, prepared: Prepared) -> Result<Arc<LiveRun>, ApiError> {
+        if self.runs.is_closed() {
+            return Err(ApiError::Unavailable("the server is shutting down".to_owned()));
+        }
+        let permits = self.slot(&prepared.tool().name).await?;
+        let id = Uuid::now_v7();
+        let record = NewRun {
+            id,
+            skill: prepared.skill.name.clone(),
+            tool: prepared.tool().name.clone(),
+            skill_hash: prepared.skill.hash.clone(),
+            arguments: Value::Object(prepared.arguments.clone()),
+            argv: prepared.argv.clone(),
+            cwd: prepared.cwd.display().to_string(),
+            status: RunStatus::Queued,
+            requested_by: None,
+            approval_id: None,
+            created_at: Utc::now(),
+        };
+        // Fail closed: what cannot be recorded does not run.
+        self.store.insert_run(record).await.map_err(store_error)?;
+        let live = self.runs.register(id)?;
+        let this = self.clone();
+        let task_live = live.clone();
+        tokio::spawn(async move {
+            let _permits = permits;
+            this.execute(task_live, prepared).await;
+        });
+        Ok(live)
+    }
+
+    /// Runs a recorded call to its end and records the outcome.
+    async fn execute(&self, live: Arc<LiveRun>, p: Prepared) {
+        let id = live.id;
+        match self
+            .store
+            .start_run(id, None, &self.settings.instance, Utc::now())
+            .await
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                // Cancelled (or otherwise finished) before it started.
+                self.runs.finish(&live, None);
+                return;
+            }
+            Err(e) => {
+                tracing::error!(run = %id, error = %e, "cannot mark the run as running");
+                let env = Envelope::not_started(id, &p, "the run log is unavailable; the tool was not run");
+                self.record(id, RunStatus::Failed, &env).await;
+                self.runs.finish(&live, Some(env));
+                return;
+            }
+        }
+        live.send(RunEvent::Status(RunStatus::Running));
+
+        let mut spec = Spec {
+            program: p.argv[0].clone(),
+            args: p.argv[1..].to_vec(),
+            cwd: p.cwd.clone(),
+            env: p.env.clone(),
+            timeout: p.timeout,
+            grace: self.settings.grace,
+            limits: self.limits_for(&p.skill),
+            isolate_network: !p.skill.network,
+        };
+        let sandbox = match &p.tool().action {
+            Action::Entrypoint { .. } => match sandbox_dir(&self.settings.data_dir, id, &p) {
+                Ok(dir) => {
+                    spec.cwd = dir.root.clone();
+                    spec.env.extend(dir.env.clone());
+                    Some(dir)
+                }
+                Err(e) => {
+                    tracing::error!(run = %id, error = %e, "cannot prepare the run directory");
+                    let env = Envelope::not_started(id, &p, "cannot prepare the run directory");
+                    self.record(id, RunStatus::Failed, &env).await;
+                    self.runs.finish(&live, Some(env));
+                    return;
+                }
+            },
+            _ => None,
+        };
+
+        let store = self.store.clone();
+        let events = live.output_sender();
+        let outcome = runner::run(spec, live.cancel.clone(), Some(events), move |pgid| {
+            tokio::spawn(async move {
+                if let Err(e) = store.set_pgid(id, pgid).await {
+                    tracing::warn!(run = %id, error = %e, "cannot record the process group");
+                }
+            });
+        })
+        .await;
+
+        let mut envelope = Envelope::from_outcome(id, &p, &outcome);
+        if let Some(dir) = &sandbox {
+            dir.collect(&mut envelope);
+        }
+        let status = envelope.status(&outcome);
+        self.record(id, status, &envelope).await;
+        self.runs.finish(&live, Some(envelope));
+    }
+
+    /// Writes a run's final state, retrying briefly: a result must not be
+    /// lost to a momentary database hiccup.
+    async fn record(&self, id: Uuid, status: RunStatus, envelope: &Envelope) {
+        let value = serde_json::to_value(envelope).ok();
+        for attempt in 0..5u32 {
+            match self.store.finish_run(id, status, value.clone(), Utc::now()).await {
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(run = %id, attempt, error = %e, "cannot record the run's result");
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                }
+            }
+        }
+        tracing::error!(run = %id, "giving up recording the run's result");
+    }
+
+    fn limits_for(&self, skill: &Skill) -> Limits {
+        let d = &self.settings.limits;
+        Limits {
+            memory_bytes: skill.resources.memory_bytes.or(d.memory_bytes),
+            cpu_secs: d.cpu_secs,
+            open_files: d.open_files,
+            file_size_bytes: d.file_size_bytes,
+        }
+    }
+
+    /// Stops taking calls, lets running ones finish within `grace`, then
+    /// cancels the rest (their groups get SIGTERM, then SIGKILL) and waits.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.runs.close();
+        if tokio::time::timeout(grace, self.runs.idle()).await.is_err() {
+            tracing::warn!(
+                running = self.runs.len(),
+                "cancelling runs still going after the shutdown grace"
+            );
+            self.runs.cancel_all();
+            self.runs.idle().await;
+        }
+    }
+}
+
+/// The working directory of an entrypoint run and its `SANDBOX_*` contract.
+struct SandboxDir {
+    root: PathBuf,
+    out: PathBuf,
+    files: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+fn sandbox_dir(data_dir: &std::path::Path, id: Uuid, p: &Prepared) -> std::io::Result<SandboxDir> {
+    let root = data_dir.join("runs").join(id.to_string());
+    let out = root.join("out");
+    let files = out.join("files");
+    std::fs::create_dir_all(&files)?;
+    let input =
+        serde_json::to_string(&Value::Object(p.arguments.clone())).unwrap_or_else(|_| "{}".to_owned());
+    std::fs::write(root.join("input.json"), &input)?;
+    let output = out.join("output.json");
+    let env = vec![
+        ("SANDBOX_INPUT".to_owned(), input),
+        ("SANDBOX_OUTPUT".to_owned(), output.display().to_string()),
+        ("SANDBOX_FILES_DIR".to_owned(), files.display().to_string()),
+        ("SKILL_INSTRUCTIONS".to_owned(), p.skill.instructions.clone()),
+    ];
+    Ok(SandboxDir {
+        root,
+        out,
+        files,
+        env,
+    })
+}
+
+impl SandboxDir {
+    /// `output.json` becomes `parsed`; artifacts are listed with their URLs.
+    fn collect(&self, envelope: &mut Envelope) {
+        if let Ok(Some(bytes)) = crate::skill::load::read_limited(&self.out.join("output.json"), 1024 * 1024)
+            && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
+        {
+            envelope.parsed = Some(v);
+        }
+        let mut files = Vec::new();
+        let mut stack = vec![(self.files.clone(), String::new())];
+        while let Some((dir, rel)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.filter_map(Result::ok) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let rel_child = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
+                let Ok(ft) = e.file_type() else { continue };
+                if ft.is_dir() && files.len() < 1000 {
+                    stack.push((e.path(), rel_child));
+                } else if ft.is_file() && files.len() < 1000 {
+                    let size = e.metadata().map(|m| m.len()).unwrap_or(0);
+                    files.push(Artifact {
+                        url: format!("/runs/{}/files/{rel_child}", envelope.run_id),
+                        path: rel_child,
+                        size,
+                    });
+                }
+            }
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        envelope.files = Some(files);
+    }
+}
+
+/// Where an entrypoint run keeps its artifacts.
+pub fn artifacts_dir(data_dir: &std::path::Path, id: Uuid) -> PathBuf {
+    data_dir
+        .join("runs")
+        .join(id.to_string())
+        .join("out")
+        .join("files")
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn invalid_arguments(tool: &str, errors: Vec<FieldError>) -> ApiError {
+    let n = errors.len();
+    ApiError::Unprocessable {
+        code: "invalid_arguments",
+        detail: format!(
+            "{n} argument{} {} invalid for tool {tool}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "is" } else { "are" }
+        ),
+        errors,
+    }
+}
+
+fn render_error(tool: &str, e: RenderError) -> ApiError {
+    match e {
+        RenderError::ArgumentInjection { param } => ApiError::Unprocessable {
+            code: "argument_injection",
+            detail: format!(
+                "argument '{param}' of tool {tool} begins with '-' where the command would read it as an option"
+            ),
+            errors: vec![FieldError {
+                field: param,
+                message: "a value starting with '-' is refused here (argument injection)".to_owned(),
+            }],
+        },
+        RenderError::Nul { param } => ApiError::Unprocessable {
+            code: "invalid_arguments",
+            detail: format!("argument '{param}' of tool {tool} contains a NUL byte"),
+            errors: vec![FieldError {
+                field: param,
+                message: "contains a NUL byte, which no argument can carry".to_owned(),
+            }],
+        },
+    }
+}
+
+/// The store's narrow errors, as HTTP sees them.
+pub fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound => ApiError::not_found("run", "this id"),
+        StoreError::Conflict(m) => ApiError::Conflict {
+            code: "conflict",
+            detail: m,
+        },
+        StoreError::InvalidCursor => ApiError::BadRequest("invalid cursor".to_owned()),
+        StoreError::Unavailable(m) => {
+            tracing::error!(error = %m, "the store is unavailable");
+            ApiError::Unavailable("the run log is unavailable; nothing was run".to_owned())
+        }
+        StoreError::Other(m) => ApiError::Internal(m),
+    }
+}

@@ -1,0 +1,380 @@
+//! Runs a tool as a child process and reports what it did (DESIGN §3).
+//!
+//! The runner owns child processes and nothing else: no HTTP, no storage.
+//! Each run gets its own process group, stdin from `/dev/null`, an
+//! environment built from an allowlist ([`child_env`]), and bounded output
+//! capture. Every signal goes to the whole group, and the group id stays
+//! pinned (the leader is not reaped) until the last kill has been sent, so
+//! a late kill can never hit a recycled id.
+
+mod capture;
+mod env;
+mod limits;
+mod process;
+
+pub use env::{DEFAULT_PATH, child_env, is_secret_name};
+pub use limits::{Limits, network_isolation_available};
+
+use axum::body::Bytes;
+use capture::{Capture, Stream};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use process::Exit;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes of the start of the merged output kept in [`Outcome::output`].
+pub const HEAD_BYTES: usize = 2048;
+/// Bytes of the end of the merged output kept in [`Outcome::output`].
+pub const TAIL_BYTES: usize = 2048;
+/// How long output is still read after the leader has exited. Background
+/// grandchildren (`sleep 1000 &`) can hold the pipes open forever; past
+/// this bound the group is killed and reading stops, so a call never hangs
+/// on them.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// One read from a pipe: a pipe's capacity, so a fast writer is drained in
+/// few wake-ups.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// An absolute path, a path relative to `cwd` (with a slash), or a bare
+    /// name looked up on the PATH in `env` — the child's PATH decides.
+    pub program: String,
+    /// Passed to the program as they are; no shell sees them.
+    pub args: Vec<String>,
+    /// The working directory of the child.
+    pub cwd: PathBuf,
+    /// The complete environment of the child (see [`child_env`]); nothing
+    /// else is inherited.
+    pub env: Vec<(String, String)>,
+    /// After this the group gets SIGTERM.
+    pub timeout: Duration,
+    /// SIGTERM → SIGKILL delay, for timeouts and cancellation alike.
+    pub grace: Duration,
+    pub limits: Limits,
+    /// Run in a fresh network namespace (only `lo`, down) when
+    /// [`network_isolation_available`]; advisory otherwise.
+    pub isolate_network: bool,
+}
+
+/// What a run did. Failures of the tool are results here, not errors.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// The leader's exit code, or 128 + the signal that ended it. `None`
+    /// when it never started (see `spawn_error`) or its status was lost.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the leader: "SIGKILL", "SIGTERM", …
+    pub signal: Option<String>,
+    /// stdout and stderr merged in arrival order: all of it up to
+    /// `HEAD_BYTES + TAIL_BYTES`, else the first [`HEAD_BYTES`], a line
+    /// `... [truncated N bytes] ...` and the last [`TAIL_BYTES`], cut on
+    /// UTF-8 boundaries, invalid bytes replaced by U+FFFD.
+    pub output: String,
+    /// Whether `output` left out the middle.
+    pub truncated: bool,
+    /// Every byte the child wrote to stdout and stderr, kept or not.
+    pub output_bytes: u64,
+    /// stdout alone parsed as JSON, when all of stdout was kept (at most
+    /// `HEAD_BYTES + TAIL_BYTES`, whatever stderr held) and is valid JSON.
+    pub stdout_json: Option<serde_json::Value>,
+    pub duration: Duration,
+    /// The timeout expired and the group was signalled.
+    pub timed_out: bool,
+    /// The cancellation token fired (before the spawn: nothing was run).
+    pub cancelled: bool,
+    /// Why the program could not be started: "command not found: foo",
+    /// "permission denied: ./x", … (then `exit_code` is `None`).
+    pub spawn_error: Option<String>,
+    /// The process group (= the leader's pid), once spawned.
+    pub pgid: Option<i32>,
+}
+
+/// Live output, for streaming to a client.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A chunk of the merged stream, as it was read. Chunks are dropped
+    /// rather than waited for when the receiver falls behind.
+    Output(Bytes),
+}
+
+/// Runs `spec` to completion and reports what happened.
+///
+/// `on_spawn` gets the process group id right after the spawn (to record
+/// it, e.g. for a later cancel). On timeout or `cancel`, the group gets
+/// SIGTERM, then SIGKILL after `spec.grace` if the leader still runs. After
+/// the leader exits, output is drained for at most [`DRAIN_TIMEOUT`], then
+/// whatever is left of the group is killed. Chunks of output go to `events`
+/// when given, without ever waiting on a slow receiver.
+///
+/// Dropping the returned future kills the group too. Needs a Tokio runtime
+/// with IO and time enabled; each run holds one blocking-pool thread while
+/// its leader runs (waiting for the exit without reaping).
+///
+/// A process that leaves the group (`setsid`) cannot be killed through it;
+/// it cannot hold the call either, since reading stops after
+/// [`DRAIN_TIMEOUT`].
+pub async fn run(
+    spec: Spec,
+    cancel: CancellationToken,
+    events: Option<mpsc::Sender<Event>>,
+    on_spawn: impl FnOnce(i32) + Send,
+) -> Outcome {
+    let started = Instant::now();
+    if cancel.is_cancelled() {
+        return Outcome {
+            cancelled: true,
+            duration: started.elapsed(),
+            ..Outcome::default()
+        };
+    }
+
+    let mut child = match process::spawn(&spec) {
+        Ok(child) => child,
+        Err(message) => {
+            tracing::debug!(program = %spec.program, %message, "tool did not start");
+            return Outcome {
+                spawn_error: Some(message),
+                duration: started.elapsed(),
+                ..Outcome::default()
+            };
+        }
+    };
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let Ok(pid) = i32::try_from(child.id()) else {
+        // Linux pids fit in an i32 (pid_max ≤ 2^22); without one we could
+        // not signal the group, so do not let it run.
+        let _ = child.kill();
+        let _ = child.wait();
+        return Outcome {
+            spawn_error: Some(format!(
+                "could not start {}: process id out of range",
+                spec.program
+            )),
+            duration: started.elapsed(),
+            ..Outcome::default()
+        };
+    };
+    // Guarded before anything else runs, so even a panicking `on_spawn`
+    // cannot leave the group behind.
+    let leader = Leader {
+        child: Some(child),
+        pgid: Pid::from_raw(pid),
+    };
+    on_spawn(pid);
+    tracing::debug!(program = %spec.program, pgid = pid, "tool started");
+
+    let (stdout, stderr) = match (open_pipe(stdout), open_pipe(stderr)) {
+        (Ok(stdout), Ok(stderr)) => (stdout, stderr),
+        (Err(err), _) | (_, Err(err)) => {
+            leader.kill_and_reap().await;
+            return Outcome {
+                spawn_error: Some(format!("could not read the output of {}: {err}", spec.program)),
+                duration: started.elapsed(),
+                pgid: Some(pid),
+                ..Outcome::default()
+            };
+        }
+    };
+
+    let capture = Mutex::new(Capture::new());
+    let mut readers = Box::pin(async {
+        tokio::join!(
+            pump(stdout, Stream::Stdout, &capture, events.as_ref()),
+            pump(stderr, Stream::Stderr, &capture, events.as_ref()),
+        )
+    });
+    let mut readers_done = false;
+    let mut exited = tokio::task::spawn_blocking(move || process::wait_exit_keeping_zombie(pid));
+
+    let deadline = tokio::time::sleep(spec.timeout);
+    let kill_timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(deadline, kill_timer);
+    let (mut timed_out, mut cancelled, mut terminating, mut killed) = (false, false, false, false);
+
+    let exit = loop {
+        tokio::select! {
+            joined = &mut exited => break match joined {
+                Ok(Ok(exit)) => Some(exit),
+                Ok(Err(err)) => {
+                    tracing::warn!(pgid = pid, %err, "lost the exit status of the tool");
+                    None
+                }
+                Err(err) => {
+                    tracing::warn!(pgid = pid, %err, "the exit watcher failed");
+                    None
+                }
+            },
+            _ = &mut readers, if !readers_done => readers_done = true,
+            () = &mut deadline, if !terminating => {
+                tracing::debug!(pgid = pid, "tool timed out; SIGTERM to its group");
+                timed_out = true;
+                terminating = true;
+                process::signal_group(leader.pgid, Signal::SIGTERM);
+                kill_timer.as_mut().reset(tokio::time::Instant::now() + spec.grace);
+            }
+            () = cancel.cancelled(), if !terminating => {
+                tracing::debug!(pgid = pid, "tool cancelled; SIGTERM to its group");
+                cancelled = true;
+                terminating = true;
+                process::signal_group(leader.pgid, Signal::SIGTERM);
+                kill_timer.as_mut().reset(tokio::time::Instant::now() + spec.grace);
+            }
+            () = &mut kill_timer, if terminating && !killed => {
+                tracing::debug!(pgid = pid, "grace period over; SIGKILL to its group");
+                killed = true;
+                process::signal_group(leader.pgid, Signal::SIGKILL);
+            }
+        }
+    };
+
+    if !readers_done && tokio::time::timeout(DRAIN_TIMEOUT, &mut readers).await.is_err() {
+        tracing::debug!(
+            pgid = pid,
+            "output still open after the leader exited; killing the group"
+        );
+    }
+    // The leader is still an unreaped zombie here, so the id is ours (unless
+    // its status was lost, warned about above: some other wait reaped it).
+    process::signal_group(leader.pgid, Signal::SIGKILL);
+    drop(readers);
+    leader.reap().await;
+
+    let captured = capture
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .finish();
+    let (exit_code, signal) = match exit {
+        Some(Exit::Code(code)) => (Some(code), None),
+        Some(Exit::Signal(number)) => (Some(128 + number), Some(process::signal_name(number))),
+        None => (None, None),
+    };
+    Outcome {
+        exit_code,
+        signal,
+        output: captured.output,
+        truncated: captured.truncated,
+        output_bytes: captured.output_bytes,
+        stdout_json: captured.stdout_json,
+        duration: started.elapsed(),
+        timed_out,
+        cancelled,
+        spawn_error: None,
+        pgid: Some(pid),
+    }
+}
+
+/// The group leader, until it is reaped. Dropped unreaped (the `run`
+/// future was dropped), it kills the group and reaps on a thread of its own,
+/// so neither processes nor a zombie are left behind.
+struct Leader {
+    child: Option<Child>,
+    pgid: Pid,
+}
+
+impl Leader {
+    /// Reaps the leader, which has already exited (or been sent SIGKILL).
+    /// The wait runs on the blocking pool and owns the child, so it
+    /// completes even if this future is dropped.
+    async fn reap(mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        match tokio::task::spawn_blocking(move || child.wait()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => tracing::warn!(pgid = self.pgid.as_raw(), %err, "could not reap the tool"),
+            Err(err) => tracing::warn!(pgid = self.pgid.as_raw(), %err, "the reaper failed"),
+        }
+    }
+
+    async fn kill_and_reap(self) {
+        process::signal_group(self.pgid, Signal::SIGKILL);
+        self.reap().await;
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        process::signal_group(self.pgid, Signal::SIGKILL);
+        let reaper = std::thread::Builder::new()
+            .name("skilld-reaper".to_owned())
+            .spawn(move || {
+                let _ = child.wait();
+            });
+        if let Err(err) = reaper {
+            tracing::warn!(pgid = self.pgid.as_raw(), %err, "could not start a thread to reap the tool");
+        }
+    }
+}
+
+fn open_pipe(fd: Option<impl Into<OwnedFd>>) -> std::io::Result<pipe::Receiver> {
+    let fd = fd.ok_or_else(|| std::io::Error::other("the pipe was not created"))?;
+    pipe::Receiver::from_owned_fd(fd.into())
+}
+
+/// Reads one pipe to its end, whatever the size: the child must never die
+/// of SIGPIPE because it wrote a lot. Only the capture's bounded part is kept.
+async fn pump(
+    mut pipe: pipe::Receiver,
+    stream: Stream,
+    capture: &Mutex<Capture>,
+    events: Option<&mpsc::Sender<Event>>,
+) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => {
+                tracing::warn!(?stream, %err, "could not read the tool's output");
+                return;
+            }
+        };
+        let chunk = &buf[..n];
+        capture
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(stream, chunk);
+        if let Some(events) = events {
+            // A full channel drops the chunk: a slow consumer must not
+            // stall the reader and, through the pipe, the child.
+            let _ = events.try_send(Event::Output(Bytes::copy_from_slice(chunk)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn run_is_send() {
+        let spec = Spec {
+            program: "true".to_owned(),
+            args: Vec::new(),
+            cwd: PathBuf::from("/"),
+            env: Vec::new(),
+            timeout: Duration::from_secs(1),
+            grace: Duration::from_secs(1),
+            limits: Limits::default(),
+            isolate_network: false,
+        };
+        assert_send(&run(spec, CancellationToken::new(), None, |_| {}));
+    }
+}

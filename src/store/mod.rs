@@ -1,0 +1,439 @@
+//! Persistence: the audit log of runs, behind one narrow trait with a SQLite
+//! and a PostgreSQL implementation (DESIGN.md §5).
+//!
+//! Handlers and the runner only ever see `Arc<dyn Store>` and [`StoreError`];
+//! which database sits behind it is decided once, by the URL scheme, in
+//! [`connect`]. Decisions that must happen exactly once (a run starts, a run
+//! finishes) are single conditional `update … where status … returning`
+//! statements, never a read followed by a write, so two instances sharing one
+//! PostgreSQL cannot both win.
+
+mod postgres;
+mod sqlite;
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// Where a run is in its life. The first three are live; the rest are final
+/// and never change again (see [`RunStatus::is_final`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    PendingApproval,
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    TimedOut,
+    Cancelled,
+    Denied,
+    Expired,
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Every status, in the order of the API's list.
+    pub const ALL: [RunStatus; 10] = [
+        RunStatus::PendingApproval,
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Cancelled,
+        RunStatus::Denied,
+        RunStatus::Expired,
+        RunStatus::Interrupted,
+    ];
+
+    /// The wire and database spelling; the same as serde's.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::PendingApproval => "pending_approval",
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Denied => "denied",
+            RunStatus::Expired => "expired",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// The inverse of [`RunStatus::as_str`]; `None` for anything else, so a
+    /// bad `?status=` can be answered as the caller's mistake.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == s)
+    }
+
+    /// A final run has its `finished_at` and, usually, its envelope; the
+    /// store refuses to move it anywhere else.
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            RunStatus::PendingApproval | RunStatus::Queued | RunStatus::Running
+        )
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One call of a tool as the audit log holds it. This is the API's `Run`.
+///
+/// Timestamps come back from the store with microsecond precision (what
+/// PostgreSQL keeps), whatever precision they were given with.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Run {
+    #[schema(value_type = String, format = "uuid")]
+    pub id: Uuid,
+    pub skill: String,
+    pub tool: String,
+    /// The skill's content hash when the call was decided: what an approval
+    /// or grant was given for.
+    pub skill_hash: String,
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    /// The exact command line that runs (or ran, or would have run).
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub status: RunStatus,
+    pub requested_by: Option<String>,
+    #[schema(value_type = Option<String>, format = "uuid")]
+    pub approval_id: Option<Uuid>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The envelope, once finished.
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// Process group of the running child; kept out of the API because it
+    /// means nothing outside the machine that ran it.
+    #[serde(skip)]
+    pub pgid: Option<i32>,
+    /// The server instance that ran it, so start-up recovery on one instance
+    /// does not interrupt another's live runs.
+    #[serde(skip)]
+    pub instance: Option<String>,
+}
+
+/// A run as first recorded, before anything has started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    /// A UUIDv7, so ids also sort roughly by creation.
+    pub id: Uuid,
+    pub skill: String,
+    pub tool: String,
+    pub skill_hash: String,
+    pub arguments: Value,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// `Queued` or `PendingApproval`; anything else is refused.
+    pub status: RunStatus,
+    pub requested_by: Option<String>,
+    pub approval_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `GET /runs`'s query: every filter given must match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFilter {
+    pub tool: Option<String>,
+    pub skill: Option<String>,
+    pub status: Option<RunStatus>,
+    /// Page size, 1..=500. The caller clamps; the store clamps again rather
+    /// than trust it with an unbounded query.
+    pub limit: u32,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl RunFilter {
+    /// The largest page a caller may ask for.
+    pub const MAX_LIMIT: u32 = 500;
+}
+
+impl Default for RunFilter {
+    /// No filter, the first page of 50.
+    fn default() -> Self {
+        Self {
+            tool: None,
+            skill: None,
+            status: None,
+            limit: 50,
+            cursor: None,
+        }
+    }
+}
+
+/// One page of runs, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct RunPage {
+    pub runs: Vec<Run>,
+    /// Pass back as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// What can go wrong at the store boundary: narrow on purpose, mapped once to
+/// HTTP elsewhere (404, 409, 400, 503, 500). Messages of `Unavailable` and
+/// `Other` are for the log, never for a client.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The `cursor` was not one this store handed out: the caller's mistake.
+    #[error("invalid cursor")]
+    InvalidCursor,
+    /// The database cannot be reached or is not answering; callers fail
+    /// closed, because nothing may run that could not be recorded.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("store error: {0}")]
+    Other(String),
+}
+
+/// The audit log (and, later, approvals and grants), held as `Arc<dyn Store>`.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `"sqlite"` or `"postgres"`, for `/readyz` and the log.
+    fn backend(&self) -> &'static str;
+
+    /// A round trip to the database, for `/readyz` and for failing an
+    /// invocation closed before anything runs.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Records a new run (`Queued` or `PendingApproval`) and returns it as
+    /// stored. `Conflict` on a duplicate id.
+    async fn insert_run(&self, run: NewRun) -> Result<Run, StoreError>;
+
+    /// Claims a queued run: queued → running, only if still queued, with one
+    /// conditional update. This is the exactly-once primitive: of any number
+    /// of concurrent callers, on any number of instances, one gets the run
+    /// and the others `Ok(None)`. `NotFound` for an unknown id.
+    async fn start_run(
+        &self,
+        id: Uuid,
+        pgid: Option<i32>,
+        instance: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Option<Run>, StoreError>;
+
+    /// Records the child's process group once it is spawned (the run stays
+    /// running). `Conflict` when the run is no longer running, e.g. it was
+    /// cancelled between the claim and the spawn: the caller should then kill
+    /// the group it just made. `NotFound` for an unknown id.
+    async fn set_pgid(&self, id: Uuid, pgid: i32) -> Result<(), StoreError>;
+
+    /// Ends a live run (pending_approval, queued or running) with a final
+    /// status and its envelope, only if it is not final already; `Ok(None)`
+    /// if it was, so a run is finished exactly once and stays as it ended.
+    /// `NotFound` for an unknown id; `Other` if `status` is not final.
+    async fn finish_run(
+        &self,
+        id: Uuid,
+        status: RunStatus,
+        result: Option<Value>,
+        at: DateTime<Utc>,
+    ) -> Result<Option<Run>, StoreError>;
+
+    /// One run; `NotFound` if there is none with this id.
+    async fn get_run(&self, id: Uuid) -> Result<Run, StoreError>;
+
+    /// A page of runs, newest first (`created_at` desc, then `id` desc, so
+    /// runs created in the same microsecond still have one order), resuming
+    /// after `filter.cursor`. `InvalidCursor` for a cursor this store did not
+    /// make.
+    async fn list_runs(&self, filter: RunFilter) -> Result<RunPage, StoreError>;
+
+    /// Start-up recovery: every run still `running` (of this instance, or of
+    /// any instance when `instance` is `None`) was orphaned by a crash and
+    /// becomes `interrupted`, finished at `at`. Returns how many.
+    async fn interrupt_running(&self, instance: Option<&str>, at: DateTime<Utc>) -> Result<u64, StoreError>;
+}
+
+/// Opens the store a URL names and applies its migrations: `sqlite://path`
+/// (or `sqlite:path`) → [`SqliteStore`], `postgres://` or `postgresql://` →
+/// [`PgStore`].
+pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteStore::connect(url).await?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PgStore::connect(url).await?))
+    } else {
+        // Only the scheme is echoed: the rest of a URL may hold a password.
+        let scheme = url.split_once(':').map_or("(none)", |(scheme, _)| scheme);
+        Err(StoreError::Other(format!(
+            "unsupported store URL scheme '{scheme}': expected sqlite://, postgres:// or postgresql://"
+        )))
+    }
+}
+
+/// The page size actually used: never zero, never unbounded.
+fn page_size(limit: u32) -> u32 {
+    limit.clamp(1, RunFilter::MAX_LIMIT)
+}
+
+/// A position in the newest-first order: the last row of a page.
+///
+/// Rendered as `<created_at in µs since the epoch>_<id>`, which is URL-safe
+/// as it stands and means the same to both backends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Cursor {
+    created_at: DateTime<Utc>,
+    id: Uuid,
+}
+
+impl Cursor {
+    fn after(run: &Run) -> Self {
+        Self {
+            created_at: run.created_at,
+            id: run.id,
+        }
+    }
+
+    fn encode(self) -> String {
+        format!("{}_{}", self.created_at.timestamp_micros(), self.id.as_simple())
+    }
+
+    fn decode(s: &str) -> Result<Self, StoreError> {
+        let (micros, id) = s.split_once('_').ok_or(StoreError::InvalidCursor)?;
+        let micros: i64 = micros.parse().map_err(|_| StoreError::InvalidCursor)?;
+        let created_at = DateTime::from_timestamp_micros(micros).ok_or(StoreError::InvalidCursor)?;
+        let id = Uuid::try_parse(id).map_err(|_| StoreError::InvalidCursor)?;
+        Ok(Self { created_at, id })
+    }
+}
+
+/// Builds a page from up to `limit + 1` rows: the extra row only says that
+/// there is a next page.
+fn into_page(mut runs: Vec<Run>, limit: u32) -> RunPage {
+    let limit = limit as usize;
+    let next_cursor = if runs.len() > limit {
+        runs.truncate(limit);
+        runs.last().map(|run| Cursor::after(run).encode())
+    } else {
+        None
+    };
+    RunPage { runs, next_cursor }
+}
+
+/// Refuses a `NewRun` in a state the store would never create one in.
+fn check_new(run: &NewRun) -> Result<(), StoreError> {
+    match run.status {
+        RunStatus::Queued | RunStatus::PendingApproval => Ok(()),
+        other => Err(StoreError::Other(format!(
+            "a new run must be queued or pending_approval, not {other}"
+        ))),
+    }
+}
+
+/// Refuses to "finish" a run into a live status.
+fn check_final(status: RunStatus) -> Result<(), StoreError> {
+    if status.is_final() {
+        Ok(())
+    } else {
+        Err(StoreError::Other(format!("{status} is not a final status")))
+    }
+}
+
+/// The one mapping from sqlx's errors to ours. `transient` says which
+/// database errors mean "cannot reach or use the database right now" for a
+/// given backend.
+fn map_sqlx(err: sqlx::Error, transient: fn(&dyn sqlx::error::DatabaseError) -> bool) -> StoreError {
+    match err {
+        sqlx::Error::RowNotFound => StoreError::NotFound,
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(err.to_string()),
+        sqlx::Error::Database(ref db) if db.is_unique_violation() => {
+            StoreError::Conflict(db.message().to_owned())
+        }
+        sqlx::Error::Database(ref db) if transient(db.as_ref()) => StoreError::Unavailable(err.to_string()),
+        other => StoreError::Other(other.to_string()),
+    }
+}
+
+/// Migration failures: unreachable is still `Unavailable`, anything else
+/// (a changed or broken migration) is `Other`.
+fn map_migrate(
+    err: sqlx::migrate::MigrateError,
+    transient: fn(&dyn sqlx::error::DatabaseError) -> bool,
+) -> StoreError {
+    match err {
+        sqlx::migrate::MigrateError::Execute(err) | sqlx::migrate::MigrateError::ExecuteMigration(err, _) => {
+            map_sqlx(err, transient)
+        }
+        other => StoreError::Other(format!("migration failed: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_spellings_round_trip_and_match_serde() {
+        for status in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(status.as_str()), Some(status));
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                Value::from(status.as_str())
+            );
+        }
+        assert_eq!(RunStatus::parse("Running"), None);
+        let live: Vec<_> = RunStatus::ALL.into_iter().filter(|s| !s.is_final()).collect();
+        assert_eq!(
+            live,
+            [RunStatus::PendingApproval, RunStatus::Queued, RunStatus::Running]
+        );
+    }
+
+    #[test]
+    fn cursor_round_trips_and_rejects_garbage() {
+        let cursor = Cursor {
+            created_at: DateTime::from_timestamp_micros(1_732_249_260_123_456).unwrap(),
+            id: Uuid::now_v7(),
+        };
+        assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);
+        for bad in [
+            "",
+            "x",
+            "12_",
+            "_0193",
+            "abc_0193",
+            &format!("1_{}x", cursor.id.as_simple()),
+        ] {
+            assert!(
+                matches!(Cursor::decode(bad), Err(StoreError::InvalidCursor)),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn page_size_is_bounded() {
+        assert_eq!(page_size(0), 1);
+        assert_eq!(page_size(20), 20);
+        assert_eq!(page_size(100_000), 500);
+    }
+}

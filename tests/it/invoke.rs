@@ -1,0 +1,667 @@
+//! Invoking tools over HTTP with real children and a real run log: what ran,
+//! with which argv, what was recorded, and what did not happen.
+
+use crate::common::{TestServer, corpus_dir, corpus_options, options, root};
+use serde_json::{Value, json};
+use skilld::skill::Trust;
+use std::path::Path;
+use std::time::Duration;
+
+fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+async fn invoke(server: &TestServer, tool: &str, arguments: Value) -> (u16, Value) {
+    let res = client()
+        .post(server.url(&format!("/tools/{tool}/invoke")))
+        .json(&json!({"arguments": arguments}))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap())
+}
+
+async fn get_json(server: &TestServer, path: &str) -> Value {
+    reqwest::get(server.url(path))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// A skills root with one markdown skill whose single tool runs `command`.
+fn one_tool_skill(dir: &Path, name: &str, front: &str, params: &str, command: &str) {
+    let skill = dir.join(name);
+    std::fs::create_dir_all(&skill).unwrap();
+    let table = if params.is_empty() {
+        "None.".to_owned()
+    } else {
+        format!("| Name | Type | Required | Description |\n|---|---|---|---|\n{params}")
+    };
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!(
+            "---\nname: {name}\nversion: 1.0.0\ndescription: Test skill.\n{front}---\n\n### {tool}\n\nTest tool.\n\n#### Parameters\n\n{table}\n\n#### Command\n\n```\n{command}\n```\n",
+            tool = name.replace('-', "_")
+        ),
+    )
+    .unwrap();
+}
+
+/// Processes whose process group is `pgid` (from /proc/*/stat).
+fn group_members(pgid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command: state ppid pgrp …
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid) && fields[0] != "Z" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn arguments_arrive_as_single_literal_words() {
+    let server = TestServer::start(corpus_options()).await;
+    let (status, env) = invoke(
+        &server,
+        "echo_args",
+        json!({"text": "; rm -rf /", "words": ["$(id)", "*", "a b", "{{text}}"], "loud": true, "ratio": 0.5}),
+    )
+    .await;
+    assert_eq!(status, 200, "{env}");
+    assert_eq!(env["success"], true);
+    assert_eq!(env["exit_code"], 0);
+    assert_eq!(env["signal"], Value::Null);
+    assert_eq!(env["truncated"], false);
+    assert_eq!(
+        env["output"],
+        "; rm -rf /\n$(id)\n*\na b\n{{text}}\n--loud\n--times=1\nratio is 0.5\n"
+    );
+    assert_eq!(env["output_bytes"], env["output"].as_str().unwrap().len());
+    assert!(env.get("error").is_none() && env.get("parsed").is_none() && env.get("files").is_none());
+
+    // The run log holds the call exactly.
+    let run = get_json(&server, &format!("/runs/{}", env["run_id"].as_str().unwrap())).await;
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["skill"], "echo");
+    assert_eq!(run["tool"], "echo_args");
+    assert_eq!(
+        run["argv"],
+        json!([
+            "printf",
+            "%s\\n",
+            "; rm -rf /",
+            "$(id)",
+            "*",
+            "a b",
+            "{{text}}",
+            "--loud",
+            "--times=1",
+            "ratio is 0.5"
+        ])
+    );
+    assert_eq!(run["arguments"]["times"], 1, "defaults are recorded as applied");
+    assert_eq!(run["result"], env);
+    assert_eq!(
+        run["skill_hash"],
+        server.catalog.current().skill("echo").unwrap().hash
+    );
+    for t in ["created_at", "started_at", "finished_at"] {
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(run[t].as_str().unwrap()).is_ok(),
+            "{t}: {run}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn json_stdout_is_parsed() {
+    let server = TestServer::start(corpus_options()).await;
+    let (_, env) = invoke(&server, "echo_json", json!({"value": "x"})).await;
+    assert_eq!(env["parsed"], json!({"value": "x", "ok": true}));
+}
+
+#[tokio::test]
+async fn bad_arguments_are_422_with_one_error_per_field() {
+    let server = TestServer::start(corpus_options()).await;
+    let (status, p) = invoke(
+        &server,
+        "echo_args",
+        json!({"times": "ten", "colour": "red", "words": "a"}),
+    )
+    .await;
+    assert_eq!(status, 422);
+    assert_eq!(p["code"], "invalid_arguments");
+    assert_eq!(p["detail"], "4 arguments are invalid for tool echo_args");
+    let fields: Vec<&str> = p["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["colour", "text", "words", "times"]);
+    assert_eq!(p["errors"][3]["message"], "expected integer, got \"ten\"");
+
+    let (status, p) = invoke(&server, "echo_args", json!({"text": "-rf"})).await;
+    assert_eq!((status, p["code"].as_str()), (422, Some("argument_injection")));
+    let (status, p) = invoke(&server, "echo_args", json!({"text": "a\u{0}b"})).await;
+    assert_eq!((status, p["code"].as_str()), (422, Some("invalid_arguments")));
+    // After a literal `--`, a leading dash is just text.
+    let (status, env) = invoke(&server, "echo_after_dashes", json!({"value": "-rf"})).await;
+    assert_eq!((status, env["output"].as_str()), (200, Some("-rf\n")));
+
+    let runs = get_json(&server, "/runs").await;
+    assert_eq!(
+        runs["runs"].as_array().unwrap().len(),
+        1,
+        "refused calls are not recorded: {runs}"
+    );
+
+    let res = client()
+        .post(server.url("/tools/echo_args/invoke"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    let res = client()
+        .post(server.url("/tools/echo_args/invoke"))
+        .json(&json!({"arguments": [1, 2]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    let res = client()
+        .post(server.url("/tools/echo_args/invoke"))
+        .body(vec![b' '; 2 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 413);
+}
+
+#[tokio::test]
+async fn dry_run_renders_and_decides_without_running() {
+    let server = TestServer::start(corpus_options()).await;
+    let res = client()
+        .post(server.url("/tools/git_log/invoke?dry_run=true"))
+        .json(&json!({"arguments": {"count": 3}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let d: Value = res.json().await.unwrap();
+    assert_eq!(d["argv"], json!(["git", "log", "--oneline", "-n", "3"]));
+    assert_eq!(d["timeout_secs"], 10);
+    assert_eq!(d["decision"], "run");
+    assert!(d["reason"].as_str().unwrap().contains("first-run"), "{d}");
+    let env: Vec<&str> = d["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(env.contains(&"PATH") && env.contains(&"SKILL_NAME") && env.contains(&"GIBBERISH_SKILL_NAME"));
+    assert_eq!(get_json(&server, "/runs").await["runs"], json!([]));
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_group_and_is_a_result() {
+    let server = TestServer::start(corpus_options()).await;
+    let (status, env) = invoke(&server, "sleep_for", json!({"seconds": 30})).await;
+    assert_eq!(status, 200);
+    assert_eq!(env["success"], false);
+    assert_eq!(env["timed_out"], true);
+    assert_eq!(env["error"], "timed out after 2s");
+    assert_eq!(env["signal"], "SIGTERM");
+    assert_eq!(env["exit_code"], 128 + 15);
+    let run = get_json(&server, &format!("/runs/{}", env["run_id"].as_str().unwrap())).await;
+    assert_eq!(run["status"], "timed_out");
+}
+
+#[tokio::test]
+async fn missing_programs_are_results_not_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    one_tool_skill(dir.path(), "ghost", "", "", "definitely-not-a-program-skilld");
+    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let (status, env) = invoke(&server, "ghost", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(env["success"], false);
+    assert_eq!(env["exit_code"], Value::Null);
+    assert_eq!(env["error"], "command not found: definitely-not-a-program-skilld");
+    let run = get_json(&server, &format!("/runs/{}", env["run_id"].as_str().unwrap())).await;
+    assert_eq!(run["status"], "failed");
+}
+
+#[tokio::test]
+async fn ambiguous_names_need_the_qualified_route() {
+    let server = TestServer::start(corpus_options()).await;
+    let (status, p) = invoke(&server, "say_hi", json!({})).await;
+    assert_eq!(status, 409);
+    assert_eq!(p["candidates"], json!(["long-description", "unknown-field"]));
+    let res = client()
+        .post(server.url("/skills/unknown-field/tools/say_hi/invoke"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let env: Value = res.json().await.unwrap();
+    assert_eq!(
+        (env["skill"].as_str(), env["output"].as_str()),
+        (Some("unknown-field"), Some("hi\n"))
+    );
+    // So does the export name.
+    let (status, env) = invoke(&server, "long_description__say_hi", json!({})).await;
+    assert_eq!((status, env["skill"].as_str()), (200, Some("long-description")));
+    let res = client()
+        .post(server.url("/skills/git/tools/say_hi/invoke"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn respond_async_then_wait() {
+    let server = TestServer::start(corpus_options()).await;
+    let res = client()
+        .post(server.url("/tools/sleep_for/invoke"))
+        .header("prefer", "respond-async")
+        .json(&json!({"arguments": {"seconds": 0.3}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let location = res.headers()["location"].to_str().unwrap().to_owned();
+    let accepted: Value = res.json().await.unwrap();
+    assert_eq!(accepted["status"], "running");
+    assert_eq!(
+        location,
+        format!("/runs/{}", accepted["run_id"].as_str().unwrap())
+    );
+    assert_eq!(accepted["run_url"], location);
+    let run = get_json(&server, &format!("{location}?wait=10")).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["result"]["success"], true);
+}
+
+#[tokio::test]
+async fn event_streams_carry_status_output_and_result() {
+    let server = TestServer::start(corpus_options()).await;
+    let res = client()
+        .post(server.url("/tools/echo_json/invoke"))
+        .header("accept", "text/event-stream")
+        .json(&json!({"arguments": {"value": "streamed"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let text = res.text().await.unwrap();
+    let events: Vec<(String, Value)> = text
+        .split("\n\n")
+        .filter_map(|block| {
+            let name = block.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data: String = block.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+            Some((name.to_owned(), serde_json::from_str(&data).unwrap()))
+        })
+        .collect();
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"status"), "{text}");
+    assert_eq!(names.last(), Some(&"result"), "{text}");
+    let output: String = events
+        .iter()
+        .filter(|(n, _)| n == "output")
+        .map(|(_, d)| d["chunk"].as_str().unwrap())
+        .collect();
+    assert_eq!(output, "{\"value\": \"streamed\", \"ok\": true}\n");
+    assert_eq!(events.last().unwrap().1["parsed"]["value"], "streamed");
+
+    // A finished run's stream replays its end.
+    let id = events.last().unwrap().1["run_id"].as_str().unwrap().to_owned();
+    let replay = reqwest::get(server.url(&format!("/runs/{id}/events")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        replay.contains("event: status") && replay.contains("event: result"),
+        "{replay}"
+    );
+}
+
+#[tokio::test]
+async fn cancel_kills_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    one_tool_skill(
+        dir.path(),
+        "nap",
+        "timeout: 60\n",
+        "",
+        "sh -c 'sleep 1000 & sleep 1000'",
+    );
+    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let res = client()
+        .post(server.url("/tools/nap/invoke"))
+        .header("prefer", "respond-async")
+        .send()
+        .await
+        .unwrap();
+    let id = res.json::<Value>().await.unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Wait until the group exists.
+    let mut pgid = None;
+    for _ in 0..100 {
+        let run = get_json(&server, &format!("/runs/{id}")).await;
+        if run["status"] == "running" {
+            let store = server.invoker.store.clone();
+            pgid = store.get_run(id.parse().unwrap()).await.unwrap().pgid;
+            if pgid.is_some_and(|g| group_members(g).len() >= 2) {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pgid = pgid.expect("the run recorded its process group");
+    assert!(group_members(pgid).len() >= 2);
+    let res = client()
+        .post(server.url(&format!("/runs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let run = get_json(&server, &format!("/runs/{id}?wait=20")).await;
+    assert_eq!(run["status"], "cancelled", "{run}");
+    assert_eq!(run["result"]["error"], "cancelled");
+    assert_eq!(
+        group_members(pgid),
+        Vec::<i32>::new(),
+        "no process of the group is left"
+    );
+    let res = client()
+        .post(server.url(&format!("/runs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 409, "a finished run cannot be cancelled");
+}
+
+#[tokio::test]
+async fn runs_list_filters_and_pages() {
+    let server = TestServer::start(corpus_options()).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let (_, env) = invoke(&server, "echo_json", json!({"value": format!("v{i}")})).await;
+        ids.push(env["run_id"].as_str().unwrap().to_owned());
+    }
+    invoke(&server, "git_status", json!({})).await;
+    let all = get_json(&server, "/runs?tool=echo_json").await;
+    let listed: Vec<&str> = all["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    let mut newest_first = ids.clone();
+    newest_first.reverse();
+    assert_eq!(listed, newest_first);
+    assert_eq!(all["next_cursor"], Value::Null);
+
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/runs?skill=echo&limit=2&cursor={c}"),
+            None => "/runs?skill=echo&limit=2".to_owned(),
+        };
+        let page = get_json(&server, &path).await;
+        paged.extend(
+            page["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, newest_first);
+    let succeeded = get_json(&server, "/runs?status=succeeded").await;
+    assert_eq!(succeeded["runs"].as_array().unwrap().len(), 6);
+    let res = reqwest::get(server.url("/runs?cursor=garbage")).await.unwrap();
+    assert_eq!(res.status(), 400);
+    let res = reqwest::get(server.url("/runs/not-a-uuid")).await.unwrap();
+    assert_eq!(res.status(), 400);
+    let res = reqwest::get(server.url("/runs/0190a0a0-0000-7000-8000-000000000000"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn entrypoints_get_input_output_and_artifacts() {
+    let server = TestServer::start(corpus_options()).await;
+    let (status, env) = invoke(
+        &server,
+        "data_analysis",
+        json!({"data": [{"city": "Oslo", "temp": 4.5}, {"city": "Rome", "temp": 15.5}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{env}");
+    assert_eq!(env["success"], true, "{env}");
+    assert_eq!(env["output"], "analyzed 2 rows\n");
+    assert_eq!(
+        env["parsed"],
+        json!({"rows": 2, "columns": {"temp": {"count": 2, "mean": 10.0, "min": 4.5, "max": 15.5}}})
+    );
+    let files = env["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0]["path"], "report.csv");
+    let url = files[0]["url"].as_str().unwrap();
+    assert_eq!(
+        url,
+        format!("/runs/{}/files/report.csv", env["run_id"].as_str().unwrap())
+    );
+    let csv = reqwest::get(server.url(url)).await.unwrap().text().await.unwrap();
+    assert_eq!(csv, "column,count,mean,min,max\ntemp,2,10.0,4.5,15.5\n");
+    let res = reqwest::get(server.url(&format!(
+        "/runs/{}/files/../input.json",
+        env["run_id"].as_str().unwrap()
+    )))
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 404);
+
+    // Bad input is the tool's failure, reported as a result.
+    let (status, env) = invoke(&server, "data_analysis", json!({"rows": 1})).await;
+    assert_eq!((status, env["success"].as_bool()), (200, Some(false)));
+    assert_eq!(env["error"], "exited with code 1");
+    assert!(env["output"].as_str().unwrap().contains("needs a 'data' array"));
+}
+
+#[tokio::test]
+async fn scripts_run_by_extension_with_their_args() {
+    let server = TestServer::start(corpus_options()).await;
+    let (_, env) = invoke(
+        &server,
+        "text_tools_word_count",
+        json!({"args": ["--text", "one two three"]}),
+    )
+    .await;
+    assert_eq!(env["parsed"], json!({"words": 3}), "{env}");
+    let (_, env) = invoke(&server, "text_tools_upper", json!({"args": ["hi", "there"]})).await;
+    assert_eq!(env["output"], "HI\nTHERE\n");
+}
+
+#[tokio::test]
+async fn too_many_concurrent_runs_get_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    one_tool_skill(dir.path(), "hold", "timeout: 60\n", "", "sleep 3");
+    let settings = skilld::invoke::RunSettings {
+        max_concurrent_per_tool: 1,
+        queue_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let server = TestServer::start_with(options(vec![root(dir.path(), Trust::User)]), settings).await;
+    let first = client()
+        .post(server.url("/tools/hold/invoke"))
+        .header("prefer", "respond-async")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 202);
+    let second = client()
+        .post(server.url("/tools/hold/invoke"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 429);
+    assert_eq!(second.headers()["retry-after"], "1");
+    let p: Value = second.json().await.unwrap();
+    assert_eq!(p["code"], "too_many_requests");
+}
+
+#[tokio::test]
+async fn the_run_log_survives_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+    let id = {
+        let server = TestServer::start_on(corpus_options(), &url).await;
+        let (_, env) = invoke(&server, "echo_json", json!({"value": "kept"})).await;
+        env["run_id"].as_str().unwrap().to_owned()
+    };
+    let server = TestServer::start_on(corpus_options(), &url).await;
+    let run = get_json(&server, &format!("/runs/{id}")).await;
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["result"]["parsed"]["value"], "kept");
+}
+
+#[tokio::test]
+async fn readiness_reports_the_store_and_sandbox() {
+    let server = TestServer::start(corpus_options()).await;
+    let ready = get_json(&server, "/readyz").await;
+    assert_eq!(ready["store"], "sqlite");
+    let network = ready["sandbox"]["network"].as_str().unwrap();
+    assert_eq!(
+        network,
+        if skilld::runner::network_isolation_available() {
+            "enforced"
+        } else {
+            "advisory"
+        }
+    );
+}
+
+#[test]
+fn run_prints_the_envelope() {
+    let data = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_skilld"))
+        .args(["run", "--skills"])
+        .arg(corpus_dir().join("valid"))
+        .args(["--data-dir"])
+        .arg(data.path())
+        .args(["echo_json", "--args", r#"{"value": "cli"}"#])
+        .env("SKILLD_LOG", "warn")
+        .env_remove("SKILLD_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let env: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(env["parsed"], json!({"value": "cli", "ok": true}));
+    assert!(data.path().join("skilld.db").is_file(), "the run is recorded");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_skilld"))
+        .args(["run", "--skills"])
+        .arg(corpus_dir().join("valid"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["echo_json", "--args", r#"{"nope": 1}"#])
+        .env("SKILLD_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
+
+#[tokio::test]
+async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
+    let dir = tempfile::tempdir().unwrap();
+    one_tool_skill(
+        dir.path(),
+        "linger",
+        "timeout: 60\n",
+        "",
+        "sh -c 'trap \"\" TERM; sleep 1000 & sleep 1000'",
+    );
+    one_tool_skill(dir.path(), "quick", "", "", "sleep 0.5");
+    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let start = |tool: &'static str| {
+        let url = server.url(&format!("/tools/{tool}/invoke"));
+        async move {
+            let res = client()
+                .post(url)
+                .header("prefer", "respond-async")
+                .send()
+                .await
+                .unwrap();
+            res.json::<Value>().await.unwrap()["run_id"]
+                .as_str()
+                .unwrap()
+                .parse::<uuid::Uuid>()
+                .unwrap()
+        }
+    };
+    let (linger, quick) = (start("linger").await, start("quick").await);
+    let store = server.invoker.store.clone();
+    let mut pgid = None;
+    for _ in 0..100 {
+        pgid = store.get_run(linger).await.unwrap().pgid;
+        if pgid.is_some_and(|g| group_members(g).len() >= 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pgid = pgid.expect("the lingering run has a process group");
+    // The test server's grace is 2 s; the quick run finishes inside it.
+    tokio::time::timeout(Duration::from_secs(30), server.shutdown())
+        .await
+        .expect("shutdown completes");
+    assert_eq!(
+        group_members(pgid),
+        Vec::<i32>::new(),
+        "no process of a run outlives the server"
+    );
+    let quick = store.get_run(quick).await.unwrap();
+    assert_eq!(quick.status.as_str(), "succeeded");
+    let linger = store.get_run(linger).await.unwrap();
+    assert_eq!(linger.status.as_str(), "cancelled", "{linger:?}");
+    assert_eq!(
+        linger.result.unwrap()["signal"],
+        "SIGKILL",
+        "the TERM-ignoring group was killed"
+    );
+}

@@ -1,0 +1,1115 @@
+//! The store conformance suite: one set of tests, written against
+//! `Arc<dyn Store>`, run on SQLite (a fresh file per test) and on PostgreSQL
+//! (a fresh schema per test, in the database `SKILLD_TEST_POSTGRES_URL`
+//! names), so both backends keep exactly the same contract.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::{Value, json};
+use skilld::store::{self, NewRun, Run, RunFilter, RunPage, RunStatus, Store, StoreError};
+use sqlx::Connection;
+use std::future::Future;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// For each test function, `sqlite::<name>` and `postgres::<name>`. Those
+/// under `store:` take a ready store; those under `url:` take the URL, for
+/// tests that open the store themselves (e.g. to reopen it).
+macro_rules! conformance {
+    (store: [$($store_test:ident),* $(,)?], url: [$($url_test:ident),* $(,)?] $(,)?) => {
+        conformance!(@backend sqlite, on_sqlite, [$($store_test),*], [$($url_test),*]);
+        conformance!(@backend postgres, on_postgres, [$($store_test),*], [$($url_test),*]);
+    };
+    (@backend $backend:ident, $harness:ident, [$($store_test:ident),*], [$($url_test:ident),*]) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $store_test() {
+                    super::$harness(|url| async move { super::$store_test(super::open(&url).await).await })
+                        .await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $url_test() {
+                    super::$harness(super::$url_test).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance! {
+    store: [
+        insert_and_get_round_trip_every_field,
+        run_json_is_the_api_shape,
+        duplicate_id_conflicts,
+        unknown_run_is_not_found,
+        new_run_must_be_live,
+        start_only_from_queued,
+        set_pgid_only_while_running,
+        finish_only_once,
+        pending_approval_can_be_denied,
+        list_newest_first_with_cursor_pages,
+        list_filters,
+        list_limit_is_clamped,
+        invalid_cursor,
+        interrupt_running_marks_only_running,
+        concurrent_start_has_one_winner,
+        concurrent_finish_has_one_winner,
+        ping_works,
+    ],
+    url: [restart_keeps_every_run],
+}
+
+// ---- harnesses -------------------------------------------------------------
+
+/// Runs `body` with the URL of a fresh SQLite file, removed afterwards.
+async fn on_sqlite<F, Fut>(body: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    body(format!("sqlite://{}/skilld.db", dir.path().display())).await;
+}
+
+/// Runs `body` with the URL of a fresh schema in the test PostgreSQL, dropped
+/// afterwards even when `body` panics, so tests running at the same time (in
+/// this binary or another checkout's) never see each other's rows.
+async fn on_postgres<F, Fut>(body: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Some(base) = postgres_url() else { return };
+    let schema = format!("skilld_test_{}", Uuid::now_v7().simple());
+    let mut admin = sqlx::PgConnection::connect(&base)
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect to SKILLD_TEST_POSTGRES_URL: {err}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("create schema {schema}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    // On its own task, so that a failed assertion comes back as a JoinError
+    // and the schema is still dropped.
+    let outcome = tokio::spawn(body(url)).await;
+
+    sqlx::query(sqlx::AssertSqlSafe(format!("drop schema {schema} cascade")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    if let Err(err) = outcome {
+        std::panic::resume_unwind(err.into_panic());
+    }
+}
+
+/// `SKILLD_TEST_POSTGRES_URL`, which CI always sets. Unset outside CI, the
+/// PostgreSQL half of the suite is skipped with a notice; unset in CI, it
+/// fails, so the backend can never go untested there by accident.
+fn postgres_url() -> Option<String> {
+    match std::env::var("SKILLD_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "SKILLD_TEST_POSTGRES_URL is not set but CI is: the PostgreSQL store tests must run in CI \
+             (e.g. SKILLD_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test)"
+        ),
+        _ => {
+            eprintln!(
+                "skipping a PostgreSQL store test: SKILLD_TEST_POSTGRES_URL is not set \
+                 (e.g. postgres://postgres@127.0.0.1:5432/test)"
+            );
+            None
+        }
+    }
+}
+
+/// Opens the store and checks it is the backend the URL asked for.
+async fn open(url: &str) -> Arc<dyn Store> {
+    let store = store::connect(url).await.unwrap();
+    let expected = if url.starts_with("sqlite:") {
+        "sqlite"
+    } else {
+        "postgres"
+    };
+    assert_eq!(store.backend(), expected);
+    store
+}
+
+// ---- helpers ---------------------------------------------------------------
+
+/// A fixed instant with a non-zero microsecond part, so that precision and
+/// ordering problems show.
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2024, 11, 22, 4, 41, 0).unwrap() + Duration::microseconds(123_456)
+}
+
+fn new_run(skill: &str, tool: &str, created_at: DateTime<Utc>) -> NewRun {
+    NewRun {
+        id: Uuid::now_v7(),
+        skill: skill.to_owned(),
+        tool: tool.to_owned(),
+        skill_hash: "sha256:0f1e2d".to_owned(),
+        arguments: json!({"count": 3}),
+        argv: vec![
+            "git".to_owned(),
+            "log".to_owned(),
+            "-n".to_owned(),
+            "3".to_owned(),
+        ],
+        cwd: "/srv/repo".to_owned(),
+        status: RunStatus::Queued,
+        requested_by: None,
+        approval_id: None,
+        created_at,
+    }
+}
+
+/// The `Run` a just-inserted `NewRun` must read back as.
+fn as_inserted(new: &NewRun) -> Run {
+    Run {
+        id: new.id,
+        skill: new.skill.clone(),
+        tool: new.tool.clone(),
+        skill_hash: new.skill_hash.clone(),
+        arguments: new.arguments.clone(),
+        argv: new.argv.clone(),
+        cwd: new.cwd.clone(),
+        status: new.status,
+        requested_by: new.requested_by.clone(),
+        approval_id: new.approval_id,
+        created_at: new.created_at,
+        started_at: None,
+        finished_at: None,
+        result: None,
+        pgid: None,
+        instance: None,
+    }
+}
+
+fn envelope(id: Uuid, success: bool) -> Value {
+    json!({
+        "run_id": id, "skill": "git", "tool": "git_log", "success": success,
+        "exit_code": if success { 0 } else { 1 }, "output": "ok\n", "truncated": false,
+        "output_bytes": 3, "duration_ms": 12, "timed_out": false, "signal": null
+    })
+}
+
+async fn insert(store: &Arc<dyn Store>, new: NewRun) -> Run {
+    let run = store.insert_run(new.clone()).await.unwrap();
+    assert_eq!(run, as_inserted(&new));
+    run
+}
+
+async fn all_pages(store: &Arc<dyn Store>, filter: RunFilter) -> (Vec<Run>, Vec<usize>) {
+    let mut runs = Vec::new();
+    let mut sizes = Vec::new();
+    let mut filter = filter;
+    loop {
+        let RunPage {
+            runs: page,
+            next_cursor,
+        } = store.list_runs(filter.clone()).await.unwrap();
+        sizes.push(page.len());
+        runs.extend(page);
+        match next_cursor {
+            Some(cursor) => filter.cursor = Some(cursor),
+            None => return (runs, sizes),
+        }
+        assert!(sizes.len() <= 1000, "pagination does not end");
+    }
+}
+
+fn ids(runs: &[Run]) -> Vec<Uuid> {
+    runs.iter().map(|run| run.id).collect()
+}
+
+/// The newest-first order the store promises: created_at desc, then id desc.
+fn newest_first(mut runs: Vec<Run>) -> Vec<Run> {
+    runs.sort_by_key(|run| std::cmp::Reverse((run.created_at, run.id)));
+    runs
+}
+
+// ---- the suite -------------------------------------------------------------
+
+async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
+    // Every optional field set, and values that trip up naive encodings.
+    let full = NewRun {
+        id: Uuid::now_v7(),
+        skill: "git".to_owned(),
+        tool: "git_log".to_owned(),
+        skill_hash: "sha256:9c56cc51b374c3ba189210d5b6d4bf57790d351c96c47c02190ecf1e430635ab".to_owned(),
+        arguments: json!({
+            "count": 10, "ratio": 0.25, "big": 9_007_199_254_740_993_i64, "path": "a b/\"c\"",
+            "unicode": "héllo ✓ 𝄞", "nested": {"list": [1, "two", null, true], "empty": {}}, "nul": null
+        }),
+        argv: vec![
+            "git".to_owned(),
+            "log".to_owned(),
+            "--format=%H %s".to_owned(),
+            "it's".to_owned(),
+        ],
+        cwd: "/srv/my repo".to_owned(),
+        status: RunStatus::PendingApproval,
+        requested_by: Some("token:ci-agent".to_owned()),
+        approval_id: Some(Uuid::now_v7()),
+        created_at: t0(),
+    };
+    let inserted = insert(&store, full.clone()).await;
+    assert_eq!(store.get_run(full.id).await.unwrap(), inserted);
+
+    // Every optional field empty, and arguments that are not an object.
+    let bare = NewRun {
+        arguments: json!([]),
+        argv: vec![],
+        ..new_run("fs", "read", t0() + Duration::seconds(1))
+    };
+    let inserted = insert(&store, bare.clone()).await;
+    assert_eq!(store.get_run(bare.id).await.unwrap(), inserted);
+
+    // Through its whole life, every field still reads back as written.
+    let started_at = t0() + Duration::milliseconds(1500);
+    let finished_at = started_at + Duration::microseconds(2_000_001);
+    let started = store
+        .start_run(bare.id, Some(4242), "instance-a", started_at)
+        .await
+        .unwrap();
+    let expected = Run {
+        status: RunStatus::Running,
+        started_at: Some(started_at),
+        pgid: Some(4242),
+        instance: Some("instance-a".to_owned()),
+        ..inserted.clone()
+    };
+    assert_eq!(started, Some(expected.clone()));
+    assert_eq!(store.get_run(bare.id).await.unwrap(), expected);
+
+    let result = envelope(bare.id, true);
+    let finished = store
+        .finish_run(bare.id, RunStatus::Succeeded, Some(result.clone()), finished_at)
+        .await
+        .unwrap();
+    let expected = Run {
+        status: RunStatus::Succeeded,
+        finished_at: Some(finished_at),
+        result: Some(result),
+        ..expected
+    };
+    assert_eq!(finished, Some(expected.clone()));
+    assert_eq!(store.get_run(bare.id).await.unwrap(), expected);
+
+    // Nanoseconds are not kept: times come back at microsecond precision,
+    // the same on both backends.
+    let fine = new_run("fs", "read", t0() + Duration::nanoseconds(999));
+    let stored = store.insert_run(fine.clone()).await.unwrap();
+    assert_eq!(stored.created_at, t0());
+    assert_eq!(store.get_run(fine.id).await.unwrap(), stored);
+}
+
+async fn run_json_is_the_api_shape(store: Arc<dyn Store>) {
+    let new = NewRun {
+        requested_by: Some("alice".to_owned()),
+        ..new_run("git", "git_log", t0())
+    };
+    let id = new.id;
+    store.insert_run(new).await.unwrap();
+    store.start_run(id, Some(77), "instance-a", t0()).await.unwrap();
+    let run = store
+        .finish_run(
+            id,
+            RunStatus::Failed,
+            Some(json!({"success": false})),
+            t0() + Duration::seconds(2),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    // pgid and instance stay inside the server.
+    assert_eq!(
+        serde_json::to_value(&run).unwrap(),
+        json!({
+            "id": id.to_string(), "skill": "git", "tool": "git_log", "skill_hash": "sha256:0f1e2d",
+            "arguments": {"count": 3}, "argv": ["git", "log", "-n", "3"], "cwd": "/srv/repo",
+            "status": "failed", "requested_by": "alice", "approval_id": null,
+            "created_at": "2024-11-22T04:41:00.123456Z", "started_at": "2024-11-22T04:41:00.123456Z",
+            "finished_at": "2024-11-22T04:41:02.123456Z", "result": {"success": false}
+        })
+    );
+}
+
+async fn duplicate_id_conflicts(store: Arc<dyn Store>) {
+    let first = new_run("git", "git_log", t0());
+    let stored = insert(&store, first.clone()).await;
+    let again = NewRun {
+        tool: "git_status".to_owned(),
+        ..first.clone()
+    };
+    let err = store.insert_run(again).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+    assert_eq!(store.get_run(first.id).await.unwrap(), stored);
+}
+
+async fn unknown_run_is_not_found(store: Arc<dyn Store>) {
+    let id = Uuid::now_v7();
+    let err = store.get_run(id).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    let err = store.start_run(id, None, "instance-a", t0()).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    let err = store.set_pgid(id, 1).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    let err = store
+        .finish_run(id, RunStatus::Cancelled, None, t0())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    assert_eq!(store.list_runs(RunFilter::default()).await.unwrap().runs, vec![]);
+}
+
+async fn new_run_must_be_live(store: Arc<dyn Store>) {
+    for status in RunStatus::ALL {
+        let new = NewRun {
+            status,
+            ..new_run("git", "git_log", t0())
+        };
+        let outcome = store.insert_run(new.clone()).await;
+        if matches!(status, RunStatus::Queued | RunStatus::PendingApproval) {
+            assert_eq!(outcome.unwrap(), as_inserted(&new));
+        } else {
+            assert!(
+                matches!(outcome, Err(StoreError::Other(_))),
+                "{status}: {outcome:?}"
+            );
+            assert!(
+                matches!(store.get_run(new.id).await, Err(StoreError::NotFound)),
+                "{status}"
+            );
+        }
+    }
+}
+
+async fn start_only_from_queued(store: Arc<dyn Store>) {
+    let queued = insert(&store, new_run("git", "git_log", t0())).await;
+    let at = t0() + Duration::seconds(1);
+    let started = store.start_run(queued.id, None, "instance-a", at).await.unwrap();
+    let expected = Run {
+        status: RunStatus::Running,
+        started_at: Some(at),
+        instance: Some("instance-a".to_owned()),
+        ..queued.clone()
+    };
+    assert_eq!(started, Some(expected.clone()));
+
+    // A second claim, from anywhere, gets nothing and changes nothing.
+    let again = store
+        .start_run(queued.id, Some(9), "instance-b", at + Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(again, None);
+    assert_eq!(store.get_run(queued.id).await.unwrap(), expected);
+
+    // Not before approval, and not after the end.
+    let pending = insert(
+        &store,
+        NewRun {
+            status: RunStatus::PendingApproval,
+            ..new_run("git", "git_log", t0())
+        },
+    )
+    .await;
+    assert_eq!(
+        store.start_run(pending.id, None, "instance-a", at).await.unwrap(),
+        None
+    );
+    assert_eq!(store.get_run(pending.id).await.unwrap(), pending);
+
+    let done = insert(&store, new_run("git", "git_log", t0())).await;
+    let done = store
+        .finish_run(done.id, RunStatus::Cancelled, None, at)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store.start_run(done.id, None, "instance-a", at).await.unwrap(),
+        None
+    );
+    assert_eq!(store.get_run(done.id).await.unwrap(), done);
+}
+
+async fn set_pgid_only_while_running(store: Arc<dyn Store>) {
+    let run = insert(&store, new_run("git", "git_log", t0())).await;
+    // Not yet running: nothing to record a process group for.
+    let err = store.set_pgid(run.id, 100).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+
+    let started = store
+        .start_run(run.id, None, "instance-a", t0())
+        .await
+        .unwrap()
+        .unwrap();
+    store.set_pgid(run.id, 4321).await.unwrap();
+    let expected = Run {
+        pgid: Some(4321),
+        ..started
+    };
+    assert_eq!(store.get_run(run.id).await.unwrap(), expected);
+
+    // Cancelled between claim and spawn: the caller learns it must not keep
+    // the child, and the finished run is left as it was.
+    let finished = store
+        .finish_run(run.id, RunStatus::Cancelled, None, t0() + Duration::seconds(1))
+        .await
+        .unwrap()
+        .unwrap();
+    let err = store.set_pgid(run.id, 999).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+    assert_eq!(store.get_run(run.id).await.unwrap(), finished);
+    assert_eq!(finished.pgid, Some(4321));
+}
+
+async fn finish_only_once(store: Arc<dyn Store>) {
+    let run = insert(&store, new_run("git", "git_log", t0())).await;
+    let started_at = t0() + Duration::seconds(1);
+    store
+        .start_run(run.id, Some(55), "instance-a", started_at)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let finished_at = t0() + Duration::seconds(3);
+    let result = envelope(run.id, true);
+    let finished = store
+        .finish_run(run.id, RunStatus::Succeeded, Some(result.clone()), finished_at)
+        .await
+        .unwrap();
+    let expected = Run {
+        status: RunStatus::Succeeded,
+        started_at: Some(started_at),
+        finished_at: Some(finished_at),
+        result: Some(result),
+        pgid: Some(55),
+        instance: Some("instance-a".to_owned()),
+        ..run.clone()
+    };
+    assert_eq!(finished, Some(expected.clone()));
+
+    // Whatever comes later (a timeout firing late, a cancel) changes nothing.
+    for status in [
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Cancelled,
+        RunStatus::Interrupted,
+    ] {
+        let late = store
+            .finish_run(
+                run.id,
+                status,
+                Some(envelope(run.id, false)),
+                finished_at + Duration::seconds(1),
+            )
+            .await
+            .unwrap();
+        assert_eq!(late, None, "{status}");
+    }
+    assert_eq!(
+        store
+            .start_run(run.id, None, "instance-b", finished_at)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.interrupt_running(None, finished_at).await.unwrap(), 0);
+    assert_eq!(store.get_run(run.id).await.unwrap(), expected);
+
+    // "Finishing" into a live status is a bug in the caller, refused.
+    let other = insert(&store, new_run("git", "git_log", t0())).await;
+    for status in [RunStatus::PendingApproval, RunStatus::Queued, RunStatus::Running] {
+        let err = store
+            .finish_run(other.id, status, None, finished_at)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Other(_)), "{status}: {err:?}");
+    }
+    assert_eq!(store.get_run(other.id).await.unwrap(), other);
+}
+
+async fn pending_approval_can_be_denied(store: Arc<dyn Store>) {
+    let pending = insert(
+        &store,
+        NewRun {
+            status: RunStatus::PendingApproval,
+            approval_id: Some(Uuid::now_v7()),
+            ..new_run("git", "git_log", t0())
+        },
+    )
+    .await;
+    let at = t0() + Duration::seconds(30);
+    let denied = store
+        .finish_run(pending.id, RunStatus::Denied, None, at)
+        .await
+        .unwrap();
+    let expected = Run {
+        status: RunStatus::Denied,
+        finished_at: Some(at),
+        ..pending.clone()
+    };
+    assert_eq!(denied, Some(expected.clone()));
+    // A denied run never starts, and cannot be approved into anything else.
+    assert_eq!(
+        store.start_run(pending.id, None, "instance-a", at).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .finish_run(pending.id, RunStatus::Expired, None, at)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.get_run(pending.id).await.unwrap(), expected);
+
+    // The other ways out of pending_approval.
+    for status in [RunStatus::Expired, RunStatus::Cancelled] {
+        let pending = insert(
+            &store,
+            NewRun {
+                status: RunStatus::PendingApproval,
+                ..new_run("git", "git_log", t0())
+            },
+        )
+        .await;
+        let ended = store
+            .finish_run(pending.id, status, None, at)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            ended,
+            Run {
+                status,
+                finished_at: Some(at),
+                ..pending
+            }
+        );
+    }
+}
+
+async fn list_newest_first_with_cursor_pages(store: Arc<dyn Store>) {
+    // 25 runs, two per second: one on the whole second, one half a second
+    // later (a text encoding that drops trailing zeros sorts these wrongly),
+    // and two with the very same created_at, which only the id orders.
+    let base = Utc.with_ymd_and_hms(2024, 11, 22, 4, 41, 0).unwrap();
+    let mut created: Vec<DateTime<Utc>> = (0..25).map(|i| base + Duration::milliseconds(500 * i)).collect();
+    created[18] = created[17];
+    let mut news: Vec<NewRun> = created.iter().map(|at| new_run("git", "git_log", *at)).collect();
+    // Insertion order is not creation order.
+    news.reverse();
+    news.swap(3, 20);
+    news.swap(0, 12);
+    let mut inserted = Vec::new();
+    for new in news {
+        inserted.push(insert(&store, new).await);
+    }
+    let expected = newest_first(inserted);
+    // The tie sits at positions 6 and 7: exactly across the first page break.
+    assert_eq!(expected[6].created_at, expected[7].created_at);
+
+    let (runs, sizes) = all_pages(
+        &store,
+        RunFilter {
+            limit: 7,
+            ..RunFilter::default()
+        },
+    )
+    .await;
+    assert_eq!(sizes, [7, 7, 7, 4]);
+    assert_eq!(runs, expected);
+
+    // One page holding everything has no next page, even when full.
+    for limit in [25, 26, 500] {
+        let page = store
+            .list_runs(RunFilter {
+                limit,
+                ..RunFilter::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.runs, expected, "limit {limit}");
+        assert_eq!(page.next_cursor, None, "limit {limit}");
+    }
+
+    // A cursor is a position, not a snapshot: a run created later does not
+    // shift the pages after it.
+    let first = store
+        .list_runs(RunFilter {
+            limit: 10,
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(first.runs, expected[..10]);
+    insert(&store, new_run("git", "git_log", base + Duration::hours(1))).await;
+    let second = store
+        .list_runs(RunFilter {
+            limit: 10,
+            cursor: first.next_cursor.clone(),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(second.runs, expected[10..20]);
+}
+
+/// Which runs a filter should let through, checked in Rust.
+type Keep = Box<dyn Fn(&Run) -> bool + Send + Sync>;
+
+async fn list_filters(store: Arc<dyn Store>) {
+    let shapes = [
+        ("git", "git_log", RunStatus::Queued),
+        ("git", "git_log", RunStatus::Succeeded),
+        ("git", "git_status", RunStatus::Running),
+        ("git", "git_status", RunStatus::Succeeded),
+        ("fs", "read", RunStatus::PendingApproval),
+        ("fs", "read", RunStatus::Failed),
+        ("fs", "write", RunStatus::Denied),
+        ("web", "git_log", RunStatus::Succeeded), // the same tool name in another skill
+    ];
+    let mut runs = Vec::new();
+    for (i, (skill, tool, status)) in shapes.into_iter().cycle().take(24).enumerate() {
+        let at = t0() + Duration::seconds(i as i64);
+        let initial = if status == RunStatus::PendingApproval {
+            RunStatus::PendingApproval
+        } else {
+            RunStatus::Queued
+        };
+        let run = insert(
+            &store,
+            NewRun {
+                status: initial,
+                ..new_run(skill, tool, at)
+            },
+        )
+        .await;
+        let run = match status {
+            RunStatus::Queued | RunStatus::PendingApproval => run,
+            RunStatus::Running => store
+                .start_run(run.id, None, "instance-a", at)
+                .await
+                .unwrap()
+                .unwrap(),
+            other => store.finish_run(run.id, other, None, at).await.unwrap().unwrap(),
+        };
+        runs.push(run);
+    }
+    let runs = newest_first(runs);
+
+    let cases: Vec<(RunFilter, Keep)> = vec![
+        (RunFilter::default(), Box::new(|_| true)),
+        (
+            RunFilter {
+                tool: Some("git_log".to_owned()),
+                ..RunFilter::default()
+            },
+            Box::new(|r| r.tool == "git_log"),
+        ),
+        (
+            RunFilter {
+                skill: Some("fs".to_owned()),
+                ..RunFilter::default()
+            },
+            Box::new(|r| r.skill == "fs"),
+        ),
+        (
+            RunFilter {
+                status: Some(RunStatus::Succeeded),
+                ..RunFilter::default()
+            },
+            Box::new(|r| r.status == RunStatus::Succeeded),
+        ),
+        (
+            RunFilter {
+                skill: Some("git".to_owned()),
+                tool: Some("git_log".to_owned()),
+                status: Some(RunStatus::Succeeded),
+                ..RunFilter::default()
+            },
+            Box::new(|r| r.skill == "git" && r.tool == "git_log" && r.status == RunStatus::Succeeded),
+        ),
+        (
+            RunFilter {
+                tool: Some("nope".to_owned()),
+                ..RunFilter::default()
+            },
+            Box::new(|_| false),
+        ),
+        (
+            RunFilter {
+                status: Some(RunStatus::Interrupted),
+                ..RunFilter::default()
+            },
+            Box::new(|_| false),
+        ),
+    ];
+    for (filter, keep) in cases {
+        let expected: Vec<Run> = runs.iter().filter(|r| keep(r)).cloned().collect();
+        // In one page, and in pages of 2 (filters and cursor together).
+        let page = store.list_runs(filter.clone()).await.unwrap();
+        assert_eq!(page.runs, expected, "{filter:?}");
+        assert_eq!(page.next_cursor, None, "{filter:?}");
+        let (paged, _) = all_pages(
+            &store,
+            RunFilter {
+                limit: 2,
+                ..filter.clone()
+            },
+        )
+        .await;
+        assert_eq!(ids(&paged), ids(&expected), "{filter:?}");
+    }
+}
+
+async fn list_limit_is_clamped(store: Arc<dyn Store>) {
+    for i in 0..3 {
+        insert(&store, new_run("git", "git_log", t0() + Duration::seconds(i))).await;
+    }
+    let page = store
+        .list_runs(RunFilter {
+            limit: 0,
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.runs.len(), 1);
+    assert!(page.next_cursor.is_some());
+    let page = store
+        .list_runs(RunFilter {
+            limit: u32::MAX,
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.runs.len(), 3);
+    assert_eq!(page.next_cursor, None);
+}
+
+async fn invalid_cursor(store: Arc<dyn Store>) {
+    insert(&store, new_run("git", "git_log", t0())).await;
+    let valid = Uuid::now_v7().simple().to_string();
+    let bad = [
+        String::new(),
+        "garbage".to_owned(),
+        "12345".to_owned(),
+        format!("notanumber_{valid}"),
+        "1732249260123456_notauuid".to_owned(),
+        format!("99999999999999999999_{valid}"),
+        "'; drop table runs; --".to_owned(),
+    ];
+    for cursor in bad {
+        let err = store
+            .list_runs(RunFilter {
+                cursor: Some(cursor.clone()),
+                ..RunFilter::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::InvalidCursor), "{cursor:?}: {err:?}");
+    }
+    assert_eq!(store.list_runs(RunFilter::default()).await.unwrap().runs.len(), 1);
+}
+
+async fn interrupt_running_marks_only_running(store: Arc<dyn Store>) {
+    let mut make = Vec::new();
+    for (i, state) in [
+        "running@a",
+        "running@a",
+        "running@b",
+        "queued",
+        "pending",
+        "succeeded@a",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let at = t0() + Duration::seconds(i as i64);
+        let status = if state == "pending" {
+            RunStatus::PendingApproval
+        } else {
+            RunStatus::Queued
+        };
+        let run = insert(
+            &store,
+            NewRun {
+                status,
+                ..new_run("git", "git_log", at)
+            },
+        )
+        .await;
+        let run = match state.split_once('@') {
+            Some((what, instance)) => {
+                let run = store
+                    .start_run(run.id, Some(i as i32 + 100), instance, at)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                if what == "succeeded" {
+                    store
+                        .finish_run(run.id, RunStatus::Succeeded, Some(json!({"success": true})), at)
+                        .await
+                        .unwrap()
+                        .unwrap()
+                } else {
+                    run
+                }
+            }
+            None => run,
+        };
+        make.push(run);
+    }
+    let before = make;
+    let now = t0() + Duration::minutes(5);
+
+    // This instance's crash leaves the other instance's runs alone.
+    assert_eq!(store.interrupt_running(Some("a"), now).await.unwrap(), 2);
+    let interrupted = |run: &Run| Run {
+        status: RunStatus::Interrupted,
+        finished_at: Some(now),
+        ..run.clone()
+    };
+    let mut expected = before.clone();
+    expected[0] = interrupted(&before[0]);
+    expected[1] = interrupted(&before[1]);
+    for run in &expected {
+        assert_eq!(&store.get_run(run.id).await.unwrap(), run);
+    }
+    assert_eq!(store.interrupt_running(Some("a"), now).await.unwrap(), 0);
+    assert_eq!(store.interrupt_running(Some("nobody"), now).await.unwrap(), 0);
+
+    // Without an instance, every running run.
+    assert_eq!(store.interrupt_running(None, now).await.unwrap(), 1);
+    expected[2] = interrupted(&before[2]);
+    for run in &expected {
+        assert_eq!(&store.get_run(run.id).await.unwrap(), run);
+    }
+    assert_eq!(store.interrupt_running(None, now).await.unwrap(), 0);
+    // Interrupted is final.
+    assert_eq!(
+        store
+            .finish_run(before[0].id, RunStatus::Succeeded, None, now)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+async fn concurrent_start_has_one_winner(store: Arc<dyn Store>) {
+    for round in 0..10 {
+        let run = insert(&store, new_run("git", "git_log", t0() + Duration::seconds(round))).await;
+        let barrier = Arc::new(tokio::sync::Barrier::new(8));
+        let tasks: Vec<_> = (0..8)
+            .map(|task| {
+                let store = store.clone();
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    let instance = format!("instance-{task}");
+                    barrier.wait().await;
+                    let won = store
+                        .start_run(run.id, Some(task), &instance, t0())
+                        .await
+                        .unwrap();
+                    won.map(|run| (task, run))
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            winners.extend(task.await.unwrap());
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let (task, won) = winners.remove(0);
+        assert_eq!(won.instance, Some(format!("instance-{task}")));
+        assert_eq!(won.pgid, Some(task));
+        assert_eq!(store.get_run(run.id).await.unwrap(), won);
+    }
+}
+
+async fn concurrent_finish_has_one_winner(store: Arc<dyn Store>) {
+    let statuses = [
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Cancelled,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Cancelled,
+    ];
+    for round in 0..5 {
+        let run = insert(&store, new_run("git", "git_log", t0() + Duration::seconds(round))).await;
+        store
+            .start_run(run.id, None, "instance-a", t0())
+            .await
+            .unwrap()
+            .unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(statuses.len()));
+        let tasks: Vec<_> = statuses
+            .into_iter()
+            .enumerate()
+            .map(|(task, status)| {
+                let store = store.clone();
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let result = json!({"task": task});
+                    store
+                        .finish_run(run.id, status, Some(result), t0())
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            winners.extend(task.await.unwrap());
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        assert_eq!(store.get_run(run.id).await.unwrap(), winners[0]);
+    }
+}
+
+async fn ping_works(store: Arc<dyn Store>) {
+    store.ping().await.unwrap();
+    // And keeps working under concurrent use.
+    let pings: Vec<_> = (0..16)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.ping().await })
+        })
+        .collect();
+    for ping in pings {
+        ping.await.unwrap().unwrap();
+    }
+}
+
+async fn restart_keeps_every_run(url: String) {
+    let store = open(&url).await;
+    let queued = insert(&store, new_run("git", "git_log", t0())).await;
+    let pending = insert(
+        &store,
+        NewRun {
+            status: RunStatus::PendingApproval,
+            requested_by: Some("bob".to_owned()),
+            approval_id: Some(Uuid::now_v7()),
+            ..new_run("fs", "write", t0() + Duration::seconds(1))
+        },
+    )
+    .await;
+    let running = insert(&store, new_run("git", "git_status", t0() + Duration::seconds(2))).await;
+    let running = store
+        .start_run(running.id, Some(31337), "instance-a", t0())
+        .await
+        .unwrap()
+        .unwrap();
+    let done = insert(&store, new_run("git", "git_log", t0() + Duration::seconds(3))).await;
+    store
+        .start_run(done.id, None, "instance-a", t0())
+        .await
+        .unwrap()
+        .unwrap();
+    let done = store
+        .finish_run(done.id, RunStatus::Succeeded, Some(envelope(done.id, true)), t0())
+        .await
+        .unwrap()
+        .unwrap();
+    let before = store.list_runs(RunFilter::default()).await.unwrap();
+    assert_eq!(
+        before.runs,
+        newest_first(vec![queued, pending, running.clone(), done])
+    );
+    drop(store);
+
+    // The migrations run again on the same database and change nothing.
+    let store = open(&url).await;
+    assert_eq!(store.list_runs(RunFilter::default()).await.unwrap(), before);
+    for run in &before.runs {
+        assert_eq!(&store.get_run(run.id).await.unwrap(), run);
+    }
+    // The recovery a restart does: the orphaned run is interrupted.
+    let now = t0() + Duration::minutes(1);
+    assert_eq!(store.interrupt_running(None, now).await.unwrap(), 1);
+    assert_eq!(
+        store.get_run(running.id).await.unwrap(),
+        Run {
+            status: RunStatus::Interrupted,
+            finished_at: Some(now),
+            ..running
+        }
+    );
+}
+
+// ---- backend-specific ------------------------------------------------------
+
+#[tokio::test]
+async fn connect_rejects_unknown_schemes() {
+    for url in [
+        "mysql://root:hunter2@db/skilld",
+        "skilld.db",
+        "",
+        "http://localhost/",
+    ] {
+        let Err(err) = store::connect(url).await else {
+            panic!("{url:?} connected");
+        };
+        let message = err.to_string();
+        assert!(matches!(err, StoreError::Other(_)), "{url:?}: {err:?}");
+        assert!(
+            message.contains("sqlite://") && message.contains("postgres://"),
+            "{message}"
+        );
+        assert!(!message.contains("hunter2"), "{message}");
+    }
+    let Err(err) = store::connect("mysql://root:hunter2@db/skilld").await else {
+        unreachable!()
+    };
+    assert!(err.to_string().contains("'mysql'"), "{err}");
+}
+
+#[tokio::test]
+async fn sqlite_creates_its_directory_and_runs_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/nested/skilld.db");
+    let store = store::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(store.backend(), "sqlite");
+    assert!(path.is_file());
+    store.ping().await.unwrap();
+
+    // WAL is a property of the file: a plain connection sees it too.
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let mode: String = sqlx::query_scalar("pragma journal_mode")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+
+    // The `sqlite:` form without slashes works too.
+    let other = dir.path().join("other.db");
+    let store = store::connect(&format!("sqlite:{}", other.display()))
+        .await
+        .unwrap();
+    store.ping().await.unwrap();
+    assert!(other.is_file());
+}
+
+#[tokio::test]
+async fn unreachable_postgres_is_unavailable() {
+    // Nothing listens on port 1; after the pool's acquire timeout the store
+    // reports itself unavailable (HTTP 503), not a generic failure.
+    let Err(err) = store::connect("postgres://postgres@127.0.0.1:1/test").await else {
+        panic!("connected to port 1");
+    };
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
