@@ -22,6 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(invoke_tool))
         .routes(routes!(invoke_skill_tool))
+        .routes(routes!(run_command))
 }
 
 /// The body of an invoke call.
@@ -151,6 +152,55 @@ async fn invoke_skill_tool(
         .position(|e| e.skill == si && catalog.skills[si].tools[e.tool].name == p.tool)
         .ok_or_else(|| ApiError::not_found("tool", format!("{}/{}", p.skill, p.tool)))?;
     invoke(&state, &catalog, index, q, &headers, body).await
+}
+
+/// A command alias in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct CommandPath {
+    /// The alias, without its `/`.
+    pub command: String,
+}
+
+/// Run a command alias (seed 004): a `prompt_rewrite` skill answers with
+/// its instructions; a `tool_dispatch` skill invokes its `command_tool`
+/// exactly as `POST /tools/{tool}/invoke` would.
+#[utoipa::path(post, path = "/commands/{command}", tag = "invoke", params(CommandPath, InvokeQuery),
+    request_body(content = InvokeRequest, description = "Arguments for a tool_dispatch command; an empty body means none"),
+    responses(
+        (status = 200, description = "The instructions (prompt_rewrite), or the envelope of the dispatched tool", content(
+            (crate::http::skills::SkillPrompt = "application/json"),
+            (Envelope = "application/json"),
+            (DryRun = "application/json"),
+        )),
+        (status = 202, description = "Accepted; follow the run at `Location`", body = InvokeAccepted),
+        (status = 400, description = "The body is not JSON or not an invoke request", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such command", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The command's tool name is ambiguous", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many runs at once; see Retry-After", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn run_command(
+    State(state): State<AppState>,
+    Path(p): Path<CommandPath>,
+    Query(q): Query<InvokeQuery>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<InvokeRequest>,
+) -> Result<Response> {
+    let catalog = state.catalog.current();
+    let name = p.command.strip_prefix('/').unwrap_or(&p.command);
+    let entry = catalog
+        .command(name)
+        .ok_or_else(|| ApiError::not_found("command", name))?;
+    let skill = catalog.skills[entry.skill].clone();
+    match (skill.invocation_mode, &skill.command_tool) {
+        (crate::skill::InvocationMode::ToolDispatch, Some(tool)) => {
+            let index = resolve_tool(&catalog, tool)?;
+            invoke(&state, &catalog, index, q, &headers, body).await
+        }
+        _ => Ok(Json(crate::http::skills::SkillPrompt::new(&skill)).into_response()),
+    }
 }
 
 async fn invoke(

@@ -235,12 +235,17 @@ async fn get_skill_prompt(
         )
             .into_response());
     }
-    Ok(Json(SkillPrompt {
-        skill: skill.name.clone(),
-        instructions: skill.instructions.clone(),
-        references: skill.references().map(|f| f.path.clone()).collect(),
-    })
-    .into_response())
+    Ok(Json(SkillPrompt::new(skill)).into_response())
+}
+
+impl SkillPrompt {
+    pub fn new(skill: &Skill) -> Self {
+        Self {
+            skill: skill.name.clone(),
+            instructions: skill.instructions.clone(),
+            references: skill.references().map(|f| f.path.clone()).collect(),
+        }
+    }
 }
 
 /// A skill's file in a path.

@@ -665,3 +665,51 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
         "the TERM-ignoring group was killed"
     );
 }
+
+#[tokio::test]
+async fn commands_dispatch_or_answer_instructions() {
+    let server = TestServer::start(corpus_options()).await;
+    // `status` is tool_dispatch → git_status, run exactly like the invoke route.
+    let res = client()
+        .post(server.url("/commands/status"))
+        .json(&json!({"arguments": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let env: Value = res.json().await.unwrap();
+    assert_eq!(
+        (env["skill"].as_str(), env["tool"].as_str()),
+        (Some("git"), Some("git_status"))
+    );
+    assert_eq!(env["success"], true, "{env}");
+    assert!(
+        env["output"].as_str().unwrap().starts_with("## "),
+        "git status --short --branch: {env}"
+    );
+    let run = get_json(&server, &format!("/runs/{}", env["run_id"].as_str().unwrap())).await;
+    assert_eq!(run["tool"], "git_status");
+
+    // `plan` is prompt_rewrite: its instructions come back, nothing runs.
+    let res = client().post(server.url("/commands/plan")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let prompt: Value = res.json().await.unwrap();
+    assert_eq!(prompt["skill"], "plan_compiler");
+    assert!(
+        prompt["instructions"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Plan Compiler")
+    );
+    assert_eq!(get_json(&server, "/runs?tool=plan").await["runs"], json!([]));
+
+    let res = client().post(server.url("/commands/nope")).send().await.unwrap();
+    assert_eq!(res.status(), 404);
+    let res = client()
+        .post(server.url("/commands/status?dry_run=true"))
+        .send()
+        .await
+        .unwrap();
+    let dry: Value = res.json().await.unwrap();
+    assert_eq!(dry["argv"], json!(["git", "status", "--short", "--branch"]));
+}

@@ -9,6 +9,7 @@ mod invoke;
 mod openapi;
 mod props;
 mod python_client;
+mod recovery;
 mod reload;
 mod robust;
 mod runner;

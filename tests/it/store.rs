@@ -76,7 +76,7 @@ where
 /// Runs `body` with the URL of a fresh schema in the test PostgreSQL, dropped
 /// afterwards even when `body` panics, so tests running at the same time (in
 /// this binary or another checkout's) never see each other's rows.
-async fn on_postgres<F, Fut>(body: F)
+pub async fn on_postgres<F, Fut>(body: F)
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
