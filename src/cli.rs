@@ -378,7 +378,7 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
         let prepared = invoker
             .prepare(&catalog, index, &arguments, mode)
             .map_err(failure)?;
-        let live = invoker.start(prepared).await.map_err(failure)?;
+        let (live, _) = invoker.start(prepared).await.map_err(failure)?;
         let envelope = live
             .finished()
             .await

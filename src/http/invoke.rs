@@ -228,12 +228,12 @@ async fn invoke(
     if prepared.decision.decision == Verdict::Deny {
         return Err(ApiError::Forbidden(prepared.decision.reason));
     }
-    let live = invoker.start(prepared).await?;
+    let (live, events) = invoker.start(prepared).await?;
     let run_url = format!("/runs/{}", live.id);
     if wants(headers, header::ACCEPT, "text/event-stream") {
-        let events = live.subscribe();
         return Ok(event_stream(live, events, None).into_response());
     }
+    drop(events);
     if wants(
         headers,
         header::HeaderName::from_static("prefer"),

@@ -40,16 +40,18 @@ impl LiveRun {
         let _ = self.events.send(event);
     }
 
-    /// A sender for the runner's output chunks, forwarded as events.
-    pub fn output_sender(self: &Arc<Self>) -> mpsc::Sender<runner::Event> {
+    /// A sender for the runner's output chunks, forwarded as events. Await
+    /// the handle after the runner returns (and drops the sender), so every
+    /// chunk is out before the result.
+    pub fn output_sender(self: &Arc<Self>) -> (mpsc::Sender<runner::Event>, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<runner::Event>(64);
         let this = self.clone();
-        tokio::spawn(async move {
+        let forwarder = tokio::spawn(async move {
             while let Some(runner::Event::Output(chunk)) = rx.recv().await {
                 this.send(RunEvent::Output(chunk));
             }
         });
-        tx
+        (tx, forwarder)
     }
 
     /// Waits for the end; `None` inside when it never ran.
@@ -79,8 +81,10 @@ pub struct Runs {
 }
 
 impl Runs {
-    pub fn register(&self, id: Uuid) -> Result<Arc<LiveRun>, ApiError> {
-        let (events, _) = broadcast::channel(256);
+    /// Registers a run, with a receiver subscribed before anything of the
+    /// run can happen.
+    pub fn register(&self, id: Uuid) -> Result<(Arc<LiveRun>, broadcast::Receiver<RunEvent>), ApiError> {
+        let (events, first) = broadcast::channel(256);
         let (done, _) = watch::channel(None);
         let run = Arc::new(LiveRun {
             id,
@@ -89,7 +93,7 @@ impl Runs {
             done,
         });
         self.lock().insert(id, run.clone());
-        Ok(run)
+        Ok((run, first))
     }
 
     pub fn get(&self, id: Uuid) -> Option<Arc<LiveRun>> {

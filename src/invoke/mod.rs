@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
 use uuid::Uuid;
 
 /// How runs are carried out on this server.
@@ -199,8 +199,11 @@ impl Invoker {
     }
 
     /// Records the call and starts it in the background. The returned live
-    /// run says when it is done; subscribe to its events before awaiting.
-    pub async fn start(self: &Arc<Self>, prepared: Prepared) -> Result<Arc<LiveRun>, ApiError> {
+    /// run says when it is done; the receiver sees every event of the run.
+    pub async fn start(
+        self: &Arc<Self>,
+        prepared: Prepared,
+    ) -> Result<(Arc<LiveRun>, broadcast::Receiver<RunEvent>), ApiError> {
         if self.runs.is_closed() {
             return Err(ApiError::Unavailable("the server is shutting down".to_owned()));
         }
@@ -221,14 +224,14 @@ impl Invoker {
         };
         // Fail closed: what cannot be recorded does not run.
         self.store.insert_run(record).await.map_err(store_error)?;
-        let live = self.runs.register(id)?;
+        let (live, events) = self.runs.register(id)?;
         let this = self.clone();
         let task_live = live.clone();
         tokio::spawn(async move {
             let _permits = permits;
             this.execute(task_live, prepared).await;
         });
-        Ok(live)
+        Ok((live, events))
     }
 
     /// Runs a recorded call to its end and records the outcome.
@@ -284,7 +287,7 @@ impl Invoker {
         };
 
         let store = self.store.clone();
-        let events = live.output_sender();
+        let (events, forwarder) = live.output_sender();
         let outcome = runner::run(spec, live.cancel.clone(), Some(events), move |pgid| {
             tokio::spawn(async move {
                 if let Err(e) = store.set_pgid(id, pgid).await {
@@ -293,6 +296,9 @@ impl Invoker {
             });
         })
         .await;
+        // The runner dropped its sender: this ends once every chunk is out
+        // (bounded, should a stray clone of the sender linger).
+        let _ = tokio::time::timeout(Duration::from_secs(2), forwarder).await;
 
         let mut envelope = Envelope::from_outcome(id, &p, &outcome);
         if let Some(dir) = &sandbox {

@@ -13,5 +13,6 @@ mod recovery;
 mod reload;
 mod robust;
 mod runner;
+mod server_process;
 mod sources;
 mod store;
