@@ -143,6 +143,26 @@ fn read_all(paths: &[PathBuf]) -> usize {
     total.into_inner()
 }
 
+/// User + system CPU time of this process so far (every thread, live or
+/// exited), from `/proc/self/stat`; `None` off Linux. Ticks are assumed to
+/// be the usual 100 Hz, so this is good to about 10 ms.
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// The 1-minute load average, to tell a busy machine from a slow build.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "n/a".to_owned())
+}
+
 fn sorted(mut v: Vec<Duration>) -> Vec<Duration> {
     v.sort();
     v
@@ -187,12 +207,12 @@ fn scan(root: &Path) -> Vec<PathBuf> {
 }
 
 /// `load_skill` over every directory on `workers()` threads, as the loader
-/// hands the work out. Returns how many skills loaded.
-fn load_all(dirs: &[PathBuf], opts: &CatalogOptions) -> usize {
+/// hands the work out. Returns what loaded (for the caller to drop untimed).
+fn load_all(dirs: &[PathBuf], opts: &CatalogOptions) -> Vec<Loaded> {
     let cache = PathCache::new(std::env::var_os("PATH"));
     let root = &opts.roots[0];
     let next = AtomicUsize::new(0);
-    let ok = AtomicUsize::new(0);
+    let all = std::sync::Mutex::new(Vec::with_capacity(dirs.len()));
     std::thread::scope(|scope| {
         for _ in 0..workers().min(dirs.len().max(1)) {
             scope.spawn(|| {
@@ -209,25 +229,32 @@ fn load_all(dirs: &[PathBuf], opts: &CatalogOptions) -> usize {
                     let Some(dir) = dirs.get(i) else { break };
                     local.push(load_skill(dir, &lo));
                 }
-                ok.fetch_add(
-                    local.iter().filter(|l| l.skill.is_some()).count(),
-                    Ordering::Relaxed,
-                );
+                all.lock().expect("results").extend(local);
             });
         }
     });
-    ok.into_inner()
+    all.into_inner().expect("results")
 }
 
-/// Times one closure `LOAD_RUNS` times; returns the median.
-fn time_median(mut f: impl FnMut()) -> Duration {
+/// Times one closure `LOAD_RUNS` times; the medians of wall-clock and of
+/// process CPU time (every thread), the latter `None` off Linux. What the
+/// closure returns is dropped after the clock stops.
+fn time_median<T>(mut f: impl FnMut() -> T) -> (Duration, Option<Duration>) {
     let mut times = Vec::with_capacity(LOAD_RUNS);
+    let mut cpus = Vec::with_capacity(LOAD_RUNS);
     for _ in 0..LOAD_RUNS {
-        let start = Instant::now();
-        f();
+        let (start, cpu) = (Instant::now(), cpu_time());
+        let out = f();
         times.push(start.elapsed());
+        cpus.push(
+            cpu_time()
+                .zip(cpu)
+                .map(|(after, before)| after.saturating_sub(before)),
+        );
+        drop(out);
     }
-    median(&sorted(times))
+    let cpus: Option<Vec<Duration>> = cpus.into_iter().collect();
+    (median(&sorted(times)), cpus.map(|c| median(&sorted(c))))
 }
 
 struct Latency {
@@ -283,21 +310,28 @@ fn main() {
     // Interleave the two so drift on a noisy machine hits both alike.
     let mut loads = Vec::with_capacity(LOAD_RUNS);
     let mut reads = Vec::with_capacity(LOAD_RUNS);
+    let mut build_cpu = Vec::with_capacity(LOAD_RUNS);
     for _ in 0..LOAD_RUNS {
         let start = Instant::now();
         let n = read_all(&paths);
         reads.push(start.elapsed());
         assert_eq!(n, bytes);
 
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), cpu_time());
         let catalog = Catalog::build(&opts, None);
         loads.push(start.elapsed());
+        build_cpu.push(
+            cpu_time()
+                .zip(cpu)
+                .map(|(after, before)| after.saturating_sub(before)),
+        );
         check(&catalog);
         drop(catalog);
     }
     let (loads, reads) = (sorted(loads), sorted(reads));
     let (load_min, load_med) = (loads[0], median(&loads));
     let (read_min, read_med) = (reads[0], median(&reads));
+    let build_cpu: Option<Vec<Duration>> = build_cpu.into_iter().collect();
 
     println!();
     println!("== catalog load ({LOAD_RUNS} runs, {bytes} bytes of SKILL.md) ==");
@@ -316,38 +350,55 @@ fn main() {
         ratio(load_min, read_min),
         ratio(load_med, read_med)
     );
+    if let Some(cpu) = build_cpu {
+        let cpu = median(&sorted(cpu));
+        println!(
+            "Catalog::build CPU (all threads, median) {} = {:.2} cores busy of {}; load average {}",
+            ms(cpu),
+            ratio(cpu, load_med),
+            workers(),
+            load_average()
+        );
+    }
 
     // Where the build's time goes, phase by phase, through public APIs.
+    // CPU time is shown beside wall time: on a busy machine wall time
+    // stretches, CPU time much less.
     let catalog = Catalog::build(&opts, None);
     let dirs = scan(&root);
     assert_eq!(dirs.len(), SKILLS, "skill directories found");
-    let scan_med = time_median(|| assert_eq!(scan(&root).len(), SKILLS));
-    let parse_med = time_median(|| assert_eq!(load_all(&dirs, &opts), SKILLS));
-    let export_med = time_median(|| drop(Exports::build(&catalog.skills, &catalog.tools)));
-    let rest = load_med.saturating_sub(scan_med + parse_med + export_med);
+    let phases = [
+        ("scan root (read_dir + is_file)", time_median(|| scan(&root))),
+        (
+            "load_skill x each dir (parallel)",
+            time_median(|| {
+                let loaded = load_all(&dirs, &opts);
+                assert_eq!(loaded.iter().filter(|l| l.skill.is_some()).count(), SKILLS);
+                loaded
+            }),
+        ),
+        (
+            "Exports::build (6 formats)",
+            time_median(|| Exports::build(&catalog.skills, &catalog.tools)),
+        ),
+    ];
     drop(catalog);
-    let share = |d: Duration| 100.0 * ratio(d, load_med);
-    println!("-- phases of Catalog::build (median of {LOAD_RUNS}) --");
+    let accounted: Duration = phases.iter().map(|(_, (wall, _))| *wall).sum();
+    println!("-- phases of Catalog::build (medians of {LOAD_RUNS}; % of the build's median wall time) --");
+    let cpu_ms = |c: Option<Duration>| c.map_or_else(|| "n/a".to_owned(), ms);
+    for (label, (wall, cpu)) in &phases {
+        println!(
+            "  {label:<36} wall {:>12} {:>5.1}%   cpu {:>12}",
+            ms(*wall),
+            100.0 * ratio(*wall, load_med),
+            cpu_ms(*cpu)
+        );
+    }
     println!(
-        "  scan root (read_dir + is_file)       {:>12}  {:>5.1}%",
-        ms(scan_med),
-        share(scan_med)
-    );
-    println!(
-        "  load_skill x {SKILLS} ({} threads)     {:>12}  {:>5.1}%",
-        workers(),
-        ms(parse_med),
-        share(parse_med)
-    );
-    println!(
-        "  Exports::build (6 formats)           {:>12}  {:>5.1}%",
-        ms(export_med),
-        share(export_med)
-    );
-    println!(
-        "  rest (clone, assemble, cross_check) {:>12}  {:>5.1}%",
-        ms(rest),
-        share(rest)
+        "  {:<36} wall {:>12} {:>5.1}%   (by difference; noisy)",
+        "rest (clone, assemble, cross_check)",
+        ms(load_med.saturating_sub(accounted)),
+        100.0 * ratio(load_med.saturating_sub(accounted), load_med)
     );
 
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -85,11 +85,15 @@ pub struct ToolInfo {
 
 impl ToolInfo {
     pub fn new(skill: &Skill, tool: &Tool) -> Self {
+        Self::with_schema(skill, tool, json_schema(tool))
+    }
+
+    fn with_schema(skill: &Skill, tool: &Tool, parameters: Value) -> Self {
         Self {
             name: tool.name.clone(),
             skill: skill.name.clone(),
             description: tool.description.clone(),
-            parameters: json_schema(tool),
+            parameters,
             read_only: skill.read_only,
             always_ask: skill.always_ask,
             timeout_secs: skill.timeout_secs,
@@ -274,24 +278,30 @@ pub enum ToolExport {
 }
 
 /// One tool in one JSON format, serialised.
-fn fragment(format: Format, skill: &Skill, tool: &Tool, name: &str) -> serde_json::Result<Vec<u8>> {
+fn fragment(
+    format: Format,
+    skill: &Skill,
+    tool: &Tool,
+    name: &str,
+    schema: &Value,
+) -> serde_json::Result<Vec<u8>> {
     let name = name.to_owned();
     let description = tool.description.clone();
     match format {
-        Format::Native => serde_json::to_vec(&ToolInfo::new(skill, tool)),
+        Format::Native => serde_json::to_vec(&ToolInfo::with_schema(skill, tool, schema.clone())),
         Format::Openai => serde_json::to_vec(&OpenAiTool {
             kind: "function".to_owned(),
             function: OpenAiFunction {
                 name,
                 description,
-                parameters: json_schema(tool),
+                parameters: schema.clone(),
                 strict: openai_strict(tool),
             },
         }),
         Format::Anthropic => serde_json::to_vec(&AnthropicTool {
             name,
             description,
-            input_schema: json_schema(tool),
+            input_schema: schema.clone(),
         }),
         Format::Gemini => serde_json::to_vec(&GeminiFunction {
             name,
@@ -301,7 +311,7 @@ fn fragment(format: Format, skill: &Skill, tool: &Tool, name: &str) -> serde_jso
         Format::Mcp => serde_json::to_vec(&McpTool {
             name,
             description,
-            input_schema: json_schema(tool),
+            input_schema: schema.clone(),
             annotations: McpAnnotations {
                 read_only_hint: skill.read_only,
                 destructive_hint: !skill.read_only,
@@ -352,49 +362,58 @@ impl Exports {
             .iter()
             .flat_map(|m| m.iter().map(String::as_str))
             .collect();
-        let formats = Format::ALL
+        // Each tool's schema is built once and shared by every format.
+        let schemas: Vec<Value> = tools
             .iter()
-            .map(|&format| {
-                let fragments: Vec<Bytes> = tools
-                    .iter()
-                    .map(|e| {
-                        let skill = &skills[e.skill];
-                        let tool = &skill.tools[e.tool];
-                        // Serialising owned strings and JSON values cannot fail.
-                        Bytes::from(fragment(format, skill, tool, &e.export_name).unwrap_or_default())
-                    })
-                    .collect();
-                let all = assemble(format, fragments.iter());
-                let by_mode = all_modes
-                    .iter()
-                    .map(|&m| {
-                        let body = assemble(
-                            format,
-                            fragments
-                                .iter()
-                                .zip(&tool_modes)
-                                .filter(|(_, tm)| in_mode(tm, m))
-                                .map(|(f, _)| f),
-                        );
-                        (m.to_owned(), body)
-                    })
-                    .collect();
-                let global_only = assemble(
-                    format,
-                    fragments
-                        .iter()
-                        .zip(&tool_modes)
-                        .filter(|(_, tm)| in_mode(tm, "global"))
-                        .map(|(f, _)| f),
-                );
-                FormatExport {
-                    fragments,
-                    all,
-                    by_mode,
-                    global_only,
-                }
-            })
+            .map(|e| json_schema(&skills[e.skill].tools[e.tool]))
             .collect();
+        let build = |format: Format| {
+            let fragments: Vec<Bytes> = tools
+                .iter()
+                .zip(&schemas)
+                .map(|(e, schema)| {
+                    let skill = &skills[e.skill];
+                    let tool = &skill.tools[e.tool];
+                    // Serialising owned strings and JSON values cannot fail.
+                    Bytes::from(fragment(format, skill, tool, &e.export_name, schema).unwrap_or_default())
+                })
+                .collect();
+            let all = assemble(format, fragments.iter());
+            // A filter that keeps every tool shares the full body.
+            let select = |mode: &str| -> Bytes {
+                let kept: Vec<&Bytes> = fragments
+                    .iter()
+                    .zip(&tool_modes)
+                    .filter(|(_, tm)| in_mode(tm, mode))
+                    .map(|(f, _)| f)
+                    .collect();
+                if kept.len() == fragments.len() {
+                    all.clone()
+                } else {
+                    assemble(format, kept.into_iter())
+                }
+            };
+            let by_mode = all_modes.iter().map(|&m| (m.to_owned(), select(m))).collect();
+            let global_only = select("global");
+            FormatExport {
+                fragments,
+                all,
+                by_mode,
+                global_only,
+            }
+        };
+        // The formats are independent: build them side by side.
+        let formats: Vec<FormatExport> = std::thread::scope(|scope| {
+            let handles: Vec<_> = Format::ALL
+                .iter()
+                .map(|&f| scope.spawn(move || build(f)))
+                .collect();
+            handles
+                .into_iter()
+                .zip(Format::ALL)
+                .map(|(h, f)| h.join().unwrap_or_else(|_| build(f)))
+                .collect()
+        });
         Self {
             formats,
             tool_modes,
@@ -436,9 +455,11 @@ fn in_mode(modes: &[String], mode: &str) -> bool {
 
 fn assemble<'a>(format: Format, parts: impl Iterator<Item = &'a Bytes>) -> Bytes {
     let (open, sep, close) = format.frame();
-    let mut out = Vec::with_capacity(1024);
+    let parts: Vec<&Bytes> = parts.collect();
+    let len = open.len() + close.len() + parts.iter().map(|p| p.len() + sep.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(len);
     out.extend_from_slice(open.as_bytes());
-    for (i, p) in parts.enumerate() {
+    for (i, p) in parts.into_iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(sep.as_bytes());
         }

@@ -320,12 +320,18 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
 
     let blocks = markdown::tool_blocks(body);
     let scripts_dir = dir.join("scripts");
-    let entrypoint = ENTRYPOINTS
-        .iter()
-        .map(|e| scripts_dir.join(e))
-        .find(|p| p.is_file());
+    // Tool blocks decide the dialect; only without them do scripts matter.
+    let has_scripts = blocks.is_empty() && scripts_dir.is_dir();
+    let entrypoint = if has_scripts {
+        ENTRYPOINTS
+            .iter()
+            .map(|e| scripts_dir.join(e))
+            .find(|p| p.is_file())
+    } else {
+        None
+    };
     let declares_entrypoint = ["lang", "image", "resources"].iter().any(|k| fm.contains_key(*k));
-    let scripts = if blocks.is_empty() {
+    let scripts = if has_scripts {
         list_scripts(&scripts_dir, opts.runtimes)
     } else {
         Vec::new()
