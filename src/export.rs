@@ -9,6 +9,7 @@ use crate::policy::{RequiresApproval, requires_approval};
 use crate::skill::{Param, ParamType, Skill, Tool, Trust};
 use axum::body::Bytes;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -75,7 +76,7 @@ pub struct ToolInfo {
     pub description: String,
     /// A JSON Schema (2020-12) object for the arguments.
     #[schema(value_type = Object)]
-    pub parameters: Value,
+    pub parameters: Box<RawValue>,
     pub read_only: bool,
     pub always_ask: bool,
     pub timeout_secs: u64,
@@ -85,10 +86,10 @@ pub struct ToolInfo {
 
 impl ToolInfo {
     pub fn new(skill: &Skill, tool: &Tool) -> Self {
-        Self::with_schema(skill, tool, json_schema(tool))
+        Self::with_schema(skill, tool, raw(&json_schema(tool)))
     }
 
-    fn with_schema(skill: &Skill, tool: &Tool, parameters: Value) -> Self {
+    fn with_schema(skill: &Skill, tool: &Tool, parameters: Box<RawValue>) -> Self {
         Self {
             name: tool.name.clone(),
             skill: skill.name.clone(),
@@ -101,6 +102,12 @@ impl ToolInfo {
             requires_approval: requires_approval(skill),
         }
     }
+}
+
+/// A JSON value serialised once, to be embedded in many documents.
+fn raw(v: &Value) -> Box<RawValue> {
+    // Serialising a JSON value cannot fail; `null` is a valid fallback.
+    serde_json::value::to_raw_value(v).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 /// The JSON Schema of a tool's arguments.
@@ -191,7 +198,7 @@ pub struct OpenAiFunction {
     pub name: String,
     pub description: String,
     #[schema(value_type = Object)]
-    pub parameters: Value,
+    pub parameters: Box<RawValue>,
     pub strict: bool,
 }
 
@@ -201,7 +208,7 @@ pub struct AnthropicTool {
     pub name: String,
     pub description: String,
     #[schema(value_type = Object)]
-    pub input_schema: Value,
+    pub input_schema: Box<RawValue>,
 }
 
 /// Gemini's function declaration.
@@ -211,7 +218,7 @@ pub struct GeminiFunction {
     pub description: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub parameters: Option<Value>,
+    pub parameters: Option<Box<RawValue>>,
 }
 
 /// An MCP tool as `tools/list` lists it.
@@ -221,7 +228,7 @@ pub struct McpTool {
     pub description: String,
     #[serde(rename = "inputSchema")]
     #[schema(value_type = Object)]
-    pub input_schema: Value,
+    pub input_schema: Box<RawValue>,
     pub annotations: McpAnnotations,
 }
 
@@ -283,35 +290,35 @@ fn fragment(
     skill: &Skill,
     tool: &Tool,
     name: &str,
-    schema: &Value,
+    schema: &RawValue,
 ) -> serde_json::Result<Vec<u8>> {
     let name = name.to_owned();
     let description = tool.description.clone();
     match format {
-        Format::Native => serde_json::to_vec(&ToolInfo::with_schema(skill, tool, schema.clone())),
+        Format::Native => serde_json::to_vec(&ToolInfo::with_schema(skill, tool, schema.to_owned())),
         Format::Openai => serde_json::to_vec(&OpenAiTool {
             kind: "function".to_owned(),
             function: OpenAiFunction {
                 name,
                 description,
-                parameters: schema.clone(),
+                parameters: schema.to_owned(),
                 strict: openai_strict(tool),
             },
         }),
         Format::Anthropic => serde_json::to_vec(&AnthropicTool {
             name,
             description,
-            input_schema: schema.clone(),
+            input_schema: schema.to_owned(),
         }),
         Format::Gemini => serde_json::to_vec(&GeminiFunction {
             name,
             description,
-            parameters: gemini_parameters(tool),
+            parameters: gemini_parameters(tool).as_ref().map(raw),
         }),
         Format::Mcp => serde_json::to_vec(&McpTool {
             name,
             description,
-            input_schema: schema.clone(),
+            input_schema: schema.to_owned(),
             annotations: McpAnnotations {
                 read_only_hint: skill.read_only,
                 destructive_hint: !skill.read_only,
@@ -363,9 +370,9 @@ impl Exports {
             .flat_map(|m| m.iter().map(String::as_str))
             .collect();
         // Each tool's schema is built once and shared by every format.
-        let schemas: Vec<Value> = tools
+        let schemas: Vec<Box<RawValue>> = tools
             .iter()
-            .map(|e| json_schema(&skills[e.skill].tools[e.tool]))
+            .map(|e| raw(&json_schema(&skills[e.skill].tools[e.tool])))
             .collect();
         let build = |format: Format| {
             let fragments: Vec<Bytes> = tools
