@@ -166,8 +166,22 @@ fn join_continued_lines(src: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(src.len());
     let mut chars = src.chars().peekable();
     let (mut single, mut double) = (false, false);
+    // Whether the next character starts a word (where `#` opens a comment).
+    let mut word_start = true;
     while let Some(c) = chars.next() {
         match c {
+            // A comment runs to the end of its line, quotes and all.
+            '#' if word_start && !single && !double => {
+                out.push(c);
+                for c in chars.by_ref() {
+                    out.push(c);
+                    if c == '\n' {
+                        break;
+                    }
+                }
+                word_start = true;
+                continue;
+            }
             '\'' if !double => {
                 single = !single;
                 out.push(c);
@@ -189,6 +203,7 @@ fn join_continued_lines(src: &str) -> std::borrow::Cow<'_, str> {
             },
             _ => out.push(c),
         }
+        word_start = !single && !double && c.is_whitespace();
     }
     std::borrow::Cow::Owned(out)
 }

@@ -96,11 +96,21 @@ enum ArgWord {
     Var(String),
 }
 
-/// What separates words in a generated template. A `\`-newline is followed
-/// directly by the next word: with indentation after it, the split yields an
-/// extra empty word (see `template_line_continuation_adds_no_empty_word`).
-fn separator() -> impl Strategy<Value = &'static str> {
-    prop_oneof![Just(" "), Just("\t"), Just("  "), Just("\n"), Just(" \\\n"),]
+/// What separates words in a generated template: blanks, newlines,
+/// `\`-newline continuations (indented or not) and comment lines.
+fn separator() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(" ".to_owned()),
+        Just("\t".to_owned()),
+        Just("  ".to_owned()),
+        Just("\n".to_owned()),
+        Just(" \\\n".to_owned()),
+        Just(" \\\n  ".to_owned()),
+        Just("\t\\\n\t".to_owned()),
+        // Comment text without quotes or backslashes: see
+        // `template_comments_do_not_change_continuations`.
+        "[a-z0-9 {}$;#-]{0,20}".prop_map(|c| format!("\n  # {c}\n  ")),
+    ]
 }
 
 /// A value that is dangerous to any shell, but not an option and not NUL.
@@ -137,6 +147,7 @@ fn context_word() -> impl Strategy<Value = String> {
         Just("-n".to_owned()),
         Just("--flag".to_owned()),
         Just("'a b'".to_owned()),
+        Just("''".to_owned()),
         Just("{{x}}".to_owned()),
         Just("--x={{x}}".to_owned()),
         Just("{{t:--t}}".to_owned()),
@@ -148,6 +159,7 @@ fn context_word() -> impl Strategy<Value = String> {
 fn rendered_context(word: &str) -> String {
     match word {
         "'a b'" => "a b".to_owned(),
+        "''" => String::new(),
         "{{x}}" => "X".to_owned(),
         "--x={{x}}" => "--x=X".to_owned(),
         "{{t:--t}}" => "--t".to_owned(),
@@ -685,4 +697,23 @@ fn render_keeps_empty_literal_words() {
         t.render(&args_with(json!("key"))).unwrap(),
         ["-N", "", "-f", "key"]
     );
+}
+
+/// A comment runs to the end of its line whatever it holds: a quote in it
+/// opens nothing, and a backslash before its newline continues nothing.
+#[test]
+fn template_comments_do_not_change_continuations() {
+    let t = CommandTemplate::parse("# don't\ncurl -s \\\n  https://x").unwrap();
+    let words: Vec<_> = t.args.iter().map(|w| w.pieces.clone()).collect();
+    assert_eq!(
+        words,
+        [
+            vec![Piece::Literal("-s".into())],
+            vec![Piece::Literal("https://x".into())]
+        ]
+    );
+
+    let t = CommandTemplate::parse("# see the note \\\ncurl x").unwrap();
+    assert_eq!(t.program, "curl");
+    assert_eq!(t.args.len(), 1);
 }
