@@ -162,7 +162,7 @@ impl Catalog {
 
         // Precedence: the first root to have a name claims it, loaded or not.
         let mut claimed: HashMap<&str, &Path> = HashMap::new();
-        let mut accepted: Vec<Skill> = Vec::new();
+        let mut accepted: Vec<Arc<Skill>> = Vec::new();
         for scan in &scans {
             for loaded in scan.loaded.iter() {
                 let dir = scan.path.join(&loaded.name);
@@ -193,7 +193,7 @@ impl Catalog {
         Self::assemble(accepted, diagnostics, scans)
     }
 
-    fn assemble(mut skills: Vec<Skill>, mut diagnostics: Vec<Diagnostic>, scans: Vec<RootScan>) -> Self {
+    fn assemble(mut skills: Vec<Arc<Skill>>, mut diagnostics: Vec<Diagnostic>, scans: Vec<RootScan>) -> Self {
         skills.sort_by(|a, b| a.name.cmp(&b.name));
 
         // Tool names are global: a name two skills define is ambiguous.
@@ -220,7 +220,8 @@ impl Catalog {
                     ),
                 )
                 .for_skill(&skills[i].name);
-                skills[i].warnings.push(d.clone());
+                // Copies only the skills that gain a warning.
+                Arc::make_mut(&mut skills[i]).warnings.push(d.clone());
                 diagnostics.push(d);
             }
         }
@@ -274,7 +275,6 @@ impl Catalog {
         });
         diagnostics.dedup();
 
-        let skills: Vec<Arc<Skill>> = skills.into_iter().map(Arc::new).collect();
         let by_name = skills
             .iter()
             .enumerate()
@@ -399,7 +399,7 @@ fn load_parallel(jobs: &[(usize, PathBuf)], opts: &CatalogOptions, path: &PathCa
 /// Rules that span skills (seed 004): command aliases are unique, and every
 /// `requires_tools` and `command_tool` names a tool some loaded skill has.
 /// Excluding one skill can strand another, so this runs to a fixed point.
-fn cross_check(skills: Vec<Skill>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Skill> {
+fn cross_check(skills: Vec<Arc<Skill>>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Arc<Skill>> {
     let mut skills = skills;
     let mut taken: HashMap<String, String> = HashMap::new();
     skills.retain(|s| {

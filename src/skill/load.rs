@@ -126,7 +126,9 @@ pub struct LoadOptions<'a> {
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub name: String,
-    pub skill: Option<Skill>,
+    /// Shared, so a catalog snapshot and the next reload's reuse of an
+    /// unreadable root never copy it.
+    pub skill: Option<std::sync::Arc<Skill>>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -144,7 +146,7 @@ pub fn load_skill(dir: &Path, opts: &LoadOptions<'_>) -> Loaded {
     let skill = skill.filter(|_| !diags.iter().any(Diagnostic::is_error));
     let skill = skill.map(|mut s| {
         s.warnings = diags.clone();
-        s
+        std::sync::Arc::new(s)
     });
     Loaded {
         name,

@@ -61,7 +61,7 @@ pub struct TestServer {
     pub catalog: Arc<CatalogHandle>,
     pub invoker: Arc<Invoker>,
     /// Holds the data directory (and SQLite file) for the server's life.
-    _data: tempfile::TempDir,
+    data: Option<tempfile::TempDir>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     stopped: Option<tokio::task::JoinHandle<()>>,
 }
@@ -119,20 +119,22 @@ impl TestServer {
             addr,
             catalog,
             invoker,
-            _data: data,
+            data: Some(data),
             stop: Some(stop),
             stopped: Some(stopped),
         }
     }
 
-    /// Stops the server as SIGTERM would, and waits until it has.
-    pub async fn shutdown(mut self) {
+    /// Stops the server as SIGTERM would, and waits until it has. The data
+    /// directory (and its run log) is handed back, to be read afterwards.
+    pub async fn shutdown(mut self) -> Option<tempfile::TempDir> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(stopped) = self.stopped.take() {
             stopped.await.unwrap();
         }
+        self.data.take()
     }
 
     pub fn url(&self, path: &str) -> String {

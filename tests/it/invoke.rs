@@ -647,7 +647,7 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
     }
     let pgid = pgid.expect("the lingering run has a process group");
     // The test server's grace is 2 s; the quick run finishes inside it.
-    tokio::time::timeout(Duration::from_secs(30), server.shutdown())
+    let _data = tokio::time::timeout(Duration::from_secs(30), server.shutdown())
         .await
         .expect("shutdown completes");
     assert_eq!(
