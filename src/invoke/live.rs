@@ -40,11 +40,13 @@ impl LiveRun {
         let _ = self.events.send(event);
     }
 
-    /// A sender for the runner's output chunks, forwarded as events. Await
+    /// A sender for the runner's output chunks, forwarded as events. The
+    /// channel is short (8 reads of at most 64 KiB): the runner drops chunks
+    /// rather than wait, so a flood of output stays bounded in memory. Await
     /// the handle after the runner returns (and drops the sender), so every
     /// chunk is out before the result.
     pub fn output_sender(self: &Arc<Self>) -> (mpsc::Sender<runner::Event>, tokio::task::JoinHandle<()>) {
-        let (tx, mut rx) = mpsc::channel::<runner::Event>(64);
+        let (tx, mut rx) = mpsc::channel::<runner::Event>(8);
         let this = self.clone();
         let forwarder = tokio::spawn(async move {
             while let Some(runner::Event::Output(chunk)) = rx.recv().await {

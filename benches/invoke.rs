@@ -1,0 +1,833 @@
+//! Invoke benchmark: the cost skilld adds to running a tool.
+//!
+//! Runs `true` through `POST /tools/{tool}/invoke` on an in-process server
+//! (SQLite run log) and compares it with spawning `true` directly from
+//! Tokio: latency one call at a time, throughput with 8 concurrent
+//! callers. Then runs a tool that writes 1 GiB and watches this process's
+//! resident memory, which must not grow with the tool's output. Last, a
+//! breakdown of a call through public APIs, so a missed goal points
+//! somewhere: the invoke pipeline without HTTP (also for a `network: true`
+//! skill with no limits, which skilld spawns without a pre_exec hook), the
+//! runner alone with and without its network namespace and rlimits, the
+//! run log's four writes alone, and peak RSS by layer.
+//!
+//! Run with `cargo bench --bench invoke`. Nothing here asserts on time; it
+//! asserts every call returned 200 with `"success": true` and that the
+//! 1 GiB tool really wrote 1 GiB, so the figures cannot silently describe
+//! errors.
+
+use serde_json::Value;
+use skilld::AppState;
+use skilld::catalog::{CatalogHandle, CatalogOptions, Root};
+use skilld::invoke::{Invoker, RunSettings, Runs};
+use skilld::runner::{self, Limits, Spec};
+use skilld::skill::Trust;
+use skilld::skill::load::Runtimes;
+use skilld::store::{NewRun, RunStatus, Store};
+use std::fmt::Write as _;
+use std::future::Future;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+
+/// Sequential calls (c=1), per side.
+const N_SEQ: usize = 400;
+/// Calls at c=8, per side.
+const N_CONC: usize = 800;
+const WORKERS: usize = 8;
+/// Both sides alternate in this many blocks, so drift on a shared machine
+/// hits both alike.
+const ROUNDS: usize = 8;
+const WARMUP: usize = 50;
+/// Calls per measurement of the breakdown.
+const N_PHASE: usize = 200;
+
+const TRUE_TOOL: &str = "bench_true";
+const NET_TOOL: &str = "bench_net";
+const BIG_TOOL: &str = "bench_gib";
+const GIB: u64 = 1 << 30;
+const BODY: &str = r#"{"arguments":{}}"#;
+
+const GOAL_ADDED: Duration = Duration::from_micros(500);
+const GOAL_THROUGHPUT: f64 = 0.90;
+const GOAL_RSS_KIB: u64 = 1024;
+
+/// A markdown skill with one tool running `command`.
+fn write_skill(root: &Path, name: &str, front: &str, command: &str) {
+    let dir = root.join(name);
+    std::fs::create_dir(&dir).expect("create skill dir");
+    let tool = name.replace('-', "_");
+    let fence = "```";
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!(
+            "---
+name: {name}
+version: 1.0.0
+description: Invoke benchmark skill {name}.
+read_only: true
+{front}---
+
+### {tool}
+
+Benchmark tool.
+
+#### Parameters
+
+None.
+
+#### Command
+
+{fence}bash
+{command}
+{fence}
+"
+        ),
+    )
+    .expect("write SKILL.md");
+}
+
+fn options(root: &Path) -> CatalogOptions {
+    CatalogOptions {
+        roots: vec![Root {
+            name: root.display().to_string(),
+            path: root.to_path_buf(),
+            trust: Trust::Bundled,
+            explicit: true,
+        }],
+        max_timeout_secs: 600,
+        runtimes: Runtimes::default(),
+    }
+}
+
+fn sorted(mut v: Vec<Duration>) -> Vec<Duration> {
+    v.sort();
+    v
+}
+
+fn median(sorted: &[Duration]) -> Duration {
+    sorted[sorted.len() / 2]
+}
+
+fn p90(sorted: &[Duration]) -> Duration {
+    sorted[(sorted.len() * 9 / 10).min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn signed_ms(a: Duration, b: Duration) -> String {
+    format!("{:+.3} ms", (a.as_secs_f64() - b.as_secs_f64()) * 1e3)
+}
+
+fn rate(calls: usize, d: Duration) -> f64 {
+    calls as f64 / d.as_secs_f64().max(1e-9)
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.2} MiB", kib as f64 / 1024.0)
+}
+
+// ---------------------------------------------------------------- baseline
+
+/// What any runner must do at least: spawn `true` in a new process group
+/// with stdin null and both outputs piped, read both to the end, wait.
+async fn spawn_true() {
+    let mut child = tokio::process::Command::new("true")
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn true");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+    a.expect("read stdout");
+    b.expect("read stderr");
+    let status = child.wait().await.expect("wait");
+    assert!(status.success(), "true failed: {status}");
+}
+
+// -------------------------------------------------------------------- HTTP
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+/// One invoke over HTTP; the time covers the request and reading the whole
+/// body. The envelope is checked afterwards, outside the timing.
+async fn invoke(client: &reqwest::Client, url: &str) -> (Duration, Value) {
+    let start = Instant::now();
+    let res = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(BODY)
+        .send()
+        .await
+        .expect("request");
+    let status = res.status();
+    let body = res.bytes().await.expect("body");
+    let took = start.elapsed();
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status.as_u16(), 200, "{url}: {text}");
+    let env: Value = serde_json::from_slice(&body).expect("envelope is JSON");
+    assert_eq!(env["success"], true, "{url}: {text}");
+    (took, env)
+}
+
+/// Counts the calls that were checked, so the report can say so.
+static CHECKED: AtomicUsize = AtomicUsize::new(0);
+
+async fn invoke_checked(client: &reqwest::Client, url: &str) -> Duration {
+    let (took, _) = invoke(client, url).await;
+    CHECKED.fetch_add(1, Ordering::Relaxed);
+    took
+}
+
+// ------------------------------------------------------------ measurement
+
+/// One kind of call, timed by [`latencies`] and [`throughput`].
+#[derive(Clone)]
+enum Call {
+    /// [`spawn_true`].
+    Baseline,
+    /// `POST` to the URL with this client.
+    Http(Arc<reqwest::Client>, Arc<String>),
+    /// `runner::run` alone.
+    Runner(Arc<Spec>),
+    /// The invoke pipeline without HTTP: `Invoker::prepare`, `start`,
+    /// `LiveRun::finished` on catalog tool `index`.
+    Pipeline(Arc<Invoker>, Arc<CatalogHandle>, usize),
+    /// [`store_writes`] with this result.
+    Store(Arc<dyn Store>, Arc<Value>),
+}
+
+impl Call {
+    async fn run(&self) -> Duration {
+        let start = Instant::now();
+        match self {
+            Call::Baseline => spawn_true().await,
+            Call::Http(client, url) => return invoke_checked(client, url).await,
+            Call::Runner(spec) => run_spec(spec).await,
+            Call::Pipeline(invoker, catalog, index) => {
+                let catalog = catalog.current();
+                let prepared = invoker
+                    .prepare(&catalog, *index, &serde_json::json!({}), None)
+                    .expect("prepare");
+                let (live, events) = invoker.start(prepared).await.expect("start");
+                // As the HTTP handler does when the caller does not stream.
+                drop(events);
+                let env = live.finished().await.expect("ran");
+                assert!(env.success, "pipeline: {env:?}");
+            }
+            Call::Store(store, result) => return store_writes(store, result).await,
+        }
+        start.elapsed()
+    }
+}
+
+/// `n` calls spread over `calls.len()` workers pulling from one counter;
+/// the wall time of all of them.
+async fn throughput(n: usize, calls: &[Call]) -> Duration {
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = calls
+        .iter()
+        .cloned()
+        .map(|call| {
+            let next = next.clone();
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    call.run().await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("worker");
+    }
+    start.elapsed()
+}
+
+/// `n` calls one after another; the time of each.
+async fn latencies(n: usize, call: &Call) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        times.push(call.run().await);
+    }
+    times
+}
+
+// -------------------------------------------------------------- breakdown
+
+async fn run_spec(spec: &Spec) {
+    let out = runner::run(spec.clone(), CancellationToken::new(), None, |_| {}).await;
+    assert_eq!(out.exit_code, Some(0), "runner: {out:?}");
+}
+
+/// The four writes a call makes to the run log, in order.
+async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
+    let start = Instant::now();
+    let id = uuid::Uuid::now_v7();
+    store
+        .insert_run(NewRun {
+            id,
+            skill: "bench-true".to_owned(),
+            tool: TRUE_TOOL.to_owned(),
+            skill_hash: "0".repeat(64),
+            arguments: serde_json::json!({}),
+            argv: vec!["true".to_owned()],
+            cwd: "/tmp".to_owned(),
+            status: RunStatus::Queued,
+            requested_by: None,
+            approval_id: None,
+            created_at: chrono::Utc::now(),
+        })
+        .await
+        .expect("insert_run");
+    store
+        .start_run(id, None, "bench", chrono::Utc::now())
+        .await
+        .expect("start_run")
+        .expect("started");
+    store.set_pgid(id, 1).await.expect("set_pgid");
+    store
+        .finish_run(id, RunStatus::Succeeded, Some(result.clone()), chrono::Utc::now())
+        .await
+        .expect("finish_run")
+        .expect("finished");
+    start.elapsed()
+}
+
+// --------------------------------------------------------------------- RSS
+
+/// This process's resident set, in KiB.
+fn vm_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+/// Samples VmRSS every `SAMPLE_EVERY` on a thread of its own, keeping the
+/// highest value seen since the last [`RssSampler::reset`].
+struct RssSampler {
+    peak: Arc<AtomicU64>,
+    samples: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+const SAMPLE_EVERY: Duration = Duration::from_millis(2);
+
+impl RssSampler {
+    fn start() -> Self {
+        let peak = Arc::new(AtomicU64::new(0));
+        let samples = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (peak, samples, stop) = (peak.clone(), samples.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("rss-sampler".to_owned())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        peak.fetch_max(vm_rss_kib(), Ordering::Relaxed);
+                        samples.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(SAMPLE_EVERY);
+                    }
+                })
+                .expect("sampler thread")
+        };
+        Self {
+            peak,
+            samples,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts a new window at `now` KiB.
+    fn reset(&self, now: u64) {
+        self.peak.store(now, Ordering::Relaxed);
+        self.samples.store(0, Ordering::Relaxed);
+    }
+
+    /// The peak and the number of samples since the last reset.
+    fn read(&self) -> (u64, u64) {
+        (
+            self.peak.load(Ordering::Relaxed).max(vm_rss_kib()),
+            self.samples.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Drop for RssSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+// -------------------------------------------------------------------- main
+
+/// One row of the breakdown: c=1 latencies, and the c=8 wall time of
+/// `2 * N_PHASE` calls.
+struct Row {
+    label: &'static str,
+    seq: Vec<Duration>,
+    conc: Duration,
+}
+
+/// Peak RSS above idle during one 1 GiB run.
+struct RssRow {
+    label: &'static str,
+    idle: u64,
+    peak: u64,
+    samples: u64,
+}
+
+struct Figures {
+    base_seq: Vec<Duration>,
+    http_seq: Vec<Duration>,
+    base_conc: Duration,
+    http_conc: Duration,
+    rss: RssRow,
+    gib_bytes: u64,
+    gib_ms: Duration,
+    rows: Vec<Row>,
+    rss_rows: Vec<RssRow>,
+    netns: bool,
+}
+
+/// Measures one 1 GiB run (`run` returns the bytes it saw) on `sampler`.
+async fn rss_of<Fut>(label: &'static str, sampler: &RssSampler, run: Fut) -> RssRow
+where
+    Fut: Future<Output = u64>,
+{
+    // Let the allocator and the sampler settle first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let idle = vm_rss_kib();
+    sampler.reset(idle);
+    let bytes = run.await;
+    let (peak, samples) = sampler.read();
+    assert!(bytes >= GIB, "{label}: only {bytes} bytes");
+    RssRow {
+        label,
+        idle,
+        peak,
+        samples,
+    }
+}
+
+/// `runner::run` of the 1 GiB tool; with `forward`, its output goes to a
+/// live run's event sender as `Invoker::execute` does.
+async fn gib_through_runner(spec: Spec, forward: bool) -> u64 {
+    let runs = Runs::default();
+    let (live, first) = runs.register(uuid::Uuid::now_v7()).expect("register");
+    // Nobody streams: dropped as the HTTP handler drops it.
+    drop(first);
+    let (events, forwarder) = forward.then(|| live.output_sender()).unzip();
+    let out = runner::run(spec, CancellationToken::new(), events, |_| {}).await;
+    if let Some(f) = forwarder {
+        f.await.expect("forwarder");
+    }
+    runs.finish(&live, None);
+    assert_eq!(out.exit_code, Some(0), "1 GiB runner: {out:?}");
+    assert!(out.truncated);
+    out.output_bytes
+}
+
+async fn bench(root: &Path) -> Figures {
+    let opts = options(root);
+    let catalog = Arc::new(
+        tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
+            .await
+            .expect("build catalog"),
+    );
+    let index = |name: &str| {
+        let current = catalog.current();
+        current
+            .tools
+            .iter()
+            .position(|e| current.skills[e.skill].tools[e.tool].name == name)
+            .expect("tool in catalog")
+    };
+    {
+        let current = catalog.current();
+        assert_eq!(
+            current.tools.len(),
+            3,
+            "tools loaded; diagnostics: {:?}",
+            current.diagnostics
+        );
+    }
+    let data = tempfile::tempdir().expect("data dir");
+    let store = skilld::store::connect(&format!("sqlite://{}", data.path().join("skilld.db").display()))
+        .await
+        .expect("run log");
+    let defaults = RunSettings::default();
+    let settings = RunSettings {
+        workspace: data.path().to_path_buf(),
+        data_dir: data.path().to_path_buf(),
+        max_concurrent: defaults.max_concurrent.max(16),
+        max_concurrent_per_tool: defaults.max_concurrent_per_tool.max(16),
+        ..defaults
+    };
+    let invoker = Arc::new(Invoker::new(store.clone(), settings.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let state = AppState {
+        catalog: catalog.clone(),
+        invoker: invoker.clone(),
+    };
+    let server = tokio::spawn(skilld::serve(
+        state,
+        listener,
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+    ));
+    let url = |tool: &str| Arc::new(format!("http://{addr}/tools/{tool}/invoke"));
+    let true_url = url(TRUE_TOOL);
+
+    let clients: Vec<Arc<reqwest::Client>> = (0..WORKERS).map(|_| Arc::new(client())).collect();
+    let seq_http = Call::Http(clients[0].clone(), true_url.clone());
+    let conc_http: Vec<Call> = clients
+        .iter()
+        .map(|c| Call::Http(c.clone(), true_url.clone()))
+        .collect();
+    let conc_base = vec![Call::Baseline; WORKERS];
+
+    // Warm up both sides, and every worker's connection.
+    latencies(WARMUP, &Call::Baseline).await;
+    latencies(WARMUP, &seq_http).await;
+    throughput(WARMUP, &conc_base).await;
+    throughput(WARMUP.max(2 * WORKERS), &conc_http).await;
+
+    let (mut base_seq, mut http_seq) = (Vec::new(), Vec::new());
+    let (mut base_conc, mut http_conc) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..ROUNDS {
+        base_seq.extend(latencies(N_SEQ / ROUNDS, &Call::Baseline).await);
+        http_seq.extend(latencies(N_SEQ / ROUNDS, &seq_http).await);
+        base_conc += throughput(N_CONC / ROUNDS, &conc_base).await;
+        http_conc += throughput(N_CONC / ROUNDS, &conc_http).await;
+    }
+
+    // 1 GiB of output through the whole server, watching our own RSS.
+    let sampler = RssSampler::start();
+    let gib_client = client();
+    let mut gib = None;
+    let rss = rss_of("HTTP: POST /tools/bench_gib/invoke", &sampler, async {
+        let (took, env) = invoke(&gib_client, &url(BIG_TOOL)).await;
+        CHECKED.fetch_add(1, Ordering::Relaxed);
+        let bytes = env["output_bytes"].as_u64().expect("output_bytes");
+        assert!(bytes >= GIB, "1 GiB tool wrote only {bytes} bytes: {env}");
+        assert_eq!(env["truncated"], true, "1 GiB tool output not truncated: {env}");
+        gib = Some((took, bytes));
+        bytes
+    })
+    .await;
+    let (gib_ms, gib_bytes) = gib.expect("1 GiB call timed");
+
+    // Breakdown: the runner alone, with the spec skilld's invoker builds
+    // (src/invoke/mod.rs `Invoker::execute`), then without its parts.
+    let skill = catalog.current().skill("bench-true").expect("skill").clone();
+    let skilld_spec = Spec {
+        program: "true".to_owned(),
+        args: Vec::new(),
+        cwd: settings.workspace.clone(),
+        env: runner::child_env(&skill.name, &skill.dir, "Global", &settings.extra_env),
+        timeout: Duration::from_secs(skill.timeout_secs),
+        grace: settings.grace,
+        limits: settings.limits,
+        isolate_network: !skill.network,
+    };
+    let no_netns = Spec {
+        isolate_network: false,
+        ..skilld_spec.clone()
+    };
+    let no_hook = Spec {
+        limits: Limits::default(),
+        ..no_netns.clone()
+    };
+    let gib_spec = Spec {
+        program: "sh".to_owned(),
+        args: vec!["-c".to_owned(), "head -c 1073741824 /dev/zero".to_owned()],
+        timeout: Duration::from_secs(120),
+        ..skilld_spec.clone()
+    };
+    // The same pipeline on the same run log, with nothing for a pre_exec
+    // hook to do.
+    let no_hook_invoker = Arc::new(Invoker::new(
+        store.clone(),
+        RunSettings {
+            limits: Limits::default(),
+            ..settings.clone()
+        },
+    ));
+    let (_, result) = invoke(&clients[0], &true_url).await;
+    CHECKED.fetch_add(1, Ordering::Relaxed);
+    let calls = [
+        ("baseline again: spawn `true` from tokio", Call::Baseline),
+        (
+            "Invoker pipeline without HTTP (prepare/start/finished)",
+            Call::Pipeline(invoker.clone(), catalog.clone(), index(TRUE_TOOL)),
+        ),
+        (
+            "Invoker pipeline, no hook (no limits, network: true)",
+            Call::Pipeline(no_hook_invoker, catalog.clone(), index(NET_TOOL)),
+        ),
+        (
+            "runner::run as skilld runs it (rlimits + netns)",
+            Call::Runner(Arc::new(skilld_spec)),
+        ),
+        ("runner::run, rlimits, no netns", Call::Runner(Arc::new(no_netns))),
+        (
+            "runner::run, no pre_exec hook (no rlimits, no netns)",
+            Call::Runner(Arc::new(no_hook)),
+        ),
+        (
+            "run log: insert + start + set_pgid + finish (SQLite)",
+            Call::Store(store.clone(), Arc::new(result)),
+        ),
+    ];
+    for (_, c) in &calls {
+        latencies(WARMUP / 2, c).await;
+    }
+    let mut rows: Vec<Row> = calls
+        .iter()
+        .map(|(label, _)| Row {
+            label,
+            seq: Vec::new(),
+            conc: Duration::ZERO,
+        })
+        .collect();
+    for _ in 0..ROUNDS {
+        for ((_, c), row) in calls.iter().zip(&mut rows) {
+            row.seq.extend(latencies(N_PHASE / ROUNDS, c).await);
+            let wall = throughput(2 * N_PHASE / ROUNDS, &vec![c.clone(); WORKERS]).await;
+            row.conc += wall;
+        }
+    }
+    for row in &mut rows {
+        row.seq.sort();
+    }
+
+    let rss_rows = vec![
+        rss_of(
+            "runner::run, no events channel",
+            &sampler,
+            gib_through_runner(gib_spec.clone(), false),
+        )
+        .await,
+        rss_of(
+            "runner::run, events to LiveRun::output_sender",
+            &sampler,
+            gib_through_runner(gib_spec, true),
+        )
+        .await,
+        rss_of("HTTP again (second 1 GiB call)", &sampler, async {
+            let (_, env) = invoke(&gib_client, &url(BIG_TOOL)).await;
+            CHECKED.fetch_add(1, Ordering::Relaxed);
+            env["output_bytes"].as_u64().expect("output_bytes")
+        })
+        .await,
+    ];
+    drop(sampler);
+
+    let _ = stop.send(());
+    server.await.expect("server task").expect("serve");
+    Figures {
+        base_seq: sorted(base_seq),
+        http_seq: sorted(http_seq),
+        base_conc,
+        http_conc,
+        gib_bytes,
+        rss,
+        gib_ms,
+        rows,
+        rss_rows,
+        netns: runner::network_isolation_available(),
+    }
+}
+
+fn main() {
+    let start = Instant::now();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("skills");
+    std::fs::create_dir(&root).expect("create root");
+    write_skill(&root, "bench-true", "", "true");
+    // For the breakdown only: with `network: true` and no limits, skilld
+    // spawns without a pre_exec hook (posix_spawn instead of fork).
+    write_skill(&root, "bench-net", "network: true\n", "true");
+    write_skill(
+        &root,
+        "bench-gib",
+        "timeout: 120\n",
+        "sh -c 'head -c 1073741824 /dev/zero'",
+    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("skills under {}; {cores} cores available", root.display());
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let f = rt.block_on(bench(&root));
+    drop(rt);
+
+    let (b, h) = (&f.base_seq, &f.http_seq);
+    println!();
+    println!(
+        "== c=1: latency ({N_SEQ} sequential calls per side after {WARMUP} warm-up, {ROUNDS} interleaved rounds) =="
+    );
+    println!(
+        "{:<44} median {:>10}   p90 {:>10}",
+        "baseline: spawn `true` from tokio",
+        ms(median(b)),
+        ms(p90(b))
+    );
+    println!(
+        "{:<44} median {:>10}   p90 {:>10}",
+        format!("HTTP: POST /tools/{TRUE_TOOL}/invoke"),
+        ms(median(h)),
+        ms(p90(h))
+    );
+    let added = median(h).saturating_sub(median(b));
+    println!(
+        "{:<44} median {:>10}   p90 {:>10}",
+        "added by skilld (HTTP - baseline)",
+        signed_ms(median(h), median(b)),
+        signed_ms(p90(h), p90(b))
+    );
+
+    let (base_rate, http_rate) = (rate(N_CONC, f.base_conc), rate(N_CONC, f.http_conc));
+    let ratio = http_rate / base_rate;
+    println!();
+    println!(
+        "== c={WORKERS}: throughput ({N_CONC} calls per side, {WORKERS} workers, {ROUNDS} interleaved rounds) =="
+    );
+    println!(
+        "{:<44} {:>9.1} calls/s   ({} wall)",
+        "baseline: spawn `true` from tokio",
+        base_rate,
+        ms(f.base_conc)
+    );
+    println!(
+        "{:<44} {:>9.1} calls/s   ({} wall)",
+        "HTTP: one keep-alive client per worker",
+        http_rate,
+        ms(f.http_conc)
+    );
+    println!("{:<44} {:>9.1}%", "ratio HTTP/baseline", 100.0 * ratio);
+
+    let rss_line = |r: &RssRow| {
+        let delta = r.peak.saturating_sub(r.idle);
+        println!(
+            "  {:<48} idle {:>9}   peak {:>9}   delta {:>9} ({delta} KiB, {} samples)",
+            r.label,
+            mib(r.idle),
+            mib(r.peak),
+            mib(delta),
+            r.samples
+        );
+    };
+    let delta = f.rss.peak.saturating_sub(f.rss.idle);
+    println!();
+    println!(
+        "== peak RSS of this process during one 1 GiB call over HTTP (sampled every {} ms) ==",
+        SAMPLE_EVERY.as_millis()
+    );
+    println!(
+        "tool wrote {} bytes ({:.2} GiB) in {}; envelope says truncated",
+        f.gib_bytes,
+        f.gib_bytes as f64 / GIB as f64,
+        ms(f.gib_ms)
+    );
+    rss_line(&f.rss);
+
+    // Against the baseline measured in the same rounds as the rows.
+    let base_row = &f.rows[0];
+    let base_med = median(&base_row.seq);
+    let base_phase_rate = rate(2 * N_PHASE, base_row.conc);
+    println!();
+    println!(
+        "== breakdown through public APIs (c=1: median of {N_PHASE}; c={WORKERS}: {} calls; {ROUNDS} interleaved rounds) ==",
+        2 * N_PHASE
+    );
+    println!(
+        "network namespaces available: {} (skills without `network: true` get a new one per run)",
+        f.netns
+    );
+    for row in &f.rows {
+        let mut line = format!(
+            "  {:<54} median {:>10} ({:>+7.3} ms vs baseline)",
+            row.label,
+            ms(median(&row.seq)),
+            (median(&row.seq).as_secs_f64() - base_med.as_secs_f64()) * 1e3
+        );
+        let r = rate(2 * N_PHASE, row.conc);
+        let _ = write!(
+            line,
+            "   c={WORKERS} {r:>7.1}/s ({:>5.1}% of baseline)",
+            100.0 * r / base_phase_rate
+        );
+        println!("{line}");
+    }
+    println!("-- peak RSS above idle during 1 GiB of output, by layer --");
+    for r in &f.rss_rows {
+        rss_line(r);
+    }
+
+    let mut summary = String::new();
+    let mut goal = |what: &str, limit: &str, got: String, met: bool| {
+        let verdict = if met { "met" } else { "NOT MET" };
+        let _ = writeln!(
+            summary,
+            "  {what:<44} goal {limit:>10}   got {got:>12}   {verdict}"
+        );
+    };
+    goal(
+        "c=1 added latency per call (median)",
+        "<= 0.5 ms",
+        ms(added),
+        added <= GOAL_ADDED,
+    );
+    goal(
+        &format!("c={WORKERS} throughput HTTP/baseline"),
+        ">= 90%",
+        format!("{:.1}%", 100.0 * ratio),
+        ratio >= GOAL_THROUGHPUT,
+    );
+    goal(
+        "peak RSS above idle, 1 GiB output",
+        "<= 1 MiB",
+        mib(delta),
+        delta <= GOAL_RSS_KIB,
+    );
+    println!();
+    println!("== summary: goals ==");
+    print!("{summary}");
+    println!(
+        "all {} HTTP calls returned 200 with \"success\": true; bench took {:.1} s",
+        CHECKED.load(Ordering::Relaxed),
+        start.elapsed().as_secs_f64()
+    );
+}
