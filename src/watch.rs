@@ -28,8 +28,24 @@ impl Drop for Watch {
 /// its parent, and watched itself from the reload after it appears.
 pub fn spawn(handle: Arc<CatalogHandle>) -> notify::Result<Watch> {
     let (tx, mut rx) = mpsc::channel::<()>(1);
+    // A missing root is watched through its parent, which may hold other
+    // busy files (the run log lives in the data directory): only changes
+    // under a root count.
+    // Events name paths as watched or absolute; compare with both forms.
+    let roots: Vec<PathBuf> = handle
+        .options()
+        .roots
+        .iter()
+        .flat_map(|r| {
+            [
+                r.path.clone(),
+                std::path::absolute(&r.path).unwrap_or_else(|_| r.path.clone()),
+            ]
+        })
+        .collect();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|e| !e.kind.is_access()) {
+        let under_a_root = |e: &notify::Event| e.paths.iter().any(|p| roots.iter().any(|r| p.starts_with(r)));
+        if event.is_ok_and(|e| !e.kind.is_access() && under_a_root(&e)) {
             // Full means a reload is already due; dropping the tick is fine.
             let _ = tx.try_send(());
         }

@@ -145,3 +145,28 @@ fn reloads_swap_whole_snapshots() {
         assert!(!seen.is_empty());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_neighbours_of_a_missing_root_do_not_reload() {
+    // The installed root lives in the data directory beside the run log,
+    // whose writes must not rebuild the catalog.
+    let dir = tempfile::tempdir().unwrap();
+    let handle = Arc::new(CatalogHandle::new(options(vec![root(
+        dir.path().join("installed"),
+        Trust::Untrusted,
+    )])));
+    let _watcher = skilld::watch::spawn(handle.clone()).unwrap();
+    let before = handle.current();
+    for i in 0..10 {
+        std::fs::write(dir.path().join("skilld.db-wal"), format!("write {i}")).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(skilld::watch::DEBOUNCE * 3).await;
+    assert!(
+        Arc::ptr_eq(&before, &handle.current()),
+        "an unrelated file reloaded the catalog"
+    );
+    // The root itself appearing still does.
+    copy_tree(&corpus_dir().join("valid/git"), &dir.path().join("installed/git"));
+    eventually("the new root's skill", || handle.current().skill("git").is_some()).await;
+}
