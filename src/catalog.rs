@@ -310,14 +310,14 @@ impl Catalog {
         }
     }
 
-    /// A tool of a given skill.
-    pub fn skill_tool(&self, skill: &str, tool: &str) -> Option<&ToolEntry> {
+    /// The index in [`Catalog::tools`] of a tool of a given skill.
+    pub fn skill_tool(&self, skill: &str, tool: &str) -> Option<usize> {
         let si = self.skill_index(skill)?;
         self.tool_index
             .get(tool)?
             .iter()
-            .map(|&i| &self.tools[i])
-            .find(|e| e.skill == si)
+            .copied()
+            .find(|&i| self.tools[i].skill == si)
     }
 
     pub fn command(&self, command: &str) -> Option<&CommandEntry> {

@@ -143,13 +143,11 @@ async fn invoke_skill_tool(
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
     let catalog = state.catalog.current();
-    let si = catalog
+    catalog
         .skill_index(&p.skill)
         .ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
     let index = catalog
-        .tools
-        .iter()
-        .position(|e| e.skill == si && catalog.skills[si].tools[e.tool].name == p.tool)
+        .skill_tool(&p.skill, &p.tool)
         .ok_or_else(|| ApiError::not_found("tool", format!("{}/{}", p.skill, p.tool)))?;
     invoke(&state, &catalog, index, q, &headers, body).await
 }

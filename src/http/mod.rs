@@ -87,6 +87,27 @@ pub fn app(state: AppState) -> Router {
         .layer(SetRequestIdLayer::x_request_id(MakeUuid7))
 }
 
+/// Reads `rel` inside `dir` off the async threads: 404 when it leaves the
+/// directory (before or after symlinks) or is not a file, 413 over `limit`.
+pub(crate) async fn read_file_inside(
+    dir: std::path::PathBuf,
+    rel: &str,
+    limit: u64,
+) -> Result<Vec<u8>, ApiError> {
+    use crate::skill::load::{read_limited, resolve_inside};
+    let not_found = || ApiError::not_found("file", rel);
+    let owned = rel.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let real = resolve_inside(&dir, &owned).ok().filter(|r| r.is_file())?;
+        Some(read_limited(&real, limit))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .ok_or_else(not_found)?
+    .map_err(|_| not_found())?
+    .ok_or_else(|| ApiError::PayloadTooLarge(format!("{rel} is larger than {limit} bytes")))
+}
+
 /// Logs the hidden cause of a 500 inside the request's span.
 async fn log_internal(req: Request, next: Next) -> Response {
     let res = next.run(req).await;

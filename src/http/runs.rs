@@ -5,7 +5,6 @@ use super::extract::{Path, Query};
 use crate::AppState;
 use crate::error::{ApiError, Result};
 use crate::invoke::{LiveRun, RunEvent, artifacts_dir, store_error};
-use crate::skill::load::{read_limited, resolve_inside};
 use crate::store::{Run, RunFilter, RunStatus, StoreError};
 use axum::Json;
 use axum::extract::State;
@@ -299,19 +298,7 @@ pub(super) async fn get_run_file(
     Path(p): Path<RunFilePath>,
 ) -> Result<Response> {
     let dir = artifacts_dir(&state.invoker.settings.data_dir, p.id);
-    let not_found = || ApiError::not_found("file", &p.path);
-    let path = p.path.clone();
-    let bytes = tokio::task::spawn_blocking(move || {
-        let real = resolve_inside(&dir, &path).ok().filter(|r| r.is_file())?;
-        Some(read_limited(&real, MAX_ARTIFACT_BYTES))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
-    .ok_or_else(not_found)?
-    .map_err(|_| not_found())?
-    .ok_or_else(|| {
-        ApiError::PayloadTooLarge(format!("{} is larger than {MAX_ARTIFACT_BYTES} bytes", p.path))
-    })?;
+    let bytes = super::read_file_inside(dir, &p.path, MAX_ARTIFACT_BYTES).await?;
     let name = p
         .path
         .rsplit('/')

@@ -5,7 +5,7 @@ use super::extract::{Accept, Path, Query};
 use crate::AppState;
 use crate::error::{ApiError, Result};
 use crate::export::ToolInfo;
-use crate::skill::load::{MAX_DEFINITION_BYTES, read_limited, resolve_inside};
+use crate::skill::load::MAX_DEFINITION_BYTES;
 use crate::skill::{
     Diagnostic, Dialect, Eligibility, InvocationMode, Resources, Skill, SkillFile, Triggers, Trust,
 };
@@ -309,21 +309,7 @@ pub(super) async fn get_skill_file(
         .find(|(e, _)| *e == ext)
         .map(|(_, t)| *t)
         .ok_or_else(not_found)?;
-    let path = p.path.clone();
-    let bytes = tokio::task::spawn_blocking(move || {
-        let real = resolve_inside(&skill.dir, &path).ok()?;
-        if !real.is_file() {
-            return None;
-        }
-        Some(read_limited(&real, MAX_DEFINITION_BYTES))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
-    .ok_or_else(not_found)?
-    .map_err(|_| not_found())?
-    .ok_or_else(|| {
-        ApiError::PayloadTooLarge(format!("{} is larger than {MAX_DEFINITION_BYTES} bytes", p.path))
-    })?;
+    let bytes = super::read_file_inside(skill.dir.clone(), &p.path, MAX_DEFINITION_BYTES).await?;
     Ok((
         [
             (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),

@@ -2,7 +2,6 @@
 //! output and the moment they end, for waiters, event streams and shutdown.
 
 use super::Envelope;
-use crate::error::ApiError;
 use crate::runner;
 use crate::store::RunStatus;
 use axum::body::Bytes;
@@ -85,7 +84,7 @@ pub struct Runs {
 impl Runs {
     /// Registers a run, with a receiver subscribed before anything of the
     /// run can happen.
-    pub fn register(&self, id: Uuid) -> Result<(Arc<LiveRun>, broadcast::Receiver<RunEvent>), ApiError> {
+    pub fn register(&self, id: Uuid) -> (Arc<LiveRun>, broadcast::Receiver<RunEvent>) {
         let (events, first) = broadcast::channel(256);
         let (done, _) = watch::channel(None);
         let run = Arc::new(LiveRun {
@@ -95,7 +94,7 @@ impl Runs {
             done,
         });
         self.lock().insert(id, run.clone());
-        Ok((run, first))
+        (run, first)
     }
 
     pub fn get(&self, id: Uuid) -> Option<Arc<LiveRun>> {

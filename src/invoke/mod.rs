@@ -224,7 +224,7 @@ impl Invoker {
         };
         // Fail closed: what cannot be recorded does not run.
         self.store.insert_run(record).await.map_err(store_error)?;
-        let (live, events) = self.runs.register(id)?;
+        let (live, events) = self.runs.register(id);
         let this = self.clone();
         let task_live = live.clone();
         tokio::spawn(async move {
