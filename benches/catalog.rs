@@ -424,7 +424,11 @@ fn main() {
             store,
             skilld::invoke::RunSettings::default(),
         ));
-        let state = AppState { catalog, invoker };
+        let state = AppState {
+            catalog,
+            invoker,
+            auth: Default::default(),
+        };
         let signal = async {
             let _ = stopped.await;
         };

@@ -495,6 +495,7 @@ async fn bench(root: &Path) -> Figures {
     let state = AppState {
         catalog: catalog.clone(),
         invoker: invoker.clone(),
+        auth: Default::default(),
     };
     let server = tokio::spawn(skilld::serve(
         state,

@@ -205,9 +205,23 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         writeln!(out, "listening on http://{addr}")?;
         out.flush()?;
     }
+    if config.auth.is_open() && !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "no tokens are configured (--insecure): anyone who can reach this address can run tools");
+    } else if config.auth.is_open() {
+        tracing::info!("no tokens are configured: every local request is allowed");
+    } else {
+        let tokens: Vec<String> = config
+            .auth
+            .tokens()
+            .iter()
+            .map(|t| format!("{}:{}", t.name(), t.role()))
+            .collect();
+        tracing::info!(tokens = %tokens.join(","), "bearer tokens required");
+    }
     let state = AppState {
         catalog: handle,
         invoker,
+        auth: config.auth.clone(),
     };
     serve(state, listener, shutdown_signal(), config.shutdown_grace).await?;
     tracing::info!("stopped");

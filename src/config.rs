@@ -1,6 +1,7 @@
 //! Typed configuration: defaults < TOML file < environment < flags,
 //! resolved and validated once at start-up.
 
+use crate::auth::{Auth, TokenConfig, TokenList};
 use crate::catalog::Root;
 use crate::skill::Trust;
 use crate::skill::load::Runtimes;
@@ -52,6 +53,10 @@ pub struct ServeArgs {
     /// Do not watch the skills directories for changes.
     #[arg(long, env = "SKILLD_NO_WATCH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub no_watch: Option<bool>,
+    /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
+    /// only: a flag would show the secrets to anyone who can list processes.
+    #[arg(skip = TokenList::from_env())]
+    pub tokens: Option<TokenList>,
 }
 
 /// The TOML file: the same keys as the flags, in snake_case.
@@ -88,7 +93,8 @@ pub struct FileConfig {
     pub max_cpu_secs: Option<u64>,
     /// This instance's name in the run log (default: the host name).
     pub instance: Option<String>,
-    pub tokens: Option<Vec<toml::Value>>,
+    /// Bearer tokens: `[[tokens]] name, role, secret | secret_sha256`.
+    pub tokens: Option<Vec<TokenConfig>>,
 }
 
 /// The resolved configuration.
@@ -105,6 +111,8 @@ pub struct Config {
     pub runtimes: Runtimes,
     pub run: crate::invoke::RunSettings,
     pub shutdown_grace: std::time::Duration,
+    /// The file's and `SKILLD_TOKENS`' tokens, merged; open when none.
+    pub auth: std::sync::Arc<Auth>,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -119,6 +127,7 @@ impl fmt::Debug for Config {
             .field("insecure", &self.insecure)
             .field("max_timeout_secs", &self.max_timeout_secs)
             .field("watch", &self.watch)
+            .field("auth", &self.auth)
             .finish()
     }
 }
@@ -145,13 +154,7 @@ impl Config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
-        if file.tokens.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(
-                "tokens are configured, but this version of skilld cannot enforce them yet; \
-                        remove [[tokens]] rather than run unprotected"
-                    .to_owned(),
-            );
-        }
+        let auth = resolve_tokens(file.tokens.as_deref().unwrap_or_default(), args.tokens.as_ref())?;
         let bind_text = args
             .bind
             .clone()
@@ -161,10 +164,10 @@ impl Config {
             .parse()
             .map_err(|_| format!("--bind '{bind_text}' is not an address such as 127.0.0.1:8080"))?;
         let insecure = args.insecure.or(file.insecure).unwrap_or(false);
-        if !bind.ip().is_loopback() && !insecure {
+        if !bind.ip().is_loopback() && !insecure && auth.is_open() {
             return Err(format!(
                 "refusing to listen on {bind} without tokens: anyone who can reach it could run tools; \
-                 bind to a loopback address or pass --insecure"
+                 configure tokens, bind to a loopback address, or pass --insecure"
             ));
         }
         let data_dir = args
@@ -246,8 +249,22 @@ impl Config {
             runtimes,
             run,
             shutdown_grace,
+            auth: std::sync::Arc::new(auth),
         })
     }
+}
+
+/// The file's tokens and then `SKILLD_TOKENS`'; both sources count, and a
+/// name defined in both is an error rather than a silent override.
+fn resolve_tokens(file: &[TokenConfig], env: Option<&TokenList>) -> Result<Auth, String> {
+    let mut tokens = file
+        .iter()
+        .map(|t| t.to_token("config file"))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(list) = env {
+        tokens.extend(list.parse()?);
+    }
+    Auth::new(tokens)
 }
 
 /// The host's name, which names this instance in the run log.
@@ -380,6 +397,100 @@ mod tests {
         assert!(Config::resolve(&args).is_err());
         args.insecure = Some(true);
         assert!(Config::resolve(&args).is_ok());
+    }
+
+    fn with_file(text: &str) -> (tempfile::TempDir, ServeArgs) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("skilld.toml");
+        std::fs::write(&file, text).unwrap();
+        let args = ServeArgs {
+            config: Some(file),
+            ..ServeArgs::default()
+        };
+        (dir, args)
+    }
+
+    #[test]
+    fn tokens_from_file_and_env_merge() {
+        use crate::auth::Role;
+        let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"approver-secret"));
+        let (_dir, mut args) = with_file(&format!(
+            "[[tokens]]\nname = \"agent\"\nrole = \"invoke\"\nsecret = \"agent-secret\"\n\
+             [[tokens]]\nname = \"boss\"\nrole = \"approve\"\nsecret_sha256 = \"{sha}\"\n"
+        ));
+        args.tokens = Some(TokenList("ops:admin:ops-secret".into()));
+        let c = Config::resolve(&args).unwrap();
+        let found = |s: &str| c.auth.find(s).map(|t| (t.name().to_owned(), t.role()));
+        assert_eq!(found("agent-secret"), Some(("agent".into(), Role::Invoke)));
+        assert_eq!(found("approver-secret"), Some(("boss".into(), Role::Approve)));
+        assert_eq!(found("ops-secret"), Some(("ops".into(), Role::Admin)));
+        assert_eq!(found(&sha), None);
+        // The secrets never reach the debug print of the configuration.
+        let printed = format!("{c:?}");
+        assert!(
+            printed.contains("agent") && !printed.contains("agent-secret"),
+            "{printed}"
+        );
+        assert!(
+            !printed.contains("ops-secret") && !printed.contains(&sha),
+            "{printed}"
+        );
+
+        args.tokens = Some(TokenList("agent:read:other".into()));
+        assert_eq!(
+            Config::resolve(&args).unwrap_err(),
+            "token 'agent' is defined twice (config file and SKILLD_TOKENS)"
+        );
+    }
+
+    #[test]
+    fn token_config_errors_name_the_token() {
+        let cases = [
+            (
+                "name = \"a\"\nrole = \"root\"\nsecret = \"x\"",
+                "token 'a' (config file): unknown role 'root'",
+            ),
+            (
+                "name = \"a\"\nrole = \"read\"\nsecret = \"\"",
+                "token 'a' (config file): the secret is empty",
+            ),
+            (
+                "name = \"a\"\nrole = \"read\"\nsecret_sha256 = \"zz\"",
+                "token 'a' (config file): secret_sha256 must be 64",
+            ),
+            (
+                "name = \"a\"\nrole = \"read\"",
+                "token 'a' (config file): give its secret",
+            ),
+            ("name = \"a\"\nrole = \"read\"\nsecert = \"x\"", "secert"),
+        ];
+        for (table, expected) in cases {
+            let (_dir, args) = with_file(&format!("[[tokens]]\n{table}\n"));
+            let err = Config::resolve(&args).unwrap_err();
+            assert!(err.contains(expected), "{table}: {err}");
+        }
+        let args = ServeArgs {
+            tokens: Some(TokenList("a:read:hunter2,hunter2".into())),
+            ..ServeArgs::default()
+        };
+        let err = Config::resolve(&args).unwrap_err();
+        assert_eq!(err, "SKILLD_TOKENS entry 2 is not name:role:secret");
+    }
+
+    #[test]
+    fn tokens_allow_a_public_bind() {
+        let args = ServeArgs {
+            bind: Some("0.0.0.0:8080".into()),
+            tokens: Some(TokenList("a:read:s".into())),
+            ..ServeArgs::default()
+        };
+        assert!(!Config::resolve(&args).unwrap().auth.is_open());
+        let args = ServeArgs {
+            bind: Some("0.0.0.0:8080".into()),
+            tokens: Some(TokenList(" , ".into())),
+            ..ServeArgs::default()
+        };
+        assert!(Config::resolve(&args).unwrap_err().contains("without tokens"));
     }
 
     #[test]

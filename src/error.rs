@@ -43,6 +43,11 @@ pub enum ApiError {
     AmbiguousTool { tool: String, candidates: Vec<String> },
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// Tokens are configured and the request carried none, or an unknown
+    /// or malformed one. `token_sent` picks the `WWW-Authenticate` error
+    /// (RFC 6750 §3: none when no credentials came at all).
+    #[error("{detail}")]
+    Unauthorized { detail: String, token_sent: bool },
     #[error("{0}")]
     Forbidden(String),
     #[error("method not allowed on this route")]
@@ -81,6 +86,7 @@ impl ApiError {
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -97,6 +103,7 @@ impl ApiError {
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
             ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::Unprocessable { code, .. } => code,
             ApiError::Conflict { code, .. } => code,
@@ -146,6 +153,15 @@ impl IntoResponse for ApiError {
             && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string())
         {
             res.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        if let ApiError::Unauthorized { token_sent, .. } = &self {
+            let challenge = if *token_sent {
+                r#"Bearer realm="skilld", error="invalid_token""#
+            } else {
+                r#"Bearer realm="skilld""#
+            };
+            res.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
         }
         if let ApiError::Internal(cause) = &self {
             // Logged by the trace middleware with the request id.

@@ -1,5 +1,6 @@
 //! skilld: serves directories of skills as an HTTP API.
 
+pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -24,6 +25,9 @@ pub use http::{app, openapi};
 pub struct AppState {
     pub catalog: Arc<CatalogHandle>,
     pub invoker: Arc<invoke::Invoker>,
+    /// The bearer tokens every protected handler checks (`auth::Require`);
+    /// `Auth::open()` when none are configured.
+    pub auth: Arc<auth::Auth>,
 }
 
 /// Serves `app(state)` on a bound listener until `shutdown` completes.

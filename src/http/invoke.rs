@@ -4,6 +4,7 @@ use super::extract::{JsonBody, Path, Query};
 use super::runs::event_stream;
 use super::tools::resolve_tool;
 use crate::AppState;
+use crate::auth::{Require, need};
 use crate::error::{ApiError, Result};
 use crate::invoke::Envelope;
 use crate::policy::{Decision, Verdict};
@@ -90,7 +91,7 @@ pub struct SkillToolPath {
 /// Run a tool. Answers with the envelope once it ran (even when the tool
 /// failed: that is a result, not an HTTP error); `Prefer: respond-async`
 /// answers 202 at once; `Accept: text/event-stream` streams its events.
-#[utoipa::path(post, path = "/tools/{tool}/invoke", tag = "invoke", params(ToolPath, InvokeQuery),
+#[utoipa::path(post, path = "/tools/{tool}/invoke", tag = "invoke", security(("bearer" = ["invoke"])), params(ToolPath, InvokeQuery),
     request_body(content = InvokeRequest, description = "The arguments; an empty body means none"),
     responses(
         (status = 200, description = "The tool ran (or could not start): the envelope; or, with dry_run, what would run", content(
@@ -107,6 +108,7 @@ pub struct SkillToolPath {
         (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 async fn invoke_tool(
+    _: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<ToolPath>,
     Query(q): Query<InvokeQuery>,
@@ -120,7 +122,7 @@ async fn invoke_tool(
 
 /// Run a tool of a given skill: the way to call a tool whose bare name
 /// several skills define.
-#[utoipa::path(post, path = "/skills/{skill}/tools/{tool}/invoke", tag = "invoke", params(SkillToolPath, InvokeQuery),
+#[utoipa::path(post, path = "/skills/{skill}/tools/{tool}/invoke", tag = "invoke", security(("bearer" = ["invoke"])), params(SkillToolPath, InvokeQuery),
     request_body(content = InvokeRequest, description = "The arguments; an empty body means none"),
     responses(
         (status = 200, description = "The tool ran (or could not start): the envelope; or, with dry_run, what would run", content(
@@ -136,6 +138,7 @@ async fn invoke_tool(
         (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 async fn invoke_skill_tool(
+    _: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<SkillToolPath>,
     Query(q): Query<InvokeQuery>,
@@ -163,7 +166,7 @@ pub struct CommandPath {
 /// Run a command alias (seed 004): a `prompt_rewrite` skill answers with
 /// its instructions; a `tool_dispatch` skill invokes its `command_tool`
 /// exactly as `POST /tools/{tool}/invoke` would.
-#[utoipa::path(post, path = "/commands/{command}", tag = "invoke", params(CommandPath, InvokeQuery),
+#[utoipa::path(post, path = "/commands/{command}", tag = "invoke", security(("bearer" = ["invoke"])), params(CommandPath, InvokeQuery),
     request_body(content = InvokeRequest, description = "Arguments for a tool_dispatch command; an empty body means none"),
     responses(
         (status = 200, description = "The instructions (prompt_rewrite), or the envelope of the dispatched tool", content(
@@ -180,6 +183,7 @@ pub struct CommandPath {
         (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 async fn run_command(
+    _: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<CommandPath>,
     Query(q): Query<InvokeQuery>,

@@ -58,7 +58,88 @@ fn api() -> OpenApiRouter<AppState> {
 pub fn openapi() -> Document {
     let (_, mut doc) = api().split_for_parts();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    describe_auth(&mut doc);
     doc
+}
+
+/// Adds the `bearer` scheme, and the 401 and 403 answers of every
+/// operation that names it. Handlers declare only
+/// `security(("bearer" = ["<role>"]))` (OpenAPI 3.1 lets a non-OAuth
+/// requirement list role names), so these answers read the same everywhere.
+fn describe_auth(doc: &mut Document) {
+    use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+    use utoipa::openapi::{ContentBuilder, HeaderBuilder, Object, Ref, ResponseBuilder, Type};
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "`Authorization: Bearer <token>`, required once the server has tokens configured. \
+                     Each operation lists the least role it needs; roles include the ones before them: \
+                     read < invoke < approve < admin.",
+                    ))
+                    .build(),
+            ),
+        );
+    let problem = || {
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build()
+    };
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for op in operations.into_iter().flatten() {
+            let roles: Vec<String> = op
+                .security
+                .iter()
+                .flatten()
+                .filter_map(|req| serde_json::to_value(req).ok())
+                .filter_map(|v| serde_json::from_value::<Vec<String>>(v["bearer"].clone()).ok())
+                .flatten()
+                .collect();
+            let Some(role) = roles.first() else { continue };
+            let unauthorized = ResponseBuilder::new()
+                .description(
+                    "Tokens are configured, and the request sent none, or an unknown or malformed one",
+                )
+                .header(
+                    "WWW-Authenticate",
+                    HeaderBuilder::new()
+                        .schema(Some(Object::with_type(Type::String)))
+                        .description(Some(
+                            r#"`Bearer realm="skilld"`, with `error="invalid_token"` when a token was sent"#,
+                        ))
+                        .build(),
+                )
+                .content("application/problem+json", problem());
+            let forbidden = ResponseBuilder::new()
+                .description(format!("The token's role is below `{role}`"))
+                .content("application/problem+json", problem());
+            op.responses
+                .responses
+                .insert("401".to_owned(), unauthorized.into());
+            // A handler may document its own 403 (a standing deny); the
+            // role reason then joins it rather than replacing it.
+            match op.responses.responses.get_mut("403") {
+                Some(utoipa::openapi::RefOr::T(own)) => {
+                    own.description = format!("{}; or the token's role is below `{role}`", own.description);
+                }
+                Some(_) => {}
+                None => {
+                    op.responses.responses.insert("403".to_owned(), forbidden.into());
+                }
+            }
+        }
+    }
 }
 
 /// The application: routes, docs, fallbacks and middleware.
@@ -79,7 +160,9 @@ pub fn app(state: AppState) -> Router {
                         .get("x-request-id")
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("");
-                    tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+                    // `caller` is filled in by `auth::Require` once the token is known.
+                    tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id,
+                        caller = tracing::field::Empty)
                 })
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )

@@ -3,6 +3,7 @@
 
 use super::extract::{Path, Query};
 use crate::AppState;
+use crate::auth::{Require, need};
 use crate::error::{ApiError, Result};
 use crate::invoke::{LiveRun, RunEvent, artifacts_dir, store_error};
 use crate::store::{Run, RunFilter, RunStatus, StoreError};
@@ -58,13 +59,17 @@ pub struct RunList {
 }
 
 /// The audit log, newest first.
-#[utoipa::path(get, path = "/runs", tag = "runs", params(RunQuery),
+#[utoipa::path(get, path = "/runs", tag = "runs", security(("bearer" = ["invoke"])), params(RunQuery),
     responses(
         (status = 200, description = "A page of runs", body = RunList),
         (status = 400, description = "Invalid query or cursor", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 503, description = "The run log is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-async fn list_runs(State(state): State<AppState>, Query(q): Query<RunQuery>) -> Result<Json<RunList>> {
+async fn list_runs(
+    _: Require<need::Invoke>,
+    State(state): State<AppState>,
+    Query(q): Query<RunQuery>,
+) -> Result<Json<RunList>> {
     let limit = q.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
         return Err(ApiError::BadRequest("limit must be between 1 and 500".to_owned()));
@@ -110,7 +115,7 @@ async fn load_run(state: &AppState, id: Uuid) -> Result<Run> {
 }
 
 /// One run; with `wait`, held until it finishes or the time passes.
-#[utoipa::path(get, path = "/runs/{id}", tag = "runs", params(RunPath, WaitQuery),
+#[utoipa::path(get, path = "/runs/{id}", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath, WaitQuery),
     responses(
         (status = 200, description = "The run", body = Run),
         (status = 400, description = "Invalid id", body = crate::error::Problem, content_type = "application/problem+json"),
@@ -118,6 +123,7 @@ async fn load_run(state: &AppState, id: Uuid) -> Result<Run> {
         (status = 503, description = "The run log is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 async fn get_run(
+    _: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<RunPath>,
     Query(q): Query<WaitQuery>,
@@ -133,12 +139,16 @@ async fn get_run(
 
 /// The run's events: `status`, `output` chunks, then `result` with the
 /// envelope, and the stream ends.
-#[utoipa::path(get, path = "/runs/{id}/events", tag = "runs", params(RunPath),
+#[utoipa::path(get, path = "/runs/{id}/events", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath),
     responses(
         (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = String),
         (status = 404, description = "No such run", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-async fn run_events(State(state): State<AppState>, Path(p): Path<RunPath>) -> Result<Response> {
+async fn run_events(
+    _: Require<need::Invoke>,
+    State(state): State<AppState>,
+    Path(p): Path<RunPath>,
+) -> Result<Response> {
     if let Some(live) = state.invoker.runs.get(p.id) {
         let rx = live.subscribe();
         let run = load_run(&state, p.id).await?;
@@ -227,13 +237,17 @@ pub struct CancelAccepted {
 
 /// Cancel a run: a running one's process group is killed; a pending one
 /// is withdrawn; a finished one answers 409.
-#[utoipa::path(post, path = "/runs/{id}/cancel", tag = "runs", params(RunPath),
+#[utoipa::path(post, path = "/runs/{id}/cancel", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath),
     responses(
         (status = 202, description = "Cancelling", body = CancelAccepted),
         (status = 404, description = "No such run", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The run already finished, or runs on another instance", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-async fn cancel_run(State(state): State<AppState>, Path(p): Path<RunPath>) -> Result<Response> {
+async fn cancel_run(
+    _: Require<need::Invoke>,
+    State(state): State<AppState>,
+    Path(p): Path<RunPath>,
+) -> Result<Response> {
     if let Some(live) = state.invoker.runs.get(p.id) {
         live.cancel.cancel();
         return Ok(accepted(p.id, "cancelling"));
@@ -287,13 +301,14 @@ pub struct RunFilePath {
 }
 
 /// An artifact of an entrypoint run, as a download.
-#[utoipa::path(get, path = "/runs/{id}/files/{path}", tag = "runs", params(RunFilePath),
+#[utoipa::path(get, path = "/runs/{id}/files/{path}", tag = "runs", security(("bearer" = ["invoke"])), params(RunFilePath),
     responses(
         (status = 200, description = "The file", content_type = "application/octet-stream", body = Vec<u8>),
         (status = 404, description = "No such run or file", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "The file is too large to serve", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_run_file(
+    _: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<RunFilePath>,
 ) -> Result<Response> {

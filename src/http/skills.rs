@@ -3,6 +3,7 @@
 
 use super::extract::{Accept, Path, Query};
 use crate::AppState;
+use crate::auth::{Require, need};
 use crate::error::{ApiError, Result};
 use crate::export::ToolInfo;
 use crate::skill::load::MAX_DEFINITION_BYTES;
@@ -154,12 +155,16 @@ pub struct SkillFilter {
 }
 
 /// List the loaded skills, sorted by name.
-#[utoipa::path(get, path = "/skills", tag = "skills", params(SkillFilter),
+#[utoipa::path(get, path = "/skills", tag = "skills", security(("bearer" = ["read"])), params(SkillFilter),
     responses(
         (status = 200, description = "The skills", body = SkillList),
         (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-async fn list_skills(State(state): State<AppState>, Query(filter): Query<SkillFilter>) -> Json<SkillList> {
+async fn list_skills(
+    _: Require<need::Read>,
+    State(state): State<AppState>,
+    Query(filter): Query<SkillFilter>,
+) -> Json<SkillList> {
     let catalog = state.catalog.current();
     let q = filter.q.as_deref().map(str::to_lowercase);
     let skills = catalog
@@ -185,12 +190,16 @@ pub struct SkillPath {
 }
 
 /// One skill with its tools, files and warnings.
-#[utoipa::path(get, path = "/skills/{skill}", tag = "skills", params(SkillPath),
+#[utoipa::path(get, path = "/skills/{skill}", tag = "skills", security(("bearer" = ["read"])), params(SkillPath),
     responses(
         (status = 200, description = "The skill", body = SkillDetail),
         (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-async fn get_skill(State(state): State<AppState>, Path(p): Path<SkillPath>) -> Result<Json<SkillDetail>> {
+async fn get_skill(
+    _: Require<need::Read>,
+    State(state): State<AppState>,
+    Path(p): Path<SkillPath>,
+) -> Result<Json<SkillDetail>> {
     let catalog = state.catalog.current();
     let skill = catalog
         .skill(&p.skill)
@@ -208,7 +217,7 @@ pub struct SkillPrompt {
 }
 
 /// A skill's instructions and references; `text/markdown` when `Accept` asks.
-#[utoipa::path(get, path = "/skills/{skill}/prompt", tag = "skills", params(SkillPath),
+#[utoipa::path(get, path = "/skills/{skill}/prompt", tag = "skills", security(("bearer" = ["read"])), params(SkillPath),
     responses(
         (status = 200, description = "The instructions", content(
             (SkillPrompt = "application/json"),
@@ -217,6 +226,7 @@ pub struct SkillPrompt {
         (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 async fn get_skill_prompt(
+    _: Require<need::Read>,
     State(state): State<AppState>,
     Path(p): Path<SkillPath>,
     accept: Accept,
@@ -283,13 +293,14 @@ const FILE_TYPES: &[(&str, &str)] = &[
 
 /// A file of a skill (references, assets, scripts). Paths that leave the
 /// skill, before or after resolving symlinks, are not found.
-#[utoipa::path(get, path = "/skills/{skill}/files/{path}", tag = "skills", params(SkillFilePath),
+#[utoipa::path(get, path = "/skills/{skill}/files/{path}", tag = "skills", security(("bearer" = ["read"])), params(SkillFilePath),
     responses(
         (status = 200, description = "The file, with its content type", content_type = "application/octet-stream", body = Vec<u8>),
         (status = 404, description = "No such skill or file, or an extension that is not served", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "The file is over 1 MiB", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_skill_file(
+    _: Require<need::Read>,
     State(state): State<AppState>,
     Path(p): Path<SkillFilePath>,
 ) -> Result<Response> {
@@ -335,9 +346,9 @@ pub struct DiagnosticList {
 }
 
 /// Every excluded skill's errors and every warning of the catalog.
-#[utoipa::path(get, path = "/diagnostics", tag = "skills",
+#[utoipa::path(get, path = "/diagnostics", tag = "skills", security(("bearer" = ["read"])),
     responses((status = 200, description = "The diagnostics", body = DiagnosticList)))]
-async fn list_diagnostics(State(state): State<AppState>) -> Json<DiagnosticList> {
+async fn list_diagnostics(_: Require<need::Read>, State(state): State<AppState>) -> Json<DiagnosticList> {
     Json(DiagnosticList {
         diagnostics: state.catalog.current().diagnostics.clone(),
     })
@@ -362,9 +373,9 @@ pub struct CommandList {
 }
 
 /// The command aliases, sorted.
-#[utoipa::path(get, path = "/commands", tag = "skills",
+#[utoipa::path(get, path = "/commands", tag = "skills", security(("bearer" = ["read"])),
     responses((status = 200, description = "The command aliases", body = CommandList)))]
-async fn list_commands(State(state): State<AppState>) -> Json<CommandList> {
+async fn list_commands(_: Require<need::Read>, State(state): State<AppState>) -> Json<CommandList> {
     let catalog = state.catalog.current();
     let commands = catalog
         .commands
@@ -393,9 +404,12 @@ pub struct ReloadSummary {
 }
 
 /// Rescan every root now and swap the new catalog in.
-#[utoipa::path(post, path = "/skills/reload", tag = "skills",
+#[utoipa::path(post, path = "/skills/reload", tag = "skills", security(("bearer" = ["admin"])),
     responses((status = 200, description = "The catalog was rebuilt", body = ReloadSummary)))]
-async fn reload_skills(State(state): State<AppState>) -> Result<Json<ReloadSummary>> {
+async fn reload_skills(
+    _: Require<need::Admin>,
+    State(state): State<AppState>,
+) -> Result<Json<ReloadSummary>> {
     let handle = state.catalog.clone();
     let catalog = tokio::task::spawn_blocking(move || handle.reload())
         .await

@@ -2,6 +2,7 @@
 
 use super::extract::{Path, Query};
 use crate::AppState;
+use crate::auth::{Require, need};
 use crate::catalog::{Catalog, ToolLookup};
 use crate::error::{ApiError, Result};
 use crate::export::{Format, ToolExport, ToolInfo};
@@ -65,7 +66,7 @@ fn typed(content_type: &'static str, bytes: Bytes) -> Response {
 /// names: a tool name two skills define is exported as `skill__tool` there
 /// (with `-` in the skill's name as `_`), and that name is accepted wherever
 /// a tool name is.
-#[utoipa::path(get, path = "/tools", tag = "tools", params(ToolQuery),
+#[utoipa::path(get, path = "/tools", tag = "tools", security(("bearer" = ["read"])), params(ToolQuery),
     responses(
         (status = 200, description = "The tools in the requested format", content(
             (ToolExport = "application/json"),
@@ -74,7 +75,11 @@ fn typed(content_type: &'static str, bytes: Bytes) -> Response {
         (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-async fn list_tools(State(state): State<AppState>, Query(q): Query<ToolQuery>) -> Result<Response> {
+async fn list_tools(
+    _: Require<need::Read>,
+    State(state): State<AppState>,
+    Query(q): Query<ToolQuery>,
+) -> Result<Response> {
     let catalog = state.catalog.current();
     body(
         &catalog,
@@ -93,12 +98,16 @@ pub struct ModeQuery {
 }
 
 /// The tool manifest of seed 000 §7.1, ready for a system prompt.
-#[utoipa::path(get, path = "/tools/prompt", tag = "tools", params(ModeQuery),
+#[utoipa::path(get, path = "/tools/prompt", tag = "tools", security(("bearer" = ["read"])), params(ModeQuery),
     responses(
         (status = 200, description = "The manifest", content_type = "text/plain", body = String),
         (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-async fn tools_prompt(State(state): State<AppState>, Query(q): Query<ModeQuery>) -> Result<Response> {
+async fn tools_prompt(
+    _: Require<need::Read>,
+    State(state): State<AppState>,
+    Query(q): Query<ModeQuery>,
+) -> Result<Response> {
     let catalog = state.catalog.current();
     body(&catalog, Format::Prompt, q.mode.as_deref(), None)
 }
@@ -112,13 +121,17 @@ pub struct ToolPath {
 }
 
 /// One tool.
-#[utoipa::path(get, path = "/tools/{tool}", tag = "tools", params(ToolPath),
+#[utoipa::path(get, path = "/tools/{tool}", tag = "tools", security(("bearer" = ["read"])), params(ToolPath),
     responses(
         (status = 200, description = "The tool", body = ToolInfo),
         (status = 404, description = "No such tool", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Several skills define this name; `candidates` lists them", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
-async fn get_tool(State(state): State<AppState>, Path(p): Path<ToolPath>) -> Result<Response> {
+async fn get_tool(
+    _: Require<need::Read>,
+    State(state): State<AppState>,
+    Path(p): Path<ToolPath>,
+) -> Result<Response> {
     let catalog = state.catalog.current();
     let index = resolve_tool(&catalog, &p.tool)?;
     let bytes = catalog

@@ -6,11 +6,12 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn skilld() -> Command {
+pub(crate) fn skilld() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_skilld"));
     c.env_remove("SKILLD_BIND")
         .env_remove("SKILLD_SKILLS")
         .env_remove("SKILLD_CONFIG")
+        .env_remove("SKILLD_TOKENS")
         .env("SKILLD_LOG", "warn");
     c
 }
@@ -103,7 +104,7 @@ fn tools_exports_without_a_server() {
 }
 
 /// Starts `skilld serve …`, returning the child and the address it printed.
-fn serve(cmd: &mut Command) -> (std::process::Child, String) {
+pub(crate) fn serve(cmd: &mut Command) -> (std::process::Child, String) {
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut first = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())
@@ -117,7 +118,7 @@ fn serve(cmd: &mut Command) -> (std::process::Child, String) {
     (child, addr)
 }
 
-fn stop(mut child: std::process::Child) -> std::process::ExitStatus {
+pub(crate) fn stop(mut child: std::process::Child) -> std::process::ExitStatus {
     Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

@@ -1,6 +1,7 @@
 //! Shared helpers: corpus roots, catalogs, and real servers on port 0.
 
 use skilld::AppState;
+use skilld::auth::Auth;
 use skilld::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use skilld::invoke::{Invoker, RunSettings};
 use skilld::skill::Trust;
@@ -84,11 +85,29 @@ impl TestServer {
         Self::launch(opts, settings, store, data).await
     }
 
+    /// With bearer tokens required.
+    pub async fn start_with_auth(opts: CatalogOptions, auth: Auth) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+        let store = skilld::store::connect(&url).await.unwrap();
+        Self::launch_with_auth(opts, RunSettings::default(), store, data, auth).await
+    }
+
     pub async fn launch(
+        opts: CatalogOptions,
+        settings: RunSettings,
+        store: Arc<dyn Store>,
+        data: tempfile::TempDir,
+    ) -> Self {
+        Self::launch_with_auth(opts, settings, store, data, Auth::open()).await
+    }
+
+    pub async fn launch_with_auth(
         opts: CatalogOptions,
         mut settings: RunSettings,
         store: Arc<dyn Store>,
         data: tempfile::TempDir,
+        auth: Auth,
     ) -> Self {
         settings.data_dir = data.path().to_path_buf();
         if settings.workspace == Path::new(".") {
@@ -106,6 +125,7 @@ impl TestServer {
         let state = AppState {
             catalog: catalog.clone(),
             invoker: invoker.clone(),
+            auth: Arc::new(auth),
         };
         let stopped = tokio::spawn(async move {
             let signal = async {

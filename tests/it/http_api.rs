@@ -233,6 +233,7 @@ async fn skill_files_stay_inside_the_skill() {
     let app = skilld::app(skilld::AppState {
         catalog: server.catalog.clone(),
         invoker: server.invoker.clone(),
+        auth: std::sync::Arc::default(),
     });
 
     let (s, body, ct) = raw(&app, "/skills/docs/files/references/guide.md").await;
