@@ -7,7 +7,7 @@
 //! resident memory, which must not grow with the tool's output. Last, a
 //! breakdown of a call through public APIs, so a missed goal points
 //! somewhere: the invoke pipeline without HTTP (also for a `network: true`
-//! skill with no limits, which skilld spawns without a pre_exec hook), the
+//! skill with no limits, whose child sets no rlimits and enters no namespace), the
 //! runner alone with and without its network namespace and rlimits, the
 //! run log's four writes alone, and peak RSS by layer.
 //!
@@ -574,8 +574,8 @@ async fn bench(root: &Path) -> Figures {
         timeout: Duration::from_secs(120),
         ..skilld_spec.clone()
     };
-    // The same pipeline on the same run log, with nothing for a pre_exec
-    // hook to do.
+    // The same pipeline on the same run log, with no limits for the child
+    // to set.
     let no_hook_invoker = Arc::new(Invoker::new(
         store.clone(),
         RunSettings {
@@ -592,7 +592,7 @@ async fn bench(root: &Path) -> Figures {
             Call::Pipeline(invoker.clone(), catalog.clone(), index(TRUE_TOOL)),
         ),
         (
-            "Invoker pipeline, no hook (no limits, network: true)",
+            "Invoker pipeline, no limits, network: true",
             Call::Pipeline(no_hook_invoker, catalog.clone(), index(NET_TOOL)),
         ),
         (
@@ -601,7 +601,7 @@ async fn bench(root: &Path) -> Figures {
         ),
         ("runner::run, rlimits, no netns", Call::Runner(Arc::new(no_netns))),
         (
-            "runner::run, no pre_exec hook (no rlimits, no netns)",
+            "runner::run, no rlimits, no netns",
             Call::Runner(Arc::new(no_hook)),
         ),
         (
@@ -675,8 +675,8 @@ fn main() {
     let root = tmp.path().join("skills");
     std::fs::create_dir(&root).expect("create root");
     write_skill(&root, "bench-true", "", "true");
-    // For the breakdown only: with `network: true` and no limits, skilld
-    // spawns without a pre_exec hook (posix_spawn instead of fork).
+    // For the breakdown only: with `network: true` and no limits, the
+    // child neither sets rlimits nor enters the isolated namespace.
     write_skill(&root, "bench-net", "network: true\n", "true");
     write_skill(
         &root,
@@ -774,7 +774,7 @@ fn main() {
         2 * N_PHASE
     );
     println!(
-        "network namespaces available: {} (skills without `network: true` get a new one per run)",
+        "network namespaces available: {} (skills without `network: true` enter one shared isolated namespace)",
         f.netns
     );
     for row in &f.rows {

@@ -1,8 +1,9 @@
-//! Resource limits and network isolation, applied in the child between fork
-//! and exec — the only reason the runner ever uses a `pre_exec` hook.
+//! Resource limits and network isolation, applied in the child between
+//! clone and exec (see `spawn`).
 
-use nix::sys::resource::{Resource, getrlimit, setrlimit};
+use nix::sys::resource::{Resource, getrlimit};
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
 
 /// Resource limits for one run; `None` leaves the server's own limit.
@@ -19,64 +20,66 @@ pub struct Limits {
     pub file_size_bytes: Option<u64>,
 }
 
-/// Whether this process can put a child into a fresh network namespace
-/// (`unshare(CLONE_NEWNET)`, which needs `CAP_SYS_ADMIN` and a kernel and
-/// seccomp profile that allow it). Probed once, in a forked child, so the
-/// server's own namespaces are never touched; `/readyz` reports it, and
-/// where it is false `network: false` is advisory only.
+/// Whether runs can be put into an isolated network namespace: true once
+/// [`isolated_network`] could make one. `/readyz` reports it; where it is
+/// false, `network: false` is advisory only.
 pub fn network_isolation_available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(probe_network_isolation)
+    isolated_network().is_some()
 }
 
-fn probe_network_isolation() -> bool {
-    use nix::sys::wait::{WaitStatus, waitpid};
-    use nix::unistd::{ForkResult, fork};
-
-    // SAFETY: the child only calls unshare(2) and _exit(2), both
-    // async-signal-safe, and touches no memory the parent's other threads
-    // could have left locked.
-    match unsafe { fork() } {
-        Ok(ForkResult::Child) => {
-            // SAFETY: plain system calls, no allocation; _exit skips atexit
-            // handlers and stdio flushing that belong to the parent.
-            unsafe {
-                let ok = libc::unshare(libc::CLONE_NEWNET) == 0;
-                libc::_exit(if ok { 0 } else { 1 })
-            }
-        }
-        Ok(ForkResult::Parent { child }) => loop {
-            match waitpid(child, None) {
-                Ok(WaitStatus::Exited(_, 0)) => break true,
-                Ok(_) => break false,
-                Err(nix::errno::Errno::EINTR) => continue,
+/// The network namespace runs with `network: false` enter: made once, on
+/// first use, and held open by this descriptor for the life of the server.
+/// It has only `lo`, down, so nothing in it can reach any address.
+///
+/// One namespace for all runs instead of one per run: creating a namespace
+/// costs the kernel ~0.4 ms and more again to tear down (benches/invoke.rs),
+/// while `setns` into an existing one is cheap. What runs share through it
+/// is only the abstract unix-socket namespace, which the server's host
+/// namespace never sees either.
+///
+/// Made by a short-lived thread of its own, since `unshare` moves the
+/// calling thread; this needs `CAP_SYS_ADMIN` and a kernel and seccomp
+/// profile that allow it.
+fn isolated_network() -> Option<RawFd> {
+    static NAMESPACE: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    NAMESPACE
+        .get_or_init(|| {
+            let made = std::thread::Builder::new()
+                .name("skilld-netns".to_owned())
+                .spawn(|| -> io::Result<OwnedFd> {
+                    // SAFETY: a bare system call that only changes this
+                    // thread, which ends right after.
+                    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(std::fs::File::open("/proc/thread-self/ns/net")?.into())
+                })
+                .map_err(io::Error::other)
+                .and_then(|thread| thread.join().map_err(|_| io::Error::other("the thread panicked"))?);
+            match made {
+                Ok(fd) => Some(fd),
                 Err(err) => {
-                    tracing::warn!(%err, "could not wait for the network isolation probe");
-                    break false;
+                    tracing::info!(%err, "no network namespace for isolated runs; network: false is advisory");
+                    None
                 }
             }
-        },
-        Err(err) => {
-            tracing::warn!(%err, "could not fork the network isolation probe");
-            false
-        }
-    }
+        })
+        .as_ref()
+        .map(AsRawFd::as_raw_fd)
 }
 
 /// What the child does to itself before exec. Plain data, computed in the
-/// parent, so that nothing is allocated or looked up after fork.
+/// parent, so that nothing is allocated or looked up in the child.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ChildSetup {
     rlimits: [Option<(Resource, u64, u64)>; 4],
-    new_network: bool,
+    netns: Option<RawFd>,
 }
 
 impl ChildSetup {
-    /// `None` when there is nothing to do, so the caller keeps std's
-    /// posix_spawn path (no hook, nothing run after fork).
-    pub(super) fn plan(limits: &Limits, isolate_network: bool) -> Option<Self> {
-        let new_network = isolate_network && network_isolation_available();
-        if isolate_network && !new_network {
+    pub(super) fn plan(limits: &Limits, isolate_network: bool) -> Self {
+        let netns = if isolate_network { isolated_network() } else { None };
+        if isolate_network && netns.is_none() {
             tracing::debug!("network isolation unavailable; running the child with the host network");
         }
         let rlimits = [
@@ -90,24 +93,29 @@ impl ChildSetup {
                 .file_size_bytes
                 .map(|v| clamp(Resource::RLIMIT_FSIZE, v, v)),
         ];
-        (new_network || rlimits.iter().any(Option::is_some)).then_some(Self { rlimits, new_network })
+        Self { rlimits, netns }
     }
 
-    /// Runs in the child between fork and exec.
-    ///
-    /// Only async-signal-safe system calls; no allocation (errors are raw
-    /// OS errors, which `io::Error` stores without allocating).
-    pub(super) fn apply(&self) -> io::Result<()> {
-        for (resource, soft, hard) in self.rlimits.iter().flatten() {
-            setrlimit(*resource, *soft, *hard).map_err(|e| io::Error::from_raw_os_error(e as i32))?;
-        }
-        if self.new_network {
-            // SAFETY: a bare system call on this (single-threaded) child.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(())
+    /// The limits as setrlimit(2) takes them.
+    pub(super) fn rlimits(&self) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
+        self.rlimits
+            .iter()
+            .flatten()
+            .map(|&(resource, soft, hard)| {
+                (
+                    resource as libc::__rlimit_resource_t,
+                    libc::rlimit {
+                        rlim_cur: soft,
+                        rlim_max: hard,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The namespace to enter, if the run is to be isolated and can be.
+    pub(super) fn netns(&self) -> Option<RawFd> {
+        self.netns
     }
 }
 

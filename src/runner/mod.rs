@@ -11,6 +11,7 @@ mod capture;
 mod env;
 mod limits;
 mod process;
+mod spawn;
 
 pub use env::{DEFAULT_PATH, child_env, is_secret_name};
 pub use limits::{Limits, network_isolation_available};
@@ -22,10 +23,10 @@ use nix::unistd::Pid;
 use process::Exit;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::Child;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -138,8 +139,8 @@ pub async fn run(
         };
     }
 
-    let mut child = match process::spawn(&spec) {
-        Ok(child) => child,
+    let spawned = match spawn::spawn(&spec) {
+        Ok(spawned) => spawned,
         Err(message) => {
             tracing::debug!(program = %spec.program, %message, "tool did not start");
             return Outcome {
@@ -149,37 +150,25 @@ pub async fn run(
             };
         }
     };
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let Ok(pid) = i32::try_from(child.id()) else {
-        // Linux pids fit in an i32 (pid_max ≤ 2^22); without one we could
-        // not signal the group, so do not let it run.
-        let _ = child.kill();
-        let _ = child.wait();
-        return Outcome {
-            spawn_error: Some(format!(
-                "could not start {}: process id out of range",
-                spec.program
-            )),
-            duration: started.elapsed(),
-            ..Outcome::default()
-        };
-    };
+    let pid = spawned.pid;
     // Guarded before anything else runs, so even a panicking `on_spawn`
     // cannot leave the group behind.
-    let leader = Leader {
-        child: Some(child),
+    let mut leader = Leader {
+        pidfd: Some(PidFd::Plain(spawned.pidfd)),
         pgid: Pid::from_raw(pid),
     };
     on_spawn(pid);
     tracing::debug!(program = %spec.program, pgid = pid, "tool started");
 
-    let (stdout, stderr) = match (open_pipe(stdout), open_pipe(stderr)) {
-        (Ok(stdout), Ok(stderr)) => (stdout, stderr),
-        (Err(err), _) | (_, Err(err)) => {
+    let opened = leader
+        .watch()
+        .and_then(|()| Ok((open_pipe(spawned.stdout)?, open_pipe(spawned.stderr)?)));
+    let (stdout, stderr) = match opened {
+        Ok(opened) => opened,
+        Err(err) => {
             leader.kill_and_reap().await;
             return Outcome {
-                spawn_error: Some(format!("could not read the output of {}: {err}", spec.program)),
+                spawn_error: Some(format!("could not watch {}: {err}", spec.program)),
                 duration: started.elapsed(),
                 pgid: Some(pid),
                 ..Outcome::default()
@@ -195,7 +184,7 @@ pub async fn run(
         )
     });
     let mut readers_done = false;
-    let mut exited = tokio::task::spawn_blocking(move || process::wait_exit_keeping_zombie(pid));
+    let mut exited = Box::pin(leader.wait_exit());
 
     let deadline = tokio::time::sleep(spec.timeout);
     let kill_timer = tokio::time::sleep(Duration::ZERO);
@@ -204,14 +193,10 @@ pub async fn run(
 
     let exit = loop {
         tokio::select! {
-            joined = &mut exited => break match joined {
-                Ok(Ok(exit)) => Some(exit),
-                Ok(Err(err)) => {
-                    tracing::warn!(pgid = pid, %err, "lost the exit status of the tool");
-                    None
-                }
+            exit = &mut exited => break match exit {
+                Ok(exit) => Some(exit),
                 Err(err) => {
-                    tracing::warn!(pgid = pid, %err, "the exit watcher failed");
+                    tracing::warn!(pgid = pid, %err, "lost the exit status of the tool");
                     None
                 }
             },
@@ -247,8 +232,8 @@ pub async fn run(
     // The leader is still an unreaped zombie here, so the id is ours (unless
     // its status was lost, warned about above: some other wait reaped it).
     process::signal_group(leader.pgid, Signal::SIGKILL);
-    drop(readers);
-    leader.reap().await;
+    drop((readers, exited));
+    leader.reap_exited();
 
     let captured = capture
         .into_inner()
@@ -278,41 +263,93 @@ pub async fn run(
 /// future was dropped), it kills the group and reaps on a thread of its own,
 /// so neither processes nor a zombie are left behind.
 struct Leader {
-    child: Option<Child>,
+    /// Pins the pid (and so the group id) until reaped.
+    pidfd: Option<PidFd>,
     pgid: Pid,
 }
 
+/// The leader's pidfd, plain or registered with the reactor.
+enum PidFd {
+    Plain(OwnedFd),
+    Watched(AsyncFd<OwnedFd>),
+}
+
+impl PidFd {
+    fn into_owned(self) -> OwnedFd {
+        match self {
+            Self::Plain(fd) => fd,
+            Self::Watched(fd) => fd.into_inner(),
+        }
+    }
+}
+
 impl Leader {
-    /// Reaps the leader, which has already exited (or been sent SIGKILL).
-    /// The wait runs on the blocking pool and owns the child, so it
-    /// completes even if this future is dropped.
-    async fn reap(mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
+    /// Registers the pidfd with the reactor, to learn of the exit without
+    /// a blocked thread.
+    fn watch(&mut self) -> std::io::Result<()> {
+        let Some(PidFd::Plain(fd)) = self.pidfd.take() else {
+            return Err(std::io::Error::other(
+                "the leader is not in a state to be watched",
+            ));
         };
-        match tokio::task::spawn_blocking(move || child.wait()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(err)) => tracing::warn!(pgid = self.pgid.as_raw(), %err, "could not reap the tool"),
-            Err(err) => tracing::warn!(pgid = self.pgid.as_raw(), %err, "the reaper failed"),
+        // SAFETY: an open descriptor that the AsyncFd owns, so it stays
+        // open and the same until dropped or taken back by `into_inner`.
+        match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
+            Ok(watched) => {
+                self.pidfd = Some(PidFd::Watched(watched));
+                Ok(())
+            }
+            Err(failed) => {
+                let (fd, err) = failed.into_parts();
+                self.pidfd = Some(PidFd::Plain(fd));
+                Err(err)
+            }
         }
     }
 
-    async fn kill_and_reap(self) {
+    /// Waits for the exit, leaving the leader unreaped (see `spawn::wait_exit`).
+    async fn wait_exit(&self) -> std::io::Result<Exit> {
+        match &self.pidfd {
+            Some(PidFd::Watched(fd)) => spawn::wait_exit(fd).await,
+            _ => Err(std::io::Error::other("the leader is not watched")),
+        }
+    }
+
+    /// Reaps the leader, which has already exited: waitid returns at once.
+    fn reap_exited(&mut self) {
+        if let Some(fd) = self.pidfd.take()
+            && let Err(err) = spawn::reap(&fd.into_owned())
+        {
+            tracing::warn!(pgid = self.pgid.as_raw(), %err, "could not reap the tool");
+        }
+    }
+
+    /// Kills the group and reaps the leader on the blocking pool, which
+    /// owns the pidfd, so it completes even if this future is dropped.
+    async fn kill_and_reap(mut self) {
         process::signal_group(self.pgid, Signal::SIGKILL);
-        self.reap().await;
+        let Some(fd) = self.pidfd.take().map(PidFd::into_owned) else {
+            return;
+        };
+        let pgid = self.pgid.as_raw();
+        match tokio::task::spawn_blocking(move || spawn::reap(&fd)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::warn!(pgid, %err, "could not reap the tool"),
+            Err(err) => tracing::warn!(pgid, %err, "the reaper failed"),
+        }
     }
 }
 
 impl Drop for Leader {
     fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else {
+        let Some(fd) = self.pidfd.take().map(PidFd::into_owned) else {
             return;
         };
         process::signal_group(self.pgid, Signal::SIGKILL);
         let reaper = std::thread::Builder::new()
             .name("skilld-reaper".to_owned())
             .spawn(move || {
-                let _ = child.wait();
+                let _ = spawn::reap(&fd);
             });
         if let Err(err) = reaper {
             tracing::warn!(pgid = self.pgid.as_raw(), %err, "could not start a thread to reap the tool");
@@ -320,9 +357,8 @@ impl Drop for Leader {
     }
 }
 
-fn open_pipe(fd: Option<impl Into<OwnedFd>>) -> std::io::Result<pipe::Receiver> {
-    let fd = fd.ok_or_else(|| std::io::Error::other("the pipe was not created"))?;
-    pipe::Receiver::from_owned_fd(fd.into())
+fn open_pipe(fd: OwnedFd) -> std::io::Result<pipe::Receiver> {
+    pipe::Receiver::from_owned_fd(fd)
 }
 
 /// Reads one pipe to its end, whatever the size: the child must never die

@@ -1,15 +1,12 @@
-//! Spawning, waiting and signalling, one system call's worth each.
+//! Finding the program, naming failures and signals, signalling groups.
 
-use super::Spec;
 use super::env::DEFAULT_PATH;
-use super::limits::ChildSetup;
+use super::spawn::Step;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{AccessFlags, Pid, access};
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 /// How the leader ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,47 +15,11 @@ pub(super) enum Exit {
     Signal(i32),
 }
 
-/// Starts the leader of a new process group, or says in one sentence why
-/// it could not be started.
-pub(super) fn spawn(spec: &Spec) -> Result<Child, String> {
-    if !spec.cwd.is_dir() {
-        return Err(format!("working directory not found: {}", spec.cwd.display()));
-    }
-    let path = resolve(&spec.program, &spec.cwd, &spec.env)?;
-
-    let mut command = Command::new(&path);
-    command
-        .arg0(&spec.program)
-        .args(&spec.args)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-
-    let setup = ChildSetup::plan(&spec.limits, spec.isolate_network);
-    if let Some(setup) = setup {
-        // SAFETY: `apply` runs between fork and exec and only makes
-        // async-signal-safe system calls (setrlimit, unshare) on data that
-        // was computed before the fork; it allocates nothing and takes no
-        // locks.
-        unsafe {
-            command.pre_exec(move || setup.apply());
-        }
-    }
-
-    command
-        .spawn()
-        .map_err(|err| describe(&err, &spec.program, &path, setup.is_some()))
-}
-
 /// The path to execute. A name with a slash is taken as it is (relative to
 /// the child's working directory); a bare name is looked up on the PATH the
 /// child will have, as the child's own shell would, so the skill's
 /// environment decides which program runs, not the server's.
-fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<PathBuf, String> {
+pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<PathBuf, String> {
     if program.is_empty() {
         return Err("command not found: the program name is empty".to_owned());
     }
@@ -89,57 +50,28 @@ fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<PathBu
     })
 }
 
-/// One sentence for a failed spawn.
-fn describe(err: &io::Error, program: &str, path: &Path, hooked: bool) -> String {
-    match err.raw_os_error().map(Errno::from_raw) {
-        Some(Errno::ENOENT) if path.exists() => {
-            format!(
+/// One sentence for a child that failed at `step` with `errno`.
+pub(super) fn describe_errno(errno: i32, step: Step, program: &str, path: &Path) -> String {
+    let err = io::Error::from_raw_os_error(errno);
+    match step {
+        Step::Exec => match Errno::from_raw(errno) {
+            Errno::ENOENT if path.exists() => format!(
                 "interpreter not found: {program} exists but its #! line (or ELF interpreter) names a missing program"
-            )
-        }
-        Some(Errno::ENOENT | Errno::ENOTDIR) => format!("command not found: {program}"),
-        Some(Errno::EACCES) => format!("permission denied: {program}"),
-        Some(Errno::ENOEXEC) => {
-            format!("exec format error: {program} is neither a binary nor a script with a #! line")
-        }
-        Some(Errno::E2BIG) => format!("argument list too long for {program}"),
-        Some(Errno::ETXTBSY) => format!("text file busy: {program} is open for writing"),
-        Some(Errno::EPERM) if hooked => {
-            format!("could not apply resource limits or network isolation to {program}: {err}")
-        }
-        _ if err.kind() == io::ErrorKind::InvalidInput => {
-            format!("could not start {program}: an argument or variable contains a NUL byte")
-        }
-        _ => format!("could not start {program}: {err}"),
-    }
-}
-
-/// Blocks until the process `pid` (a child of ours) has ended, WITHOUT
-/// reaping it: while the zombie exists its pid — which is also the group
-/// id — cannot be reused, so killing the group afterwards cannot hit a
-/// stranger.
-pub(super) fn wait_exit_keeping_zombie(pid: i32) -> io::Result<Exit> {
-    let id = libc::id_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    loop {
-        // SAFETY: siginfo_t is plain data for which all-zero bytes are a
-        // valid value; waitid only writes into it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: a plain system call with a valid out-pointer.
-        let rc = unsafe { libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOWAIT) };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
+            ),
+            Errno::ENOENT | Errno::ENOTDIR => format!("command not found: {program}"),
+            Errno::EACCES => format!("permission denied: {program}"),
+            Errno::ENOEXEC => {
+                format!("exec format error: {program} is neither a binary nor a script with a #! line")
             }
-            return Err(err);
-        }
-        // SAFETY: waitid succeeded for a child state change, so si_status
-        // is the field the kernel filled in.
-        let status = unsafe { info.si_status() };
-        return Ok(match info.si_code {
-            libc::CLD_EXITED => Exit::Code(status),
-            _ => Exit::Signal(status),
-        });
+            Errno::E2BIG => format!("argument list too long for {program}"),
+            Errno::ETXTBSY => format!("text file busy: {program} is open for writing"),
+            _ => format!("could not start {program}: {err}"),
+        },
+        Step::Limits => format!("could not apply resource limits to {program}: {err}"),
+        Step::Network => format!("could not isolate the network of {program}: {err}"),
+        Step::Directory => format!("could not enter the working directory of {program}: {err}"),
+        Step::Group => format!("could not give {program} its own process group: {err}"),
+        Step::Redirect | Step::None => format!("could not start {program}: {err}"),
     }
 }
 

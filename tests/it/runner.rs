@@ -871,6 +871,30 @@ async fn exit_codes_and_signals() {
     );
 }
 
+/// The child is cloned from a server that ignores SIGPIPE, has signal
+/// handlers installed and (for the clone) blocks every signal: none of it
+/// may reach the tool, or `yes | head` would loop and a SIGTERM could be lost.
+#[tokio::test]
+async fn the_child_starts_with_default_signals_and_only_stdio_open() {
+    // Install a handler in this process, as the server's runtime does.
+    let _sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+    let out = go(spec("cat", &["/proc/self/status"])).await;
+    assert_eq!(out.exit_code, Some(0), "{}", out.output);
+    let mask = |field: &str| {
+        let line = out.output.lines().find(|l| l.starts_with(field)).unwrap();
+        u64::from_str_radix(line.rsplit('\t').next().unwrap(), 16).unwrap()
+    };
+    // Nothing blocked, no handler of ours; SIGPIPE (13) back to its
+    // default. Other ignored signals stay ignored across exec, as POSIX
+    // and std's Command keep them.
+    assert_eq!((mask("SigBlk:"), mask("SigCgt:")), (0, 0), "{}", out.output);
+    assert_eq!(mask("SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "{}", out.output);
+    // Descriptors: 0, 1, 2 and the one `ls` opens for the directory.
+    let out = go(spec("ls", &["/proc/self/fd"])).await;
+    let fds: Vec<&str> = out.output.split_whitespace().collect();
+    assert_eq!(fds, ["0", "1", "2", "3"], "{}", out.output);
+}
+
 #[tokio::test]
 async fn stdin_is_empty() {
     let out = go(spec("cat", &[])).await;

@@ -1,0 +1,444 @@
+//! Starting a run's leader with `clone(CLONE_VM | CLONE_VFORK)`, and
+//! waiting for it through a pidfd.
+//!
+//! Why by hand: the child must set its resource limits and enter the
+//! isolated network namespace between fork and exec. std's `Command` can
+//! only do that with a `pre_exec` hook, and a hook makes it `fork` instead
+//! of `posix_spawn`: the kernel copies the page tables of the whole
+//! multi-threaded server for every run. `benches/invoke.rs` measured that at
+//! +0.4 ms per call and half the spawn rate at 8 concurrent calls. glibc's
+//! `posix_spawn` avoids the copy with a vfork-style clone on a separate
+//! stack, but it has no attribute for rlimits or `setns`, and the process
+//! crates (process-wrap, command-fds) all build on `pre_exec`. So this file
+//! does what `posix_spawn` does, plus those two steps.
+//!
+//! The child shares the parent's memory until it execs, and the parent's
+//! other threads keep running, so the child may only make system calls on
+//! data prepared here: no allocation, no locks, no panics. The calling
+//! thread is suspended until the child has exec'd or exited (`CLONE_VFORK`),
+//! which is what makes the shared stack-allocated arguments safe to read.
+
+use super::Spec;
+use super::limits::ChildSetup;
+use super::process::{Exit, describe_errno, resolve};
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::atomic::{AtomicI32, Ordering};
+use tokio::io::unix::AsyncFd;
+
+/// The child's stack. It only runs a handful of libc wrappers, so this is
+/// generous; a guard page below it turns an overflow into a fault instead
+/// of silent damage to the parent's memory.
+const STACK_BYTES: usize = 64 * 1024;
+
+/// A started leader: its pid (= its process group id), a pidfd that pins
+/// the pid until reaped, and the read ends of its stdout and stderr.
+pub(super) struct Spawned {
+    pub pid: i32,
+    pub pidfd: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// Which step failed in the child, reported back through shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub(super) enum Step {
+    None = 0,
+    Group = 1,
+    Network = 2,
+    Limits = 3,
+    Redirect = 4,
+    Directory = 5,
+    Exec = 6,
+}
+
+impl Step {
+    fn from_raw(raw: i32) -> Self {
+        match raw {
+            1 => Self::Group,
+            2 => Self::Network,
+            3 => Self::Limits,
+            4 => Self::Redirect,
+            5 => Self::Directory,
+            6 => Self::Exec,
+            _ => Self::None,
+        }
+    }
+}
+
+/// Everything the child reads, as raw pointers into memory the parent
+/// keeps alive across the clone; and where the child reports a failure.
+#[repr(C)]
+struct ChildArgs {
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    stdin: c_int,
+    stdout: c_int,
+    stderr: c_int,
+    rlimits: *const (libc::__rlimit_resource_t, libc::rlimit),
+    rlimit_count: usize,
+    /// A network namespace to enter, or -1.
+    netns: c_int,
+    /// One past the highest signal number.
+    signal_end: c_int,
+    failed_step: AtomicI32,
+    errno: AtomicI32,
+}
+
+/// Starts `spec`'s program as the leader of a new process group, or says in
+/// one sentence why it could not be started.
+pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
+    if !spec.cwd.is_dir() {
+        return Err(format!("working directory not found: {}", spec.cwd.display()));
+    }
+    let path = resolve(&spec.program, &spec.cwd, &spec.env)?;
+    let nul = || {
+        format!(
+            "could not start {}: an argument or variable contains a NUL byte",
+            spec.program
+        )
+    };
+    let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| nul())?;
+    let c_cwd = CString::new(spec.cwd.as_os_str().as_encoded_bytes()).map_err(|_| nul())?;
+    let argv = std::iter::once(spec.program.as_str())
+        .chain(spec.args.iter().map(String::as_str))
+        .map(|a| CString::new(a).map_err(|_| nul()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let envp = spec
+        .env
+        .iter()
+        .map(|(k, v)| CString::new(format!("{k}={v}")).map_err(|_| nul()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let argv_ptrs = null_terminated(&argv);
+    let envp_ptrs = null_terminated(&envp);
+
+    let setup = ChildSetup::plan(&spec.limits, spec.isolate_network);
+    let rlimits = setup.rlimits();
+    let could_not = |what: &str, err: io::Error| format!("could not start {}: {what}: {err}", spec.program);
+
+    // Descriptors at 3 or above, so the child's dup2 onto 0, 1 and 2 can
+    // never close one it still needs (a server started with a closed
+    // stdin would otherwise get a pipe at 0).
+    let stdin = open_dev_null().map_err(|e| could_not("cannot open /dev/null", e))?;
+    let (stdout_r, stdout_w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
+    let (stderr_r, stderr_w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
+    let stack = Stack::new().map_err(|e| could_not("cannot allocate a stack", e))?;
+
+    let args = ChildArgs {
+        path: c_path.as_ptr(),
+        argv: argv_ptrs.as_ptr(),
+        envp: envp_ptrs.as_ptr(),
+        cwd: c_cwd.as_ptr(),
+        stdin: stdin.as_raw_fd(),
+        stdout: stdout_w.as_raw_fd(),
+        stderr: stderr_w.as_raw_fd(),
+        rlimits: rlimits.as_ptr(),
+        rlimit_count: rlimits.len(),
+        netns: setup.netns().unwrap_or(-1),
+        signal_end: libc::SIGRTMAX() + 1,
+        failed_step: AtomicI32::new(Step::None as i32),
+        errno: AtomicI32::new(0),
+    };
+
+    let mut pidfd: c_int = -1;
+    // SAFETY: every signal is blocked on this thread for the clone, so no
+    // handler of ours runs on the child's stack before it resets them; the
+    // child gets a valid stack top and `args`, which outlive the call: with
+    // CLONE_VFORK this thread resumes only once the child has exec'd or
+    // exited. `child_main` keeps to the rules in the module comment.
+    let (pid, clone_err) = unsafe {
+        let all = SignalMask::block_all();
+        let pid = libc::clone(
+            child_main,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            ptr::from_ref(&args).cast_mut().cast::<c_void>(),
+            ptr::from_mut(&mut pidfd),
+        );
+        let err = io::Error::last_os_error();
+        drop(all);
+        (pid, err)
+    };
+    drop((stdin, stdout_w, stderr_w, stack));
+    if pid < 0 {
+        return Err(could_not("clone failed", clone_err));
+    }
+    // SAFETY: with CLONE_PIDFD a successful clone stored a new descriptor
+    // that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+
+    let step = Step::from_raw(args.failed_step.load(Ordering::Acquire));
+    if step != Step::None {
+        // The child has already exited (127); reap it so no zombie stays.
+        if let Err(err) = reap(&pidfd) {
+            tracing::warn!(%err, "could not reap a child that failed to start");
+        }
+        let errno = args.errno.load(Ordering::Acquire);
+        return Err(describe_errno(errno, step, &spec.program, &path));
+    }
+    Ok(Spawned {
+        pid,
+        pidfd,
+        stdout: stdout_r,
+        stderr: stderr_r,
+    })
+}
+
+/// The child, between clone and exec. Only system calls on `args`; any
+/// failure is written back with its errno and the child exits 127.
+extern "C" fn child_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the parent's `ChildArgs`, alive and unchanged until
+    // this process execs or exits (CLONE_VFORK). Every pointer in it is
+    // valid and NUL-terminated (strings) or NULL-terminated (arrays).
+    unsafe {
+        let a = &*arg.cast::<ChildArgs>();
+
+        // Signal dispositions are the parent's copy (no CLONE_SIGHAND):
+        // handlers would run the server's code in here, so reset them
+        // before unblocking. SIGPIPE, which Rust ignores, goes back to the
+        // default too, as std's Command does: a tool writing to a closed
+        // pipe should end the way it would from a shell.
+        let mut action: libc::sigaction = std::mem::zeroed();
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        for signal in 1..a.signal_end {
+            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+                continue;
+            }
+            if libc::sigaction(signal, ptr::null(), &raw mut action) == 0
+                && (action.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+                && action.sa_sigaction != libc::SIG_DFL
+            {
+                libc::sigaction(signal, &raw const default, ptr::null_mut());
+            }
+        }
+
+        if libc::setpgid(0, 0) != 0 {
+            fail(a, Step::Group);
+        }
+        if a.netns >= 0 && libc::setns(a.netns, libc::CLONE_NEWNET) != 0 {
+            fail(a, Step::Network);
+        }
+        let mut next = a.rlimits;
+        for _ in 0..a.rlimit_count {
+            let (resource, limit) = &*next;
+            if libc::setrlimit(*resource, limit) != 0 {
+                fail(a, Step::Limits);
+            }
+            next = next.add(1);
+        }
+        for (from, to) in [(a.stdin, 0), (a.stdout, 1), (a.stderr, 2)] {
+            // dup2 leaves the new descriptor without O_CLOEXEC; the
+            // originals (all ≥ 3, close-on-exec) vanish at exec.
+            if libc::dup2(from, to) < 0 {
+                fail(a, Step::Redirect);
+            }
+        }
+        // Whatever the server inherited without close-on-exec (a
+        // jobserver pipe, a supervisor's socket) is not the tool's
+        // business. Best effort: a kernel before 5.9 lacks close_range.
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        );
+        if libc::chdir(a.cwd) != 0 {
+            fail(a, Step::Directory);
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &raw const none, ptr::null_mut());
+        libc::execve(a.path, a.argv, a.envp);
+        fail(a, Step::Exec)
+    }
+}
+
+/// Records the failed step and errno for the parent and exits.
+///
+/// # Safety
+/// Only in the cloned child.
+unsafe fn fail(a: &ChildArgs, step: Step) -> ! {
+    // SAFETY: errno is this (shared) thread-local; reading it is a load.
+    let errno = unsafe { *libc::__errno_location() };
+    a.errno.store(errno, Ordering::Release);
+    a.failed_step.store(step as i32, Ordering::Release);
+    // SAFETY: _exit ends only this process (no CLONE_THREAD) and runs none
+    // of the parent's atexit handlers.
+    unsafe { libc::_exit(127) }
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(ptr::null()))
+        .collect()
+}
+
+/// Moves a descriptor to 3 or above, keeping it close-on-exec.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: fcntl on a descriptor we own; the result is a new one we own.
+    let raised = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if raised < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh from F_DUPFD_CLOEXEC.
+    Ok(unsafe { OwnedFd::from_raw_fd(raised) })
+}
+
+fn open_dev_null() -> io::Result<OwnedFd> {
+    let file = std::fs::File::open("/dev/null")?;
+    above_stdio(file.into())
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    Ok((above_stdio(read)?, above_stdio(write)?))
+}
+
+/// An mmap'd stack with a guard page below it.
+struct Stack {
+    base: *mut c_void,
+    len: usize,
+}
+
+impl Stack {
+    fn new() -> io::Result<Self> {
+        let page = page_size();
+        let len = STACK_BYTES + page;
+        // SAFETY: an anonymous private mapping; checked below.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stack = Self { base, len };
+        // SAFETY: the lowest page of our own mapping.
+        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    /// The highest address, 16-byte aligned (stacks grow down on every
+    /// architecture Linux runs us on).
+    fn top(&self) -> *mut c_void {
+        let end = self.base as usize + self.len;
+        (end & !15) as *mut c_void
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping, which the child no longer
+        // uses: it has exec'd or exited before clone returned.
+        unsafe {
+            libc::munmap(self.base, self.len);
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096).max(4096)
+}
+
+/// Blocks every signal on this thread while alive, then restores the mask.
+struct SignalMask(libc::sigset_t);
+
+impl SignalMask {
+    /// # Safety
+    /// The guard must be dropped on the thread that made it.
+    unsafe fn block_all() -> Self {
+        // SAFETY: sigset_t is plain data; the calls get valid pointers.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&raw mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut old);
+            Self(old)
+        }
+    }
+}
+
+impl Drop for SignalMask {
+    fn drop(&mut self) {
+        // SAFETY: restoring the mask saved by `block_all` on this thread.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &raw const self.0, ptr::null_mut());
+        }
+    }
+}
+
+/// Waits until the leader has ended, WITHOUT reaping it: while the zombie
+/// exists its pid — which is also the group id — cannot be reused, so
+/// killing the group afterwards cannot hit a stranger. The pidfd becomes
+/// readable when the process exits, so no thread blocks meanwhile.
+pub(super) async fn wait_exit(pidfd: &AsyncFd<OwnedFd>) -> io::Result<Exit> {
+    loop {
+        let mut ready = pidfd.readable().await?;
+        if let Some(exit) = peek_exit(pidfd.get_ref().as_raw_fd())? {
+            return Ok(exit);
+        }
+        ready.clear_ready();
+    }
+}
+
+/// The exit status if the process has ended, leaving it unreaped.
+fn peek_exit(pidfd: RawFd) -> io::Result<Option<Exit>> {
+    waitid(pidfd, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG)
+}
+
+/// Reaps the process behind `pidfd`, blocking until it has ended.
+pub(super) fn reap(pidfd: &OwnedFd) -> io::Result<()> {
+    waitid(pidfd.as_raw_fd(), libc::WEXITED).map(|_| ())
+}
+
+fn waitid(pidfd: RawFd, options: c_int) -> io::Result<Option<Exit>> {
+    let id = libc::id_t::try_from(pidfd).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    loop {
+        // SAFETY: siginfo_t is plain data for which all-zero bytes are a
+        // valid value; waitid only writes into it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: a plain system call with a valid out-pointer.
+        let rc = unsafe { libc::waitid(libc::P_PIDFD, id, &raw mut info, options) };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        // SAFETY: waitid succeeded, so si_pid is set: 0 when (WNOHANG)
+        // nothing has changed yet.
+        if unsafe { info.si_pid() } == 0 {
+            return Ok(None);
+        }
+        // SAFETY: a child state change was reported, so si_status is the
+        // field the kernel filled in.
+        let status = unsafe { info.si_status() };
+        return Ok(Some(match info.si_code {
+            libc::CLD_EXITED => Exit::Code(status),
+            _ => Exit::Signal(status),
+        }));
+    }
+}
