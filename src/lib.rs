@@ -8,6 +8,7 @@ pub mod error;
 pub mod export;
 pub mod http;
 pub mod invoke;
+pub mod metrics;
 pub mod policy;
 pub mod runner;
 pub mod skill;

@@ -4,6 +4,7 @@
 mod extract;
 pub mod health;
 pub mod invoke;
+pub mod metrics;
 pub mod runs;
 pub mod skills;
 pub mod tools;
@@ -35,7 +36,7 @@ use utoipa_swagger_ui::SwaggerUi;
     // Types used only in query parameters are not collected on their own.
     components(schemas(crate::export::Format)),
     tags(
-        (name = "service", description = "Health and readiness"),
+        (name = "service", description = "Health, readiness and metrics"),
         (name = "skills", description = "The skill catalog"),
         (name = "tools", description = "Tools and their exports"),
         (name = "invoke", description = "Running tools"),
@@ -52,6 +53,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tools::router())
         .merge(invoke::router())
         .merge(runs::router())
+        .merge(metrics::router())
 }
 
 /// The OpenAPI document, exactly as `/openapi.json` serves it.
@@ -151,6 +153,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(|| async { ApiError::not_found("route", "this path") })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
+        .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(log_internal))
         .layer(
             TraceLayer::new_for_http()

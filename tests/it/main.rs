@@ -7,6 +7,7 @@ mod corpus;
 mod exports;
 mod http_api;
 mod invoke;
+mod metrics;
 mod openapi;
 mod props;
 mod python_client;

@@ -1,0 +1,136 @@
+//! `GET /metrics` over a real socket. Every server of this test process
+//! shares one recorder (the `metrics` crate allows one per process) and
+//! other tests make requests at the same time, so counts are compared
+//! before and after, and made-up paths are unique to this file.
+
+use crate::common::{TestServer, corpus_options};
+use std::collections::BTreeMap;
+
+/// The body of `/metrics`, after checking its status and content type.
+async fn scrape(server: &TestServer) -> String {
+    let res = reqwest::get(server.url("/metrics")).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let content_type = res.headers()["content-type"].to_str().unwrap().to_owned();
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    res.text().await.unwrap()
+}
+
+/// Every sample of `name` as (labels, value).
+fn samples(text: &str, name: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (n, rest) = series.split_once('{').unwrap_or((series, "}"));
+            if n != name {
+                return None;
+            }
+            let labels = rest
+                .strip_suffix('}')
+                .unwrap()
+                .split(',')
+                .filter(|kv| !kv.is_empty())
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap();
+                    (k.to_owned(), v.trim_matches('"').to_owned())
+                })
+                .collect();
+            Some((labels, value.parse().unwrap()))
+        })
+        .collect()
+}
+
+/// The value of the sample of `name` with exactly `labels`; 0 when absent.
+fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let want: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    samples(text, name)
+        .into_iter()
+        .find(|(got, _)| *got == want)
+        .map_or(0.0, |(_, v)| v)
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text_with_help_and_type() {
+    let server = TestServer::start(corpus_options()).await;
+    // The first scrape of a process may come before any request was counted.
+    reqwest::get(server.url("/healthz")).await.unwrap();
+    let text = scrape(&server).await;
+    for name in [
+        "skilld_http_requests_total",
+        "skilld_http_request_duration_seconds",
+    ] {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name} in {text}");
+    }
+    assert!(
+        text.contains("# TYPE skilld_http_requests_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE skilld_http_request_duration_seconds histogram"),
+        "{text}"
+    );
+    // Every line is a comment, a sample `name{labels} value`, or blank.
+    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        assert!(series.starts_with("skilld_"), "{line}");
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn requests_are_counted_by_route_template_and_status() {
+    let server = TestServer::start(corpus_options()).await;
+    let ok = [("method", "GET"), ("route", "/skills"), ("status", "200")];
+    let missing_skill = [("method", "GET"), ("route", "/skills/{skill}"), ("status", "404")];
+    let unmatched = [("method", "GET"), ("route", "unmatched"), ("status", "404")];
+    let before = scrape(&server).await;
+
+    for _ in 0..3 {
+        let res = reqwest::get(server.url("/skills")).await.unwrap();
+        assert_eq!(res.status(), 200);
+    }
+    let res = reqwest::get(server.url("/skills/no-such-skill-metrics-test"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+    for i in 0..2 {
+        let res = reqwest::get(server.url(&format!("/metrics-test-made-up-{i}/x")))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 404);
+    }
+    let after = scrape(&server).await;
+
+    let counted = |labels: &[(&str, &str)]| {
+        let name = "skilld_http_requests_total";
+        value(&after, name, labels) - value(&before, name, labels)
+    };
+    // Other tests' servers count into the same series, so at least.
+    assert!(counted(&ok) >= 3.0, "{after}");
+    assert!(counted(&missing_skill) >= 1.0, "{after}");
+    assert!(counted(&unmatched) >= 2.0, "{after}");
+    // Clients' paths never become labels.
+    assert!(!after.contains("metrics-test-made-up"), "{after}");
+    assert!(!after.contains("no-such-skill-metrics-test"), "{after}");
+    // Every route label is a template or `unmatched`.
+    for (labels, _) in samples(&after, "skilld_http_requests_total") {
+        let route = &labels["route"];
+        assert!(route == "unmatched" || route.starts_with('/'), "{route}");
+    }
+
+    let timed = value(
+        &after,
+        "skilld_http_request_duration_seconds_count",
+        &[("method", "GET"), ("route", "/skills")],
+    );
+    assert!(timed >= 3.0, "{after}");
+    let bucket = value(
+        &after,
+        "skilld_http_request_duration_seconds_bucket",
+        &[("method", "GET"), ("route", "/skills"), ("le", "+Inf")],
+    );
+    assert_eq!(bucket, timed);
+}
