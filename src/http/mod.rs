@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod runs;
 pub mod skills;
 pub mod tools;
+pub mod ui;
 
 use crate::AppState;
 use crate::error::{ApiError, InternalCause};
@@ -150,6 +151,7 @@ pub fn app(state: AppState) -> Router {
     let doc = openapi();
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
+        .merge(ui::router())
         .fallback(|| async { ApiError::not_found("route", "this path") })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)

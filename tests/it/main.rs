@@ -18,3 +18,4 @@ mod runner;
 mod server_process;
 mod sources;
 mod store;
+mod ui;

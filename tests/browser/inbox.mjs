@@ -1,0 +1,104 @@
+// Drives skilld's web inbox in Debian's headless chromium, as a person would:
+// opens /ui, finds a pending approval, reads its command preview, clicks
+// "Approve once" and waits for the run to succeed. Run by tests/it/ui.rs.
+//
+//   node tests/browser/inbox.mjs <base_url> [token]
+//
+// With a token, the page is first opened without one: it must show the 401
+// message; the token is then typed into the page's token field and saved.
+//
+// What to expect comes from the environment:
+//   INBOX_APPROVAL_ID  the approval to decide (required)
+//   INBOX_PREVIEW      the exact command preview text (optional)
+//   INBOX_OUTPUT       text the run's output must contain (optional)
+//   INBOX_SCREENSHOT   a PNG path for a screenshot of the final page (optional)
+//   CHROMIUM           the browser (default /usr/bin/chromium)
+//
+// Prints one JSON line on success ({"run_id","preview","output",...}) and
+// exits 0; on failure prints why (and the page's text) and exits 1.
+
+import { chromium } from 'playwright-core';
+
+const TIMEOUT_MS = 20_000;
+
+const [baseArg, token] = process.argv.slice(2);
+const approvalId = process.env.INBOX_APPROVAL_ID;
+if (!baseArg || !approvalId) {
+  console.error('usage: INBOX_APPROVAL_ID=<id> node inbox.mjs <base_url> [token]');
+  process.exit(2);
+}
+const base = baseArg.replace(/\/+$/, '');
+
+function fail(message) {
+  throw new Error(message);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  // Root in a container has no user namespace for chromium's sandbox.
+  args: ['--no-sandbox', '--disable-dev-shm-usage'],
+  timeout: 60_000,
+});
+let page;
+const problems = [];
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT_MS);
+  // A script error or a CSP violation is a bug of the page, even when the
+  // flow below happens to complete.
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && !/status of 40[13]/.test(msg.text())) problems.push(`console error: ${msg.text()}`);
+  });
+
+  const response = await page.goto(`${base}/ui`);
+  if (!response || response.status() !== 200) fail(`GET /ui answered ${response && response.status()}`);
+
+  if (token) {
+    const alert = page.locator('#notice');
+    await alert.filter({ hasText: 'Unauthorized (401)' }).waitFor();
+    const text = (await alert.textContent()) || '';
+    if (!/requires an API token/.test(text)) fail(`the 401 notice does not say a token is needed: ${text}`);
+    if ((await page.locator('article[data-approval-id]').count()) !== 0) fail('approvals are shown without a token');
+    await page.getByLabel('API token').fill(token);
+    await page.getByRole('button', { name: 'Save token', exact: true }).click();
+    await alert.waitFor({ state: 'hidden' });
+  }
+
+  const article = page.locator(`article[data-approval-id="${approvalId}"]`);
+  await article.waitFor();
+  if ((await article.getByRole('heading').count()) < 1) fail('the approval has no heading');
+  const runId = await article.getAttribute('data-run-id');
+  const preview = ((await article.locator('pre.argv').textContent()) || '').trim();
+  if (process.env.INBOX_PREVIEW !== undefined && preview !== process.env.INBOX_PREVIEW) {
+    fail(`command preview is ${JSON.stringify(preview)}, expected ${JSON.stringify(process.env.INBOX_PREVIEW)}`);
+  }
+  const warning = (await article.locator('.warning').count()) ? await article.locator('.warning').textContent() : null;
+
+  await article.getByRole('button', { name: 'Approve once', exact: true }).click();
+  await article.waitFor({ state: 'detached' });
+
+  const row = page.locator(`tr[data-run-id="${runId}"]`);
+  await page.locator(`tr[data-run-id="${runId}"][data-status="succeeded"]`).waitFor();
+  const output = ((await row.locator('.output').textContent()) || '');
+  if (process.env.INBOX_OUTPUT !== undefined && !output.includes(process.env.INBOX_OUTPUT)) {
+    fail(`run output ${JSON.stringify(output)} does not contain ${JSON.stringify(process.env.INBOX_OUTPUT)}`);
+  }
+  const exitCode = ((await row.locator('.exit-code').textContent()) || '').trim();
+
+  if (process.env.INBOX_SCREENSHOT) await page.screenshot({ path: process.env.INBOX_SCREENSHOT, fullPage: true });
+  if (problems.length) fail(problems.join('\n'));
+  console.log(JSON.stringify({ run_id: runId, preview, warning, output, exit_code: exitCode }));
+} catch (err) {
+  console.error(`inbox test failed: ${err.message}`);
+  if (problems.length) console.error(problems.join('\n'));
+  if (page) {
+    const text = await page.locator('body').innerText().catch(() => '(page text unavailable)');
+    console.error(`--- page text ---\n${text}`);
+    if (process.env.INBOX_SCREENSHOT) await page.screenshot({ path: process.env.INBOX_SCREENSHOT, fullPage: true }).catch(() => {});
+  }
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
