@@ -206,8 +206,8 @@ enum Call {
     Http(Arc<reqwest::Client>, Arc<String>),
     /// `runner::run` alone.
     Runner(Arc<Spec>),
-    /// The invoke pipeline without HTTP: `Invoker::prepare`, `start`,
-    /// `LiveRun::finished` on catalog tool `index`.
+    /// The invoke pipeline without HTTP: `Invoker::prepare`, `decide`,
+    /// `start`, `LiveRun::finished` on catalog tool `index`.
     Pipeline(Arc<Invoker>, Arc<CatalogHandle>, usize),
     /// [`store_writes`] with this result.
     Store(Arc<dyn Store>, Arc<Value>),
@@ -225,7 +225,9 @@ impl Call {
                 let prepared = invoker
                     .prepare(&catalog, *index, &serde_json::json!({}), None)
                     .expect("prepare");
-                let (live, events) = invoker.start(prepared).await.expect("start");
+                let (decision, _) = invoker.decide(&prepared).await.expect("decide");
+                assert_eq!(decision.decision, skilld::policy::Verdict::Run, "{decision:?}");
+                let (live, events) = invoker.start(prepared, None).await.expect("start");
                 // As the HTTP handler does when the caller does not stream.
                 drop(events);
                 let env = live.finished().await.expect("ran");
@@ -276,31 +278,36 @@ async fn run_spec(spec: &Spec) {
     assert_eq!(out.exit_code, Some(0), "runner: {out:?}");
 }
 
-/// The four writes a call makes to the run log, in order.
+/// What a call that runs at once asks of the run log, in order: the
+/// policy's read, the insert as running, the process group, the result.
 async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
     let start = Instant::now();
     let id = uuid::Uuid::now_v7();
+    let hash = "0".repeat(64);
+    store
+        .policy_facts("bench-true", TRUE_TOOL, &hash)
+        .await
+        .expect("policy_facts");
+    let now = chrono::Utc::now();
     store
         .insert_run(NewRun {
             id,
             skill: "bench-true".to_owned(),
             tool: TRUE_TOOL.to_owned(),
-            skill_hash: "0".repeat(64),
+            skill_hash: hash,
             arguments: serde_json::json!({}),
             argv: vec!["true".to_owned()],
             cwd: "/tmp".to_owned(),
-            status: RunStatus::Queued,
+            status: RunStatus::Running,
             requested_by: None,
             approval_id: None,
-            created_at: chrono::Utc::now(),
+            created_at: now,
+            started_at: Some(now),
+            instance: Some("bench".to_owned()),
+            mode: Some("Global".to_owned()),
         })
         .await
         .expect("insert_run");
-    store
-        .start_run(id, None, "bench", chrono::Utc::now())
-        .await
-        .expect("start_run")
-        .expect("started");
     store.set_pgid(id, 1).await.expect("set_pgid");
     store
         .finish_run(id, RunStatus::Succeeded, Some(result.clone()), chrono::Utc::now())
@@ -605,7 +612,7 @@ async fn bench(root: &Path) -> Figures {
             Call::Runner(Arc::new(no_hook)),
         ),
         (
-            "run log: insert + start + set_pgid + finish (SQLite)",
+            "run log: policy read, insert, set_pgid, finish (SQLite)",
             Call::Store(store.clone(), Arc::new(result)),
         ),
     ];

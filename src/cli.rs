@@ -392,7 +392,13 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
         let prepared = invoker
             .prepare(&catalog, index, &arguments, mode)
             .map_err(failure)?;
-        let (live, _) = invoker.start(prepared).await.map_err(failure)?;
+        // The person at the terminal is the one asking: `skilld run` runs
+        // the tool without holding it for approval, and records it as
+        // requested by the local user.
+        let (live, _) = invoker
+            .start(prepared, std::env::var("USER").ok().map(|u| format!("cli:{u}")))
+            .await
+            .map_err(failure)?;
         let envelope = live
             .finished()
             .await

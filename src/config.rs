@@ -53,6 +53,14 @@ pub struct ServeArgs {
     /// Do not watch the skills directories for changes.
     #[arg(long, env = "SKILLD_NO_WATCH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub no_watch: Option<bool>,
+    /// How long an approval request waits for a decision, in seconds
+    /// (default 3600); then it expires and its run with it.
+    #[arg(long, env = "SKILLD_APPROVAL_TTL_SECS", value_name = "SECS")]
+    pub approval_ttl_secs: Option<u64>,
+    /// This instance's name in the run log (default: the host name). Give
+    /// each of several instances sharing one database its own.
+    #[arg(long, env = "SKILLD_INSTANCE", value_name = "NAME")]
+    pub instance: Option<String>,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
@@ -79,6 +87,8 @@ pub struct FileConfig {
     pub max_concurrent_runs_per_tool: Option<usize>,
     /// How long a call waits for a free slot before 429 (default 10 s).
     pub queue_timeout_secs: Option<u64>,
+    /// See [`ServeArgs::approval_ttl_secs`].
+    pub approval_ttl_secs: Option<u64>,
     /// SIGTERM → SIGKILL delay for a tool's process group (default 5 s).
     pub kill_grace_secs: Option<u64>,
     /// How long running tools may finish after SIGTERM to skilld (default 10 s).
@@ -233,8 +243,13 @@ impl Config {
                 .unwrap_or(defaults.max_concurrent_per_tool)
                 .max(1),
             queue_timeout: file.queue_timeout_secs.map_or(defaults.queue_timeout, secs),
-            instance: file.instance.unwrap_or_else(host_name),
+            instance: args.instance.clone().or(file.instance).unwrap_or_else(host_name),
             extra_env: file.env_allow.unwrap_or_default(),
+            approval_ttl: args
+                .approval_ttl_secs
+                .or(file.approval_ttl_secs)
+                .map_or(defaults.approval_ttl, |s| secs(s.max(1))),
+            wait_poll: defaults.wait_poll,
         };
         let shutdown_grace = secs(file.shutdown_grace_secs.unwrap_or(10));
         Ok(Self {

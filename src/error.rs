@@ -50,6 +50,10 @@ pub enum ApiError {
     Unauthorized { detail: String, token_sent: bool },
     #[error("{0}")]
     Forbidden(String),
+    /// 403 for a reason with its own code: a standing deny (`denied`), an
+    /// approver deciding its own request (`self_approval`).
+    #[error("{detail}")]
+    Refused { code: &'static str, detail: String },
     #[error("method not allowed on this route")]
     MethodNotAllowed,
     #[error("{detail}")]
@@ -87,7 +91,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -105,6 +109,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
+            ApiError::Refused { code, .. } => code,
             ApiError::Unprocessable { code, .. } => code,
             ApiError::Conflict { code, .. } => code,
             ApiError::TooManyRequests { .. } => "too_many_requests",

@@ -41,6 +41,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
 ) -> std::io::Result<()> {
+    let housekeeping = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(state.invoker.clone().housekeeping(housekeeping.clone()));
+    let _stop_housekeeping = housekeeping.drop_guard();
     let invoker = state.invoker.clone();
     let stopping = async move {
         shutdown.await;

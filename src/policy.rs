@@ -1,7 +1,10 @@
-//! The approval policy (DESIGN §4). Issue-level decisions about a single
-//! call come later; what a tool needs in general is known from its skill.
+//! The approval policy (DESIGN §4): what a tool needs in general, known from
+//! its skill, and the decision for one call, which also needs the store's
+//! standing grants and first-run approvals. Pure functions, so the table is
+//! tested in one place.
 
 use crate::skill::{Skill, Trust};
+use crate::store::{GrantDecision, PolicyFacts};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -46,24 +49,123 @@ pub enum Verdict {
     Deny,
 }
 
-/// The decision for a call, before anything runs (DESIGN §4). Approval
-/// requests are not stored yet, so a call the policy would ask about runs
-/// now, and the reason says what a person will be asked once they are.
-pub fn decide(skill: &Skill) -> Decision {
-    let would = match requires_approval(skill) {
-        RequiresApproval::Never => {
-            return Decision {
-                decision: Verdict::Run,
-                reason: "a bundled read-only skill runs without approval".to_owned(),
-            };
-        }
-        RequiresApproval::FirstRun => "a first-run approval of this user skill",
-        RequiresApproval::Always if skill.trust == Trust::Untrusted => "approval (untrusted skill)",
-        RequiresApproval::Always if skill.always_ask => "approval (always_ask)",
-        RequiresApproval::Always => "approval (the skill is not read-only)",
+/// The decision for one call, before anything runs (DESIGN §4), in the
+/// order of its table: a standing deny, a standing allow, untrusted or
+/// `always_ask`, a user skill's first run, read-only, else ask.
+pub fn decide(skill: &Skill, facts: &PolicyFacts) -> Decision {
+    let (decision, reason) = match facts.grant {
+        Some(GrantDecision::Deny) => (
+            Verdict::Deny,
+            "a standing deny grant covers this tool of this skill version".to_owned(),
+        ),
+        Some(GrantDecision::Allow) => (
+            Verdict::Run,
+            "a standing allow grant covers this tool of this skill version".to_owned(),
+        ),
+        None if skill.trust == Trust::Untrusted => (Verdict::Ask, "the skill is untrusted".to_owned()),
+        None if skill.always_ask => (
+            Verdict::Ask,
+            "the skill asks for approval of every call (always_ask)".to_owned(),
+        ),
+        None if skill.trust == Trust::User && !facts.hash_approved => (
+            Verdict::Ask,
+            "first run of this version of a user skill: its content was never approved".to_owned(),
+        ),
+        None if skill.read_only => (Verdict::Run, "the skill is read-only".to_owned()),
+        None => (Verdict::Ask, "the skill is not read-only".to_owned()),
     };
-    Decision {
-        decision: Verdict::Run,
-        reason: format!("this server does not hold calls for approval yet; the policy would ask for {would}"),
+    Decision { decision, reason }
+}
+
+/// What an approver should know beyond the command itself, if anything.
+pub fn warning(skill: &Skill, facts: &PolicyFacts) -> Option<String> {
+    if skill.trust == Trust::Untrusted {
+        return Some(format!(
+            "This skill is untrusted (from {}): read the command and its arguments before approving.",
+            skill.dir.display()
+        ));
+    }
+    if skill.trust == Trust::User && !facts.hash_approved {
+        return Some(
+            "First run of this version of the skill: approving it also lets its read-only calls run \
+             without asking until its files change."
+                .to_owned(),
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skill::load::{LoadOptions, PathCache, Runtimes, load_skill};
+    use std::sync::Arc;
+
+    fn skill(front: &str, trust: Trust) -> Arc<Skill> {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("s");
+        std::fs::create_dir(&dir).unwrap();
+        let fence = "```";
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!(
+                "---\nname: s\ndescription: A test skill.\n{front}---\n\n### t\n\nDoes it.\n\n{fence}bash\ntrue\n{fence}\n"
+            ),
+        )
+        .unwrap();
+        let opts = LoadOptions {
+            source: "test",
+            trust,
+            max_timeout_secs: 600,
+            runtimes: &Runtimes::default(),
+            path: &PathCache::new(std::env::var_os("PATH")),
+        };
+        let loaded = load_skill(&dir, &opts);
+        loaded.skill.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))
+    }
+
+    fn verdict(s: &Skill, grant: Option<GrantDecision>, hash_approved: bool) -> Verdict {
+        decide(s, &PolicyFacts { grant, hash_approved }).decision
+    }
+
+    #[test]
+    fn the_decision_table() {
+        use GrantDecision::{Allow, Deny};
+        use Verdict::{Ask, Run};
+        let ro_bundled = skill("read_only: true\n", Trust::Bundled);
+        let rw_bundled = skill("", Trust::Bundled);
+        let ro_user = skill("read_only: true\n", Trust::User);
+        let ro_untrusted = skill("read_only: true\n", Trust::Untrusted);
+        let always = skill("read_only: true\nalways_ask: true\n", Trust::Bundled);
+        // 1. deny beats everything, even read-only bundled.
+        assert_eq!(verdict(&ro_bundled, Some(Deny), true), Verdict::Deny);
+        // 2. allow beats untrusted, always_ask and not read-only.
+        for s in [&ro_untrusted, &always, &rw_bundled] {
+            assert_eq!(verdict(s, Some(Allow), false), Run);
+        }
+        // 3. untrusted and always_ask ask, approved or not.
+        assert_eq!(verdict(&ro_untrusted, None, true), Ask);
+        assert_eq!(verdict(&always, None, true), Ask);
+        // 4. a user skill asks until its version was approved, 5. then runs read-only.
+        assert_eq!(verdict(&ro_user, None, false), Ask);
+        assert_eq!(verdict(&ro_user, None, true), Run);
+        // 5. read-only bundled runs; 6. anything else asks.
+        assert_eq!(verdict(&ro_bundled, None, false), Run);
+        assert_eq!(verdict(&rw_bundled, None, true), Ask);
+        // Warnings: untrusted, and a user skill's first run.
+        let none = PolicyFacts::default();
+        assert!(warning(&ro_untrusted, &none).is_some_and(|w| w.contains("untrusted")));
+        assert!(warning(&ro_user, &none).is_some_and(|w| w.contains("First run")));
+        assert!(
+            warning(
+                &ro_user,
+                &PolicyFacts {
+                    grant: None,
+                    hash_approved: true
+                }
+            )
+            .is_none()
+        );
+        assert!(warning(&rw_bundled, &none).is_none());
     }
 }

@@ -1,19 +1,21 @@
 //! `POST /tools/{tool}/invoke` and its skill-qualified twin.
 
 use super::extract::{JsonBody, Path, Query};
-use super::runs::event_stream;
+use super::runs::{MAX_WAIT_SECS, event_stream, follow};
 use super::tools::resolve_tool;
 use crate::AppState;
-use crate::auth::{Require, need};
+use crate::auth::{Caller, Require, need};
 use crate::error::{ApiError, Result};
-use crate::invoke::Envelope;
+use crate::invoke::{Envelope, Held, store_error};
 use crate::policy::{Decision, Verdict};
+use crate::store::{Run, RunStatus};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -108,7 +110,7 @@ pub struct SkillToolPath {
         (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 async fn invoke_tool(
-    _: Require<need::Invoke>,
+    auth: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<ToolPath>,
     Query(q): Query<InvokeQuery>,
@@ -117,7 +119,7 @@ async fn invoke_tool(
 ) -> Result<Response> {
     let catalog = state.catalog.current();
     let index = resolve_tool(&catalog, &p.tool)?;
-    invoke(&state, &catalog, index, q, &headers, body).await
+    invoke(&state, &catalog, index, q, &headers, body, &auth.caller).await
 }
 
 /// Run a tool of a given skill: the way to call a tool whose bare name
@@ -138,7 +140,7 @@ async fn invoke_tool(
         (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 async fn invoke_skill_tool(
-    _: Require<need::Invoke>,
+    auth: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<SkillToolPath>,
     Query(q): Query<InvokeQuery>,
@@ -152,7 +154,7 @@ async fn invoke_skill_tool(
     let index = catalog
         .skill_tool(&p.skill, &p.tool)
         .ok_or_else(|| ApiError::not_found("tool", format!("{}/{}", p.skill, p.tool)))?;
-    invoke(&state, &catalog, index, q, &headers, body).await
+    invoke(&state, &catalog, index, q, &headers, body, &auth.caller).await
 }
 
 /// A command alias in a path.
@@ -183,7 +185,7 @@ pub struct CommandPath {
         (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 async fn run_command(
-    _: Require<need::Invoke>,
+    auth: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<CommandPath>,
     Query(q): Query<InvokeQuery>,
@@ -199,7 +201,7 @@ async fn run_command(
     match (skill.invocation_mode, &skill.command_tool) {
         (crate::skill::InvocationMode::ToolDispatch, Some(tool)) => {
             let index = resolve_tool(&catalog, tool)?;
-            invoke(&state, &catalog, index, q, &headers, body).await
+            invoke(&state, &catalog, index, q, &headers, body, &auth.caller).await
         }
         _ => Ok(Json(crate::http::skills::SkillPrompt::new(&skill)).into_response()),
     }
@@ -212,11 +214,18 @@ async fn invoke(
     q: InvokeQuery,
     headers: &HeaderMap,
     body: InvokeRequest,
+    caller: &Caller,
 ) -> Result<Response> {
     let invoker = &state.invoker;
+    let wait = q.wait.unwrap_or(0);
+    if wait > MAX_WAIT_SECS {
+        return Err(ApiError::BadRequest(format!(
+            "wait must be at most {MAX_WAIT_SECS} seconds"
+        )));
+    }
     let prepared = invoker.prepare(catalog, index, &body.arguments, body.mode.as_deref())?;
+    let (Decision { decision, reason }, facts) = invoker.decide(&prepared).await?;
     if q.dry_run.unwrap_or(false) {
-        let Decision { decision, reason } = prepared.decision.clone();
         return Ok(Json(DryRun {
             argv: prepared.argv.clone(),
             cwd: prepared.cwd.display().to_string(),
@@ -227,43 +236,112 @@ async fn invoke(
         })
         .into_response());
     }
-    if prepared.decision.decision == Verdict::Deny {
-        return Err(ApiError::Forbidden(prepared.decision.reason));
-    }
-    let (live, events) = invoker.start(prepared).await?;
-    let run_url = format!("/runs/{}", live.id);
-    if wants(headers, header::ACCEPT, "text/event-stream") {
-        return Ok(event_stream(live, events, None).into_response());
-    }
-    drop(events);
-    if wants(
+    let streaming = wants(headers, header::ACCEPT, "text/event-stream");
+    let asynchronous = wants(
         headers,
         header::HeaderName::from_static("prefer"),
         "respond-async",
-    ) {
-        let mut res = (
-            StatusCode::ACCEPTED,
-            Json(InvokeAccepted {
-                run_id: live.id,
-                status: "running".to_owned(),
-                approval_id: None,
-                approval_url: None,
-                run_url: run_url.clone(),
-            }),
-        )
-            .into_response();
-        if let Ok(v) = HeaderValue::from_str(&run_url) {
-            res.headers_mut().insert(header::LOCATION, v);
+    );
+    match decision {
+        Verdict::Deny => {
+            let id = invoker.refuse(&prepared, caller.name.clone()).await?;
+            Err(ApiError::Refused {
+                code: "denied",
+                detail: format!("{reason}; nothing ran (run {id} is recorded as denied)"),
+            })
         }
-        return Ok(res);
+        Verdict::Ask => {
+            let held = invoker.hold(&prepared, &facts, caller.name.clone()).await?;
+            tracing::info!(run = %held.run_id, approval = %held.approval_id, %reason, "call held for approval");
+            if streaming {
+                let first = pending_event(&held);
+                return Ok(follow(state.clone(), held.run_id, vec![first]).into_response());
+            }
+            if wait > 0 && !asynchronous {
+                let run = invoker
+                    .wait_final(held.run_id, Duration::from_secs(wait))
+                    .await
+                    .map_err(store_error)?;
+                if run.status.is_final() {
+                    return finished(&run);
+                }
+            }
+            Ok(accepted(InvokeAccepted {
+                run_id: held.run_id,
+                status: RunStatus::PendingApproval.as_str().to_owned(),
+                approval_id: Some(held.approval_id),
+                approval_url: Some(format!("/approvals/{}", held.approval_id)),
+                run_url: format!("/runs/{}", held.run_id),
+            }))
+        }
+        Verdict::Run => {
+            let (live, events) = invoker.start(prepared, caller.name.clone()).await?;
+            if streaming {
+                return Ok(event_stream(live, events, None).into_response());
+            }
+            drop(events);
+            if asynchronous {
+                return Ok(accepted(InvokeAccepted {
+                    run_id: live.id,
+                    status: RunStatus::Running.as_str().to_owned(),
+                    approval_id: None,
+                    approval_url: None,
+                    run_url: format!("/runs/{}", live.id),
+                }));
+            }
+            match live.finished().await {
+                Some(envelope) => Ok(Json(envelope.as_ref().clone()).into_response()),
+                None => Err(ApiError::Conflict {
+                    code: "not_run",
+                    detail: format!("run {} ended before it started (it was cancelled)", live.id),
+                }),
+            }
+        }
     }
-    match live.finished().await {
-        Some(envelope) => Ok(Json(envelope.as_ref().clone()).into_response()),
-        None => Err(ApiError::Conflict {
-            code: "not_run",
-            detail: format!("run {} ended before it started (it was cancelled)", live.id),
+}
+
+/// 202 with `Location: /runs/{id}`.
+fn accepted(body: InvokeAccepted) -> Response {
+    let location = HeaderValue::from_str(&body.run_url).ok();
+    let mut res = (StatusCode::ACCEPTED, Json(body)).into_response();
+    if let Some(v) = location {
+        res.headers_mut().insert(header::LOCATION, v);
+    }
+    res
+}
+
+/// The first event of a held call's stream.
+fn pending_event(held: &Held) -> axum::response::sse::Event {
+    super::runs::json_event(
+        "status",
+        &serde_json::json!({
+            "status": RunStatus::PendingApproval,
+            "approval_id": held.approval_id,
+            "approval_url": format!("/approvals/{}", held.approval_id),
         }),
+    )
+}
+
+/// What a caller that waited gets for a run that ended: its envelope, or
+/// why there is none.
+fn finished(run: &Run) -> Result<Response> {
+    if let Some(result) = &run.result {
+        return Ok(Json(result.clone()).into_response());
     }
+    Err(match run.status {
+        RunStatus::Denied => ApiError::Refused {
+            code: "denied",
+            detail: format!("run {} was denied; nothing ran", run.id),
+        },
+        RunStatus::Expired => ApiError::Conflict {
+            code: "approval_expired",
+            detail: format!("run {} expired waiting for approval; nothing ran", run.id),
+        },
+        other => ApiError::Conflict {
+            code: "not_run",
+            detail: format!("run {} ended {} without running", run.id, other.as_str()),
+        },
+    })
 }
 
 /// Whether a header lists `token` (case-insensitive, ignoring parameters).

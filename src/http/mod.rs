@@ -1,6 +1,7 @@
 //! The HTTP API: one module per resource, merged here with the OpenAPI
 //! document they describe, and the middleware every request passes.
 
+pub mod approvals;
 mod extract;
 pub mod health;
 pub mod invoke;
@@ -42,6 +43,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "tools", description = "Tools and their exports"),
         (name = "invoke", description = "Running tools"),
         (name = "runs", description = "The audit log of every run"),
+        (name = "approvals", description = "Calls waiting for a person, decisions and standing grants"),
     )
 )]
 struct ApiDoc;
@@ -54,6 +56,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tools::router())
         .merge(invoke::router())
         .merge(runs::router())
+        .merge(approvals::router())
         .merge(metrics::router())
 }
 

@@ -128,13 +128,26 @@ async fn get_run(
     Path(p): Path<RunPath>,
     Query(q): Query<WaitQuery>,
 ) -> Result<Json<Run>> {
-    let wait = Duration::from_secs(q.wait.unwrap_or(0).min(MAX_WAIT_SECS));
-    if !wait.is_zero()
-        && let Some(live) = state.invoker.runs.get(p.id)
-    {
-        let _ = tokio::time::timeout(wait, live.finished()).await;
+    let wait = q.wait.unwrap_or(0);
+    if wait > MAX_WAIT_SECS {
+        return Err(ApiError::BadRequest(format!(
+            "wait must be at most {MAX_WAIT_SECS} seconds"
+        )));
     }
-    Ok(Json(load_run(&state, p.id).await?))
+    if wait == 0 {
+        return Ok(Json(load_run(&state, p.id).await?));
+    }
+    // Through the store, so a run decided or finished on another instance
+    // wakes this waiter too.
+    let run = state
+        .invoker
+        .wait_final(p.id, Duration::from_secs(wait))
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found("run", p.id.to_string()),
+            other => store_error(other),
+        })?;
+    Ok(Json(run))
 }
 
 /// The run's events: `status`, `output` chunks, then `result` with the
@@ -155,19 +168,118 @@ async fn run_events(
         return Ok(event_stream(live, rx, Some(run.status)).into_response());
     }
     let run = load_run(&state, p.id).await?;
-    let mut events = vec![status_event(run.status)];
-    if let Some(result) = &run.result {
-        events.push(json_event("result", result));
+    if run.status.is_final() {
+        let mut events = vec![status_event(run.status)];
+        if let Some(result) = &run.result {
+            events.push(json_event("result", result));
+        }
+        let stream = futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
+        return Ok(Sse::new(stream).into_response());
     }
-    let stream = futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
-    Ok(Sse::new(stream).into_response())
+    Ok(follow(state, p.id, Vec::new()).into_response())
+}
+
+/// Streams the events of a run that is not (yet) live here: its status
+/// changes as the store sees them (from any instance), its live output
+/// once it runs on this instance, and its result; then the stream ends.
+/// A task feeds the stream and stops when the client goes away.
+pub fn follow(
+    state: AppState,
+    id: Uuid,
+    first: Vec<Event>,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(16);
+    tokio::spawn(async move {
+        for event in first {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+        let mut last: Option<RunStatus> = None;
+        loop {
+            let seen = last;
+            let run = state
+                .invoker
+                .wait_until(id, FOLLOW_POLL, |run| {
+                    Some(run.status) != seen || run.status.is_final()
+                })
+                .await;
+            let run = match run {
+                Ok(run) => run,
+                Err(e) => {
+                    tracing::warn!(run = %id, error = %e, "cannot follow the run");
+                    return;
+                }
+            };
+            if last != Some(run.status) {
+                last = Some(run.status);
+                if tx.send(status_event(run.status)).await.is_err() {
+                    return;
+                }
+            }
+            if run.status.is_final() {
+                if let Some(result) = &run.result {
+                    let _ = tx.send(json_event("result", result)).await;
+                }
+                return;
+            }
+            if let Some(live) = state.invoker.runs.get(id) {
+                let mut events = live.subscribe();
+                loop {
+                    let event = match events.recv().await {
+                        Ok(RunEvent::Output(chunk)) => output_event(&chunk),
+                        Ok(RunEvent::Result(envelope)) => {
+                            let _ = tx.send(status_event(run_status(&envelope))).await;
+                            let _ = tx.send(json_event("result", envelope.as_ref())).await;
+                            return;
+                        }
+                        Ok(RunEvent::Status(_)) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        // Ended before we subscribed: the store has it.
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    };
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            if tx.is_closed() {
+                return;
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|event| (Ok(event), rx))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// How long `follow` waits for a change before checking its client is
+/// still there.
+const FOLLOW_POLL: Duration = Duration::from_secs(15);
+
+/// The status an envelope stands for, for the last `status` event.
+fn run_status(envelope: &crate::invoke::Envelope) -> RunStatus {
+    if envelope.timed_out {
+        RunStatus::TimedOut
+    } else if envelope.success {
+        RunStatus::Succeeded
+    } else {
+        RunStatus::Failed
+    }
+}
+
+fn output_event(chunk: &[u8]) -> Event {
+    json_event(
+        "output",
+        &serde_json::json!({"chunk": String::from_utf8_lossy(chunk)}),
+    )
 }
 
 fn status_event(status: RunStatus) -> Event {
     json_event("status", &serde_json::json!({"status": status}))
 }
 
-fn json_event(name: &str, data: &impl Serialize) -> Event {
+pub(super) fn json_event(name: &str, data: &impl Serialize) -> Event {
     Event::default()
         .event(name)
         .json_data(data)
@@ -202,10 +314,7 @@ pub fn event_stream(
         loop {
             let event = match st.rx.recv().await {
                 Ok(RunEvent::Status(s)) => status_event(s),
-                Ok(RunEvent::Output(chunk)) => json_event(
-                    "output",
-                    &serde_json::json!({"chunk": String::from_utf8_lossy(&chunk)}),
-                ),
+                Ok(RunEvent::Output(chunk)) => output_event(&chunk),
                 Ok(RunEvent::Result(envelope)) => {
                     st.done = true;
                     json_event("result", envelope.as_ref())

@@ -85,11 +85,11 @@ impl Envelope {
     }
 
     /// A run that could not start for a reason of the server's own.
-    pub(super) fn not_started(run_id: Uuid, p: &Prepared, why: &str) -> Self {
+    pub(super) fn not_started(run_id: Uuid, skill: &str, tool: &str, why: &str) -> Self {
         Self {
             run_id,
-            skill: p.skill.name.clone(),
-            tool: p.tool().name.clone(),
+            skill: skill.to_owned(),
+            tool: tool.to_owned(),
             success: false,
             exit_code: None,
             output: String::new(),

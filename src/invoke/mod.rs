@@ -2,10 +2,12 @@
 //! run → record. HTTP, the command line (and later MCP) all call it, so a
 //! call behaves the same whichever way it arrives.
 
+mod approve;
 pub mod args;
 mod envelope;
 mod live;
 
+pub use approve::{Held, Verdict};
 pub use envelope::{Artifact, Envelope};
 pub use live::{LiveRun, RunEvent, Runs};
 
@@ -15,7 +17,7 @@ use crate::policy::{self, Decision};
 use crate::runner::{self, Limits, Spec};
 use crate::skill::template::RenderError;
 use crate::skill::{Action, Skill, Tool};
-use crate::store::{NewRun, RunStatus, Store, StoreError};
+use crate::store::{NewRun, PolicyFacts, RunStatus, Store, StoreError};
 use chrono::Utc;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -46,6 +48,11 @@ pub struct RunSettings {
     pub instance: String,
     /// Extra environment variables passed through to children.
     pub extra_env: Vec<String>,
+    /// How long an approval request waits for a decision.
+    pub approval_ttl: Duration,
+    /// Waiters re-read a run at least this often, should a notification
+    /// be lost (PostgreSQL reconnecting).
+    pub wait_poll: Duration,
 }
 
 impl Default for RunSettings {
@@ -65,6 +72,8 @@ impl Default for RunSettings {
             queue_timeout: Duration::from_secs(10),
             instance: format!("skilld-{}", std::process::id()),
             extra_env: Vec::new(),
+            approval_ttl: Duration::from_secs(3600),
+            wait_poll: Duration::from_secs(5),
         }
     }
 }
@@ -80,7 +89,6 @@ pub struct Prepared {
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
-    pub decision: Decision,
     pub mode: String,
 }
 
@@ -161,7 +169,6 @@ impl Invoker {
             }
         };
         let env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
-        let decision = policy::decide(&skill);
         Ok(Prepared {
             timeout: Duration::from_secs(skill.timeout_secs),
             tool: entry.tool,
@@ -170,19 +177,25 @@ impl Invoker {
             argv,
             cwd,
             env,
-            decision,
             mode,
         })
     }
 
+    /// The policy's decision for a prepared call (DESIGN §4), with the
+    /// store's facts it rests on. Fails closed: without the store, nothing
+    /// is decided and nothing runs.
+    pub async fn decide(&self, p: &Prepared) -> Result<(Decision, PolicyFacts), ApiError> {
+        let facts = self
+            .store
+            .policy_facts(&p.skill.name, &p.tool().name, &p.skill.hash)
+            .await
+            .map_err(store_error)?;
+        Ok((policy::decide(&p.skill, &facts), facts))
+    }
+
     /// Takes a slot for a run of `tool`, waiting a bounded time.
     async fn slot(&self, tool: &str) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), ApiError> {
-        let per_tool = {
-            let mut map = self.per_tool.lock().unwrap_or_else(|e| e.into_inner());
-            map.entry(tool.to_owned())
-                .or_insert_with(|| Arc::new(Semaphore::new(self.settings.max_concurrent_per_tool.max(1))))
-                .clone()
-        };
+        let per_tool = self.per_tool_semaphore(tool);
         let wait = self.settings.queue_timeout;
         let retry = ApiError::TooManyRequests {
             retry_after_secs: wait.as_secs().max(1),
@@ -198,30 +211,25 @@ impl Invoker {
         Ok((global_permit, tool_permit))
     }
 
-    /// Records the call and starts it in the background. The returned live
-    /// run says when it is done; the receiver sees every event of the run.
+    /// Records the call as running and starts it in the background (one
+    /// write before the spawn). The returned live run says when it is
+    /// done; the receiver sees every event of the run.
     pub async fn start(
         self: &Arc<Self>,
         prepared: Prepared,
+        requested_by: Option<String>,
     ) -> Result<(Arc<LiveRun>, broadcast::Receiver<RunEvent>), ApiError> {
         if self.runs.is_closed() {
             return Err(ApiError::Unavailable("the server is shutting down".to_owned()));
         }
         let permits = self.slot(&prepared.tool().name).await?;
-        let id = Uuid::now_v7();
+        let now = Utc::now();
         let record = NewRun {
-            id,
-            skill: prepared.skill.name.clone(),
-            tool: prepared.tool().name.clone(),
-            skill_hash: prepared.skill.hash.clone(),
-            arguments: Value::Object(prepared.arguments.clone()),
-            argv: prepared.argv.clone(),
-            cwd: prepared.cwd.display().to_string(),
-            status: RunStatus::Queued,
-            requested_by: None,
-            approval_id: None,
-            created_at: Utc::now(),
+            started_at: Some(now),
+            instance: Some(self.settings.instance.clone()),
+            ..self.new_run(&prepared, RunStatus::Running, requested_by, None)
         };
+        let id = record.id;
         // Fail closed: what cannot be recorded does not run.
         self.store.insert_run(record).await.map_err(store_error)?;
         let (live, events) = self.runs.register(id);
@@ -234,28 +242,52 @@ impl Invoker {
         Ok((live, events))
     }
 
-    /// Runs a recorded call to its end and records the outcome.
+    /// A new run record for `p`, created now.
+    fn new_run(
+        &self,
+        p: &Prepared,
+        status: RunStatus,
+        requested_by: Option<String>,
+        approval_id: Option<Uuid>,
+    ) -> NewRun {
+        NewRun {
+            id: Uuid::now_v7(),
+            skill: p.skill.name.clone(),
+            tool: p.tool().name.clone(),
+            skill_hash: p.skill.hash.clone(),
+            arguments: Value::Object(p.arguments.clone()),
+            argv: p.argv.clone(),
+            cwd: p.cwd.display().to_string(),
+            status,
+            requested_by,
+            approval_id,
+            created_at: Utc::now(),
+            started_at: None,
+            instance: None,
+            mode: Some(p.mode.clone()),
+        }
+    }
+
+    /// Waits as long as it takes for a slot; `None` when the server is
+    /// shutting down.
+    async fn slot_waiting(&self, tool: &str) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+        let per_tool = self.per_tool_semaphore(tool);
+        let tool_permit = per_tool.acquire_owned().await.ok()?;
+        let global_permit = self.global.clone().acquire_owned().await.ok()?;
+        Some((global_permit, tool_permit))
+    }
+
+    fn per_tool_semaphore(&self, tool: &str) -> Arc<Semaphore> {
+        let mut map = self.per_tool.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(tool.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.settings.max_concurrent_per_tool.max(1))))
+            .clone()
+    }
+
+    /// Runs a call recorded as running to its end and records the outcome.
     async fn execute(&self, live: Arc<LiveRun>, p: Prepared) {
         let id = live.id;
-        match self
-            .store
-            .start_run(id, None, &self.settings.instance, Utc::now())
-            .await
-        {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                // Cancelled (or otherwise finished) before it started.
-                self.runs.finish(&live, None);
-                return;
-            }
-            Err(e) => {
-                tracing::error!(run = %id, error = %e, "cannot mark the run as running");
-                let env = Envelope::not_started(id, &p, "the run log is unavailable; the tool was not run");
-                self.record(id, RunStatus::Failed, &env).await;
-                self.runs.finish(&live, Some(env));
-                return;
-            }
-        }
+        let in_flight = crate::metrics::run_started(&p.tool().name);
         live.send(RunEvent::Status(RunStatus::Running));
 
         let mut spec = Spec {
@@ -277,7 +309,12 @@ impl Invoker {
                 }
                 Err(e) => {
                     tracing::error!(run = %id, error = %e, "cannot prepare the run directory");
-                    let env = Envelope::not_started(id, &p, "cannot prepare the run directory");
+                    let env = Envelope::not_started(
+                        id,
+                        &p.skill.name,
+                        &p.tool().name,
+                        "cannot prepare the run directory",
+                    );
                     self.record(id, RunStatus::Failed, &env).await;
                     self.runs.finish(&live, Some(env));
                     return;
@@ -306,6 +343,8 @@ impl Invoker {
         }
         let status = envelope.status(&outcome);
         self.record(id, status, &envelope).await;
+        drop(in_flight);
+        crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);
         self.runs.finish(&live, Some(envelope));
     }
 

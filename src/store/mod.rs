@@ -8,9 +8,13 @@
 //! statements, never a read followed by a write, so two instances sharing one
 //! PostgreSQL cannot both win.
 
+mod approvals;
 mod postgres;
 mod sqlite;
 
+pub use approvals::{
+    Approval, ApprovalStatus, Decide, Grant, GrantDecision, NewApproval, PolicyFacts, Scope, Undecidable,
+};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -19,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
+use tokio::sync::broadcast;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -131,6 +136,10 @@ pub struct Run {
     /// does not interrupt another's live runs.
     #[serde(skip)]
     pub instance: Option<String>,
+    /// The caller's mode (`SKILL_MODE`), kept so that an approved run is
+    /// prepared again exactly as it was asked for.
+    #[serde(skip)]
+    pub mode: Option<String>,
 }
 
 /// A run as first recorded, before anything has started.
@@ -144,11 +153,17 @@ pub struct NewRun {
     pub arguments: Value,
     pub argv: Vec<String>,
     pub cwd: String,
-    /// `Queued` or `PendingApproval`; anything else is refused.
+    /// `Queued` or `PendingApproval`; `Running` when it starts at once
+    /// (then `started_at` and `instance` are set: one write instead of an
+    /// insert and a claim); `Denied` for a call a standing deny refused,
+    /// recorded finished. Anything else is refused.
     pub status: RunStatus,
     pub requested_by: Option<String>,
     pub approval_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub instance: Option<String>,
+    pub mode: Option<String>,
 }
 
 /// `GET /runs`'s query: every filter given must match.
@@ -220,9 +235,65 @@ pub trait Store: Send + Sync + 'static {
     /// invocation closed before anything runs.
     async fn ping(&self) -> Result<(), StoreError>;
 
-    /// Records a new run (`Queued` or `PendingApproval`) and returns it as
-    /// stored. `Conflict` on a duplicate id.
+    /// Status changes of runs (their ids), made by this instance and, on
+    /// PostgreSQL, by every other one (`LISTEN/NOTIFY`), so that waiters
+    /// wake when a run they wait for is decided or finishes. A lagging
+    /// receiver should re-read what it waits for.
+    fn changes(&self) -> broadcast::Receiver<Uuid>;
+
+    /// Records a new run (see [`NewRun::status`]) and returns it as stored.
+    /// `Conflict` on a duplicate id.
     async fn insert_run(&self, run: NewRun) -> Result<Run, StoreError>;
+
+    /// Records a run held for approval (`PendingApproval`, its
+    /// `approval_id` set to `approval.id`) and its approval request,
+    /// together or not at all.
+    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError>;
+
+    /// The standing grant and first-run approval state for one call.
+    async fn policy_facts(
+        &self,
+        skill: &str,
+        tool: &str,
+        skill_hash: &str,
+    ) -> Result<PolicyFacts, StoreError>;
+
+    /// One approval request; `NotFound` if there is none.
+    async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError>;
+
+    /// Approval requests, oldest first, at most `limit`.
+    async fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: u32,
+    ) -> Result<Vec<Approval>, StoreError>;
+
+    /// Decides a pending, unexpired request, exactly once across every
+    /// caller and instance (one conditional update in a transaction). On
+    /// approval its run goes pending_approval → running, claimed for
+    /// `decide.instance`, which must then run it; on denial the run ends
+    /// `denied`. `always` also records a grant (replacing any earlier one
+    /// for the same skill, tool and hash). A request past its time is
+    /// marked expired here, run and all. `NotFound` for an unknown id.
+    async fn decide(&self, decide: Decide) -> Result<Result<Approval, Undecidable>, StoreError>;
+
+    /// Marks every pending request past its time `expired`, and its run
+    /// too. Returns the ids of those runs.
+    async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError>;
+
+    /// How many requests wait for a decision.
+    async fn count_pending(&self) -> Result<u64, StoreError>;
+
+    /// Records a standing grant directly (replacing any for the same
+    /// skill, tool and hash), as an `always` decision would: for operators
+    /// who decide ahead of any call.
+    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError>;
+
+    /// Every standing grant, newest first.
+    async fn list_grants(&self) -> Result<Vec<Grant>, StoreError>;
+
+    /// Revokes a grant; `NotFound` if there is none with this id.
+    async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError>;
 
     /// Claims a queued run: queued → running, only if still queued, with one
     /// conditional update. This is the exactly-once primitive: of any number
@@ -245,6 +316,8 @@ pub trait Store: Send + Sync + 'static {
     /// Ends a live run (pending_approval, queued or running) with a final
     /// status and its envelope, only if it is not final already; `Ok(None)`
     /// if it was, so a run is finished exactly once and stays as it ended.
+    /// A pending approval request of the run is withdrawn with it (marked
+    /// `expired`), in the same transaction.
     /// `NotFound` for an unknown id; `Other` if `status` is not final.
     async fn finish_run(
         &self,
@@ -337,13 +410,44 @@ fn into_page(mut runs: Vec<Run>, limit: u32) -> RunPage {
 
 /// Refuses a `NewRun` in a state the store would never create one in.
 fn check_new(run: &NewRun) -> Result<(), StoreError> {
+    let started = run.started_at.is_some() && run.instance.is_some();
     match run.status {
-        RunStatus::Queued | RunStatus::PendingApproval => Ok(()),
+        RunStatus::Queued | RunStatus::PendingApproval | RunStatus::Denied if run.started_at.is_none() => {
+            Ok(())
+        }
+        RunStatus::Running if started => Ok(()),
+        RunStatus::Running => Err(StoreError::Other(
+            "a run recorded as running needs started_at and instance".to_owned(),
+        )),
         other => Err(StoreError::Other(format!(
-            "a new run must be queued or pending_approval, not {other}"
+            "a new run must be queued, pending_approval, running or denied, not {other}"
         ))),
     }
 }
+
+/// Refuses a pending pair that does not belong together.
+fn check_pending(run: &NewRun, approval: &NewApproval) -> Result<(), StoreError> {
+    check_new(run)?;
+    if run.status != RunStatus::PendingApproval || run.approval_id != Some(approval.id) {
+        return Err(StoreError::Other(
+            "a run held for approval must be pending_approval and name its approval".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// When a new run in `status` counts as finished: a denied call ends as it
+/// is recorded.
+fn finished_at_insert(run: &NewRun) -> Option<DateTime<Utc>> {
+    (run.status == RunStatus::Denied).then_some(run.created_at)
+}
+
+/// The size of each store's channel of run changes. A receiver that falls
+/// this far behind is told it lagged and re-reads.
+const CHANGES_CAPACITY: usize = 1024;
+
+/// The most approval requests listed at once.
+pub const MAX_APPROVALS: u32 = 500;
 
 /// Refuses to "finish" a run into a live status.
 fn check_final(status: RunStatus) -> Result<(), StoreError> {

@@ -1,17 +1,26 @@
 //! [`Store`] on PostgreSQL: what several skilld instances share
-//! (DESIGN.md §6). Every state change is one conditional `update … returning`,
-//! so of two instances racing for the same run exactly one gets it, with no
-//! explicit transaction or lock.
+//! (DESIGN.md §6). Every state change is a conditional `update … returning`
+//! (in a transaction where two tables change together), so of two instances
+//! racing for the same run or request exactly one gets it. A trigger
+//! notifies `skilld_runs` of every run status change; each store listens,
+//! so a caller waiting on one instance wakes when another decides or
+//! finishes its run.
 
-use super::{Cursor, NewRun, Run, RunFilter, RunPage, RunStatus, Store, StoreError};
+use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
+use super::{
+    Approval, ApprovalStatus, Cursor, Decide, Grant, NewApproval, NewRun, PolicyFacts, Run, RunFilter,
+    RunPage, RunStatus, Store, StoreError, Undecidable,
+};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::error::DatabaseError;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{Postgres, QueryBuilder, Row};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::broadcast;
 use uuid::Uuid;
 
 /// Every column of `runs`, in the order [`run_from_row`] reads them; a macro
@@ -19,9 +28,33 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance"
+         created_at, started_at, finished_at, result, pgid, instance, mode"
     };
 }
+
+/// Every column of `approvals`, in the order [`approval_from_row`] reads them.
+macro_rules! approval_columns {
+    () => {
+        "id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, skill_hash, status, \
+         scope, requested_by, decided_by, note, created_at, decided_at, expires_at"
+    };
+}
+
+/// Every column of `grants`, in the order [`grant_from_row`] reads them.
+macro_rules! grant_columns {
+    () => {
+        "id, skill, tool, skill_hash, decision, created_by, created_at"
+    };
+}
+
+/// The channel the `runs` trigger notifies (see migrations/postgres/0002).
+const CHANNEL: &str = "skilld_runs";
+
+/// Records a grant, replacing the one for the same skill, tool and hash.
+const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, decision, created_by, created_at) \
+     values ($1, $2, $3, $4, $5, $6, $7) \
+     on conflict (skill, tool, skill_hash) do update set id = excluded.id, \
+     decision = excluded.decision, created_by = excluded.created_by, created_at = excluded.created_at";
 
 /// Enough for the concurrent runs and readers of one instance, while several
 /// instances stay well under PostgreSQL's default of 100 connections.
@@ -34,6 +67,19 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    changes: broadcast::Sender<Uuid>,
+    /// Stops the listener when the last clone of the store goes.
+    _listener: Arc<ListenerTask>,
+}
+
+/// The task that forwards notifications into `changes`.
+#[derive(Debug)]
+struct ListenerTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ListenerTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl PgStore {
@@ -54,7 +100,38 @@ impl PgStore {
             .run(&pool)
             .await
             .map_err(|err| super::map_migrate(err, transient))?;
-        Ok(Self { pool })
+        let changes = broadcast::channel(super::CHANGES_CAPACITY).0;
+        let mut listener = PgListener::connect_with(&pool).await.map_err(map_err)?;
+        listener.listen(CHANNEL).await.map_err(map_err)?;
+        let task = tokio::spawn(forward_notifications(listener, changes.clone()));
+        Ok(Self {
+            pool,
+            changes,
+            _listener: Arc::new(ListenerTask(task)),
+        })
+    }
+
+    fn changed(&self, id: Uuid) {
+        let _ = self.changes.send(id);
+    }
+}
+
+/// Forwards every notified run id. `PgListener::recv` reconnects after a
+/// lost connection, but notifications sent meanwhile are gone; waiters also
+/// re-read on a timer, so a lost one only delays them.
+async fn forward_notifications(mut listener: PgListener, changes: broadcast::Sender<Uuid>) {
+    loop {
+        match listener.recv().await {
+            Ok(note) => {
+                if let Ok(id) = Uuid::try_parse(note.payload()) {
+                    let _ = changes.send(id);
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%err, "lost the PostgreSQL notification channel; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
     }
 }
 
@@ -72,28 +149,267 @@ impl Store for PgStore {
         Ok(())
     }
 
+    fn changes(&self) -> broadcast::Receiver<Uuid> {
+        self.changes.subscribe()
+    }
+
     async fn insert_run(&self, run: NewRun) -> Result<Run, StoreError> {
         super::check_new(&run)?;
-        let row = sqlx::query(concat!(
-            "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-             approval_id, created_at) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) returning ",
-            run_columns!()
-        ))
+        let mut conn = self.pool.acquire().await.map_err(map_err)?;
+        let row = insert_run_on(&mut conn, &run).await?;
+        drop(conn);
+        self.changed(run.id);
+        run_from_row(&row)
+    }
+
+    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
+        super::check_pending(&run, &approval)?;
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        insert_run_on(&mut tx, &run).await?;
+        sqlx::query(
+            "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
+             skill_hash, status, requested_by, created_at, expires_at) \
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14)",
+        )
+        .bind(approval.id)
         .bind(run.id)
-        .bind(run.skill)
-        .bind(run.tool)
-        .bind(run.skill_hash)
-        .bind(run.arguments)
-        .bind(Json(run.argv))
-        .bind(run.cwd)
-        .bind(run.status.as_str())
-        .bind(run.requested_by)
-        .bind(run.approval_id)
+        .bind(&run.skill)
+        .bind(&run.tool)
+        .bind(approval.description)
+        .bind(approval.trust)
+        .bind(approval.warning)
+        .bind(&run.arguments)
+        .bind(Json(&run.argv))
+        .bind(&run.cwd)
+        .bind(&run.skill_hash)
+        .bind(&run.requested_by)
         .bind(run.created_at)
+        .bind(approval.expires_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        self.changed(run.id);
+        Ok(())
+    }
+
+    async fn policy_facts(
+        &self,
+        skill: &str,
+        tool: &str,
+        skill_hash: &str,
+    ) -> Result<PolicyFacts, StoreError> {
+        let row = sqlx::query(
+            "select (select decision from grants where skill = $1 and tool = $2 and skill_hash = $3) as grant_decision, \
+             (exists (select 1 from approvals where skill = $1 and skill_hash = $3 and status = 'approved') \
+              or exists (select 1 from grants where skill = $1 and skill_hash = $3 and decision = 'allow')) as approved",
+        )
+        .bind(skill)
+        .bind(tool)
+        .bind(skill_hash)
         .fetch_one(&self.pool)
         .await
         .map_err(map_err)?;
-        run_from_row(&row)
+        Ok(PolicyFacts {
+            grant: get::<Option<String>>(&row, "grant_decision")?
+                .as_deref()
+                .map(parse_grant_decision)
+                .transpose()?,
+            hash_approved: get::<bool>(&row, "approved")?,
+        })
+    }
+
+    async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError> {
+        let row = sqlx::query(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_err)?
+        .ok_or(StoreError::NotFound)?;
+        approval_from_row(&row)
+    }
+
+    async fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: u32,
+    ) -> Result<Vec<Approval>, StoreError> {
+        let mut query =
+            QueryBuilder::<Postgres>::new(concat!("select ", approval_columns!(), " from approvals"));
+        if let Some(status) = status {
+            query.push(" where status = ").push_bind(status.as_str());
+        }
+        query
+            .push(" order by created_at, id limit ")
+            .push_bind(i64::from(limit.clamp(1, super::MAX_APPROVALS)));
+        let rows = query.build().fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter().map(approval_from_row).collect()
+    }
+
+    async fn decide(&self, d: Decide) -> Result<Result<Approval, Undecidable>, StoreError> {
+        let status = if d.approve {
+            ApprovalStatus::Approved
+        } else {
+            ApprovalStatus::Denied
+        };
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        // The row lock taken here makes a racing decider wait for this
+        // transaction, then find the request no longer pending.
+        let row = sqlx::query(concat!(
+            "update approvals set status = $2, scope = $3, decided_by = $4, note = $5, decided_at = $6 \
+             where id = $1 and status = 'pending' and expires_at > $6 returning ",
+            approval_columns!()
+        ))
+        .bind(d.approval_id)
+        .bind(status.as_str())
+        .bind(d.scope.as_str())
+        .bind(&d.decided_by)
+        .bind(&d.note)
+        .bind(d.at)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        let Some(row) = row else {
+            let current = sqlx::query(concat!(
+                "select ",
+                approval_columns!(),
+                " from approvals where id = $1 for update"
+            ))
+            .bind(d.approval_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+            let current = approval_from_row(&current)?;
+            if current.status != ApprovalStatus::Pending {
+                return Ok(Err(Undecidable::AlreadyDecided(current.status)));
+            }
+            expire_on(&mut tx, current.id, current.run_id, d.at).await?;
+            tx.commit().await.map_err(map_err)?;
+            self.changed(current.run_id);
+            return Ok(Err(Undecidable::Expired));
+        };
+        let approval = approval_from_row(&row)?;
+        let run = if d.approve {
+            sqlx::query(
+                "update runs set status = 'running', started_at = $2, instance = $3 \
+                 where id = $1 and status = 'pending_approval'",
+            )
+            .bind(approval.run_id)
+            .bind(d.at)
+            .bind(&d.instance)
+        } else {
+            sqlx::query(
+                "update runs set status = 'denied', finished_at = $2 where id = $1 and status = 'pending_approval'",
+            )
+            .bind(approval.run_id)
+            .bind(d.at)
+        };
+        let moved = run.execute(&mut *tx).await.map_err(map_err)?;
+        if moved.rows_affected() != 1 {
+            // Cannot happen while every path that ends a pending run also
+            // closes its request; refuse rather than decide a run that
+            // is no longer waiting.
+            return Err(StoreError::Conflict(format!(
+                "run {} is no longer waiting for approval",
+                approval.run_id
+            )));
+        }
+        if d.scope == super::Scope::Always {
+            sqlx::query(UPSERT_GRANT)
+                .bind(Uuid::now_v7())
+                .bind(&approval.skill)
+                .bind(&approval.tool)
+                .bind(&approval.skill_hash)
+                .bind(if d.approve { "allow" } else { "deny" })
+                .bind(&d.decided_by)
+                .bind(d.at)
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        self.changed(approval.run_id);
+        Ok(Ok(approval))
+    }
+
+    async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let runs: Vec<Uuid> = sqlx::query_scalar(
+            "update approvals set status = 'expired', decided_at = $1 \
+             where status = 'pending' and expires_at <= $1 returning run_id",
+        )
+        .bind(at)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        if !runs.is_empty() {
+            sqlx::query(
+                "update runs set status = 'expired', finished_at = $1 \
+                 where id = any($2) and status = 'pending_approval'",
+            )
+            .bind(at)
+            .bind(&runs)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        for run in &runs {
+            self.changed(*run);
+        }
+        Ok(runs)
+    }
+
+    async fn count_pending(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
+        sqlx::query(UPSERT_GRANT)
+            .bind(grant.id)
+            .bind(&grant.skill)
+            .bind(&grant.tool)
+            .bind(&grant.skill_hash)
+            .bind(grant.decision.as_str())
+            .bind(&grant.created_by)
+            .bind(grant.created_at)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn list_grants(&self) -> Result<Vec<Grant>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "select ",
+            grant_columns!(),
+            " from grants order by created_at desc, id desc limit 1000"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter().map(grant_from_row).collect()
+    }
+
+    async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError> {
+        let done = sqlx::query("delete from grants where id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
     }
 
     async fn start_run(
@@ -116,7 +432,10 @@ impl Store for PgStore {
         .await
         .map_err(map_err)?;
         match row {
-            Some(row) => Ok(Some(run_from_row(&row)?)),
+            Some(row) => {
+                self.changed(id);
+                Ok(Some(run_from_row(&row)?))
+            }
             None => self.require(id).await.map(|()| None),
         }
     }
@@ -143,6 +462,7 @@ impl Store for PgStore {
         at: DateTime<Utc>,
     ) -> Result<Option<Run>, StoreError> {
         super::check_final(status)?;
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
         let row = sqlx::query(concat!(
             "update runs set status = $2, result = $3, finished_at = $4 \
              where id = $1 and status in ('pending_approval', 'queued', 'running') returning ",
@@ -152,13 +472,25 @@ impl Store for PgStore {
         .bind(status.as_str())
         .bind(result)
         .bind(at)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(map_err)?;
-        match row {
-            Some(row) => Ok(Some(run_from_row(&row)?)),
-            None => self.require(id).await.map(|()| None),
+        let Some(row) = row else {
+            drop(tx);
+            return self.require(id).await.map(|()| None);
+        };
+        let run = run_from_row(&row)?;
+        if let Some(approval) = run.approval_id {
+            sqlx::query("update approvals set status = 'expired', decided_at = $2 where id = $1 and status = 'pending'")
+                .bind(approval)
+                .bind(at)
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
         }
+        tx.commit().await.map_err(map_err)?;
+        self.changed(id);
+        Ok(Some(run))
     }
 
     async fn get_run(&self, id: Uuid) -> Result<Run, StoreError> {
@@ -233,6 +565,96 @@ impl PgStore {
     }
 }
 
+/// The insert of a new run, on a connection or in a transaction.
+async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, StoreError> {
+    sqlx::query(concat!(
+        "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
+         approval_id, created_at, started_at, finished_at, instance, mode) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) returning ",
+        run_columns!()
+    ))
+    .bind(run.id)
+    .bind(&run.skill)
+    .bind(&run.tool)
+    .bind(&run.skill_hash)
+    .bind(&run.arguments)
+    .bind(Json(&run.argv))
+    .bind(&run.cwd)
+    .bind(run.status.as_str())
+    .bind(&run.requested_by)
+    .bind(run.approval_id)
+    .bind(run.created_at)
+    .bind(run.started_at)
+    .bind(super::finished_at_insert(run))
+    .bind(&run.instance)
+    .bind(&run.mode)
+    .fetch_one(conn)
+    .await
+    .map_err(map_err)
+}
+
+/// Marks a pending request and its run expired.
+async fn expire_on(
+    conn: &mut PgConnection,
+    approval: Uuid,
+    run: Uuid,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "update approvals set status = 'expired', decided_at = $2 where id = $1 and status = 'pending'",
+    )
+    .bind(approval)
+    .bind(at)
+    .execute(&mut *conn)
+    .await
+    .map_err(map_err)?;
+    sqlx::query(
+        "update runs set status = 'expired', finished_at = $2 where id = $1 and status = 'pending_approval'",
+    )
+    .bind(run)
+    .bind(at)
+    .execute(&mut *conn)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
+fn approval_from_row(row: &PgRow) -> Result<Approval, StoreError> {
+    Ok(Approval {
+        id: get(row, "id")?,
+        run_id: get(row, "run_id")?,
+        skill: get(row, "skill")?,
+        tool: get(row, "tool")?,
+        description: get(row, "description")?,
+        trust: get(row, "trust")?,
+        warning: get(row, "warning")?,
+        arguments: get(row, "arguments")?,
+        argv: get::<Json<Vec<String>>>(row, "argv")?.0,
+        cwd: get(row, "cwd")?,
+        skill_hash: get(row, "skill_hash")?,
+        status: parse_approval_status(&get::<String>(row, "status")?)?,
+        scope: parse_scope(get(row, "scope")?)?,
+        requested_by: get(row, "requested_by")?,
+        decided_by: get(row, "decided_by")?,
+        note: get(row, "note")?,
+        created_at: get(row, "created_at")?,
+        decided_at: get(row, "decided_at")?,
+        expires_at: get(row, "expires_at")?,
+    })
+}
+
+fn grant_from_row(row: &PgRow) -> Result<Grant, StoreError> {
+    Ok(Grant {
+        id: get(row, "id")?,
+        skill: get(row, "skill")?,
+        tool: get(row, "tool")?,
+        skill_hash: get(row, "skill_hash")?,
+        decision: parse_grant_decision(&get::<String>(row, "decision")?)?,
+        created_by: get(row, "created_by")?,
+        created_at: get(row, "created_at")?,
+    })
+}
+
 fn run_from_row(row: &PgRow) -> Result<Run, StoreError> {
     let status: String = get(row, "status")?;
     Ok(Run {
@@ -253,6 +675,7 @@ fn run_from_row(row: &PgRow) -> Result<Run, StoreError> {
         result: get(row, "result")?,
         pgid: get(row, "pgid")?,
         instance: get(row, "instance")?,
+        mode: get(row, "mode")?,
     })
 }
 

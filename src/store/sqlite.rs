@@ -6,17 +6,22 @@
 //! the write lock when such a statement begins, so a conditional update can
 //! never act on a stale read.
 
-use super::{Cursor, NewRun, Run, RunFilter, RunPage, RunStatus, Store, StoreError};
+use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
+use super::{
+    Approval, ApprovalStatus, Cursor, Decide, Grant, NewApproval, NewRun, PolicyFacts, Run, RunFilter,
+    RunPage, RunStatus, Store, StoreError, Undecidable,
+};
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::Value;
 use sqlx::error::DatabaseError;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
+use tokio::sync::broadcast;
 use uuid::Uuid;
 
 /// Every column of `runs`, in the order [`run_from_row`] reads them; a macro
@@ -24,9 +29,35 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance"
+         created_at, started_at, finished_at, result, pgid, instance, mode"
     };
 }
+
+/// Every column of `approvals`, in the order [`approval_from_row`] reads them.
+macro_rules! approval_columns {
+    () => {
+        "id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, skill_hash, status, \
+         scope, requested_by, decided_by, note, created_at, decided_at, expires_at"
+    };
+}
+
+/// Every column of `grants`, in the order [`grant_from_row`] reads them.
+macro_rules! grant_columns {
+    () => {
+        "id, skill, tool, skill_hash, decision, created_by, created_at"
+    };
+}
+
+/// SQLite takes the write lock at the first write of a deferred
+/// transaction, which can fail with SQLITE_BUSY when another process holds
+/// it; an immediate one takes it at the start and waits (busy timeout).
+const BEGIN: &str = "begin immediate";
+
+/// Records a grant, replacing the one for the same skill, tool and hash.
+const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, decision, created_by, created_at) \
+     values (?, ?, ?, ?, ?, ?, ?) \
+     on conflict (skill, tool, skill_hash) do update set id = excluded.id, \
+     decision = excluded.decision, created_by = excluded.created_by, created_at = excluded.created_at";
 
 /// How long a writer waits for another's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,6 +75,9 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Run status changes made through this store. One process owns the
+    /// file, so its own writes are all the changes there are.
+    changes: broadcast::Sender<Uuid>,
 }
 
 impl SqliteStore {
@@ -78,7 +112,15 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|err| super::map_migrate(err, transient))?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            changes: broadcast::channel(super::CHANGES_CAPACITY).0,
+        })
+    }
+
+    fn changed(&self, id: Uuid) {
+        // Nobody waiting is fine.
+        let _ = self.changes.send(id);
     }
 }
 
@@ -106,28 +148,274 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn changes(&self) -> broadcast::Receiver<Uuid> {
+        self.changes.subscribe()
+    }
+
     async fn insert_run(&self, run: NewRun) -> Result<Run, StoreError> {
         super::check_new(&run)?;
-        let row = sqlx::query(concat!(
-            "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-             approval_id, created_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
-            run_columns!()
-        ))
+        let id = run.id;
+        let mut conn = self.pool.acquire().await.map_err(map_err)?;
+        let row = insert_run_on(&mut conn, &run).await?;
+        drop(conn);
+        self.changed(id);
+        run_from_row(&row)
+    }
+
+    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
+        super::check_pending(&run, &approval)?;
+        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
+        insert_run_on(&mut tx, &run).await?;
+        sqlx::query(
+            "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
+             skill_hash, status, requested_by, created_at, expires_at) \
+             values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+        )
+        .bind(approval.id.to_string())
         .bind(run.id.to_string())
-        .bind(run.skill)
-        .bind(run.tool)
-        .bind(run.skill_hash)
+        .bind(&run.skill)
+        .bind(&run.tool)
+        .bind(approval.description)
+        .bind(approval.trust)
+        .bind(approval.warning)
         .bind(json_text(&run.arguments)?)
         .bind(json_text(&run.argv)?)
-        .bind(run.cwd)
-        .bind(run.status.as_str())
-        .bind(run.requested_by)
-        .bind(run.approval_id.map(|id| id.to_string()))
+        .bind(&run.cwd)
+        .bind(&run.skill_hash)
+        .bind(&run.requested_by)
         .bind(time_text(run.created_at)?)
+        .bind(time_text(approval.expires_at)?)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        self.changed(run.id);
+        Ok(())
+    }
+
+    async fn policy_facts(
+        &self,
+        skill: &str,
+        tool: &str,
+        skill_hash: &str,
+    ) -> Result<PolicyFacts, StoreError> {
+        let row = sqlx::query(
+            "select (select decision from grants where skill = ? and tool = ? and skill_hash = ?) as grant_decision, \
+             (exists (select 1 from approvals where skill = ? and skill_hash = ? and status = 'approved') \
+              or exists (select 1 from grants where skill = ? and skill_hash = ? and decision = 'allow')) as approved",
+        )
+        .bind(skill)
+        .bind(tool)
+        .bind(skill_hash)
+        .bind(skill)
+        .bind(skill_hash)
+        .bind(skill)
+        .bind(skill_hash)
         .fetch_one(&self.pool)
         .await
         .map_err(map_err)?;
-        run_from_row(&row)
+        Ok(PolicyFacts {
+            grant: get::<Option<String>>(&row, "grant_decision")?
+                .as_deref()
+                .map(parse_grant_decision)
+                .transpose()?,
+            hash_approved: get::<bool>(&row, "approved")?,
+        })
+    }
+
+    async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError> {
+        let row = sqlx::query(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where id = ?"
+        ))
+        .bind(id.to_string())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_err)?
+        .ok_or(StoreError::NotFound)?;
+        approval_from_row(&row)
+    }
+
+    async fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: u32,
+    ) -> Result<Vec<Approval>, StoreError> {
+        let mut query =
+            QueryBuilder::<Sqlite>::new(concat!("select ", approval_columns!(), " from approvals"));
+        if let Some(status) = status {
+            query.push(" where status = ").push_bind(status.as_str());
+        }
+        query
+            .push(" order by created_at, id limit ")
+            .push_bind(i64::from(limit.clamp(1, super::MAX_APPROVALS)));
+        let rows = query.build().fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter().map(approval_from_row).collect()
+    }
+
+    async fn decide(&self, d: Decide) -> Result<Result<Approval, Undecidable>, StoreError> {
+        let at = time_text(d.at)?;
+        let status = if d.approve {
+            ApprovalStatus::Approved
+        } else {
+            ApprovalStatus::Denied
+        };
+        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
+        let row = sqlx::query(concat!(
+            "update approvals set status = ?, scope = ?, decided_by = ?, note = ?, decided_at = ? \
+             where id = ? and status = 'pending' and expires_at > ? returning ",
+            approval_columns!()
+        ))
+        .bind(status.as_str())
+        .bind(d.scope.as_str())
+        .bind(&d.decided_by)
+        .bind(&d.note)
+        .bind(&at)
+        .bind(d.approval_id.to_string())
+        .bind(&at)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        let Some(row) = row else {
+            let current = sqlx::query(concat!(
+                "select ",
+                approval_columns!(),
+                " from approvals where id = ?"
+            ))
+            .bind(d.approval_id.to_string())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+            let current = approval_from_row(&current)?;
+            if current.status != ApprovalStatus::Pending {
+                return Ok(Err(Undecidable::AlreadyDecided(current.status)));
+            }
+            expire_on(&mut tx, current.id, current.run_id, &at).await?;
+            tx.commit().await.map_err(map_err)?;
+            self.changed(current.run_id);
+            return Ok(Err(Undecidable::Expired));
+        };
+        let approval = approval_from_row(&row)?;
+        let run = if d.approve {
+            sqlx::query(
+                "update runs set status = 'running', started_at = ?, instance = ? \
+                 where id = ? and status = 'pending_approval'",
+            )
+            .bind(&at)
+            .bind(&d.instance)
+            .bind(approval.run_id.to_string())
+        } else {
+            sqlx::query(
+                "update runs set status = 'denied', finished_at = ? where id = ? and status = 'pending_approval'",
+            )
+            .bind(&at)
+            .bind(approval.run_id.to_string())
+        };
+        let moved = run.execute(&mut *tx).await.map_err(map_err)?;
+        if moved.rows_affected() != 1 {
+            // Cannot happen while every path that ends a pending run also
+            // closes its request; refuse rather than decide a run that
+            // is no longer waiting.
+            return Err(StoreError::Conflict(format!(
+                "run {} is no longer waiting for approval",
+                approval.run_id
+            )));
+        }
+        if d.scope == super::Scope::Always {
+            sqlx::query(UPSERT_GRANT)
+                .bind(Uuid::now_v7().to_string())
+                .bind(&approval.skill)
+                .bind(&approval.tool)
+                .bind(&approval.skill_hash)
+                .bind(if d.approve { "allow" } else { "deny" })
+                .bind(&d.decided_by)
+                .bind(&at)
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        self.changed(approval.run_id);
+        Ok(Ok(approval))
+    }
+
+    async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+        let at = time_text(at)?;
+        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
+        let rows = sqlx::query(
+            "update approvals set status = 'expired', decided_at = ? \
+             where status = 'pending' and expires_at <= ? returning run_id",
+        )
+        .bind(&at)
+        .bind(&at)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        let mut runs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let run = parse_uuid(&get::<String>(row, "run_id")?)?;
+            sqlx::query("update runs set status = 'expired', finished_at = ? where id = ? and status = 'pending_approval'")
+                .bind(&at)
+                .bind(run.to_string())
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+            runs.push(run);
+        }
+        tx.commit().await.map_err(map_err)?;
+        for run in &runs {
+            self.changed(*run);
+        }
+        Ok(runs)
+    }
+
+    async fn count_pending(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
+        sqlx::query(UPSERT_GRANT)
+            .bind(grant.id.to_string())
+            .bind(&grant.skill)
+            .bind(&grant.tool)
+            .bind(&grant.skill_hash)
+            .bind(grant.decision.as_str())
+            .bind(&grant.created_by)
+            .bind(time_text(grant.created_at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn list_grants(&self) -> Result<Vec<Grant>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "select ",
+            grant_columns!(),
+            " from grants order by created_at desc, id desc limit 1000"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter().map(grant_from_row).collect()
+    }
+
+    async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError> {
+        let done = sqlx::query("delete from grants where id = ?")
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
     }
 
     async fn start_run(
@@ -150,7 +438,10 @@ impl Store for SqliteStore {
         .await
         .map_err(map_err)?;
         match row {
-            Some(row) => Ok(Some(run_from_row(&row)?)),
+            Some(row) => {
+                self.changed(id);
+                Ok(Some(run_from_row(&row)?))
+            }
             None => self.require(id).await.map(|()| None),
         }
     }
@@ -178,6 +469,8 @@ impl Store for SqliteStore {
     ) -> Result<Option<Run>, StoreError> {
         super::check_final(status)?;
         let result = result.as_ref().map(json_text).transpose()?;
+        let at = time_text(at)?;
+        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
         let row = sqlx::query(concat!(
             "update runs set status = ?, result = ?, finished_at = ? \
              where id = ? and status in ('pending_approval', 'queued', 'running') returning ",
@@ -185,15 +478,29 @@ impl Store for SqliteStore {
         ))
         .bind(status.as_str())
         .bind(result)
-        .bind(time_text(at)?)
+        .bind(&at)
         .bind(id.to_string())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(map_err)?;
-        match row {
-            Some(row) => Ok(Some(run_from_row(&row)?)),
-            None => self.require(id).await.map(|()| None),
+        let Some(row) = row else {
+            drop(tx);
+            return self.require(id).await.map(|()| None);
+        };
+        let run = run_from_row(&row)?;
+        if let Some(approval) = run.approval_id {
+            sqlx::query(
+                "update approvals set status = 'expired', decided_at = ? where id = ? and status = 'pending'",
+            )
+            .bind(&at)
+            .bind(approval.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
         }
+        tx.commit().await.map_err(map_err)?;
+        self.changed(id);
+        Ok(Some(run))
     }
 
     async fn get_run(&self, id: Uuid) -> Result<Run, StoreError> {
@@ -267,6 +574,101 @@ impl SqliteStore {
     }
 }
 
+/// The insert of a new run, on a connection or in a transaction.
+async fn insert_run_on(conn: &mut SqliteConnection, run: &NewRun) -> Result<SqliteRow, StoreError> {
+    let started_at = run.started_at.map(time_text).transpose()?;
+    let finished_at = super::finished_at_insert(run).map(time_text).transpose()?;
+    sqlx::query(concat!(
+        "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
+         approval_id, created_at, started_at, finished_at, instance, mode) \
+         values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
+        run_columns!()
+    ))
+    .bind(run.id.to_string())
+    .bind(&run.skill)
+    .bind(&run.tool)
+    .bind(&run.skill_hash)
+    .bind(json_text(&run.arguments)?)
+    .bind(json_text(&run.argv)?)
+    .bind(&run.cwd)
+    .bind(run.status.as_str())
+    .bind(&run.requested_by)
+    .bind(run.approval_id.map(|id| id.to_string()))
+    .bind(time_text(run.created_at)?)
+    .bind(started_at)
+    .bind(finished_at)
+    .bind(&run.instance)
+    .bind(&run.mode)
+    .fetch_one(conn)
+    .await
+    .map_err(map_err)
+}
+
+/// Marks a pending request and its run expired.
+async fn expire_on(
+    conn: &mut SqliteConnection,
+    approval: Uuid,
+    run: Uuid,
+    at: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "update approvals set status = 'expired', decided_at = ? where id = ? and status = 'pending'",
+    )
+    .bind(at)
+    .bind(approval.to_string())
+    .execute(&mut *conn)
+    .await
+    .map_err(map_err)?;
+    sqlx::query(
+        "update runs set status = 'expired', finished_at = ? where id = ? and status = 'pending_approval'",
+    )
+    .bind(at)
+    .bind(run.to_string())
+    .execute(&mut *conn)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
+fn approval_from_row(row: &SqliteRow) -> Result<Approval, StoreError> {
+    Ok(Approval {
+        id: parse_uuid(&get::<String>(row, "id")?)?,
+        run_id: parse_uuid(&get::<String>(row, "run_id")?)?,
+        skill: get(row, "skill")?,
+        tool: get(row, "tool")?,
+        description: get(row, "description")?,
+        trust: get(row, "trust")?,
+        warning: get(row, "warning")?,
+        arguments: parse_json(&get::<String>(row, "arguments")?)?,
+        argv: parse_json(&get::<String>(row, "argv")?)?,
+        cwd: get(row, "cwd")?,
+        skill_hash: get(row, "skill_hash")?,
+        status: parse_approval_status(&get::<String>(row, "status")?)?,
+        scope: parse_scope(get(row, "scope")?)?,
+        requested_by: get(row, "requested_by")?,
+        decided_by: get(row, "decided_by")?,
+        note: get(row, "note")?,
+        created_at: parse_time(&get::<String>(row, "created_at")?)?,
+        decided_at: get::<Option<String>>(row, "decided_at")?
+            .as_deref()
+            .map(parse_time)
+            .transpose()?,
+        expires_at: parse_time(&get::<String>(row, "expires_at")?)?,
+    })
+}
+
+fn grant_from_row(row: &SqliteRow) -> Result<Grant, StoreError> {
+    Ok(Grant {
+        id: parse_uuid(&get::<String>(row, "id")?)?,
+        skill: get(row, "skill")?,
+        tool: get(row, "tool")?,
+        skill_hash: get(row, "skill_hash")?,
+        decision: parse_grant_decision(&get::<String>(row, "decision")?)?,
+        created_by: get(row, "created_by")?,
+        created_at: parse_time(&get::<String>(row, "created_at")?)?,
+    })
+}
+
 fn run_from_row(row: &SqliteRow) -> Result<Run, StoreError> {
     let status: String = get(row, "status")?;
     Ok(Run {
@@ -299,6 +701,7 @@ fn run_from_row(row: &SqliteRow) -> Result<Run, StoreError> {
             .transpose()?,
         pgid: get(row, "pgid")?,
         instance: get(row, "instance")?,
+        mode: get(row, "mode")?,
     })
 }
 

@@ -160,6 +160,41 @@ impl TestServer {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
+
+    /// A server whose every tool an operator has allowed ahead of time
+    /// (standing allow grants for the loaded versions), for tests about
+    /// running rather than approving.
+    pub async fn start_allowed(opts: CatalogOptions) -> Self {
+        let server = Self::start(opts).await;
+        server.allow_every_tool().await;
+        server
+    }
+
+    /// Records a standing allow grant for every tool now loaded, so that
+    /// the policy (DESIGN §4 step 2) lets their calls run.
+    pub async fn allow_every_tool(&self) {
+        allow_every_tool(&self.catalog, &self.invoker.store).await;
+    }
+}
+
+/// See [`TestServer::allow_every_tool`].
+pub async fn allow_every_tool(catalog: &CatalogHandle, store: &Arc<dyn Store>) {
+    let catalog = catalog.current();
+    for entry in &catalog.tools {
+        let skill = &catalog.skills[entry.skill];
+        store
+            .put_grant(skilld::store::Grant {
+                id: uuid::Uuid::now_v7(),
+                skill: skill.name.clone(),
+                tool: skill.tools[entry.tool].name.clone(),
+                skill_hash: skill.hash.clone(),
+                decision: skilld::store::GrantDecision::Allow,
+                created_by: Some("test-operator".to_owned()),
+                created_at: chrono::Utc::now(),
+            })
+            .await
+            .unwrap();
+    }
 }
 
 impl Drop for TestServer {

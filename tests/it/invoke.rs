@@ -74,7 +74,7 @@ fn group_members(pgid: i32) -> Vec<i32> {
 
 #[tokio::test]
 async fn arguments_arrive_as_single_literal_words() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let (status, env) = invoke(
         &server,
         "echo_args",
@@ -129,14 +129,14 @@ async fn arguments_arrive_as_single_literal_words() {
 
 #[tokio::test]
 async fn json_stdout_is_parsed() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let (_, env) = invoke(&server, "echo_json", json!({"value": "x"})).await;
     assert_eq!(env["parsed"], json!({"value": "x", "ok": true}));
 }
 
 #[tokio::test]
 async fn bad_arguments_are_422_with_one_error_per_field() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let (status, p) = invoke(
         &server,
         "echo_args",
@@ -196,18 +196,22 @@ async fn bad_arguments_are_422_with_one_error_per_field() {
 #[tokio::test]
 async fn dry_run_renders_and_decides_without_running() {
     let server = TestServer::start(corpus_options()).await;
-    let res = client()
-        .post(server.url("/tools/git_log/invoke?dry_run=true"))
-        .json(&json!({"arguments": {"count": 3}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let d: Value = res.json().await.unwrap();
+    let dry_run = || async {
+        let res = client()
+            .post(server.url("/tools/git_log/invoke?dry_run=true"))
+            .json(&json!({"arguments": {"count": 3}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        res.json::<Value>().await.unwrap()
+    };
+    let d = dry_run().await;
     assert_eq!(d["argv"], json!(["git", "log", "--oneline", "-n", "3"]));
     assert_eq!(d["timeout_secs"], 10);
-    assert_eq!(d["decision"], "run");
-    assert!(d["reason"].as_str().unwrap().contains("first-run"), "{d}");
+    // A read-only user skill never approved: its first run asks.
+    assert_eq!(d["decision"], "ask");
+    assert!(d["reason"].as_str().unwrap().contains("first run"), "{d}");
     let env: Vec<&str> = d["env"]
         .as_array()
         .unwrap()
@@ -215,12 +219,19 @@ async fn dry_run_renders_and_decides_without_running() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(env.contains(&"PATH") && env.contains(&"SKILL_NAME") && env.contains(&"GIBBERISH_SKILL_NAME"));
+    // With a standing allow grant, it runs; the reason says why.
+    server.allow_every_tool().await;
+    let d = dry_run().await;
+    assert_eq!(d["decision"], "run");
+    assert!(d["reason"].as_str().unwrap().contains("allow grant"), "{d}");
+    // Nothing was recorded, nothing asked.
     assert_eq!(get_json(&server, "/runs").await["runs"], json!([]));
+    assert_eq!(get_json(&server, "/approvals").await["approvals"], json!([]));
 }
 
 #[tokio::test]
 async fn a_timeout_kills_the_group_and_is_a_result() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let (status, env) = invoke(&server, "sleep_for", json!({"seconds": 30})).await;
     assert_eq!(status, 200);
     assert_eq!(env["success"], false);
@@ -236,7 +247,7 @@ async fn a_timeout_kills_the_group_and_is_a_result() {
 async fn missing_programs_are_results_not_errors() {
     let dir = tempfile::tempdir().unwrap();
     one_tool_skill(dir.path(), "ghost", "", "", "definitely-not-a-program-skilld");
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
     let (status, env) = invoke(&server, "ghost", json!({})).await;
     assert_eq!(status, 200);
     assert_eq!(env["success"], false);
@@ -248,7 +259,7 @@ async fn missing_programs_are_results_not_errors() {
 
 #[tokio::test]
 async fn ambiguous_names_need_the_qualified_route() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let (status, p) = invoke(&server, "say_hi", json!({})).await;
     assert_eq!(status, 409);
     assert_eq!(p["candidates"], json!(["long-description", "unknown-field"]));
@@ -277,7 +288,7 @@ async fn ambiguous_names_need_the_qualified_route() {
 
 #[tokio::test]
 async fn respond_async_then_wait() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let res = client()
         .post(server.url("/tools/sleep_for/invoke"))
         .header("prefer", "respond-async")
@@ -301,7 +312,7 @@ async fn respond_async_then_wait() {
 
 #[tokio::test]
 async fn event_streams_carry_status_output_and_result() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let res = client()
         .post(server.url("/tools/echo_json/invoke"))
         .header("accept", "text/event-stream")
@@ -360,7 +371,7 @@ async fn cancel_kills_the_group() {
         "",
         "sh -c 'sleep 1000 & sleep 1000'",
     );
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
     let res = client()
         .post(server.url("/tools/nap/invoke"))
         .header("prefer", "respond-async")
@@ -410,7 +421,7 @@ async fn cancel_kills_the_group() {
 
 #[tokio::test]
 async fn runs_list_filters_and_pages() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let mut ids = Vec::new();
     for i in 0..5 {
         let (_, env) = invoke(&server, "echo_json", json!({"value": format!("v{i}")})).await;
@@ -464,7 +475,7 @@ async fn runs_list_filters_and_pages() {
 
 #[tokio::test]
 async fn entrypoints_get_input_output_and_artifacts() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let (status, env) = invoke(
         &server,
         "data_analysis",
@@ -505,7 +516,7 @@ async fn entrypoints_get_input_output_and_artifacts() {
 
 #[tokio::test]
 async fn scripts_run_by_extension_with_their_args() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let (_, env) = invoke(
         &server,
         "text_tools_word_count",
@@ -527,6 +538,7 @@ async fn too_many_concurrent_runs_get_429_with_retry_after() {
         ..Default::default()
     };
     let server = TestServer::start_with(options(vec![root(dir.path(), Trust::User)]), settings).await;
+    server.allow_every_tool().await;
     let first = client()
         .post(server.url("/tools/hold/invoke"))
         .header("prefer", "respond-async")
@@ -551,10 +563,12 @@ async fn the_run_log_survives_a_restart() {
     let url = format!("sqlite://{}", data.path().join("skilld.db").display());
     let id = {
         let server = TestServer::start_on(corpus_options(), &url).await;
+        server.allow_every_tool().await;
         let (_, env) = invoke(&server, "echo_json", json!({"value": "kept"})).await;
         env["run_id"].as_str().unwrap().to_owned()
     };
     let server = TestServer::start_on(corpus_options(), &url).await;
+    server.allow_every_tool().await;
     let run = get_json(&server, &format!("/runs/{id}")).await;
     assert_eq!(run["status"], "succeeded");
     assert_eq!(run["result"]["parsed"]["value"], "kept");
@@ -562,7 +576,7 @@ async fn the_run_log_survives_a_restart() {
 
 #[tokio::test]
 async fn readiness_reports_the_store_and_sandbox() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     let ready = get_json(&server, "/readyz").await;
     assert_eq!(ready["store"], "sqlite");
     let network = ready["sandbox"]["network"].as_str().unwrap();
@@ -618,7 +632,7 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
         "sh -c 'trap \"\" TERM; sleep 1000 & sleep 1000'",
     );
     one_tool_skill(dir.path(), "quick", "", "", "sleep 0.5");
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
     let start = |tool: &'static str| {
         let url = server.url(&format!("/tools/{tool}/invoke"));
         async move {
@@ -668,7 +682,7 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
 
 #[tokio::test]
 async fn commands_dispatch_or_answer_instructions() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::start_allowed(corpus_options()).await;
     // `status` is tool_dispatch → git_status, run exactly like the invoke route.
     let res = client()
         .post(server.url("/commands/status"))

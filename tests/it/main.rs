@@ -1,5 +1,6 @@
 //! All integration tests, in one binary (one link, shared helpers).
 
+mod approvals;
 mod auth;
 mod cli;
 mod common;

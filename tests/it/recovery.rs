@@ -43,12 +43,14 @@ async fn the_run_log_survives_a_restart_on_postgres() {
         let marker = work.path().join("one");
         let id = {
             let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &url).await;
+            server.allow_every_tool().await;
             let (status, env) = invoke(&server, "touch_marker", json!({"path": marker})).await;
             assert_eq!((status, env["success"].as_bool()), (200, Some(true)), "{env}");
             env["run_id"].as_str().unwrap().to_owned()
         };
         assert!(marker.exists());
         let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &url).await;
+        server.allow_every_tool().await;
         let run: Value = reqwest::get(server.url(&format!("/runs/{id}")))
             .await
             .unwrap()
@@ -113,6 +115,7 @@ async fn an_unreachable_store_fails_closed() {
         touch_skill(skills.path());
         let work = tempfile::tempdir().unwrap();
         let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &proxied).await;
+        server.allow_every_tool().await;
         let (status, _) = invoke(
             &server,
             "touch_marker",
@@ -159,6 +162,9 @@ async fn runs_a_crash_left_running_are_interrupted_at_start() {
                 requested_by: None,
                 approval_id: None,
                 created_at: chrono::Utc::now(),
+                started_at: None,
+                instance: None,
+                mode: None,
             })
             .await
             .unwrap();

@@ -5,7 +5,10 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
-use skilld::store::{self, NewRun, Run, RunFilter, RunPage, RunStatus, Store, StoreError};
+use skilld::store::{
+    self, Approval, ApprovalStatus, Decide, GrantDecision, NewApproval, NewRun, PolicyFacts, Run, RunFilter,
+    RunPage, RunStatus, Scope, Store, StoreError, Undecidable,
+};
 use sqlx::Connection;
 use std::future::Future;
 use std::sync::Arc;
@@ -57,8 +60,16 @@ conformance! {
         concurrent_start_has_one_winner,
         concurrent_finish_has_one_winner,
         ping_works,
+        a_held_call_is_approved_once,
+        deny_always_leaves_a_standing_deny_until_revoked,
+        a_later_always_replaces_the_grant,
+        expired_requests_cannot_be_decided,
+        cancelling_a_held_run_withdraws_its_request,
+        concurrent_decisions_have_one_winner,
+        first_run_approval_is_per_skill_version,
+        changes_are_announced,
     ],
-    url: [restart_keeps_every_run],
+    url: [restart_keeps_every_run, changes_reach_every_instance],
 }
 
 // ---- harnesses -------------------------------------------------------------
@@ -164,6 +175,9 @@ fn new_run(skill: &str, tool: &str, created_at: DateTime<Utc>) -> NewRun {
         requested_by: None,
         approval_id: None,
         created_at,
+        started_at: None,
+        instance: None,
+        mode: None,
     }
 }
 
@@ -181,11 +195,12 @@ fn as_inserted(new: &NewRun) -> Run {
         requested_by: new.requested_by.clone(),
         approval_id: new.approval_id,
         created_at: new.created_at,
-        started_at: None,
-        finished_at: None,
+        started_at: new.started_at,
+        finished_at: (new.status == RunStatus::Denied).then_some(new.created_at),
         result: None,
         pgid: None,
-        instance: None,
+        instance: new.instance.clone(),
+        mode: new.mode.clone(),
     }
 }
 
@@ -256,6 +271,9 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         requested_by: Some("token:ci-agent".to_owned()),
         approval_id: Some(Uuid::now_v7()),
         created_at: t0(),
+        started_at: None,
+        instance: None,
+        mode: Some("Dev".to_owned()),
     };
     let inserted = insert(&store, full.clone()).await;
     assert_eq!(store.get_run(full.id).await.unwrap(), inserted);
@@ -368,13 +386,28 @@ async fn unknown_run_is_not_found(store: Arc<dyn Store>) {
 }
 
 async fn new_run_must_be_live(store: Arc<dyn Store>) {
+    // Running only with its start recorded: one write instead of two.
+    let started = NewRun {
+        status: RunStatus::Running,
+        started_at: Some(t0()),
+        instance: Some("here".to_owned()),
+        ..new_run("git", "git_log", t0())
+    };
+    assert_eq!(
+        store.insert_run(started.clone()).await.unwrap(),
+        as_inserted(&started)
+    );
     for status in RunStatus::ALL {
         let new = NewRun {
             status,
             ..new_run("git", "git_log", t0())
         };
         let outcome = store.insert_run(new.clone()).await;
-        if matches!(status, RunStatus::Queued | RunStatus::PendingApproval) {
+        // Denied is recorded finished: a standing deny refused the call.
+        if matches!(
+            status,
+            RunStatus::Queued | RunStatus::PendingApproval | RunStatus::Denied
+        ) {
             assert_eq!(outcome.unwrap(), as_inserted(&new));
         } else {
             assert!(
@@ -1112,4 +1145,477 @@ async fn unreachable_postgres_is_unavailable() {
         panic!("connected to port 1");
     };
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
+
+// ---- approvals and grants ------------------------------------------------------
+
+/// A held call of `skill`/`tool` at version `hash`, asked at `at`, valid
+/// for an hour: the run and its request.
+fn held(skill: &str, tool: &str, hash: &str, at: DateTime<Utc>) -> (NewRun, NewApproval) {
+    let approval = NewApproval {
+        id: Uuid::now_v7(),
+        description: "Shows the log.".to_owned(),
+        trust: "user".to_owned(),
+        warning: Some("First run".to_owned()),
+        expires_at: at + Duration::hours(1),
+    };
+    let run = NewRun {
+        status: RunStatus::PendingApproval,
+        approval_id: Some(approval.id),
+        requested_by: Some("agent".to_owned()),
+        skill_hash: hash.to_owned(),
+        mode: Some("Dev".to_owned()),
+        ..new_run(skill, tool, at)
+    };
+    (run, approval)
+}
+
+async fn hold(
+    store: &Arc<dyn Store>,
+    skill: &str,
+    tool: &str,
+    hash: &str,
+    at: DateTime<Utc>,
+) -> (NewRun, NewApproval) {
+    let (run, approval) = held(skill, tool, hash, at);
+    store.insert_pending(run.clone(), approval.clone()).await.unwrap();
+    (run, approval)
+}
+
+fn decision(approval: &NewApproval, approve: bool, scope: Scope, at: DateTime<Utc>) -> Decide {
+    Decide {
+        approval_id: approval.id,
+        approve,
+        scope,
+        decided_by: Some("alice".to_owned()),
+        note: Some("looks fine".to_owned()),
+        instance: "instance-a".to_owned(),
+        at,
+    }
+}
+
+async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
+    let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    let pending = store.get_approval(new.id).await.unwrap();
+    assert_eq!(
+        pending,
+        Approval {
+            id: new.id,
+            run_id: run.id,
+            skill: "git".to_owned(),
+            tool: "git_log".to_owned(),
+            description: new.description.clone(),
+            trust: "user".to_owned(),
+            warning: Some("First run".to_owned()),
+            arguments: run.arguments.clone(),
+            argv: run.argv.clone(),
+            cwd: run.cwd.clone(),
+            skill_hash: "h1".to_owned(),
+            status: ApprovalStatus::Pending,
+            scope: None,
+            requested_by: Some("agent".to_owned()),
+            decided_by: None,
+            note: None,
+            created_at: t0(),
+            decided_at: None,
+            expires_at: new.expires_at,
+        }
+    );
+    assert_eq!(store.get_run(run.id).await.unwrap(), as_inserted(&run));
+    assert_eq!(
+        store
+            .list_approvals(Some(ApprovalStatus::Pending), 10)
+            .await
+            .unwrap(),
+        vec![pending.clone()]
+    );
+    assert_eq!(store.count_pending().await.unwrap(), 1);
+    let facts = store.policy_facts("git", "git_log", "h1").await.unwrap();
+    assert_eq!(facts, PolicyFacts::default());
+
+    let at = t0() + Duration::seconds(5);
+    let approved = store
+        .decide(decision(&new, true, Scope::Once, at))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        approved,
+        Approval {
+            status: ApprovalStatus::Approved,
+            scope: Some(Scope::Once),
+            decided_by: Some("alice".to_owned()),
+            note: Some("looks fine".to_owned()),
+            decided_at: Some(at),
+            ..pending
+        }
+    );
+    // The run is claimed for the deciding instance.
+    let claimed = store.get_run(run.id).await.unwrap();
+    assert_eq!(
+        (claimed.status, claimed.started_at, claimed.instance.as_deref()),
+        (RunStatus::Running, Some(at), Some("instance-a"))
+    );
+    assert_eq!(claimed.mode.as_deref(), Some("Dev"));
+    // Decided once: a second approval or a denial is refused.
+    for approve in [true, false] {
+        assert_eq!(
+            store
+                .decide(decision(&new, approve, Scope::Always, at))
+                .await
+                .unwrap(),
+            Err(Undecidable::AlreadyDecided(ApprovalStatus::Approved))
+        );
+    }
+    assert_eq!(store.count_pending().await.unwrap(), 0);
+    assert!(
+        store.list_grants().await.unwrap().is_empty(),
+        "once leaves no grant"
+    );
+    // The version is now approved (first-run), with no standing grant.
+    let facts = store.policy_facts("git", "git_log", "h1").await.unwrap();
+    assert_eq!(
+        facts,
+        PolicyFacts {
+            grant: None,
+            hash_approved: true
+        }
+    );
+    let unknown = decision(
+        &NewApproval {
+            id: Uuid::now_v7(),
+            ..new
+        },
+        true,
+        Scope::Once,
+        at,
+    );
+    assert!(matches!(store.decide(unknown).await, Err(StoreError::NotFound)));
+}
+
+async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>) {
+    let (run, new) = hold(&store, "fs", "rm", "h1", t0()).await;
+    let at = t0() + Duration::seconds(1);
+    let denied = store
+        .decide(decision(&new, false, Scope::Always, at))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (denied.status, denied.scope),
+        (ApprovalStatus::Denied, Some(Scope::Always))
+    );
+    let ended = store.get_run(run.id).await.unwrap();
+    assert_eq!(
+        (ended.status, ended.finished_at, ended.started_at),
+        (RunStatus::Denied, Some(at), None)
+    );
+    let facts = store.policy_facts("fs", "rm", "h1").await.unwrap();
+    assert_eq!(
+        facts,
+        PolicyFacts {
+            grant: Some(GrantDecision::Deny),
+            hash_approved: false
+        }
+    );
+    // Bound to the tool and the version.
+    assert_eq!(
+        store.policy_facts("fs", "ls", "h1").await.unwrap(),
+        PolicyFacts::default()
+    );
+    assert_eq!(
+        store.policy_facts("fs", "rm", "h2").await.unwrap(),
+        PolicyFacts::default()
+    );
+
+    let grants = store.list_grants().await.unwrap();
+    assert_eq!(grants.len(), 1);
+    let grant = &grants[0];
+    assert_eq!(
+        (
+            grant.skill.as_str(),
+            grant.tool.as_str(),
+            grant.skill_hash.as_str(),
+            grant.decision,
+            grant.created_by.as_deref(),
+            grant.created_at
+        ),
+        ("fs", "rm", "h1", GrantDecision::Deny, Some("alice"), at)
+    );
+    store.revoke_grant(grant.id).await.unwrap();
+    assert!(matches!(
+        store.revoke_grant(grant.id).await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(
+        store.policy_facts("fs", "rm", "h1").await.unwrap(),
+        PolicyFacts::default()
+    );
+}
+
+async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
+    let (_, first) = hold(&store, "fs", "write", "h1", t0()).await;
+    store
+        .decide(decision(&first, true, Scope::Always, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    let facts = store.policy_facts("fs", "write", "h1").await.unwrap();
+    assert_eq!(
+        facts,
+        PolicyFacts {
+            grant: Some(GrantDecision::Allow),
+            hash_approved: true
+        }
+    );
+    // An allow grant also approves the version for the skill's other tools.
+    assert!(
+        store
+            .policy_facts("fs", "other", "h1")
+            .await
+            .unwrap()
+            .hash_approved
+    );
+
+    let (_, second) = hold(&store, "fs", "write", "h1", t0() + Duration::seconds(1)).await;
+    store
+        .decide(decision(
+            &second,
+            false,
+            Scope::Always,
+            t0() + Duration::seconds(2),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    let grants = store.list_grants().await.unwrap();
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    assert_eq!(grants[0].decision, GrantDecision::Deny);
+    // The first approval still counts as a first-run approval.
+    assert_eq!(
+        store.policy_facts("fs", "write", "h1").await.unwrap(),
+        PolicyFacts {
+            grant: Some(GrantDecision::Deny),
+            hash_approved: true
+        }
+    );
+}
+
+async fn expired_requests_cannot_be_decided(store: Arc<dyn Store>) {
+    let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    let late = new.expires_at + Duration::seconds(1);
+    assert_eq!(
+        store
+            .decide(decision(&new, true, Scope::Once, late))
+            .await
+            .unwrap(),
+        Err(Undecidable::Expired)
+    );
+    assert_eq!(
+        store.get_approval(new.id).await.unwrap().status,
+        ApprovalStatus::Expired
+    );
+    let ended = store.get_run(run.id).await.unwrap();
+    assert_eq!(
+        (ended.status, ended.finished_at),
+        (RunStatus::Expired, Some(late))
+    );
+    assert_eq!(
+        store
+            .decide(decision(&new, true, Scope::Once, late))
+            .await
+            .unwrap(),
+        Err(Undecidable::AlreadyDecided(ApprovalStatus::Expired))
+    );
+
+    // The sweep: only what is due, each once.
+    let (due_run, due) = hold(&store, "git", "a", "h1", t0()).await;
+    let (later_run, later) = hold(&store, "git", "b", "h1", t0() + Duration::minutes(30)).await;
+    let now = t0() + Duration::minutes(61);
+    assert_eq!(store.expire_approvals(now).await.unwrap(), vec![due_run.id]);
+    assert_eq!(store.expire_approvals(now).await.unwrap(), Vec::<Uuid>::new());
+    assert_eq!(
+        store.get_approval(due.id).await.unwrap().status,
+        ApprovalStatus::Expired
+    );
+    assert_eq!(
+        store.get_run(due_run.id).await.unwrap().status,
+        RunStatus::Expired
+    );
+    assert_eq!(
+        store.get_approval(later.id).await.unwrap().status,
+        ApprovalStatus::Pending
+    );
+    assert_eq!(
+        store.get_run(later_run.id).await.unwrap().status,
+        RunStatus::PendingApproval
+    );
+    assert_eq!(store.count_pending().await.unwrap(), 1);
+    // Expired requests never count as approvals.
+    assert!(!store.policy_facts("git", "a", "h1").await.unwrap().hash_approved);
+}
+
+async fn cancelling_a_held_run_withdraws_its_request(store: Arc<dyn Store>) {
+    let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    let at = t0() + Duration::seconds(3);
+    let cancelled = store
+        .finish_run(run.id, RunStatus::Cancelled, None, at)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cancelled.status, RunStatus::Cancelled);
+    let withdrawn = store.get_approval(new.id).await.unwrap();
+    assert_eq!(
+        (withdrawn.status, withdrawn.decided_at),
+        (ApprovalStatus::Expired, Some(at))
+    );
+    assert_eq!(
+        store.decide(decision(&new, true, Scope::Once, at)).await.unwrap(),
+        Err(Undecidable::AlreadyDecided(ApprovalStatus::Expired))
+    );
+    assert_eq!(store.get_run(run.id).await.unwrap().status, RunStatus::Cancelled);
+}
+
+async fn concurrent_decisions_have_one_winner(store: Arc<dyn Store>) {
+    for round in 0..5 {
+        let (run, new) = hold(&store, "git", "git_log", "h1", t0() + Duration::seconds(round)).await;
+        let barrier = Arc::new(tokio::sync::Barrier::new(8));
+        let tasks: Vec<_> = (0..8)
+            .map(|task| {
+                let store = store.clone();
+                let barrier = barrier.clone();
+                let d = Decide {
+                    approve: task % 2 == 0,
+                    instance: format!("instance-{task}"),
+                    ..decision(&new, true, Scope::Once, t0() + Duration::seconds(round))
+                };
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    store
+                        .decide(d)
+                        .await
+                        .unwrap()
+                        .ok()
+                        .map(|approval| (task, approval))
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            winners.extend(task.await.unwrap());
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let (task, approval) = winners.remove(0);
+        let ended = store.get_run(run.id).await.unwrap();
+        if task % 2 == 0 {
+            assert_eq!(approval.status, ApprovalStatus::Approved);
+            assert_eq!(
+                (ended.status, ended.instance),
+                (RunStatus::Running, Some(format!("instance-{task}")))
+            );
+        } else {
+            assert_eq!(approval.status, ApprovalStatus::Denied);
+            assert_eq!(ended.status, RunStatus::Denied);
+        }
+    }
+}
+
+async fn first_run_approval_is_per_skill_version(store: Arc<dyn Store>) {
+    let (_, new) = hold(&store, "notes", "read", "v1", t0()).await;
+    store
+        .decide(decision(&new, true, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    // Any tool of that version; not another version, not another skill.
+    assert!(
+        store
+            .policy_facts("notes", "search", "v1")
+            .await
+            .unwrap()
+            .hash_approved
+    );
+    assert!(
+        !store
+            .policy_facts("notes", "read", "v2")
+            .await
+            .unwrap()
+            .hash_approved
+    );
+    assert!(
+        !store
+            .policy_facts("other", "read", "v1")
+            .await
+            .unwrap()
+            .hash_approved
+    );
+    // A denial approves nothing.
+    let (_, denied) = hold(&store, "notes", "read", "v2", t0()).await;
+    store
+        .decide(decision(&denied, false, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !store
+            .policy_facts("notes", "read", "v2")
+            .await
+            .unwrap()
+            .hash_approved
+    );
+}
+
+/// Waits for `id` on `changes`, skipping others; panics after 10 s.
+async fn announced(changes: &mut tokio::sync::broadcast::Receiver<Uuid>, id: Uuid) {
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match changes.recv().await {
+                Ok(changed) if changed == id => return,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(err) => panic!("{err}"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no change announced for {id}"));
+}
+
+async fn changes_are_announced(store: Arc<dyn Store>) {
+    let mut changes = store.changes();
+    let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    announced(&mut changes, run.id).await;
+    store
+        .decide(decision(&new, true, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    announced(&mut changes, run.id).await;
+    store
+        .finish_run(run.id, RunStatus::Succeeded, None, t0())
+        .await
+        .unwrap()
+        .unwrap();
+    announced(&mut changes, run.id).await;
+}
+
+/// Two stores on one database, as two instances: a change made through one
+/// reaches a waiter on the other (on PostgreSQL through LISTEN/NOTIFY; two
+/// SQLite stores are two processes' worth of state and share nothing but
+/// the file, so there it is only checked that the change is stored).
+async fn changes_reach_every_instance(url: String) {
+    let a = store::connect(&url).await.unwrap();
+    let b = store::connect(&url).await.unwrap();
+    let mut on_b = b.changes();
+    let (run, new) = hold(&a, "git", "git_log", "h1", t0()).await;
+    if a.backend() == "postgres" {
+        announced(&mut on_b, run.id).await;
+    }
+    a.decide(decision(&new, false, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    if a.backend() == "postgres" {
+        announced(&mut on_b, run.id).await;
+    }
+    assert_eq!(b.get_run(run.id).await.unwrap().status, RunStatus::Denied);
 }

@@ -1,0 +1,248 @@
+//! `/approvals` and `/grants`: the inbox of calls waiting for a person, the
+//! decisions on them, and the standing grants those decisions leave.
+
+use super::extract::{JsonBody, Path, Query};
+use crate::AppState;
+use crate::auth::{Require, need};
+use crate::error::{ApiError, Result};
+use crate::invoke::{Verdict, store_error};
+use crate::store::{Approval, ApprovalStatus, Grant, MAX_APPROVALS, Scope, StoreError};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_approvals))
+        .routes(routes!(get_approval))
+        .routes(routes!(approve))
+        .routes(routes!(deny))
+        .routes(routes!(list_grants))
+        .routes(routes!(revoke_grant))
+}
+
+/// Filter of `GET /approvals`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ApprovalQuery {
+    /// Only requests in this state (the inbox: `pending`).
+    pub status: Option<ApprovalStatus>,
+    /// At most this many, 1–500 (default 100).
+    pub limit: Option<u32>,
+}
+
+/// Approval requests, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalList {
+    pub approvals: Vec<Approval>,
+}
+
+/// Approval requests, oldest first: with `status=pending`, the inbox.
+#[utoipa::path(get, path = "/approvals", tag = "approvals", security(("bearer" = ["invoke"])), params(ApprovalQuery),
+    responses(
+        (status = 200, description = "Approval requests, oldest first", body = ApprovalList),
+        (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_approvals(
+    _: Require<need::Invoke>,
+    State(state): State<AppState>,
+    Query(q): Query<ApprovalQuery>,
+) -> Result<Json<ApprovalList>> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_APPROVALS).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {MAX_APPROVALS}"
+        )));
+    }
+    let approvals = state
+        .invoker
+        .store
+        .list_approvals(q.status, limit)
+        .await
+        .map_err(store_error)?;
+    Ok(Json(ApprovalList { approvals }))
+}
+
+/// An approval id in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ApprovalPath {
+    pub id: Uuid,
+}
+
+async fn load(state: &AppState, id: Uuid) -> Result<Approval> {
+    state.invoker.store.get_approval(id).await.map_err(|e| match e {
+        StoreError::NotFound => ApiError::not_found("approval", id.to_string()),
+        other => store_error(other),
+    })
+}
+
+/// One approval request.
+#[utoipa::path(get, path = "/approvals/{id}", tag = "approvals", security(("bearer" = ["invoke"])), params(ApprovalPath),
+    responses(
+        (status = 200, description = "The request", body = Approval),
+        (status = 400, description = "Invalid id", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such approval", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_approval(
+    _: Require<need::Invoke>,
+    State(state): State<AppState>,
+    Path(p): Path<ApprovalPath>,
+) -> Result<Json<Approval>> {
+    Ok(Json(load(&state, p.id).await?))
+}
+
+/// A decision: for this run only, or standing for the tool of this skill
+/// version.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRequest {
+    /// `once` (default) or `always`.
+    #[serde(default)]
+    pub scope: Scope,
+    /// Why, for the record.
+    #[serde(default)]
+    pub note: String,
+}
+
+/// Notes longer than this are refused rather than stored.
+const MAX_NOTE_CHARS: usize = 4096;
+
+/// Approve a pending call: it starts on this instance. `always` also
+/// grants later calls of this tool of this skill version.
+#[utoipa::path(post, path = "/approvals/{id}/approve", tag = "approvals", security(("bearer" = ["approve"])), params(ApprovalPath),
+    request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
+    responses(
+        (status = 200, description = "Approved; the run has started", body = Approval),
+        (status = 400, description = "The body is not a decision", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The approver is the one who asked (self_approval)", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such approval", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already decided, expired, or the skill changed since the call", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn approve(
+    auth: Require<need::Approve>,
+    State(state): State<AppState>,
+    Path(p): Path<ApprovalPath>,
+    JsonBody(body): JsonBody<DecisionRequest>,
+) -> Result<Json<Approval>> {
+    decide(&state, &auth, p.id, body, true).await
+}
+
+/// Deny a pending call: its run ends `denied` and nothing runs. `always`
+/// also denies later calls of this tool of this skill version.
+#[utoipa::path(post, path = "/approvals/{id}/deny", tag = "approvals", security(("bearer" = ["approve"])), params(ApprovalPath),
+    request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
+    responses(
+        (status = 200, description = "Denied", body = Approval),
+        (status = 400, description = "The body is not a decision", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The approver is the one who asked (self_approval)", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such approval", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already decided or expired", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn deny(
+    auth: Require<need::Approve>,
+    State(state): State<AppState>,
+    Path(p): Path<ApprovalPath>,
+    JsonBody(body): JsonBody<DecisionRequest>,
+) -> Result<Json<Approval>> {
+    decide(&state, &auth, p.id, body, false).await
+}
+
+async fn decide(
+    state: &AppState,
+    auth: &Require<need::Approve>,
+    id: Uuid,
+    body: DecisionRequest,
+    approve: bool,
+) -> Result<Json<Approval>> {
+    if body.note.chars().count() > MAX_NOTE_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "note is longer than {MAX_NOTE_CHARS} characters"
+        )));
+    }
+    let request = load(state, id).await?;
+    // An agent must not approve itself: with tokens, the token that asked
+    // can never decide its own request (nor deny it, which would let it
+    // plant a standing deny through its own call).
+    if let Some(name) = &auth.caller.name
+        && request.requested_by.as_deref() == Some(name.as_str())
+    {
+        return Err(ApiError::Refused {
+            code: "self_approval",
+            detail: format!("token '{name}' made this call and cannot decide it; ask another approver"),
+        });
+    }
+    let catalog = state.catalog.current();
+    let verdict = Verdict {
+        approve,
+        scope: body.scope,
+        decided_by: auth.caller.name.clone(),
+        note: (!body.note.is_empty()).then_some(body.note),
+    };
+    let decided = state.invoker.decide_request(&catalog, &request, verdict).await?;
+    tracing::info!(
+        approval = %decided.id, run = %decided.run_id, status = decided.status.as_str(),
+        scope = body.scope.as_str(), by = decided.decided_by.as_deref().unwrap_or("-"),
+        "approval decided"
+    );
+    Ok(Json(decided))
+}
+
+/// Standing grants, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GrantList {
+    pub grants: Vec<Grant>,
+}
+
+/// The standing allow and deny decisions, newest first.
+#[utoipa::path(get, path = "/grants", tag = "approvals", security(("bearer" = ["invoke"])),
+    responses(
+        (status = 200, description = "Every standing grant", body = GrantList),
+        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_grants(_: Require<need::Invoke>, State(state): State<AppState>) -> Result<Json<GrantList>> {
+    let grants = state.invoker.store.list_grants().await.map_err(store_error)?;
+    Ok(Json(GrantList { grants }))
+}
+
+/// A grant id in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct GrantPath {
+    pub id: Uuid,
+}
+
+/// Revoke a standing grant: later calls are decided afresh.
+#[utoipa::path(delete, path = "/grants/{id}", tag = "approvals", security(("bearer" = ["approve"])), params(GrantPath),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 400, description = "Invalid id", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such grant", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+async fn revoke_grant(
+    auth: Require<need::Approve>,
+    State(state): State<AppState>,
+    Path(p): Path<GrantPath>,
+) -> Result<StatusCode> {
+    state
+        .invoker
+        .store
+        .revoke_grant(p.id)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found("grant", p.id.to_string()),
+            other => store_error(other),
+        })?;
+    tracing::info!(grant = %p.id, by = auth.caller.name.as_deref().unwrap_or("-"), "grant revoked");
+    Ok(StatusCode::NO_CONTENT)
+}
