@@ -124,7 +124,6 @@
   function shellQuote(word) {
     if (word === '') return "''";
     if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
-    // eslint-disable-next-line no-control-regex
     if (!/[\u0000-\u001f\u007f]/.test(word)) return `'${word.replace(/'/g, "'\\''")}'`;
     const escaped = Array.from(word, (ch) => {
       const code = ch.codePointAt(0);
@@ -275,7 +274,10 @@
   }
 
   function renderApprovals(list) {
-    const sorted = [...list].sort((x, y) => String(x.created_at).localeCompare(String(y.created_at)));
+    // Oldest first, as the server sends them; sorting again (stable, by the
+    // parsed time: fractional digits vary in length) keeps it so regardless.
+    const at = (a) => Date.parse(a.created_at) || 0;
+    const sorted = [...list].sort((x, y) => at(x) - at(y));
     const container = $('#approvals');
     const wanted = new Set(sorted.map((a) => a.id));
     for (const [id, article] of approvalEls) {
