@@ -1,10 +1,15 @@
 //! `GET /metrics` over a real socket. Every server of this test process
 //! shares one recorder (the `metrics` crate allows one per process) and
 //! other tests make requests at the same time, so counts are compared
-//! before and after, and made-up paths are unique to this file.
+//! before and after, and made-up paths and tool names are unique to this
+//! file.
 
-use crate::common::{TestServer, corpus_options};
+use crate::common::{TestServer, corpus_options, options, root};
+use serde_json::{Value, json};
+use skilld::skill::Trust;
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
 
 /// The body of `/metrics`, after checking its status and content type.
 async fn scrape(server: &TestServer) -> String {
@@ -133,4 +138,120 @@ async fn requests_are_counted_by_route_template_and_status() {
         &[("method", "GET"), ("route", "/skills"), ("le", "+Inf")],
     );
     assert_eq!(bucket, timed);
+}
+
+/// A bundled-trust skill whose read-only tools run without approval:
+/// `metrics_probe_ok` succeeds, `metrics_probe_fail` exits 3, and
+/// `metrics_probe_hold` runs until `release` exists.
+fn probe_skill(dir: &Path, release: &Path) {
+    let skill = dir.join("metrics-probe");
+    std::fs::create_dir_all(&skill).unwrap();
+    let tool = |name: &str, command: &str| {
+        format!(
+            "### {name}\n\nA probe.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n```bash\n{command}\n```\n\n"
+        )
+    };
+    let body = [
+        tool("metrics_probe_ok", "true"),
+        tool("metrics_probe_fail", "sh -c 'exit 3'"),
+        tool(
+            "metrics_probe_hold",
+            &format!("sh -c 'until [ -e {} ]; do sleep 0.02; done'", release.display()),
+        ),
+    ]
+    .concat();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!(
+            "---\nname: metrics-probe\nversion: 1.0.0\ndescription: Probes for the metrics tests.\nread_only: true\ntimeout: 30\n---\n\n# Probe\n\n{body}"
+        ),
+    )
+    .unwrap();
+}
+
+async fn invoke(server: &TestServer, tool: &str) -> Value {
+    let res = reqwest::Client::new()
+        .post(server.url(&format!("/tools/{tool}/invoke")))
+        .json(&json!({"arguments": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{tool}");
+    res.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn runs_are_counted_by_tool_and_status_timed_and_in_flight() {
+    let skills = tempfile::tempdir().unwrap();
+    let release = skills.path().join("release");
+    probe_skill(skills.path(), &release);
+    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+
+    for _ in 0..2 {
+        assert_eq!(invoke(&server, "metrics_probe_ok").await["success"], true);
+    }
+    let failed = invoke(&server, "metrics_probe_fail").await;
+    assert_eq!(failed["exit_code"], 3);
+    let text = scrape(&server).await;
+    // The pipeline labels runs with the tool's name.
+    let (ok, fail) = ("metrics_probe_ok", "metrics_probe_fail");
+    let runs =
+        |tool: &str, status: &str| value(&text, "skilld_runs_total", &[("tool", tool), ("status", status)]);
+    assert_eq!(runs(ok, "succeeded"), 2.0, "{text}");
+    assert_eq!(runs(ok, "failed"), 0.0, "{text}");
+    assert_eq!(runs(fail, "failed"), 1.0, "{text}");
+    let timed = |tool: &str| value(&text, "skilld_run_duration_seconds_count", &[("tool", tool)]);
+    assert_eq!((timed(ok), timed(fail)), (2.0, 1.0), "{text}");
+    let in_all = value(
+        &text,
+        "skilld_run_duration_seconds_bucket",
+        &[("tool", ok), ("le", "600")],
+    );
+    assert_eq!(in_all, 2.0, "{text}");
+    assert!(text.contains("# HELP skilld_runs_total "), "{text}");
+    assert!(
+        text.contains("# TYPE skilld_run_duration_seconds histogram"),
+        "{text}"
+    );
+
+    // A run is in flight from its start to its end.
+    let held = {
+        let url = server.url("/tools/metrics_probe_hold/invoke");
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(url)
+                .json(&json!({"arguments": {}}))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let hold = "metrics_probe_hold";
+    let mut in_flight = 0.0;
+    for _ in 0..500 {
+        let text = scrape(&server).await;
+        in_flight = value(&text, "skilld_runs_in_flight", &[("tool", hold)]);
+        if in_flight > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(in_flight, 1.0);
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(held.await.unwrap()["success"], true);
+    let text = scrape(&server).await;
+    assert_eq!(
+        value(&text, "skilld_runs_in_flight", &[("tool", hold)]),
+        0.0,
+        "{text}"
+    );
+    let held_runs = value(
+        &text,
+        "skilld_runs_total",
+        &[("tool", hold), ("status", "succeeded")],
+    );
+    assert_eq!(held_runs, 1.0, "{text}");
 }
