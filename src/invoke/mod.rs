@@ -27,6 +27,10 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
 use uuid::Uuid;
 
+/// How long a run must last before its process group is written to the
+/// run log (see `Invoker::execute`).
+const PGID_RECORD_DELAY: Duration = Duration::from_millis(100);
+
 /// How runs are carried out on this server.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
@@ -325,8 +329,17 @@ impl Invoker {
 
         let store = self.store.clone();
         let (events, forwarder) = live.output_sender();
+        let watched = live.clone();
         let outcome = runner::run(spec, live.cancel.clone(), Some(events), move |pgid| {
+            // The group id goes to the run log for whoever must clean up
+            // after a crash; a run that is over within the delay leaves
+            // nothing to clean up, and skipping its write saves the
+            // single-writer SQLite log one of four statements per call.
             tokio::spawn(async move {
+                tokio::time::sleep(PGID_RECORD_DELAY).await;
+                if watched.is_finished() {
+                    return;
+                }
                 if let Err(e) = store.set_pgid(id, pgid).await {
                     tracing::warn!(run = %id, error = %e, "cannot record the process group");
                 }

@@ -18,8 +18,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use uuid::Uuid;
@@ -78,7 +80,24 @@ pub struct SqliteStore {
     /// Run status changes made through this store. One process owns the
     /// file, so its own writes are all the changes there are.
     changes: broadcast::Sender<Uuid>,
+    /// Policy facts already read, so a call that runs at once costs the
+    /// single-writer log two statements instead of three. Exact because
+    /// one process owns the file (several instances share PostgreSQL,
+    /// never SQLite): every write that can change a fact goes through this
+    /// store and clears the cache.
+    facts: Arc<Mutex<FactsCache>>,
 }
+
+/// See [`SqliteStore::facts`]. `generation` counts clears, so a read that
+/// raced a clear does not put its stale answer back.
+#[derive(Debug, Default)]
+struct FactsCache {
+    generation: u64,
+    entries: HashMap<(String, String, String), PolicyFacts>,
+}
+
+/// Past this many entries the cache starts over rather than grow.
+const FACTS_CACHE_MAX: usize = 10_000;
 
 impl SqliteStore {
     /// Opens (creating the file and its directory if missing) the database a
@@ -115,7 +134,19 @@ impl SqliteStore {
         Ok(Self {
             pool,
             changes: broadcast::channel(super::CHANGES_CAPACITY).0,
+            facts: Arc::default(),
         })
+    }
+
+    fn facts_cache(&self) -> std::sync::MutexGuard<'_, FactsCache> {
+        self.facts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// After a write that may change a grant or a first-run approval.
+    fn forget_facts(&self) {
+        let mut cache = self.facts_cache();
+        cache.generation += 1;
+        cache.entries.clear();
     }
 
     fn changed(&self, id: Uuid) {
@@ -199,6 +230,14 @@ impl Store for SqliteStore {
         tool: &str,
         skill_hash: &str,
     ) -> Result<PolicyFacts, StoreError> {
+        let key = (skill.to_owned(), tool.to_owned(), skill_hash.to_owned());
+        let generation = {
+            let cache = self.facts_cache();
+            if let Some(facts) = cache.entries.get(&key) {
+                return Ok(*facts);
+            }
+            cache.generation
+        };
         let row = sqlx::query(
             "select (select decision from grants where skill = ? and tool = ? and skill_hash = ?) as grant_decision, \
              (exists (select 1 from approvals where skill = ? and skill_hash = ? and status = 'approved') \
@@ -214,13 +253,21 @@ impl Store for SqliteStore {
         .fetch_one(&self.pool)
         .await
         .map_err(map_err)?;
-        Ok(PolicyFacts {
+        let facts = PolicyFacts {
             grant: get::<Option<String>>(&row, "grant_decision")?
                 .as_deref()
                 .map(parse_grant_decision)
                 .transpose()?,
             hash_approved: get::<bool>(&row, "approved")?,
-        })
+        };
+        let mut cache = self.facts_cache();
+        if cache.generation == generation {
+            if cache.entries.len() >= FACTS_CACHE_MAX {
+                cache.entries.clear();
+            }
+            cache.entries.insert(key, facts);
+        }
+        Ok(facts)
     }
 
     async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError> {
@@ -337,6 +384,7 @@ impl Store for SqliteStore {
                 .map_err(map_err)?;
         }
         tx.commit().await.map_err(map_err)?;
+        self.forget_facts();
         self.changed(approval.run_id);
         Ok(Ok(approval))
     }
@@ -391,6 +439,7 @@ impl Store for SqliteStore {
             .execute(&self.pool)
             .await
             .map_err(map_err)?;
+        self.forget_facts();
         Ok(())
     }
 
@@ -415,6 +464,7 @@ impl Store for SqliteStore {
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
+        self.forget_facts();
         Ok(())
     }
 
