@@ -139,7 +139,9 @@ impl SqliteStore {
     }
 
     fn facts_cache(&self) -> std::sync::MutexGuard<'_, FactsCache> {
-        self.facts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.facts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// After a write that may change a grant or a first-run approval.
