@@ -13,7 +13,7 @@ use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
 use skilld::store::{Grant, GrantDecision};
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,40 @@ fn mark_skill(dir: &Path, name: &str, front: &str) {
         ),
     )
     .unwrap();
+}
+
+/// One skill (see [`mark_skill`]) in a fresh root of `trust`, its server,
+/// a client, and the marker file its tool writes to.
+struct Fixture {
+    skills: tempfile::TempDir,
+    server: TestServer,
+    api: Api,
+    file: PathBuf,
+    _out: tempfile::TempDir,
+}
+
+async fn fixture(name: &str, front: &str, trust: Trust) -> Fixture {
+    let skills = tempfile::tempdir().unwrap();
+    mark_skill(skills.path(), name, front);
+    let server = TestServer::start(options(vec![root(skills.path(), trust)])).await;
+    let api = Api::of(&server);
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("m");
+    Fixture {
+        skills,
+        server,
+        api,
+        file,
+        _out: out,
+    }
+}
+
+/// Calls `tool` with `?wait=30` on a task of its own: a caller waiting for
+/// a decision.
+fn call_waiting(api: &Api, tool: &str, file: &Path) -> tokio::task::JoinHandle<(u16, Value)> {
+    let (api, file) = (api.clone(), file.to_owned());
+    let path = format!("/tools/{tool}/invoke?wait=30");
+    tokio::spawn(async move { api.post(&path, json!({"arguments": {"path": file}})).await })
 }
 
 /// How many times the tool wrote to `path`.
@@ -284,12 +318,8 @@ async fn the_decision_table_on_postgres() {
 
 #[tokio::test]
 async fn first_run_approval_then_the_read_only_user_skill_runs_until_it_changes() {
-    let skills = tempfile::tempdir().unwrap();
-    mark_skill(skills.path(), "notes", "read_only: true\n");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
-    let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("m");
+    let f = fixture("notes", "read_only: true\n", Trust::User).await;
+    let (api, file) = (&f.api, &f.file);
 
     let (status, body) = api.call("notes", &file).await;
     let body = held(status, &body);
@@ -323,12 +353,12 @@ async fn first_run_approval_then_the_read_only_user_skill_runs_until_it_changes(
         assert_eq!(marks(&file), expected);
     }
     // A changed SKILL.md is a new version: it asks again.
-    let md = skills.path().join("notes/SKILL.md");
+    let md = f.skills.path().join("notes/SKILL.md");
     let text = std::fs::read_to_string(&md)
         .unwrap()
         .replace("Leaves a mark.", "Leaves a mark, now.");
     std::fs::write(&md, text).unwrap();
-    server.catalog.reload();
+    f.server.catalog.reload();
     let (status, body) = api.call("notes", &file).await;
     held(status, &body);
     assert_eq!(marks(&file), 3);
@@ -418,20 +448,16 @@ fn ran_now((status, body): (u16, Value)) {
 
 #[tokio::test]
 async fn a_request_for_a_skill_that_changed_meanwhile_cannot_be_approved() {
-    let skills = tempfile::tempdir().unwrap();
-    mark_skill(skills.path(), "shifty", "");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
-    let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("m");
+    let f = fixture("shifty", "", Trust::Bundled).await;
+    let (api, file) = (&f.api, &f.file);
     let (status, body) = api.call("shifty", &file).await;
     let body = held(status, &body);
-    let md = skills.path().join("shifty/SKILL.md");
+    let md = f.skills.path().join("shifty/SKILL.md");
     let text = std::fs::read_to_string(&md)
         .unwrap()
         .replace("echo marked", "echo changed");
     std::fs::write(&md, text).unwrap();
-    server.catalog.reload();
+    f.server.catalog.reload();
     let (status, problem) = api.approve(&body["approval_id"], "once").await;
     assert_eq!(
         (status, problem["code"].as_str()),
@@ -447,12 +473,8 @@ async fn a_request_for_a_skill_that_changed_meanwhile_cannot_be_approved() {
 
 #[tokio::test]
 async fn untrusted_always_asks_even_after_an_approval() {
-    let skills = tempfile::tempdir().unwrap();
-    mark_skill(skills.path(), "stranger", "read_only: true\n");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Untrusted)])).await;
-    let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("m");
+    let f = fixture("stranger", "read_only: true\n", Trust::Untrusted).await;
+    let (api, file) = (&f.api, &f.file);
     for round in 1..=2 {
         let (status, body) = api.call("stranger", &file).await;
         let body = held(status, &body);
@@ -464,25 +486,11 @@ async fn untrusted_always_asks_even_after_an_approval() {
 
 #[tokio::test]
 async fn deny_once_asks_again_deny_always_refuses_until_revoked() {
-    let skills = tempfile::tempdir().unwrap();
-    mark_skill(skills.path(), "risky", "");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
-    let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("m");
+    let f = fixture("risky", "", Trust::Bundled).await;
+    let (api, file) = (&f.api, &f.file);
 
     // A caller waiting on the call learns of the denial: 403.
-    let waiting = {
-        let api = api.clone();
-        let file = file.clone();
-        tokio::spawn(async move {
-            api.post(
-                "/tools/risky/invoke?wait=30",
-                json!({"arguments": {"path": file}}),
-            )
-            .await
-        })
-    };
+    let waiting = call_waiting(&api, "risky", &file);
     let approval = pending_one(&api).await;
     let (status, decided) = api.deny(&approval["id"], "once").await;
     assert_eq!(
@@ -609,12 +617,8 @@ async fn pending_requests_expire_and_their_runs_with_them() {
 
 #[tokio::test]
 async fn cancelling_a_held_call_withdraws_its_request() {
-    let skills = tempfile::tempdir().unwrap();
-    mark_skill(skills.path(), "withdrawn", "");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
-    let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("m");
+    let f = fixture("withdrawn", "", Trust::Bundled).await;
+    let (api, file) = (&f.api, &f.file);
     let (status, body) = api.call("withdrawn", &file).await;
     let body = held(status, &body);
     let (status, cancel) = api
@@ -638,12 +642,8 @@ async fn cancelling_a_held_call_withdraws_its_request() {
 
 #[tokio::test]
 async fn a_held_call_streams_its_status_then_output_and_result() {
-    let skills = tempfile::tempdir().unwrap();
-    mark_skill(skills.path(), "streamed", "");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
-    let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("m");
+    let f = fixture("streamed", "", Trust::Bundled).await;
+    let (api, file) = (&f.api, &f.file);
     let res = api
         .req(reqwest::Method::POST, "/tools/streamed/invoke")
         .header("accept", "text/event-stream")
@@ -687,23 +687,9 @@ async fn a_held_call_streams_its_status_then_output_and_result() {
 
 #[tokio::test]
 async fn a_waiting_caller_gets_the_envelope_once_approved() {
-    let skills = tempfile::tempdir().unwrap();
-    mark_skill(skills.path(), "patient", "");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
-    let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("m");
-    let waiting = {
-        let api = api.clone();
-        let file = file.clone();
-        tokio::spawn(async move {
-            api.post(
-                "/tools/patient/invoke?wait=30",
-                json!({"arguments": {"path": file}}),
-            )
-            .await
-        })
-    };
+    let f = fixture("patient", "", Trust::Bundled).await;
+    let (api, file) = (&f.api, &f.file);
+    let waiting = call_waiting(&api, "patient", &file);
     let approval = pending_one(&api).await;
     assert_eq!(api.approve(&approval["id"], "once").await.0, 200);
     let (status, env) = waiting.await.unwrap();
