@@ -319,7 +319,7 @@ async fn the_decision_table_on_postgres() {
 #[tokio::test]
 async fn first_run_approval_then_the_read_only_user_skill_runs_until_it_changes() {
     let f = fixture("notes", "read_only: true\n", Trust::User).await;
-    let (api, file) = (&f.api, &f.file);
+    let (api, file) = (f.api.clone(), f.file.clone());
 
     let (status, body) = api.call("notes", &file).await;
     let body = held(status, &body);
@@ -449,7 +449,7 @@ fn ran_now((status, body): (u16, Value)) {
 #[tokio::test]
 async fn a_request_for_a_skill_that_changed_meanwhile_cannot_be_approved() {
     let f = fixture("shifty", "", Trust::Bundled).await;
-    let (api, file) = (&f.api, &f.file);
+    let (api, file) = (f.api.clone(), f.file.clone());
     let (status, body) = api.call("shifty", &file).await;
     let body = held(status, &body);
     let md = f.skills.path().join("shifty/SKILL.md");
@@ -474,7 +474,7 @@ async fn a_request_for_a_skill_that_changed_meanwhile_cannot_be_approved() {
 #[tokio::test]
 async fn untrusted_always_asks_even_after_an_approval() {
     let f = fixture("stranger", "read_only: true\n", Trust::Untrusted).await;
-    let (api, file) = (&f.api, &f.file);
+    let (api, file) = (f.api.clone(), f.file.clone());
     for round in 1..=2 {
         let (status, body) = api.call("stranger", &file).await;
         let body = held(status, &body);
@@ -487,7 +487,7 @@ async fn untrusted_always_asks_even_after_an_approval() {
 #[tokio::test]
 async fn deny_once_asks_again_deny_always_refuses_until_revoked() {
     let f = fixture("risky", "", Trust::Bundled).await;
-    let (api, file) = (&f.api, &f.file);
+    let (api, file) = (f.api.clone(), f.file.clone());
 
     // A caller waiting on the call learns of the denial: 403.
     let waiting = call_waiting(&api, "risky", &file);
@@ -618,7 +618,7 @@ async fn pending_requests_expire_and_their_runs_with_them() {
 #[tokio::test]
 async fn cancelling_a_held_call_withdraws_its_request() {
     let f = fixture("withdrawn", "", Trust::Bundled).await;
-    let (api, file) = (&f.api, &f.file);
+    let (api, file) = (f.api.clone(), f.file.clone());
     let (status, body) = api.call("withdrawn", &file).await;
     let body = held(status, &body);
     let (status, cancel) = api
@@ -643,7 +643,7 @@ async fn cancelling_a_held_call_withdraws_its_request() {
 #[tokio::test]
 async fn a_held_call_streams_its_status_then_output_and_result() {
     let f = fixture("streamed", "", Trust::Bundled).await;
-    let (api, file) = (&f.api, &f.file);
+    let (api, file) = (f.api.clone(), f.file.clone());
     let res = api
         .req(reqwest::Method::POST, "/tools/streamed/invoke")
         .header("accept", "text/event-stream")
@@ -688,7 +688,7 @@ async fn a_held_call_streams_its_status_then_output_and_result() {
 #[tokio::test]
 async fn a_waiting_caller_gets_the_envelope_once_approved() {
     let f = fixture("patient", "", Trust::Bundled).await;
-    let (api, file) = (&f.api, &f.file);
+    let (api, file) = (f.api.clone(), f.file.clone());
     let waiting = call_waiting(&api, "patient", &file);
     let approval = pending_one(&api).await;
     assert_eq!(api.approve(&approval["id"], "once").await.0, 200);
