@@ -374,17 +374,19 @@ async fn cancel_run(
             detail: format!("run {} is running on another instance; cancel it there", p.id),
         });
     }
+    // Only a run that has not started: one an approval just started on
+    // another instance is that instance's to end.
     let done = state
         .invoker
         .store
-        .finish_run(p.id, RunStatus::Cancelled, None, chrono::Utc::now())
+        .end_waiting(p.id, RunStatus::Cancelled, chrono::Utc::now())
         .await
         .map_err(store_error)?;
     match done {
         Some(_) => Ok(accepted(p.id, "cancelled")),
         None => Err(ApiError::Conflict {
             code: "run_finished",
-            detail: format!("run {} already finished", p.id),
+            detail: format!("run {} already started or finished", p.id),
         }),
     }
 }

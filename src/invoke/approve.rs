@@ -90,8 +90,10 @@ impl Invoker {
             match self.prepare_again(catalog, request).await {
                 Ok(p) => Some(p),
                 Err(why) => {
+                    // Only while it still waits: a run someone else has
+                    // just approved goes on.
                     self.store
-                        .finish_run(request.run_id, RunStatus::Expired, None, Utc::now())
+                        .end_waiting(request.run_id, RunStatus::Expired, Utc::now())
                         .await
                         .map_err(store_error)?;
                     return Err(ApiError::Conflict {

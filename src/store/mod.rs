@@ -327,6 +327,18 @@ pub trait Store: Send + Sync + 'static {
         at: DateTime<Utc>,
     ) -> Result<Option<Run>, StoreError>;
 
+    /// Ends a run that has not started (pending_approval or queued) with
+    /// a final status and no envelope, withdrawing its pending request;
+    /// `Ok(None)` if it has started or ended meanwhile, so a run claimed
+    /// by an approval elsewhere is never ended under the instance running
+    /// it. `NotFound` for an unknown id; `Other` if `status` is not final.
+    async fn end_waiting(
+        &self,
+        id: Uuid,
+        status: RunStatus,
+        at: DateTime<Utc>,
+    ) -> Result<Option<Run>, StoreError>;
+
     /// One run; `NotFound` if there is none with this id.
     async fn get_run(&self, id: Uuid) -> Result<Run, StoreError>;
 

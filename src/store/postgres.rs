@@ -50,6 +50,18 @@ macro_rules! grant_columns {
 /// The channel the `runs` trigger notifies (see migrations/postgres/0002).
 const CHANNEL: &str = "skilld_runs";
 
+/// Ends a live run: the statement behind `finish_run`.
+const FINISH_LIVE: &str = concat!(
+    "update runs set status = $2, result = $3, finished_at = $4 \
+     where id = $1 and status in ('pending_approval', 'queued', 'running') returning ",
+    run_columns!()
+);
+/// Ends a run that has not started: the statement behind `end_waiting`.
+const FINISH_WAITING: &str = concat!(
+    "update runs set status = $2, result = $3, finished_at = $4 \
+     where id = $1 and status in ('pending_approval', 'queued') returning ",
+    run_columns!()
+);
 /// Records a grant, replacing the one for the same skill, tool and hash.
 const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, decision, created_by, created_at) \
      values ($1, $2, $3, $4, $5, $6, $7) \
@@ -461,36 +473,16 @@ impl Store for PgStore {
         result: Option<Value>,
         at: DateTime<Utc>,
     ) -> Result<Option<Run>, StoreError> {
-        super::check_final(status)?;
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
-        let row = sqlx::query(concat!(
-            "update runs set status = $2, result = $3, finished_at = $4 \
-             where id = $1 and status in ('pending_approval', 'queued', 'running') returning ",
-            run_columns!()
-        ))
-        .bind(id)
-        .bind(status.as_str())
-        .bind(result)
-        .bind(at)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(map_err)?;
-        let Some(row) = row else {
-            drop(tx);
-            return self.require(id).await.map(|()| None);
-        };
-        let run = run_from_row(&row)?;
-        if let Some(approval) = run.approval_id {
-            sqlx::query("update approvals set status = 'expired', decided_at = $2 where id = $1 and status = 'pending'")
-                .bind(approval)
-                .bind(at)
-                .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
-        }
-        tx.commit().await.map_err(map_err)?;
-        self.changed(id);
-        Ok(Some(run))
+        self.finish(id, status, result, at, false).await
+    }
+
+    async fn end_waiting(
+        &self,
+        id: Uuid,
+        status: RunStatus,
+        at: DateTime<Utc>,
+    ) -> Result<Option<Run>, StoreError> {
+        self.finish(id, status, None, at, true).await
     }
 
     async fn get_run(&self, id: Uuid) -> Result<Run, StoreError> {
@@ -552,6 +544,45 @@ impl Store for PgStore {
 }
 
 impl PgStore {
+    /// `finish_run`, or with `waiting_only` `end_waiting`: one transaction
+    /// ending the run and withdrawing its pending request.
+    async fn finish(
+        &self,
+        id: Uuid,
+        status: RunStatus,
+        result: Option<Value>,
+        at: DateTime<Utc>,
+        waiting_only: bool,
+    ) -> Result<Option<Run>, StoreError> {
+        super::check_final(status)?;
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let query = if waiting_only { FINISH_WAITING } else { FINISH_LIVE };
+        let row = sqlx::query(query)
+            .bind(id)
+            .bind(status.as_str())
+            .bind(result)
+            .bind(at)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        let Some(row) = row else {
+            drop(tx);
+            return self.require(id).await.map(|()| None);
+        };
+        let run = run_from_row(&row)?;
+        if let Some(approval) = run.approval_id {
+            sqlx::query("update approvals set status = 'expired', decided_at = $2 where id = $1 and status = 'pending'")
+                .bind(approval)
+                .bind(at)
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        self.changed(id);
+        Ok(Some(run))
+    }
+
     /// After a conditional update matched nothing: `NotFound` if the run does
     /// not exist at all, `Ok` if it exists but was in another state. Only
     /// tells the two apart; it decides nothing.

@@ -55,6 +55,18 @@ macro_rules! grant_columns {
 /// it; an immediate one takes it at the start and waits (busy timeout).
 const BEGIN: &str = "begin immediate";
 
+/// Ends a live run: the statement behind `finish_run`.
+const FINISH_LIVE: &str = concat!(
+    "update runs set status = ?, result = ?, finished_at = ? \
+     where id = ? and status in ('pending_approval', 'queued', 'running') returning ",
+    run_columns!()
+);
+/// Ends a run that has not started: the statement behind `end_waiting`.
+const FINISH_WAITING: &str = concat!(
+    "update runs set status = ?, result = ?, finished_at = ? \
+     where id = ? and status in ('pending_approval', 'queued') returning ",
+    run_columns!()
+);
 /// Records a grant, replacing the one for the same skill, tool and hash.
 const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, decision, created_by, created_at) \
      values (?, ?, ?, ?, ?, ?, ?) \
@@ -519,40 +531,16 @@ impl Store for SqliteStore {
         result: Option<Value>,
         at: DateTime<Utc>,
     ) -> Result<Option<Run>, StoreError> {
-        super::check_final(status)?;
-        let result = result.as_ref().map(json_text).transpose()?;
-        let at = time_text(at)?;
-        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
-        let row = sqlx::query(concat!(
-            "update runs set status = ?, result = ?, finished_at = ? \
-             where id = ? and status in ('pending_approval', 'queued', 'running') returning ",
-            run_columns!()
-        ))
-        .bind(status.as_str())
-        .bind(result)
-        .bind(&at)
-        .bind(id.to_string())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(map_err)?;
-        let Some(row) = row else {
-            drop(tx);
-            return self.require(id).await.map(|()| None);
-        };
-        let run = run_from_row(&row)?;
-        if let Some(approval) = run.approval_id {
-            sqlx::query(
-                "update approvals set status = 'expired', decided_at = ? where id = ? and status = 'pending'",
-            )
-            .bind(&at)
-            .bind(approval.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        }
-        tx.commit().await.map_err(map_err)?;
-        self.changed(id);
-        Ok(Some(run))
+        self.finish(id, status, result, at, false).await
+    }
+
+    async fn end_waiting(
+        &self,
+        id: Uuid,
+        status: RunStatus,
+        at: DateTime<Utc>,
+    ) -> Result<Option<Run>, StoreError> {
+        self.finish(id, status, None, at, true).await
     }
 
     async fn get_run(&self, id: Uuid) -> Result<Run, StoreError> {
@@ -613,6 +601,49 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
+    /// `finish_run`, or with `waiting_only` `end_waiting`: one transaction
+    /// ending the run and withdrawing its pending request.
+    async fn finish(
+        &self,
+        id: Uuid,
+        status: RunStatus,
+        result: Option<Value>,
+        at: DateTime<Utc>,
+        waiting_only: bool,
+    ) -> Result<Option<Run>, StoreError> {
+        super::check_final(status)?;
+        let result = result.as_ref().map(json_text).transpose()?;
+        let at = time_text(at)?;
+        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
+        let query = if waiting_only { FINISH_WAITING } else { FINISH_LIVE };
+        let row = sqlx::query(query)
+            .bind(status.as_str())
+            .bind(result)
+            .bind(&at)
+            .bind(id.to_string())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        let Some(row) = row else {
+            drop(tx);
+            return self.require(id).await.map(|()| None);
+        };
+        let run = run_from_row(&row)?;
+        if let Some(approval) = run.approval_id {
+            sqlx::query(
+                "update approvals set status = 'expired', decided_at = ? where id = ? and status = 'pending'",
+            )
+            .bind(&at)
+            .bind(approval.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        self.changed(id);
+        Ok(Some(run))
+    }
+
     /// After a conditional update matched nothing: `NotFound` if the run does
     /// not exist at all, `Ok` if it exists but was in another state. Only
     /// tells the two apart; it decides nothing.

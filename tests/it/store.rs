@@ -68,6 +68,7 @@ conformance! {
         concurrent_decisions_have_one_winner,
         first_run_approval_is_per_skill_version,
         changes_are_announced,
+        end_waiting_never_touches_a_started_run,
     ],
     url: [restart_keeps_every_run, changes_reach_every_instance],
 }
@@ -1618,4 +1619,59 @@ async fn changes_reach_every_instance(url: String) {
         announced(&mut on_b, run.id).await;
     }
     assert_eq!(b.get_run(run.id).await.unwrap().status, RunStatus::Denied);
+}
+
+async fn end_waiting_never_touches_a_started_run(store: Arc<dyn Store>) {
+    let at = t0() + Duration::seconds(1);
+    // Held, then withdrawn: the run ends, its request with it.
+    let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    let ended = store
+        .end_waiting(run.id, RunStatus::Cancelled, at)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (ended.status, ended.finished_at, ended.result),
+        (RunStatus::Cancelled, Some(at), None)
+    );
+    assert_eq!(
+        store.get_approval(new.id).await.unwrap().status,
+        ApprovalStatus::Expired
+    );
+    // Approved (so running) first: untouched.
+    let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    store
+        .decide(decision(&new, true, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store.end_waiting(run.id, RunStatus::Expired, at).await.unwrap(),
+        None
+    );
+    assert_eq!(store.get_run(run.id).await.unwrap().status, RunStatus::Running);
+    // Queued: ends. Final: untouched. Unknown: not found. Live status: refused.
+    let queued = insert(&store, new_run("git", "git_log", t0())).await;
+    assert!(
+        store
+            .end_waiting(queued.id, RunStatus::Cancelled, at)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        store
+            .end_waiting(queued.id, RunStatus::Expired, at)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(matches!(
+        store.end_waiting(Uuid::now_v7(), RunStatus::Cancelled, at).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        store.end_waiting(run.id, RunStatus::Running, at).await,
+        Err(StoreError::Other(_))
+    ));
 }
