@@ -5,7 +5,7 @@ use super::extract::{JsonBody, Path, Query};
 use crate::AppState;
 use crate::auth::{Require, need};
 use crate::error::{ApiError, Result};
-use crate::invoke::{Verdict, store_error};
+use crate::invoke::{Ruling, store_error};
 use crate::store::{Approval, ApprovalStatus, Grant, MAX_APPROVALS, Scope, StoreError};
 use axum::Json;
 use axum::extract::State;
@@ -182,13 +182,13 @@ async fn decide(
         });
     }
     let catalog = state.catalog.current();
-    let verdict = Verdict {
+    let ruling = Ruling {
         approve,
         scope: body.scope,
         decided_by: auth.caller.name.clone(),
         note: (!body.note.is_empty()).then_some(body.note),
     };
-    let decided = state.invoker.decide_request(&catalog, &request, verdict).await?;
+    let decided = state.invoker.decide_request(&catalog, &request, ruling).await?;
     tracing::info!(
         approval = %decided.id, run = %decided.run_id, status = decided.status.as_str(),
         scope = body.scope.as_str(), by = decided.decided_by.as_deref().unwrap_or("-"),

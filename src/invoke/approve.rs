@@ -26,7 +26,7 @@ pub struct Held {
 
 /// A person's decision, as the approvals route receives it.
 #[derive(Debug, Clone)]
-pub struct Verdict {
+pub struct Ruling {
     pub approve: bool,
     pub scope: Scope,
     pub decided_by: Option<String>,
@@ -84,9 +84,9 @@ impl Invoker {
         self: &Arc<Self>,
         catalog: &Catalog,
         request: &Approval,
-        verdict: Verdict,
+        ruling: Ruling,
     ) -> Result<Approval, ApiError> {
-        let prepared = if verdict.approve && request.status == crate::store::ApprovalStatus::Pending {
+        let prepared = if ruling.approve && request.status == crate::store::ApprovalStatus::Pending {
             match self.prepare_again(catalog, request).await {
                 Ok(p) => Some(p),
                 Err(why) => {
@@ -109,10 +109,10 @@ impl Invoker {
             .store
             .decide(Decide {
                 approval_id: request.id,
-                approve: verdict.approve,
-                scope: verdict.scope,
-                decided_by: verdict.decided_by,
-                note: verdict.note,
+                approve: ruling.approve,
+                scope: ruling.scope,
+                decided_by: ruling.decided_by,
+                note: ruling.note,
                 instance: self.settings.instance.clone(),
                 at: Utc::now(),
             })

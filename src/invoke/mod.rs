@@ -7,7 +7,7 @@ pub mod args;
 mod envelope;
 mod live;
 
-pub use approve::{Held, Verdict};
+pub use approve::{Held, Ruling};
 pub use envelope::{Artifact, Envelope};
 pub use live::{LiveRun, RunEvent, Runs};
 
