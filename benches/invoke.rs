@@ -262,6 +262,23 @@ async fn throughput(n: usize, calls: &[Call]) -> Duration {
     start.elapsed()
 }
 
+/// CPU time used so far by this process (every thread: server, clients,
+/// run log) and by its children that have been reaped.
+fn cpu_time() -> Duration {
+    let of = |who| {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer to a rusage.
+        unsafe { libc::getrusage(who, &raw mut usage) };
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+                + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+        };
+        tv(usage.ru_utime) + tv(usage.ru_stime)
+    };
+    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
+}
+
 /// `n` calls one after another; the time of each.
 async fn latencies(n: usize, call: &Call) -> Vec<Duration> {
     let mut times = Vec::with_capacity(n);
@@ -413,6 +430,10 @@ struct Figures {
     http_seq: Vec<Duration>,
     base_conc: Duration,
     http_conc: Duration,
+    /// CPU time (user + system, this process and its reaped children)
+    /// spent in the c=8 phases.
+    base_cpu: Duration,
+    http_cpu: Duration,
     rss: RssRow,
     gib_bytes: u64,
     gib_ms: Duration,
@@ -531,11 +552,16 @@ async fn bench(root: &Path) -> Figures {
 
     let (mut base_seq, mut http_seq) = (Vec::new(), Vec::new());
     let (mut base_conc, mut http_conc) = (Duration::ZERO, Duration::ZERO);
+    let (mut base_cpu, mut http_cpu) = (Duration::ZERO, Duration::ZERO);
     for _ in 0..ROUNDS {
         base_seq.extend(latencies(N_SEQ / ROUNDS, &Call::Baseline).await);
         http_seq.extend(latencies(N_SEQ / ROUNDS, &seq_http).await);
+        let cpu = cpu_time();
         base_conc += throughput(N_CONC / ROUNDS, &conc_base).await;
+        base_cpu += cpu_time() - cpu;
+        let cpu = cpu_time();
         http_conc += throughput(N_CONC / ROUNDS, &conc_http).await;
+        http_cpu += cpu_time() - cpu;
     }
 
     // 1 GiB of output through the whole server, watching our own RSS.
@@ -667,6 +693,8 @@ async fn bench(root: &Path) -> Figures {
         http_seq: sorted(http_seq),
         base_conc,
         http_conc,
+        base_cpu,
+        http_cpu,
         gib_bytes,
         rss,
         gib_ms,
@@ -745,6 +773,14 @@ fn main() {
         ms(f.http_conc)
     );
     println!("{:<44} {:>9.1}%", "ratio HTTP/baseline", 100.0 * ratio);
+    let per_call = |cpu: Duration| cpu / u32::try_from(N_CONC).unwrap_or(u32::MAX);
+    println!(
+        "{:<44} baseline {}   HTTP {}   ({} cores)",
+        "CPU per call (process + children)",
+        ms(per_call(f.base_cpu)),
+        ms(per_call(f.http_cpu)),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
 
     let rss_line = |r: &RssRow| {
         let delta = r.peak.saturating_sub(r.idle);
