@@ -52,3 +52,19 @@ $$;
 create trigger runs_status_notify
     after insert or update of status on runs
     for each row execute function skilld_notify_run();
+
+-- a run that ends while its request is pending (cancelled, expired,
+-- interrupted) withdraws the request in the same statement.
+create function skilld_withdraw_request() returns trigger language plpgsql as $$
+begin
+    update approvals set status = 'expired', decided_at = new.finished_at
+        where id = new.approval_id and status = 'pending';
+    return new;
+end
+$$;
+
+create trigger runs_withdraw_request
+    after update of status on runs
+    for each row
+    when (new.approval_id is not null and new.status not in ('pending_approval', 'queued', 'running'))
+    execute function skilld_withdraw_request();

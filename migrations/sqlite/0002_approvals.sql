@@ -42,3 +42,13 @@ create table grants (
     created_at text not null,
     unique (skill, tool, skill_hash)
 ) strict;
+
+-- a run that ends while its request is pending (cancelled, expired,
+-- interrupted) withdraws the request in the same statement.
+create trigger runs_withdraw_request after update of status on runs
+    when new.approval_id is not null
+        and new.status not in ('pending_approval', 'queued', 'running')
+begin
+    update approvals set status = 'expired', decided_at = new.finished_at
+        where id = new.approval_id and status = 'pending';
+end;

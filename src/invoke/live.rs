@@ -12,6 +12,12 @@ use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+/// Events a run keeps for a subscriber that falls behind (who then skips
+/// ahead): at most this many output chunks of up to 64 KiB, so a slow
+/// stream costs at most 4 MiB, and a run with nobody streaming allocates
+/// little.
+const EVENTS_CAPACITY: usize = 64;
+
 /// What an event stream carries.
 #[derive(Debug, Clone)]
 pub enum RunEvent {
@@ -85,7 +91,7 @@ impl Runs {
     /// Registers a run, with a receiver subscribed before anything of the
     /// run can happen.
     pub fn register(&self, id: Uuid) -> (Arc<LiveRun>, broadcast::Receiver<RunEvent>) {
-        let (events, first) = broadcast::channel(256);
+        let (events, first) = broadcast::channel(EVENTS_CAPACITY);
         let (done, _) = watch::channel(None);
         let run = Arc::new(LiveRun {
             id,

@@ -613,35 +613,22 @@ impl SqliteStore {
     ) -> Result<Option<Run>, StoreError> {
         super::check_final(status)?;
         let result = result.as_ref().map(json_text).transpose()?;
-        let at = time_text(at)?;
-        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
+        // One statement: the trigger `runs_withdraw_request` (migration
+        // 0002) closes a pending request of the run in the same statement.
         let query = if waiting_only { FINISH_WAITING } else { FINISH_LIVE };
         let row = sqlx::query(query)
             .bind(status.as_str())
             .bind(result)
-            .bind(&at)
+            .bind(time_text(at)?)
             .bind(id.to_string())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&self.pool)
             .await
             .map_err(map_err)?;
         let Some(row) = row else {
-            drop(tx);
             return self.require(id).await.map(|()| None);
         };
-        let run = run_from_row(&row)?;
-        if let Some(approval) = run.approval_id {
-            sqlx::query(
-                "update approvals set status = 'expired', decided_at = ? where id = ? and status = 'pending'",
-            )
-            .bind(&at)
-            .bind(approval.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        }
-        tx.commit().await.map_err(map_err)?;
         self.changed(id);
-        Ok(Some(run))
+        run_from_row(&row).map(Some)
     }
 
     /// After a conditional update matched nothing: `NotFound` if the run does
