@@ -129,7 +129,11 @@ impl SqliteStore {
             create_dir(dir)?;
         }
 
+        // No ping before each use: the connection is to a local file and
+        // cannot go stale, and the ping is a round trip to sqlx's worker
+        // thread that doubled the cost of every statement.
         let mut pool = SqlitePoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT);
         if in_memory {
