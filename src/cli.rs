@@ -142,14 +142,19 @@ fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(serve_main(config))
 }
 
-/// Opens the run log, marking runs a crash left `running` as interrupted.
-async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the run log. A server (`recover`) also marks the runs a crash
+/// left `running` as interrupted; `skilld run` must not, since a server may
+/// be running some of them right now.
+async fn open_store(config: &Config, recover: bool) -> anyhow::Result<Arc<dyn Store>> {
     let store = crate::store::connect(&config.database_url).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot open the run log {}: {e}",
             config::redact_url(&config.database_url)
         )
     })?;
+    if !recover {
+        return Ok(store);
+    }
     // SQLite belongs to this instance alone; PostgreSQL may be shared.
     let instance = (store.backend() != "sqlite").then_some(config.run.instance.as_str());
     let interrupted = store
@@ -178,7 +183,15 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
     let addr = listener.local_addr().context("no local address")?;
-    let store = open_store(&config).await?;
+    let _claim = if config.database_url.starts_with("sqlite:") {
+        crate::store::claim_for_serving(&config.database_url).map_err(|e| match e {
+            crate::store::StoreError::Conflict(why) => anyhow::anyhow!(why),
+            other => anyhow::anyhow!("{other}"),
+        })?
+    } else {
+        None
+    };
+    let store = open_store(&config, true).await?;
     let catalog_config = config.clone();
     let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config)).await?);
     let invoker = Arc::new(Invoker::new(store, config.run.clone()));
@@ -367,7 +380,7 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let store = open_store(&config).await?;
+        let store = open_store(&config, false).await?;
         let catalog = load_catalog(&config).current();
         let invoker = Arc::new(Invoker::new(store, config.run.clone()));
         let failure = |e: crate::error::ApiError| {

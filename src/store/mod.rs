@@ -16,7 +16,7 @@ pub use approvals::{
     Approval, ApprovalStatus, Decide, Grant, GrantDecision, NewApproval, PolicyFacts, Scope, Undecidable,
 };
 pub use postgres::PgStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, claim_for_serving};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

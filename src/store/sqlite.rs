@@ -173,6 +173,49 @@ impl SqliteStore {
     }
 }
 
+/// Claims the SQLite database a URL names for one serving process, or says
+/// which other process has it. Held (the returned file open) for the life
+/// of `skilld serve`; `None` for an in-memory database.
+///
+/// One server per file is what makes SQLite's state exact: start-up
+/// recovery marks every `running` run interrupted, and the policy cache
+/// and the change notifications see only this process's writes. A second
+/// server on the same file would interrupt the first's live runs and miss
+/// its grants, so it is refused; several instances share PostgreSQL.
+/// `skilld run` does not claim the file: it neither recovers nor caches.
+pub fn claim_for_serving(url: &str) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, StoreError> {
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(|err| StoreError::Other(format!("invalid SQLite URL: {err}")))?;
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        return Ok(None);
+    }
+    let db = options.get_filename();
+    if let Some(dir) = db.parent() {
+        create_dir(dir)?;
+    }
+    let mut name = db.as_os_str().to_owned();
+    name.push(".serve-lock");
+    let path = std::path::PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|err| StoreError::Unavailable(format!("cannot open {}: {err}", path.display())))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(StoreError::Conflict(format!(
+            "another skilld serve already uses {}; give each server its own --data-dir or --database, \
+             or share one PostgreSQL between several",
+            db.display()
+        ))),
+        Err((_, err)) => Err(StoreError::Unavailable(format!(
+            "cannot lock {}: {err}",
+            path.display()
+        ))),
+    }
+}
+
 /// Creates the database's directory, so a fresh `--store sqlite://…` works
 /// without a manual `mkdir`.
 fn create_dir(dir: &Path) -> Result<(), StoreError> {

@@ -218,3 +218,75 @@ fn a_public_bind_without_tokens_refuses_to_start() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure"));
 }
+
+/// A bundled read-only skill whose tool sleeps, in a fresh root.
+fn sleeper(dir: &std::path::Path) {
+    let skill = dir.join("sleeper");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: sleeper\nversion: 1.0.0\ndescription: Sleeps.\nread_only: true\n---\n\n### nap\n\nSleeps a while.\n\n\
+         #### Parameters\n\nNone.\n\n#### Command\n\n```\nsleep 3\n```\n\n### quick\n\nAnswers at once.\n\n\
+         #### Parameters\n\nNone.\n\n#### Command\n\n```\necho done\n```\n",
+    )
+    .unwrap();
+}
+
+/// One server per SQLite file: a second is refused with a sentence, and
+/// `skilld run` beside a server neither needs the claim nor marks the
+/// server's live runs interrupted.
+#[tokio::test]
+async fn one_server_per_sqlite_file_and_run_beside_it() {
+    let data = tempfile::tempdir().unwrap();
+    let skills = tempfile::tempdir().unwrap();
+    sleeper(skills.path());
+    let with_data = |cmd: &mut Command| {
+        cmd.arg("--data-dir")
+            .arg(data.path())
+            .arg("--skills")
+            .arg(format!("bundled={}", skills.path().display()));
+    };
+    let mut first = skilld();
+    first.args(["serve", "--bind", "127.0.0.1:0", "--no-watch"]);
+    with_data(&mut first);
+    let (child, addr) = serve(&mut first);
+
+    let mut second = skilld();
+    second.args(["serve", "--bind", "127.0.0.1:0", "--no-watch"]);
+    with_data(&mut second);
+    let out = second.output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("another skilld serve already uses"), "{stderr}");
+
+    // A long run on the server, then `skilld run` on the same run log.
+    let accepted: Value = reqwest::Client::new()
+        .post(format!("http://{addr}/tools/nap/invoke"))
+        .header("prefer", "respond-async")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id = accepted["run_id"].as_str().unwrap().to_owned();
+    let mut run = skilld();
+    run.args(["run", "quick"]);
+    with_data(&mut run);
+    let out = run.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(envelope["output"], "done\n");
+
+    let finished: Value = reqwest::get(format!("http://{addr}/runs/{run_id}?wait=30"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        finished["status"], "succeeded",
+        "the server's run was left alone: {finished}"
+    );
+    assert!(stop(child).success());
+}
