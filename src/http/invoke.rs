@@ -258,7 +258,13 @@ async fn invoke(
             tracing::info!(run = %held.run_id, approval = %held.approval_id, %reason, "call held for approval");
             if streaming {
                 let first = pending_event(&held);
-                return Ok(follow(state.clone(), held.run_id, vec![first]).into_response());
+                return Ok(follow(
+                    state.clone(),
+                    held.run_id,
+                    vec![first],
+                    Some(RunStatus::PendingApproval),
+                )
+                .into_response());
             }
             if wait > 0 && !asynchronous {
                 let run = invoker

@@ -176,7 +176,7 @@ async fn run_events(
         let stream = futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
         return Ok(Sse::new(stream).into_response());
     }
-    Ok(follow(state, p.id, Vec::new()).into_response())
+    Ok(follow(state, p.id, Vec::new(), None).into_response())
 }
 
 /// Streams the events of a run that is not (yet) live here: its status
@@ -187,6 +187,7 @@ pub fn follow(
     state: AppState,
     id: Uuid,
     first: Vec<Event>,
+    known: Option<RunStatus>,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(16);
     tokio::spawn(async move {
@@ -195,7 +196,8 @@ pub fn follow(
                 return;
             }
         }
-        let mut last: Option<RunStatus> = None;
+        // The last status sent, so each is sent once.
+        let mut last = known;
         loop {
             let seen = last;
             let run = state
@@ -225,6 +227,12 @@ pub fn follow(
             }
             if let Some(live) = state.invoker.runs.get(id) {
                 let mut events = live.subscribe();
+                if live.has_started() && last != Some(RunStatus::Running) {
+                    last = Some(RunStatus::Running);
+                    if tx.send(status_event(RunStatus::Running)).await.is_err() {
+                        return;
+                    }
+                }
                 loop {
                     let event = match events.recv().await {
                         Ok(RunEvent::Output(chunk)) => output_event(&chunk),
@@ -232,6 +240,10 @@ pub fn follow(
                             let _ = tx.send(status_event(run_status(&envelope))).await;
                             let _ = tx.send(json_event("result", envelope.as_ref())).await;
                             return;
+                        }
+                        Ok(RunEvent::Status(status)) if last != Some(status) => {
+                            last = Some(status);
+                            status_event(status)
                         }
                         Ok(RunEvent::Status(_)) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
                         // Ended before we subscribed: the store has it.

@@ -168,25 +168,38 @@ impl Invoker {
         Ok(p)
     }
 
-    /// Runs a run this instance has claimed (recorded as running). It waits
-    /// for a free slot rather than give up: a person has said yes.
+    /// Runs a run this instance has claimed (recorded as `queued`): it
+    /// waits for a free slot rather than give up (a person has said yes),
+    /// then starts it with the same conditional claim as any queued run, so
+    /// a cancel that came first wins.
     fn run_claimed(self: &Arc<Self>, run_id: Uuid, p: Prepared) {
         let (live, _) = self.runs.register(run_id);
         let this = self.clone();
         tokio::spawn(async move {
+            let not_run =
+                |why: &str| super::Envelope::not_started(run_id, &p.skill.name, &p.tool().name, why);
             let permits = this.slot_waiting(&p.tool().name).await;
             if permits.is_none() || this.runs.is_closed() {
-                let envelope = super::Envelope::not_started(
-                    run_id,
-                    &p.skill.name,
-                    &p.tool().name,
-                    "the server is shutting down; the approved call was not run",
-                );
+                let envelope = not_run("the server is shutting down; the approved call was not run");
                 this.record(run_id, RunStatus::Interrupted, &envelope).await;
                 this.runs.finish(&live, Some(envelope));
                 return;
             }
-            this.execute(live, p).await;
+            match this
+                .store
+                .start_run(run_id, None, &this.settings.instance, Utc::now())
+                .await
+            {
+                Ok(Some(_)) => this.execute(live, p).await,
+                // Cancelled while it waited: nothing runs.
+                Ok(None) => this.runs.finish(&live, None),
+                Err(e) => {
+                    tracing::error!(run = %run_id, error = %e, "cannot start the approved run");
+                    let envelope = not_run("the run log is unavailable; the approved call was not run");
+                    this.record(run_id, RunStatus::Failed, &envelope).await;
+                    this.runs.finish(&live, Some(envelope));
+                }
+            }
             drop(permits);
         });
     }

@@ -33,11 +33,27 @@ pub struct LiveRun {
     events: broadcast::Sender<RunEvent>,
     /// `None` until the run ends; then its envelope (if it ran).
     done: watch::Sender<Option<Option<Arc<Envelope>>>>,
+    /// Set just before the `running` event is sent, so a late subscriber
+    /// can tell whether it missed it.
+    started: AtomicBool,
 }
 
 impl LiveRun {
     pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
         self.events.subscribe()
+    }
+
+    /// The child is about to start: tells subscribers, and remembers it
+    /// for those who subscribe later (see [`LiveRun::has_started`]).
+    pub fn mark_started(&self) {
+        self.started.store(true, Ordering::Release);
+        self.send(RunEvent::Status(RunStatus::Running));
+    }
+
+    /// Whether [`LiveRun::mark_started`] was called. Checked after
+    /// subscribing: if false, the `running` event is still to come.
+    pub fn has_started(&self) -> bool {
+        self.started.load(Ordering::Acquire)
     }
 
     pub fn send(&self, event: RunEvent) {
@@ -98,6 +114,7 @@ impl Runs {
             cancel: CancellationToken::new(),
             events,
             done,
+            started: AtomicBool::new(false),
         });
         self.lock().insert(id, run.clone());
         (run, first)

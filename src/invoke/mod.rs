@@ -292,7 +292,7 @@ impl Invoker {
     async fn execute(&self, live: Arc<LiveRun>, p: Prepared) {
         let id = live.id;
         let in_flight = crate::metrics::run_started(&p.tool().name);
-        live.send(RunEvent::Status(RunStatus::Running));
+        live.mark_started();
 
         let mut spec = Spec {
             program: p.argv[0].clone(),

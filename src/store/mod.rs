@@ -270,9 +270,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Decides a pending, unexpired request, exactly once across every
     /// caller and instance (one conditional update in a transaction). On
-    /// approval its run goes pending_approval → running, claimed for
-    /// `decide.instance`, which must then run it; on denial the run ends
-    /// `denied`. `always` also records a grant (replacing any earlier one
+    /// approval its run goes pending_approval → queued, claimed for
+    /// `decide.instance`, which starts it with [`Store::start_run`] once it
+    /// has a slot; on denial the run ends `denied`. `always` also records a grant (replacing any earlier one
     /// for the same skill, tool and hash). A request past its time is
     /// marked expired here, run and all. `NotFound` for an unknown id.
     async fn decide(&self, decide: Decide) -> Result<Result<Approval, Undecidable>, StoreError>;
@@ -348,8 +348,9 @@ pub trait Store: Send + Sync + 'static {
     /// make.
     async fn list_runs(&self, filter: RunFilter) -> Result<RunPage, StoreError>;
 
-    /// Start-up recovery: every run still `running` (of this instance, or of
-    /// any instance when `instance` is `None`) was orphaned by a crash and
+    /// Start-up recovery: every run still `running`, or `queued` after an
+    /// approval claimed it for an instance (of this instance, or of any
+    /// instance when `instance` is `None`), was orphaned by a crash and
     /// becomes `interrupted`, finished at `at`. Returns how many.
     async fn interrupt_running(&self, instance: Option<&str>, at: DateTime<Utc>) -> Result<u64, StoreError>;
 }

@@ -307,13 +307,9 @@ impl Store for PgStore {
         };
         let approval = approval_from_row(&row)?;
         let run = if d.approve {
-            sqlx::query(
-                "update runs set status = 'running', started_at = $2, instance = $3 \
-                 where id = $1 and status = 'pending_approval'",
-            )
-            .bind(approval.run_id)
-            .bind(d.at)
-            .bind(&d.instance)
+            sqlx::query("update runs set status = 'queued', instance = $2 where id = $1 and status = 'pending_approval'")
+                .bind(approval.run_id)
+                .bind(&d.instance)
         } else {
             sqlx::query(
                 "update runs set status = 'denied', finished_at = $2 where id = $1 and status = 'pending_approval'",
@@ -532,7 +528,8 @@ impl Store for PgStore {
     async fn interrupt_running(&self, instance: Option<&str>, at: DateTime<Utc>) -> Result<u64, StoreError> {
         let done = sqlx::query(
             "update runs set status = 'interrupted', finished_at = $1 \
-             where status = 'running' and ($2::text is null or instance = $2)",
+             where (status = 'running' or (status = 'queued' and instance is not null)) \
+             and ($2::text is null or instance = $2)",
         )
         .bind(at)
         .bind(instance)

@@ -407,13 +407,9 @@ impl Store for SqliteStore {
         };
         let approval = approval_from_row(&row)?;
         let run = if d.approve {
-            sqlx::query(
-                "update runs set status = 'running', started_at = ?, instance = ? \
-                 where id = ? and status = 'pending_approval'",
-            )
-            .bind(&at)
-            .bind(&d.instance)
-            .bind(approval.run_id.to_string())
+            sqlx::query("update runs set status = 'queued', instance = ? where id = ? and status = 'pending_approval'")
+                .bind(&d.instance)
+                .bind(approval.run_id.to_string())
         } else {
             sqlx::query(
                 "update runs set status = 'denied', finished_at = ? where id = ? and status = 'pending_approval'",
@@ -635,7 +631,8 @@ impl Store for SqliteStore {
     async fn interrupt_running(&self, instance: Option<&str>, at: DateTime<Utc>) -> Result<u64, StoreError> {
         let done = sqlx::query(
             "update runs set status = 'interrupted', finished_at = ? \
-             where status = 'running' and (? is null or instance = ?)",
+             where (status = 'running' or (status = 'queued' and instance is not null)) \
+             and (? is null or instance = ?)",
         )
         .bind(time_text(at)?)
         .bind(instance)

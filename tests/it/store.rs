@@ -69,6 +69,7 @@ conformance! {
         first_run_approval_is_per_skill_version,
         changes_are_announced,
         end_waiting_never_touches_a_started_run,
+        an_approved_run_still_queued_is_recovered_after_a_crash,
     ],
     url: [restart_keeps_every_run, changes_reach_every_instance],
 }
@@ -1251,13 +1252,22 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
             ..pending
         }
     );
-    // The run is claimed for the deciding instance.
+    // The run is queued, claimed for the deciding instance, which starts it.
     let claimed = store.get_run(run.id).await.unwrap();
     assert_eq!(
         (claimed.status, claimed.started_at, claimed.instance.as_deref()),
-        (RunStatus::Running, Some(at), Some("instance-a"))
+        (RunStatus::Queued, None, Some("instance-a"))
     );
     assert_eq!(claimed.mode.as_deref(), Some("Dev"));
+    let started = store
+        .start_run(run.id, None, "instance-a", at)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (started.status, started.started_at),
+        (RunStatus::Running, Some(at))
+    );
     // Decided once: a second approval or a denial is refused.
     for approve in [true, false] {
         assert_eq!(
@@ -1512,7 +1522,7 @@ async fn concurrent_decisions_have_one_winner(store: Arc<dyn Store>) {
             assert_eq!(approval.status, ApprovalStatus::Approved);
             assert_eq!(
                 (ended.status, ended.instance),
-                (RunStatus::Running, Some(format!("instance-{task}")))
+                (RunStatus::Queued, Some(format!("instance-{task}")))
             );
         } else {
             assert_eq!(approval.status, ApprovalStatus::Denied);
@@ -1638,10 +1648,15 @@ async fn end_waiting_never_touches_a_started_run(store: Arc<dyn Store>) {
         store.get_approval(new.id).await.unwrap().status,
         ApprovalStatus::Expired
     );
-    // Approved (so running) first: untouched.
+    // Approved and started: untouched.
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     store
         .decide(decision(&new, true, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .start_run(run.id, None, "instance-a", at)
         .await
         .unwrap()
         .unwrap();
@@ -1674,4 +1689,33 @@ async fn end_waiting_never_touches_a_started_run(store: Arc<dyn Store>) {
         store.end_waiting(run.id, RunStatus::Running, at).await,
         Err(StoreError::Other(_))
     ));
+}
+
+async fn an_approved_run_still_queued_is_recovered_after_a_crash(store: Arc<dyn Store>) {
+    let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    store
+        .decide(decision(&new, true, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    // Another instance's restart leaves it alone; its own recovers it.
+    assert_eq!(
+        store.interrupt_running(Some("instance-b"), t0()).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        store.interrupt_running(Some("instance-a"), t0()).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        store.get_run(run.id).await.unwrap().status,
+        RunStatus::Interrupted
+    );
+    // A queued run no instance has claimed is not an orphan.
+    let unclaimed = insert(&store, new_run("git", "git_log", t0())).await;
+    assert_eq!(store.interrupt_running(None, t0()).await.unwrap(), 0);
+    assert_eq!(
+        store.get_run(unclaimed.id).await.unwrap().status,
+        RunStatus::Queued
+    );
 }
