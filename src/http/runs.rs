@@ -162,7 +162,12 @@ async fn run_events(
     State(state): State<AppState>,
     Path(p): Path<RunPath>,
 ) -> Result<Response> {
-    if let Some(live) = state.invoker.runs.get(p.id) {
+    // Running here: subscribed before anything else, so no output is
+    // missed. A run still waiting (queued or held) is followed instead,
+    // since it may end without ever running.
+    if let Some(live) = state.invoker.runs.get(p.id)
+        && live.has_started()
+    {
         let rx = live.subscribe();
         let run = load_run(&state, p.id).await?;
         return Ok(event_stream(live, rx, Some(run.status)).into_response());
@@ -234,7 +239,16 @@ pub fn follow(
                     }
                 }
                 loop {
-                    let event = match events.recv().await {
+                    // As in `event_stream`: the end is watched beside the
+                    // events (a run can end without a result), and so is
+                    // the client.
+                    let received = tokio::select! {
+                        biased;
+                        received = events.recv() => received,
+                        _ = live.finished() => break,
+                        () = tx.closed() => return,
+                    };
+                    let event = match received {
                         Ok(RunEvent::Output(chunk)) => output_event(&chunk),
                         Ok(RunEvent::Result(envelope)) => {
                             let _ = tx.send(status_event(run_status(&envelope))).await;
@@ -246,7 +260,7 @@ pub fn follow(
                             status_event(status)
                         }
                         Ok(RunEvent::Status(_)) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                        // Ended before we subscribed: the store has it.
+                        // Ended: the store has how.
                         Err(broadcast::error::RecvError::Closed) => break,
                     };
                     if tx.send(event).await.is_err() {
@@ -324,7 +338,18 @@ pub fn event_stream(
             return Some((Ok(status_event(status)), st));
         }
         loop {
-            let event = match st.rx.recv().await {
+            // The live run holds the sender, so `recv` alone would wait
+            // forever for a run that ends without a result (cancelled
+            // before it started): its end is watched too, events first.
+            let received = tokio::select! {
+                biased;
+                received = st.rx.recv() => received,
+                ended = st.live.finished() => {
+                    st.done = true;
+                    return ended.map(|envelope| (Ok(json_event("result", envelope.as_ref())), st));
+                }
+            };
+            let event = match received {
                 Ok(RunEvent::Status(s)) => status_event(s),
                 Ok(RunEvent::Output(chunk)) => output_event(&chunk),
                 Ok(RunEvent::Result(envelope)) => {

@@ -178,7 +178,18 @@ impl Invoker {
         tokio::spawn(async move {
             let not_run =
                 |why: &str| super::Envelope::not_started(run_id, &p.skill.name, &p.tool().name, why);
-            let permits = this.slot_waiting(&p.tool().name).await;
+            // A cancel while it waits ends it here and now, not when a
+            // slot frees up.
+            let permits = tokio::select! {
+                permits = this.slot_waiting(&p.tool().name) => permits,
+                () = live.cancel.cancelled() => {
+                    if let Err(e) = this.store.end_waiting(run_id, RunStatus::Cancelled, Utc::now()).await {
+                        tracing::warn!(run = %run_id, error = %e, "cannot record the cancel of a queued run");
+                    }
+                    this.runs.finish(&live, None);
+                    return;
+                }
+            };
             if permits.is_none() || this.runs.is_closed() {
                 let envelope = not_run("the server is shutting down; the approved call was not run");
                 this.record(run_id, RunStatus::Interrupted, &envelope).await;

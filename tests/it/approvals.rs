@@ -986,3 +986,71 @@ async fn two_instances_share_approvals_and_run_each_call_once() {
     })
     .await;
 }
+
+/// An approved call that waits for a slot is `queued`; cancelling it ends it
+/// at once, and a stream following it ends too (it once waited forever for
+/// a result that a run cancelled before its start never has).
+#[tokio::test]
+async fn an_approved_call_waiting_for_a_slot_is_queued_and_can_be_cancelled() {
+    let skills = tempfile::tempdir().unwrap();
+    let skill = skills.path().join("single");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: single\nversion: 1.0.0\ndescription: One at a time.\n---\n\n### single\n\nSleeps.\n\n\
+         #### Parameters\n\nNone.\n\n#### Command\n\n```\nsleep 30\n```\n",
+    )
+    .unwrap();
+    let settings = RunSettings {
+        max_concurrent_per_tool: 1,
+        ..RunSettings::default()
+    };
+    let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Bundled)]), settings).await;
+    let api = Api::of(&server);
+    let mut held_calls = Vec::new();
+    for _ in 0..2 {
+        let (status, body) = api.post("/tools/single/invoke", json!({})).await;
+        let body = held(status, &body);
+        assert_eq!(api.approve(&body["approval_id"], "once").await.0, 200);
+        held_calls.push(body);
+    }
+    let (first, second) = (&held_calls[0]["run_id"], &held_calls[1]["run_id"]);
+    let status_of = |run: Value| {
+        let api = api.clone();
+        async move { api.get(&format!("/runs/{}", run.as_str().unwrap())).await.1["status"].clone() }
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status_of(first.clone()).await != "running" {
+        assert!(Instant::now() < deadline, "the first approved call never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status_of(second.clone()).await, "queued");
+
+    let res = api
+        .req(
+            reqwest::Method::GET,
+            &format!("/runs/{}/events", second.as_str().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let stream = tokio::spawn(async move { res.text().await.unwrap() });
+    let (status, cancel) = api
+        .post(&format!("/runs/{}/cancel", second.as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(status, 202, "{cancel}");
+    let text = tokio::time::timeout(Duration::from_secs(10), stream)
+        .await
+        .expect("the stream of a cancelled queued run ends")
+        .unwrap();
+    assert!(
+        text.contains("\"queued\"") && text.contains("\"cancelled\""),
+        "{text}"
+    );
+    assert_eq!(api.finished_run(second).await["status"], "cancelled");
+    // The first is untouched until cancelled in turn.
+    assert_eq!(status_of(first.clone()).await, "running");
+    api.post(&format!("/runs/{}/cancel", first.as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(api.finished_run(first).await["status"], "cancelled");
+}
