@@ -25,7 +25,7 @@ impl Drop for Watch {
 }
 
 /// Watches every root. A root that does not exist yet is noticed through
-/// its parent, and watched itself from the reload after it appears.
+/// its parent, and watched itself from the first reload after it appears.
 pub fn spawn(handle: Arc<CatalogHandle>) -> notify::Result<Watch> {
     let (tx, mut rx) = mpsc::channel::<()>(1);
     // A missing root is watched through its parent, which may hold other
@@ -63,11 +63,15 @@ pub fn spawn(handle: Arc<CatalogHandle>) -> notify::Result<Watch> {
                     Err(_) => break,
                 }
             }
+            // Watch a root that has just appeared before reading it: what is
+            // written before the watch, the reload reads; what comes after,
+            // the watch sees. (The other order lost files written between
+            // the reload and the watch, which a loaded machine hit.)
+            add_watches(&handle, &task_watcher, &mut watched);
             let h = handle.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || h.reload()).await {
                 tracing::error!(error = %e, "catalog reload failed");
             }
-            add_watches(&handle, &task_watcher, &mut watched);
         }
     });
     Ok(Watch {
