@@ -300,7 +300,7 @@ impl Store for PgStore {
             if current.status != ApprovalStatus::Pending {
                 return Ok(Err(Undecidable::AlreadyDecided(current.status)));
             }
-            expire_on(&mut tx, current.id, current.run_id, d.at).await?;
+            expire_on(&mut tx, current.run_id, d.at).await?;
             tx.commit().await.map_err(map_err)?;
             self.changed(current.run_id);
             return Ok(Err(Undecidable::Expired));
@@ -346,27 +346,17 @@ impl Store for PgStore {
     }
 
     async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        // One statement: ending each overdue run expires its request
+        // through the trigger `runs_withdraw_request`.
         let runs: Vec<Uuid> = sqlx::query_scalar(
-            "update approvals set status = 'expired', decided_at = $1 \
-             where status = 'pending' and expires_at <= $1 returning run_id",
+            "update runs set status = 'expired', finished_at = $1 where status = 'pending_approval' \
+             and approval_id in (select id from approvals where status = 'pending' and expires_at <= $1) \
+             returning id",
         )
         .bind(at)
-        .fetch_all(&mut *tx)
+        .fetch_all(&self.pool)
         .await
         .map_err(map_err)?;
-        if !runs.is_empty() {
-            sqlx::query(
-                "update runs set status = 'expired', finished_at = $1 \
-                 where id = any($2) and status = 'pending_approval'",
-            )
-            .bind(at)
-            .bind(&runs)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        }
-        tx.commit().await.map_err(map_err)?;
         for run in &runs {
             self.changed(*run);
         }
@@ -611,27 +601,15 @@ async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, S
     .map_err(map_err)
 }
 
-/// Marks a pending request and its run expired.
-async fn expire_on(
-    conn: &mut PgConnection,
-    approval: Uuid,
-    run: Uuid,
-    at: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "update approvals set status = 'expired', decided_at = $2 where id = $1 and status = 'pending'",
-    )
-    .bind(approval)
-    .bind(at)
-    .execute(&mut *conn)
-    .await
-    .map_err(map_err)?;
+/// Ends a run still waiting for approval as `expired`; the trigger
+/// `runs_withdraw_request` expires its request in the same statement.
+async fn expire_on(conn: &mut PgConnection, run: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
     sqlx::query(
         "update runs set status = 'expired', finished_at = $2 where id = $1 and status = 'pending_approval'",
     )
     .bind(run)
     .bind(at)
-    .execute(&mut *conn)
+    .execute(conn)
     .await
     .map_err(map_err)?;
     Ok(())

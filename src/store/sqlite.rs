@@ -400,7 +400,7 @@ impl Store for SqliteStore {
             if current.status != ApprovalStatus::Pending {
                 return Ok(Err(Undecidable::AlreadyDecided(current.status)));
             }
-            expire_on(&mut tx, current.id, current.run_id, &at).await?;
+            expire_on(&mut tx, current.run_id, &at).await?;
             tx.commit().await.map_err(map_err)?;
             self.changed(current.run_id);
             return Ok(Err(Undecidable::Expired));
@@ -447,29 +447,21 @@ impl Store for SqliteStore {
     }
 
     async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
-        let at = time_text(at)?;
-        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
+        // One statement: ending each overdue run expires its request
+        // through the trigger `runs_withdraw_request`.
         let rows = sqlx::query(
-            "update approvals set status = 'expired', decided_at = ? \
-             where status = 'pending' and expires_at <= ? returning run_id",
+            "update runs set status = 'expired', finished_at = ?1 where status = 'pending_approval' \
+             and approval_id in (select id from approvals where status = 'pending' and expires_at <= ?1) \
+             returning id",
         )
-        .bind(&at)
-        .bind(&at)
-        .fetch_all(&mut *tx)
+        .bind(time_text(at)?)
+        .fetch_all(&self.pool)
         .await
         .map_err(map_err)?;
-        let mut runs = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let run = parse_uuid(&get::<String>(row, "run_id")?)?;
-            sqlx::query("update runs set status = 'expired', finished_at = ? where id = ? and status = 'pending_approval'")
-                .bind(&at)
-                .bind(run.to_string())
-                .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
-            runs.push(run);
-        }
-        tx.commit().await.map_err(map_err)?;
+        let runs = rows
+            .iter()
+            .map(|row| parse_uuid(&get::<String>(row, "id")?))
+            .collect::<Result<Vec<_>, _>>()?;
         for run in &runs {
             self.changed(*run);
         }
@@ -718,27 +710,15 @@ async fn insert_run_on(conn: &mut SqliteConnection, run: &NewRun) -> Result<Sqli
     .map_err(map_err)
 }
 
-/// Marks a pending request and its run expired.
-async fn expire_on(
-    conn: &mut SqliteConnection,
-    approval: Uuid,
-    run: Uuid,
-    at: &str,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "update approvals set status = 'expired', decided_at = ? where id = ? and status = 'pending'",
-    )
-    .bind(at)
-    .bind(approval.to_string())
-    .execute(&mut *conn)
-    .await
-    .map_err(map_err)?;
+/// Ends a run still waiting for approval as `expired`; the trigger
+/// `runs_withdraw_request` expires its request in the same statement.
+async fn expire_on(conn: &mut SqliteConnection, run: Uuid, at: &str) -> Result<(), StoreError> {
     sqlx::query(
         "update runs set status = 'expired', finished_at = ? where id = ? and status = 'pending_approval'",
     )
     .bind(at)
     .bind(run.to_string())
-    .execute(&mut *conn)
+    .execute(conn)
     .await
     .map_err(map_err)?;
     Ok(())
