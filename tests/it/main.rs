@@ -18,5 +18,6 @@ mod robust;
 mod runner;
 mod server_process;
 mod sources;
+mod standalone;
 mod store;
 mod ui;
