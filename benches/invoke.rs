@@ -206,8 +206,8 @@ enum Call {
     Http(Arc<reqwest::Client>, Arc<String>),
     /// `runner::run` alone.
     Runner(Arc<Spec>),
-    /// The invoke pipeline without HTTP: `Invoker::prepare`, `decide`,
-    /// `start`, `LiveRun::finished` on catalog tool `index`.
+    /// The invoke pipeline without HTTP: `Invoker::call` on catalog tool
+    /// `index`, waiting for its envelope.
     Pipeline(Arc<Invoker>, Arc<CatalogHandle>, usize),
     /// [`store_writes`] with this result.
     Store(Arc<dyn Store>, Arc<Value>),
@@ -222,16 +222,20 @@ impl Call {
             Call::Runner(spec) => run_spec(spec).await,
             Call::Pipeline(invoker, catalog, index) => {
                 let catalog = catalog.current();
-                let prepared = invoker
-                    .prepare(&catalog, *index, &serde_json::json!({}), None)
-                    .expect("prepare");
-                let (decision, _) = invoker.decide(&prepared).await.expect("decide");
-                assert_eq!(decision.decision, skilld::policy::Verdict::Run, "{decision:?}");
-                let (live, events) = invoker.start(prepared, None).await.expect("start");
-                // As the HTTP handler does when the caller does not stream.
-                drop(events);
-                let env = live.finished().await.expect("ran");
-                assert!(env.success, "pipeline: {env:?}");
+                let call = skilld::invoke::Call {
+                    target: skilld::invoke::Target::Tool(catalog.tools[*index].export_name.clone()),
+                    arguments: serde_json::json!({}),
+                    mode: None,
+                    dry_run: false,
+                    wait: Duration::ZERO,
+                    delivery: skilld::invoke::Delivery::Result,
+                    gate: skilld::invoke::Gate::Policy,
+                    asked: skilld::invoke::Asked::default(),
+                };
+                match invoker.call(&catalog, call).await.expect("call") {
+                    skilld::invoke::Called::Finished(env) => assert!(env.success, "pipeline: {env:?}"),
+                    _ => panic!("pipeline: the call did not run at once"),
+                }
             }
             Call::Store(store, result) => return store_writes(store, result).await,
         }
@@ -322,6 +326,7 @@ async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
             started_at: Some(now),
             instance: Some("bench".to_owned()),
             mode: Some("Global".to_owned()),
+            request_id: None,
         })
         .await
         .expect("insert_run");

@@ -20,7 +20,7 @@
 
 use super::Spec;
 use super::limits::ChildSetup;
-use super::process::{Exit, describe_errno, resolve};
+use super::process::{Exit, Step, describe_errno, resolve};
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -40,33 +40,6 @@ pub(super) struct Spawned {
     pub pidfd: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
-}
-
-/// Which step failed in the child, reported back through shared memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i32)]
-pub(super) enum Step {
-    None = 0,
-    Group = 1,
-    Network = 2,
-    Limits = 3,
-    Redirect = 4,
-    Directory = 5,
-    Exec = 6,
-}
-
-impl Step {
-    fn from_raw(raw: i32) -> Self {
-        match raw {
-            1 => Self::Group,
-            2 => Self::Network,
-            3 => Self::Limits,
-            4 => Self::Redirect,
-            5 => Self::Directory,
-            6 => Self::Exec,
-            _ => Self::None,
-        }
-    }
 }
 
 /// Everything the child reads, as raw pointers into memory the parent
