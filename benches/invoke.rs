@@ -16,6 +16,11 @@
 //! 1 GiB tool really wrote 1 GiB, so the figures cannot silently describe
 //! errors.
 
+#![expect(
+    clippy::expect_used,
+    reason = "a benchmark that cannot measure should stop and say why"
+)]
+
 use serde_json::Value;
 use skilld::AppState;
 use skilld::catalog::{CatalogHandle, CatalogOptions, Root};
@@ -269,18 +274,18 @@ async fn throughput(n: usize, calls: &[Call]) -> Duration {
 /// CPU time used so far by this process (every thread: server, clients,
 /// run log) and by its children that have been reaped.
 fn cpu_time() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
     let of = |who| {
-        // SAFETY: getrusage fills the struct it is given.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid pointer to a rusage.
-        unsafe { libc::getrusage(who, &raw mut usage) };
-        let tv = |t: libc::timeval| {
-            Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-                + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+        let Ok(usage) = getrusage(who) else {
+            return Duration::ZERO;
         };
-        tv(usage.ru_utime) + tv(usage.ru_stime)
+        let tv = |t: nix::sys::time::TimeVal| {
+            Duration::from_secs(u64::try_from(t.tv_sec()).unwrap_or(0))
+                + Duration::from_micros(u64::try_from(t.tv_usec()).unwrap_or(0))
+        };
+        tv(usage.user_time()) + tv(usage.system_time())
     };
-    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
+    of(UsageWho::RUSAGE_SELF) + of(UsageWho::RUSAGE_CHILDREN)
 }
 
 /// `n` calls one after another; the time of each.

@@ -3,8 +3,9 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Result};
+use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
+use super::responses::{BadQuery, DecisionProblems, StoreUnavailable};
 use crate::invoke::Ruling;
 use crate::store::{Approval, ApprovalStatus, Grant, MAX_APPROVALS, Scope};
 use axum::Json;
@@ -46,8 +47,8 @@ pub struct ApprovalList {
 #[utoipa::path(get, path = "/approvals", tag = "approvals", security(("bearer" = ["invoke"])), params(ApprovalQuery),
     responses(
         (status = 200, description = "Approval requests, oldest first", body = ApprovalList),
-        (status = 400, description = "Invalid query", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        StoreUnavailable,
     ))]
 async fn list_approvals(
     _: Require<need::Invoke>,
@@ -75,9 +76,9 @@ pub struct ApprovalPath {
 #[utoipa::path(get, path = "/approvals/{id}", tag = "approvals", security(("bearer" = ["invoke"])), params(ApprovalPath),
     responses(
         (status = 200, description = "The request", body = Approval),
-        (status = 400, description = "Invalid id", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such approval", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn get_approval(
     _: Require<need::Invoke>,
@@ -106,11 +107,10 @@ pub struct DecisionRequest {
     request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
     responses(
         (status = 200, description = "Approved; the run has started", body = Approval),
-        (status = 400, description = "The body is not a decision", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The approver is the one who asked (self_approval)", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such approval", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already decided, expired, or the skill changed since the call", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        DecisionProblems,
+        (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already decided, expired, or the skill changed since the call", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn approve(
     auth: Require<need::Approve>,
@@ -127,11 +127,10 @@ async fn approve(
     request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
     responses(
         (status = 200, description = "Denied", body = Approval),
-        (status = 400, description = "The body is not a decision", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The approver is the one who asked (self_approval)", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such approval", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already decided or expired", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        DecisionProblems,
+        (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already decided or expired", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn deny(
     auth: Require<need::Approve>,
@@ -175,7 +174,7 @@ pub struct GrantList {
 #[utoipa::path(get, path = "/grants", tag = "approvals", security(("bearer" = ["invoke"])),
     responses(
         (status = 200, description = "Every standing grant", body = GrantList),
-        (status = 503, description = "The store is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn list_grants(_: Require<need::Invoke>, State(state): State<AppState>) -> Result<Json<GrantList>> {
     let grants = state.invoker.store.list_grants().await?;
@@ -193,9 +192,9 @@ pub struct GrantPath {
 #[utoipa::path(delete, path = "/grants/{id}", tag = "approvals", security(("bearer" = ["approve"])), params(GrantPath),
     responses(
         (status = 204, description = "Revoked"),
-        (status = 400, description = "Invalid id", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such grant", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        (status = 404, description = "No such grant", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn revoke_grant(
     auth: Require<need::Approve>,

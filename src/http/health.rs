@@ -2,6 +2,7 @@
 
 use super::AppState;
 use super::error::ApiError;
+use super::responses::StoreUnavailable;
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -54,7 +55,7 @@ async fn healthz() -> Json<Health> {
 #[utoipa::path(get, path = "/readyz", tag = "service", operation_id = "readyz",
     responses(
         (status = 200, description = "Ready to serve", body = Readiness),
-        (status = 503, description = "The run log is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
     let store = &state.invoker.store;

@@ -2,8 +2,9 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Result};
+use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
+use super::responses::InvokeProblems;
 use super::runs::sse;
 use crate::auth::Caller;
 use crate::invoke::{Asked, Call, Called, Delivery, DryRun, Envelope, Gate, Target};
@@ -87,14 +88,10 @@ pub struct SkillToolPath {
             (DryRun = "application/json"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
-        (status = 400, description = "The body is not JSON or not an invoke request, or `wait` is over 300", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "A standing deny grant refused the call (`denied`; nothing ran, the attempt is recorded), or a person denied it while the caller waited", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such tool", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Several skills define this tool name", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over 1 MiB", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many runs at once; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = super::error::Problem, content_type = "application/problem+json"),
+        InvokeProblems,
+        (status = 404, description = "No such tool", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Several skills define this tool name", body = Problem, content_type = "application/problem+json"),
+        InvokeProblems,
     ))]
 async fn invoke_tool(
     auth: Require<need::Invoke>,
@@ -117,13 +114,9 @@ async fn invoke_tool(
             (DryRun = "application/json"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
-        (status = 400, description = "The body is not JSON or not an invoke request, or `wait` is over 300", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "A standing deny grant refused the call (`denied`; nothing ran, the attempt is recorded), or a person denied it while the caller waited", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill or tool", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over 1 MiB", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many runs at once; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = super::error::Problem, content_type = "application/problem+json"),
+        InvokeProblems,
+        (status = 404, description = "No such skill or tool", body = Problem, content_type = "application/problem+json"),
+        InvokeProblems,
     ))]
 async fn invoke_skill_tool(
     auth: Require<need::Invoke>,
@@ -160,13 +153,10 @@ pub struct CommandPath {
             (DryRun = "application/json"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
-        (status = 400, description = "The body is not JSON or not an invoke request, or `wait` is over 300", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "A standing deny grant refused the call (`denied`; nothing ran, the attempt is recorded), or a person denied it while the caller waited", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such command", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The command's tool name is ambiguous", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many runs at once; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = super::error::Problem, content_type = "application/problem+json"),
+        InvokeProblems,
+        (status = 404, description = "No such command", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The command's tool name is ambiguous", body = Problem, content_type = "application/problem+json"),
+        InvokeProblems,
     ))]
 async fn run_command(
     auth: Require<need::Invoke>,

@@ -8,6 +8,7 @@ mod extract;
 pub mod health;
 pub mod invoke;
 pub mod metrics;
+pub mod responses;
 pub mod runs;
 pub mod skills;
 pub mod tools;

@@ -3,8 +3,9 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Result};
+use super::error::{ApiError, Problem, Result};
 use super::extract::{Path, Query};
+use super::responses::{BadQuery, StoreUnavailable};
 use crate::invoke::{Cancelled, RunEvent, artifacts_dir};
 use crate::store::{Run, RunFilter, RunStatus};
 use axum::Json;
@@ -59,8 +60,8 @@ pub struct RunList {
 #[utoipa::path(get, path = "/runs", tag = "runs", security(("bearer" = ["invoke"])), params(RunQuery),
     responses(
         (status = 200, description = "A page of runs", body = RunList),
-        (status = 400, description = "Invalid query or cursor", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The run log is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        StoreUnavailable,
     ))]
 async fn list_runs(
     _: Require<need::Invoke>,
@@ -107,9 +108,9 @@ pub struct WaitQuery {
 #[utoipa::path(get, path = "/runs/{id}", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath, WaitQuery),
     responses(
         (status = 200, description = "The run", body = Run),
-        (status = 400, description = "Invalid id", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such run", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The run log is unreachable", body = super::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn get_run(
     _: Require<need::Invoke>,
@@ -126,7 +127,7 @@ async fn get_run(
 #[utoipa::path(get, path = "/runs/{id}/events", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath),
     responses(
         (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = String),
-        (status = 404, description = "No such run", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn run_events(
     _: Require<need::Invoke>,
@@ -183,8 +184,8 @@ pub struct CancelAccepted {
 #[utoipa::path(post, path = "/runs/{id}/cancel", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath),
     responses(
         (status = 202, description = "Cancelling", body = CancelAccepted),
-        (status = 404, description = "No such run", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The run already finished, or runs on another instance", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The run already finished, or runs on another instance", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn cancel_run(
     _: Require<need::Invoke>,
@@ -222,8 +223,8 @@ pub struct RunFilePath {
 #[utoipa::path(get, path = "/runs/{id}/files/{path}", tag = "runs", security(("bearer" = ["invoke"])), params(RunFilePath),
     responses(
         (status = 200, description = "The file", content_type = "application/octet-stream", body = Vec<u8>),
-        (status = 404, description = "No such run or file", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The file is too large to serve", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run or file", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The file is too large to serve", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_run_file(
     _: Require<need::Invoke>,

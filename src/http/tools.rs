@@ -2,8 +2,9 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Result};
+use super::error::{ApiError, Problem, Result};
 use super::extract::{Path, Query};
+use super::responses::{BadQuery, NoSuchSkill};
 use crate::catalog::Catalog;
 use crate::export::{Format, ToolExport, ToolInfo};
 use crate::invoke::Target;
@@ -73,8 +74,8 @@ fn typed(content_type: &'static str, bytes: Bytes) -> Response {
             (ToolExport = "application/json"),
             (String = "text/plain"),
         )),
-        (status = 400, description = "Invalid query", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill", body = super::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        NoSuchSkill,
     ))]
 async fn list_tools(
     _: Require<need::Read>,
@@ -102,7 +103,7 @@ pub struct ModeQuery {
 #[utoipa::path(get, path = "/tools/prompt", tag = "tools", security(("bearer" = ["read"])), params(ModeQuery),
     responses(
         (status = 200, description = "The manifest", content_type = "text/plain", body = String),
-        (status = 400, description = "Invalid query", body = super::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
     ))]
 async fn tools_prompt(
     _: Require<need::Read>,
@@ -125,8 +126,8 @@ pub struct ToolPath {
 #[utoipa::path(get, path = "/tools/{tool}", tag = "tools", security(("bearer" = ["read"])), params(ToolPath),
     responses(
         (status = 200, description = "The tool", body = ToolInfo),
-        (status = 404, description = "No such tool", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Several skills define this name; `candidates` lists them", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such tool", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Several skills define this name; `candidates` lists them", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_tool(
     _: Require<need::Read>,

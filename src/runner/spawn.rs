@@ -18,6 +18,11 @@
 //! thread is suspended until the child has exec'd or exited (`CLONE_VFORK`),
 //! which is what makes the shared stack-allocated arguments safe to read.
 
+#![expect(
+    unsafe_code,
+    reason = "clone, exec, waitid and the child's setup are system calls std does not wrap"
+)]
+
 use super::Spec;
 use super::limits::ChildSetup;
 use super::process::{Exit, Step, describe_errno, resolve};
@@ -384,6 +389,15 @@ impl Drop for SignalMask {
             libc::pthread_sigmask(libc::SIG_SETMASK, &raw const self.0, ptr::null_mut());
         }
     }
+}
+
+/// Registers a leader's pidfd with the reactor, to learn of its exit
+/// without a blocked thread. On failure the descriptor comes back.
+pub(super) fn watch_pidfd(fd: OwnedFd) -> Result<AsyncFd<OwnedFd>, (OwnedFd, io::Error)> {
+    // SAFETY: an open descriptor that the AsyncFd owns, so it stays open
+    // and the same until dropped or taken back by `into_inner`.
+    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|failed| failed.into_parts())
 }
 
 /// Waits until the leader has ended, WITHOUT reaping it: while the zombie
