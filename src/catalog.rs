@@ -32,9 +32,11 @@ impl Root {
         if dir.is_empty() {
             return Err(format!("--skills '{spec}' names no directory"));
         }
+        // Absolute, so that the script paths of its skills still name them
+        // from the workspace their interpreters run in.
         Ok(Self {
             name: dir.to_owned(),
-            path: PathBuf::from(dir),
+            path: std::path::absolute(dir).unwrap_or_else(|_| PathBuf::from(dir)),
             trust: trust.unwrap_or(Trust::User),
             explicit: true,
         })

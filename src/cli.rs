@@ -6,12 +6,12 @@ use crate::export::Format;
 use crate::http::{AppState, serve};
 use crate::invoke::{Asked, Call, Called, Delivery, Gate, InvokeError, Invoker, Target};
 use crate::skill::load::{LoadOptions, PathCache, Runtimes, load_skill};
-use crate::skill::{Diagnostic, Severity, Trust};
+use crate::skill::{Code, Diagnostic, Severity, Trust};
 use crate::store::Store;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,11 +27,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP server.
     Serve(ServeArgs),
-    /// Lint skills; exit 1 on any error.
+    /// Lint skills; exit 1 on any error (a path with no skill is one).
     Check {
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
         format: CheckFormat,
-        /// Skill directories, or directories of skills.
+        /// Skill directories (or their SKILL.md), or directories of skills.
         #[arg(required = true, value_name = "DIR")]
         dirs: Vec<PathBuf>,
     },
@@ -39,7 +39,8 @@ pub enum Command {
     Tools {
         #[arg(long = "skills", value_name = "[TRUST=]DIR")]
         skills: Vec<String>,
-        #[arg(long, default_value = "native", value_parser = parse_format)]
+        /// The shape of the exports.
+        #[arg(long, default_value = "native", value_parser = format_parser())]
         format: Format,
         #[arg(long, value_name = "M")]
         mode: Option<String>,
@@ -73,15 +74,20 @@ pub enum CheckFormat {
     Json,
 }
 
-fn parse_format(s: &str) -> Result<Format, String> {
-    Format::parse(s)
-        .ok_or_else(|| "expected one of native, openai, anthropic, gemini, mcp, prompt".to_owned())
+/// `--format`, listing its values in `--help` and in errors.
+fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Format::ALL.map(Format::as_str))
+        .try_map(|s| Format::parse(&s).ok_or_else(|| format!("unknown format '{s}'")))
 }
 
 /// Runs the command line; the process exits with the returned code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    if let Err(e) = init_tracing() {
+        eprintln!("skilld: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Serve(args) => run_serve(&args),
         Command::Check { format, dirs } => return check(&dirs, format),
@@ -123,14 +129,29 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr, so stdout carries only what commands print.
-fn init_tracing() {
+/// Logs go to stderr, so stdout carries only what commands print: text
+/// (coloured only on a terminal), or JSON lines with
+/// `SKILLD_LOG_FORMAT=json`, filtered by `SKILLD_LOG`.
+fn init_tracing() -> Result<(), String> {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("SKILLD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let format = std::env::var("SKILLD_LOG_FORMAT").unwrap_or_default();
+    // Already set (a test that calls `main` twice) is fine.
+    let _ = match format.as_str() {
+        "" | "text" => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        "json" => builder.json().with_current_span(true).try_init(),
+        other => {
+            return Err(format!(
+                "SKILLD_LOG_FORMAT is '{}'; it takes text (the default) or json",
+                other.escape_debug()
+            ));
+        }
+    };
+    Ok(())
 }
 
 fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
@@ -262,48 +283,19 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-/// Lints each DIR: a skill directory on its own, or a directory of skills
-/// loaded as one catalog (so cross-skill rules apply).
-fn check(dirs: &[PathBuf], format: CheckFormat) -> ExitCode {
+/// Lints each path: a skill directory on its own (or its `SKILL.md`), or
+/// a directory of skills loaded as one catalog (so cross-skill rules
+/// apply). A path that holds no skill at all is an error, so a typo in CI
+/// cannot pass as "0 errors".
+fn check(paths: &[PathBuf], format: CheckFormat) -> ExitCode {
     let runtimes = Runtimes::default();
-    let path = PathCache::new(std::env::var_os("PATH"));
+    let path_cache = PathCache::new(std::env::var_os("PATH"));
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut loaded = 0usize;
-    for dir in dirs {
-        if dir.join("SKILL.md").is_file() || dir.join("SKILL.yaml").is_file() {
-            let opts = LoadOptions {
-                source: "check",
-                trust: Trust::User,
-                max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
-                runtimes: &runtimes,
-                path: &path,
-            };
-            let l = load_skill(dir, &opts);
-            loaded += usize::from(l.skill.is_some());
-            diagnostics.extend(l.diagnostics);
-        } else if dir.is_dir() {
-            let catalog = Catalog::build(
-                &CatalogOptions {
-                    roots: vec![Root {
-                        name: dir.display().to_string(),
-                        path: dir.clone(),
-                        trust: Trust::User,
-                        explicit: true,
-                    }],
-                    max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
-                    runtimes: runtimes.clone(),
-                },
-                None,
-            );
-            loaded += catalog.skills.len();
-            diagnostics.extend(catalog.diagnostics.iter().cloned());
-        } else {
-            diagnostics.push(Diagnostic::error(
-                crate::skill::Code::Unreadable,
-                dir.display().to_string(),
-                "not a directory",
-            ));
-        }
+    for path in paths {
+        let (skills, found) = lint(path, &runtimes, &path_cache);
+        loaded += skills;
+        diagnostics.extend(found);
     }
     let errors = diagnostics
         .iter()
@@ -338,6 +330,62 @@ fn check(dirs: &[PathBuf], format: CheckFormat) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The skills loaded from one path given to `check`, and what was found.
+fn lint(path: &Path, runtimes: &Runtimes, path_cache: &PathCache) -> (usize, Vec<Diagnostic>) {
+    let shown = path.display().to_string();
+    let error = |code, message: &str| (0, vec![Diagnostic::error(code, &shown, message)]);
+    let is_definition = path
+        .file_name()
+        .is_some_and(|n| n == "SKILL.md" || n == "SKILL.yaml");
+    if is_definition && path.is_file() {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        return lint(dir, runtimes, path_cache);
+    }
+    if !path.exists() {
+        return error(Code::RootMissing, "no such file or directory");
+    }
+    if !path.is_dir() {
+        return error(
+            Code::NotASkill,
+            "a file, not a skill: give the skill's directory (the one holding SKILL.md) or a directory of skills",
+        );
+    }
+    if path.join("SKILL.md").is_file() || path.join("SKILL.yaml").is_file() {
+        let opts = LoadOptions {
+            source: "check",
+            trust: Trust::User,
+            max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
+            runtimes,
+            path: path_cache,
+        };
+        let l = load_skill(path, &opts);
+        return (usize::from(l.skill.is_some()), l.diagnostics);
+    }
+    let root = Root {
+        name: shown.clone(),
+        path: path.to_path_buf(),
+        trust: Trust::User,
+        explicit: true,
+    };
+    let catalog = Catalog::build(
+        &CatalogOptions {
+            roots: vec![root],
+            max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
+            runtimes: runtimes.clone(),
+        },
+        None,
+    );
+    let mut found = catalog.diagnostics.clone();
+    if catalog.skills.is_empty() && !found.iter().any(Diagnostic::is_error) {
+        found.push(Diagnostic::error(
+            Code::NotASkill,
+            &shown,
+            "no skills here: a skill is a directory holding a SKILL.md",
+        ));
+    }
+    (catalog.skills.len(), found)
 }
 
 fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Result<()> {

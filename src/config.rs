@@ -180,16 +180,21 @@ impl Config {
                  configure tokens, bind to a loopback address, or pass --insecure"
             ));
         }
-        let data_dir = args
-            .data_dir
-            .clone()
-            .or(file.data_dir)
-            .unwrap_or_else(default_data_dir);
-        let workspace = args
-            .workspace
-            .clone()
-            .or(file.workspace)
-            .unwrap_or_else(default_workspace);
+        // Absolute, because children run elsewhere: a relative path handed
+        // to one (its run directory, its working directory) would be read
+        // against the child's working directory, not the server's.
+        let data_dir = absolute(
+            args.data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(default_data_dir),
+        );
+        let workspace = absolute(
+            args.workspace
+                .clone()
+                .or(file.workspace)
+                .unwrap_or_else(default_workspace),
+        );
         let database_url = args
             .database
             .clone()
@@ -312,6 +317,12 @@ pub fn default_data_dir() -> PathBuf {
 }
 
 /// The git root holding the current directory, else HOME (seed 000 §5.1).
+/// `path` made absolute against the current directory (as it stands);
+/// unchanged when that cannot be read.
+pub fn absolute(path: PathBuf) -> PathBuf {
+    std::path::absolute(&path).unwrap_or(path)
+}
+
 pub fn default_workspace() -> PathBuf {
     let cwd = std::env::current_dir().ok();
     if let Some(root) = cwd

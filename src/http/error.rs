@@ -37,8 +37,11 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{what} '{name}' not found")]
     NotFound { what: &'static str, name: String },
-    #[error("tool '{tool}' is defined by several skills")]
-    AmbiguousTool { tool: String, candidates: Vec<String> },
+    #[error("no route for {method} {path}; the routes are listed at /openapi.json and /docs")]
+    NoRoute { method: String, path: String },
+    /// A bare tool name several skills define; `candidates` are the skills.
+    #[error("{detail}")]
+    AmbiguousTool { detail: String, candidates: Vec<String> },
     #[error("{0}")]
     PayloadTooLarge(String),
     /// Tokens are configured and the request carried none, or an unknown
@@ -84,7 +87,7 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::NotFound { .. } | ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -101,7 +104,7 @@ impl ApiError {
     fn code(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "bad_request",
-            ApiError::NotFound { .. } => "not_found",
+            ApiError::NotFound { .. } | ApiError::NoRoute { .. } => "not_found",
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
             ApiError::MethodNotAllowed => "method_not_allowed",
@@ -226,8 +229,8 @@ impl From<InvokeError> for ApiError {
         };
         match &e {
             InvokeError::NotFound { what, name } => ApiError::not_found(what, name),
-            InvokeError::Ambiguous { tool, candidates } => ApiError::AmbiguousTool {
-                tool: tool.clone(),
+            InvokeError::Ambiguous { candidates, .. } => ApiError::AmbiguousTool {
+                detail,
                 candidates: candidates.clone(),
             },
             InvokeError::NotAnObject(_) | InvokeError::WaitTooLong | InvokeError::NoteTooLong { .. } => {

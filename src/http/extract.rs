@@ -95,8 +95,64 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         } else {
             &bytes
         };
-        serde_json::from_slice(text)
-            .map(JsonBody)
-            .map_err(|e| ApiError::BadRequest(format!("the body is not a valid request: {e}")))
+        let mut json = serde_json::Deserializer::from_slice(text);
+        let value =
+            serde_path_to_error::deserialize(&mut json).map_err(|e| ApiError::BadRequest(explain(&e)))?;
+        json.end()
+            .map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {}", plain(&e))))?;
+        Ok(JsonBody(value))
     }
+}
+
+/// A body that does not fit, in the caller's terms: which field, and what
+/// was wrong with it, without the parser's line and column for JSON that
+/// parsed.
+fn explain(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let inner = e.inner();
+    if inner.is_syntax() || inner.is_eof() {
+        return format!(
+            "the body is not valid JSON: {} (line {}, column {})",
+            plain(inner),
+            inner.line(),
+            inner.column()
+        );
+    }
+    let what = reword(&plain(inner));
+    match e.path().to_string().as_str() {
+        "." => format!("the body does not fit this request: {what}"),
+        path => format!("field '{path}' {what}"),
+    }
+}
+
+/// serde_json's message without its position, with quotes for backticks.
+fn plain(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let text = match text.rfind(" at line ") {
+        Some(i) => &text[..i],
+        None => &text,
+    };
+    text.replace('`', "'")
+}
+
+/// serde's phrases as sentences about the field they are prefixed with.
+fn reword(message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        let expected = rest.split_once(", expected ").map_or("", |(_, e)| e);
+        return format!(
+            "is not one this request takes (it takes {})",
+            expected.trim_start_matches("one of ")
+        );
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let (got, expected) = rest.split_once(", expected ").unwrap_or((rest, "another value"));
+        return format!("must be {}, not {got}", expected.trim_start_matches("one of "));
+    }
+    if let Some(rest) = message.strip_prefix("invalid type: ") {
+        let (got, expected) = rest.split_once(", expected ").unwrap_or((rest, "another type"));
+        return format!("must be {expected}, not {got}");
+    }
+    if let Some(name) = message.strip_prefix("missing field ") {
+        return format!("is missing its required field {name}");
+    }
+    message.to_owned()
 }

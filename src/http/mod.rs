@@ -8,6 +8,7 @@ mod extract;
 pub mod health;
 pub mod invoke;
 pub mod metrics;
+mod query;
 pub mod responses;
 pub mod runs;
 pub mod skills;
@@ -19,7 +20,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{Redirect, Response};
 use error::{ApiError, InternalCause};
 use std::future::Future;
 use std::sync::Arc;
@@ -194,12 +195,22 @@ fn describe_auth(doc: &mut Document) {
 pub fn app(state: AppState) -> Router {
     let (router, _) = api().split_for_parts();
     let doc = openapi();
+    let known_queries = Arc::new(query::KnownQueries::from_document(&doc));
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(ui::router())
-        .fallback(|| async { ApiError::not_found("route", "this path") })
+        // The interactive docs are the best first page for a person.
+        .route(
+            "/",
+            axum::routing::get(|| async { Redirect::temporary("/docs/") }),
+        )
+        .fallback(no_route)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            known_queries,
+            query::refuse_unknown,
+        ))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(log_internal))
         .layer(
@@ -218,6 +229,14 @@ pub fn app(state: AppState) -> Router {
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeUuid7))
+}
+
+/// 404 for a path no route serves, naming it.
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::NoRoute {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
 }
 
 /// Reads `rel` inside `dir` off the async threads: 404 when it leaves the

@@ -108,6 +108,10 @@ pub fn resolve(catalog: &Catalog, target: &Target) -> Result<usize, InvokeError>
                     .iter()
                     .map(|&i| catalog.skills[catalog.tools[i].skill].name.clone())
                     .collect(),
+                names: entries
+                    .iter()
+                    .map(|&i| catalog.tools[i].export_name.clone())
+                    .collect(),
             }),
         },
         Target::SkillTool { skill, tool } => {

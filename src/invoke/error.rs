@@ -19,11 +19,18 @@ pub struct FieldError {
 pub enum InvokeError {
     #[error("{what} '{name}' not found")]
     NotFound { what: &'static str, name: String },
+    /// A bare name several skills define: `candidates` are the skills,
+    /// `names` the unambiguous `skill__tool` names to call instead.
     #[error(
-        "tool '{tool}' is defined by several skills ({}); name one as skill__tool",
-        candidates.join(", ")
+        "tool '{tool}' is defined by several skills ({}); call it as {}",
+        candidates.join(", "),
+        names.join(" or ")
     )]
-    Ambiguous { tool: String, candidates: Vec<String> },
+    Ambiguous {
+        tool: String,
+        candidates: Vec<String>,
+        names: Vec<String>,
+    },
     #[error("arguments must be a JSON object, not {0}")]
     NotAnObject(&'static str),
     #[error(

@@ -38,7 +38,9 @@ impl Invoker {
     }
 
     /// Reads a run, waiting up to `within` until `done` holds for it (see
-    /// [`Invoker::wait_final`]). Returns the last read either way.
+    /// [`Invoker::wait_final`]). Returns the last read either way, and at
+    /// once when the server is stopping and the run is not running here
+    /// (it would hold the shutdown for as long as a person takes).
     pub async fn wait_until(
         &self,
         id: Uuid,
@@ -50,11 +52,11 @@ impl Invoker {
         let mut changes = self.store.changes();
         loop {
             let run = self.store.get_run(id).await?;
-            if done(&run) || Instant::now() >= deadline {
+            if done(&run) || Instant::now() >= deadline || self.abandons(id) {
                 return Ok(run);
             }
             let until = deadline.min(Instant::now() + self.settings.wait_poll);
-            let _ = tokio::time::timeout_at(until, async {
+            let changed = async {
                 loop {
                     match changes.recv().await {
                         Ok(changed) if changed == id => return,
@@ -63,9 +65,18 @@ impl Invoker {
                         Err(RecvError::Closed) => std::future::pending::<()>().await,
                     }
                 }
-            })
-            .await;
+            };
+            tokio::select! {
+                _ = tokio::time::timeout_at(until, changed) => {}
+                () = self.runs.closing() => {}
+            }
         }
+    }
+
+    /// Whether a waiter for run `id` should stop waiting: the server is
+    /// stopping, and the run is not one of those it lets finish.
+    fn abandons(&self, id: Uuid) -> bool {
+        self.runs.is_closed() && self.runs.get(id).is_none()
     }
 
     /// The events of run `id` until it ends: live from this instance when
@@ -137,6 +148,9 @@ impl Invoker {
                 if let Some(result) = stored_result(&run) {
                     let _ = tx.send(RunEvent::Result(result)).await;
                 }
+                return;
+            }
+            if self.abandons(id) {
                 return;
             }
             if let Some(live) = self.runs.get(id)

@@ -101,7 +101,8 @@ impl LiveRun {
 #[derive(Default)]
 pub struct Runs {
     live: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
-    closed: AtomicBool,
+    /// Cancelled once the server stops taking calls.
+    closed: CancellationToken,
     emptied: Notify,
 }
 
@@ -149,11 +150,16 @@ impl Runs {
     }
 
     pub fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        self.closed.cancel();
+    }
+
+    /// Completes once the server stops taking calls.
+    pub async fn closing(&self) {
+        self.closed.cancelled().await;
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+        self.closed.is_cancelled()
     }
 
     pub fn cancel_all(&self) {

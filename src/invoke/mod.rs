@@ -380,7 +380,7 @@ impl Invoker {
     async fn end(&self, live: &LiveRun, status: RunStatus, envelope: Envelope) {
         self.record(live.id, status, &envelope).await;
         tracing::info!(
-            run = %live.id, skill = %envelope.skill, tool = %envelope.tool, status = status.as_str(),
+            run = %live.id, skill = %envelope.skill, tool = %envelope.tool, %status,
             duration_ms = envelope.duration_ms, "run finished"
         );
         self.runs.finish(live, Some(envelope));

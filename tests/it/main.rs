@@ -27,3 +27,4 @@ mod sources;
 mod standalone;
 mod store;
 mod ui;
+mod usability;
