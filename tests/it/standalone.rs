@@ -63,10 +63,13 @@ fn no_tracked_file_outside_ci_refers_to_the_sibling_design_directory() {
 }
 
 #[test]
-fn the_corpus_lives_in_the_repository() {
+fn the_corpus_and_the_docs_live_in_the_repository() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for path in [
         "tests/corpus/expected.json",
+        "docs/api.md",
+        "docs/design.md",
+        "docs/skills.md",
     ] {
         assert!(root.join(path).is_file(), "{path} is missing");
     }
