@@ -1,4 +1,4 @@
-//! Bearer tokens and roles (API.md "Auth").
+//! Bearer tokens and roles (`docs/api.md`, "Auth").
 //!
 //! Tokens come from the config file and `SKILLD_TOKENS`; only the SHA-256
 //! of each secret is kept, so a memory dump or a `Debug` print never shows

@@ -51,7 +51,7 @@ pub struct CatalogOptions {
     pub runtimes: Runtimes,
 }
 
-/// A `command` alias (seed 004 §3.3).
+/// A `command` alias of a prompt skill.
 #[derive(Debug, Clone)]
 pub struct CommandEntry {
     pub command: String,
@@ -387,7 +387,7 @@ fn load_parallel(jobs: &[(usize, PathBuf)], opts: &CatalogOptions, path: &PathCa
     results.into_iter().map(|(_, l)| l).collect()
 }
 
-/// Rules that span skills (seed 004): command aliases are unique, and every
+/// Rules that span skills: command aliases are unique, and every
 /// `requires_tools` and `command_tool` names a tool some loaded skill has.
 /// Excluding one skill can strand another, so this runs to a fixed point.
 fn cross_check(skills: Vec<Arc<Skill>>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Arc<Skill>> {

@@ -1,4 +1,4 @@
-//! The `skilld` command line (API.md, "The command line").
+//! The `skilld` command line (`docs/api.md`, "The command line").
 
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use crate::config::{self, Config, ServeArgs};

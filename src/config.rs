@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// The default `--bind`.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
-/// The default ceiling on any skill's timeout (DESIGN §3).
+/// The default ceiling on any skill's timeout (`docs/design.md` §3).
 pub const DEFAULT_MAX_TIMEOUT_SECS: u64 = 600;
 
 /// The `serve` flags; every one also has an environment variable. Options
@@ -316,7 +316,7 @@ pub fn default_data_dir() -> PathBuf {
     home().map_or_else(|| PathBuf::from(".skilld"), |h| h.join(".local/share/skilld"))
 }
 
-/// The git root holding the current directory, else HOME (seed 000 §5.1).
+/// The git root holding the current directory, else HOME (`docs/design.md` §3).
 /// `path` made absolute against the current directory (as it stands);
 /// unchanged when that cannot be read.
 pub fn absolute(path: PathBuf) -> PathBuf {
@@ -354,7 +354,7 @@ pub fn bundled_dir() -> PathBuf {
     PathBuf::from("skills")
 }
 
-/// DESIGN §2's sources, in precedence order.
+/// `docs/design.md` §2's sources, in precedence order.
 pub fn default_roots(workspace: &Path, data_dir: &Path) -> Vec<Root> {
     let mut roots = vec![Root {
         name: "bundled".to_owned(),

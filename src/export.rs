@@ -1,5 +1,5 @@
 //! Tool exports: JSON Schema for each tool, in the shapes OpenAI, Anthropic,
-//! Gemini and MCP clients take, and seed 000's prompt manifest.
+//! Gemini and MCP clients take, and the plain prompt manifest.
 //!
 //! Every format is serialised once per catalog snapshot, one fragment per
 //! tool, so a request only concatenates bytes it already has.

@@ -1,4 +1,4 @@
-//! The approval policy (DESIGN §4): what a tool needs in general, known from
+//! The approval policy (`docs/design.md` §4): what a tool needs in general, known from
 //! its skill, and the decision for one call, which also needs the store's
 //! standing grants and first-run approvals. Pure functions, so the table is
 //! tested in one place.
@@ -20,7 +20,7 @@ pub enum RequiresApproval {
     Always,
 }
 
-/// DESIGN §4 with no standing grants: untrusted or `always_ask` always ask;
+/// `docs/design.md` §4 with no standing grants: untrusted or `always_ask` always ask;
 /// a user skill asks on first run; `read_only` runs; anything else asks.
 pub fn requires_approval(skill: &Skill) -> RequiresApproval {
     if skill.trust == Trust::Untrusted || skill.always_ask || !skill.read_only {
@@ -49,7 +49,7 @@ pub enum Verdict {
     Deny,
 }
 
-/// The decision for one call, before anything runs (DESIGN §4), in the
+/// The decision for one call, before anything runs (`docs/design.md` §4), in the
 /// order of its table: a standing deny, a standing allow, untrusted or
 /// `always_ask`, a user skill's first run, read-only, else ask.
 pub fn decide(skill: &Skill, facts: &PolicyFacts) -> Decision {

@@ -141,7 +141,7 @@ pub struct CommandPath {
     pub command: String,
 }
 
-/// Run a command alias (seed 004): a `prompt_rewrite` skill answers with
+/// Run a command alias: a `prompt_rewrite` skill answers with
 /// its instructions; a `tool_dispatch` skill invokes its `command_tool`
 /// exactly as `POST /tools/{tool}/invoke` would.
 #[utoipa::path(post, path = "/commands/{command}", tag = "invoke", security(("bearer" = ["invoke"])), params(CommandPath, InvokeQuery),

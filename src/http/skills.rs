@@ -355,7 +355,7 @@ async fn list_diagnostics(_: Require<need::Read>, State(state): State<AppState>)
     })
 }
 
-/// A command alias (seed 004 §3.3).
+/// A command alias of a prompt skill.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CommandInfo {
     /// Invoked as `/<command>`.

@@ -99,7 +99,7 @@ pub struct ModeQuery {
     pub mode: Option<String>,
 }
 
-/// The tool manifest of seed 000 §7.1, ready for a system prompt.
+/// The tool manifest as plain text, ready for a system prompt.
 #[utoipa::path(get, path = "/tools/prompt", tag = "tools", security(("bearer" = ["read"])), params(ModeQuery),
     responses(
         (status = 200, description = "The manifest", content_type = "text/plain", body = String),

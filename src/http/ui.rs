@@ -1,5 +1,5 @@
 //! `/ui`: the approvals inbox, a static page that talks to the same API as
-//! every other client (DESIGN §7).
+//! every other client (`docs/design.md` §7).
 //!
 //! The files under `ui/` are compiled in with `include_str!`, so the binary
 //! is the whole deployment: no asset directory to ship or to get out of step

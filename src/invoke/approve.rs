@@ -1,4 +1,4 @@
-//! Calls that wait for a person (DESIGN §4): holding them, deciding them,
+//! Calls that wait for a person (`docs/design.md` §4): holding them, deciding them,
 //! running the approved ones on the instance that decided, and waiting for
 //! any run to end, whichever instance ends it.
 

@@ -2,7 +2,7 @@
 //! `TAIL_BYTES` of the merged stream, a count of everything, and stdout
 //! alone (also bounded) for the structured-output check.
 //!
-//! Memory is fixed no matter how much the child writes (seed 000 §4.2): the
+//! Memory is fixed no matter how much the child writes (`docs/design.md` §3): the
 //! middle is counted and thrown away.
 
 use super::{HEAD_BYTES, TAIL_BYTES};

@@ -1,6 +1,6 @@
 //! The environment a tool runs with: cleared, then an allowlist from the
 //! server's own environment, then the injected skill variables
-//! (DESIGN §3, seed 000 §5.2).
+//! (`docs/design.md` §3).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

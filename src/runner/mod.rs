@@ -1,4 +1,4 @@
-//! Runs a tool as a child process and reports what it did (DESIGN §3).
+//! Runs a tool as a child process and reports what it did (`docs/design.md` §3).
 //!
 //! The runner owns child processes and nothing else: no HTTP, no storage.
 //! Each run gets its own process group, stdin from `/dev/null`, an

@@ -1,4 +1,4 @@
-//! Approval requests and standing grants as the store keeps them (DESIGN §4).
+//! Approval requests and standing grants as the store keeps them (`docs/design.md` §4).
 
 use super::StoreError;
 use chrono::{DateTime, Utc};

@@ -1,5 +1,5 @@
 //! Persistence: the audit log of runs, behind one narrow trait with a SQLite
-//! and a PostgreSQL implementation (DESIGN.md §5).
+//! and a PostgreSQL implementation (`docs/design.md` §5).
 //!
 //! Handlers and the runner only ever see `Arc<dyn Store>` and [`StoreError`];
 //! which database sits behind it is decided once, by the URL scheme, in

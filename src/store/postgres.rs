@@ -1,5 +1,5 @@
 //! [`Store`] on PostgreSQL: what several skilld instances share
-//! (DESIGN.md §6). Every state change is a conditional `update … returning`
+//! (`docs/design.md` §6). Every state change is a conditional `update … returning`
 //! (in a transaction where two tables change together), so of two instances
 //! racing for the same run or request exactly one gets it. A trigger
 //! notifies `skilld_runs` of every run status change; each store listens,

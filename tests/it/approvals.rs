@@ -1,4 +1,4 @@
-//! Approvals end to end (DESIGN §4, issue 4): the decision table over HTTP on
+//! Approvals end to end (`docs/design.md` §4): the decision table over HTTP on
 //! both stores, first-run approval, grants voided by changed files, deny
 //! once vs always, expiry, who may decide, racing approvers, and two real
 //! `skilld serve` processes sharing one PostgreSQL. Every test checks what
@@ -185,7 +185,7 @@ fn roots(bundled: &Path, user: &Path, untrusted: &Path) -> Vec<Root> {
 
 // ---- the decision table ---------------------------------------------------------
 
-/// DESIGN §4 row by row, through HTTP, on whatever store `server` has.
+/// `docs/design.md` §4 row by row, through HTTP, on whatever store `server` has.
 async fn decision_table(server: &TestServer) {
     let api = Api::of(server);
     let out = tempfile::tempdir().unwrap();
@@ -364,7 +364,7 @@ async fn first_run_approval_then_the_read_only_user_skill_runs_until_it_changes(
     assert_eq!(marks(&file), 3);
 }
 
-/// A scripts-dialect skill (seed 001): `scripts/mark.sh` appends a line.
+/// A scripts-dialect skill: `scripts/mark.sh` appends a line.
 fn script_skill(dir: &Path) {
     let skill = dir.join("scribe");
     std::fs::create_dir_all(skill.join("scripts")).unwrap();

@@ -318,7 +318,7 @@ async fn every_documented_role_is_the_one_enforced() {
         }
     }
     assert_eq!(open, ["GET /healthz", "GET /readyz"]);
-    // The table of the brief (API.md "Auth"), for the routes that exist.
+    // The table of `docs/api.md` "Auth", for the routes that exist.
     for (op, role) in [
         ("GET /skills", "read"),
         ("GET /skills/{skill}/files/{path}", "read"),

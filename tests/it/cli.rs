@@ -1,4 +1,4 @@
-//! The command line of API.md, run as a script would run it.
+//! The command line of `docs/api.md`, run as a script would run it.
 
 use crate::common::{bundled_dir, corpus_dir};
 use serde_json::Value;

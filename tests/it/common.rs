@@ -171,7 +171,7 @@ impl TestServer {
     }
 
     /// Records a standing allow grant for every tool now loaded, so that
-    /// the policy (DESIGN §4 step 2) lets their calls run.
+    /// the policy (`docs/design.md` §4 step 2) lets their calls run.
     pub async fn allow_every_tool(&self) {
         allow_every_tool(&self.catalog, &self.invoker.store).await;
     }

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 const MANIFEST: [&str; 4] = ["notes", "ddd-expert", "k8s", "bad-manifest"];
 
 /// A warning that the corpus itself causes when its roots load together:
-/// `say_hi` is defined by both warn skills, which DESIGN §2 reports.
+/// `say_hi` is defined by both warn skills, which `docs/design.md` §2 reports.
 const CROSS_SKILL: Code = Code::AmbiguousToolName;
 
 fn codes_of(catalog: &skilld::catalog::Catalog, skill: &str, severity: Severity) -> BTreeSet<String> {

@@ -1,4 +1,4 @@
-//! The read routes of API.md, exercised over a real socket as a client
+//! The read routes of `docs/api.md`, exercised over a real socket as a client
 //! would (and through `app()` where a client library would rewrite paths).
 
 use crate::common::{TestServer, corpus_dir, corpus_options, options, root};

@@ -1,4 +1,4 @@
-//! Roots, precedence and trust (DESIGN §2, "Sources, precedence, trust").
+//! Roots, precedence and trust (`docs/design.md` §2, "The catalog").
 
 use crate::common::{copy_tree, corpus_dir, options, root};
 use skilld::catalog::{Catalog, Root};
@@ -53,7 +53,7 @@ fn a_broken_skill_does_not_fall_back_to_a_lower_root() {
     );
     assert!(
         catalog.skill("git").is_none(),
-        "seed 004: no fallback to a lower-precedence skill"
+        "no fallback to a lower-precedence skill"
     );
     let codes: Vec<Code> = catalog.diagnostics.iter().map(|d| d.code).collect();
     assert!(
