@@ -3,8 +3,8 @@
 //! is immutable; reloading builds a new one and swaps it in whole.
 
 use crate::export::Exports;
-use crate::skill::load::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
+use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -436,7 +436,7 @@ fn sandbox_dir(data_dir: &std::path::Path, id: Uuid, p: &Prepared) -> std::io::R
 impl SandboxDir {
     /// `output.json` becomes `parsed`; artifacts are listed with their URLs.
     fn collect(&self, envelope: &mut Envelope) {
-        if let Ok(Some(bytes)) = crate::skill::load::read_limited(&self.out.join("output.json"), 1024 * 1024)
+        if let Ok(Some(bytes)) = crate::skill::files::read_limited(&self.out.join("output.json"), 1024 * 1024)
             && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
         {
             envelope.parsed = Some(v);

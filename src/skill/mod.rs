@@ -2,6 +2,7 @@
 //! the diagnostics they produce.
 
 pub mod diag;
+pub mod files;
 pub mod frontmatter;
 pub mod load;
 pub mod markdown;
@@ -9,5 +10,6 @@ pub mod model;
 pub mod template;
 
 pub use diag::{Code, Diagnostic, Severity};
-pub use load::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
+pub use files::PathCache;
+pub use load::{LoadOptions, Loaded, Runtimes, load_skill};
 pub use model::*;
