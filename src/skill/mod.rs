@@ -7,6 +7,7 @@ pub mod frontmatter;
 pub mod load;
 pub mod markdown;
 pub mod model;
+pub mod names;
 pub mod template;
 
 pub use diag::{Code, Diagnostic, Severity};
