@@ -1,12 +1,13 @@
 //! Reading one skill directory into the unified model, whatever its dialect,
 //! with a diagnostic for everything wrong with it.
 
-use super::diag::{Code, Diagnostic, LineIndex, Pos};
+use super::diag::{Code, Diagnostic, Pos};
 use super::files::{PathCache, content_hash, list_files, normalize, read_limited, resolve_inside};
 use super::frontmatter::{self, Unclosed};
 use super::markdown::{self, ParamsSection, ToolBlock};
 use super::model::*;
 use super::names::{NameCheck, check_name, is_tool_name};
+use super::parse::Parse;
 use super::template::{self, CommandTemplate};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -156,14 +157,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
             return None;
         }
     };
-    let mut p = Parse {
-        path,
-
-        index: LineIndex::new(text),
-        yaml: "",
-        yaml_offset: 0,
-        diags,
-    };
+    let mut p = Parse::new(path, text, diags);
 
     match check_name(name) {
         NameCheck::Valid => {}
@@ -557,66 +551,7 @@ fn script_summary(path: &Path) -> Option<String> {
     None
 }
 
-/// Parsing state for one definition file: where things are, and findings.
-struct Parse<'t, 'd> {
-    path: String,
-    index: LineIndex<'t>,
-    yaml: &'t str,
-    yaml_offset: usize,
-    diags: &'d mut Vec<Diagnostic>,
-}
-
 impl Parse<'_, '_> {
-    fn error(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
-        self.diags.push(Diagnostic::error(code, &self.path, msg).at(pos));
-    }
-
-    fn warn(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
-        self.diags
-            .push(Diagnostic::warning(code, &self.path, msg).at(pos));
-    }
-
-    fn missing(&mut self, field: &str, dialect: Dialect) {
-        let kind = match dialect {
-            Dialect::Markdown => "a skill with tool blocks",
-            Dialect::Entrypoint => "an entrypoint skill",
-            Dialect::Scripts => "a scripts skill",
-            _ => "this skill",
-        };
-        let pos = (!self.yaml.is_empty() || self.yaml_offset > 0).then_some(Pos { line: 1, column: 1 });
-        self.error(
-            Code::MissingField,
-            pos,
-            format!("frontmatter needs '{field}' for {kind}"),
-        );
-    }
-
-    /// Position of a top-level `key:` in the frontmatter.
-    fn key_pos(&self, key: &str) -> Option<Pos> {
-        let mut at = 0;
-        for line in self.yaml.split_inclusive('\n') {
-            let rest = line.strip_prefix(key).or_else(|| {
-                line.strip_prefix('"')
-                    .and_then(|l| l.strip_prefix(key))
-                    .and_then(|l| l.strip_prefix('"'))
-            });
-            if rest.is_some_and(|r| r.trim_start().starts_with(':')) {
-                return Some(self.index.pos(self.yaml_offset + at));
-            }
-            at += line.len();
-        }
-        None
-    }
-
-    fn invalid(&mut self, key: &str, expected: &str, got: &Value) {
-        let pos = self.key_pos(key);
-        self.error(
-            Code::InvalidField,
-            pos,
-            format!("'{key}' must be {expected}, not {}", describe(got)),
-        );
-    }
-
     fn string(&mut self, fm: &Map<String, Value>, key: &str) -> Option<String> {
         match fm.get(key)? {
             Value::Null => None,
@@ -1283,17 +1218,6 @@ fn parse_value(ty: ParamType, text: &str) -> Option<Value> {
                 ))
             }
         }
-    }
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("the boolean {b}"),
-        Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => format!("the string '{s}'"),
-        Value::Array(_) => "a list".into(),
-        Value::Object(_) => "a mapping".into(),
     }
 }
 

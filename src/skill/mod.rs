@@ -8,6 +8,7 @@ pub mod load;
 pub mod markdown;
 pub mod model;
 pub mod names;
+mod parse;
 pub mod template;
 
 pub use diag::{Code, Diagnostic, Severity};
