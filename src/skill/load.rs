@@ -15,41 +15,8 @@ use std::path::{Path, PathBuf};
 
 /// The largest definition file that is parsed (seed 001's read limit).
 pub const MAX_DEFINITION_BYTES: u64 = 1024 * 1024;
-/// Descriptions are cut to this many characters (seed 000 §2.2).
-pub const MAX_DESCRIPTION_CHARS: usize = 256;
-/// Default per-skill timeout (DESIGN §3).
-pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
-/// Commands that skills may not take as their alias (seed 004 §3.3).
-pub const BUILTIN_COMMANDS: [&str; 3] = ["skills", "skill", "help"];
 /// Entrypoint names of seed 003, in the order they are looked for.
 const ENTRYPOINTS: [&str; 4] = ["main.py", "main.sh", "main.js", "run.py"];
-/// Frontmatter keys that some dialect defines; anything else is warned about.
-const KNOWN_KEYS: &[&str] = &[
-    "name",
-    "version",
-    "description",
-    "summary",
-    "author",
-    "license",
-    "tags",
-    "modes",
-    "read_only",
-    "always_ask",
-    "timeout",
-    "network",
-    "lang",
-    "image",
-    "resources",
-    "invocation_mode",
-    "command",
-    "command_tool",
-    "requires_tools",
-    "eligibility",
-    "triggers",
-    "permissions",
-    "homepage",
-];
-
 /// Runtimes for scripts by extension (seed 001); configurable.
 #[derive(Debug, Clone)]
 pub struct Runtimes {
@@ -222,16 +189,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     let body = split.body;
     let body_offset = split.body_offset;
 
-    for key in fm.keys() {
-        if !KNOWN_KEYS.contains(&key.as_str()) {
-            let pos = p.key_pos(key);
-            p.warn(
-                Code::UnknownField,
-                pos,
-                format!("unknown frontmatter field '{key}' is ignored"),
-            );
-        }
-    }
+    p.unknown_keys(&fm);
 
     let blocks = markdown::tool_blocks(body);
     let scripts_dir = dir.join("scripts");
@@ -261,144 +219,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         Dialect::Prompt
     };
 
-    // Identity.
-    let fm_name = p.string(&fm, "name");
-    if let Some(fm_name) = &fm_name {
-        if fm_name != name {
-            let pos = p.key_pos("name");
-            p.error(
-                Code::NameMismatch,
-                pos,
-                format!("frontmatter name '{fm_name}' differs from the directory name '{name}'; rename one to match"),
-            );
-        }
-    } else if matches!(
-        dialect,
-        Dialect::Markdown | Dialect::Entrypoint | Dialect::Scripts
-    ) && !fm.contains_key("name")
-    {
-        p.missing("name", dialect);
-    }
-
-    let version = match fm.get("version") {
-        None | Some(Value::Null) => {
-            if matches!(dialect, Dialect::Markdown | Dialect::Entrypoint) {
-                p.missing("version", dialect);
-            }
-            None
-        }
-        Some(v) => {
-            let s = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                other => other.to_string(),
-            };
-            if semver::Version::parse(s.trim()).is_err() {
-                let pos = p.key_pos("version");
-                p.error(
-                    Code::InvalidVersion,
-                    pos,
-                    format!("version '{s}' is not a semantic version such as 1.0.0"),
-                );
-            }
-            Some(s.trim().to_owned())
-        }
-    };
-
-    let mut description = p.string(&fm, "description");
-    if description.is_none() && dialect == Dialect::Prompt {
-        description = p.string(&fm, "summary");
-    }
-    let description = match description.filter(|d| !d.trim().is_empty()) {
-        Some(d) => truncate_description(&mut p, d.trim()),
-        None => {
-            if dialect != Dialect::Prompt {
-                p.missing("description", dialect);
-            }
-            String::new()
-        }
-    };
-
-    let author = p.string(&fm, "author");
-    let license = p.string(&fm, "license");
-    let tags = p.list(&fm, "tags", true);
-    let modes = match fm.get("modes") {
-        None | Some(Value::Null) => vec!["Global".to_owned()],
-        Some(_) => {
-            let m = p.list(&fm, "modes", false);
-            if m.is_empty() {
-                vec!["Global".to_owned()]
-            } else {
-                m
-            }
-        }
-    };
-    let read_only = p.boolean(&fm, "read_only");
-    let always_ask = p.boolean(&fm, "always_ask");
-    let network = p.boolean(&fm, "network");
-    let timeout_secs = p.timeout(&fm, opts.max_timeout_secs);
-    let resources = p.resources(&fm);
-    let lang = p.string(&fm, "lang");
-    if let Some(l) = &lang
-        && !["python", "node", "bash"].contains(&l.as_str())
-    {
-        let pos = p.key_pos("lang");
-        p.error(
-            Code::InvalidField,
-            pos,
-            format!("lang '{l}' is not one of python, node, bash"),
-        );
-    }
-    let _image = p.string(&fm, "image");
-    let _homepage = p.string(&fm, "homepage");
-    let invocation_mode = match p.string(&fm, "invocation_mode").as_deref() {
-        None | Some("prompt_rewrite") => InvocationMode::PromptRewrite,
-        Some("tool_dispatch") => InvocationMode::ToolDispatch,
-        Some(other) => {
-            let pos = p.key_pos("invocation_mode");
-            p.error(
-                Code::InvalidField,
-                pos,
-                format!("invocation_mode '{other}' is not one of prompt_rewrite, tool_dispatch"),
-            );
-            InvocationMode::PromptRewrite
-        }
-    };
-    let command = p.string(&fm, "command");
-    if let Some(c) = &command {
-        let pos = p.key_pos("command");
-        if c.is_empty()
-            || !c
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        {
-            p.error(
-                Code::InvalidField,
-                pos,
-                format!("command '{c}' must match ^[a-z0-9_-]+$"),
-            );
-        } else if BUILTIN_COMMANDS.contains(&c.as_str()) {
-            p.error(
-                Code::CommandCollision,
-                pos,
-                format!("command '/{c}' collides with the built-in command of that name; choose another"),
-            );
-        }
-    }
-    let command_tool = p.string(&fm, "command_tool");
-    if invocation_mode == InvocationMode::ToolDispatch && command_tool.is_none() {
-        let pos = p.key_pos("invocation_mode");
-        p.error(
-            Code::MissingCommandTool,
-            pos,
-            "invocation_mode tool_dispatch needs a command_tool naming the tool to invoke",
-        );
-    }
-    let requires_tools = p.list(&fm, "requires_tools", false);
-    let eligibility = p.eligibility(&fm);
-    let triggers = p.triggers(&fm);
-    let permissions = p.list(&fm, "permissions", false);
-    p.check_eligible(&eligibility, opts.path);
+    let fields = p.fields(&fm, name, dialect, opts.max_timeout_secs, opts.path);
 
     // Tools.
     let instructions = body.trim_start_matches(['\r', '\n']).to_owned();
@@ -427,10 +248,10 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
                         format!("the entrypoint tool would be named '{tool_name}', which is not ^[a-z0-9_]{{1,32}}$; shorten the skill name"),
                     );
                 }
-                let runtime = runtime_for(ep, lang.as_deref(), opts.runtimes);
+                let runtime = runtime_for(ep, fields.lang.as_deref(), opts.runtimes);
                 vec![Tool {
                     name: tool_name,
-                    description: description.clone(),
+                    description: fields.description.clone(),
                     params: Vec::new(),
                     open_object: true,
                     action: Action::Entrypoint {
@@ -449,26 +270,26 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
 
     Some(Skill {
         name: name.to_owned(),
-        version,
-        description,
-        author,
-        license,
-        tags,
+        version: fields.version,
+        description: fields.description,
+        author: fields.author,
+        license: fields.license,
+        tags: fields.tags,
         instructions,
-        modes,
-        read_only,
-        always_ask,
-        timeout_secs,
-        network,
-        resources,
-        lang,
-        invocation_mode,
-        command,
-        command_tool,
-        requires_tools,
-        eligibility,
-        triggers,
-        permissions,
+        modes: fields.modes,
+        read_only: fields.read_only,
+        always_ask: fields.always_ask,
+        timeout_secs: fields.timeout_secs,
+        network: fields.network,
+        resources: fields.resources,
+        lang: fields.lang,
+        invocation_mode: fields.invocation_mode,
+        command: fields.command,
+        command_tool: fields.command_tool,
+        requires_tools: fields.requires_tools,
+        eligibility: fields.eligibility,
+        triggers: fields.triggers,
+        permissions: fields.permissions,
         dialect,
         dir: dir.to_path_buf(),
         definition: def_path,
@@ -479,19 +300,6 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         tools,
         warnings: Vec::new(),
     })
-}
-
-fn truncate_description(p: &mut Parse<'_, '_>, d: &str) -> String {
-    if d.chars().count() <= MAX_DESCRIPTION_CHARS {
-        return d.to_owned();
-    }
-    let pos = p.key_pos("description").or_else(|| p.key_pos("summary"));
-    p.warn(
-        Code::DescriptionTruncated,
-        pos,
-        format!("description is longer than {MAX_DESCRIPTION_CHARS} characters and was truncated"),
-    );
-    d.chars().take(MAX_DESCRIPTION_CHARS).collect()
 }
 
 /// Scripts directly under `scripts/` with a known runtime, sorted.
@@ -552,214 +360,6 @@ fn script_summary(path: &Path) -> Option<String> {
 }
 
 impl Parse<'_, '_> {
-    fn string(&mut self, fm: &Map<String, Value>, key: &str) -> Option<String> {
-        match fm.get(key)? {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            Value::Bool(b) => Some(b.to_string()),
-            other => {
-                let other = other.clone();
-                self.invalid(key, "a string", &other);
-                None
-            }
-        }
-    }
-
-    fn boolean(&mut self, fm: &Map<String, Value>, key: &str) -> bool {
-        match fm.get(key) {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                let other = other.clone();
-                self.invalid(key, "true or false", &other);
-                false
-            }
-        }
-    }
-
-    /// A list of strings; `comma` also accepts one comma-separated string.
-    fn list(&mut self, fm: &Map<String, Value>, key: &str, comma: bool) -> Vec<String> {
-        self.list_in(fm.get(key), key, comma)
-    }
-
-    fn list_in(&mut self, value: Option<&Value>, key: &str, comma: bool) -> Vec<String> {
-        match value {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(s)) if comma => s
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(items)) => {
-                let mut out = Vec::with_capacity(items.len());
-                for item in items {
-                    match item {
-                        Value::String(s) => out.push(s.clone()),
-                        Value::Number(n) => out.push(n.to_string()),
-                        other => {
-                            let other = other.clone();
-                            self.invalid(key, "a list of strings", &other);
-                            return Vec::new();
-                        }
-                    }
-                }
-                out
-            }
-            Some(other) => {
-                let other = other.clone();
-                self.invalid(key, "a list of strings", &other);
-                Vec::new()
-            }
-        }
-    }
-
-    fn timeout(&mut self, fm: &Map<String, Value>, max: u64) -> u64 {
-        let secs = match fm.get("timeout") {
-            None | Some(Value::Null) => return DEFAULT_TIMEOUT_SECS.min(max),
-            Some(Value::Number(n)) => n.as_u64(),
-            Some(Value::String(s)) => parse_duration_secs(s),
-            Some(_) => None,
-        };
-        match secs {
-            Some(s) if s > 0 => s.min(max),
-            _ => {
-                let got = fm.get("timeout").cloned().unwrap_or(Value::Null);
-                self.invalid(
-                    "timeout",
-                    "a positive number of seconds or a duration such as 60s or 2m",
-                    &got,
-                );
-                DEFAULT_TIMEOUT_SECS.min(max)
-            }
-        }
-    }
-
-    fn resources(&mut self, fm: &Map<String, Value>) -> Resources {
-        let mut r = Resources::default();
-        match fm.get("resources") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(map)) => {
-                if let Some(m) = map.get("memory").filter(|v| !v.is_null()) {
-                    r.memory_bytes = match m {
-                        Value::String(s) => parse_bytes(s),
-                        Value::Number(n) => n.as_u64(),
-                        _ => None,
-                    };
-                    if r.memory_bytes.is_none_or(|b| b == 0) {
-                        let m = m.clone();
-                        self.invalid(
-                            "resources",
-                            "a memory size such as 256Mi or 1Gi in resources.memory",
-                            &m,
-                        );
-                    }
-                }
-                if let Some(c) = map.get("cpu").filter(|v| !v.is_null()) {
-                    r.cpu = match c {
-                        Value::String(s) => s.trim().parse::<f64>().ok(),
-                        Value::Number(n) => n.as_f64(),
-                        _ => None,
-                    }
-                    .filter(|c| c.is_finite() && *c > 0.0);
-                    if r.cpu.is_none() {
-                        let c = c.clone();
-                        self.invalid("resources", "a positive number of cores in resources.cpu", &c);
-                    }
-                }
-            }
-            Some(other) => {
-                let other = other.clone();
-                self.invalid("resources", "a mapping with memory and cpu", &other);
-            }
-        }
-        r
-    }
-
-    fn eligibility(&mut self, fm: &Map<String, Value>) -> Eligibility {
-        match fm.get("eligibility") {
-            None | Some(Value::Null) => Eligibility::default(),
-            Some(Value::Object(map)) => Eligibility {
-                os: self.list_in(map.get("os"), "eligibility", false),
-                env: self.list_in(map.get("env"), "eligibility", false),
-                binaries: self.list_in(map.get("binaries"), "eligibility", false),
-            },
-            Some(other) => {
-                let other = other.clone();
-                self.invalid("eligibility", "a mapping with os, env and binaries", &other);
-                Eligibility::default()
-            }
-        }
-    }
-
-    fn triggers(&mut self, fm: &Map<String, Value>) -> Triggers {
-        match fm.get("triggers") {
-            None | Some(Value::Null) => Triggers::default(),
-            Some(Value::Object(map)) => Triggers {
-                files: self.list_in(map.get("files"), "triggers", false),
-                keywords: self.list_in(map.get("keywords"), "triggers", false),
-                languages: self.list_in(map.get("languages"), "triggers", false),
-                modes: self.list_in(map.get("modes"), "triggers", false),
-            },
-            Some(other) => {
-                let other = other.clone();
-                self.invalid(
-                    "triggers",
-                    "a mapping with files, keywords, languages and modes",
-                    &other,
-                );
-                Triggers::default()
-            }
-        }
-    }
-
-    /// Seed 004 §3.6: the skill is excluded when a condition fails here.
-    fn check_eligible(&mut self, e: &Eligibility, path: &PathCache) {
-        let pos = self.key_pos("eligibility");
-        let os = current_os();
-        if !e.os.is_empty() && !e.os.iter().any(|o| o == os) {
-            self.error(
-                Code::Ineligible,
-                pos,
-                format!(
-                    "eligibility.os is [{}] and this server runs on {os}",
-                    e.os.join(", ")
-                ),
-            );
-        }
-        let missing_env: Vec<&str> = e
-            .env
-            .iter()
-            .filter(|v| std::env::var_os(v.as_str()).is_none())
-            .map(String::as_str)
-            .collect();
-        if !missing_env.is_empty() {
-            self.error(
-                Code::Ineligible,
-                pos,
-                format!(
-                    "eligibility.env needs {} set in the server's environment",
-                    missing_env.join(", ")
-                ),
-            );
-        }
-        let missing_bin: Vec<&str> = e
-            .binaries
-            .iter()
-            .filter(|b| !path.has(b))
-            .map(String::as_str)
-            .collect();
-        if !missing_bin.is_empty() {
-            self.error(
-                Code::Ineligible,
-                pos,
-                format!("eligibility.binaries needs {} on PATH", missing_bin.join(", ")),
-            );
-        }
-    }
-
     fn markdown_tools(
         &mut self,
         blocks: &[ToolBlock],
@@ -1240,65 +840,6 @@ fn shift_lines(message: &str, by: u32) -> String {
     out
 }
 
-/// Seed 004's names for operating systems.
-pub fn current_os() -> &'static str {
-    match std::env::consts::OS {
-        "macos" => "darwin",
-        "windows" => "win32",
-        other => other,
-    }
-}
-
-/// `60`, `60s`, `2m`, `1h`, `1m30s` → seconds.
-pub fn parse_duration_secs(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if let Ok(n) = s.parse::<u64>() {
-        return Some(n);
-    }
-    let mut total: u64 = 0;
-    let mut num = String::new();
-    let mut any = false;
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-            continue;
-        }
-        let n: u64 = num.parse().ok()?;
-        num.clear();
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            _ => return None,
-        };
-        total = total.checked_add(n.checked_mul(unit)?)?;
-        any = true;
-    }
-    (num.is_empty() && any).then_some(total)
-}
-
-/// `256Mi`, `1Gi`, `512M`, `1024` → bytes.
-pub fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult: f64 = match unit.trim() {
-        "" => 1.0,
-        "K" | "k" | "KB" => 1e3,
-        "M" | "MB" => 1e6,
-        "G" | "GB" => 1e9,
-        "Ki" | "KiB" => 1024.0,
-        "Mi" | "MiB" => 1024.0 * 1024.0,
-        "Gi" | "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = n * mult;
-    (bytes.is_finite() && (1.0..1.8e19).contains(&bytes)).then_some(bytes as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1323,18 +864,6 @@ mod tests {
             parse_value(ParamType::Array, "a, b"),
             Some(serde_json::json!(["a", "b"]))
         );
-    }
-
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration_secs("60s"), Some(60));
-        assert_eq!(parse_duration_secs("2m"), Some(120));
-        assert_eq!(parse_duration_secs("1m30s"), Some(90));
-        assert_eq!(parse_duration_secs("5x"), None);
-        assert_eq!(parse_duration_secs("s"), None);
-        assert_eq!(parse_bytes("256Mi"), Some(256 * 1024 * 1024));
-        assert_eq!(parse_bytes("1G"), Some(1_000_000_000));
-        assert_eq!(parse_bytes("lots"), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! the diagnostics they produce.
 
 pub mod diag;
+pub mod fields;
 pub mod files;
 pub mod frontmatter;
 pub mod load;
