@@ -2,43 +2,21 @@
 //! with a diagnostic for everything wrong with it.
 
 use super::diag::{Code, Diagnostic, Pos};
+use super::dialect;
 use super::files::{PathCache, content_hash, list_files, normalize, read_limited, resolve_inside};
 use super::frontmatter::{self, Unclosed};
 use super::markdown::{self, ParamsSection, ToolBlock};
 use super::model::*;
 use super::names::{NameCheck, check_name, is_tool_name};
 use super::parse::Parse;
+use super::scripts::Runtimes;
 use super::template::{self, CommandTemplate};
 use serde_json::{Map, Value};
-use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::Path;
 
 /// The largest definition file that is parsed (seed 001's read limit).
 pub const MAX_DEFINITION_BYTES: u64 = 1024 * 1024;
-/// Entrypoint names of seed 003, in the order they are looked for.
-const ENTRYPOINTS: [&str; 4] = ["main.py", "main.sh", "main.js", "run.py"];
-/// Runtimes for scripts by extension (seed 001); configurable.
-#[derive(Debug, Clone)]
-pub struct Runtimes {
-    pub by_extension: HashMap<String, Vec<String>>,
-}
-
-impl Default for Runtimes {
-    fn default() -> Self {
-        let mut by_extension = HashMap::new();
-        for (ext, argv) in [
-            ("py", vec!["python3"]),
-            ("sh", vec!["bash"]),
-            ("bash", vec!["bash"]),
-            ("js", vec!["node"]),
-            ("ts", vec!["npx", "--no-install", "ts-node"]),
-        ] {
-            by_extension.insert(ext.to_owned(), argv.into_iter().map(String::from).collect());
-        }
-        Self { by_extension }
-    }
-}
-
 /// What a load needs to know beyond the directory itself.
 pub struct LoadOptions<'a> {
     pub source: &'a str,
@@ -192,32 +170,8 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     p.unknown_keys(&fm);
 
     let blocks = markdown::tool_blocks(body);
-    let scripts_dir = dir.join("scripts");
-    // Tool blocks decide the dialect; only without them do scripts matter.
-    let has_scripts = blocks.is_empty() && scripts_dir.is_dir();
-    let entrypoint = if has_scripts {
-        ENTRYPOINTS
-            .iter()
-            .map(|e| scripts_dir.join(e))
-            .find(|p| p.is_file())
-    } else {
-        None
-    };
-    let declares_entrypoint = ["lang", "image", "resources"].iter().any(|k| fm.contains_key(*k));
-    let scripts = if has_scripts {
-        list_scripts(&scripts_dir, opts.runtimes)
-    } else {
-        Vec::new()
-    };
-    let dialect = if !blocks.is_empty() {
-        Dialect::Markdown
-    } else if declares_entrypoint || entrypoint.is_some() {
-        Dialect::Entrypoint
-    } else if !scripts.is_empty() {
-        Dialect::Scripts
-    } else {
-        Dialect::Prompt
-    };
+    let detected = dialect::detect(dir, &blocks, &fm, opts.runtimes);
+    let dialect = detected.dialect;
 
     let fields = p.fields(&fm, name, dialect, opts.max_timeout_secs, opts.path);
 
@@ -226,42 +180,14 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     let mut extra_hashed = Vec::new();
     let tools = match dialect {
         Dialect::Markdown => p.markdown_tools(&blocks, body_offset, dir, opts.path, &mut extra_hashed),
-        Dialect::Entrypoint => match &entrypoint {
-            None => {
-                p.error(
-                    Code::MissingEntrypoint,
-                    None,
-                    format!(
-                        "no entrypoint script: add scripts/{} (or {})",
-                        ENTRYPOINTS[0],
-                        ENTRYPOINTS[1..].join(", ")
-                    ),
-                );
-                Vec::new()
-            }
-            Some(ep) => {
-                let tool_name = name.replace('-', "_");
-                if !is_tool_name(&tool_name) {
-                    p.error(
-                        Code::InvalidToolName,
-                        None,
-                        format!("the entrypoint tool would be named '{tool_name}', which is not ^[a-z0-9_]{{1,32}}$; shorten the skill name"),
-                    );
-                }
-                let runtime = runtime_for(ep, fields.lang.as_deref(), opts.runtimes);
-                vec![Tool {
-                    name: tool_name,
-                    description: fields.description.clone(),
-                    params: Vec::new(),
-                    open_object: true,
-                    action: Action::Entrypoint {
-                        path: ep.clone(),
-                        runtime,
-                    },
-                }]
-            }
-        },
-        Dialect::Scripts => p.script_tools(name, &scripts, opts.runtimes),
+        Dialect::Entrypoint => p.entrypoint_tool(
+            name,
+            detected.entrypoint.as_deref(),
+            fields.lang.as_deref(),
+            &fields.description,
+            opts.runtimes,
+        ),
+        Dialect::Scripts => p.script_tools(name, &detected.scripts, opts.runtimes),
         Dialect::Prompt | Dialect::Manifest => Vec::new(),
     };
 
@@ -300,63 +226,6 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         tools,
         warnings: Vec::new(),
     })
-}
-
-/// Scripts directly under `scripts/` with a known runtime, sorted.
-fn list_scripts(scripts_dir: &Path, runtimes: &Runtimes) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(scripts_dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && p.extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| runtimes.by_extension.contains_key(e))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-fn runtime_for(script: &Path, lang: Option<&str>, runtimes: &Runtimes) -> Vec<String> {
-    let ext = script.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if let Some(r) = runtimes.by_extension.get(ext) {
-        return r.clone();
-    }
-    let by_lang = match lang {
-        Some("node") => "js",
-        Some("bash") => "sh",
-        _ => "py",
-    };
-    runtimes.by_extension.get(by_lang).cloned().unwrap_or_default()
-}
-
-/// The first line of a script's leading comment or docstring, as the
-/// description of its tool.
-fn script_summary(path: &Path) -> Option<String> {
-    let bytes = read_limited(path, 64 * 1024).ok()??;
-    let text = String::from_utf8_lossy(&bytes);
-    for line in text.lines().take(20) {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with("#!") {
-            continue;
-        }
-        let stripped = ["\"\"\"", "'''", "//", "#", "/**", "/*", "*"]
-            .iter()
-            .find_map(|m| line.strip_prefix(m))
-            .map(|s| {
-                s.trim()
-                    .trim_end_matches("\"\"\"")
-                    .trim_end_matches("'''")
-                    .trim_end_matches("*/")
-                    .trim()
-            });
-        return stripped.filter(|s| !s.is_empty()).map(str::to_owned);
-    }
-    None
 }
 
 impl Parse<'_, '_> {
@@ -693,73 +562,6 @@ impl Parse<'_, '_> {
         }
         params
     }
-
-    fn script_tools(&mut self, skill: &str, scripts: &[PathBuf], runtimes: &Runtimes) -> Vec<Tool> {
-        let mut tools: Vec<Tool> = Vec::new();
-        for script in scripts {
-            let file = script
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let stem = script
-                .file_stem()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let name = tool_name_for(skill, &stem);
-            if !is_tool_name(&name) {
-                self.error(
-                    Code::InvalidToolName,
-                    None,
-                    format!("script scripts/{file} would give the tool name '{name}', which is not ^[a-z0-9_]{{1,32}}$"),
-                );
-                continue;
-            }
-            if let Some(other) = tools.iter().find(|t| t.name == name) {
-                self.error(
-                    Code::DuplicateTool,
-                    None,
-                    format!(
-                        "scripts/{file} and another script both give the tool name '{}'",
-                        other.name
-                    ),
-                );
-                continue;
-            }
-            let description = script_summary(script).unwrap_or_else(|| format!("Run scripts/{file}."));
-            tools.push(Tool {
-                name,
-                description,
-                params: vec![Param {
-                    name: "args".to_owned(),
-                    ty: ParamType::Array,
-                    required: false,
-                    description: format!("Command-line arguments for scripts/{file}, one per element."),
-                    default: None,
-                    enum_values: None,
-                }],
-                open_object: false,
-                action: Action::Script {
-                    path: script.clone(),
-                    runtime: runtime_for(script, None, runtimes),
-                },
-            });
-        }
-        tools
-    }
-}
-
-/// `<skill>_<stem>`, lowercased, with every other character as `_`.
-fn tool_name_for(skill: &str, stem: &str) -> String {
-    format!("{skill}_{stem}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// The text of a `(key value)` annotation in a description, such as
@@ -864,11 +666,5 @@ mod tests {
             parse_value(ParamType::Array, "a, b"),
             Some(serde_json::json!(["a", "b"]))
         );
-    }
-
-    #[test]
-    fn script_tool_names() {
-        assert_eq!(tool_name_for("text-tools", "word_count"), "text_tools_word_count");
-        assert_eq!(tool_name_for("a", "B.c-d"), "a_b_c_d");
     }
 }

@@ -2,6 +2,8 @@
 //! the diagnostics they produce.
 
 pub mod diag;
+mod dialect;
+mod entrypoint;
 pub mod fields;
 pub mod files;
 pub mod frontmatter;
@@ -10,9 +12,11 @@ pub mod markdown;
 pub mod model;
 pub mod names;
 mod parse;
+pub mod scripts;
 pub mod template;
 
 pub use diag::{Code, Diagnostic, Severity};
 pub use files::PathCache;
-pub use load::{LoadOptions, Loaded, Runtimes, load_skill};
+pub use load::{LoadOptions, Loaded, load_skill};
 pub use model::*;
+pub use scripts::Runtimes;
