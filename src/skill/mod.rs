@@ -9,6 +9,7 @@ pub mod files;
 pub mod frontmatter;
 pub mod load;
 pub mod markdown;
+mod markdown_tools;
 pub mod model;
 pub mod names;
 mod parse;
