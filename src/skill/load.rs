@@ -1,10 +1,12 @@
 //! Reading one skill directory into the unified model, whatever its dialect,
-//! with a diagnostic for everything wrong with it.
+//! with a diagnostic for everything wrong with it. This module holds the
+//! steps of a load in order; each dialect's tools, the frontmatter fields
+//! and the file helpers live in modules of their own.
 
 use super::diag::{Code, Diagnostic, Pos};
 use super::dialect;
-use super::files::{PathCache, content_hash, list_files, read_limited};
-use super::frontmatter::{self, Unclosed};
+use super::files::{self, PathCache, read_limited};
+use super::frontmatter::{self, Split, Unclosed};
 use super::markdown;
 use super::model::*;
 use super::names::{NameCheck, check_name};
@@ -59,126 +61,25 @@ pub fn load_skill(dir: &Path, opts: &LoadOptions<'_>) -> Loaded {
     }
 }
 
+/// The skill as read, errors and all; `None` when the definition cannot be
+/// read far enough to say what the skill is.
 fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Diagnostic>) -> Option<Skill> {
-    let manifest = dir.join("SKILL.yaml");
-    if manifest.is_file() {
-        diags.push(Diagnostic::error(
-            Code::UnsupportedDialect,
-            manifest.display().to_string(),
-            "SKILL.yaml manifests are not supported by this version of skilld; the skill is skipped",
-        ));
-        return None;
-    }
     let def_path = dir.join("SKILL.md");
     let path = def_path.display().to_string();
-    let bytes = match read_limited(&def_path, MAX_DEFINITION_BYTES) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => {
-            diags.push(Diagnostic::error(
-                Code::TooLarge,
-                &path,
-                format!("SKILL.md is larger than {MAX_DEFINITION_BYTES} bytes and is not parsed"),
-            ));
-            return None;
-        }
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Code::Unreadable,
-                &path,
-                format!("cannot read SKILL.md: {e}"),
-            ));
-            return None;
-        }
-    };
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Code::InvalidEncoding,
-                &path,
-                format!("SKILL.md is not valid UTF-8 (at byte {})", e.valid_up_to()),
-            ));
-            return None;
-        }
-    };
+    let bytes = read_definition(dir, &def_path, &path, diags)?;
+    let text = decode(&bytes, &path, diags)?;
     let mut p = Parse::new(path, text, diags);
-
-    match check_name(name) {
-        NameCheck::Valid => {}
-        NameCheck::Underscore => p.warn(
-            Code::NameStyle,
-            None,
-            format!("skill name '{name}' uses '_'; the convention is lowercase words joined by single hyphens"),
-        ),
-        NameCheck::Invalid => p.error(
-            Code::InvalidName,
-            None,
-            format!(
-                "skill name '{name}' is invalid: use 1-64 lowercase letters and digits, with single hyphens between them"
-            ),
-        ),
-    }
-
-    let split = match frontmatter::split(text) {
-        Ok(s) => s,
-        Err(Unclosed) => {
-            p.error(
-                Code::InvalidFrontmatter,
-                Some(Pos { line: 1, column: 1 }),
-                "frontmatter opened with '---' is never closed; add a '---' line after it",
-            );
-            return None;
-        }
-    };
-    let fm = match split.yaml {
-        None => Map::new(),
-        Some(yaml) => {
-            p.yaml = yaml;
-            p.yaml_offset = split.yaml_offset;
-            match frontmatter::parse_yaml(yaml) {
-                Ok(Value::Object(map)) => map,
-                Ok(_) => {
-                    let pos = p.index.pos(split.yaml_offset);
-                    p.error(
-                        Code::InvalidFrontmatter,
-                        Some(pos),
-                        "frontmatter must be a YAML mapping of keys to values",
-                    );
-                    return None;
-                }
-                Err(e) => {
-                    let base = p.index.pos(split.yaml_offset);
-                    let pos = e.location.map(|(l, c)| Pos {
-                        line: base.line + l.saturating_sub(1),
-                        column: c,
-                    });
-                    let message = shift_lines(&e.message, base.line - 1);
-                    p.error(
-                        Code::InvalidYaml,
-                        pos.or(Some(base)),
-                        format!("invalid YAML in frontmatter: {message}"),
-                    );
-                    return None;
-                }
-            }
-        }
-    };
-    let body = split.body;
-    let body_offset = split.body_offset;
-
+    p.dir_name(name);
+    let (fm, split) = p.frontmatter(text)?;
     p.unknown_keys(&fm);
-
-    let blocks = markdown::tool_blocks(body);
+    let blocks = markdown::tool_blocks(split.body);
     let detected = dialect::detect(dir, &blocks, &fm, opts.runtimes);
     let dialect = detected.dialect;
-
     let fields = p.fields(&fm, name, dialect, opts.max_timeout_secs, opts.path);
-
-    // Tools.
-    let instructions = body.trim_start_matches(['\r', '\n']).to_owned();
-    let mut extra_hashed = Vec::new();
+    // Files inside the skill that a command runs, hashed with the scripts.
+    let mut hashed = Vec::new();
     let tools = match dialect {
-        Dialect::Markdown => p.markdown_tools(&blocks, body_offset, dir, opts.path, &mut extra_hashed),
+        Dialect::Markdown => p.markdown_tools(&blocks, split.body_offset, dir, opts.path, &mut hashed),
         Dialect::Entrypoint => p.entrypoint_tool(
             name,
             detected.entrypoint.as_deref(),
@@ -189,10 +90,8 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         Dialect::Scripts => p.script_tools(name, &detected.scripts, opts.runtimes),
         Dialect::Prompt | Dialect::Manifest => Vec::new(),
     };
-
-    let files = list_files(dir);
-    let hash = content_hash(dir, &bytes, &files, &extra_hashed);
-
+    let files = files::list_files(dir);
+    let hash = files::content_hash(dir, &bytes, &files, &hashed);
     Some(Skill {
         name: name.to_owned(),
         version: fields.version,
@@ -200,7 +99,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         author: fields.author,
         license: fields.license,
         tags: fields.tags,
-        instructions,
+        instructions: split.body.trim_start_matches(['\r', '\n']).to_owned(),
         modes: fields.modes,
         read_only: fields.read_only,
         always_ask: fields.always_ask,
@@ -225,6 +124,121 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         tools,
         warnings: Vec::new(),
     })
+}
+
+/// The bytes of `SKILL.md`, unless the skill is a manifest (not supported)
+/// or the file is missing, unreadable or too large.
+fn read_definition(dir: &Path, def_path: &Path, path: &str, diags: &mut Vec<Diagnostic>) -> Option<Vec<u8>> {
+    let manifest = dir.join("SKILL.yaml");
+    if manifest.is_file() {
+        diags.push(Diagnostic::error(
+            Code::UnsupportedDialect,
+            manifest.display().to_string(),
+            "SKILL.yaml manifests are not supported by this version of skilld; the skill is skipped",
+        ));
+        return None;
+    }
+    match read_limited(def_path, MAX_DEFINITION_BYTES) {
+        Ok(Some(bytes)) => Some(bytes),
+        Ok(None) => {
+            diags.push(Diagnostic::error(
+                Code::TooLarge,
+                path,
+                format!("SKILL.md is larger than {MAX_DEFINITION_BYTES} bytes and is not parsed"),
+            ));
+            None
+        }
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Code::Unreadable,
+                path,
+                format!("cannot read SKILL.md: {e}"),
+            ));
+            None
+        }
+    }
+}
+
+fn decode<'b>(bytes: &'b [u8], path: &str, diags: &mut Vec<Diagnostic>) -> Option<&'b str> {
+    match std::str::from_utf8(bytes) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Code::InvalidEncoding,
+                path,
+                format!("SKILL.md is not valid UTF-8 (at byte {})", e.valid_up_to()),
+            ));
+            None
+        }
+    }
+}
+
+impl<'t> Parse<'t, '_> {
+    /// The directory's name is the skill's, so it must be a valid name.
+    fn dir_name(&mut self, name: &str) {
+        match check_name(name) {
+            NameCheck::Valid => {}
+            NameCheck::Underscore => self.warn(
+                Code::NameStyle,
+                None,
+                format!("skill name '{name}' uses '_'; the convention is lowercase words joined by single hyphens"),
+            ),
+            NameCheck::Invalid => self.error(
+                Code::InvalidName,
+                None,
+                format!(
+                    "skill name '{name}' is invalid: use 1-64 lowercase letters and digits, with single hyphens between them"
+                ),
+            ),
+        }
+    }
+
+    /// The frontmatter as a mapping (empty without one) and the split file;
+    /// `None` when it is unclosed or not a YAML mapping.
+    fn frontmatter(&mut self, text: &'t str) -> Option<(Map<String, Value>, Split<'t>)> {
+        let split = match frontmatter::split(text) {
+            Ok(s) => s,
+            Err(Unclosed) => {
+                self.error(
+                    Code::InvalidFrontmatter,
+                    Some(Pos { line: 1, column: 1 }),
+                    "frontmatter opened with '---' is never closed; add a '---' line after it",
+                );
+                return None;
+            }
+        };
+        let Some(yaml) = split.yaml else {
+            return Some((Map::new(), split));
+        };
+        self.yaml = yaml;
+        self.yaml_offset = split.yaml_offset;
+        match frontmatter::parse_yaml(yaml) {
+            Ok(Value::Object(map)) => Some((map, split)),
+            Ok(_) => {
+                let pos = self.index.pos(split.yaml_offset);
+                self.error(
+                    Code::InvalidFrontmatter,
+                    Some(pos),
+                    "frontmatter must be a YAML mapping of keys to values",
+                );
+                None
+            }
+            Err(e) => {
+                let base = self.index.pos(split.yaml_offset);
+                let pos = e.location.map(|(l, c)| Pos {
+                    line: base.line + l.saturating_sub(1),
+                    column: c,
+                });
+                let message = shift_lines(&e.message, base.line - 1);
+                self.error(
+                    Code::InvalidYaml,
+                    pos.or(Some(base)),
+                    format!("invalid YAML in frontmatter: {message}"),
+                );
+                None
+            }
+        }
+    }
 }
 
 /// The YAML crate counts lines from the start of the frontmatter; this
