@@ -17,6 +17,11 @@
 //! Nothing asserts on time; every answer's status is asserted, so the
 //! figures cannot silently describe errors.
 
+#![expect(
+    clippy::expect_used,
+    reason = "a benchmark that cannot measure should stop and say why"
+)]
+
 use serde_json::{Value, json};
 use skilld::AppState;
 use skilld::auth::Auth;

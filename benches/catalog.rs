@@ -8,6 +8,11 @@
 //! it only asserts the catalog holds what was generated, so the figures
 //! cannot silently describe an empty catalog.
 
+#![expect(
+    clippy::expect_used,
+    reason = "a benchmark that cannot measure should stop and say why"
+)]
+
 use skilld::AppState;
 use skilld::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use skilld::export::Exports;

@@ -16,6 +16,11 @@
 //! 1 GiB tool really wrote 1 GiB, so the figures cannot silently describe
 //! errors.
 
+#![expect(
+    clippy::expect_used,
+    reason = "a benchmark that cannot measure should stop and say why"
+)]
+
 use serde_json::Value;
 use skilld::AppState;
 use skilld::catalog::{CatalogHandle, CatalogOptions, Root};
@@ -206,8 +211,8 @@ enum Call {
     Http(Arc<reqwest::Client>, Arc<String>),
     /// `runner::run` alone.
     Runner(Arc<Spec>),
-    /// The invoke pipeline without HTTP: `Invoker::prepare`, `decide`,
-    /// `start`, `LiveRun::finished` on catalog tool `index`.
+    /// The invoke pipeline without HTTP: `Invoker::call` on catalog tool
+    /// `index`, waiting for its envelope.
     Pipeline(Arc<Invoker>, Arc<CatalogHandle>, usize),
     /// [`store_writes`] with this result.
     Store(Arc<dyn Store>, Arc<Value>),
@@ -222,16 +227,20 @@ impl Call {
             Call::Runner(spec) => run_spec(spec).await,
             Call::Pipeline(invoker, catalog, index) => {
                 let catalog = catalog.current();
-                let prepared = invoker
-                    .prepare(&catalog, *index, &serde_json::json!({}), None)
-                    .expect("prepare");
-                let (decision, _) = invoker.decide(&prepared).await.expect("decide");
-                assert_eq!(decision.decision, skilld::policy::Verdict::Run, "{decision:?}");
-                let (live, events) = invoker.start(prepared, None).await.expect("start");
-                // As the HTTP handler does when the caller does not stream.
-                drop(events);
-                let env = live.finished().await.expect("ran");
-                assert!(env.success, "pipeline: {env:?}");
+                let call = skilld::invoke::Call {
+                    target: skilld::invoke::Target::Tool(catalog.tools[*index].export_name.clone()),
+                    arguments: serde_json::json!({}),
+                    mode: None,
+                    dry_run: false,
+                    wait: Duration::ZERO,
+                    delivery: skilld::invoke::Delivery::Result,
+                    gate: skilld::invoke::Gate::Policy,
+                    asked: skilld::invoke::Asked::default(),
+                };
+                match invoker.call(&catalog, call).await.expect("call") {
+                    skilld::invoke::Called::Finished(env) => assert!(env.success, "pipeline: {env:?}"),
+                    _ => panic!("pipeline: the call did not run at once"),
+                }
             }
             Call::Store(store, result) => return store_writes(store, result).await,
         }
@@ -265,18 +274,18 @@ async fn throughput(n: usize, calls: &[Call]) -> Duration {
 /// CPU time used so far by this process (every thread: server, clients,
 /// run log) and by its children that have been reaped.
 fn cpu_time() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
     let of = |who| {
-        // SAFETY: getrusage fills the struct it is given.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid pointer to a rusage.
-        unsafe { libc::getrusage(who, &raw mut usage) };
-        let tv = |t: libc::timeval| {
-            Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-                + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+        let Ok(usage) = getrusage(who) else {
+            return Duration::ZERO;
         };
-        tv(usage.ru_utime) + tv(usage.ru_stime)
+        let tv = |t: nix::sys::time::TimeVal| {
+            Duration::from_secs(u64::try_from(t.tv_sec()).unwrap_or(0))
+                + Duration::from_micros(u64::try_from(t.tv_usec()).unwrap_or(0))
+        };
+        tv(usage.user_time()) + tv(usage.system_time())
     };
-    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
+    of(UsageWho::RUSAGE_SELF) + of(UsageWho::RUSAGE_CHILDREN)
 }
 
 /// `n` calls one after another; the time of each.
@@ -322,6 +331,7 @@ async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
             started_at: Some(now),
             instance: Some("bench".to_owned()),
             mode: Some("Global".to_owned()),
+            request_id: None,
         })
         .await
         .expect("insert_run");

@@ -6,21 +6,13 @@
 //! digest in constant time, so neither the comparison nor the number of
 //! tokens tried reveals how close a guess came or which token matched.
 //!
-//! Handlers state what they need in their signature with [`Require`]:
-//! `_: Require<Read>` or `auth: Require<Invoke>` (whose [`Caller`] is then
-//! passed on as `requested_by`). The same role appears in the handler's
-//! `#[utoipa::path(security(("bearer" = ["invoke"])))]`, and a test checks
-//! the document against the server, so the two cannot drift apart.
+//! This module knows nothing of HTTP beyond the `Authorization` header's
+//! text: the HTTP layer's `Require` extractor calls [`Auth::authenticate`]
+//! and [`Caller::require`], and renders an [`AuthError`] as 401 or 403.
 
-use crate::AppState;
-use crate::error::ApiError;
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::marker::PhantomData;
 use std::str::FromStr;
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
@@ -310,36 +302,28 @@ impl Auth {
         bool::from(found).then(|| self.tokens.get(index)).flatten()
     }
 
-    /// Who sent these headers: the anonymous caller when the server is
-    /// open, else the token named by `Authorization: Bearer`, or 401.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    /// Who sent these `Authorization` header values (every one the
+    /// request carried): the anonymous caller when the server is open,
+    /// else the token named by `Bearer <secret>`.
+    pub fn authenticate<'a>(
+        &self,
+        authorization: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Caller, AuthError> {
         if self.is_open() {
             return Ok(Caller::anonymous());
         }
-        let mut values = headers.get_all(header::AUTHORIZATION).iter();
-        let Some(value) = values.next() else {
-            return Err(ApiError::Unauthorized {
-                detail: "this server requires a token: send `Authorization: Bearer <token>`".to_owned(),
-                token_sent: false,
-            });
-        };
-        let malformed = || ApiError::Unauthorized {
-            detail: "the Authorization header is not `Bearer <token>`".to_owned(),
-            token_sent: true,
-        };
+        let mut values = authorization.into_iter();
+        let value = values.next().ok_or(AuthError::Missing)?;
         if values.next().is_some() {
-            return Err(malformed());
+            return Err(AuthError::Malformed);
         }
-        let text = value.to_str().map_err(|_| malformed())?;
-        let (scheme, secret) = text.trim().split_once(' ').ok_or_else(malformed)?;
+        let text = std::str::from_utf8(value).map_err(|_| AuthError::Malformed)?;
+        let (scheme, secret) = text.trim().split_once(' ').ok_or(AuthError::Malformed)?;
         let secret = secret.trim_start_matches(' ');
         if !scheme.eq_ignore_ascii_case("bearer") || secret.is_empty() {
-            return Err(malformed());
+            return Err(AuthError::Malformed);
         }
-        let token = self.find(secret).ok_or_else(|| ApiError::Unauthorized {
-            detail: "the bearer token is not one this server knows".to_owned(),
-            token_sent: true,
-        })?;
+        let token = self.find(secret).ok_or(AuthError::Unknown)?;
         Ok(Caller {
             name: Some(token.name.clone()),
             role: token.role,
@@ -364,89 +348,38 @@ impl Caller {
         }
     }
 
-    /// 403 unless the caller's role includes `need`.
-    pub fn require(&self, need: Role) -> Result<(), ApiError> {
+    /// `Forbidden` unless the caller's role includes `need`.
+    pub fn require(&self, need: Role) -> Result<(), AuthError> {
         if self.role >= need {
             return Ok(());
         }
-        Err(ApiError::Forbidden(format!(
-            "the token '{}' has the role '{}'; this needs '{need}' or above",
-            self.name.as_deref().unwrap_or(""),
-            self.role
-        )))
-    }
-}
-
-/// A role a route needs, as a type, so the handler's signature says it.
-pub trait Need: Send + Sync + 'static {
-    const ROLE: Role;
-}
-
-/// Marker types for [`Require`].
-pub mod need {
-    use super::{Need, Role};
-
-    /// List and export.
-    pub struct Read;
-    /// Invoke tools and read runs.
-    pub struct Invoke;
-    /// Decide approvals, revoke grants.
-    pub struct Approve;
-    /// Install, remove, reload.
-    pub struct Admin;
-
-    impl Need for Read {
-        const ROLE: Role = Role::Read;
-    }
-    impl Need for Invoke {
-        const ROLE: Role = Role::Invoke;
-    }
-    impl Need for Approve {
-        const ROLE: Role = Role::Approve;
-    }
-    impl Need for Admin {
-        const ROLE: Role = Role::Admin;
-    }
-}
-
-/// Extractor: the caller, once it is known to hold role `N` (401 without
-/// a valid token, 403 with too low a role). Put it first among the
-/// handler's arguments, so that an unauthenticated request learns nothing
-/// from a 400 or 404 about paths and bodies it may not touch.
-pub struct Require<N: Need> {
-    pub caller: Caller,
-    need: PhantomData<N>,
-}
-
-impl<N: Need> std::ops::Deref for Require<N> {
-    type Target = Caller;
-
-    fn deref(&self) -> &Caller {
-        &self.caller
-    }
-}
-
-impl<N: Need> FromRequestParts<AppState> for Require<N> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = state.auth.authenticate(&parts.headers)?;
-        if let Some(name) = &caller.name {
-            // The request's span was opened before anyone knew who asked.
-            tracing::Span::current().record("caller", name.as_str());
-        }
-        caller.require(N::ROLE)?;
-        Ok(Self {
-            caller,
-            need: PhantomData,
+        Err(AuthError::Forbidden {
+            name: self.name.clone().unwrap_or_default(),
+            role: self.role,
+            need,
         })
     }
+}
+
+/// Why a request may not do what it asks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// Tokens are configured and the request sent none.
+    #[error("this server requires a token: send `Authorization: Bearer <token>`")]
+    Missing,
+    /// Not one `Bearer <secret>` value.
+    #[error("the Authorization header is not `Bearer <token>`")]
+    Malformed,
+    #[error("the bearer token is not one this server knows")]
+    Unknown,
+    /// The token's role is below the one needed.
+    #[error("the token '{name}' has the role '{role}'; this needs '{need}' or above")]
+    Forbidden { name: String, role: Role, need: Role },
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
 
     fn auth() -> Auth {
         Auth::new(vec![
@@ -463,12 +396,8 @@ mod tests {
         .unwrap()
     }
 
-    fn headers(values: &[&str]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for v in values {
-            h.append(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
-        }
-        h
+    fn headers<'a>(values: &[&'a str]) -> Vec<&'a [u8]> {
+        values.iter().map(|v| v.as_bytes()).collect()
     }
 
     #[test]
@@ -512,7 +441,7 @@ mod tests {
     #[test]
     fn authenticate_reads_the_bearer_header() {
         let a = auth();
-        let caller = a.authenticate(&headers(&["Bearer i-secret"])).unwrap();
+        let caller = a.authenticate(headers(&["Bearer i-secret"])).unwrap();
         assert_eq!(
             caller,
             Caller {
@@ -522,11 +451,12 @@ mod tests {
         );
         // The scheme is case-insensitive; extra spaces are tolerated.
         assert_eq!(
-            a.authenticate(&headers(&["bearer   a-secret"])).unwrap().role,
+            a.authenticate(headers(&["bearer   a-secret"])).unwrap().role,
             Role::Admin
         );
-        let code = |h: HeaderMap| match a.authenticate(&h) {
-            Err(ApiError::Unauthorized { token_sent, .. }) => token_sent,
+        let code = |h: Vec<&[u8]>| match a.authenticate(h) {
+            Err(AuthError::Missing) => false,
+            Err(AuthError::Malformed | AuthError::Unknown) => true,
             other => panic!("{other:?}"),
         };
         assert!(!code(headers(&[])));
@@ -543,7 +473,7 @@ mod tests {
         assert!(code(headers(&["Bearer r-secret", "Bearer i-secret"])));
         // An open server lets everyone in, whatever they send.
         assert_eq!(
-            Auth::open().authenticate(&headers(&["Bearer junk"])).unwrap(),
+            Auth::open().authenticate(headers(&["Bearer junk"])).unwrap(),
             Caller::anonymous()
         );
     }
@@ -557,8 +487,16 @@ mod tests {
         assert!(agent.require(Role::Read).is_ok());
         assert!(agent.require(Role::Invoke).is_ok());
         let err = agent.require(Role::Approve).unwrap_err();
-        assert_eq!(err.problem().status, 403);
-        assert_eq!(err.problem().code, "forbidden");
+        assert!(
+            matches!(
+                err,
+                AuthError::Forbidden {
+                    need: Role::Approve,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert!(err.to_string().contains("'agent' has the role 'invoke'"), "{err}");
         assert!(Caller::anonymous().require(Role::Admin).is_ok());
     }

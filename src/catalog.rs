@@ -3,6 +3,7 @@
 //! is immutable; reloading builds a new one and swaps it in whole.
 
 use crate::export::Exports;
+pub use crate::export::ToolEntry;
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
 use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -46,18 +47,6 @@ pub struct CatalogOptions {
     pub roots: Vec<Root>,
     pub max_timeout_secs: u64,
     pub runtimes: Runtimes,
-}
-
-/// One tool as the catalog indexes it.
-#[derive(Debug, Clone)]
-pub struct ToolEntry {
-    /// Index into [`Catalog::skills`].
-    pub skill: usize,
-    /// Index into that skill's tools.
-    pub tool: usize,
-    /// The name provider exports use: the bare name, or `skill__tool` when
-    /// two skills define the bare name (providers need unique names).
-    pub export_name: String,
 }
 
 /// A `command` alias (seed 004 §3.3).

@@ -3,17 +3,18 @@
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use crate::config::{self, Config, ServeArgs};
 use crate::export::Format;
-use crate::invoke::Invoker;
+use crate::http::{AppState, serve};
+use crate::invoke::{Asked, Call, Called, Delivery, Gate, InvokeError, Invoker, Target};
 use crate::skill::{Diagnostic, Severity, Trust};
 use crate::skill::{LoadOptions, PathCache, Runtimes, load_skill};
 use crate::store::Store;
-use crate::{AppState, serve};
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(name = "skilld", version, about = "Serves skills as an API")]
@@ -383,44 +384,46 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
         let store = open_store(&config, false).await?;
         let catalog = load_catalog(&config).current();
         let invoker = Arc::new(Invoker::new(store, config.run.clone()));
-        let failure = |e: crate::error::ApiError| {
-            let p = e.problem();
-            let fields: Vec<String> = p
-                .errors
-                .unwrap_or_default()
-                .iter()
-                .map(|f| format!("{}: {}", f.field, f.message))
-                .collect();
-            anyhow::anyhow!(
-                "{}{}",
-                p.detail,
-                if fields.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", fields.join("; "))
-                }
-            )
-        };
-        let index = crate::http::tools::resolve_tool(&catalog, tool).map_err(failure)?;
-        let prepared = invoker
-            .prepare(&catalog, index, &arguments, mode)
-            .map_err(failure)?;
         // The person at the terminal is the one asking: `skilld run` runs
         // the tool without holding it for approval, and records it as
         // requested by the local user.
-        let (live, _) = invoker
-            .start(prepared, std::env::var("USER").ok().map(|u| format!("cli:{u}")))
-            .await
-            .map_err(failure)?;
-        let envelope = live
-            .finished()
-            .await
-            .ok_or_else(|| anyhow::anyhow!("the run was cancelled before it started"))?;
+        let call = Call {
+            target: Target::Tool(tool.to_owned()),
+            arguments,
+            mode: mode.map(str::to_owned),
+            dry_run: false,
+            wait: Duration::ZERO,
+            delivery: Delivery::Result,
+            gate: Gate::Operator,
+            asked: Asked {
+                by: std::env::var("USER").ok().map(|u| format!("cli:{u}")),
+                request_id: None,
+            },
+        };
+        let envelope = match invoker.call(&catalog, call).await {
+            Ok(Called::Finished(envelope)) => envelope,
+            Ok(_) => anyhow::bail!("the run did not finish"),
+            Err(e) => anyhow::bail!("{}", sentence(&e)),
+        };
         let mut out = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut out, envelope.as_ref())?;
         writeln!(out)?;
         Ok(envelope.success)
     })
+}
+
+/// An invoke error as one line, with its per-field problems.
+fn sentence(e: &InvokeError) -> String {
+    let fields: Vec<String> = e
+        .field_errors()
+        .iter()
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect();
+    if fields.is_empty() {
+        e.to_string()
+    } else {
+        format!("{e} ({})", fields.join("; "))
+    }
 }
 
 fn print_openapi() -> anyhow::Result<()> {

@@ -4,7 +4,6 @@
 //! Every format is serialised once per catalog snapshot, one fragment per
 //! tool, so a request only concatenates bytes it already has.
 
-use crate::catalog::ToolEntry;
 use crate::policy::{RequiresApproval, requires_approval};
 use crate::skill::{Param, ParamType, Skill, Tool, Trust};
 use axum::body::Bytes;
@@ -346,6 +345,18 @@ struct FormatExport {
     by_mode: HashMap<String, Bytes>,
     /// For a mode no skill names: only `Global` skills.
     global_only: Bytes,
+}
+
+/// One tool as the catalog indexes and exports it.
+#[derive(Debug, Clone)]
+pub struct ToolEntry {
+    /// Index into the catalog's skills.
+    pub skill: usize,
+    /// Index into that skill's tools.
+    pub tool: usize,
+    /// The name provider exports use: the bare name, or `skill__tool` when
+    /// two skills define the bare name (providers need unique names).
+    pub export_name: String,
 }
 
 /// Every format of every tool, built once per catalog snapshot.

@@ -1,12 +1,13 @@
 //! `/approvals` and `/grants`: the inbox of calls waiting for a person, the
 //! decisions on them, and the standing grants those decisions leave.
 
+use super::AppState;
+use super::auth::{Require, need};
+use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
-use crate::AppState;
-use crate::auth::{Require, need};
-use crate::error::{ApiError, Result};
-use crate::invoke::{Ruling, store_error};
-use crate::store::{Approval, ApprovalStatus, Grant, MAX_APPROVALS, Scope, StoreError};
+use super::responses::{BadQuery, DecisionProblems, StoreUnavailable};
+use crate::invoke::Ruling;
+use crate::store::{Approval, ApprovalStatus, Grant, MAX_APPROVALS, Scope};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -46,8 +47,8 @@ pub struct ApprovalList {
 #[utoipa::path(get, path = "/approvals", tag = "approvals", security(("bearer" = ["invoke"])), params(ApprovalQuery),
     responses(
         (status = 200, description = "Approval requests, oldest first", body = ApprovalList),
-        (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        StoreUnavailable,
     ))]
 async fn list_approvals(
     _: Require<need::Invoke>,
@@ -60,12 +61,7 @@ async fn list_approvals(
             "limit must be between 1 and {MAX_APPROVALS}"
         )));
     }
-    let approvals = state
-        .invoker
-        .store
-        .list_approvals(q.status, limit)
-        .await
-        .map_err(store_error)?;
+    let approvals = state.invoker.store.list_approvals(q.status, limit).await?;
     Ok(Json(ApprovalList { approvals }))
 }
 
@@ -76,27 +72,20 @@ pub struct ApprovalPath {
     pub id: Uuid,
 }
 
-async fn load(state: &AppState, id: Uuid) -> Result<Approval> {
-    state.invoker.store.get_approval(id).await.map_err(|e| match e {
-        StoreError::NotFound => ApiError::not_found("approval", id.to_string()),
-        other => store_error(other),
-    })
-}
-
 /// One approval request.
 #[utoipa::path(get, path = "/approvals/{id}", tag = "approvals", security(("bearer" = ["invoke"])), params(ApprovalPath),
     responses(
         (status = 200, description = "The request", body = Approval),
-        (status = 400, description = "Invalid id", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such approval", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn get_approval(
     _: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<ApprovalPath>,
 ) -> Result<Json<Approval>> {
-    Ok(Json(load(&state, p.id).await?))
+    Ok(Json(state.invoker.store.get_approval(p.id).await?))
 }
 
 /// A decision: for this run only, or standing for the tool of this skill
@@ -112,20 +101,16 @@ pub struct DecisionRequest {
     pub note: String,
 }
 
-/// Notes longer than this are refused rather than stored.
-const MAX_NOTE_CHARS: usize = 4096;
-
 /// Approve a pending call: it starts on this instance. `always` also
 /// grants later calls of this tool of this skill version.
 #[utoipa::path(post, path = "/approvals/{id}/approve", tag = "approvals", security(("bearer" = ["approve"])), params(ApprovalPath),
     request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
     responses(
         (status = 200, description = "Approved; the run has started", body = Approval),
-        (status = 400, description = "The body is not a decision", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The approver is the one who asked (self_approval)", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such approval", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already decided, expired, or the skill changed since the call", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+        DecisionProblems,
+        (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already decided, expired, or the skill changed since the call", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn approve(
     auth: Require<need::Approve>,
@@ -142,11 +127,10 @@ async fn approve(
     request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
     responses(
         (status = 200, description = "Denied", body = Approval),
-        (status = 400, description = "The body is not a decision", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The approver is the one who asked (self_approval)", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such approval", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already decided or expired", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+        DecisionProblems,
+        (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already decided or expired", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn deny(
     auth: Require<need::Approve>,
@@ -164,31 +148,14 @@ async fn decide(
     body: DecisionRequest,
     approve: bool,
 ) -> Result<Json<Approval>> {
-    if body.note.chars().count() > MAX_NOTE_CHARS {
-        return Err(ApiError::BadRequest(format!(
-            "note is longer than {MAX_NOTE_CHARS} characters"
-        )));
-    }
-    let request = load(state, id).await?;
-    // An agent must not approve itself: with tokens, the token that asked
-    // can never decide its own request (nor deny it, which would let it
-    // plant a standing deny through its own call).
-    if let Some(name) = &auth.caller.name
-        && request.requested_by.as_deref() == Some(name.as_str())
-    {
-        return Err(ApiError::Refused {
-            code: "self_approval",
-            detail: format!("token '{name}' made this call and cannot decide it; ask another approver"),
-        });
-    }
-    let catalog = state.catalog.current();
     let ruling = Ruling {
         approve,
         scope: body.scope,
         decided_by: auth.caller.name.clone(),
         note: (!body.note.is_empty()).then_some(body.note),
     };
-    let decided = state.invoker.decide_request(&catalog, &request, ruling).await?;
+    let catalog = state.catalog.current();
+    let decided = state.invoker.decide_request(&catalog, id, ruling).await?;
     tracing::info!(
         approval = %decided.id, run = %decided.run_id, status = decided.status.as_str(),
         scope = body.scope.as_str(), by = decided.decided_by.as_deref().unwrap_or("-"),
@@ -207,10 +174,10 @@ pub struct GrantList {
 #[utoipa::path(get, path = "/grants", tag = "approvals", security(("bearer" = ["invoke"])),
     responses(
         (status = 200, description = "Every standing grant", body = GrantList),
-        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn list_grants(_: Require<need::Invoke>, State(state): State<AppState>) -> Result<Json<GrantList>> {
-    let grants = state.invoker.store.list_grants().await.map_err(store_error)?;
+    let grants = state.invoker.store.list_grants().await?;
     Ok(Json(GrantList { grants }))
 }
 
@@ -225,24 +192,16 @@ pub struct GrantPath {
 #[utoipa::path(delete, path = "/grants/{id}", tag = "approvals", security(("bearer" = ["approve"])), params(GrantPath),
     responses(
         (status = 204, description = "Revoked"),
-        (status = 400, description = "Invalid id", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such grant", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        (status = 404, description = "No such grant", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn revoke_grant(
     auth: Require<need::Approve>,
     State(state): State<AppState>,
     Path(p): Path<GrantPath>,
 ) -> Result<StatusCode> {
-    state
-        .invoker
-        .store
-        .revoke_grant(p.id)
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound => ApiError::not_found("grant", p.id.to_string()),
-            other => store_error(other),
-        })?;
+    state.invoker.store.revoke_grant(p.id).await?;
     tracing::info!(grant = %p.id, by = auth.caller.name.as_deref().unwrap_or("-"), "grant revoked");
     Ok(StatusCode::NO_CONTENT)
 }

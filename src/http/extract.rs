@@ -1,7 +1,7 @@
 //! Extractors that answer with our problem+json instead of axum's plain
 //! text when a request does not parse.
 
-use crate::error::ApiError;
+use super::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;

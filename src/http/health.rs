@@ -1,7 +1,8 @@
 //! Liveness and readiness.
 
-use crate::AppState;
-use crate::error::ApiError;
+use super::AppState;
+use super::error::ApiError;
+use super::responses::StoreUnavailable;
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -54,11 +55,11 @@ async fn healthz() -> Json<Health> {
 #[utoipa::path(get, path = "/readyz", tag = "service", operation_id = "readyz",
     responses(
         (status = 200, description = "Ready to serve", body = Readiness),
-        (status = 503, description = "The run log is unreachable", body = crate::error::Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
     let store = &state.invoker.store;
-    store.ping().await.map_err(crate::invoke::store_error)?;
+    store.ping().await?;
     let catalog = state.catalog.current();
     let network = if crate::runner::network_isolation_available() {
         "enforced"

@@ -1,14 +1,14 @@
 //! `POST /tools/{tool}/invoke` and its skill-qualified twin.
 
+use super::AppState;
+use super::auth::{Require, need};
+use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
-use super::runs::{MAX_WAIT_SECS, event_stream, follow};
-use super::tools::resolve_tool;
-use crate::AppState;
-use crate::auth::{Caller, Require, need};
-use crate::error::{ApiError, Result};
-use crate::invoke::{Envelope, Held, store_error};
-use crate::policy::{Decision, Verdict};
-use crate::store::{Run, RunStatus};
+use super::responses::InvokeProblems;
+use super::runs::sse;
+use crate::auth::Caller;
+use crate::invoke::{Asked, Call, Called, Delivery, DryRun, Envelope, Gate, Target};
+use crate::store::RunStatus;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -50,19 +50,6 @@ pub struct InvokeQuery {
     pub wait: Option<u64>,
 }
 
-/// What a dry run would do.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DryRun {
-    /// The program, then its arguments, exactly as they would run.
-    pub argv: Vec<String>,
-    pub cwd: String,
-    /// Names of the environment variables the tool would get.
-    pub env: Vec<String>,
-    pub timeout_secs: u64,
-    pub decision: Verdict,
-    pub reason: String,
-}
-
 /// A call accepted to finish later.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct InvokeAccepted {
@@ -101,14 +88,10 @@ pub struct SkillToolPath {
             (DryRun = "application/json"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
-        (status = 400, description = "The body is not JSON or not an invoke request, or `wait` is over 300", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "A standing deny grant refused the call (`denied`; nothing ran, the attempt is recorded), or a person denied it while the caller waited", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such tool", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Several skills define this tool name", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over 1 MiB", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many runs at once; see Retry-After", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
+        InvokeProblems,
+        (status = 404, description = "No such tool", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Several skills define this tool name", body = Problem, content_type = "application/problem+json"),
+        InvokeProblems,
     ))]
 async fn invoke_tool(
     auth: Require<need::Invoke>,
@@ -118,9 +101,7 @@ async fn invoke_tool(
     headers: HeaderMap,
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
-    let catalog = state.catalog.current();
-    let index = resolve_tool(&catalog, &p.tool)?;
-    invoke(&state, &catalog, index, q, &headers, body, &auth.caller).await
+    invoke(&state, Target::Tool(p.tool), q, &headers, body, &auth.caller).await
 }
 
 /// Run a tool of a given skill: the way to call a tool whose bare name
@@ -133,13 +114,9 @@ async fn invoke_tool(
             (DryRun = "application/json"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
-        (status = 400, description = "The body is not JSON or not an invoke request, or `wait` is over 300", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "A standing deny grant refused the call (`denied`; nothing ran, the attempt is recorded), or a person denied it while the caller waited", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill or tool", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over 1 MiB", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many runs at once; see Retry-After", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
+        InvokeProblems,
+        (status = 404, description = "No such skill or tool", body = Problem, content_type = "application/problem+json"),
+        InvokeProblems,
     ))]
 async fn invoke_skill_tool(
     auth: Require<need::Invoke>,
@@ -149,14 +126,11 @@ async fn invoke_skill_tool(
     headers: HeaderMap,
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
-    let catalog = state.catalog.current();
-    catalog
-        .skill_index(&p.skill)
-        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
-    let index = catalog
-        .skill_tool(&p.skill, &p.tool)
-        .ok_or_else(|| ApiError::not_found("tool", format!("{}/{}", p.skill, p.tool)))?;
-    invoke(&state, &catalog, index, q, &headers, body, &auth.caller).await
+    let target = Target::SkillTool {
+        skill: p.skill,
+        tool: p.tool,
+    };
+    invoke(&state, target, q, &headers, body, &auth.caller).await
 }
 
 /// A command alias in a path.
@@ -179,13 +153,10 @@ pub struct CommandPath {
             (DryRun = "application/json"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
-        (status = 400, description = "The body is not JSON or not an invoke request, or `wait` is over 300", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "A standing deny grant refused the call (`denied`; nothing ran, the attempt is recorded), or a person denied it while the caller waited", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such command", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The command's tool name is ambiguous", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The arguments fail the tool's schema, or argument injection", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many runs at once; see Retry-After", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The run log is unreachable (nothing ran) or the server is stopping", body = crate::error::Problem, content_type = "application/problem+json"),
+        InvokeProblems,
+        (status = 404, description = "No such command", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The command's tool name is ambiguous", body = Problem, content_type = "application/problem+json"),
+        InvokeProblems,
     ))]
 async fn run_command(
     auth: Require<need::Invoke>,
@@ -203,110 +174,83 @@ async fn run_command(
     let skill = catalog.skills[entry.skill].clone();
     match (skill.invocation_mode, &skill.command_tool) {
         (crate::skill::InvocationMode::ToolDispatch, Some(tool)) => {
-            let index = resolve_tool(&catalog, tool)?;
-            invoke(&state, &catalog, index, q, &headers, body, &auth.caller).await
+            invoke(
+                &state,
+                Target::Tool(tool.clone()),
+                q,
+                &headers,
+                body,
+                &auth.caller,
+            )
+            .await
         }
         _ => Ok(Json(crate::http::skills::SkillPrompt::new(&skill)).into_response()),
     }
 }
 
+/// The pipeline's call for an HTTP request, and its answer as a response.
 async fn invoke(
     state: &AppState,
-    catalog: &crate::catalog::Catalog,
-    index: usize,
+    target: Target,
     q: InvokeQuery,
     headers: &HeaderMap,
     body: InvokeRequest,
     caller: &Caller,
 ) -> Result<Response> {
-    let invoker = &state.invoker;
-    let wait = q.wait.unwrap_or(0);
-    if wait > MAX_WAIT_SECS {
-        return Err(ApiError::BadRequest(format!(
-            "wait must be at most {MAX_WAIT_SECS} seconds"
-        )));
-    }
-    let prepared = invoker.prepare(catalog, index, &body.arguments, body.mode.as_deref())?;
-    let (Decision { decision, reason }, facts) = invoker.decide(&prepared).await?;
-    if q.dry_run.unwrap_or(false) {
-        return Ok(Json(DryRun {
-            argv: prepared.argv.clone(),
-            cwd: prepared.cwd.display().to_string(),
-            env: prepared.env.iter().map(|(k, _)| k.clone()).collect(),
-            timeout_secs: prepared.timeout.as_secs(),
-            decision,
-            reason,
-        })
-        .into_response());
-    }
     let streaming = wants(headers, header::ACCEPT, "text/event-stream");
     let asynchronous = wants(
         headers,
         header::HeaderName::from_static("prefer"),
         "respond-async",
     );
-    match decision {
-        Verdict::Deny => {
-            let id = invoker.refuse(&prepared, caller.name.clone()).await?;
-            Err(ApiError::Refused {
+    let call = Call {
+        target,
+        arguments: body.arguments,
+        mode: body.mode,
+        dry_run: q.dry_run.unwrap_or(false),
+        wait: Duration::from_secs(q.wait.unwrap_or(0)),
+        delivery: if streaming || asynchronous {
+            Delivery::Started
+        } else {
+            Delivery::Result
+        },
+        gate: Gate::Policy,
+        asked: Asked {
+            by: caller.name.clone(),
+            request_id: headers
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+        },
+    };
+    let catalog = state.catalog.current();
+    let called = state.invoker.call(&catalog, call).await?;
+    Ok(match called {
+        Called::DryRun(plan) => Json(plan).into_response(),
+        Called::Refused { run_id, reason } => {
+            return Err(ApiError::Refused {
                 code: "denied",
-                detail: format!("{reason}; nothing ran (run {id} is recorded as denied)"),
-            })
+                detail: format!("{reason}; nothing ran (run {run_id} is recorded as denied)"),
+            });
         }
-        Verdict::Ask => {
-            let held = invoker.hold(&prepared, &facts, caller.name.clone()).await?;
-            tracing::info!(run = %held.run_id, approval = %held.approval_id, %reason, "call held for approval");
-            if streaming {
-                let first = pending_event(&held);
-                return Ok(follow(
-                    state.clone(),
-                    held.run_id,
-                    vec![first],
-                    Some(RunStatus::PendingApproval),
-                )
-                .into_response());
-            }
-            if wait > 0 && !asynchronous {
-                let run = invoker
-                    .wait_final(held.run_id, Duration::from_secs(wait))
-                    .await
-                    .map_err(store_error)?;
-                if run.status.is_final() {
-                    return finished(&run);
-                }
-            }
-            Ok(accepted(InvokeAccepted {
-                run_id: held.run_id,
-                status: RunStatus::PendingApproval.as_str().to_owned(),
-                approval_id: Some(held.approval_id),
-                approval_url: Some(format!("/approvals/{}", held.approval_id)),
-                run_url: format!("/runs/{}", held.run_id),
-            }))
-        }
-        Verdict::Run => {
-            let (live, events) = invoker.start(prepared, caller.name.clone()).await?;
-            if streaming {
-                return Ok(event_stream(live, events, None).into_response());
-            }
-            drop(events);
-            if asynchronous {
-                return Ok(accepted(InvokeAccepted {
-                    run_id: live.id,
-                    status: RunStatus::Running.as_str().to_owned(),
-                    approval_id: None,
-                    approval_url: None,
-                    run_url: format!("/runs/{}", live.id),
-                }));
-            }
-            match live.finished().await {
-                Some(envelope) => Ok(Json(envelope.as_ref().clone()).into_response()),
-                None => Err(ApiError::Conflict {
-                    code: "not_run",
-                    detail: format!("run {} ended before it started (it was cancelled)", live.id),
-                }),
-            }
-        }
-    }
+        Called::Held(held) if streaming => sse(state.invoker.held_events(held)),
+        Called::Held(held) => accepted(InvokeAccepted {
+            run_id: held.run_id,
+            status: RunStatus::PendingApproval.as_str().to_owned(),
+            approval_id: Some(held.approval_id),
+            approval_url: Some(format!("/approvals/{}", held.approval_id)),
+            run_url: format!("/runs/{}", held.run_id),
+        }),
+        Called::Finished(envelope) => Json(envelope.as_ref()).into_response(),
+        Called::Started { live, events } if streaming => sse(crate::invoke::live_events(live, events, None)),
+        Called::Started { live, .. } => accepted(InvokeAccepted {
+            run_id: live.id,
+            status: RunStatus::Running.as_str().to_owned(),
+            approval_id: None,
+            approval_url: None,
+            run_url: format!("/runs/{}", live.id),
+        }),
+    })
 }
 
 /// 202 with `Location: /runs/{id}`.
@@ -317,40 +261,6 @@ fn accepted(body: InvokeAccepted) -> Response {
         res.headers_mut().insert(header::LOCATION, v);
     }
     res
-}
-
-/// The first event of a held call's stream.
-fn pending_event(held: &Held) -> axum::response::sse::Event {
-    super::runs::json_event(
-        "status",
-        &serde_json::json!({
-            "status": RunStatus::PendingApproval,
-            "approval_id": held.approval_id,
-            "approval_url": format!("/approvals/{}", held.approval_id),
-        }),
-    )
-}
-
-/// What a caller that waited gets for a run that ended: its envelope, or
-/// why there is none.
-fn finished(run: &Run) -> Result<Response> {
-    if let Some(result) = &run.result {
-        return Ok(Json(result.clone()).into_response());
-    }
-    Err(match run.status {
-        RunStatus::Denied => ApiError::Refused {
-            code: "denied",
-            detail: format!("run {} was denied; nothing ran", run.id),
-        },
-        RunStatus::Expired => ApiError::Conflict {
-            code: "approval_expired",
-            detail: format!("run {} expired waiting for approval; nothing ran", run.id),
-        },
-        other => ApiError::Conflict {
-            code: "not_run",
-            detail: format!("run {} ended {} without running", run.id, other.as_str()),
-        },
-    })
 }
 
 /// Whether a header lists `token` (case-insensitive, ignoring parameters).

@@ -1,7 +1,7 @@
 //! `GET /metrics`, and the middleware that counts every HTTP request.
 
-use crate::AppState;
-use crate::auth::{Require, need};
+use super::AppState;
+use super::auth::{Require, need};
 use axum::extract::{MatchedPath, Request};
 use axum::http::header;
 use axum::middleware::Next;

@@ -2,22 +2,27 @@
 //! document they describe, and the middleware every request passes.
 
 pub mod approvals;
+pub mod auth;
+pub mod error;
 mod extract;
 pub mod health;
 pub mod invoke;
 pub mod metrics;
+pub mod responses;
 pub mod runs;
 pub mod skills;
 pub mod tools;
 pub mod ui;
 
-use crate::AppState;
-use crate::error::{ApiError, InternalCause};
+use crate::catalog::CatalogHandle;
 use axum::Router;
 use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
+use error::{ApiError, InternalCause};
+use std::future::Future;
+use std::sync::Arc;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
@@ -25,6 +30,43 @@ use utoipa::OpenApi;
 use utoipa::openapi::OpenApi as Document;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub catalog: Arc<CatalogHandle>,
+    pub invoker: Arc<crate::invoke::Invoker>,
+    /// The bearer tokens every protected handler checks (`auth::Require`);
+    /// `Auth::open()` when none are configured.
+    pub auth: Arc<crate::auth::Auth>,
+}
+
+/// Serves `app(state)` on a bound listener until `shutdown` completes.
+/// Then no new connection or run is taken; running tools get `grace` to
+/// finish before their process groups are killed, and this returns once
+/// every run has ended and been recorded.
+pub async fn serve(
+    state: AppState,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
+) -> std::io::Result<()> {
+    let housekeeping = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(state.invoker.clone().housekeeping(housekeeping.clone()));
+    let _stop_housekeeping = housekeeping.drop_guard();
+    let invoker = state.invoker.clone();
+    let stopping = async move {
+        shutdown.await;
+        // Runs end within the grace (or are killed), which lets the
+        // requests waiting on them complete, which lets axum return.
+        tokio::spawn(async move { invoker.shutdown(grace).await });
+    };
+    let served = axum::serve(listener, app(state.clone()))
+        .with_graceful_shutdown(stopping)
+        .await;
+    state.invoker.shutdown(grace).await;
+    served
+}
 
 #[derive(OpenApi)]
 #[openapi(

@@ -1,10 +1,11 @@
 //! `/skills`, `/diagnostics` and `/commands`: the catalog, read-only, plus
 //! the admin reload.
 
+use super::AppState;
+use super::auth::{Require, need};
+use super::error::{ApiError, Problem, Result};
 use super::extract::{Accept, Path, Query};
-use crate::AppState;
-use crate::auth::{Require, need};
-use crate::error::{ApiError, Result};
+use super::responses::{BadQuery, NoSuchSkill};
 use crate::export::ToolInfo;
 use crate::skill::load::MAX_DEFINITION_BYTES;
 use crate::skill::{
@@ -158,7 +159,7 @@ pub struct SkillFilter {
 #[utoipa::path(get, path = "/skills", tag = "skills", security(("bearer" = ["read"])), params(SkillFilter),
     responses(
         (status = 200, description = "The skills", body = SkillList),
-        (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
     ))]
 async fn list_skills(
     _: Require<need::Read>,
@@ -193,7 +194,7 @@ pub struct SkillPath {
 #[utoipa::path(get, path = "/skills/{skill}", tag = "skills", security(("bearer" = ["read"])), params(SkillPath),
     responses(
         (status = 200, description = "The skill", body = SkillDetail),
-        (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
+        NoSuchSkill,
     ))]
 async fn get_skill(
     _: Require<need::Read>,
@@ -223,7 +224,7 @@ pub struct SkillPrompt {
             (SkillPrompt = "application/json"),
             (String = "text/markdown"),
         )),
-        (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
+        NoSuchSkill,
     ))]
 async fn get_skill_prompt(
     _: Require<need::Read>,
@@ -296,8 +297,8 @@ const FILE_TYPES: &[(&str, &str)] = &[
 #[utoipa::path(get, path = "/skills/{skill}/files/{path}", tag = "skills", security(("bearer" = ["read"])), params(SkillFilePath),
     responses(
         (status = 200, description = "The file, with its content type", content_type = "application/octet-stream", body = Vec<u8>),
-        (status = 404, description = "No such skill or file, or an extension that is not served", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The file is over 1 MiB", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such skill or file, or an extension that is not served", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The file is over 1 MiB", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_skill_file(
     _: Require<need::Read>,

@@ -1,11 +1,13 @@
 //! `/tools`: the exports of every tool, and single tools.
 
+use super::AppState;
+use super::auth::{Require, need};
+use super::error::{ApiError, Problem, Result};
 use super::extract::{Path, Query};
-use crate::AppState;
-use crate::auth::{Require, need};
-use crate::catalog::{Catalog, ToolLookup};
-use crate::error::{ApiError, Result};
+use super::responses::{BadQuery, NoSuchSkill};
+use crate::catalog::Catalog;
 use crate::export::{Format, ToolExport, ToolInfo};
+use crate::invoke::Target;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
@@ -72,8 +74,8 @@ fn typed(content_type: &'static str, bytes: Bytes) -> Response {
             (ToolExport = "application/json"),
             (String = "text/plain"),
         )),
-        (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill", body = crate::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
+        NoSuchSkill,
     ))]
 async fn list_tools(
     _: Require<need::Read>,
@@ -101,7 +103,7 @@ pub struct ModeQuery {
 #[utoipa::path(get, path = "/tools/prompt", tag = "tools", security(("bearer" = ["read"])), params(ModeQuery),
     responses(
         (status = 200, description = "The manifest", content_type = "text/plain", body = String),
-        (status = 400, description = "Invalid query", body = crate::error::Problem, content_type = "application/problem+json"),
+        BadQuery,
     ))]
 async fn tools_prompt(
     _: Require<need::Read>,
@@ -124,8 +126,8 @@ pub struct ToolPath {
 #[utoipa::path(get, path = "/tools/{tool}", tag = "tools", security(("bearer" = ["read"])), params(ToolPath),
     responses(
         (status = 200, description = "The tool", body = ToolInfo),
-        (status = 404, description = "No such tool", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Several skills define this name; `candidates` lists them", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such tool", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Several skills define this name; `candidates` lists them", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_tool(
     _: Require<need::Read>,
@@ -133,26 +135,10 @@ async fn get_tool(
     Path(p): Path<ToolPath>,
 ) -> Result<Response> {
     let catalog = state.catalog.current();
-    let index = resolve_tool(&catalog, &p.tool)?;
+    let index = crate::invoke::resolve(&catalog, &Target::Tool(p.tool))?;
     let bytes = catalog
         .exports
         .native(index)
         .ok_or_else(|| ApiError::Internal("tool without a native export".to_owned()))?;
     Ok(typed("application/json", bytes))
-}
-
-/// Looks a bare tool name up (its index in the catalog's tools): 404 when
-/// missing, 409 when ambiguous.
-pub fn resolve_tool(catalog: &Catalog, name: &str) -> Result<usize> {
-    match catalog.tool(name) {
-        ToolLookup::Found(i) => Ok(i),
-        ToolLookup::Missing => Err(ApiError::not_found("tool", name)),
-        ToolLookup::Ambiguous(entries) => Err(ApiError::AmbiguousTool {
-            tool: name.to_owned(),
-            candidates: entries
-                .iter()
-                .map(|&i| catalog.skills[catalog.tools[i].skill].name.clone())
-                .collect(),
-        }),
-    }
 }

@@ -10,9 +10,9 @@
 //! It is not in the OpenAPI document (like `/docs`): it is a page for
 //! people, not part of the API's contract.
 
+use super::AppState;
+use super::error::ApiError;
 use super::extract::Path;
-use crate::AppState;
-use crate::error::ApiError;
 use axum::Router;
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};

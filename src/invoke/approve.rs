@@ -2,20 +2,20 @@
 //! running the approved ones on the instance that decided, and waiting for
 //! any run to end, whichever instance ends it.
 
-use super::{Invoker, Prepared, store_error};
+use super::{Asked, InvokeError, Invoker, Prepared};
 use crate::catalog::Catalog;
-use crate::error::ApiError;
 use crate::policy;
 use crate::store::{
-    Approval, Decide, NewApproval, PolicyFacts, Run, RunStatus, Scope, StoreError, Undecidable,
+    Approval, ApprovalStatus, Decide, NewApproval, PolicyFacts, RunStatus, Scope, Undecidable,
 };
 use chrono::Utc;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+/// Notes longer than this are refused rather than stored.
+pub const MAX_NOTE_CHARS: usize = 4096;
 
 /// A call held for approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,11 +24,12 @@ pub struct Held {
     pub approval_id: Uuid,
 }
 
-/// A person's decision, as the approvals route receives it.
+/// A person's decision on a request.
 #[derive(Debug, Clone)]
 pub struct Ruling {
     pub approve: bool,
     pub scope: Scope,
+    /// The deciding token's name; `None` on a server without tokens.
     pub decided_by: Option<String>,
     pub note: Option<String>,
 }
@@ -36,14 +37,9 @@ pub struct Ruling {
 impl Invoker {
     /// Records a call for approval: its run as `pending_approval` and a
     /// request holding everything an approver needs, in one transaction.
-    pub async fn hold(
-        &self,
-        p: &Prepared,
-        facts: &PolicyFacts,
-        requested_by: Option<String>,
-    ) -> Result<Held, ApiError> {
+    pub async fn hold(&self, p: &Prepared, facts: &PolicyFacts, asked: Asked) -> Result<Held, InvokeError> {
         let approval_id = Uuid::now_v7();
-        let run = self.new_run(p, RunStatus::PendingApproval, requested_by, Some(approval_id));
+        let run = self.new_run(p, RunStatus::PendingApproval, asked, Some(approval_id));
         let held = Held {
             run_id: run.id,
             approval_id,
@@ -57,89 +53,80 @@ impl Invoker {
             warning: policy::warning(&p.skill, facts),
             expires_at: run.created_at + ttl,
         };
-        self.store
-            .insert_pending(run, approval)
-            .await
-            .map_err(store_error)?;
+        self.store.insert_pending(run, approval).await?;
         Ok(held)
     }
 
     /// Records a call that a standing deny refused: nothing runs, but the
     /// attempt is on record as `denied`.
-    pub async fn refuse(&self, p: &Prepared, requested_by: Option<String>) -> Result<Uuid, ApiError> {
-        let run = self.new_run(p, RunStatus::Denied, requested_by, None);
+    pub async fn refuse(&self, p: &Prepared, asked: Asked) -> Result<Uuid, InvokeError> {
+        let run = self.new_run(p, RunStatus::Denied, asked, None);
         let id = run.id;
-        self.store.insert_run(run).await.map_err(store_error)?;
+        self.store.insert_run(run).await?;
         Ok(id)
     }
 
-    /// Decides a pending request, exactly once. An approval claims the run
-    /// for this instance and starts it here, in the background.
+    /// Decides pending request `id`, exactly once. An approval claims the
+    /// run for this instance and starts it here, in the background.
+    ///
+    /// With tokens, the token that asked can never decide its own request
+    /// (nor deny it, which would let it plant a standing deny through its
+    /// own call): an agent must not approve itself.
     ///
     /// Approving a request whose skill is no longer loaded as it was when
     /// the call was made would run something other than what the approver
-    /// saw: the request is voided instead (its run ends `expired`) and the
-    /// approver gets 409.
+    /// saw: the request is voided instead (its run ends `expired`).
     pub async fn decide_request(
         self: &Arc<Self>,
         catalog: &Catalog,
-        request: &Approval,
+        id: Uuid,
         ruling: Ruling,
-    ) -> Result<Approval, ApiError> {
-        let prepared = if ruling.approve && request.status == crate::store::ApprovalStatus::Pending {
-            match self.prepare_again(catalog, request).await {
-                Ok(p) => Some(p),
-                Err(why) => {
-                    // Only while it still waits: a run someone else has
-                    // just approved goes on.
-                    self.store
-                        .end_waiting(request.run_id, RunStatus::Expired, Utc::now())
-                        .await
-                        .map_err(store_error)?;
-                    return Err(ApiError::Conflict {
-                        code: "skill_changed",
-                        detail: format!("{why}; the request is void: call the tool again"),
-                    });
-                }
-            }
+    ) -> Result<Approval, InvokeError> {
+        if ruling
+            .note
+            .as_ref()
+            .is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS)
+        {
+            return Err(InvokeError::NoteTooLong { max: MAX_NOTE_CHARS });
+        }
+        let request = self.store.get_approval(id).await?;
+        if let Some(name) = &ruling.decided_by
+            && request.requested_by.as_deref() == Some(name.as_str())
+        {
+            return Err(InvokeError::SelfApproval(name.clone()));
+        }
+        let prepared = if ruling.approve && request.status == ApprovalStatus::Pending {
+            Some(self.prepare_or_void(catalog, &request).await?)
         } else {
             None
         };
-        let decided = self
+        let approval = self
             .store
-            .decide(Decide {
-                approval_id: request.id,
-                approve: ruling.approve,
-                scope: ruling.scope,
-                decided_by: ruling.decided_by,
-                note: ruling.note,
-                instance: self.settings.instance.clone(),
-                at: Utc::now(),
-            })
-            .await
-            .map_err(|e| match e {
-                StoreError::NotFound => ApiError::not_found("approval", request.id.to_string()),
-                other => store_error(other),
-            })?;
-        let approval = match decided {
-            Ok(approval) => approval,
-            Err(Undecidable::AlreadyDecided(status)) => {
-                return Err(ApiError::Conflict {
-                    code: "already_decided",
-                    detail: format!("approval {} is already {}", request.id, status.as_str()),
-                });
-            }
-            Err(Undecidable::Expired) => {
-                return Err(ApiError::Conflict {
-                    code: "approval_expired",
-                    detail: format!("approval {} expired before it was decided", request.id),
-                });
-            }
-        };
+            .decide(decision(&request, ruling, &self.settings.instance))
+            .await?;
+        let approval = approval.map_err(|why| match why {
+            Undecidable::AlreadyDecided(status) => InvokeError::AlreadyDecided { id, status },
+            Undecidable::Expired => InvokeError::RequestExpired(id),
+        })?;
         if let Some(p) = prepared {
             self.run_claimed(approval.run_id, p);
         }
         Ok(approval)
+    }
+
+    /// The call behind a request about to be approved; when it can no
+    /// longer be made as shown, its run ends (only while it still waits: a
+    /// run someone else has just approved goes on) and the request is void.
+    async fn prepare_or_void(&self, catalog: &Catalog, request: &Approval) -> Result<Prepared, InvokeError> {
+        match self.prepare_again(catalog, request).await {
+            Ok(p) => Ok(p),
+            Err(why) => {
+                self.store
+                    .end_waiting(request.run_id, RunStatus::Expired, Utc::now())
+                    .await?;
+                Err(InvokeError::SkillChanged(why))
+            }
+        }
     }
 
     /// The call behind a request, prepared again from the current catalog
@@ -192,8 +179,7 @@ impl Invoker {
             };
             if permits.is_none() || this.runs.is_closed() {
                 let envelope = not_run("the server is shutting down; the approved call was not run");
-                this.record(run_id, RunStatus::Interrupted, &envelope).await;
-                this.runs.finish(&live, Some(envelope));
+                this.end(&live, RunStatus::Interrupted, envelope).await;
                 return;
             }
             match this
@@ -207,50 +193,11 @@ impl Invoker {
                 Err(e) => {
                     tracing::error!(run = %run_id, error = %e, "cannot start the approved run");
                     let envelope = not_run("the run log is unavailable; the approved call was not run");
-                    this.record(run_id, RunStatus::Failed, &envelope).await;
-                    this.runs.finish(&live, Some(envelope));
+                    this.end(&live, RunStatus::Failed, envelope).await;
                 }
             }
             drop(permits);
         });
-    }
-
-    /// Reads a run, waiting up to `within` for it to reach a final status.
-    /// Woken by the store's change notifications (from any instance on
-    /// PostgreSQL), and re-reading at least every `wait_poll`.
-    pub async fn wait_final(&self, id: Uuid, within: Duration) -> Result<Run, StoreError> {
-        self.wait_until(id, within, |run| run.status.is_final()).await
-    }
-
-    /// Reads a run, waiting up to `within` until `done` holds for it (see
-    /// [`Invoker::wait_final`]). Returns the last read either way.
-    pub async fn wait_until(
-        &self,
-        id: Uuid,
-        within: Duration,
-        done: impl Fn(&Run) -> bool,
-    ) -> Result<Run, StoreError> {
-        let deadline = Instant::now() + within;
-        // Subscribed before the first read, so no change can slip between.
-        let mut changes = self.store.changes();
-        loop {
-            let run = self.store.get_run(id).await?;
-            if done(&run) || Instant::now() >= deadline {
-                return Ok(run);
-            }
-            let until = deadline.min(Instant::now() + self.settings.wait_poll);
-            let _ = tokio::time::timeout_at(until, async {
-                loop {
-                    match changes.recv().await {
-                        Ok(changed) if changed == id => return,
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(_)) => return,
-                        Err(RecvError::Closed) => std::future::pending::<()>().await,
-                    }
-                }
-            })
-            .await;
-        }
     }
 
     /// Expires requests past their time (their runs end `expired`) and
@@ -275,5 +222,18 @@ impl Invoker {
                 crate::metrics::set_approvals_pending(n);
             }
         }
+    }
+}
+
+/// The store's form of a ruling on `request`, taken now by `instance`.
+fn decision(request: &Approval, ruling: Ruling, instance: &str) -> Decide {
+    Decide {
+        approval_id: request.id,
+        approve: ruling.approve,
+        scope: ruling.scope,
+        decided_by: ruling.decided_by,
+        note: ruling.note,
+        instance: instance.to_owned(),
+        at: Utc::now(),
     }
 }

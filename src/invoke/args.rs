@@ -1,7 +1,7 @@
 //! Checking a call's arguments against its tool's parameters before
 //! anything else happens, with one error per field.
 
-use crate::error::FieldError;
+use super::FieldError;
 use crate::skill::{Param, ParamType, Tool};
 use serde_json::{Map, Value};
 

@@ -1,4 +1,4 @@
-//! The result envelope of seed 000 §4.3, extended (API.md "Invoke").
+//! The result envelope of a run (`docs/api.md`, "Invoke").
 
 use super::Prepared;
 use crate::runner::Outcome;
@@ -101,6 +101,18 @@ impl Envelope {
             parsed: None,
             error: Some(why.to_owned()),
             files: None,
+        }
+    }
+
+    /// The final status this envelope stands for, as far as it tells
+    /// (a cancelled run also reads as failed).
+    pub fn run_status(&self) -> RunStatus {
+        if self.timed_out {
+            RunStatus::TimedOut
+        } else if self.success {
+            RunStatus::Succeeded
+        } else {
+            RunStatus::Failed
         }
     }
 

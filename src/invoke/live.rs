@@ -1,7 +1,7 @@
 //! Runs in progress on this instance: their cancel switch, their live
 //! output and the moment they end, for waiters, event streams and shutdown.
 
-use super::Envelope;
+use super::{Envelope, Held};
 use crate::runner;
 use crate::store::RunStatus;
 use axum::body::Bytes;
@@ -21,6 +21,8 @@ const EVENTS_CAPACITY: usize = 64;
 /// What an event stream carries.
 #[derive(Debug, Clone)]
 pub enum RunEvent {
+    /// The call waits for a person: its request.
+    Held(Held),
     Status(RunStatus),
     Output(Bytes),
     Result(Arc<Envelope>),

@@ -1,24 +1,36 @@
 //! The invoke pipeline: resolve → validate → render → decide → record →
-//! run → record. HTTP, the command line (and later MCP) all call it, so a
-//! call behaves the same whichever way it arrives.
+//! run → record. HTTP, the command line (and later MCP) all call
+//! [`Invoker::call`], so a call behaves the same whichever way it arrives;
+//! approvals, following a run and cancelling it live here too, so that the
+//! adapters only translate.
 
 mod approve;
 pub mod args;
+mod call;
+mod cancel;
 mod envelope;
+mod error;
+mod follow;
 mod live;
+mod rundir;
 
 pub use approve::{Held, Ruling};
+pub use call::{Call, Called, Delivery, DryRun, Gate, Target, resolve};
+pub use cancel::Cancelled;
 pub use envelope::{Artifact, Envelope};
+pub use error::{FieldError, InvokeError};
+pub use follow::live_events;
 pub use live::{LiveRun, RunEvent, Runs};
+pub use rundir::artifacts_dir;
 
 use crate::catalog::Catalog;
-use crate::error::{ApiError, FieldError};
 use crate::policy::{self, Decision};
 use crate::runner::{self, Limits, Spec};
 use crate::skill::template::RenderError;
 use crate::skill::{Action, Skill, Tool};
-use crate::store::{NewRun, PolicyFacts, RunStatus, Store, StoreError};
+use crate::store::{NewRun, PolicyFacts, RunStatus, Store};
 use chrono::Utc;
+use rundir::RunDir;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,6 +38,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
 use uuid::Uuid;
+
+/// The longest a caller may wait for a held call or a run to end.
+pub const MAX_WAIT: Duration = Duration::from_secs(300);
 
 /// How long a run must last before its process group is written to the
 /// run log (see `Invoker::execute`).
@@ -123,36 +138,54 @@ impl Invoker {
         }
     }
 
-    /// Validates and renders a call of catalog tool `index`, and decides
-    /// whether it may run. Nothing is recorded or started.
+    /// Validates and renders a call of catalog tool `index`. Nothing is
+    /// decided, recorded or started.
     pub fn prepare(
         &self,
         catalog: &Catalog,
         index: usize,
         arguments: &Value,
         mode: Option<&str>,
-    ) -> Result<Prepared, ApiError> {
+    ) -> Result<Prepared, InvokeError> {
         let entry = &catalog.tools[index];
         let skill = catalog.skills[entry.skill].clone();
         let tool = &skill.tools[entry.tool];
         let args = match arguments {
             Value::Object(map) => map,
             Value::Null => &Map::new(),
-            other => {
-                return Err(ApiError::BadRequest(format!(
-                    "arguments must be a JSON object, not {}",
-                    json_kind(other)
-                )));
-            }
+            other => return Err(InvokeError::NotAnObject(json_kind(other))),
         };
-        let arguments = args::validate(tool, args).map_err(|errors| invalid_arguments(&tool.name, errors))?;
+        let arguments = args::validate(tool, args).map_err(|errors| InvokeError::InvalidArguments {
+            tool: tool.name.clone(),
+            errors,
+        })?;
         let mode = mode.unwrap_or("Global").to_owned();
-        let (argv, cwd) = match &tool.action {
+        let (argv, cwd) = self.command_line(tool, &arguments)?;
+        let env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
+        Ok(Prepared {
+            timeout: Duration::from_secs(skill.timeout_secs),
+            tool: entry.tool,
+            skill,
+            arguments,
+            argv,
+            cwd,
+            env,
+            mode,
+        })
+    }
+
+    /// The exact argv and working directory of a call of `tool`.
+    fn command_line(
+        &self,
+        tool: &Tool,
+        arguments: &Map<String, Value>,
+    ) -> Result<(Vec<String>, PathBuf), InvokeError> {
+        Ok(match &tool.action {
             Action::Command { template, program } => {
                 let mut argv = vec![program.clone()];
                 argv.extend(
                     template
-                        .render(&arguments)
+                        .render(arguments)
                         .map_err(|e| render_error(&tool.name, e))?,
                 );
                 (argv, self.settings.workspace.clone())
@@ -171,47 +204,35 @@ impl Invoker {
                 // The run directory is made when the run starts.
                 (argv, self.settings.data_dir.join("runs"))
             }
-        };
-        let env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
-        Ok(Prepared {
-            timeout: Duration::from_secs(skill.timeout_secs),
-            tool: entry.tool,
-            skill,
-            arguments,
-            argv,
-            cwd,
-            env,
-            mode,
         })
     }
 
-    /// The policy's decision for a prepared call (DESIGN §4), with the
-    /// store's facts it rests on. Fails closed: without the store, nothing
-    /// is decided and nothing runs.
-    pub async fn decide(&self, p: &Prepared) -> Result<(Decision, PolicyFacts), ApiError> {
+    /// The policy's decision for a prepared call (`docs/design.md` §4),
+    /// with the store's facts it rests on. Fails closed: without the
+    /// store, nothing is decided and nothing runs.
+    pub async fn judge(&self, p: &Prepared) -> Result<(Decision, PolicyFacts), InvokeError> {
         let facts = self
             .store
             .policy_facts(&p.skill.name, &p.tool().name, &p.skill.hash)
-            .await
-            .map_err(store_error)?;
+            .await?;
         Ok((policy::decide(&p.skill, &facts), facts))
     }
 
     /// Takes a slot for a run of `tool`, waiting a bounded time.
-    async fn slot(&self, tool: &str) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), ApiError> {
+    async fn slot(&self, tool: &str) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), InvokeError> {
         let per_tool = self.per_tool_semaphore(tool);
         let wait = self.settings.queue_timeout;
-        let retry = ApiError::TooManyRequests {
+        let busy = || InvokeError::Busy {
             retry_after_secs: wait.as_secs().max(1),
         };
         let tool_permit = tokio::time::timeout(wait, per_tool.acquire_owned())
             .await
-            .map_err(|_| retry.clone())?
-            .map_err(|_| ApiError::Unavailable("the server is shutting down".to_owned()))?;
+            .map_err(|_| busy())?
+            .map_err(|_| InvokeError::ShuttingDown)?;
         let global_permit = tokio::time::timeout(wait, self.global.clone().acquire_owned())
             .await
-            .map_err(|_| retry)?
-            .map_err(|_| ApiError::Unavailable("the server is shutting down".to_owned()))?;
+            .map_err(|_| busy())?
+            .map_err(|_| InvokeError::ShuttingDown)?;
         Ok((global_permit, tool_permit))
     }
 
@@ -221,21 +242,18 @@ impl Invoker {
     pub async fn start(
         self: &Arc<Self>,
         prepared: Prepared,
-        requested_by: Option<String>,
-    ) -> Result<(Arc<LiveRun>, broadcast::Receiver<RunEvent>), ApiError> {
+        asked: Asked,
+    ) -> Result<(Arc<LiveRun>, broadcast::Receiver<RunEvent>), InvokeError> {
         if self.runs.is_closed() {
-            return Err(ApiError::Unavailable("the server is shutting down".to_owned()));
+            return Err(InvokeError::ShuttingDown);
         }
         let permits = self.slot(&prepared.tool().name).await?;
-        let now = Utc::now();
-        let record = NewRun {
-            started_at: Some(now),
-            instance: Some(self.settings.instance.clone()),
-            ..self.new_run(&prepared, RunStatus::Running, requested_by, None)
-        };
+        let mut record = self.new_run(&prepared, RunStatus::Running, asked, None);
+        record.started_at = Some(record.created_at);
+        record.instance = Some(self.settings.instance.clone());
         let id = record.id;
         // Fail closed: what cannot be recorded does not run.
-        self.store.insert_run(record).await.map_err(store_error)?;
+        self.store.insert_run(record).await?;
         let (live, events) = self.runs.register(id);
         let this = self.clone();
         let task_live = live.clone();
@@ -247,13 +265,7 @@ impl Invoker {
     }
 
     /// A new run record for `p`, created now.
-    fn new_run(
-        &self,
-        p: &Prepared,
-        status: RunStatus,
-        requested_by: Option<String>,
-        approval_id: Option<Uuid>,
-    ) -> NewRun {
+    fn new_run(&self, p: &Prepared, status: RunStatus, asked: Asked, approval_id: Option<Uuid>) -> NewRun {
         NewRun {
             id: Uuid::now_v7(),
             skill: p.skill.name.clone(),
@@ -263,12 +275,13 @@ impl Invoker {
             argv: p.argv.clone(),
             cwd: p.cwd.display().to_string(),
             status,
-            requested_by,
+            requested_by: asked.by,
             approval_id,
             created_at: Utc::now(),
             started_at: None,
             instance: None,
             mode: Some(p.mode.clone()),
+            request_id: asked.request_id,
         }
     }
 
@@ -288,24 +301,28 @@ impl Invoker {
             .clone()
     }
 
-    /// Runs a call recorded as running to its end and records the outcome.
-    async fn execute(&self, live: Arc<LiveRun>, p: Prepared) {
-        let id = live.id;
-        let in_flight = crate::metrics::run_started(&p.tool().name);
-        live.mark_started();
-
-        let mut spec = Spec {
-            program: p.argv[0].clone(),
-            args: p.argv[1..].to_vec(),
+    /// What the runner gets for a prepared call.
+    fn spec(&self, p: &Prepared) -> Spec {
+        Spec {
+            program: p.argv.first().cloned().unwrap_or_default(),
+            args: p.argv.iter().skip(1).cloned().collect(),
             cwd: p.cwd.clone(),
             env: p.env.clone(),
             timeout: p.timeout,
             grace: self.settings.grace,
             limits: self.limits_for(&p.skill),
             isolate_network: !p.skill.network,
-        };
-        let sandbox = match &p.tool().action {
-            Action::Entrypoint { .. } => match sandbox_dir(&self.settings.data_dir, id, &p) {
+        }
+    }
+
+    /// Runs a call recorded as running to its end and records the outcome.
+    async fn execute(&self, live: Arc<LiveRun>, p: Prepared) {
+        let id = live.id;
+        let in_flight = crate::metrics::run_started(&p.tool().name);
+        live.mark_started();
+        let mut spec = self.spec(&p);
+        let run_dir = match &p.tool().action {
+            Action::Entrypoint { .. } => match RunDir::create(&self.settings.data_dir, id, &p) {
                 Ok(dir) => {
                     spec.cwd = dir.root.clone();
                     spec.env.extend(dir.env.clone());
@@ -313,28 +330,35 @@ impl Invoker {
                 }
                 Err(e) => {
                     tracing::error!(run = %id, error = %e, "cannot prepare the run directory");
-                    let env = Envelope::not_started(
-                        id,
-                        &p.skill.name,
-                        &p.tool().name,
-                        "cannot prepare the run directory",
-                    );
-                    self.record(id, RunStatus::Failed, &env).await;
-                    self.runs.finish(&live, Some(env));
+                    let why = "cannot prepare the run directory";
+                    let envelope = Envelope::not_started(id, &p.skill.name, &p.tool().name, why);
+                    self.end(&live, RunStatus::Failed, envelope).await;
                     return;
                 }
             },
             _ => None,
         };
+        let outcome = self.run_child(&live, spec).await;
+        let mut envelope = Envelope::from_outcome(id, &p, &outcome);
+        if let Some(dir) = &run_dir {
+            dir.collect(&mut envelope);
+        }
+        let status = envelope.status(&outcome);
+        drop(in_flight);
+        crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);
+        self.end(&live, status, envelope).await;
+    }
 
+    /// Runs the child of a live run, forwarding its output as events.
+    async fn run_child(&self, live: &Arc<LiveRun>, spec: Spec) -> runner::Outcome {
+        let id = live.id;
         let store = self.store.clone();
         let (events, forwarder) = live.output_sender();
         let watched = live.clone();
         let outcome = runner::run(spec, live.cancel.clone(), Some(events), move |pgid| {
             // The group id goes to the run log for whoever must clean up
-            // after a crash; a run that is over within the delay leaves
-            // nothing to clean up, and skipping its write saves the
-            // single-writer SQLite log one of four statements per call.
+            // after a crash; a run over within the delay leaves nothing to
+            // clean up, and skipping the write spares the log a statement.
             tokio::spawn(async move {
                 tokio::time::sleep(PGID_RECORD_DELAY).await;
                 if watched.is_finished() {
@@ -349,16 +373,17 @@ impl Invoker {
         // The runner dropped its sender: this ends once every chunk is out
         // (bounded, should a stray clone of the sender linger).
         let _ = tokio::time::timeout(Duration::from_secs(2), forwarder).await;
+        outcome
+    }
 
-        let mut envelope = Envelope::from_outcome(id, &p, &outcome);
-        if let Some(dir) = &sandbox {
-            dir.collect(&mut envelope);
-        }
-        let status = envelope.status(&outcome);
-        self.record(id, status, &envelope).await;
-        drop(in_flight);
-        crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);
-        self.runs.finish(&live, Some(envelope));
+    /// Records how a live run ended, logs it, and wakes its waiters.
+    async fn end(&self, live: &LiveRun, status: RunStatus, envelope: Envelope) {
+        self.record(live.id, status, &envelope).await;
+        tracing::info!(
+            run = %live.id, skill = %envelope.skill, tool = %envelope.tool, status = status.as_str(),
+            duration_ms = envelope.duration_ms, "run finished"
+        );
+        self.runs.finish(live, Some(envelope));
     }
 
     /// Writes a run's final state, retrying briefly: a result must not be
@@ -402,83 +427,13 @@ impl Invoker {
     }
 }
 
-/// The working directory of an entrypoint run and its `SANDBOX_*` contract.
-struct SandboxDir {
-    root: PathBuf,
-    out: PathBuf,
-    files: PathBuf,
-    env: Vec<(String, String)>,
-}
-
-fn sandbox_dir(data_dir: &std::path::Path, id: Uuid, p: &Prepared) -> std::io::Result<SandboxDir> {
-    let root = data_dir.join("runs").join(id.to_string());
-    let out = root.join("out");
-    let files = out.join("files");
-    std::fs::create_dir_all(&files)?;
-    let input =
-        serde_json::to_string(&Value::Object(p.arguments.clone())).unwrap_or_else(|_| "{}".to_owned());
-    std::fs::write(root.join("input.json"), &input)?;
-    let output = out.join("output.json");
-    let env = vec![
-        ("SANDBOX_INPUT".to_owned(), input),
-        ("SANDBOX_OUTPUT".to_owned(), output.display().to_string()),
-        ("SANDBOX_FILES_DIR".to_owned(), files.display().to_string()),
-        ("SKILL_INSTRUCTIONS".to_owned(), p.skill.instructions.clone()),
-    ];
-    Ok(SandboxDir {
-        root,
-        out,
-        files,
-        env,
-    })
-}
-
-impl SandboxDir {
-    /// `output.json` becomes `parsed`; artifacts are listed with their URLs.
-    fn collect(&self, envelope: &mut Envelope) {
-        if let Ok(Some(bytes)) = crate::skill::files::read_limited(&self.out.join("output.json"), 1024 * 1024)
-            && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
-        {
-            envelope.parsed = Some(v);
-        }
-        let mut files = Vec::new();
-        let mut stack = vec![(self.files.clone(), String::new())];
-        while let Some((dir, rel)) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.filter_map(Result::ok) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let rel_child = if rel.is_empty() {
-                    name
-                } else {
-                    format!("{rel}/{name}")
-                };
-                let Ok(ft) = e.file_type() else { continue };
-                if ft.is_dir() && files.len() < 1000 {
-                    stack.push((e.path(), rel_child));
-                } else if ft.is_file() && files.len() < 1000 {
-                    let size = e.metadata().map(|m| m.len()).unwrap_or(0);
-                    files.push(Artifact {
-                        url: format!("/runs/{}/files/{rel_child}", envelope.run_id),
-                        path: rel_child,
-                        size,
-                    });
-                }
-            }
-        }
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        envelope.files = Some(files);
-    }
-}
-
-/// Where an entrypoint run keeps its artifacts.
-pub fn artifacts_dir(data_dir: &std::path::Path, id: Uuid) -> PathBuf {
-    data_dir
-        .join("runs")
-        .join(id.to_string())
-        .join("out")
-        .join("files")
+/// Who asked for a call, for the record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// The token's name (`requested_by`), or who is at the terminal.
+    pub by: Option<String>,
+    /// The `x-request-id` of the request that made it.
+    pub request_id: Option<String>,
 }
 
 fn json_kind(v: &Value) -> &'static str {
@@ -492,55 +447,15 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-fn invalid_arguments(tool: &str, errors: Vec<FieldError>) -> ApiError {
-    let n = errors.len();
-    ApiError::Unprocessable {
-        code: "invalid_arguments",
-        detail: format!(
-            "{n} argument{} {} invalid for tool {tool}",
-            if n == 1 { "" } else { "s" },
-            if n == 1 { "is" } else { "are" }
-        ),
-        errors,
-    }
-}
-
-fn render_error(tool: &str, e: RenderError) -> ApiError {
+fn render_error(tool: &str, e: RenderError) -> InvokeError {
     match e {
-        RenderError::ArgumentInjection { param } => ApiError::Unprocessable {
-            code: "argument_injection",
-            detail: format!(
-                "argument '{param}' of tool {tool} begins with '-' where the command would read it as an option"
-            ),
-            errors: vec![FieldError {
-                field: param,
-                message: "a value starting with '-' is refused here (argument injection)".to_owned(),
-            }],
+        RenderError::ArgumentInjection { param } => InvokeError::ArgumentInjection {
+            tool: tool.to_owned(),
+            param,
         },
-        RenderError::Nul { param } => ApiError::Unprocessable {
-            code: "invalid_arguments",
-            detail: format!("argument '{param}' of tool {tool} contains a NUL byte"),
-            errors: vec![FieldError {
-                field: param,
-                message: "contains a NUL byte, which no argument can carry".to_owned(),
-            }],
+        RenderError::Nul { param } => InvokeError::Nul {
+            tool: tool.to_owned(),
+            param,
         },
-    }
-}
-
-/// The store's narrow errors, as HTTP sees them.
-pub fn store_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::NotFound => ApiError::not_found("run", "this id"),
-        StoreError::Conflict(m) => ApiError::Conflict {
-            code: "conflict",
-            detail: m,
-        },
-        StoreError::InvalidCursor => ApiError::BadRequest("invalid cursor".to_owned()),
-        StoreError::Unavailable(m) => {
-            tracing::error!(error = %m, "the store is unavailable");
-            ApiError::Unavailable("the run log is unavailable; nothing was run".to_owned())
-        }
-        StoreError::Other(m) => ApiError::Internal(m),
     }
 }

@@ -47,11 +47,8 @@ fn isolated_network() -> Option<RawFd> {
             let made = std::thread::Builder::new()
                 .name("skilld-netns".to_owned())
                 .spawn(|| -> io::Result<OwnedFd> {
-                    // SAFETY: a bare system call that only changes this
-                    // thread, which ends right after.
-                    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
+                    // Changes only this thread, which ends right after.
+                    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)?;
                     Ok(std::fs::File::open("/proc/thread-self/ns/net")?.into())
                 })
                 .map_err(io::Error::other)

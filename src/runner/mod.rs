@@ -25,8 +25,8 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -292,15 +292,12 @@ impl Leader {
                 "the leader is not in a state to be watched",
             ));
         };
-        // SAFETY: an open descriptor that the AsyncFd owns, so it stays
-        // open and the same until dropped or taken back by `into_inner`.
-        match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
+        match spawn::watch_pidfd(fd) {
             Ok(watched) => {
                 self.pidfd = Some(PidFd::Watched(watched));
                 Ok(())
             }
-            Err(failed) => {
-                let (fd, err) = failed.into_parts();
+            Err((fd, err)) => {
                 self.pidfd = Some(PidFd::Plain(fd));
                 Err(err)
             }

@@ -1,12 +1,38 @@
 //! Finding the program, naming failures and signals, signalling groups.
 
 use super::env::DEFAULT_PATH;
-use super::spawn::Step;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{AccessFlags, Pid, access};
 use std::io;
 use std::path::{Path, PathBuf};
+
+/// Which step failed in the child, reported back through shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub(super) enum Step {
+    None = 0,
+    Group = 1,
+    Network = 2,
+    Limits = 3,
+    Redirect = 4,
+    Directory = 5,
+    Exec = 6,
+}
+
+impl Step {
+    pub(super) fn from_raw(raw: i32) -> Self {
+        match raw {
+            1 => Self::Group,
+            2 => Self::Network,
+            3 => Self::Limits,
+            4 => Self::Redirect,
+            5 => Self::Directory,
+            6 => Self::Exec,
+            _ => Self::None,
+        }
+    }
+}
 
 /// How the leader ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,9 +18,14 @@
 //! thread is suspended until the child has exec'd or exited (`CLONE_VFORK`),
 //! which is what makes the shared stack-allocated arguments safe to read.
 
+#![expect(
+    unsafe_code,
+    reason = "clone, exec, waitid and the child's setup are system calls std does not wrap"
+)]
+
 use super::Spec;
 use super::limits::ChildSetup;
-use super::process::{Exit, describe_errno, resolve};
+use super::process::{Exit, Step, describe_errno, resolve};
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -40,33 +45,6 @@ pub(super) struct Spawned {
     pub pidfd: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
-}
-
-/// Which step failed in the child, reported back through shared memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i32)]
-pub(super) enum Step {
-    None = 0,
-    Group = 1,
-    Network = 2,
-    Limits = 3,
-    Redirect = 4,
-    Directory = 5,
-    Exec = 6,
-}
-
-impl Step {
-    fn from_raw(raw: i32) -> Self {
-        match raw {
-            1 => Self::Group,
-            2 => Self::Network,
-            3 => Self::Limits,
-            4 => Self::Redirect,
-            5 => Self::Directory,
-            6 => Self::Exec,
-            _ => Self::None,
-        }
-    }
 }
 
 /// Everything the child reads, as raw pointers into memory the parent
@@ -411,6 +389,15 @@ impl Drop for SignalMask {
             libc::pthread_sigmask(libc::SIG_SETMASK, &raw const self.0, ptr::null_mut());
         }
     }
+}
+
+/// Registers a leader's pidfd with the reactor, to learn of its exit
+/// without a blocked thread. On failure the descriptor comes back.
+pub(super) fn watch_pidfd(fd: OwnedFd) -> Result<AsyncFd<OwnedFd>, (OwnedFd, io::Error)> {
+    // SAFETY: an open descriptor that the AsyncFd owns, so it stays open
+    // and the same until dropped or taken back by `into_inner`.
+    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|failed| failed.into_parts())
 }
 
 /// Waits until the leader has ended, WITHOUT reaping it: while the zombie

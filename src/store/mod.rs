@@ -140,6 +140,9 @@ pub struct Run {
     /// prepared again exactly as it was asked for.
     #[serde(skip)]
     pub mode: Option<String>,
+    /// The `x-request-id` of the request that made the call, to find its
+    /// log lines.
+    pub request_id: Option<String>,
 }
 
 /// A run as first recorded, before anything has started.
@@ -164,6 +167,7 @@ pub struct NewRun {
     pub started_at: Option<DateTime<Utc>>,
     pub instance: Option<String>,
     pub mode: Option<String>,
+    pub request_id: Option<String>,
 }
 
 /// `GET /runs`'s query: every filter given must match.
@@ -210,8 +214,9 @@ pub struct RunPage {
 /// `Other` are for the log, never for a client.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("not found")]
-    NotFound,
+    /// No `what` (a run, an approval, a grant) has this id.
+    #[error("{what} {id} not found")]
+    NotFound { what: &'static str, id: Uuid },
     #[error("conflict: {0}")]
     Conflict(String),
     /// The `cursor` was not one this store handed out: the caller's mistake.
@@ -471,36 +476,45 @@ fn check_final(status: RunStatus) -> Result<(), StoreError> {
     }
 }
 
-/// The one mapping from sqlx's errors to ours. `transient` says which
-/// database errors mean "cannot reach or use the database right now" for a
-/// given backend.
-fn map_sqlx(err: sqlx::Error, transient: fn(&dyn sqlx::error::DatabaseError) -> bool) -> StoreError {
-    match err {
-        sqlx::Error::RowNotFound => StoreError::NotFound,
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(err.to_string()),
-        sqlx::Error::Database(ref db) if db.is_unique_violation() => {
-            StoreError::Conflict(db.message().to_owned())
+/// The one mapping from sqlx's errors to ours. Which database errors mean
+/// "cannot reach or use the database right now" depends on the backend
+/// that raised them.
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => StoreError::Unavailable(err.to_string()),
+            sqlx::Error::Database(ref db) if db.is_unique_violation() => {
+                StoreError::Conflict(db.message().to_owned())
+            }
+            sqlx::Error::Database(ref db) if transient(db.as_ref()) => {
+                StoreError::Unavailable(err.to_string())
+            }
+            other => StoreError::Other(other.to_string()),
         }
-        sqlx::Error::Database(ref db) if transient(db.as_ref()) => StoreError::Unavailable(err.to_string()),
-        other => StoreError::Other(other.to_string()),
+    }
+}
+
+fn transient(db: &dyn sqlx::error::DatabaseError) -> bool {
+    if db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some() {
+        postgres::transient(db)
+    } else {
+        sqlite::transient(db)
     }
 }
 
 /// Migration failures: unreachable is still `Unavailable`, anything else
 /// (a changed or broken migration) is `Other`.
-fn map_migrate(
-    err: sqlx::migrate::MigrateError,
-    transient: fn(&dyn sqlx::error::DatabaseError) -> bool,
-) -> StoreError {
-    match err {
-        sqlx::migrate::MigrateError::Execute(err) | sqlx::migrate::MigrateError::ExecuteMigration(err, _) => {
-            map_sqlx(err, transient)
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(err: sqlx::migrate::MigrateError) -> Self {
+        match err {
+            sqlx::migrate::MigrateError::Execute(err)
+            | sqlx::migrate::MigrateError::ExecuteMigration(err, _) => err.into(),
+            other => StoreError::Other(format!("migration failed: {other}")),
         }
-        other => StoreError::Other(format!("migration failed: {other}")),
     }
 }
 

@@ -28,7 +28,7 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance, mode"
+         created_at, started_at, finished_at, result, pgid, instance, mode, request_id"
     };
 }
 
@@ -106,15 +106,11 @@ impl PgStore {
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
-            .await
-            .map_err(map_err)?;
-        sqlx::migrate!("./migrations/postgres")
-            .run(&pool)
-            .await
-            .map_err(|err| super::map_migrate(err, transient))?;
+            .await?;
+        sqlx::migrate!("./migrations/postgres").run(&pool).await?;
         let changes = broadcast::channel(super::CHANGES_CAPACITY).0;
-        let mut listener = PgListener::connect_with(&pool).await.map_err(map_err)?;
-        listener.listen(CHANNEL).await.map_err(map_err)?;
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.listen(CHANNEL).await?;
         let task = tokio::spawn(forward_notifications(listener, changes.clone()));
         Ok(Self {
             pool,
@@ -154,10 +150,7 @@ impl Store for PgStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("select 1")
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+        sqlx::query("select 1").execute(&self.pool).await?;
         Ok(())
     }
 
@@ -167,7 +160,7 @@ impl Store for PgStore {
 
     async fn insert_run(&self, run: NewRun) -> Result<Run, StoreError> {
         super::check_new(&run)?;
-        let mut conn = self.pool.acquire().await.map_err(map_err)?;
+        let mut conn = self.pool.acquire().await?;
         let row = insert_run_on(&mut conn, &run).await?;
         drop(conn);
         self.changed(run.id);
@@ -176,7 +169,7 @@ impl Store for PgStore {
 
     async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
         super::check_pending(&run, &approval)?;
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.pool.begin().await?;
         insert_run_on(&mut tx, &run).await?;
         sqlx::query(
             "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
@@ -198,9 +191,8 @@ impl Store for PgStore {
         .bind(run.created_at)
         .bind(approval.expires_at)
         .execute(&mut *tx)
-        .await
-        .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
+        .await?;
+        tx.commit().await?;
         self.changed(run.id);
         Ok(())
     }
@@ -220,8 +212,7 @@ impl Store for PgStore {
         .bind(tool)
         .bind(skill_hash)
         .fetch_one(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         Ok(PolicyFacts {
             grant: get::<Option<String>>(&row, "grant_decision")?
                 .as_deref()
@@ -239,9 +230,8 @@ impl Store for PgStore {
         ))
         .bind(id)
         .fetch_optional(&self.pool)
-        .await
-        .map_err(map_err)?
-        .ok_or(StoreError::NotFound)?;
+        .await?
+        .ok_or(StoreError::NotFound { what: "approval", id })?;
         approval_from_row(&row)
     }
 
@@ -258,7 +248,7 @@ impl Store for PgStore {
         query
             .push(" order by created_at, id limit ")
             .push_bind(i64::from(limit.clamp(1, super::MAX_APPROVALS)));
-        let rows = query.build().fetch_all(&self.pool).await.map_err(map_err)?;
+        let rows = query.build().fetch_all(&self.pool).await?;
         rows.iter().map(approval_from_row).collect()
     }
 
@@ -268,7 +258,7 @@ impl Store for PgStore {
         } else {
             ApprovalStatus::Denied
         };
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.pool.begin().await?;
         // The row lock taken here makes a racing decider wait for this
         // transaction, then find the request no longer pending.
         let row = sqlx::query(concat!(
@@ -283,8 +273,7 @@ impl Store for PgStore {
         .bind(&d.note)
         .bind(d.at)
         .fetch_optional(&mut *tx)
-        .await
-        .map_err(map_err)?;
+        .await?;
         let Some(row) = row else {
             let current = sqlx::query(concat!(
                 "select ",
@@ -293,15 +282,17 @@ impl Store for PgStore {
             ))
             .bind(d.approval_id)
             .fetch_optional(&mut *tx)
-            .await
-            .map_err(map_err)?
-            .ok_or(StoreError::NotFound)?;
+            .await?
+            .ok_or(StoreError::NotFound {
+                what: "approval",
+                id: d.approval_id,
+            })?;
             let current = approval_from_row(&current)?;
             if current.status != ApprovalStatus::Pending {
                 return Ok(Err(Undecidable::AlreadyDecided(current.status)));
             }
             expire_on(&mut tx, current.run_id, d.at).await?;
-            tx.commit().await.map_err(map_err)?;
+            tx.commit().await?;
             self.changed(current.run_id);
             return Ok(Err(Undecidable::Expired));
         };
@@ -317,7 +308,7 @@ impl Store for PgStore {
             .bind(approval.run_id)
             .bind(d.at)
         };
-        let moved = run.execute(&mut *tx).await.map_err(map_err)?;
+        let moved = run.execute(&mut *tx).await?;
         if moved.rows_affected() != 1 {
             // Cannot happen while every path that ends a pending run also
             // closes its request; refuse rather than decide a run that
@@ -337,10 +328,9 @@ impl Store for PgStore {
                 .bind(&d.decided_by)
                 .bind(d.at)
                 .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
+                .await?;
         }
-        tx.commit().await.map_err(map_err)?;
+        tx.commit().await?;
         self.changed(approval.run_id);
         Ok(Ok(approval))
     }
@@ -355,8 +345,7 @@ impl Store for PgStore {
         )
         .bind(at)
         .fetch_all(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         for run in &runs {
             self.changed(*run);
         }
@@ -366,8 +355,7 @@ impl Store for PgStore {
     async fn count_pending(&self) -> Result<u64, StoreError> {
         let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
             .fetch_one(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
@@ -381,8 +369,7 @@ impl Store for PgStore {
             .bind(&grant.created_by)
             .bind(grant.created_at)
             .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(())
     }
 
@@ -393,8 +380,7 @@ impl Store for PgStore {
             " from grants order by created_at desc, id desc limit 1000"
         ))
         .fetch_all(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         rows.iter().map(grant_from_row).collect()
     }
 
@@ -402,10 +388,9 @@ impl Store for PgStore {
         let done = sqlx::query("delete from grants where id = $1")
             .bind(id)
             .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
+            return Err(StoreError::NotFound { what: "grant", id });
         }
         Ok(())
     }
@@ -427,8 +412,7 @@ impl Store for PgStore {
         .bind(pgid)
         .bind(instance)
         .fetch_optional(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         match row {
             Some(row) => {
                 self.changed(id);
@@ -443,8 +427,7 @@ impl Store for PgStore {
             .bind(id)
             .bind(pgid)
             .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         if done.rows_affected() == 1 {
             return Ok(());
         }
@@ -475,9 +458,8 @@ impl Store for PgStore {
         let row = sqlx::query(concat!("select ", run_columns!(), " from runs where id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?
-            .ok_or(StoreError::NotFound)?;
+            .await?
+            .ok_or(StoreError::NotFound { what: "run", id })?;
         run_from_row(&row)
     }
 
@@ -510,7 +492,7 @@ impl Store for PgStore {
             .push(" order by created_at desc, id desc limit ")
             .push_bind(i64::from(limit) + 1);
 
-        let rows = query.build().fetch_all(&self.pool).await.map_err(map_err)?;
+        let rows = query.build().fetch_all(&self.pool).await?;
         let runs = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(super::into_page(runs, limit))
     }
@@ -524,8 +506,7 @@ impl Store for PgStore {
         .bind(at)
         .bind(instance)
         .execute(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         Ok(done.rows_affected())
     }
 }
@@ -551,8 +532,7 @@ impl PgStore {
             .bind(result)
             .bind(at)
             .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         let Some(row) = row else {
             return self.require(id).await.map(|()| None);
         };
@@ -567,9 +547,8 @@ impl PgStore {
         let found = sqlx::query("select 1 from runs where id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
-        found.map(|_| ()).ok_or(StoreError::NotFound)
+            .await?;
+        found.map(|_| ()).ok_or(StoreError::NotFound { what: "run", id })
     }
 }
 
@@ -577,8 +556,8 @@ impl PgStore {
 async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, StoreError> {
     sqlx::query(concat!(
         "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-         approval_id, created_at, started_at, finished_at, instance, mode) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) returning ",
+         approval_id, created_at, started_at, finished_at, instance, mode, request_id) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) returning ",
         run_columns!()
     ))
     .bind(run.id)
@@ -596,9 +575,10 @@ async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, S
     .bind(super::finished_at_insert(run))
     .bind(&run.instance)
     .bind(&run.mode)
+    .bind(&run.request_id)
     .fetch_one(conn)
     .await
-    .map_err(map_err)
+    .map_err(StoreError::from)
 }
 
 /// Ends a run still waiting for approval as `expired`; the trigger
@@ -610,8 +590,7 @@ async fn expire_on(conn: &mut PgConnection, run: Uuid, at: DateTime<Utc>) -> Res
     .bind(run)
     .bind(at)
     .execute(conn)
-    .await
-    .map_err(map_err)?;
+    .await?;
     Ok(())
 }
 
@@ -672,6 +651,7 @@ fn run_from_row(row: &PgRow) -> Result<Run, StoreError> {
         pgid: get(row, "pgid")?,
         instance: get(row, "instance")?,
         mode: get(row, "mode")?,
+        request_id: get(row, "request_id")?,
     })
 }
 
@@ -679,11 +659,7 @@ fn get<'r, T>(row: &'r PgRow, column: &str) -> Result<T, StoreError>
 where
     T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
 {
-    row.try_get(column).map_err(map_err)
-}
-
-fn map_err(err: sqlx::Error) -> StoreError {
-    super::map_sqlx(err, transient)
+    row.try_get(column).map_err(StoreError::from)
 }
 
 /// SQLSTATEs that mean the server cannot serve us right now rather than that
@@ -691,7 +667,7 @@ fn map_err(err: sqlx::Error) -> StoreError {
 /// resources (53, e.g. too many connections), operator intervention (57P,
 /// shutting down or starting up), and a read-only server (25006, a standby
 /// after a failover).
-fn transient(err: &dyn DatabaseError) -> bool {
+pub(super) fn transient(err: &dyn DatabaseError) -> bool {
     err.code().is_some_and(|code| {
         code.starts_with("08") || code.starts_with("53") || code.starts_with("57P") || code == "25006"
     })

@@ -31,7 +31,7 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance, mode"
+         created_at, started_at, finished_at, result, pgid, instance, mode, request_id"
     };
 }
 
@@ -141,12 +141,9 @@ impl SqliteStore {
             // keep one open for the life of the pool.
             pool = pool.min_connections(1).idle_timeout(None).max_lifetime(None);
         }
-        let pool = pool.connect_with(options).await.map_err(map_err)?;
+        let pool = pool.connect_with(options).await?;
 
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&pool)
-            .await
-            .map_err(|err| super::map_migrate(err, transient))?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         Ok(Self {
             pool,
             changes: broadcast::channel(super::CHANGES_CAPACITY).0,
@@ -233,10 +230,7 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("select 1")
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+        sqlx::query("select 1").execute(&self.pool).await?;
         Ok(())
     }
 
@@ -247,7 +241,7 @@ impl Store for SqliteStore {
     async fn insert_run(&self, run: NewRun) -> Result<Run, StoreError> {
         super::check_new(&run)?;
         let id = run.id;
-        let mut conn = self.pool.acquire().await.map_err(map_err)?;
+        let mut conn = self.pool.acquire().await?;
         let row = insert_run_on(&mut conn, &run).await?;
         drop(conn);
         self.changed(id);
@@ -256,7 +250,7 @@ impl Store for SqliteStore {
 
     async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
         super::check_pending(&run, &approval)?;
-        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
+        let mut tx = self.pool.begin_with(BEGIN).await?;
         insert_run_on(&mut tx, &run).await?;
         sqlx::query(
             "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
@@ -278,9 +272,8 @@ impl Store for SqliteStore {
         .bind(time_text(run.created_at)?)
         .bind(time_text(approval.expires_at)?)
         .execute(&mut *tx)
-        .await
-        .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
+        .await?;
+        tx.commit().await?;
         self.changed(run.id);
         Ok(())
     }
@@ -312,8 +305,7 @@ impl Store for SqliteStore {
         .bind(skill)
         .bind(skill_hash)
         .fetch_one(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         let facts = PolicyFacts {
             grant: get::<Option<String>>(&row, "grant_decision")?
                 .as_deref()
@@ -339,9 +331,8 @@ impl Store for SqliteStore {
         ))
         .bind(id.to_string())
         .fetch_optional(&self.pool)
-        .await
-        .map_err(map_err)?
-        .ok_or(StoreError::NotFound)?;
+        .await?
+        .ok_or(StoreError::NotFound { what: "approval", id })?;
         approval_from_row(&row)
     }
 
@@ -358,7 +349,7 @@ impl Store for SqliteStore {
         query
             .push(" order by created_at, id limit ")
             .push_bind(i64::from(limit.clamp(1, super::MAX_APPROVALS)));
-        let rows = query.build().fetch_all(&self.pool).await.map_err(map_err)?;
+        let rows = query.build().fetch_all(&self.pool).await?;
         rows.iter().map(approval_from_row).collect()
     }
 
@@ -369,7 +360,7 @@ impl Store for SqliteStore {
         } else {
             ApprovalStatus::Denied
         };
-        let mut tx = self.pool.begin_with(BEGIN).await.map_err(map_err)?;
+        let mut tx = self.pool.begin_with(BEGIN).await?;
         let row = sqlx::query(concat!(
             "update approvals set status = ?, scope = ?, decided_by = ?, note = ?, decided_at = ? \
              where id = ? and status = 'pending' and expires_at > ? returning ",
@@ -383,8 +374,7 @@ impl Store for SqliteStore {
         .bind(d.approval_id.to_string())
         .bind(&at)
         .fetch_optional(&mut *tx)
-        .await
-        .map_err(map_err)?;
+        .await?;
         let Some(row) = row else {
             let current = sqlx::query(concat!(
                 "select ",
@@ -393,15 +383,17 @@ impl Store for SqliteStore {
             ))
             .bind(d.approval_id.to_string())
             .fetch_optional(&mut *tx)
-            .await
-            .map_err(map_err)?
-            .ok_or(StoreError::NotFound)?;
+            .await?
+            .ok_or(StoreError::NotFound {
+                what: "approval",
+                id: d.approval_id,
+            })?;
             let current = approval_from_row(&current)?;
             if current.status != ApprovalStatus::Pending {
                 return Ok(Err(Undecidable::AlreadyDecided(current.status)));
             }
             expire_on(&mut tx, current.run_id, &at).await?;
-            tx.commit().await.map_err(map_err)?;
+            tx.commit().await?;
             self.changed(current.run_id);
             return Ok(Err(Undecidable::Expired));
         };
@@ -417,7 +409,7 @@ impl Store for SqliteStore {
             .bind(&at)
             .bind(approval.run_id.to_string())
         };
-        let moved = run.execute(&mut *tx).await.map_err(map_err)?;
+        let moved = run.execute(&mut *tx).await?;
         if moved.rows_affected() != 1 {
             // Cannot happen while every path that ends a pending run also
             // closes its request; refuse rather than decide a run that
@@ -437,10 +429,9 @@ impl Store for SqliteStore {
                 .bind(&d.decided_by)
                 .bind(&at)
                 .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
+                .await?;
         }
-        tx.commit().await.map_err(map_err)?;
+        tx.commit().await?;
         self.forget_facts();
         self.changed(approval.run_id);
         Ok(Ok(approval))
@@ -456,8 +447,7 @@ impl Store for SqliteStore {
         )
         .bind(time_text(at)?)
         .fetch_all(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         let runs = rows
             .iter()
             .map(|row| parse_uuid(&get::<String>(row, "id")?))
@@ -471,8 +461,7 @@ impl Store for SqliteStore {
     async fn count_pending(&self) -> Result<u64, StoreError> {
         let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
             .fetch_one(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
@@ -486,8 +475,7 @@ impl Store for SqliteStore {
             .bind(&grant.created_by)
             .bind(time_text(grant.created_at)?)
             .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         self.forget_facts();
         Ok(())
     }
@@ -499,8 +487,7 @@ impl Store for SqliteStore {
             " from grants order by created_at desc, id desc limit 1000"
         ))
         .fetch_all(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         rows.iter().map(grant_from_row).collect()
     }
 
@@ -508,10 +495,9 @@ impl Store for SqliteStore {
         let done = sqlx::query("delete from grants where id = ?")
             .bind(id.to_string())
             .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
+            return Err(StoreError::NotFound { what: "grant", id });
         }
         self.forget_facts();
         Ok(())
@@ -534,8 +520,7 @@ impl Store for SqliteStore {
         .bind(instance)
         .bind(id.to_string())
         .fetch_optional(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         match row {
             Some(row) => {
                 self.changed(id);
@@ -550,8 +535,7 @@ impl Store for SqliteStore {
             .bind(pgid)
             .bind(id.to_string())
             .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         if done.rows_affected() == 1 {
             return Ok(());
         }
@@ -582,9 +566,8 @@ impl Store for SqliteStore {
         let row = sqlx::query(concat!("select ", run_columns!(), " from runs where id = ?"))
             .bind(id.to_string())
             .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?
-            .ok_or(StoreError::NotFound)?;
+            .await?
+            .ok_or(StoreError::NotFound { what: "run", id })?;
         run_from_row(&row)
     }
 
@@ -615,7 +598,7 @@ impl Store for SqliteStore {
             .push(" order by created_at desc, id desc limit ")
             .push_bind(i64::from(limit) + 1);
 
-        let rows = query.build().fetch_all(&self.pool).await.map_err(map_err)?;
+        let rows = query.build().fetch_all(&self.pool).await?;
         let runs = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(super::into_page(runs, limit))
     }
@@ -630,8 +613,7 @@ impl Store for SqliteStore {
         .bind(instance)
         .bind(instance)
         .execute(&self.pool)
-        .await
-        .map_err(map_err)?;
+        .await?;
         Ok(done.rows_affected())
     }
 }
@@ -658,8 +640,7 @@ impl SqliteStore {
             .bind(time_text(at)?)
             .bind(id.to_string())
             .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .await?;
         let Some(row) = row else {
             return self.require(id).await.map(|()| None);
         };
@@ -674,9 +655,8 @@ impl SqliteStore {
         let found = sqlx::query("select 1 from runs where id = ?")
             .bind(id.to_string())
             .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
-        found.map(|_| ()).ok_or(StoreError::NotFound)
+            .await?;
+        found.map(|_| ()).ok_or(StoreError::NotFound { what: "run", id })
     }
 }
 
@@ -686,8 +666,8 @@ async fn insert_run_on(conn: &mut SqliteConnection, run: &NewRun) -> Result<Sqli
     let finished_at = super::finished_at_insert(run).map(time_text).transpose()?;
     sqlx::query(concat!(
         "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-         approval_id, created_at, started_at, finished_at, instance, mode) \
-         values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
+         approval_id, created_at, started_at, finished_at, instance, mode, request_id) \
+         values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
         run_columns!()
     ))
     .bind(run.id.to_string())
@@ -705,9 +685,10 @@ async fn insert_run_on(conn: &mut SqliteConnection, run: &NewRun) -> Result<Sqli
     .bind(finished_at)
     .bind(&run.instance)
     .bind(&run.mode)
+    .bind(&run.request_id)
     .fetch_one(conn)
     .await
-    .map_err(map_err)
+    .map_err(StoreError::from)
 }
 
 /// Ends a run still waiting for approval as `expired`; the trigger
@@ -719,8 +700,7 @@ async fn expire_on(conn: &mut SqliteConnection, run: Uuid, at: &str) -> Result<(
     .bind(at)
     .bind(run.to_string())
     .execute(conn)
-    .await
-    .map_err(map_err)?;
+    .await?;
     Ok(())
 }
 
@@ -796,6 +776,7 @@ fn run_from_row(row: &SqliteRow) -> Result<Run, StoreError> {
         pgid: get(row, "pgid")?,
         instance: get(row, "instance")?,
         mode: get(row, "mode")?,
+        request_id: get(row, "request_id")?,
     })
 }
 
@@ -803,7 +784,7 @@ fn get<'r, T>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
 where
     T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
 {
-    row.try_get(column).map_err(map_err)
+    row.try_get(column).map_err(StoreError::from)
 }
 
 /// The one text form of a timestamp in this database: UTC, always six
@@ -835,14 +816,10 @@ fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreErro
     serde_json::from_str(text).map_err(|err| StoreError::Other(format!("bad JSON in the database: {err}")))
 }
 
-fn map_err(err: sqlx::Error) -> StoreError {
-    super::map_sqlx(err, transient)
-}
-
 /// SQLite result codes that mean the file cannot be used right now (busy
 /// past the timeout, locked, I/O error, cannot open, disk full) rather than
 /// that the statement was wrong.
-fn transient(err: &dyn DatabaseError) -> bool {
+pub(super) fn transient(err: &dyn DatabaseError) -> bool {
     const BUSY: i32 = 5;
     const LOCKED: i32 = 6;
     const IOERR: i32 = 10;

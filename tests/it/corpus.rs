@@ -1,4 +1,4 @@
-//! The shared corpus holds: every entry of `expected.json` (but the
+//! The corpus (`tests/corpus`) holds: every entry of `expected.json` (but the
 //! manifest dialect, which comes later) loads or not, with its dialect,
 //! tools and diagnostic codes.
 

@@ -1,5 +1,11 @@
 //! All integration tests, in one binary (one link, shared helpers).
 
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test that cannot go on should fail where it stands"
+)]
+
 mod approvals;
 mod auth;
 mod cli;
@@ -18,5 +24,6 @@ mod robust;
 mod runner;
 mod server_process;
 mod sources;
+mod standalone;
 mod store;
 mod ui;

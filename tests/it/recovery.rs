@@ -165,6 +165,7 @@ async fn runs_a_crash_left_running_are_interrupted_at_start() {
                 started_at: None,
                 instance: None,
                 mode: None,
+                request_id: None,
             })
             .await
             .unwrap();

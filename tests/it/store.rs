@@ -180,6 +180,7 @@ fn new_run(skill: &str, tool: &str, created_at: DateTime<Utc>) -> NewRun {
         started_at: None,
         instance: None,
         mode: None,
+        request_id: None,
     }
 }
 
@@ -203,6 +204,7 @@ fn as_inserted(new: &NewRun) -> Run {
         pgid: None,
         instance: new.instance.clone(),
         mode: new.mode.clone(),
+        request_id: new.request_id.clone(),
     }
 }
 
@@ -276,6 +278,7 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         started_at: None,
         instance: None,
         mode: Some("Dev".to_owned()),
+        request_id: Some("01937b2e-7c1a-7d2e-9f00-5a1c2b3d4e5f".to_owned()),
     };
     let inserted = insert(&store, full.clone()).await;
     assert_eq!(store.get_run(full.id).await.unwrap(), inserted);
@@ -331,6 +334,7 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
 async fn run_json_is_the_api_shape(store: Arc<dyn Store>) {
     let new = NewRun {
         requested_by: Some("alice".to_owned()),
+        request_id: Some("req-7".to_owned()),
         ..new_run("git", "git_log", t0())
     };
     let id = new.id;
@@ -354,7 +358,8 @@ async fn run_json_is_the_api_shape(store: Arc<dyn Store>) {
             "arguments": {"count": 3}, "argv": ["git", "log", "-n", "3"], "cwd": "/srv/repo",
             "status": "failed", "requested_by": "alice", "approval_id": null,
             "created_at": "2024-11-22T04:41:00.123456Z", "started_at": "2024-11-22T04:41:00.123456Z",
-            "finished_at": "2024-11-22T04:41:02.123456Z", "result": {"success": false}
+            "finished_at": "2024-11-22T04:41:02.123456Z", "result": {"success": false},
+            "request_id": "req-7"
         })
     );
 }
@@ -374,16 +379,16 @@ async fn duplicate_id_conflicts(store: Arc<dyn Store>) {
 async fn unknown_run_is_not_found(store: Arc<dyn Store>) {
     let id = Uuid::now_v7();
     let err = store.get_run(id).await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
     let err = store.start_run(id, None, "instance-a", t0()).await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
     let err = store.set_pgid(id, 1).await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
     let err = store
         .finish_run(id, RunStatus::Cancelled, None, t0())
         .await
         .unwrap_err();
-    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
     assert_eq!(store.list_runs(RunFilter::default()).await.unwrap().runs, vec![]);
 }
 
@@ -417,7 +422,7 @@ async fn new_run_must_be_live(store: Arc<dyn Store>) {
                 "{status}: {outcome:?}"
             );
             assert!(
-                matches!(store.get_run(new.id).await, Err(StoreError::NotFound)),
+                matches!(store.get_run(new.id).await, Err(StoreError::NotFound { .. })),
                 "{status}"
             );
         }
@@ -1167,6 +1172,7 @@ fn held(skill: &str, tool: &str, hash: &str, at: DateTime<Utc>) -> (NewRun, NewA
         requested_by: Some("agent".to_owned()),
         skill_hash: hash.to_owned(),
         mode: Some("Dev".to_owned()),
+        request_id: None,
         ..new_run(skill, tool, at)
     };
     (run, approval)
@@ -1301,7 +1307,10 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
         Scope::Once,
         at,
     );
-    assert!(matches!(store.decide(unknown).await, Err(StoreError::NotFound)));
+    assert!(matches!(
+        store.decide(unknown).await,
+        Err(StoreError::NotFound { .. })
+    ));
 }
 
 async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>) {
@@ -1356,7 +1365,7 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>)
     store.revoke_grant(grant.id).await.unwrap();
     assert!(matches!(
         store.revoke_grant(grant.id).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound { .. })
     ));
     assert_eq!(
         store.policy_facts("fs", "rm", "h1").await.unwrap(),
@@ -1683,7 +1692,7 @@ async fn end_waiting_never_touches_a_started_run(store: Arc<dyn Store>) {
     );
     assert!(matches!(
         store.end_waiting(Uuid::now_v7(), RunStatus::Cancelled, at).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
         store.end_waiting(run.id, RunStatus::Running, at).await,

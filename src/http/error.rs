@@ -1,6 +1,11 @@
 //! The one error type of the HTTP API, rendered as RFC 9457 problem+json.
-//! Internal causes are logged with the request id, never sent.
+//! The layers below have their own errors ([`InvokeError`], [`StoreError`],
+//! [`AuthError`]); each converts here, once. Internal causes are logged
+//! with the request id, never sent.
 
+use crate::auth::AuthError;
+use crate::invoke::{FieldError, InvokeError};
+use crate::store::StoreError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -23,13 +28,6 @@ pub struct Problem {
     /// For an ambiguous tool name: the skills that define it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidates: Option<Vec<String>>,
-}
-
-/// One field's problem.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
 }
 
 /// Everything a handler can fail with.
@@ -173,6 +171,92 @@ impl IntoResponse for ApiError {
             res.extensions_mut().insert(InternalCause(cause.clone()));
         }
         res
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Forbidden { .. } => ApiError::Forbidden(e.to_string()),
+            AuthError::Missing => ApiError::Unauthorized {
+                detail: e.to_string(),
+                token_sent: false,
+            },
+            AuthError::Malformed | AuthError::Unknown => ApiError::Unauthorized {
+                detail: e.to_string(),
+                token_sent: true,
+            },
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound { what, id } => ApiError::not_found(what, id.to_string()),
+            StoreError::Conflict(m) => ApiError::Conflict {
+                code: "conflict",
+                detail: m,
+            },
+            StoreError::InvalidCursor => ApiError::BadRequest("invalid cursor".to_owned()),
+            StoreError::Unavailable(m) => {
+                tracing::error!(error = %m, "the store is unavailable");
+                ApiError::Unavailable("the run log is unavailable; nothing was run".to_owned())
+            }
+            StoreError::Other(m) => ApiError::Internal(m),
+        }
+    }
+}
+
+impl From<InvokeError> for ApiError {
+    fn from(e: InvokeError) -> Self {
+        let e = match e {
+            InvokeError::Store(store) => return store.into(),
+            other => other,
+        };
+        let detail = e.to_string();
+        let conflict = |code| ApiError::Conflict {
+            code,
+            detail: detail.clone(),
+        };
+        let unprocessable = |code| ApiError::Unprocessable {
+            code,
+            detail: detail.clone(),
+            errors: e.field_errors(),
+        };
+        match &e {
+            InvokeError::NotFound { what, name } => ApiError::not_found(what, name),
+            InvokeError::Ambiguous { tool, candidates } => ApiError::AmbiguousTool {
+                tool: tool.clone(),
+                candidates: candidates.clone(),
+            },
+            InvokeError::NotAnObject(_) | InvokeError::WaitTooLong | InvokeError::NoteTooLong { .. } => {
+                ApiError::BadRequest(detail)
+            }
+            InvokeError::InvalidArguments { .. } | InvokeError::Nul { .. } => {
+                unprocessable("invalid_arguments")
+            }
+            InvokeError::ArgumentInjection { .. } => unprocessable("argument_injection"),
+            InvokeError::Denied { .. } => ApiError::Refused {
+                code: "denied",
+                detail,
+            },
+            InvokeError::SelfApproval(_) => ApiError::Refused {
+                code: "self_approval",
+                detail,
+            },
+            InvokeError::ApprovalExpired(_) | InvokeError::RequestExpired(_) => conflict("approval_expired"),
+            InvokeError::NotRun { .. } => conflict("not_run"),
+            InvokeError::AlreadyDecided { .. } => conflict("already_decided"),
+            InvokeError::SkillChanged(_) => conflict("skill_changed"),
+            InvokeError::RunFinished { .. } | InvokeError::RunStarted(_) => conflict("run_finished"),
+            InvokeError::RunElsewhere(_) => conflict("run_elsewhere"),
+            InvokeError::Busy { retry_after_secs } => ApiError::TooManyRequests {
+                retry_after_secs: *retry_after_secs,
+            },
+            InvokeError::ShuttingDown => ApiError::Unavailable(detail),
+            InvokeError::Store(_) => ApiError::Internal(detail),
+        }
     }
 }
 

@@ -1,0 +1,229 @@
+//! [`Invoker::call`]: one call of a tool from start to answer. It owns the
+//! whole decision (refuse, hold for a person, or run) and the dispatch, so
+//! the HTTP route, the command line and MCP only translate its [`Called`].
+
+use super::{Asked, Envelope, Held, InvokeError, Invoker, LiveRun, MAX_WAIT, Prepared, RunEvent};
+use crate::catalog::{Catalog, ToolLookup};
+use crate::policy::{Decision, Verdict};
+use crate::store::{PolicyFacts, Run, RunStatus};
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A call of a tool, however it arrived.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub target: Target,
+    /// The tool's arguments: a JSON object (or null for none).
+    pub arguments: Value,
+    /// The caller's mode (`Global`, `Dev`, …), passed to the tool.
+    pub mode: Option<String>,
+    /// Render and decide only: nothing is recorded or run.
+    pub dry_run: bool,
+    /// How long a call held for a person may wait for its end before the
+    /// answer is [`Called::Held`]; at most [`MAX_WAIT`]. Only with
+    /// [`Delivery::Result`].
+    pub wait: Duration,
+    pub delivery: Delivery,
+    pub gate: Gate,
+    pub asked: Asked,
+}
+
+/// The tool a call names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A bare tool name, or the `skill__tool` export name of an ambiguous one.
+    Tool(String),
+    /// A tool of a named skill.
+    SkillTool { skill: String, tool: String },
+}
+
+/// What the caller wants once the tool starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Its envelope, once it has run.
+    Result,
+    /// The live run at once, to follow or to leave running.
+    Started,
+}
+
+/// Who decides whether the call may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The policy (`docs/design.md` §4): an agent is asking.
+    Policy,
+    /// The person at the terminal asked for it, which is their approval
+    /// (`skilld run`).
+    Operator,
+}
+
+/// How a call was answered.
+pub enum Called {
+    /// What would run and the decision; nothing was recorded.
+    DryRun(DryRun),
+    /// A standing deny refused it: nothing ran, the attempt is recorded.
+    Refused { run_id: Uuid, reason: String },
+    /// It waits for a person.
+    Held(Held),
+    /// It ran (or could not start): the envelope.
+    Finished(Arc<Envelope>),
+    /// It runs in the background ([`Delivery::Started`]).
+    Started {
+        live: Arc<LiveRun>,
+        events: broadcast::Receiver<RunEvent>,
+    },
+}
+
+/// What a dry run would do.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DryRun {
+    /// The program, then its arguments, exactly as they would run.
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// Names of the environment variables the tool would get.
+    pub env: Vec<String>,
+    pub timeout_secs: u64,
+    pub decision: Verdict,
+    pub reason: String,
+}
+
+/// The catalog index of the tool a target names: `NotFound` when there is
+/// none, `Ambiguous` (with the candidate skills) when a bare name has
+/// several.
+pub fn resolve(catalog: &Catalog, target: &Target) -> Result<usize, InvokeError> {
+    match target {
+        Target::Tool(name) => match catalog.tool(name) {
+            ToolLookup::Found(i) => Ok(i),
+            ToolLookup::Missing => Err(InvokeError::NotFound {
+                what: "tool",
+                name: name.clone(),
+            }),
+            ToolLookup::Ambiguous(entries) => Err(InvokeError::Ambiguous {
+                tool: name.clone(),
+                candidates: entries
+                    .iter()
+                    .map(|&i| catalog.skills[catalog.tools[i].skill].name.clone())
+                    .collect(),
+            }),
+        },
+        Target::SkillTool { skill, tool } => {
+            catalog.skill_index(skill).ok_or_else(|| InvokeError::NotFound {
+                what: "skill",
+                name: skill.clone(),
+            })?;
+            catalog
+                .skill_tool(skill, tool)
+                .ok_or_else(|| InvokeError::NotFound {
+                    what: "tool",
+                    name: format!("{skill}/{tool}"),
+                })
+        }
+    }
+}
+
+impl Invoker {
+    /// Resolves, validates, renders and decides a call, then refuses it,
+    /// holds it for a person, or runs it, as [`Call`] asks.
+    pub async fn call(self: &Arc<Self>, catalog: &Catalog, call: Call) -> Result<Called, InvokeError> {
+        if call.wait > MAX_WAIT {
+            return Err(InvokeError::WaitTooLong);
+        }
+        let index = resolve(catalog, &call.target)?;
+        let prepared = self.prepare(catalog, index, &call.arguments, call.mode.as_deref())?;
+        if call.gate == Gate::Operator {
+            return self.run(prepared, &call).await;
+        }
+        let (decision, facts) = self.judge(&prepared).await?;
+        if call.dry_run {
+            return Ok(Called::DryRun(dry_run(&prepared, decision)));
+        }
+        match decision.decision {
+            Verdict::Deny => {
+                let run_id = self.refuse(&prepared, call.asked.clone()).await?;
+                tracing::info!(run = %run_id, reason = %decision.reason, "call refused by a standing deny");
+                Ok(Called::Refused {
+                    run_id,
+                    reason: decision.reason,
+                })
+            }
+            Verdict::Ask => self.ask(&prepared, &facts, &call, &decision.reason).await,
+            Verdict::Run => self.run(prepared, &call).await,
+        }
+    }
+
+    /// Holds a call for a person; with a wait, answers with its end if it
+    /// comes in time.
+    async fn ask(
+        &self,
+        prepared: &Prepared,
+        facts: &PolicyFacts,
+        call: &Call,
+        reason: &str,
+    ) -> Result<Called, InvokeError> {
+        let held = self.hold(prepared, facts, call.asked.clone()).await?;
+        tracing::info!(run = %held.run_id, approval = %held.approval_id, %reason, "call held for approval");
+        if call.delivery == Delivery::Started || call.wait.is_zero() {
+            return Ok(Called::Held(held));
+        }
+        let run = self.wait_final(held.run_id, call.wait).await?;
+        if !run.status.is_final() {
+            return Ok(Called::Held(held));
+        }
+        self.ended(run).await.map(Called::Finished)
+    }
+
+    /// The envelope of a held run that ended, or why there is none (a
+    /// denial carries the approver's note).
+    async fn ended(&self, run: Run) -> Result<Arc<Envelope>, InvokeError> {
+        if let Some(result) = run.result
+            && let Ok(envelope) = serde_json::from_value::<Envelope>(result)
+        {
+            return Ok(Arc::new(envelope));
+        }
+        Err(match run.status {
+            RunStatus::Denied => {
+                let note = match run.approval_id {
+                    Some(id) => self.store.get_approval(id).await.ok().and_then(|a| a.note),
+                    None => None,
+                };
+                InvokeError::Denied { run_id: run.id, note }
+            }
+            RunStatus::Expired => InvokeError::ApprovalExpired(run.id),
+            status => InvokeError::NotRun {
+                run_id: run.id,
+                status,
+            },
+        })
+    }
+
+    /// Starts a call that may run, and answers as its delivery asks.
+    async fn run(self: &Arc<Self>, prepared: Prepared, call: &Call) -> Result<Called, InvokeError> {
+        let (live, events) = self.start(prepared, call.asked.clone()).await?;
+        if call.delivery == Delivery::Started {
+            return Ok(Called::Started { live, events });
+        }
+        drop(events);
+        match live.finished().await {
+            Some(envelope) => Ok(Called::Finished(envelope)),
+            None => Err(InvokeError::NotRun {
+                run_id: live.id,
+                status: RunStatus::Cancelled,
+            }),
+        }
+    }
+}
+
+fn dry_run(p: &Prepared, decision: Decision) -> DryRun {
+    DryRun {
+        argv: p.argv.clone(),
+        cwd: p.cwd.display().to_string(),
+        env: p.env.iter().map(|(k, _)| k.clone()).collect(),
+        timeout_secs: p.timeout.as_secs(),
+        decision: decision.decision,
+        reason: decision.reason,
+    }
+}

@@ -1,0 +1,47 @@
+//! Cancelling a run, wherever it is in its life.
+
+use super::{InvokeError, Invoker};
+use crate::store::RunStatus;
+use chrono::Utc;
+use uuid::Uuid;
+
+/// What a cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// It runs here: its group gets SIGTERM, then SIGKILL after the grace.
+    Cancelling,
+    /// It had not started: it ended `cancelled`, and nothing ran.
+    Withdrawn,
+}
+
+impl Invoker {
+    /// Cancels run `id`: a running one's process group is killed; one that
+    /// waits (for a person or a slot) is withdrawn. A run that has ended,
+    /// or runs on another instance, is refused.
+    pub async fn cancel(&self, id: Uuid) -> Result<Cancelled, InvokeError> {
+        if let Some(live) = self.runs.get(id) {
+            live.cancel.cancel();
+            return Ok(Cancelled::Cancelling);
+        }
+        let run = self.store.get_run(id).await?;
+        if run.status.is_final() {
+            return Err(InvokeError::RunFinished {
+                id,
+                status: run.status,
+            });
+        }
+        if run.status == RunStatus::Running {
+            return Err(InvokeError::RunElsewhere(id));
+        }
+        // Only a run that has not started: one an approval just started on
+        // another instance is that instance's to end.
+        match self
+            .store
+            .end_waiting(id, RunStatus::Cancelled, Utc::now())
+            .await?
+        {
+            Some(_) => Ok(Cancelled::Withdrawn),
+            None => Err(InvokeError::RunStarted(id)),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! What a call, a decision or a cancel can fail with, in the pipeline's own
+//! terms. The HTTP layer renders each as one problem document; the command
+//! line prints it as a sentence.
+
+use crate::store::{ApprovalStatus, RunStatus, StoreError};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// One field's problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+/// Everything the pipeline refuses or cannot do.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    #[error("{what} '{name}' not found")]
+    NotFound { what: &'static str, name: String },
+    #[error(
+        "tool '{tool}' is defined by several skills ({}); name one as skill__tool",
+        candidates.join(", ")
+    )]
+    Ambiguous { tool: String, candidates: Vec<String> },
+    #[error("arguments must be a JSON object, not {0}")]
+    NotAnObject(&'static str),
+    #[error(
+        "{n} argument{s} {are} invalid for tool {tool}",
+        n = errors.len(),
+        s = if errors.len() == 1 { "" } else { "s" },
+        are = if errors.len() == 1 { "is" } else { "are" }
+    )]
+    InvalidArguments { tool: String, errors: Vec<FieldError> },
+    #[error("argument '{param}' of tool {tool} begins with '-' where the command would read it as an option")]
+    ArgumentInjection { tool: String, param: String },
+    #[error("argument '{param}' of tool {tool} contains a NUL byte")]
+    Nul { tool: String, param: String },
+    #[error("wait must be at most {} seconds", super::MAX_WAIT.as_secs())]
+    WaitTooLong,
+    #[error("note is longer than {max} characters")]
+    NoteTooLong { max: usize },
+    /// A person denied the call while its caller waited.
+    #[error("run {run_id} was denied; nothing ran{}", note.as_deref().map(|n| format!(" (note: {n})")).unwrap_or_default())]
+    Denied { run_id: Uuid, note: Option<String> },
+    #[error("run {0} expired waiting for approval; nothing ran")]
+    ApprovalExpired(Uuid),
+    #[error("run {run_id} ended {status} without running")]
+    NotRun { run_id: Uuid, status: RunStatus },
+    #[error("too many runs at once; retry in {retry_after_secs}s")]
+    Busy { retry_after_secs: u64 },
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// An approver deciding the request its own token made.
+    #[error("token '{0}' made this call and cannot decide it; ask another approver")]
+    SelfApproval(String),
+    #[error("approval {id} is already {}", status.as_str())]
+    AlreadyDecided { id: Uuid, status: ApprovalStatus },
+    #[error("approval {0} expired before it was decided")]
+    RequestExpired(Uuid),
+    /// The skill behind a request is not what the approver was shown.
+    #[error("{0}; the request is void: call the tool again")]
+    SkillChanged(String),
+    #[error("run {id} already finished ({status})")]
+    RunFinished { id: Uuid, status: RunStatus },
+    #[error("run {0} already started or finished")]
+    RunStarted(Uuid),
+    #[error("run {0} is running on another instance; cancel it there")]
+    RunElsewhere(Uuid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl InvokeError {
+    /// The per-field problems, where there are some.
+    pub fn field_errors(&self) -> Vec<FieldError> {
+        let one = |field: &str, message: &str| {
+            vec![FieldError {
+                field: field.to_owned(),
+                message: message.to_owned(),
+            }]
+        };
+        match self {
+            InvokeError::InvalidArguments { errors, .. } => errors.clone(),
+            InvokeError::ArgumentInjection { param, .. } => one(
+                param,
+                "a value starting with '-' is refused here (argument injection)",
+            ),
+            InvokeError::Nul { param, .. } => one(param, "contains a NUL byte, which no argument can carry"),
+            _ => Vec::new(),
+        }
+    }
+}

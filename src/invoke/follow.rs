@@ -1,0 +1,262 @@
+//! Following a run wherever it runs: waiting for it to end, and its
+//! events (status changes, live output, the result) as a stream, whether
+//! it runs here, on another instance, or has not started yet.
+
+use super::{Envelope, Held, InvokeError, Invoker, LiveRun, MAX_WAIT, RunEvent};
+use crate::store::{Run, RunStatus, StoreError};
+use futures_util::stream::{self, BoxStream, StreamExt};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+/// How long `follow` waits for a change before checking that its
+/// subscriber is still there.
+const FOLLOW_POLL: Duration = Duration::from_secs(15);
+
+impl Invoker {
+    /// Run `id`; with a wait, once it has ended or the wait has passed.
+    /// Through the store, so a run decided or finished on another
+    /// instance wakes this waiter too.
+    pub async fn run_after(&self, id: Uuid, wait: Duration) -> Result<Run, InvokeError> {
+        if wait > MAX_WAIT {
+            return Err(InvokeError::WaitTooLong);
+        }
+        if wait.is_zero() {
+            return Ok(self.store.get_run(id).await?);
+        }
+        Ok(self.wait_final(id, wait).await?)
+    }
+
+    /// Reads a run, waiting up to `within` for it to reach a final status.
+    /// Woken by the store's change notifications (from any instance on
+    /// PostgreSQL), and re-reading at least every `wait_poll`.
+    pub async fn wait_final(&self, id: Uuid, within: Duration) -> Result<Run, StoreError> {
+        self.wait_until(id, within, |run| run.status.is_final()).await
+    }
+
+    /// Reads a run, waiting up to `within` until `done` holds for it (see
+    /// [`Invoker::wait_final`]). Returns the last read either way.
+    pub async fn wait_until(
+        &self,
+        id: Uuid,
+        within: Duration,
+        done: impl Fn(&Run) -> bool,
+    ) -> Result<Run, StoreError> {
+        let deadline = Instant::now() + within;
+        // Subscribed before the first read, so no change can slip between.
+        let mut changes = self.store.changes();
+        loop {
+            let run = self.store.get_run(id).await?;
+            if done(&run) || Instant::now() >= deadline {
+                return Ok(run);
+            }
+            let until = deadline.min(Instant::now() + self.settings.wait_poll);
+            let _ = tokio::time::timeout_at(until, async {
+                loop {
+                    match changes.recv().await {
+                        Ok(changed) if changed == id => return,
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(_)) => return,
+                        Err(RecvError::Closed) => std::future::pending::<()>().await,
+                    }
+                }
+            })
+            .await;
+        }
+    }
+
+    /// The events of run `id` until it ends: live from this instance when
+    /// it runs here (subscribed before anything else, so no output is
+    /// missed), its stored end when it is over, else followed through the
+    /// store, since a run still waiting may end without ever running.
+    pub async fn events(self: &Arc<Self>, id: Uuid) -> Result<BoxStream<'static, RunEvent>, InvokeError> {
+        if let Some(live) = self.runs.get(id)
+            && live.has_started()
+        {
+            let rx = live.subscribe();
+            let run = self.store.get_run(id).await?;
+            return Ok(live_events(live, rx, Some(run.status)));
+        }
+        let run = self.store.get_run(id).await?;
+        if run.status.is_final() {
+            let mut events = vec![RunEvent::Status(run.status)];
+            events.extend(stored_result(&run).map(RunEvent::Result));
+            return Ok(stream::iter(events).boxed());
+        }
+        Ok(self.follow(id, None))
+    }
+
+    /// The events of a call just held for a person: first the request,
+    /// then as [`Invoker::follow`].
+    pub fn held_events(self: &Arc<Self>, held: Held) -> BoxStream<'static, RunEvent> {
+        stream::once(async move { RunEvent::Held(held) })
+            .chain(self.follow(held.run_id, Some(RunStatus::PendingApproval)))
+            .boxed()
+    }
+
+    /// Follows a run that is not (yet) live here: its status changes as the
+    /// store sees them (from any instance), its live output once it runs on
+    /// this instance, and its result; then the stream ends. A task feeds
+    /// the stream and stops when the stream is dropped.
+    pub fn follow(self: &Arc<Self>, id: Uuid, known: Option<RunStatus>) -> BoxStream<'static, RunEvent> {
+        let (tx, rx) = mpsc::channel::<RunEvent>(16);
+        let this = self.clone();
+        tokio::spawn(async move { this.feed(id, known, tx).await });
+        stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|event| (event, rx)) },
+        )
+        .boxed()
+    }
+
+    /// The task behind [`Invoker::follow`]. Returns when the run has ended
+    /// or the subscriber has gone.
+    async fn feed(&self, id: Uuid, known: Option<RunStatus>, tx: mpsc::Sender<RunEvent>) {
+        // The last status sent, so each is sent once.
+        let mut last = known;
+        loop {
+            let seen = last;
+            let changed = |run: &Run| Some(run.status) != seen || run.status.is_final();
+            let run = match self.wait_until(id, FOLLOW_POLL, changed).await {
+                Ok(run) => run,
+                Err(e) => {
+                    tracing::warn!(run = %id, error = %e, "cannot follow the run");
+                    return;
+                }
+            };
+            if last != Some(run.status) {
+                last = Some(run.status);
+                if tx.send(RunEvent::Status(run.status)).await.is_err() {
+                    return;
+                }
+            }
+            if run.status.is_final() {
+                if let Some(result) = stored_result(&run) {
+                    let _ = tx.send(RunEvent::Result(result)).await;
+                }
+                return;
+            }
+            if let Some(live) = self.runs.get(id)
+                && relay(&live, &mut last, &tx).await.is_break()
+            {
+                return;
+            }
+            if tx.is_closed() {
+                return;
+            }
+        }
+    }
+}
+
+/// Relays the events of a run live on this instance until it ends. Breaks
+/// when the stream is over (its result sent) or the subscriber has gone;
+/// continues when the run ended without a result, which the store has.
+async fn relay(
+    live: &LiveRun,
+    last: &mut Option<RunStatus>,
+    tx: &mpsc::Sender<RunEvent>,
+) -> std::ops::ControlFlow<()> {
+    use std::ops::ControlFlow::{Break, Continue};
+    let mut events = live.subscribe();
+    if live.has_started() && *last != Some(RunStatus::Running) {
+        *last = Some(RunStatus::Running);
+        if tx.send(RunEvent::Status(RunStatus::Running)).await.is_err() {
+            return Break(());
+        }
+    }
+    loop {
+        // The end is watched beside the events (a run can end without a
+        // result), and so is the subscriber.
+        let received = tokio::select! {
+            biased;
+            received = events.recv() => received,
+            _ = live.finished() => return Continue(()),
+            () = tx.closed() => return Break(()),
+        };
+        let event = match received {
+            Ok(RunEvent::Result(envelope)) => {
+                let _ = tx.send(RunEvent::Status(envelope.run_status())).await;
+                let _ = tx.send(RunEvent::Result(envelope)).await;
+                return Break(());
+            }
+            Ok(RunEvent::Status(status)) if *last != Some(status) => {
+                *last = Some(status);
+                RunEvent::Status(status)
+            }
+            Ok(RunEvent::Output(chunk)) => RunEvent::Output(chunk),
+            Ok(RunEvent::Status(_) | RunEvent::Held(_)) | Err(RecvError::Lagged(_)) => continue,
+            // Ended: the store has how.
+            Err(RecvError::Closed) => return Continue(()),
+        };
+        if tx.send(event).await.is_err() {
+            return Break(());
+        }
+    }
+}
+
+/// The envelope a finished run stored, if it has one.
+fn stored_result(run: &Run) -> Option<Arc<Envelope>> {
+    let result = run.result.clone()?;
+    match serde_json::from_value::<Envelope>(result) {
+        Ok(envelope) => Some(Arc::new(envelope)),
+        Err(e) => {
+            tracing::warn!(run = %run.id, error = %e, "the stored result is not an envelope");
+            None
+        }
+    }
+}
+
+/// A live run's events until its result: `initial` first, if given.
+pub fn live_events(
+    live: Arc<LiveRun>,
+    rx: broadcast::Receiver<RunEvent>,
+    initial: Option<RunStatus>,
+) -> BoxStream<'static, RunEvent> {
+    struct State {
+        live: Arc<LiveRun>,
+        rx: broadcast::Receiver<RunEvent>,
+        initial: Option<RunStatus>,
+        done: bool,
+    }
+    let state = State {
+        live,
+        rx,
+        initial,
+        done: false,
+    };
+    stream::unfold(state, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        if let Some(status) = st.initial.take() {
+            return Some((RunEvent::Status(status), st));
+        }
+        let event = next_live(&mut st.rx, &st.live).await?;
+        st.done = matches!(event, RunEvent::Result(_));
+        Some((event, st))
+    })
+    .boxed()
+}
+
+/// The next event of a live run: `None` once it has ended without a
+/// result. The live run holds the sender, so `recv` alone would wait
+/// forever for a run that ends without a result (cancelled before it
+/// started): its end is watched too, events first.
+async fn next_live(rx: &mut broadcast::Receiver<RunEvent>, live: &LiveRun) -> Option<RunEvent> {
+    loop {
+        let received = tokio::select! {
+            biased;
+            received = rx.recv() => received,
+            ended = live.finished() => return ended.map(RunEvent::Result),
+        };
+        match received {
+            Ok(event) => return Some(event),
+            // A slow reader missed some output; the result still comes.
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return live.finished().await.map(RunEvent::Result),
+        }
+    }
+}
