@@ -16,7 +16,7 @@
 use skilld::AppState;
 use skilld::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use skilld::export::Exports;
-use skilld::skill::load::{LoadOptions, PathCache, Runtimes, load_skill};
+use skilld::skill::{LoadOptions, PathCache, Runtimes, load_skill};
 use skilld::skill::{Loaded, Trust};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -4,8 +4,8 @@
 
 use crate::export::Exports;
 pub use crate::export::ToolEntry;
-use crate::skill::load::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
+use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,8 +3,8 @@
 
 use crate::auth::{Auth, TokenConfig, TokenList};
 use crate::catalog::Root;
+use crate::skill::Runtimes;
 use crate::skill::Trust;
-use crate::skill::load::Runtimes;
 use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;

@@ -98,7 +98,7 @@ pub fn warning(skill: &Skill, facts: &PolicyFacts) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skill::load::{LoadOptions, PathCache, Runtimes, load_skill};
+    use crate::skill::{LoadOptions, PathCache, Runtimes, load_skill};
     use std::sync::Arc;
 
     fn skill(front: &str, trust: Trust) -> Arc<Skill> {

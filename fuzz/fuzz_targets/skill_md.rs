@@ -11,7 +11,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 use skilld::skill::frontmatter;
-use skilld::skill::load::{LoadOptions, PathCache, Runtimes};
+use skilld::skill::{LoadOptions, PathCache, Runtimes};
 use skilld::skill::markdown;
 use skilld::skill::template::CommandTemplate;
 use skilld::skill::{Trust, load_skill};

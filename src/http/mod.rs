@@ -246,7 +246,7 @@ pub(crate) async fn read_file_inside(
     rel: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ApiError> {
-    use crate::skill::load::{read_limited, resolve_inside};
+    use crate::skill::files::{read_limited, resolve_inside};
     let not_found = || ApiError::not_found("file", rel);
     let owned = rel.to_owned();
     tokio::task::spawn_blocking(move || {

@@ -47,7 +47,7 @@ impl RunDir {
     /// `output.json` becomes `parsed`; artifacts are listed with their URLs.
     pub fn collect(&self, envelope: &mut Envelope) {
         if let Ok(Some(bytes)) =
-            crate::skill::load::read_limited(&self.out.join("output.json"), MAX_OUTPUT_JSON)
+            crate::skill::files::read_limited(&self.out.join("output.json"), MAX_OUTPUT_JSON)
             && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
         {
             envelope.parsed = Some(v);

@@ -1,116 +1,22 @@
 //! Reading one skill directory into the unified model, whatever its dialect,
-//! with a diagnostic for everything wrong with it.
+//! with a diagnostic for everything wrong with it. This module holds the
+//! steps of a load in order; each dialect's tools, the frontmatter fields
+//! and the file helpers live in modules of their own.
 
-use super::diag::{Code, Diagnostic, LineIndex, Pos};
-use super::frontmatter::{self, Unclosed};
-use super::markdown::{self, ParamsSection, ToolBlock};
+use super::diag::{Code, Diagnostic, Pos};
+use super::dialect;
+use super::files::{self, PathCache, read_limited};
+use super::frontmatter::{self, Split, Unclosed};
+use super::markdown;
 use super::model::*;
-use super::template::{self, CommandTemplate};
+use super::names::{NameCheck, check_name};
+use super::parse::Parse;
+use super::scripts::Runtimes;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
-use std::collections::{BTreeSet, HashMap};
-use std::path::{Component, Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
 /// The largest definition file that is parsed (seed 001's read limit).
 pub const MAX_DEFINITION_BYTES: u64 = 1024 * 1024;
-/// Descriptions are cut to this many characters (seed 000 §2.2).
-pub const MAX_DESCRIPTION_CHARS: usize = 256;
-/// Default per-skill timeout (DESIGN §3).
-pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
-/// Commands that skills may not take as their alias (seed 004 §3.3).
-pub const BUILTIN_COMMANDS: [&str; 3] = ["skills", "skill", "help"];
-/// Entrypoint names of seed 003, in the order they are looked for.
-const ENTRYPOINTS: [&str; 4] = ["main.py", "main.sh", "main.js", "run.py"];
-/// At most this many files are listed (and hashed) per skill.
-const MAX_LISTED_FILES: usize = 10_000;
-
-/// Frontmatter keys that some dialect defines; anything else is warned about.
-const KNOWN_KEYS: &[&str] = &[
-    "name",
-    "version",
-    "description",
-    "summary",
-    "author",
-    "license",
-    "tags",
-    "modes",
-    "read_only",
-    "always_ask",
-    "timeout",
-    "network",
-    "lang",
-    "image",
-    "resources",
-    "invocation_mode",
-    "command",
-    "command_tool",
-    "requires_tools",
-    "eligibility",
-    "triggers",
-    "permissions",
-    "homepage",
-];
-
-/// Runtimes for scripts by extension (seed 001); configurable.
-#[derive(Debug, Clone)]
-pub struct Runtimes {
-    pub by_extension: HashMap<String, Vec<String>>,
-}
-
-impl Default for Runtimes {
-    fn default() -> Self {
-        let mut by_extension = HashMap::new();
-        for (ext, argv) in [
-            ("py", vec!["python3"]),
-            ("sh", vec!["bash"]),
-            ("bash", vec!["bash"]),
-            ("js", vec!["node"]),
-            ("ts", vec!["npx", "--no-install", "ts-node"]),
-        ] {
-            by_extension.insert(ext.to_owned(), argv.into_iter().map(String::from).collect());
-        }
-        Self { by_extension }
-    }
-}
-
-/// Looks programs up on `PATH` once per catalog build; shared by threads.
-#[derive(Debug, Default)]
-pub struct PathCache {
-    path: Option<std::ffi::OsString>,
-    found: Mutex<HashMap<String, bool>>,
-}
-
-impl PathCache {
-    pub fn new(path: Option<std::ffi::OsString>) -> Self {
-        Self {
-            path,
-            found: Mutex::default(),
-        }
-    }
-
-    /// Whether `name` is an executable file in some `PATH` directory.
-    pub fn has(&self, name: &str) -> bool {
-        if let Ok(found) = self.found.lock()
-            && let Some(&hit) = found.get(name)
-        {
-            return hit;
-        }
-        let hit = self
-            .path
-            .as_ref()
-            .is_some_and(|p| std::env::split_paths(p).any(|dir| is_executable(&dir.join(name))));
-        if let Ok(mut found) = self.found.lock() {
-            found.insert(name.to_owned(), hit);
-        }
-        hit
-    }
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
 
 /// What a load needs to know beyond the directory itself.
 pub struct LoadOptions<'a> {
@@ -155,407 +61,59 @@ pub fn load_skill(dir: &Path, opts: &LoadOptions<'_>) -> Loaded {
     }
 }
 
-/// Whether a name is valid: 1–64 of `[a-z0-9]` with single `-` (or, with a
-/// `name_style` warning, `_`) between them.
-pub fn check_name(name: &str) -> NameCheck {
-    if name.is_empty() || name.len() > 64 {
-        return NameCheck::Invalid;
-    }
-    let mut underscore = false;
-    let mut prev_sep = true;
-    for c in name.chars() {
-        match c {
-            'a'..='z' | '0'..='9' => prev_sep = false,
-            '-' | '_' if !prev_sep => {
-                underscore |= c == '_';
-                prev_sep = true;
-            }
-            _ => return NameCheck::Invalid,
-        }
-    }
-    match (prev_sep, underscore) {
-        (true, _) => NameCheck::Invalid,
-        (false, true) => NameCheck::Underscore,
-        (false, false) => NameCheck::Valid,
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameCheck {
-    Valid,
-    Underscore,
-    Invalid,
-}
-
-/// Tool names: `^[a-z0-9_]{1,32}$` (seed 000 §3.2).
-pub fn is_tool_name(name: &str) -> bool {
-    (1..=32).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-}
-
+/// The skill as read, errors and all; `None` when the definition cannot be
+/// read far enough to say what the skill is.
 fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Diagnostic>) -> Option<Skill> {
-    let manifest = dir.join("SKILL.yaml");
-    if manifest.is_file() {
-        diags.push(Diagnostic::error(
-            Code::UnsupportedDialect,
-            manifest.display().to_string(),
-            "SKILL.yaml manifests are not supported by this version of skilld; the skill is skipped",
-        ));
-        return None;
-    }
     let def_path = dir.join("SKILL.md");
     let path = def_path.display().to_string();
-    let bytes = match read_limited(&def_path, MAX_DEFINITION_BYTES) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => {
-            diags.push(Diagnostic::error(
-                Code::TooLarge,
-                &path,
-                format!("SKILL.md is larger than {MAX_DEFINITION_BYTES} bytes and is not parsed"),
-            ));
-            return None;
-        }
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Code::Unreadable,
-                &path,
-                format!("cannot read SKILL.md: {e}"),
-            ));
-            return None;
-        }
-    };
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Code::InvalidEncoding,
-                &path,
-                format!("SKILL.md is not valid UTF-8 (at byte {})", e.valid_up_to()),
-            ));
-            return None;
-        }
-    };
-    let mut p = Parse {
-        path,
-
-        index: LineIndex::new(text),
-        yaml: "",
-        yaml_offset: 0,
-        diags,
-    };
-
-    match check_name(name) {
-        NameCheck::Valid => {}
-        NameCheck::Underscore => p.warn(
-            Code::NameStyle,
-            None,
-            format!("skill name '{name}' uses '_'; the convention is lowercase words joined by single hyphens"),
-        ),
-        NameCheck::Invalid => p.error(
-            Code::InvalidName,
-            None,
-            format!(
-                "skill name '{name}' is invalid: use 1-64 lowercase letters and digits, with single hyphens between them"
-            ),
-        ),
-    }
-
-    let split = match frontmatter::split(text) {
-        Ok(s) => s,
-        Err(Unclosed) => {
-            p.error(
-                Code::InvalidFrontmatter,
-                Some(Pos { line: 1, column: 1 }),
-                "frontmatter opened with '---' is never closed; add a '---' line after it",
-            );
-            return None;
-        }
-    };
-    let fm = match split.yaml {
-        None => Map::new(),
-        Some(yaml) => {
-            p.yaml = yaml;
-            p.yaml_offset = split.yaml_offset;
-            match frontmatter::parse_yaml(yaml) {
-                Ok(Value::Object(map)) => map,
-                Ok(_) => {
-                    let pos = p.index.pos(split.yaml_offset);
-                    p.error(
-                        Code::InvalidFrontmatter,
-                        Some(pos),
-                        "frontmatter must be a YAML mapping of keys to values",
-                    );
-                    return None;
-                }
-                Err(e) => {
-                    let base = p.index.pos(split.yaml_offset);
-                    let pos = e.location.map(|(l, c)| Pos {
-                        line: base.line + l.saturating_sub(1),
-                        column: c,
-                    });
-                    let message = shift_lines(&e.message, base.line - 1);
-                    p.error(
-                        Code::InvalidYaml,
-                        pos.or(Some(base)),
-                        format!("invalid YAML in frontmatter: {message}"),
-                    );
-                    return None;
-                }
-            }
-        }
-    };
-    let body = split.body;
-    let body_offset = split.body_offset;
-
-    for key in fm.keys() {
-        if !KNOWN_KEYS.contains(&key.as_str()) {
-            let pos = p.key_pos(key);
-            p.warn(
-                Code::UnknownField,
-                pos,
-                format!("unknown frontmatter field '{key}' is ignored"),
-            );
-        }
-    }
-
-    let blocks = markdown::tool_blocks(body);
-    let scripts_dir = dir.join("scripts");
-    // Tool blocks decide the dialect; only without them do scripts matter.
-    let has_scripts = blocks.is_empty() && scripts_dir.is_dir();
-    let entrypoint = if has_scripts {
-        ENTRYPOINTS
-            .iter()
-            .map(|e| scripts_dir.join(e))
-            .find(|p| p.is_file())
-    } else {
-        None
-    };
-    let declares_entrypoint = ["lang", "image", "resources"].iter().any(|k| fm.contains_key(*k));
-    let scripts = if has_scripts {
-        list_scripts(&scripts_dir, opts.runtimes)
-    } else {
-        Vec::new()
-    };
-    let dialect = if !blocks.is_empty() {
-        Dialect::Markdown
-    } else if declares_entrypoint || entrypoint.is_some() {
-        Dialect::Entrypoint
-    } else if !scripts.is_empty() {
-        Dialect::Scripts
-    } else {
-        Dialect::Prompt
-    };
-
-    // Identity.
-    let fm_name = p.string(&fm, "name");
-    if let Some(fm_name) = &fm_name {
-        if fm_name != name {
-            let pos = p.key_pos("name");
-            p.error(
-                Code::NameMismatch,
-                pos,
-                format!("frontmatter name '{fm_name}' differs from the directory name '{name}'; rename one to match"),
-            );
-        }
-    } else if matches!(
-        dialect,
-        Dialect::Markdown | Dialect::Entrypoint | Dialect::Scripts
-    ) && !fm.contains_key("name")
-    {
-        p.missing("name", dialect);
-    }
-
-    let version = match fm.get("version") {
-        None | Some(Value::Null) => {
-            if matches!(dialect, Dialect::Markdown | Dialect::Entrypoint) {
-                p.missing("version", dialect);
-            }
-            None
-        }
-        Some(v) => {
-            let s = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                other => other.to_string(),
-            };
-            if semver::Version::parse(s.trim()).is_err() {
-                let pos = p.key_pos("version");
-                p.error(
-                    Code::InvalidVersion,
-                    pos,
-                    format!("version '{s}' is not a semantic version such as 1.0.0"),
-                );
-            }
-            Some(s.trim().to_owned())
-        }
-    };
-
-    let mut description = p.string(&fm, "description");
-    if description.is_none() && dialect == Dialect::Prompt {
-        description = p.string(&fm, "summary");
-    }
-    let description = match description.filter(|d| !d.trim().is_empty()) {
-        Some(d) => truncate_description(&mut p, d.trim()),
-        None => {
-            if dialect != Dialect::Prompt {
-                p.missing("description", dialect);
-            }
-            String::new()
-        }
-    };
-
-    let author = p.string(&fm, "author");
-    let license = p.string(&fm, "license");
-    let tags = p.list(&fm, "tags", true);
-    let modes = match fm.get("modes") {
-        None | Some(Value::Null) => vec!["Global".to_owned()],
-        Some(_) => {
-            let m = p.list(&fm, "modes", false);
-            if m.is_empty() {
-                vec!["Global".to_owned()]
-            } else {
-                m
-            }
-        }
-    };
-    let read_only = p.boolean(&fm, "read_only");
-    let always_ask = p.boolean(&fm, "always_ask");
-    let network = p.boolean(&fm, "network");
-    let timeout_secs = p.timeout(&fm, opts.max_timeout_secs);
-    let resources = p.resources(&fm);
-    let lang = p.string(&fm, "lang");
-    if let Some(l) = &lang
-        && !["python", "node", "bash"].contains(&l.as_str())
-    {
-        let pos = p.key_pos("lang");
-        p.error(
-            Code::InvalidField,
-            pos,
-            format!("lang '{l}' is not one of python, node, bash"),
-        );
-    }
-    let _image = p.string(&fm, "image");
-    let _homepage = p.string(&fm, "homepage");
-    let invocation_mode = match p.string(&fm, "invocation_mode").as_deref() {
-        None | Some("prompt_rewrite") => InvocationMode::PromptRewrite,
-        Some("tool_dispatch") => InvocationMode::ToolDispatch,
-        Some(other) => {
-            let pos = p.key_pos("invocation_mode");
-            p.error(
-                Code::InvalidField,
-                pos,
-                format!("invocation_mode '{other}' is not one of prompt_rewrite, tool_dispatch"),
-            );
-            InvocationMode::PromptRewrite
-        }
-    };
-    let command = p.string(&fm, "command");
-    if let Some(c) = &command {
-        let pos = p.key_pos("command");
-        if c.is_empty()
-            || !c
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        {
-            p.error(
-                Code::InvalidField,
-                pos,
-                format!("command '{c}' must match ^[a-z0-9_-]+$"),
-            );
-        } else if BUILTIN_COMMANDS.contains(&c.as_str()) {
-            p.error(
-                Code::CommandCollision,
-                pos,
-                format!("command '/{c}' collides with the built-in command of that name; choose another"),
-            );
-        }
-    }
-    let command_tool = p.string(&fm, "command_tool");
-    if invocation_mode == InvocationMode::ToolDispatch && command_tool.is_none() {
-        let pos = p.key_pos("invocation_mode");
-        p.error(
-            Code::MissingCommandTool,
-            pos,
-            "invocation_mode tool_dispatch needs a command_tool naming the tool to invoke",
-        );
-    }
-    let requires_tools = p.list(&fm, "requires_tools", false);
-    let eligibility = p.eligibility(&fm);
-    let triggers = p.triggers(&fm);
-    let permissions = p.list(&fm, "permissions", false);
-    p.check_eligible(&eligibility, opts.path);
-
-    // Tools.
-    let instructions = body.trim_start_matches(['\r', '\n']).to_owned();
-    let mut extra_hashed = Vec::new();
+    let bytes = read_definition(dir, &def_path, &path, diags)?;
+    let text = decode(&bytes, &path, diags)?;
+    let mut p = Parse::new(path, text, diags);
+    p.dir_name(name);
+    let (fm, split) = p.frontmatter(text)?;
+    p.unknown_keys(&fm);
+    let blocks = markdown::tool_blocks(split.body);
+    let detected = dialect::detect(dir, &blocks, &fm, opts.runtimes);
+    let dialect = detected.dialect;
+    let fields = p.fields(&fm, name, dialect, opts.max_timeout_secs, opts.path);
+    // Files inside the skill that a command runs, hashed with the scripts.
+    let mut hashed = Vec::new();
     let tools = match dialect {
-        Dialect::Markdown => p.markdown_tools(&blocks, body_offset, dir, opts.path, &mut extra_hashed),
-        Dialect::Entrypoint => match &entrypoint {
-            None => {
-                p.error(
-                    Code::MissingEntrypoint,
-                    None,
-                    format!(
-                        "no entrypoint script: add scripts/{} (or {})",
-                        ENTRYPOINTS[0],
-                        ENTRYPOINTS[1..].join(", ")
-                    ),
-                );
-                Vec::new()
-            }
-            Some(ep) => {
-                let tool_name = name.replace('-', "_");
-                if !is_tool_name(&tool_name) {
-                    p.error(
-                        Code::InvalidToolName,
-                        None,
-                        format!("the entrypoint tool would be named '{tool_name}', which is not ^[a-z0-9_]{{1,32}}$; shorten the skill name"),
-                    );
-                }
-                let runtime = runtime_for(ep, lang.as_deref(), opts.runtimes);
-                vec![Tool {
-                    name: tool_name,
-                    description: description.clone(),
-                    params: Vec::new(),
-                    open_object: true,
-                    action: Action::Entrypoint {
-                        path: ep.clone(),
-                        runtime,
-                    },
-                }]
-            }
-        },
-        Dialect::Scripts => p.script_tools(name, &scripts, opts.runtimes),
+        Dialect::Markdown => p.markdown_tools(&blocks, split.body_offset, dir, opts.path, &mut hashed),
+        Dialect::Entrypoint => p.entrypoint_tool(
+            name,
+            detected.entrypoint.as_deref(),
+            fields.lang.as_deref(),
+            &fields.description,
+            opts.runtimes,
+        ),
+        Dialect::Scripts => p.script_tools(name, &detected.scripts, opts.runtimes),
         Dialect::Prompt | Dialect::Manifest => Vec::new(),
     };
-
-    let files = list_files(dir);
-    let hash = content_hash(dir, &bytes, &files, &extra_hashed);
-
+    let files = files::list_files(dir);
+    let hash = files::content_hash(dir, &bytes, &files, &hashed);
     Some(Skill {
         name: name.to_owned(),
-        version,
-        description,
-        author,
-        license,
-        tags,
-        instructions,
-        modes,
-        read_only,
-        always_ask,
-        timeout_secs,
-        network,
-        resources,
-        lang,
-        invocation_mode,
-        command,
-        command_tool,
-        requires_tools,
-        eligibility,
-        triggers,
-        permissions,
+        version: fields.version,
+        description: fields.description,
+        author: fields.author,
+        license: fields.license,
+        tags: fields.tags,
+        instructions: split.body.trim_start_matches(['\r', '\n']).to_owned(),
+        modes: fields.modes,
+        read_only: fields.read_only,
+        always_ask: fields.always_ask,
+        timeout_secs: fields.timeout_secs,
+        network: fields.network,
+        resources: fields.resources,
+        lang: fields.lang,
+        invocation_mode: fields.invocation_mode,
+        command: fields.command,
+        command_tool: fields.command_tool,
+        requires_tools: fields.requires_tools,
+        eligibility: fields.eligibility,
+        triggers: fields.triggers,
+        permissions: fields.permissions,
         dialect,
         dir: dir.to_path_buf(),
         definition: def_path,
@@ -568,923 +126,118 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     })
 }
 
-/// Reads a file unless it is larger than `limit` (then `Ok(None)`).
-pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    if len > limit {
-        return Ok(None);
+/// The bytes of `SKILL.md`, unless the skill is a manifest (not supported)
+/// or the file is missing, unreadable or too large.
+fn read_definition(dir: &Path, def_path: &Path, path: &str, diags: &mut Vec<Diagnostic>) -> Option<Vec<u8>> {
+    let manifest = dir.join("SKILL.yaml");
+    if manifest.is_file() {
+        diags.push(Diagnostic::error(
+            Code::UnsupportedDialect,
+            manifest.display().to_string(),
+            "SKILL.yaml manifests are not supported by this version of skilld; the skill is skipped",
+        ));
+        return None;
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Ok(None);
-    }
-    Ok(Some(bytes))
-}
-
-fn truncate_description(p: &mut Parse<'_, '_>, d: &str) -> String {
-    if d.chars().count() <= MAX_DESCRIPTION_CHARS {
-        return d.to_owned();
-    }
-    let pos = p.key_pos("description").or_else(|| p.key_pos("summary"));
-    p.warn(
-        Code::DescriptionTruncated,
-        pos,
-        format!("description is longer than {MAX_DESCRIPTION_CHARS} characters and was truncated"),
-    );
-    d.chars().take(MAX_DESCRIPTION_CHARS).collect()
-}
-
-/// Scripts directly under `scripts/` with a known runtime, sorted.
-fn list_scripts(scripts_dir: &Path, runtimes: &Runtimes) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(scripts_dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && p.extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| runtimes.by_extension.contains_key(e))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-fn runtime_for(script: &Path, lang: Option<&str>, runtimes: &Runtimes) -> Vec<String> {
-    let ext = script.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if let Some(r) = runtimes.by_extension.get(ext) {
-        return r.clone();
-    }
-    let by_lang = match lang {
-        Some("node") => "js",
-        Some("bash") => "sh",
-        _ => "py",
-    };
-    runtimes.by_extension.get(by_lang).cloned().unwrap_or_default()
-}
-
-/// The first line of a script's leading comment or docstring, as the
-/// description of its tool.
-fn script_summary(path: &Path) -> Option<String> {
-    let bytes = read_limited(path, 64 * 1024).ok()??;
-    let text = String::from_utf8_lossy(&bytes);
-    for line in text.lines().take(20) {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with("#!") {
-            continue;
+    match read_limited(def_path, MAX_DEFINITION_BYTES) {
+        Ok(Some(bytes)) => Some(bytes),
+        Ok(None) => {
+            diags.push(Diagnostic::error(
+                Code::TooLarge,
+                path,
+                format!("SKILL.md is larger than {MAX_DEFINITION_BYTES} bytes and is not parsed"),
+            ));
+            None
         }
-        let stripped = ["\"\"\"", "'''", "//", "#", "/**", "/*", "*"]
-            .iter()
-            .find_map(|m| line.strip_prefix(m))
-            .map(|s| {
-                s.trim()
-                    .trim_end_matches("\"\"\"")
-                    .trim_end_matches("'''")
-                    .trim_end_matches("*/")
-                    .trim()
-            });
-        return stripped.filter(|s| !s.is_empty()).map(str::to_owned);
-    }
-    None
-}
-
-/// Files of the skill (not following symlinks, hidden entries skipped),
-/// `/`-separated and sorted.
-fn list_files(dir: &Path) -> Vec<SkillFile> {
-    let mut out = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), String::new(), 0u32)];
-    while let Some((path, rel, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&path) else {
-            continue;
-        };
-        for entry in entries.filter_map(Result::ok) {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name.starts_with('.') {
-                continue;
-            }
-            let Ok(ft) = entry.file_type() else { continue };
-            let rel_child = if rel.is_empty() {
-                name.to_owned()
-            } else {
-                format!("{rel}/{name}")
-            };
-            if ft.is_dir() && depth < 8 {
-                stack.push((entry.path(), rel_child, depth + 1));
-            } else if ft.is_file() && out.len() < MAX_LISTED_FILES {
-                let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                out.push(SkillFile {
-                    path: rel_child,
-                    size,
-                });
-            }
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Code::Unreadable,
+                path,
+                format!("cannot read SKILL.md: {e}"),
+            ));
+            None
         }
-    }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    out
-}
-
-/// SHA-256 over the definition, every file under `scripts/` and any other
-/// file a command runs, each as `path NUL length content`, sorted by path.
-fn content_hash(dir: &Path, definition: &[u8], files: &[SkillFile], extra: &[String]) -> String {
-    let mut paths: BTreeSet<&str> = files
-        .iter()
-        .map(|f| f.path.as_str())
-        .filter(|p| p.starts_with("scripts/"))
-        .collect();
-    paths.extend(extra.iter().map(String::as_str));
-    paths.remove("SKILL.md");
-    let mut h = Sha256::new();
-    feed(&mut h, "SKILL.md", definition);
-    for rel in paths {
-        let content = std::fs::read(dir.join(rel)).unwrap_or_default();
-        feed(&mut h, rel, &content);
-    }
-    hex::encode(h.finalize())
-}
-
-fn feed(h: &mut Sha256, path: &str, content: &[u8]) {
-    h.update(path.as_bytes());
-    h.update([0]);
-    h.update((content.len() as u64).to_le_bytes());
-    h.update(content);
-}
-
-/// Removes `.` and `..` lexically; `None` when `..` climbs above the start.
-fn normalize(rel: &Path) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
-    for c in rel.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            Component::Normal(n) => out.push(n),
-            Component::RootDir | Component::Prefix(_) => return None,
-        }
-    }
-    Some(out)
-}
-
-/// Resolves `rel` inside `dir`: lexically first, then through symlinks.
-/// `Err(true)` when it leaves the directory, `Err(false)` when it is missing.
-pub fn resolve_inside(dir: &Path, rel: &str) -> Result<PathBuf, bool> {
-    let norm = normalize(Path::new(rel)).ok_or(true)?;
-    let joined = dir.join(&norm);
-    let real = joined.canonicalize().map_err(|_| false)?;
-    let real_dir = dir.canonicalize().map_err(|_| false)?;
-    if real.starts_with(&real_dir) {
-        Ok(real)
-    } else {
-        Err(true)
     }
 }
 
-/// Parsing state for one definition file: where things are, and findings.
-struct Parse<'t, 'd> {
-    path: String,
-    index: LineIndex<'t>,
-    yaml: &'t str,
-    yaml_offset: usize,
-    diags: &'d mut Vec<Diagnostic>,
+fn decode<'b>(bytes: &'b [u8], path: &str, diags: &mut Vec<Diagnostic>) -> Option<&'b str> {
+    match std::str::from_utf8(bytes) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Code::InvalidEncoding,
+                path,
+                format!("SKILL.md is not valid UTF-8 (at byte {})", e.valid_up_to()),
+            ));
+            None
+        }
+    }
 }
 
-impl Parse<'_, '_> {
-    fn error(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
-        self.diags.push(Diagnostic::error(code, &self.path, msg).at(pos));
-    }
-
-    fn warn(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
-        self.diags
-            .push(Diagnostic::warning(code, &self.path, msg).at(pos));
-    }
-
-    fn missing(&mut self, field: &str, dialect: Dialect) {
-        let kind = match dialect {
-            Dialect::Markdown => "a skill with tool blocks",
-            Dialect::Entrypoint => "an entrypoint skill",
-            Dialect::Scripts => "a scripts skill",
-            _ => "this skill",
-        };
-        let pos = (!self.yaml.is_empty() || self.yaml_offset > 0).then_some(Pos { line: 1, column: 1 });
-        self.error(
-            Code::MissingField,
-            pos,
-            format!("frontmatter needs '{field}' for {kind}"),
-        );
-    }
-
-    /// Position of a top-level `key:` in the frontmatter.
-    fn key_pos(&self, key: &str) -> Option<Pos> {
-        let mut at = 0;
-        for line in self.yaml.split_inclusive('\n') {
-            let rest = line.strip_prefix(key).or_else(|| {
-                line.strip_prefix('"')
-                    .and_then(|l| l.strip_prefix(key))
-                    .and_then(|l| l.strip_prefix('"'))
-            });
-            if rest.is_some_and(|r| r.trim_start().starts_with(':')) {
-                return Some(self.index.pos(self.yaml_offset + at));
-            }
-            at += line.len();
-        }
-        None
-    }
-
-    fn invalid(&mut self, key: &str, expected: &str, got: &Value) {
-        let pos = self.key_pos(key);
-        self.error(
-            Code::InvalidField,
-            pos,
-            format!("'{key}' must be {expected}, not {}", describe(got)),
-        );
-    }
-
-    fn string(&mut self, fm: &Map<String, Value>, key: &str) -> Option<String> {
-        match fm.get(key)? {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            Value::Bool(b) => Some(b.to_string()),
-            other => {
-                let other = other.clone();
-                self.invalid(key, "a string", &other);
-                None
-            }
-        }
-    }
-
-    fn boolean(&mut self, fm: &Map<String, Value>, key: &str) -> bool {
-        match fm.get(key) {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                let other = other.clone();
-                self.invalid(key, "true or false", &other);
-                false
-            }
-        }
-    }
-
-    /// A list of strings; `comma` also accepts one comma-separated string.
-    fn list(&mut self, fm: &Map<String, Value>, key: &str, comma: bool) -> Vec<String> {
-        self.list_in(fm.get(key), key, comma)
-    }
-
-    fn list_in(&mut self, value: Option<&Value>, key: &str, comma: bool) -> Vec<String> {
-        match value {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(s)) if comma => s
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(items)) => {
-                let mut out = Vec::with_capacity(items.len());
-                for item in items {
-                    match item {
-                        Value::String(s) => out.push(s.clone()),
-                        Value::Number(n) => out.push(n.to_string()),
-                        other => {
-                            let other = other.clone();
-                            self.invalid(key, "a list of strings", &other);
-                            return Vec::new();
-                        }
-                    }
-                }
-                out
-            }
-            Some(other) => {
-                let other = other.clone();
-                self.invalid(key, "a list of strings", &other);
-                Vec::new()
-            }
-        }
-    }
-
-    fn timeout(&mut self, fm: &Map<String, Value>, max: u64) -> u64 {
-        let secs = match fm.get("timeout") {
-            None | Some(Value::Null) => return DEFAULT_TIMEOUT_SECS.min(max),
-            Some(Value::Number(n)) => n.as_u64(),
-            Some(Value::String(s)) => parse_duration_secs(s),
-            Some(_) => None,
-        };
-        match secs {
-            Some(s) if s > 0 => s.min(max),
-            _ => {
-                let got = fm.get("timeout").cloned().unwrap_or(Value::Null);
-                self.invalid(
-                    "timeout",
-                    "a positive number of seconds or a duration such as 60s or 2m",
-                    &got,
-                );
-                DEFAULT_TIMEOUT_SECS.min(max)
-            }
-        }
-    }
-
-    fn resources(&mut self, fm: &Map<String, Value>) -> Resources {
-        let mut r = Resources::default();
-        match fm.get("resources") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(map)) => {
-                if let Some(m) = map.get("memory").filter(|v| !v.is_null()) {
-                    r.memory_bytes = match m {
-                        Value::String(s) => parse_bytes(s),
-                        Value::Number(n) => n.as_u64(),
-                        _ => None,
-                    };
-                    if r.memory_bytes.is_none_or(|b| b == 0) {
-                        let m = m.clone();
-                        self.invalid(
-                            "resources",
-                            "a memory size such as 256Mi or 1Gi in resources.memory",
-                            &m,
-                        );
-                    }
-                }
-                if let Some(c) = map.get("cpu").filter(|v| !v.is_null()) {
-                    r.cpu = match c {
-                        Value::String(s) => s.trim().parse::<f64>().ok(),
-                        Value::Number(n) => n.as_f64(),
-                        _ => None,
-                    }
-                    .filter(|c| c.is_finite() && *c > 0.0);
-                    if r.cpu.is_none() {
-                        let c = c.clone();
-                        self.invalid("resources", "a positive number of cores in resources.cpu", &c);
-                    }
-                }
-            }
-            Some(other) => {
-                let other = other.clone();
-                self.invalid("resources", "a mapping with memory and cpu", &other);
-            }
-        }
-        r
-    }
-
-    fn eligibility(&mut self, fm: &Map<String, Value>) -> Eligibility {
-        match fm.get("eligibility") {
-            None | Some(Value::Null) => Eligibility::default(),
-            Some(Value::Object(map)) => Eligibility {
-                os: self.list_in(map.get("os"), "eligibility", false),
-                env: self.list_in(map.get("env"), "eligibility", false),
-                binaries: self.list_in(map.get("binaries"), "eligibility", false),
-            },
-            Some(other) => {
-                let other = other.clone();
-                self.invalid("eligibility", "a mapping with os, env and binaries", &other);
-                Eligibility::default()
-            }
-        }
-    }
-
-    fn triggers(&mut self, fm: &Map<String, Value>) -> Triggers {
-        match fm.get("triggers") {
-            None | Some(Value::Null) => Triggers::default(),
-            Some(Value::Object(map)) => Triggers {
-                files: self.list_in(map.get("files"), "triggers", false),
-                keywords: self.list_in(map.get("keywords"), "triggers", false),
-                languages: self.list_in(map.get("languages"), "triggers", false),
-                modes: self.list_in(map.get("modes"), "triggers", false),
-            },
-            Some(other) => {
-                let other = other.clone();
-                self.invalid(
-                    "triggers",
-                    "a mapping with files, keywords, languages and modes",
-                    &other,
-                );
-                Triggers::default()
-            }
-        }
-    }
-
-    /// Seed 004 §3.6: the skill is excluded when a condition fails here.
-    fn check_eligible(&mut self, e: &Eligibility, path: &PathCache) {
-        let pos = self.key_pos("eligibility");
-        let os = current_os();
-        if !e.os.is_empty() && !e.os.iter().any(|o| o == os) {
-            self.error(
-                Code::Ineligible,
-                pos,
+impl<'t> Parse<'t, '_> {
+    /// The directory's name is the skill's, so it must be a valid name.
+    fn dir_name(&mut self, name: &str) {
+        match check_name(name) {
+            NameCheck::Valid => {}
+            NameCheck::Underscore => self.warn(
+                Code::NameStyle,
+                None,
+                format!("skill name '{name}' uses '_'; the convention is lowercase words joined by single hyphens"),
+            ),
+            NameCheck::Invalid => self.error(
+                Code::InvalidName,
+                None,
                 format!(
-                    "eligibility.os is [{}] and this server runs on {os}",
-                    e.os.join(", ")
+                    "skill name '{name}' is invalid: use 1-64 lowercase letters and digits, with single hyphens between them"
                 ),
-            );
-        }
-        let missing_env: Vec<&str> = e
-            .env
-            .iter()
-            .filter(|v| std::env::var_os(v.as_str()).is_none())
-            .map(String::as_str)
-            .collect();
-        if !missing_env.is_empty() {
-            self.error(
-                Code::Ineligible,
-                pos,
-                format!(
-                    "eligibility.env needs {} set in the server's environment",
-                    missing_env.join(", ")
-                ),
-            );
-        }
-        let missing_bin: Vec<&str> = e
-            .binaries
-            .iter()
-            .filter(|b| !path.has(b))
-            .map(String::as_str)
-            .collect();
-        if !missing_bin.is_empty() {
-            self.error(
-                Code::Ineligible,
-                pos,
-                format!("eligibility.binaries needs {} on PATH", missing_bin.join(", ")),
-            );
+            ),
         }
     }
 
-    fn markdown_tools(
-        &mut self,
-        blocks: &[ToolBlock],
-        body_offset: usize,
-        dir: &Path,
-        path: &PathCache,
-        hashed: &mut Vec<String>,
-    ) -> Vec<Tool> {
-        let mut tools: Vec<Tool> = Vec::with_capacity(blocks.len());
-        for block in blocks {
-            let name_pos = Some(self.index.pos(body_offset + block.name_offset));
-            if !is_tool_name(&block.name) {
+    /// The frontmatter as a mapping (empty without one) and the split file;
+    /// `None` when it is unclosed or not a YAML mapping.
+    fn frontmatter(&mut self, text: &'t str) -> Option<(Map<String, Value>, Split<'t>)> {
+        let split = match frontmatter::split(text) {
+            Ok(s) => s,
+            Err(Unclosed) => {
                 self.error(
-                    Code::InvalidToolName,
-                    name_pos,
-                    format!(
-                        "tool name '{}' is invalid: use 1-32 lowercase letters, digits and underscores",
-                        block.name
-                    ),
-                );
-            }
-            if tools.iter().any(|t| t.name == block.name) {
-                self.error(
-                    Code::DuplicateTool,
-                    name_pos,
-                    format!("tool '{}' is defined more than once in this skill", block.name),
-                );
-            }
-            let mut declared = Vec::new();
-            let params = self.params(block, body_offset, &mut declared);
-            let command_pos = Some(self.index.pos(body_offset + block.command_offset));
-            let command = match (block.has_command_section, block.commands.as_slice()) {
-                (false, _) => {
-                    self.error(
-                        Code::MissingField,
-                        name_pos,
-                        format!("tool '{}' has no '#### Command' section", block.name),
-                    );
-                    None
-                }
-                (true, []) => {
-                    self.error(
-                        Code::MissingField,
-                        command_pos,
-                        format!(
-                            "the '#### Command' section of tool '{}' has no code block",
-                            block.name
-                        ),
-                    );
-                    None
-                }
-                (true, [(src, offset)]) => Some((src.as_str(), *offset)),
-                (true, [_, (_, offset), ..]) => {
-                    let pos = Some(self.index.pos(body_offset + offset));
-                    self.error(
-                        Code::InvalidCommand,
-                        pos,
-                        format!(
-                            "the '#### Command' section of tool '{}' has more than one code block",
-                            block.name
-                        ),
-                    );
-                    None
-                }
-            };
-            let Some((src, offset)) = command else { continue };
-            let code_pos = Some(self.index.pos(body_offset + offset));
-            let template = match CommandTemplate::parse(src) {
-                Ok(t) => t,
-                Err(e) => {
-                    self.error(
-                        Code::InvalidCommand,
-                        code_pos,
-                        format!("tool '{}': {e}", block.name),
-                    );
-                    continue;
-                }
-            };
-            self.check_placeholders(
-                &block.name,
-                &template,
-                &params,
-                &declared,
-                src,
-                body_offset + offset,
-            );
-            let Some(program) =
-                self.resolve_program(&block.name, &template.program, dir, path, code_pos, hashed)
-            else {
-                continue;
-            };
-            tools.push(Tool {
-                name: block.name.clone(),
-                description: block.description.clone(),
-                params,
-                open_object: false,
-                action: Action::Command { template, program },
-            });
-        }
-        tools
-    }
-
-    fn check_placeholders(
-        &mut self,
-        tool: &str,
-        t: &CommandTemplate,
-        params: &[Param],
-        declared: &[String],
-        src: &str,
-        offset: usize,
-    ) {
-        let mut seen = BTreeSet::new();
-        for w in &t.args {
-            for piece in &w.pieces {
-                let (name, flag) = match piece {
-                    template::Piece::Literal(_) => continue,
-                    template::Piece::Var(n) => (n, false),
-                    template::Piece::Flag { name, .. } => (name, true),
-                };
-                if !seen.insert((name.clone(), flag)) {
-                    continue;
-                }
-                let pos = src
-                    .find(&format!("{{{{{name}"))
-                    .map(|i| self.index.pos(offset + i));
-                match params.iter().find(|p| &p.name == name) {
-                    None if declared.contains(name) => {}
-                    None => self.error(
-                        Code::UnknownParameter,
-                        pos,
-                        format!("tool '{tool}': the command uses {{{{{name}}}}} but no parameter '{name}' is declared"),
-                    ),
-                    Some(p) if flag && p.ty != ParamType::Boolean => self.error(
-                        Code::InvalidType,
-                        pos,
-                        format!(
-                            "tool '{tool}': {{{{{name}:…}}}} is a flag and needs a boolean parameter, but '{name}' is {}",
-                            p.ty.as_str()
-                        ),
-                    ),
-                    Some(_) => {}
-                }
-            }
-        }
-    }
-
-    /// DESIGN §2: absolute, inside the skill when relative, else on `PATH`.
-    fn resolve_program(
-        &mut self,
-        tool: &str,
-        program: &str,
-        dir: &Path,
-        path: &PathCache,
-        pos: Option<Pos>,
-        hashed: &mut Vec<String>,
-    ) -> Option<String> {
-        if program.starts_with('/') {
-            if !Path::new(program).is_file() {
-                self.error(
-                    Code::MissingProgram,
-                    pos,
-                    format!("tool '{tool}': program {program} does not exist"),
+                    Code::InvalidFrontmatter,
+                    Some(Pos { line: 1, column: 1 }),
+                    "frontmatter opened with '---' is never closed; add a '---' line after it",
                 );
                 return None;
             }
-            return Some(program.to_owned());
-        }
-        if program.contains('/') {
-            return match resolve_inside(dir, program) {
-                Ok(real) => {
-                    if let Some(rel) = normalize(Path::new(program)) {
-                        hashed.push(rel.to_string_lossy().replace('\\', "/"));
-                    }
-                    Some(real.display().to_string())
-                }
-                Err(true) => {
-                    self.error(
-                        Code::ProgramOutsideSkill,
-                        pos,
-                        format!("tool '{tool}': program {program} resolves outside the skill directory"),
-                    );
-                    None
-                }
-                Err(false) => {
-                    self.error(
-                        Code::MissingProgram,
-                        pos,
-                        format!("tool '{tool}': program {program} does not exist in the skill directory"),
-                    );
-                    None
-                }
-            };
-        }
-        if !path.has(program) {
-            self.warn(
-                Code::ProgramNotFound,
-                pos,
-                format!(
-                    "tool '{tool}': program '{program}' is not on PATH; calls will fail until it is installed"
-                ),
-            );
-        }
-        Some(program.to_owned())
-    }
-
-    /// The parameters of a block. Rows with errors are left out, but their
-    /// names go to `declared` so the command check does not report them again.
-    fn params(&mut self, block: &ToolBlock, body_offset: usize, declared: &mut Vec<String>) -> Vec<Param> {
-        let Some(ParamsSection::Table { header, rows }) = &block.params else {
-            return Vec::new();
         };
-        let table_pos = Some(self.index.pos(body_offset + block.params_offset));
-        let col = |want: &str| header.iter().position(|h| h.trim().eq_ignore_ascii_case(want));
-        let (Some(c_name), Some(c_type), Some(c_req)) = (col("name"), col("type"), col("required")) else {
-            self.error(
-                Code::InvalidParameter,
-                table_pos,
-                format!(
-                    "tool '{}': the Parameters table needs the columns Name, Type, Required and Description",
-                    block.name
-                ),
-            );
-            return Vec::new();
+        let Some(yaml) = split.yaml else {
+            return Some((Map::new(), split));
         };
-        let c_desc = col("description");
-        let c_default = col("default");
-        let mut params: Vec<Param> = Vec::with_capacity(rows.len());
-        for (cells, row_offset) in rows {
-            let pos = Some(self.index.pos(body_offset + row_offset));
-            let cell = |i: Option<usize>| i.and_then(|i| cells.get(i)).map(String::as_str).unwrap_or("");
-            let name = cell(Some(c_name)).trim_matches('`').to_owned();
-            declared.push(name.clone());
-            if !template::is_param_name(&name) {
+        self.yaml = yaml;
+        self.yaml_offset = split.yaml_offset;
+        match frontmatter::parse_yaml(yaml) {
+            Ok(Value::Object(map)) => Some((map, split)),
+            Ok(_) => {
+                let pos = self.index.pos(split.yaml_offset);
                 self.error(
-                    Code::InvalidParameter,
-                    pos,
-                    format!(
-                        "tool '{}': parameter name '{name}' must be letters, digits and '_'",
-                        block.name
-                    ),
+                    Code::InvalidFrontmatter,
+                    Some(pos),
+                    "frontmatter must be a YAML mapping of keys to values",
                 );
-                continue;
+                None
             }
-            if params.iter().any(|p| p.name == name) {
+            Err(e) => {
+                let base = self.index.pos(split.yaml_offset);
+                let pos = e.location.map(|(l, c)| Pos {
+                    line: base.line + l.saturating_sub(1),
+                    column: c,
+                });
+                let message = shift_lines(&e.message, base.line - 1);
                 self.error(
-                    Code::InvalidParameter,
-                    pos,
-                    format!("tool '{}': parameter '{name}' is declared twice", block.name),
+                    Code::InvalidYaml,
+                    pos.or(Some(base)),
+                    format!("invalid YAML in frontmatter: {message}"),
                 );
-                continue;
-            }
-            let raw_type = cell(Some(c_type)).trim_matches('`');
-            let Some(ty) = ParamType::parse(raw_type) else {
-                self.error(
-                    Code::InvalidType,
-                    pos,
-                    format!(
-                        "tool '{}': parameter '{name}' has type '{raw_type}'; use string, integer, number, boolean or array",
-                        block.name
-                    ),
-                );
-                continue;
-            };
-            let required = match cell(Some(c_req)).trim().to_ascii_lowercase().as_str() {
-                "yes" | "y" | "true" | "required" => true,
-                "no" | "n" | "false" | "optional" | "" => false,
-                other => {
-                    self.error(
-                        Code::InvalidParameter,
-                        pos,
-                        format!(
-                            "tool '{}': parameter '{name}' has Required '{other}'; use yes or no",
-                            block.name
-                        ),
-                    );
-                    continue;
-                }
-            };
-            let description = cell(c_desc).to_owned();
-            let default_text = c_default
-                .map(|i| cell(Some(i)).trim())
-                .filter(|d| !d.is_empty() && !["-", "—", "–"].contains(d))
-                .map(str::to_owned)
-                .or_else(|| annotation(&description, "default:"));
-            let default = match default_text {
-                None => None,
-                Some(text) => match parse_value(ty, &text) {
-                    Some(v) => Some(v),
-                    None => {
-                        self.error(
-                            Code::InvalidDefault,
-                            pos,
-                            format!(
-                                "tool '{}': default '{text}' of parameter '{name}' is not a valid {}",
-                                block.name,
-                                ty.as_str()
-                            ),
-                        );
-                        continue;
-                    }
-                },
-            };
-            let enum_values = match annotation(&description, "one of:") {
-                None => None,
-                Some(list) => {
-                    let values: Option<Vec<Value>> =
-                        list.split(',').map(|s| parse_value(ty, s.trim())).collect();
-                    if values.is_none() || ty == ParamType::Array {
-                        self.error(
-                            Code::InvalidParameter,
-                            pos,
-                            format!(
-                                "tool '{}': the allowed values '{list}' of parameter '{name}' are not all valid {}",
-                                block.name,
-                                ty.as_str()
-                            ),
-                        );
-                        continue;
-                    }
-                    values
-                }
-            };
-            params.push(Param {
-                name,
-                ty,
-                required,
-                description,
-                default,
-                enum_values,
-            });
-        }
-        params
-    }
-
-    fn script_tools(&mut self, skill: &str, scripts: &[PathBuf], runtimes: &Runtimes) -> Vec<Tool> {
-        let mut tools: Vec<Tool> = Vec::new();
-        for script in scripts {
-            let file = script
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let stem = script
-                .file_stem()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let name = tool_name_for(skill, &stem);
-            if !is_tool_name(&name) {
-                self.error(
-                    Code::InvalidToolName,
-                    None,
-                    format!("script scripts/{file} would give the tool name '{name}', which is not ^[a-z0-9_]{{1,32}}$"),
-                );
-                continue;
-            }
-            if let Some(other) = tools.iter().find(|t| t.name == name) {
-                self.error(
-                    Code::DuplicateTool,
-                    None,
-                    format!(
-                        "scripts/{file} and another script both give the tool name '{}'",
-                        other.name
-                    ),
-                );
-                continue;
-            }
-            let description = script_summary(script).unwrap_or_else(|| format!("Run scripts/{file}."));
-            tools.push(Tool {
-                name,
-                description,
-                params: vec![Param {
-                    name: "args".to_owned(),
-                    ty: ParamType::Array,
-                    required: false,
-                    description: format!("Command-line arguments for scripts/{file}, one per element."),
-                    default: None,
-                    enum_values: None,
-                }],
-                open_object: false,
-                action: Action::Script {
-                    path: script.clone(),
-                    runtime: runtime_for(script, None, runtimes),
-                },
-            });
-        }
-        tools
-    }
-}
-
-/// `<skill>_<stem>`, lowercased, with every other character as `_`.
-fn tool_name_for(skill: &str, stem: &str) -> String {
-    format!("{skill}_{stem}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// The text of a `(key value)` annotation in a description, such as
-/// `(default: 10)` or `(one of: a, b)`; the key is matched without case.
-fn annotation(description: &str, key: &str) -> Option<String> {
-    let lower = description.to_ascii_lowercase();
-    let mut from = 0;
-    while let Some(i) = lower[from..].find('(') {
-        let start = from + i + 1;
-        let inner = lower[start..].trim_start();
-        let skipped = lower[start..].len() - inner.len();
-        if inner.starts_with(key) {
-            let value_start = start + skipped + key.len();
-            let end = description[value_start..].find(')')?;
-            let v = description[value_start..value_start + end].trim();
-            return Some(v.to_owned());
-        }
-        from = start;
-    }
-    None
-}
-
-/// Reads a default or allowed value written in a table as a JSON value.
-fn parse_value(ty: ParamType, text: &str) -> Option<Value> {
-    let t = text.trim().trim_matches('`');
-    let unquoted = t
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .or_else(|| t.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
-        .unwrap_or(t);
-    match ty {
-        ParamType::String => Some(Value::String(unquoted.to_owned())),
-        ParamType::Integer => unquoted.parse::<i64>().ok().map(Value::from),
-        ParamType::Number => unquoted
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number),
-        ParamType::Boolean => match unquoted.to_ascii_lowercase().as_str() {
-            "true" | "yes" => Some(Value::Bool(true)),
-            "false" | "no" => Some(Value::Bool(false)),
-            _ => None,
-        },
-        ParamType::Array => {
-            if t.starts_with('[') {
-                let v: Value = serde_json::from_str(t).ok()?;
-                v.as_array()?.iter().all(Value::is_string).then_some(v)
-            } else {
-                Some(Value::Array(
-                    unquoted
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(|s| Value::String(s.to_owned()))
-                        .collect(),
-                ))
+                None
             }
         }
-    }
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("the boolean {b}"),
-        Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => format!("the string '{s}'"),
-        Value::Array(_) => "a list".into(),
-        Value::Object(_) => "a mapping".into(),
     }
 }
 
@@ -1505,128 +258,4 @@ fn shift_lines(message: &str, by: u32) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// Seed 004's names for operating systems.
-pub fn current_os() -> &'static str {
-    match std::env::consts::OS {
-        "macos" => "darwin",
-        "windows" => "win32",
-        other => other,
-    }
-}
-
-/// `60`, `60s`, `2m`, `1h`, `1m30s` → seconds.
-pub fn parse_duration_secs(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if let Ok(n) = s.parse::<u64>() {
-        return Some(n);
-    }
-    let mut total: u64 = 0;
-    let mut num = String::new();
-    let mut any = false;
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-            continue;
-        }
-        let n: u64 = num.parse().ok()?;
-        num.clear();
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            _ => return None,
-        };
-        total = total.checked_add(n.checked_mul(unit)?)?;
-        any = true;
-    }
-    (num.is_empty() && any).then_some(total)
-}
-
-/// `256Mi`, `1Gi`, `512M`, `1024` → bytes.
-pub fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult: f64 = match unit.trim() {
-        "" => 1.0,
-        "K" | "k" | "KB" => 1e3,
-        "M" | "MB" => 1e6,
-        "G" | "GB" => 1e9,
-        "Ki" | "KiB" => 1024.0,
-        "Mi" | "MiB" => 1024.0 * 1024.0,
-        "Gi" | "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = n * mult;
-    (bytes.is_finite() && (1.0..1.8e19).contains(&bytes)).then_some(bytes as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names() {
-        assert_eq!(check_name("git-status"), NameCheck::Valid);
-        assert_eq!(check_name("plan_compiler"), NameCheck::Underscore);
-        for bad in [
-            "",
-            "-git",
-            "git-",
-            "my--tool",
-            "Git_Status",
-            "a_-b",
-            &"a".repeat(65),
-        ] {
-            assert_eq!(check_name(bad), NameCheck::Invalid, "{bad}");
-        }
-        assert!(is_tool_name("git_status"));
-        assert!(!is_tool_name("git-status"));
-        assert!(!is_tool_name(&"a".repeat(33)));
-    }
-
-    #[test]
-    fn annotations_and_values() {
-        assert_eq!(
-            annotation("Number of commits (default: 10)", "default:").as_deref(),
-            Some("10")
-        );
-        assert_eq!(
-            annotation("Pick (One of: a, b) (Default: `a`)", "default:").as_deref(),
-            Some("`a`")
-        );
-        assert_eq!(parse_value(ParamType::Integer, "10"), Some(Value::from(10)));
-        assert_eq!(parse_value(ParamType::Integer, "ten"), None);
-        assert_eq!(
-            parse_value(ParamType::String, "\"x y\""),
-            Some(Value::from("x y"))
-        );
-        assert_eq!(
-            parse_value(ParamType::Array, "a, b"),
-            Some(serde_json::json!(["a", "b"]))
-        );
-    }
-
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration_secs("60s"), Some(60));
-        assert_eq!(parse_duration_secs("2m"), Some(120));
-        assert_eq!(parse_duration_secs("1m30s"), Some(90));
-        assert_eq!(parse_duration_secs("5x"), None);
-        assert_eq!(parse_duration_secs("s"), None);
-        assert_eq!(parse_bytes("256Mi"), Some(256 * 1024 * 1024));
-        assert_eq!(parse_bytes("1G"), Some(1_000_000_000));
-        assert_eq!(parse_bytes("lots"), None);
-    }
-
-    #[test]
-    fn script_tool_names() {
-        assert_eq!(tool_name_for("text-tools", "word_count"), "text_tools_word_count");
-        assert_eq!(tool_name_for("a", "B.c-d"), "a_b_c_d");
-    }
 }

@@ -2,12 +2,22 @@
 //! the diagnostics they produce.
 
 pub mod diag;
+mod dialect;
+mod entrypoint;
+pub mod fields;
+pub mod files;
 pub mod frontmatter;
 pub mod load;
 pub mod markdown;
+mod markdown_tools;
 pub mod model;
+pub mod names;
+mod parse;
+pub mod scripts;
 pub mod template;
 
 pub use diag::{Code, Diagnostic, Severity};
-pub use load::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
+pub use files::PathCache;
+pub use load::{LoadOptions, Loaded, load_skill};
 pub use model::*;
+pub use scripts::Runtimes;

@@ -1,8 +1,8 @@
 //! Hostile definition files: each answers with its code, without a panic,
 //! a hang or unbounded memory.
 
-use skilld::skill::load::{LoadOptions, PathCache, Runtimes, load_skill};
 use skilld::skill::{Code, Loaded, Trust};
+use skilld::skill::{LoadOptions, PathCache, Runtimes, load_skill};
 use std::path::Path;
 
 fn load_text(dir: &Path, name: &str, text: impl AsRef<[u8]>) -> Loaded {

@@ -1,0 +1,56 @@
+//! Which dialect a skill directory is written in.
+
+use super::entrypoint;
+use super::markdown::ToolBlock;
+use super::model::Dialect;
+use super::scripts::{Runtimes, list_scripts};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// The dialect, and the scripts its tools will need.
+pub(super) struct Detected {
+    pub(super) dialect: Dialect,
+    /// The entrypoint script under `scripts/`, if there is one.
+    pub(super) entrypoint: Option<PathBuf>,
+    /// The scripts under `scripts/` with a known runtime.
+    pub(super) scripts: Vec<PathBuf>,
+}
+
+/// Tool blocks make a Markdown skill; else an entrypoint (present, or
+/// declared by `lang`, `image` or `resources`) makes an entrypoint skill;
+/// else scripts make a scripts skill; else it is a prompt.
+pub(super) fn detect(
+    dir: &Path,
+    blocks: &[ToolBlock],
+    fm: &Map<String, Value>,
+    runtimes: &Runtimes,
+) -> Detected {
+    let scripts_dir = dir.join("scripts");
+    // Tool blocks decide the dialect; only without them do scripts matter.
+    let has_scripts = blocks.is_empty() && scripts_dir.is_dir();
+    let entrypoint = if has_scripts {
+        entrypoint::find(&scripts_dir)
+    } else {
+        None
+    };
+    let declares_entrypoint = ["lang", "image", "resources"].iter().any(|k| fm.contains_key(*k));
+    let scripts = if has_scripts {
+        list_scripts(&scripts_dir, runtimes)
+    } else {
+        Vec::new()
+    };
+    let dialect = if !blocks.is_empty() {
+        Dialect::Markdown
+    } else if declares_entrypoint || entrypoint.is_some() {
+        Dialect::Entrypoint
+    } else if !scripts.is_empty() {
+        Dialect::Scripts
+    } else {
+        Dialect::Prompt
+    };
+    Detected {
+        dialect,
+        entrypoint,
+        scripts,
+    }
+}

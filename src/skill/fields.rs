@@ -1,0 +1,585 @@
+//! Frontmatter fields: the values of the YAML mapping read into the model,
+//! with a diagnostic (and a default) for each one that is wrong.
+
+use super::diag::Code;
+use super::files::PathCache;
+use super::model::*;
+use super::parse::Parse;
+use serde_json::{Map, Value};
+
+/// Descriptions are cut to this many characters (seed 000 §2.2).
+pub const MAX_DESCRIPTION_CHARS: usize = 256;
+/// Default per-skill timeout (DESIGN §3).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+/// Commands that skills may not take as their alias (seed 004 §3.3).
+pub const BUILTIN_COMMANDS: [&str; 3] = ["skills", "skill", "help"];
+
+/// Frontmatter keys that some dialect defines; anything else is warned about.
+const KNOWN_KEYS: &[&str] = &[
+    "name",
+    "version",
+    "description",
+    "summary",
+    "author",
+    "license",
+    "tags",
+    "modes",
+    "read_only",
+    "always_ask",
+    "timeout",
+    "network",
+    "lang",
+    "image",
+    "resources",
+    "invocation_mode",
+    "command",
+    "command_tool",
+    "requires_tools",
+    "eligibility",
+    "triggers",
+    "permissions",
+    "homepage",
+];
+
+/// The frontmatter fields every dialect shares, as the skill keeps them.
+pub(super) struct Fields {
+    pub(super) version: Option<String>,
+    pub(super) description: String,
+    pub(super) author: Option<String>,
+    pub(super) license: Option<String>,
+    pub(super) tags: Vec<String>,
+    pub(super) modes: Vec<String>,
+    pub(super) read_only: bool,
+    pub(super) always_ask: bool,
+    pub(super) network: bool,
+    pub(super) timeout_secs: u64,
+    pub(super) resources: Resources,
+    pub(super) lang: Option<String>,
+    pub(super) invocation_mode: InvocationMode,
+    pub(super) command: Option<String>,
+    pub(super) command_tool: Option<String>,
+    pub(super) requires_tools: Vec<String>,
+    pub(super) eligibility: Eligibility,
+    pub(super) triggers: Triggers,
+    pub(super) permissions: Vec<String>,
+}
+
+impl Parse<'_, '_> {
+    pub(super) fn unknown_keys(&mut self, fm: &Map<String, Value>) {
+        for key in fm.keys() {
+            if !KNOWN_KEYS.contains(&key.as_str()) {
+                let pos = self.key_pos(key);
+                self.warn(
+                    Code::UnknownField,
+                    pos,
+                    format!("unknown frontmatter field '{key}' is ignored"),
+                );
+            }
+        }
+    }
+
+    /// Reads the shared fields; which are required depends on the dialect.
+    /// The order of the reads is the order of the diagnostics.
+    pub(super) fn fields(
+        &mut self,
+        fm: &Map<String, Value>,
+        name: &str,
+        dialect: Dialect,
+        max_timeout_secs: u64,
+        path: &PathCache,
+    ) -> Fields {
+        self.identity(fm, name, dialect);
+        let version = self.version(fm, dialect);
+        let description = self.description(fm, dialect);
+        let author = self.string(fm, "author");
+        let license = self.string(fm, "license");
+        let tags = self.list(fm, "tags", true);
+        let modes = self.modes(fm);
+        let read_only = self.boolean(fm, "read_only");
+        let always_ask = self.boolean(fm, "always_ask");
+        let network = self.boolean(fm, "network");
+        let timeout_secs = self.timeout(fm, max_timeout_secs);
+        let resources = self.resources(fm);
+        let lang = self.lang(fm);
+        // Read only to check their type: the model keeps neither.
+        let _image = self.string(fm, "image");
+        let _homepage = self.string(fm, "homepage");
+        let invocation_mode = self.invocation_mode(fm);
+        let command = self.command(fm);
+        let command_tool = self.command_tool(fm, invocation_mode);
+        let requires_tools = self.list(fm, "requires_tools", false);
+        let eligibility = self.eligibility(fm);
+        let triggers = self.triggers(fm);
+        let permissions = self.list(fm, "permissions", false);
+        self.check_eligible(&eligibility, path);
+        Fields {
+            version,
+            description,
+            author,
+            license,
+            tags,
+            modes,
+            read_only,
+            always_ask,
+            network,
+            timeout_secs,
+            resources,
+            lang,
+            invocation_mode,
+            command,
+            command_tool,
+            requires_tools,
+            eligibility,
+            triggers,
+            permissions,
+        }
+    }
+
+    /// The frontmatter's name must be the directory's, which is the name.
+    fn identity(&mut self, fm: &Map<String, Value>, name: &str, dialect: Dialect) {
+        let fm_name = self.string(fm, "name");
+        if let Some(fm_name) = &fm_name {
+            if fm_name != name {
+                let pos = self.key_pos("name");
+                self.error(
+                    Code::NameMismatch,
+                    pos,
+                    format!("frontmatter name '{fm_name}' differs from the directory name '{name}'; rename one to match"),
+                );
+            }
+        } else if matches!(
+            dialect,
+            Dialect::Markdown | Dialect::Entrypoint | Dialect::Scripts
+        ) && !fm.contains_key("name")
+        {
+            self.missing("name", dialect);
+        }
+    }
+
+    fn version(&mut self, fm: &Map<String, Value>, dialect: Dialect) -> Option<String> {
+        match fm.get("version") {
+            None | Some(Value::Null) => {
+                if matches!(dialect, Dialect::Markdown | Dialect::Entrypoint) {
+                    self.missing("version", dialect);
+                }
+                None
+            }
+            Some(v) => {
+                let s = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    other => other.to_string(),
+                };
+                if semver::Version::parse(s.trim()).is_err() {
+                    let pos = self.key_pos("version");
+                    self.error(
+                        Code::InvalidVersion,
+                        pos,
+                        format!("version '{s}' is not a semantic version such as 1.0.0"),
+                    );
+                }
+                Some(s.trim().to_owned())
+            }
+        }
+    }
+
+    /// `description`, or for a prompt skill `summary`; cut to
+    /// [`MAX_DESCRIPTION_CHARS`].
+    fn description(&mut self, fm: &Map<String, Value>, dialect: Dialect) -> String {
+        let mut description = self.string(fm, "description");
+        if description.is_none() && dialect == Dialect::Prompt {
+            description = self.string(fm, "summary");
+        }
+        match description.filter(|d| !d.trim().is_empty()) {
+            Some(d) => self.truncate_description(d.trim()),
+            None => {
+                if dialect != Dialect::Prompt {
+                    self.missing("description", dialect);
+                }
+                String::new()
+            }
+        }
+    }
+
+    fn truncate_description(&mut self, d: &str) -> String {
+        if d.chars().count() <= MAX_DESCRIPTION_CHARS {
+            return d.to_owned();
+        }
+        let pos = self.key_pos("description").or_else(|| self.key_pos("summary"));
+        self.warn(
+            Code::DescriptionTruncated,
+            pos,
+            format!("description is longer than {MAX_DESCRIPTION_CHARS} characters and was truncated"),
+        );
+        d.chars().take(MAX_DESCRIPTION_CHARS).collect()
+    }
+
+    /// The modes the skill serves in; none (or an empty list) is `Global`.
+    fn modes(&mut self, fm: &Map<String, Value>) -> Vec<String> {
+        match fm.get("modes") {
+            None | Some(Value::Null) => vec!["Global".to_owned()],
+            Some(_) => {
+                let m = self.list(fm, "modes", false);
+                if m.is_empty() {
+                    vec!["Global".to_owned()]
+                } else {
+                    m
+                }
+            }
+        }
+    }
+
+    fn lang(&mut self, fm: &Map<String, Value>) -> Option<String> {
+        let lang = self.string(fm, "lang");
+        if let Some(l) = &lang
+            && !["python", "node", "bash"].contains(&l.as_str())
+        {
+            let pos = self.key_pos("lang");
+            self.error(
+                Code::InvalidField,
+                pos,
+                format!("lang '{l}' is not one of python, node, bash"),
+            );
+        }
+        lang
+    }
+
+    fn invocation_mode(&mut self, fm: &Map<String, Value>) -> InvocationMode {
+        match self.string(fm, "invocation_mode").as_deref() {
+            None | Some("prompt_rewrite") => InvocationMode::PromptRewrite,
+            Some("tool_dispatch") => InvocationMode::ToolDispatch,
+            Some(other) => {
+                let pos = self.key_pos("invocation_mode");
+                self.error(
+                    Code::InvalidField,
+                    pos,
+                    format!("invocation_mode '{other}' is not one of prompt_rewrite, tool_dispatch"),
+                );
+                InvocationMode::PromptRewrite
+            }
+        }
+    }
+
+    /// The skill's slash-command alias, which must not shadow a built-in.
+    fn command(&mut self, fm: &Map<String, Value>) -> Option<String> {
+        let command = self.string(fm, "command");
+        if let Some(c) = &command {
+            let pos = self.key_pos("command");
+            if c.is_empty()
+                || !c
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+            {
+                self.error(
+                    Code::InvalidField,
+                    pos,
+                    format!("command '{c}' must match ^[a-z0-9_-]+$"),
+                );
+            } else if BUILTIN_COMMANDS.contains(&c.as_str()) {
+                self.error(
+                    Code::CommandCollision,
+                    pos,
+                    format!("command '/{c}' collides with the built-in command of that name; choose another"),
+                );
+            }
+        }
+        command
+    }
+
+    fn command_tool(&mut self, fm: &Map<String, Value>, mode: InvocationMode) -> Option<String> {
+        let command_tool = self.string(fm, "command_tool");
+        if mode == InvocationMode::ToolDispatch && command_tool.is_none() {
+            let pos = self.key_pos("invocation_mode");
+            self.error(
+                Code::MissingCommandTool,
+                pos,
+                "invocation_mode tool_dispatch needs a command_tool naming the tool to invoke",
+            );
+        }
+        command_tool
+    }
+
+    fn string(&mut self, fm: &Map<String, Value>, key: &str) -> Option<String> {
+        match fm.get(key)? {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            other => {
+                let other = other.clone();
+                self.invalid(key, "a string", &other);
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, fm: &Map<String, Value>, key: &str) -> bool {
+        match fm.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                let other = other.clone();
+                self.invalid(key, "true or false", &other);
+                false
+            }
+        }
+    }
+
+    /// A list of strings; `comma` also accepts one comma-separated string.
+    fn list(&mut self, fm: &Map<String, Value>, key: &str, comma: bool) -> Vec<String> {
+        self.list_in(fm.get(key), key, comma)
+    }
+
+    fn list_in(&mut self, value: Option<&Value>, key: &str, comma: bool) -> Vec<String> {
+        match value {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) if comma => s
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        Value::String(s) => out.push(s.clone()),
+                        Value::Number(n) => out.push(n.to_string()),
+                        other => {
+                            let other = other.clone();
+                            self.invalid(key, "a list of strings", &other);
+                            return Vec::new();
+                        }
+                    }
+                }
+                out
+            }
+            Some(other) => {
+                let other = other.clone();
+                self.invalid(key, "a list of strings", &other);
+                Vec::new()
+            }
+        }
+    }
+
+    fn timeout(&mut self, fm: &Map<String, Value>, max: u64) -> u64 {
+        let secs = match fm.get("timeout") {
+            None | Some(Value::Null) => return DEFAULT_TIMEOUT_SECS.min(max),
+            Some(Value::Number(n)) => n.as_u64(),
+            Some(Value::String(s)) => parse_duration_secs(s),
+            Some(_) => None,
+        };
+        match secs {
+            Some(s) if s > 0 => s.min(max),
+            _ => {
+                let got = fm.get("timeout").cloned().unwrap_or(Value::Null);
+                self.invalid(
+                    "timeout",
+                    "a positive number of seconds or a duration such as 60s or 2m",
+                    &got,
+                );
+                DEFAULT_TIMEOUT_SECS.min(max)
+            }
+        }
+    }
+
+    fn resources(&mut self, fm: &Map<String, Value>) -> Resources {
+        let mut r = Resources::default();
+        match fm.get("resources") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                if let Some(m) = map.get("memory").filter(|v| !v.is_null()) {
+                    r.memory_bytes = match m {
+                        Value::String(s) => parse_bytes(s),
+                        Value::Number(n) => n.as_u64(),
+                        _ => None,
+                    };
+                    if r.memory_bytes.is_none_or(|b| b == 0) {
+                        let m = m.clone();
+                        self.invalid(
+                            "resources",
+                            "a memory size such as 256Mi or 1Gi in resources.memory",
+                            &m,
+                        );
+                    }
+                }
+                if let Some(c) = map.get("cpu").filter(|v| !v.is_null()) {
+                    r.cpu = match c {
+                        Value::String(s) => s.trim().parse::<f64>().ok(),
+                        Value::Number(n) => n.as_f64(),
+                        _ => None,
+                    }
+                    .filter(|c| c.is_finite() && *c > 0.0);
+                    if r.cpu.is_none() {
+                        let c = c.clone();
+                        self.invalid("resources", "a positive number of cores in resources.cpu", &c);
+                    }
+                }
+            }
+            Some(other) => {
+                let other = other.clone();
+                self.invalid("resources", "a mapping with memory and cpu", &other);
+            }
+        }
+        r
+    }
+
+    fn eligibility(&mut self, fm: &Map<String, Value>) -> Eligibility {
+        match fm.get("eligibility") {
+            None | Some(Value::Null) => Eligibility::default(),
+            Some(Value::Object(map)) => Eligibility {
+                os: self.list_in(map.get("os"), "eligibility", false),
+                env: self.list_in(map.get("env"), "eligibility", false),
+                binaries: self.list_in(map.get("binaries"), "eligibility", false),
+            },
+            Some(other) => {
+                let other = other.clone();
+                self.invalid("eligibility", "a mapping with os, env and binaries", &other);
+                Eligibility::default()
+            }
+        }
+    }
+
+    fn triggers(&mut self, fm: &Map<String, Value>) -> Triggers {
+        match fm.get("triggers") {
+            None | Some(Value::Null) => Triggers::default(),
+            Some(Value::Object(map)) => Triggers {
+                files: self.list_in(map.get("files"), "triggers", false),
+                keywords: self.list_in(map.get("keywords"), "triggers", false),
+                languages: self.list_in(map.get("languages"), "triggers", false),
+                modes: self.list_in(map.get("modes"), "triggers", false),
+            },
+            Some(other) => {
+                let other = other.clone();
+                self.invalid(
+                    "triggers",
+                    "a mapping with files, keywords, languages and modes",
+                    &other,
+                );
+                Triggers::default()
+            }
+        }
+    }
+
+    /// Seed 004 §3.6: the skill is excluded when a condition fails here.
+    fn check_eligible(&mut self, e: &Eligibility, path: &PathCache) {
+        let pos = self.key_pos("eligibility");
+        let os = current_os();
+        if !e.os.is_empty() && !e.os.iter().any(|o| o == os) {
+            self.error(
+                Code::Ineligible,
+                pos,
+                format!(
+                    "eligibility.os is [{}] and this server runs on {os}",
+                    e.os.join(", ")
+                ),
+            );
+        }
+        let missing_env: Vec<&str> = e
+            .env
+            .iter()
+            .filter(|v| std::env::var_os(v.as_str()).is_none())
+            .map(String::as_str)
+            .collect();
+        if !missing_env.is_empty() {
+            self.error(
+                Code::Ineligible,
+                pos,
+                format!(
+                    "eligibility.env needs {} set in the server's environment",
+                    missing_env.join(", ")
+                ),
+            );
+        }
+        let missing_bin: Vec<&str> = e
+            .binaries
+            .iter()
+            .filter(|b| !path.has(b))
+            .map(String::as_str)
+            .collect();
+        if !missing_bin.is_empty() {
+            self.error(
+                Code::Ineligible,
+                pos,
+                format!("eligibility.binaries needs {} on PATH", missing_bin.join(", ")),
+            );
+        }
+    }
+}
+
+/// Seed 004's names for operating systems.
+pub fn current_os() -> &'static str {
+    match std::env::consts::OS {
+        "macos" => "darwin",
+        "windows" => "win32",
+        other => other,
+    }
+}
+
+/// `60`, `60s`, `2m`, `1h`, `1m30s` → seconds.
+pub fn parse_duration_secs(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<u64>() {
+        return Some(n);
+    }
+    let mut total: u64 = 0;
+    let mut num = String::new();
+    let mut any = false;
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+            continue;
+        }
+        let n: u64 = num.parse().ok()?;
+        num.clear();
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(unit)?)?;
+        any = true;
+    }
+    (num.is_empty() && any).then_some(total)
+}
+
+/// `256Mi`, `1Gi`, `512M`, `1024` → bytes.
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let mult: f64 = match unit.trim() {
+        "" => 1.0,
+        "K" | "k" | "KB" => 1e3,
+        "M" | "MB" => 1e6,
+        "G" | "GB" => 1e9,
+        "Ki" | "KiB" => 1024.0,
+        "Mi" | "MiB" => 1024.0 * 1024.0,
+        "Gi" | "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let bytes = n * mult;
+    (bytes.is_finite() && (1.0..1.8e19).contains(&bytes)).then_some(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration_secs("60s"), Some(60));
+        assert_eq!(parse_duration_secs("2m"), Some(120));
+        assert_eq!(parse_duration_secs("1m30s"), Some(90));
+        assert_eq!(parse_duration_secs("5x"), None);
+        assert_eq!(parse_duration_secs("s"), None);
+        assert_eq!(parse_bytes("256Mi"), Some(256 * 1024 * 1024));
+        assert_eq!(parse_bytes("1G"), Some(1_000_000_000));
+        assert_eq!(parse_bytes("lots"), None);
+    }
+}

@@ -1,0 +1,160 @@
+//! The files of a skill directory: bounded reads, paths that must stay
+//! inside it, the listing, the content hash, and programs on `PATH`.
+
+use super::model::SkillFile;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+/// At most this many files are listed (and hashed) per skill.
+const MAX_LISTED_FILES: usize = 10_000;
+
+/// Looks programs up on `PATH` once per catalog build; shared by threads.
+#[derive(Debug, Default)]
+pub struct PathCache {
+    path: Option<std::ffi::OsString>,
+    found: Mutex<HashMap<String, bool>>,
+}
+
+impl PathCache {
+    pub fn new(path: Option<std::ffi::OsString>) -> Self {
+        Self {
+            path,
+            found: Mutex::default(),
+        }
+    }
+
+    /// Whether `name` is an executable file in some `PATH` directory.
+    pub fn has(&self, name: &str) -> bool {
+        if let Ok(found) = self.found.lock()
+            && let Some(&hit) = found.get(name)
+        {
+            return hit;
+        }
+        let hit = self
+            .path
+            .as_ref()
+            .is_some_and(|p| std::env::split_paths(p).any(|dir| is_executable(&dir.join(name))));
+        if let Ok(mut found) = self.found.lock() {
+            found.insert(name.to_owned(), hit);
+        }
+        hit
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Reads a file unless it is larger than `limit` (then `Ok(None)`).
+pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    if len > limit {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    // One byte past the limit tells a file that grew since `metadata`.
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Ok(None);
+    }
+    Ok(Some(bytes))
+}
+
+/// Files of the skill (not following symlinks, hidden entries skipped),
+/// `/`-separated and sorted.
+pub(super) fn list_files(dir: &Path) -> Vec<SkillFile> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new(), 0u32)];
+    while let Some((path, rel, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with('.') {
+                continue;
+            }
+            let Ok(ft) = entry.file_type() else { continue };
+            let rel_child = if rel.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if ft.is_dir() && depth < 8 {
+                stack.push((entry.path(), rel_child, depth + 1));
+            } else if ft.is_file() && out.len() < MAX_LISTED_FILES {
+                let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                out.push(SkillFile {
+                    path: rel_child,
+                    size,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// SHA-256 over the definition, every file under `scripts/` and any other
+/// file a command runs, each as `path NUL length content`, sorted by path.
+pub(super) fn content_hash(dir: &Path, definition: &[u8], files: &[SkillFile], extra: &[String]) -> String {
+    let mut paths: BTreeSet<&str> = files
+        .iter()
+        .map(|f| f.path.as_str())
+        .filter(|p| p.starts_with("scripts/"))
+        .collect();
+    paths.extend(extra.iter().map(String::as_str));
+    paths.remove("SKILL.md");
+    let mut h = Sha256::new();
+    feed(&mut h, "SKILL.md", definition);
+    for rel in paths {
+        let content = std::fs::read(dir.join(rel)).unwrap_or_default();
+        feed(&mut h, rel, &content);
+    }
+    hex::encode(h.finalize())
+}
+
+fn feed(h: &mut Sha256, path: &str, content: &[u8]) {
+    h.update(path.as_bytes());
+    h.update([0]);
+    h.update((content.len() as u64).to_le_bytes());
+    h.update(content);
+}
+
+/// Removes `.` and `..` lexically; `None` when `..` climbs above the start.
+pub(super) fn normalize(rel: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(n) => out.push(n),
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Resolves `rel` inside `dir`: lexically first, then through symlinks.
+/// `Err(true)` when it leaves the directory, `Err(false)` when it is missing.
+pub fn resolve_inside(dir: &Path, rel: &str) -> Result<PathBuf, bool> {
+    let norm = normalize(Path::new(rel)).ok_or(true)?;
+    let joined = dir.join(&norm);
+    let real = joined.canonicalize().map_err(|_| false)?;
+    let real_dir = dir.canonicalize().map_err(|_| false)?;
+    if real.starts_with(&real_dir) {
+        Ok(real)
+    } else {
+        Err(true)
+    }
+}

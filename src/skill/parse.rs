@@ -1,0 +1,91 @@
+//! The state every step of a load reports through: where things are in the
+//! definition file, and the diagnostics found so far.
+
+use super::diag::{Code, Diagnostic, LineIndex, Pos};
+use super::model::Dialect;
+use serde_json::Value;
+
+/// Parsing state for one definition file: where things are, and findings.
+pub(super) struct Parse<'t, 'd> {
+    path: String,
+    pub(super) index: LineIndex<'t>,
+    /// The frontmatter's YAML text (empty until it is read, or without one).
+    pub(super) yaml: &'t str,
+    pub(super) yaml_offset: usize,
+    diags: &'d mut Vec<Diagnostic>,
+}
+
+impl<'t, 'd> Parse<'t, 'd> {
+    pub(super) fn new(path: String, text: &'t str, diags: &'d mut Vec<Diagnostic>) -> Self {
+        Self {
+            path,
+            index: LineIndex::new(text),
+            yaml: "",
+            yaml_offset: 0,
+            diags,
+        }
+    }
+
+    pub(super) fn error(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
+        self.diags.push(Diagnostic::error(code, &self.path, msg).at(pos));
+    }
+
+    pub(super) fn warn(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
+        self.diags
+            .push(Diagnostic::warning(code, &self.path, msg).at(pos));
+    }
+
+    /// A field the dialect needs is absent: placed at the top of the file
+    /// when there is frontmatter to add it to.
+    pub(super) fn missing(&mut self, field: &str, dialect: Dialect) {
+        let kind = match dialect {
+            Dialect::Markdown => "a skill with tool blocks",
+            Dialect::Entrypoint => "an entrypoint skill",
+            Dialect::Scripts => "a scripts skill",
+            _ => "this skill",
+        };
+        let pos = (!self.yaml.is_empty() || self.yaml_offset > 0).then_some(Pos { line: 1, column: 1 });
+        self.error(
+            Code::MissingField,
+            pos,
+            format!("frontmatter needs '{field}' for {kind}"),
+        );
+    }
+
+    /// Position of a top-level `key:` in the frontmatter.
+    pub(super) fn key_pos(&self, key: &str) -> Option<Pos> {
+        let mut at = 0;
+        for line in self.yaml.split_inclusive('\n') {
+            let rest = line.strip_prefix(key).or_else(|| {
+                line.strip_prefix('"')
+                    .and_then(|l| l.strip_prefix(key))
+                    .and_then(|l| l.strip_prefix('"'))
+            });
+            if rest.is_some_and(|r| r.trim_start().starts_with(':')) {
+                return Some(self.index.pos(self.yaml_offset + at));
+            }
+            at += line.len();
+        }
+        None
+    }
+
+    pub(super) fn invalid(&mut self, key: &str, expected: &str, got: &Value) {
+        let pos = self.key_pos(key);
+        self.error(
+            Code::InvalidField,
+            pos,
+            format!("'{key}' must be {expected}, not {}", describe(got)),
+        );
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string '{s}'"),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "a mapping".into(),
+    }
+}
