@@ -31,9 +31,10 @@ pub fn network_isolation_available() -> bool {
 /// first use, and held open by this descriptor for the life of the server.
 /// It has only `lo`, down, so nothing in it can reach any address.
 ///
-/// One namespace for all runs instead of one per run: creating a namespace
-/// costs the kernel ~0.4 ms and more again to tear down (benches/invoke.rs),
-/// while `setns` into an existing one is cheap. What runs share through it
+/// One namespace for all runs instead of one per run: creating and tearing
+/// down a namespace is costly for the kernel (the invoke bench times the
+/// runner with and without it), while `setns` into an existing one is
+/// cheap. What runs share through it
 /// is only the abstract unix-socket namespace, which the server's host
 /// namespace never sees either.
 ///

@@ -118,8 +118,8 @@ pub enum Event {
 /// when given, without ever waiting on a slow receiver.
 ///
 /// Dropping the returned future kills the group too. Needs a Tokio runtime
-/// with IO and time enabled; each run holds one blocking-pool thread while
-/// its leader runs (waiting for the exit without reaping).
+/// with IO and time enabled; the leader's exit is learnt from its pidfd
+/// through the reactor, so no thread blocks while it runs.
 ///
 /// A process that leaves the group (`setsid`) cannot be killed through it;
 /// it cannot hold the call either, since reading stops after

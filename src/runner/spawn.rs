@@ -5,9 +5,8 @@
 //! isolated network namespace between fork and exec. std's `Command` can
 //! only do that with a `pre_exec` hook, and a hook makes it `fork` instead
 //! of `posix_spawn`: the kernel copies the page tables of the whole
-//! multi-threaded server for every run. `benches/invoke.rs` measured that at
-//! +0.4 ms per call and half the spawn rate at 8 concurrent calls. glibc's
-//! `posix_spawn` avoids the copy with a vfork-style clone on a separate
+//! multi-threaded server for every run (`cargo bench --bench invoke` shows
+//! what that costs). glibc's `posix_spawn` avoids the copy with a vfork-style clone on a separate
 //! stack, but it has no attribute for rlimits or `setns`, and the process
 //! crates (process-wrap, command-fds) all build on `pre_exec`. So this file
 //! does what `posix_spawn` does, plus those two steps.

@@ -1,4 +1,4 @@
-//! The entrypoint dialect (seed 003): one tool, named after the skill, that
+//! The entrypoint dialect: one tool, named after the skill, that
 //! runs a `main` script with whatever arguments object it is given.
 
 use super::diag::Code;
@@ -8,7 +8,7 @@ use super::parse::Parse;
 use super::scripts::{Runtimes, runtime_for};
 use std::path::{Path, PathBuf};
 
-/// Entrypoint names of seed 003, in the order they are looked for.
+/// Entrypoint names, in the order they are looked for.
 const ENTRYPOINTS: [&str; 4] = ["main.py", "main.sh", "main.js", "run.py"];
 
 /// The first entrypoint script that exists under `scripts/`.

@@ -7,11 +7,11 @@ use super::model::*;
 use super::parse::Parse;
 use serde_json::{Map, Value};
 
-/// Descriptions are cut to this many characters (seed 000 §2.2).
+/// Descriptions are cut to this many characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 256;
-/// Default per-skill timeout (DESIGN §3).
+/// Default per-skill timeout (`docs/design.md` §3).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
-/// Commands that skills may not take as their alias (seed 004 §3.3).
+/// Commands that skills may not take as their alias.
 pub const BUILTIN_COMMANDS: [&str; 3] = ["skills", "skill", "help"];
 
 /// Frontmatter keys that some dialect defines; anything else is warned about.
@@ -508,7 +508,7 @@ impl Parse<'_, '_> {
     }
 }
 
-/// Seed 004's names for operating systems.
+/// The names `eligibility.os` takes for operating systems.
 pub fn current_os() -> &'static str {
     match std::env::consts::OS {
         "macos" => "darwin",

@@ -15,7 +15,7 @@ use super::scripts::Runtimes;
 use serde_json::{Map, Value};
 use std::path::Path;
 
-/// The largest definition file that is parsed (seed 001's read limit).
+/// The largest definition file that is parsed.
 pub const MAX_DEFINITION_BYTES: u64 = 1024 * 1024;
 
 /// What a load needs to know beyond the directory itself.

@@ -1,4 +1,4 @@
-//! Tool blocks in a `SKILL.md` body (seed 000 §3), read with pulldown-cmark
+//! Tool blocks in a `SKILL.md` body, read with pulldown-cmark
 //! so that fences, tables and nested examples are understood as Markdown is,
 //! not guessed at line by line.
 

@@ -1,4 +1,4 @@
-//! The Markdown dialect (seed 000 §3): each tool block of the body becomes
+//! The Markdown dialect: each tool block of the body becomes
 //! a tool that runs its command template, with the parameters of its table.
 
 use super::diag::{Code, Pos};
@@ -193,7 +193,7 @@ impl Parse<'_, '_> {
         }
     }
 
-    /// DESIGN §2: absolute, inside the skill when relative, else on `PATH`.
+    /// `docs/design.md` §2: absolute, inside the skill when relative, else on `PATH`.
     fn resolve_program(
         &mut self,
         tool: &str,

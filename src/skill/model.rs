@@ -1,4 +1,4 @@
-//! The unified skill model every dialect parses into (DESIGN §2).
+//! The unified skill model every dialect parses into (`docs/design.md` §2).
 
 use super::diag::Diagnostic;
 use super::template::CommandTemplate;
@@ -57,7 +57,7 @@ pub enum InvocationMode {
     ToolDispatch,
 }
 
-/// The JSON types a tool parameter may take (seed 000 §3.3).
+/// The JSON types a tool parameter may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ParamType {
@@ -106,7 +106,7 @@ pub struct Param {
 /// What invoking a tool runs.
 #[derive(Debug, Clone)]
 pub enum Action {
-    /// A command template from a `#### Command` block (seed 000). `program`
+    /// A command template from a `#### Command` block. `program`
     /// is the template's program resolved at load time: an absolute path
     /// (inside the skill when it was written relative) or a bare name that
     /// is looked up on `PATH` when the tool runs.
@@ -115,9 +115,9 @@ pub enum Action {
         program: String,
     },
     /// A script under `scripts/`, run by its extension's runtime with the
-    /// `args` array as its arguments (seed 001).
+    /// `args` array as its arguments.
     Script { path: PathBuf, runtime: Vec<String> },
-    /// An entrypoint taking the arguments object as `SANDBOX_INPUT` (seed 003).
+    /// An entrypoint taking the arguments object as `SANDBOX_INPUT`.
     Entrypoint { path: PathBuf, runtime: Vec<String> },
 }
 
@@ -132,7 +132,7 @@ pub struct Tool {
     pub action: Action,
 }
 
-/// `eligibility` of seed 004 §3.6.
+/// `eligibility`: where a skill may load.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct Eligibility {
     pub os: Vec<String>,
@@ -140,7 +140,7 @@ pub struct Eligibility {
     pub binaries: Vec<String>,
 }
 
-/// `triggers` of seed 002.
+/// `triggers`: when a skill applies.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct Triggers {
     pub files: Vec<String>,
@@ -149,7 +149,7 @@ pub struct Triggers {
     pub modes: Vec<String>,
 }
 
-/// `resources` of seed 003, normalised.
+/// `resources`, normalised.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
 pub struct Resources {
     /// Memory limit in bytes.
@@ -199,7 +199,7 @@ pub struct Skill {
     /// Name of the root it came from.
     pub source: String,
     pub trust: Trust,
-    /// SHA-256 (hex) over what the skill would execute (DESIGN §2).
+    /// SHA-256 (hex) over what the skill would execute (`docs/design.md` §2).
     pub hash: String,
     pub tools: Vec<Tool>,
     pub warnings: Vec<Diagnostic>,

@@ -32,7 +32,7 @@ pub enum NameCheck {
     Invalid,
 }
 
-/// Tool names: `^[a-z0-9_]{1,32}$` (seed 000 §3.2).
+/// Tool names: `^[a-z0-9_]{1,32}$`.
 pub fn is_tool_name(name: &str) -> bool {
     (1..=32).contains(&name.len())
         && name

@@ -1,4 +1,4 @@
-//! The scripts dialect (seed 001): one tool per script directly under
+//! The scripts dialect: one tool per script directly under
 //! `scripts/`, run by the runtime its extension names.
 
 use super::diag::Code;
@@ -9,7 +9,7 @@ use super::parse::Parse;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// Runtimes for scripts by extension (seed 001); configurable.
+/// Runtimes for scripts by extension; configurable.
 #[derive(Debug, Clone)]
 pub struct Runtimes {
     pub by_extension: HashMap<String, Vec<String>>,

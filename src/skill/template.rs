@@ -1,4 +1,4 @@
-//! Command templates (seed 000 §3.4–3.5, DESIGN §2): split into words once,
+//! Command templates (`docs/design.md` §2): split into words once,
 //! at load time, with POSIX shell quoting; rendered per call into an argv
 //! without ever passing through a shell.
 

@@ -77,9 +77,8 @@ const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, dec
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// SQLite has one writer at a time. With several connections, writers that
 /// collide sleep in SQLite's busy handler (1, 2, 5, 10 ms …); one connection
-/// makes them queue in the pool instead, which measured 873 → 1070 run-log
-/// cycles/s at 8 concurrent callers (`cargo bench --bench invoke`). Queries
-/// take well under a millisecond, so readers lose little by waiting too.
+/// makes them queue in the pool instead, which is faster under concurrent
+/// calls. Queries are short, so readers lose little by waiting too.
 const MAX_CONNECTIONS: u32 = 1;
 /// How long a request waits for a free connection before the store counts as
 /// unavailable (and the invocation fails closed).
