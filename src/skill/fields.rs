@@ -462,7 +462,7 @@ impl Parse<'_, '_> {
         }
     }
 
-    /// Seed 004 §3.6: the skill is excluded when a condition fails here.
+    /// The skill is excluded when a condition fails here.
     fn check_eligible(&mut self, e: &Eligibility, path: &PathCache) {
         let pos = self.key_pos("eligibility");
         let os = current_os();
