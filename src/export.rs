@@ -24,7 +24,7 @@ pub enum Format {
     Anthropic,
     Gemini,
     Mcp,
-    /// Seed 000 §7.1's text manifest.
+    /// A plain-text manifest for a system prompt.
     Prompt,
 }
 
@@ -328,7 +328,7 @@ fn fragment(
     }
 }
 
-/// Seed 000 §7.1: `- name: description`, one line per tool.
+/// The prompt manifest: `- name: description`, one line per tool.
 fn prompt_line(tool: &Tool, name: &str) -> String {
     let description: String = tool.description.split_whitespace().collect::<Vec<_>>().join(" ");
     format!("- {name}: {description}\n")

@@ -269,7 +269,7 @@ pub struct SkillFilePath {
     pub path: String,
 }
 
-/// Seed 001's readable extensions, with the content type each is served as.
+/// The extensions served as skill files, with the content type of each.
 const FILE_TYPES: &[(&str, &str)] = &[
     ("md", "text/markdown; charset=utf-8"),
     ("txt", "text/plain; charset=utf-8"),

@@ -48,7 +48,7 @@ impl Trust {
     }
 }
 
-/// Seed 004's two invocation modes.
+/// How a prompt skill's command alias is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InvocationMode {
