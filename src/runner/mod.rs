@@ -138,44 +138,16 @@ pub async fn run(
             ..Outcome::default()
         };
     }
-
-    let spawned = match spawn::spawn(&spec) {
-        Ok(spawned) => spawned,
-        Err(message) => {
-            tracing::debug!(program = %spec.program, %message, "tool did not start");
+    let (mut leader, stdout, stderr) = match start(&spec, on_spawn).await {
+        Ok(running) => running,
+        Err(outcome) => {
             return Outcome {
-                spawn_error: Some(message),
                 duration: started.elapsed(),
-                ..Outcome::default()
+                ..outcome
             };
         }
     };
-    let pid = spawned.pid;
-    // Guarded before anything else runs, so even a panicking `on_spawn`
-    // cannot leave the group behind.
-    let mut leader = Leader {
-        pidfd: Some(PidFd::Plain(spawned.pidfd)),
-        pgid: Pid::from_raw(pid),
-    };
-    on_spawn(pid);
-    tracing::debug!(program = %spec.program, pgid = pid, "tool started");
-
-    let opened = leader
-        .watch()
-        .and_then(|()| Ok((open_pipe(spawned.stdout)?, open_pipe(spawned.stderr)?)));
-    let (stdout, stderr) = match opened {
-        Ok(opened) => opened,
-        Err(err) => {
-            leader.kill_and_reap().await;
-            return Outcome {
-                spawn_error: Some(format!("could not watch {}: {err}", spec.program)),
-                duration: started.elapsed(),
-                pgid: Some(pid),
-                ..Outcome::default()
-            };
-        }
-    };
-
+    let pgid = leader.pgid;
     let capture = Mutex::new(Capture::new());
     let mut readers = Box::pin(async {
         tokio::join!(
@@ -185,77 +157,151 @@ pub async fn run(
     });
     let mut readers_done = false;
     let mut exited = Box::pin(leader.wait_exit());
-
-    let deadline = tokio::time::sleep(spec.timeout);
-    let kill_timer = tokio::time::sleep(Duration::ZERO);
-    tokio::pin!(deadline, kill_timer);
-    let (mut timed_out, mut cancelled, mut terminating, mut killed) = (false, false, false, false);
-
-    let exit = loop {
-        tokio::select! {
-            exit = &mut exited => break match exit {
-                Ok(exit) => Some(exit),
-                Err(err) => {
-                    tracing::warn!(pgid = pid, %err, "lost the exit status of the tool");
-                    None
-                }
-            },
-            _ = &mut readers, if !readers_done => readers_done = true,
-            () = &mut deadline, if !terminating => {
-                tracing::debug!(pgid = pid, "tool timed out; SIGTERM to its group");
-                timed_out = true;
-                terminating = true;
-                process::signal_group(leader.pgid, Signal::SIGTERM);
-                kill_timer.as_mut().reset(tokio::time::Instant::now() + spec.grace);
-            }
-            () = cancel.cancelled(), if !terminating => {
-                tracing::debug!(pgid = pid, "tool cancelled; SIGTERM to its group");
-                cancelled = true;
-                terminating = true;
-                process::signal_group(leader.pgid, Signal::SIGTERM);
-                kill_timer.as_mut().reset(tokio::time::Instant::now() + spec.grace);
-            }
-            () = &mut kill_timer, if terminating && !killed => {
-                tracing::debug!(pgid = pid, "grace period over; SIGKILL to its group");
-                killed = true;
-                process::signal_group(leader.pgid, Signal::SIGKILL);
-            }
-        }
-    };
-
+    let (exit, ending) = supervise(
+        pgid,
+        exited.as_mut(),
+        readers.as_mut(),
+        &mut readers_done,
+        &spec,
+        &cancel,
+    )
+    .await;
     if !readers_done && tokio::time::timeout(DRAIN_TIMEOUT, &mut readers).await.is_err() {
         tracing::debug!(
-            pgid = pid,
+            pgid = pgid.as_raw(),
             "output still open after the leader exited; killing the group"
         );
     }
     // The leader is still an unreaped zombie here, so the id is ours (unless
-    // its status was lost, warned about above: some other wait reaped it).
-    process::signal_group(leader.pgid, Signal::SIGKILL);
+    // its status was lost, warned about in `supervise`: some other wait
+    // reaped it).
+    process::signal_group(pgid, Signal::SIGKILL);
     drop((readers, exited));
     leader.reap_exited();
-
     let captured = capture
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner)
         .finish();
-    let (exit_code, signal) = match exit {
-        Some(Exit::Code(code)) => (Some(code), None),
-        Some(Exit::Signal(number)) => (Some(128 + number), Some(process::signal_name(number))),
-        None => (None, None),
+    ending.outcome(exit, captured, started.elapsed(), pgid.as_raw())
+}
+
+/// Spawns the leader and gets ready to read it: its guard and its pipes,
+/// or the outcome of a run that could not start.
+async fn start(
+    spec: &Spec,
+    on_spawn: impl FnOnce(i32) + Send,
+) -> Result<(Leader, pipe::Receiver, pipe::Receiver), Outcome> {
+    let spawned = spawn::spawn(spec).map_err(|message| {
+        tracing::debug!(program = %spec.program, %message, "tool did not start");
+        Outcome {
+            spawn_error: Some(message),
+            ..Outcome::default()
+        }
+    })?;
+    let pid = spawned.pid;
+    // Guarded before anything else runs, so even a panicking `on_spawn`
+    // cannot leave the group behind.
+    let mut leader = Leader {
+        pidfd: Some(PidFd::Plain(spawned.pidfd)),
+        pgid: Pid::from_raw(pid),
     };
-    Outcome {
-        exit_code,
-        signal,
-        output: captured.output,
-        truncated: captured.truncated,
-        output_bytes: captured.output_bytes,
-        stdout_json: captured.stdout_json,
-        duration: started.elapsed(),
-        timed_out,
-        cancelled,
-        spawn_error: None,
-        pgid: Some(pid),
+    on_spawn(pid);
+    tracing::debug!(program = %spec.program, pgid = pid, "tool started");
+    let opened = leader
+        .watch()
+        .and_then(|()| Ok((open_pipe(spawned.stdout)?, open_pipe(spawned.stderr)?)));
+    match opened {
+        Ok((stdout, stderr)) => Ok((leader, stdout, stderr)),
+        Err(err) => {
+            leader.kill_and_reap().await;
+            Err(Outcome {
+                spawn_error: Some(format!("could not watch {}: {err}", spec.program)),
+                pgid: Some(pid),
+                ..Outcome::default()
+            })
+        }
+    }
+}
+
+/// How a run was brought to its end, if not by itself.
+#[derive(Debug, Default)]
+struct Ending {
+    timed_out: bool,
+    cancelled: bool,
+}
+
+impl Ending {
+    fn outcome(
+        self,
+        exit: Option<Exit>,
+        captured: capture::Captured,
+        duration: Duration,
+        pgid: i32,
+    ) -> Outcome {
+        let (exit_code, signal) = match exit {
+            Some(Exit::Code(code)) => (Some(code), None),
+            Some(Exit::Signal(number)) => (Some(128 + number), Some(process::signal_name(number))),
+            None => (None, None),
+        };
+        Outcome {
+            exit_code,
+            signal,
+            output: captured.output,
+            truncated: captured.truncated,
+            output_bytes: captured.output_bytes,
+            stdout_json: captured.stdout_json,
+            duration,
+            timed_out: self.timed_out,
+            cancelled: self.cancelled,
+            spawn_error: None,
+            pgid: Some(pgid),
+        }
+    }
+}
+
+/// Waits for the leader to exit, reading its output meanwhile; on timeout
+/// or cancel, SIGTERM to the group, then SIGKILL after the grace.
+async fn supervise(
+    pgid: Pid,
+    mut exited: std::pin::Pin<&mut impl Future<Output = std::io::Result<Exit>>>,
+    mut readers: std::pin::Pin<&mut impl Future>,
+    readers_done: &mut bool,
+    spec: &Spec,
+    cancel: &CancellationToken,
+) -> (Option<Exit>, Ending) {
+    let deadline = tokio::time::sleep(spec.timeout);
+    let kill_timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(deadline, kill_timer);
+    let mut ending = Ending::default();
+    let (mut terminating, mut killed) = (false, false);
+    let terminate = |why: &str, kill_timer: std::pin::Pin<&mut tokio::time::Sleep>| {
+        tracing::debug!(pgid = pgid.as_raw(), "tool {why}; SIGTERM to its group");
+        process::signal_group(pgid, Signal::SIGTERM);
+        kill_timer.reset(tokio::time::Instant::now() + spec.grace);
+    };
+    loop {
+        tokio::select! {
+            exit = &mut exited => {
+                let exit = exit
+                    .inspect_err(|err| tracing::warn!(pgid = pgid.as_raw(), %err, "lost the exit status of the tool"))
+                    .ok();
+                return (exit, ending);
+            }
+            _ = &mut readers, if !*readers_done => *readers_done = true,
+            () = &mut deadline, if !terminating => {
+                (ending.timed_out, terminating) = (true, true);
+                terminate("timed out", kill_timer.as_mut());
+            }
+            () = cancel.cancelled(), if !terminating => {
+                (ending.cancelled, terminating) = (true, true);
+                terminate("cancelled", kill_timer.as_mut());
+            }
+            () = &mut kill_timer, if terminating && !killed => {
+                tracing::debug!(pgid = pgid.as_raw(), "grace period over; SIGKILL to its group");
+                killed = true;
+                process::signal_group(pgid, Signal::SIGKILL);
+            }
+        }
     }
 }
 
