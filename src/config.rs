@@ -165,40 +165,27 @@ impl Config {
             None => FileConfig::default(),
         };
         let auth = resolve_tokens(file.tokens.as_deref().unwrap_or_default(), args.tokens.as_ref())?;
-        let bind_text = args
-            .bind
-            .clone()
-            .or(file.bind)
-            .unwrap_or_else(|| DEFAULT_BIND.to_owned());
-        let bind: SocketAddr = bind_text
-            .parse()
-            .map_err(|_| format!("--bind '{bind_text}' is not an address such as 127.0.0.1:8080"))?;
         let insecure = args.insecure.or(file.insecure).unwrap_or(false);
-        if !bind.ip().is_loopback() && !insecure && auth.is_open() {
-            return Err(format!(
-                "refusing to listen on {bind} without tokens: anyone who can reach it could run tools; \
-                 configure tokens, bind to a loopback address, or pass --insecure"
-            ));
-        }
+        let bind = resolve_bind(args, &file, insecure, &auth)?;
         // Absolute, because children run elsewhere: a relative path handed
         // to one (its run directory, its working directory) would be read
         // against the child's working directory, not the server's.
         let data_dir = absolute(
             args.data_dir
                 .clone()
-                .or(file.data_dir)
+                .or(file.data_dir.clone())
                 .unwrap_or_else(default_data_dir),
         );
         let workspace = absolute(
             args.workspace
                 .clone()
-                .or(file.workspace)
+                .or(file.workspace.clone())
                 .unwrap_or_else(default_workspace),
         );
         let database_url = args
             .database
             .clone()
-            .or(file.database)
+            .or(file.database.clone())
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("skilld.db").display()));
         let max_timeout_secs = args
             .max_timeout_secs
@@ -207,70 +194,115 @@ impl Config {
         if max_timeout_secs == 0 {
             return Err("max_timeout_secs must be at least 1".to_owned());
         }
-        let skills = if args.skills.is_empty() {
-            file.skills.unwrap_or_default()
-        } else {
-            args.skills.clone()
-        };
-        let roots = if skills.is_empty() {
-            default_roots(&workspace, &data_dir)
-        } else {
-            skills
-                .iter()
-                .map(|s| Root::parse_flag(s))
-                .collect::<Result<_, _>>()?
-        };
-        let mut runtimes = Runtimes::default();
-        if let Some(custom) = file.runtimes {
-            for (ext, argv) in custom {
-                if argv.is_empty() {
-                    return Err(format!("runtimes.{ext} is empty; give at least a program"));
-                }
-                runtimes.by_extension.insert(ext, argv);
-            }
-        }
-        let watch = !args.no_watch.or(file.no_watch).unwrap_or(false);
-        let defaults = crate::invoke::RunSettings::default();
-        let secs = std::time::Duration::from_secs;
-        let run = crate::invoke::RunSettings {
-            workspace: workspace.clone(),
-            data_dir: data_dir.clone(),
-            grace: file.kill_grace_secs.map_or(defaults.grace, secs),
-            limits: crate::runner::Limits {
-                memory_bytes: file.max_memory_bytes.or(defaults.limits.memory_bytes),
-                cpu_secs: file.max_cpu_secs.or(defaults.limits.cpu_secs),
-                open_files: file.max_open_files.or(defaults.limits.open_files),
-                file_size_bytes: file.max_file_size_bytes.or(defaults.limits.file_size_bytes),
-            },
-            max_concurrent: file.max_concurrent_runs.unwrap_or(defaults.max_concurrent).max(1),
-            max_concurrent_per_tool: file
-                .max_concurrent_runs_per_tool
-                .unwrap_or(defaults.max_concurrent_per_tool)
-                .max(1),
-            queue_timeout: file.queue_timeout_secs.map_or(defaults.queue_timeout, secs),
-            instance: args.instance.clone().or(file.instance).unwrap_or_else(host_name),
-            extra_env: file.env_allow.unwrap_or_default(),
-            approval_ttl: args
-                .approval_ttl_secs
-                .or(file.approval_ttl_secs)
-                .map_or(defaults.approval_ttl, |s| secs(s.max(1))),
-            wait_poll: defaults.wait_poll,
-        };
-        let shutdown_grace = secs(file.shutdown_grace_secs.unwrap_or(10));
         Ok(Self {
             bind,
-            roots,
+            roots: resolve_roots(args, &file, &workspace, &data_dir)?,
             database_url,
-            workspace,
-            data_dir,
             insecure,
             max_timeout_secs,
-            watch,
-            runtimes,
-            run,
-            shutdown_grace,
+            watch: !args.no_watch.or(file.no_watch).unwrap_or(false),
+            runtimes: resolve_runtimes(&file)?,
+            run: run_settings(args, &file, &workspace, &data_dir),
+            shutdown_grace: std::time::Duration::from_secs(file.shutdown_grace_secs.unwrap_or(10)),
+            workspace,
+            data_dir,
             auth: std::sync::Arc::new(auth),
         })
+    }
+}
+
+/// The address to listen on. A non-loopback one needs tokens, or the
+/// operator's explicit `--insecure`.
+fn resolve_bind(
+    args: &ServeArgs,
+    file: &FileConfig,
+    insecure: bool,
+    auth: &Auth,
+) -> Result<SocketAddr, String> {
+    let text = args
+        .bind
+        .clone()
+        .or(file.bind.clone())
+        .unwrap_or_else(|| DEFAULT_BIND.to_owned());
+    let bind: SocketAddr = text
+        .parse()
+        .map_err(|_| format!("--bind '{text}' is not an address such as 127.0.0.1:8080"))?;
+    if !bind.ip().is_loopback() && !insecure && auth.is_open() {
+        return Err(format!(
+            "refusing to listen on {bind} without tokens: anyone who can reach it could run tools; \
+             configure tokens, bind to a loopback address, or pass --insecure"
+        ));
+    }
+    Ok(bind)
+}
+
+/// The skill roots: the flags' (or the environment's), else the file's,
+/// else the default ones.
+fn resolve_roots(
+    args: &ServeArgs,
+    file: &FileConfig,
+    workspace: &Path,
+    data_dir: &Path,
+) -> Result<Vec<Root>, String> {
+    let skills = if args.skills.is_empty() {
+        file.skills.clone().unwrap_or_default()
+    } else {
+        args.skills.clone()
+    };
+    if skills.is_empty() {
+        return Ok(default_roots(workspace, data_dir));
+    }
+    skills.iter().map(|s| Root::parse_flag(s)).collect()
+}
+
+/// The script runtimes, with the file's replacing the defaults by extension.
+fn resolve_runtimes(file: &FileConfig) -> Result<Runtimes, String> {
+    let mut runtimes = Runtimes::default();
+    for (ext, argv) in file.runtimes.clone().unwrap_or_default() {
+        if argv.is_empty() {
+            return Err(format!("runtimes.{ext} is empty; give at least a program"));
+        }
+        runtimes.by_extension.insert(ext, argv);
+    }
+    Ok(runtimes)
+}
+
+/// How runs are carried out: the file's settings over the defaults.
+fn run_settings(
+    args: &ServeArgs,
+    file: &FileConfig,
+    workspace: &Path,
+    data_dir: &Path,
+) -> crate::invoke::RunSettings {
+    let defaults = crate::invoke::RunSettings::default();
+    let secs = std::time::Duration::from_secs;
+    crate::invoke::RunSettings {
+        workspace: workspace.to_path_buf(),
+        data_dir: data_dir.to_path_buf(),
+        grace: file.kill_grace_secs.map_or(defaults.grace, secs),
+        limits: crate::runner::Limits {
+            memory_bytes: file.max_memory_bytes.or(defaults.limits.memory_bytes),
+            cpu_secs: file.max_cpu_secs.or(defaults.limits.cpu_secs),
+            open_files: file.max_open_files.or(defaults.limits.open_files),
+            file_size_bytes: file.max_file_size_bytes.or(defaults.limits.file_size_bytes),
+        },
+        max_concurrent: file.max_concurrent_runs.unwrap_or(defaults.max_concurrent).max(1),
+        max_concurrent_per_tool: file
+            .max_concurrent_runs_per_tool
+            .unwrap_or(defaults.max_concurrent_per_tool)
+            .max(1),
+        queue_timeout: file.queue_timeout_secs.map_or(defaults.queue_timeout, secs),
+        instance: args
+            .instance
+            .clone()
+            .or(file.instance.clone())
+            .unwrap_or_else(host_name),
+        extra_env: file.env_allow.clone().unwrap_or_default(),
+        approval_ttl: args
+            .approval_ttl_secs
+            .or(file.approval_ttl_secs)
+            .map_or(defaults.approval_ttl, |s| secs(s.max(1))),
+        wait_poll: defaults.wait_poll,
     }
 }
 
