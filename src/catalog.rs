@@ -186,60 +186,8 @@ impl Catalog {
 
     fn assemble(mut skills: Vec<Arc<Skill>>, mut diagnostics: Vec<Diagnostic>, scans: Vec<RootScan>) -> Self {
         skills.sort_by(|a, b| a.name.cmp(&b.name));
-
-        // Tool names are global: a name two skills define is ambiguous.
-        let mut owners: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (si, s) in skills.iter().enumerate() {
-            for t in &s.tools {
-                owners.entry(t.name.as_str()).or_default().push(si);
-            }
-        }
-        let ambiguous: Vec<(String, Vec<usize>)> = owners
-            .into_iter()
-            .filter(|(_, o)| o.len() > 1)
-            .map(|(n, o)| (n.to_owned(), o))
-            .collect();
-        for (tool, owner_idx) in &ambiguous {
-            let names: Vec<String> = owner_idx.iter().map(|&i| skills[i].name.clone()).collect();
-            for &i in owner_idx {
-                let d = Diagnostic::warning(
-                    Code::AmbiguousToolName,
-                    skills[i].definition.display().to_string(),
-                    format!(
-                        "tool '{tool}' is defined by skills {}; call it as /skills/{{skill}}/tools/{tool}/invoke",
-                        names.join(", ")
-                    ),
-                )
-                .for_skill(&skills[i].name);
-                // Copies only the skills that gain a warning.
-                Arc::make_mut(&mut skills[i]).warnings.push(d.clone());
-                diagnostics.push(d);
-            }
-        }
-        let ambiguous: HashSet<&str> = ambiguous.iter().map(|(n, _)| n.as_str()).collect();
-
-        let mut tools = Vec::new();
-        for (si, s) in skills.iter().enumerate() {
-            for (ti, t) in s.tools.iter().enumerate() {
-                let export_name = if ambiguous.contains(t.name.as_str()) {
-                    format!("{}__{}", s.name.replace('-', "_"), t.name)
-                } else {
-                    t.name.clone()
-                };
-                tools.push(ToolEntry {
-                    skill: si,
-                    tool: ti,
-                    export_name,
-                });
-            }
-        }
-        tools.sort_by(|a, b| {
-            let (ta, tb) = (
-                &skills[a.skill].tools[a.tool].name,
-                &skills[b.skill].tools[b.tool].name,
-            );
-            ta.cmp(tb).then(a.skill.cmp(&b.skill))
-        });
+        let ambiguous = warn_ambiguous(&mut skills, &mut diagnostics);
+        let tools = index_tools(&skills, &ambiguous);
         let mut tool_index: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, e) in tools.iter().enumerate() {
             let bare = &skills[e.skill].tools[e.tool].name;
@@ -248,7 +196,6 @@ impl Catalog {
                 tool_index.entry(e.export_name.clone()).or_default().push(i);
             }
         }
-
         let mut commands: Vec<CommandEntry> = skills
             .iter()
             .enumerate()
@@ -260,12 +207,10 @@ impl Catalog {
             })
             .collect();
         commands.sort_by(|a, b| a.command.cmp(&b.command));
-
         diagnostics.sort_by(|a, b| {
             (&a.skill, &a.path, a.line, a.column, a.code).cmp(&(&b.skill, &b.path, b.line, b.column, b.code))
         });
         diagnostics.dedup();
-
         let by_name = skills
             .iter()
             .enumerate()
@@ -507,4 +452,62 @@ impl CatalogHandle {
         );
         next
     }
+}
+
+/// Tool names are global: a name two skills define is ambiguous, and each
+/// of its skills gets a warning. Returns the ambiguous names.
+fn warn_ambiguous(skills: &mut [Arc<Skill>], diagnostics: &mut Vec<Diagnostic>) -> HashSet<String> {
+    let mut owners: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (si, s) in skills.iter().enumerate() {
+        for t in &s.tools {
+            owners.entry(t.name.clone()).or_default().push(si);
+        }
+    }
+    owners.retain(|_, o| o.len() > 1);
+    for (tool, owner_idx) in &owners {
+        let names: Vec<String> = owner_idx.iter().map(|&i| skills[i].name.clone()).collect();
+        for &i in owner_idx {
+            let d = Diagnostic::warning(
+                Code::AmbiguousToolName,
+                skills[i].definition.display().to_string(),
+                format!(
+                    "tool '{tool}' is defined by skills {}; call it as /skills/{{skill}}/tools/{tool}/invoke",
+                    names.join(", ")
+                ),
+            )
+            .for_skill(&skills[i].name);
+            // Copies only the skills that gain a warning.
+            Arc::make_mut(&mut skills[i]).warnings.push(d.clone());
+            diagnostics.push(d);
+        }
+    }
+    owners.into_keys().collect()
+}
+
+/// Every tool, sorted by name then skill, with the name providers see: the
+/// bare name, or `skill__tool` for an ambiguous one.
+fn index_tools(skills: &[Arc<Skill>], ambiguous: &HashSet<String>) -> Vec<ToolEntry> {
+    let mut tools = Vec::new();
+    for (si, s) in skills.iter().enumerate() {
+        for (ti, t) in s.tools.iter().enumerate() {
+            let export_name = if ambiguous.contains(&t.name) {
+                format!("{}__{}", s.name.replace('-', "_"), t.name)
+            } else {
+                t.name.clone()
+            };
+            tools.push(ToolEntry {
+                skill: si,
+                tool: ti,
+                export_name,
+            });
+        }
+    }
+    tools.sort_by(|a, b| {
+        let (ta, tb) = (
+            &skills[a.skill].tools[a.tool].name,
+            &skills[b.skill].tools[b.tool].name,
+        );
+        ta.cmp(tb).then(a.skill.cmp(&b.skill))
+    });
+    tools
 }
