@@ -151,35 +151,7 @@ impl Catalog {
             })
             .collect();
 
-        // Precedence: the first root to have a name claims it, loaded or not.
-        let mut claimed: HashMap<&str, &Path> = HashMap::new();
-        let mut accepted: Vec<Arc<Skill>> = Vec::new();
-        for scan in &scans {
-            for loaded in scan.loaded.iter() {
-                let dir = scan.path.join(&loaded.name);
-                if let Some(winner) = claimed.get(loaded.name.as_str()) {
-                    diagnostics.push(
-                        Diagnostic::warning(
-                            Code::Shadowed,
-                            dir.join("SKILL.md").display().to_string(),
-                            format!(
-                                "skill '{}' is shadowed by {} from a root of higher precedence",
-                                loaded.name,
-                                winner.join(&loaded.name).display()
-                            ),
-                        )
-                        .for_skill(&loaded.name),
-                    );
-                    continue;
-                }
-                claimed.insert(&loaded.name, &scan.path);
-                diagnostics.extend(loaded.diagnostics.iter().cloned());
-                if let Some(skill) = &loaded.skill {
-                    accepted.push(skill.clone());
-                }
-            }
-        }
-
+        let accepted = precedence(&scans, &mut diagnostics);
         let accepted = cross_check(accepted, &mut diagnostics);
         Self::assemble(accepted, diagnostics, scans)
     }
@@ -452,6 +424,40 @@ impl CatalogHandle {
         );
         next
     }
+}
+
+/// Precedence: the first root to have a name claims it, loaded or not;
+/// the same name in a later root is shadowed. Returns the skills that won
+/// and loaded.
+fn precedence(scans: &[RootScan], diagnostics: &mut Vec<Diagnostic>) -> Vec<Arc<Skill>> {
+    let mut claimed: HashMap<&str, &Path> = HashMap::new();
+    let mut accepted: Vec<Arc<Skill>> = Vec::new();
+    for scan in scans {
+        for loaded in scan.loaded.iter() {
+            let dir = scan.path.join(&loaded.name);
+            if let Some(winner) = claimed.get(loaded.name.as_str()) {
+                diagnostics.push(
+                    Diagnostic::warning(
+                        Code::Shadowed,
+                        dir.join("SKILL.md").display().to_string(),
+                        format!(
+                            "skill '{}' is shadowed by {} from a root of higher precedence",
+                            loaded.name,
+                            winner.join(&loaded.name).display()
+                        ),
+                    )
+                    .for_skill(&loaded.name),
+                );
+                continue;
+            }
+            claimed.insert(&loaded.name, &scan.path);
+            diagnostics.extend(loaded.diagnostics.iter().cloned());
+            if let Some(skill) = &loaded.skill {
+                accepted.push(skill.clone());
+            }
+        }
+    }
+    accepted
 }
 
 /// Tool names are global: a name two skills define is ambiguous, and each
