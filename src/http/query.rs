@@ -58,12 +58,11 @@ impl KnownQueries {
 /// Answers 400 when the query names a parameter the operation does not
 /// take; runs inside the router, where axum has put the `MatchedPath`.
 pub async fn refuse_unknown(State(known): State<Arc<KnownQueries>>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned());
-    let takes = route.and_then(|r| known.of(req.method(), &r));
-    if let (Some(takes), Some(query)) = (takes, req.uri().query()) {
+    let Some(query) = req.uri().query() else {
+        return next.run(req).await;
+    };
+    let route = req.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
+    if let Some(takes) = route.and_then(|r| known.of(req.method(), r)) {
         let unknown: BTreeSet<String> = form_urlencoded::parse(query.as_bytes())
             .map(|(name, _)| name.into_owned())
             .filter(|name| !takes.contains(name))
