@@ -103,7 +103,7 @@ impl Invoker {
     /// The events of a call just held for a person: first the request,
     /// then as [`Invoker::follow`].
     pub fn held_events(self: &Arc<Self>, held: Held) -> BoxStream<'static, RunEvent> {
-        stream::once(async move { RunEvent::Held(held) })
+        stream::iter([RunEvent::Held(held)])
             .chain(self.follow(held.run_id, Some(RunStatus::PendingApproval)))
             .boxed()
     }

@@ -105,7 +105,12 @@ fn tools_exports_without_a_server() {
 
 /// Starts `skilld serve …`, returning the child and the address it printed.
 pub(crate) fn serve(cmd: &mut Command) -> (std::process::Child, String) {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    serve_logging_to(cmd, Stdio::null())
+}
+
+/// [`serve`], with the server's stderr (its log) going to `log`.
+pub(crate) fn serve_logging_to(cmd: &mut Command, log: Stdio) -> (std::process::Child, String) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
     let mut first = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut first)

@@ -2,11 +2,10 @@
 //! query parameters, bodies of the wrong shape, the logs, and the command
 //! line's messages.
 
-use crate::cli::{serve, skilld, stop};
+use crate::cli::{serve, serve_logging_to, skilld, stop};
 use crate::common::{TestServer, bundled_dir, corpus_dir, options, root};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -23,6 +22,10 @@ fn mark_skill(dir: &Path) {
          ```\nsh -c 'echo ran >> \"$0\"' {{path}}\n```\n",
     )
     .unwrap();
+}
+
+async fn get_json(client: &reqwest::Client, url: String) -> Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
 }
 
 async fn problem(res: reqwest::Response) -> (u16, Value) {
@@ -79,14 +82,7 @@ async fn an_unknown_query_parameter_is_refused_by_name_and_nothing_runs() {
         "unknown query parameter 'dryRun'; this operation takes: dry_run, wait"
     );
     assert!(!marker.exists(), "the tool ran");
-    let runs: Value = client
-        .get(server.url("/runs"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs = get_json(&client, server.url("/runs")).await;
     assert_eq!(runs["runs"], json!([]), "a refused call left a run");
 
     // The right spelling is a dry run: still nothing runs.
@@ -163,14 +159,11 @@ async fn a_run_records_its_request_id_and_starts_after_it_was_created() {
         .unwrap();
     let given = res.headers()["x-request-id"].to_str().unwrap().to_owned();
     let envelope: Value = res.json().await.unwrap();
-    let run: Value = client
-        .get(server.url(&format!("/runs/{}", envelope["run_id"].as_str().unwrap())))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let run = get_json(
+        &client,
+        server.url(&format!("/runs/{}", envelope["run_id"].as_str().unwrap())),
+    )
+    .await;
     assert_eq!(run["request_id"], given.as_str());
     let time = |field: &str| chrono::DateTime::parse_from_rfc3339(run[field].as_str().unwrap()).unwrap();
     assert!(time("started_at") >= time("created_at"), "{run}");
@@ -186,14 +179,11 @@ async fn a_run_records_its_request_id_and_starts_after_it_was_created() {
         .unwrap();
     assert_eq!(res.headers()["x-request-id"], "caller-chosen-7");
     let envelope: Value = res.json().await.unwrap();
-    let run: Value = client
-        .get(server.url(&format!("/runs/{}", envelope["run_id"].as_str().unwrap())))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let run = get_json(
+        &client,
+        server.url(&format!("/runs/{}", envelope["run_id"].as_str().unwrap())),
+    )
+    .await;
     assert_eq!(run["request_id"], "caller-chosen-7");
 }
 
@@ -209,17 +199,7 @@ fn serve_logging(skills: &Path, data: &Path, format: Option<&str>) -> (std::proc
     if let Some(f) = format {
         cmd.env("SKILLD_LOG_FORMAT", f);
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .trim_end()
-        .strip_prefix("listening on http://")
-        .unwrap()
-        .to_owned();
-    (child, addr)
+    serve_logging_to(&mut cmd, Stdio::piped())
 }
 
 #[tokio::test]
