@@ -122,6 +122,10 @@ fn p90(sorted: &[Duration]) -> Duration {
     sorted[(sorted.len() * 9 / 10).min(sorted.len() - 1)]
 }
 
+fn p99(sorted: &[Duration]) -> Duration {
+    sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
@@ -745,23 +749,26 @@ fn main() {
         "== c=1: latency ({N_SEQ} sequential calls per side after {WARMUP} warm-up, {ROUNDS} interleaved rounds) =="
     );
     println!(
-        "{:<44} median {:>10}   p90 {:>10}",
+        "{:<44} median {:>10}   p90 {:>10}   p99 {:>10}",
         "baseline: spawn `true` from tokio",
         ms(median(b)),
-        ms(p90(b))
+        ms(p90(b)),
+        ms(p99(b))
     );
     println!(
-        "{:<44} median {:>10}   p90 {:>10}",
+        "{:<44} median {:>10}   p90 {:>10}   p99 {:>10}",
         format!("HTTP: POST /tools/{TRUE_TOOL}/invoke"),
         ms(median(h)),
-        ms(p90(h))
+        ms(p90(h)),
+        ms(p99(h))
     );
     let added = median(h).saturating_sub(median(b));
     println!(
-        "{:<44} median {:>10}   p90 {:>10}",
+        "{:<44} median {:>10}   p90 {:>10}   p99 {:>10}",
         "added by skilld (HTTP - baseline)",
         signed_ms(median(h), median(b)),
-        signed_ms(p90(h), p90(b))
+        signed_ms(p90(h), p90(b)),
+        signed_ms(p99(h), p99(b))
     );
 
     let (base_rate, http_rate) = (rate(N_CONC, f.base_conc), rate(N_CONC, f.http_conc));
