@@ -106,7 +106,7 @@ pub struct DecisionRequest {
 #[utoipa::path(post, path = "/approvals/{id}/approve", tag = "approvals", security(("bearer" = ["approve"])), params(ApprovalPath),
     request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
     responses(
-        (status = 200, description = "Approved; the run has started", body = Approval),
+        (status = 200, description = "Approved; the run is queued on this instance and starts as soon as it has a slot (follow it at /runs/{run_id})", body = Approval),
         DecisionProblems,
         (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already decided, expired, or the skill changed since the call", body = Problem, content_type = "application/problem+json"),
