@@ -124,35 +124,136 @@ impl CommandTemplate {
                 }
                 continue;
             }
-            let mut rendered = String::new();
-            let mut dropped = false;
-            let mut only_flags = word.pieces.iter().any(|p| matches!(p, Piece::Flag { .. }));
-            for piece in &word.pieces {
-                match piece {
-                    Piece::Literal(s) => {
-                        only_flags = false;
-                        rendered.push_str(s);
-                    }
-                    Piece::Flag { name, literal } => {
-                        if matches!(present(args, name), Some(Value::Bool(true))) {
-                            rendered.push_str(literal);
-                        }
-                    }
-                    Piece::Var(name) => {
-                        only_flags = false;
-                        match present(args, name) {
-                            None => dropped = true,
-                            Some(value) => rendered.push_str(&embedded(name, value)?),
-                        }
-                    }
-                }
+            if let Some(rendered) = embedded_word(word, args, guarded)? {
+                out.push(rendered);
             }
-            if dropped || (only_flags && rendered.is_empty()) {
-                continue;
-            }
-            out.push(rendered);
         }
         Ok(out)
+    }
+}
+
+/// Renders a word that is not one standalone placeholder: `None` when it
+/// drops out (a missing value, or only flags that are all false).
+///
+/// Two guards apply to the values spliced in. A value that starts the word
+/// may not start with `-` before any `--` (it would read as an option,
+/// `{{v}}.txt` with `--output=x`). In a URL word (one that begins with
+/// `scheme://`) each value is percent-encoded for the component it sits in,
+/// so no value can add a path segment, a query parameter or a fragment.
+fn embedded_word(
+    word: &Word,
+    args: &Map<String, Value>,
+    guarded: bool,
+) -> Result<Option<String>, RenderError> {
+    let mut url = Url::of(word);
+    let mut rendered = String::new();
+    let mut only_flags = word.pieces.iter().any(|p| matches!(p, Piece::Flag { .. }));
+    for piece in &word.pieces {
+        match piece {
+            Piece::Literal(s) => {
+                only_flags = false;
+                rendered.push_str(s);
+                if let Some(url) = &mut url {
+                    url.read(s);
+                }
+            }
+            Piece::Flag { name, literal } => {
+                if matches!(present(args, name), Some(Value::Bool(true))) {
+                    rendered.push_str(literal);
+                }
+            }
+            Piece::Var(name) => {
+                only_flags = false;
+                let Some(value) = present(args, name) else {
+                    return Ok(None);
+                };
+                if guarded && rendered.is_empty() && starts_with_dash(value) {
+                    return Err(RenderError::ArgumentInjection {
+                        param: name.to_owned(),
+                    });
+                }
+                let text = embedded(name, value)?;
+                match &url {
+                    Some(url) => rendered.push_str(&url.encode(&text)),
+                    None => rendered.push_str(&text),
+                }
+            }
+        }
+    }
+    Ok((!(only_flags && rendered.is_empty())).then_some(rendered))
+}
+
+/// Whether a value would read as an option where it starts a word (numbers
+/// are exempt: `-5` is a value).
+fn starts_with_dash(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.starts_with('-'),
+        Value::Array(items) => items.first().is_some_and(starts_with_dash),
+        _ => false,
+    }
+}
+
+/// Where in a URL the next value lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Url {
+    /// Before the `://` of the word's first literal.
+    Scheme,
+    Authority,
+    Path,
+    Query,
+    Fragment,
+}
+
+/// What a URL value keeps as it is: RFC 3986's unreserved characters.
+/// Everything else, `/ ? # & = + %` and spaces included, is encoded, so a
+/// value stays inside its path segment, query value or fragment.
+const URL_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+impl Url {
+    /// The component at the start of a word that begins with
+    /// `scheme://`; `None` for any other word.
+    fn of(word: &Word) -> Option<Self> {
+        let Some(Piece::Literal(first)) = word.pieces.first() else {
+            return None;
+        };
+        let (scheme, _) = first.split_once("://")?;
+        let mut chars = scheme.chars();
+        let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        valid.then_some(Url::Scheme)
+    }
+
+    /// Moves past literal text of the template.
+    fn read(&mut self, literal: &str) {
+        let mut rest = literal;
+        if *self == Url::Scheme {
+            let Some((_, after)) = literal.split_once("://") else {
+                return;
+            };
+            *self = Url::Authority;
+            rest = after;
+        }
+        for c in rest.chars() {
+            *self = match (*self, c) {
+                (Url::Fragment, _) | (_, '#') => Url::Fragment,
+                (Url::Query, _) | (_, '?') => Url::Query,
+                (Url::Authority, '/') => Url::Path,
+                (state, _) => state,
+            };
+        }
+    }
+
+    /// A value encoded for this component. A whole path segment of dots
+    /// is encoded too, so that `..` cannot climb out of its place.
+    fn encode(self, value: &str) -> String {
+        if self == Url::Path && !value.is_empty() && value.bytes().all(|b| b == b'.') {
+            return "%2E".repeat(value.len());
+        }
+        percent_encoding::utf8_percent_encode(value, URL_VALUE).to_string()
     }
 }
 
@@ -405,6 +506,73 @@ mod tests {
         assert_eq!(
             render("echo {{v}}", json!({"v": "a\u{0}b"})),
             Err(RenderError::Nul { param: "v".into() })
+        );
+    }
+
+    #[test]
+    fn the_guard_covers_every_word_a_value_begins() {
+        let refused = |t: &str, v: Value| {
+            assert_eq!(
+                render(t, v),
+                Err(RenderError::ArgumentInjection { param: "v".into() }),
+                "{t}"
+            );
+        };
+        refused("echo {{v}}.txt", json!({"v": "--output=/tmp/pwn"}));
+        refused("echo {{v}}{{w}}", json!({"v": "-", "w": "rf"}));
+        refused("echo {{v}}.txt", json!({"v": ["-x", "y"]}));
+        // A flag that renders nothing leaves the value at the start.
+        refused("echo {{t:--t}}{{v}}", json!({"t": false, "v": "-x"}));
+        assert_eq!(
+            render("echo {{t:--t}}{{v}}", json!({"t": true, "v": "-x"})).unwrap(),
+            ["--t-x"]
+        );
+        assert_eq!(
+            render("echo -- {{v}}.txt", json!({"v": "--output=x"})).unwrap(),
+            ["--", "--output=x.txt"]
+        );
+        assert_eq!(render("echo {{v}}.txt", json!({"v": -5})).unwrap(), ["-5.txt"]);
+        assert_eq!(render("echo a{{v}}", json!({"v": "-x"})).unwrap(), ["a-x"]);
+    }
+
+    #[test]
+    fn values_in_urls_are_encoded_for_their_component() {
+        assert_eq!(
+            render(
+                r#"curl "https://api.com/search?q={{query}}&n={{limit}}""#,
+                json!({"query": "rust lang", "limit": 5})
+            )
+            .unwrap(),
+            ["https://api.com/search?q=rust%20lang&n=5"]
+        );
+        assert_eq!(
+            render("curl https://api.com/search?q={{q}}&n=5", json!({"q": "a&x=1#f"})).unwrap(),
+            ["https://api.com/search?q=a%26x%3D1%23f&n=5"]
+        );
+        assert_eq!(
+            render("curl https://h/{{p}}/raw", json!({"p": "a/b?c"})).unwrap(),
+            ["https://h/a%2Fb%3Fc/raw"]
+        );
+        assert_eq!(
+            render("curl https://h/{{p}}/raw", json!({"p": ".."})).unwrap(),
+            ["https://h/%2E%2E/raw"]
+        );
+        assert_eq!(
+            render("curl https://h/x#{{f}}", json!({"f": "a b#c"})).unwrap(),
+            ["https://h/x#a%20b%23c"]
+        );
+        assert_eq!(
+            render("curl https://{{host}}/x", json!({"host": "evil.com@good.com"})).unwrap(),
+            ["https://evil.com%40good.com/x"]
+        );
+        // Not a URL: no scheme, or not at the start of the word.
+        assert_eq!(
+            render("echo q={{v}}&n=1", json!({"v": "a b&c"})).unwrap(),
+            ["q=a b&c&n=1"]
+        );
+        assert_eq!(
+            render("echo x:https://h/{{v}}", json!({"v": "a/b"})).unwrap(),
+            ["x:https://h/a/b"]
         );
     }
 }

@@ -7,6 +7,7 @@
 )]
 
 mod approvals;
+mod attacks;
 mod auth;
 mod cli;
 mod common;

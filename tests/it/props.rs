@@ -665,6 +665,67 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever the values, a URL keeps the template's path segments, its
+    /// two query parameters and its one fragment, and each value decodes
+    /// back to itself from the place it was put.
+    #[test]
+    fn render_url_values_stay_in_their_component(
+        p in any::<String>(),
+        q in any::<String>(),
+        f in any::<String>(),
+    ) {
+        prop_assume!(![&p, &q, &f].iter().any(|v| v.contains('\0')));
+        let t = CommandTemplate::parse("curl https://api.example.com/items/{{p}}/raw?q={{q}}&n=5#{{f}}").unwrap();
+        let mut args = Map::new();
+        for (k, v) in [("p", &p), ("q", &q), ("f", &f)] {
+            args.insert(k.into(), json!(v));
+        }
+        let argv = t.render(&args).unwrap();
+        prop_assert_eq!(argv.len(), 1);
+        let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().unwrap().into_owned();
+        let (rest, fragment) = argv[0].split_once('#').unwrap();
+        prop_assert!(!fragment.contains('#'));
+        let (path, query) = rest.split_once('?').unwrap();
+        prop_assert!(!query.contains('?'));
+        let segments: Vec<&str> = path.strip_prefix("https://api.example.com/").unwrap().split('/').collect();
+        prop_assert_eq!(segments.len(), 3);
+        prop_assert_eq!(segments[0], "items");
+        prop_assert_eq!(segments[2], "raw");
+        prop_assert_eq!(decode(segments[1]), p.clone());
+        prop_assert!(segments[1] != "." && segments[1] != "..");
+        let params: Vec<&str> = query.split('&').collect();
+        prop_assert_eq!(params.len(), 2);
+        prop_assert_eq!(params[1], "n=5");
+        let value = params[0].strip_prefix("q=").unwrap();
+        prop_assert!(!value.contains('='));
+        prop_assert_eq!(decode(value), q.clone());
+        prop_assert_eq!(decode(fragment), f.clone());
+    }
+
+    /// A value that begins a word is guarded whatever follows it in the
+    /// word, unless a literal `--` came first.
+    #[test]
+    fn render_guards_values_that_begin_a_word(
+        rest in any::<String>().prop_filter("no NUL", |s| !s.contains('\0')),
+        suffix in prop_oneof![Just(".txt"), Just("{{x}}"), Just("=1"), Just("/a b")],
+        double_dash in any::<bool>(),
+    ) {
+        let value = format!("-{rest}");
+        let pre = if double_dash { vec!["--".to_owned()] } else { Vec::new() };
+        let t = template(&pre, &format!("{{{{v}}}}{suffix}"), &[]);
+        let rendered = t.render(&args_with(json!(value)));
+        if double_dash {
+            let argv = rendered.unwrap();
+            prop_assert!(argv[1].starts_with(&value));
+        } else {
+            prop_assert_eq!(rendered, Err(RenderError::ArgumentInjection { param: "v".into() }));
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Regression tests for bugs these properties found in src/skill/template.rs
 // (both fixed).

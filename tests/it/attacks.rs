@@ -1,0 +1,90 @@
+//! The trust boundary, tried as an attacker would against a real server:
+//! each test performs one attack and shows that it fails, and that nothing
+//! ran, leaked or changed.
+
+use crate::common::{TestServer, options, root};
+use serde_json::{Value, json};
+use skilld::skill::Trust;
+use std::path::Path;
+
+/// A markdown skill with one read-only tool `name` running `command`.
+fn skill(dir: &Path, name: &str, params: &[&str], command: &str) {
+    let skill = dir.join(name.replace('_', "-"));
+    std::fs::create_dir_all(&skill).unwrap();
+    let rows: String = params
+        .iter()
+        .map(|p| format!("| {p} | string | yes | A value. |\n"))
+        .collect();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!(
+            "---\nname: {}\nversion: 1.0.0\ndescription: An attack surface.\nread_only: true\n---\n\n\
+             ### {name}\n\nRuns a command.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
+             |---|---|---|---|\n{rows}\n#### Command\n\n```\n{command}\n```\n",
+            name.replace('_', "-")
+        ),
+    )
+    .unwrap();
+}
+
+async fn invoke(server: &TestServer, tool: &str, arguments: Value) -> (u16, Value) {
+    let res = reqwest::Client::new()
+        .post(server.url(&format!("/tools/{tool}/invoke")))
+        .json(&json!({ "arguments": arguments }))
+        .send()
+        .await
+        .unwrap();
+    (res.status().as_u16(), res.json().await.unwrap())
+}
+
+/// `echo {{v}}.txt` with `v = --output=/tmp/pwn` rendered an option.
+#[tokio::test]
+async fn a_value_that_begins_a_word_cannot_become_an_option() {
+    let skills = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("pwn");
+    // `touch` would create the file named by an `--` option-like value,
+    // if it were ever passed through as one word of its own.
+    skill(skills.path(), "make_file", &["v"], "touch {{v}}.txt");
+    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let (status, problem) = invoke(
+        &server,
+        "make_file",
+        json!({"v": format!("--reference={}", target.display())}),
+    )
+    .await;
+    assert_eq!(status, 422, "{problem}");
+    assert_eq!(problem["code"], "argument_injection");
+    assert_eq!(problem["errors"][0]["field"], "v");
+    let runs: Value = reqwest::get(server.url("/runs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs["runs"], json!([]), "a refused call ran or was recorded");
+}
+
+/// `q={{query}}` with `rust lang&x=1` added a query parameter.
+#[tokio::test]
+async fn a_value_in_a_url_cannot_add_a_parameter_segment_or_fragment() {
+    let skills = tempfile::tempdir().unwrap();
+    skill(
+        skills.path(),
+        "show_url",
+        &["path", "query"],
+        "printf %s \"https://api.example.com/{{path}}/search?q={{query}}&n=5\"",
+    );
+    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let (status, envelope) = invoke(
+        &server,
+        "show_url",
+        json!({"path": "../admin?x=1#", "query": "rust lang&x=1#top"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{envelope}");
+    assert_eq!(
+        envelope["output"],
+        "https://api.example.com/..%2Fadmin%3Fx%3D1%23/search?q=rust%20lang%26x%3D1%23top&n=5"
+    );
+}
