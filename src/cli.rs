@@ -154,7 +154,17 @@ fn init_tracing() -> Result<(), String> {
     Ok(())
 }
 
+/// Makes this process non-dumpable: its `/proc/<pid>` entries (memory,
+/// environment with its tokens, file descriptors) then belong to root, so
+/// a tool running as the same user cannot read them.
+fn harden() {
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(error = %e, "cannot make the process non-dumpable; tools of the same user can read its memory");
+    }
+}
+
 fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
+    harden();
     let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
     tracing::debug!(?config, "configuration");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -421,6 +431,7 @@ fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Resul
 /// `skilld run`: the same pipeline as the invoke route, in this process.
 /// Returns whether the tool succeeded.
 fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyhow::Result<bool> {
+    harden();
     let arguments: serde_json::Value =
         serde_json::from_str(json).map_err(|e| anyhow::anyhow!("--args is not JSON: {e}"))?;
     let config = Config::resolve(args).map_err(anyhow::Error::msg)?;

@@ -88,3 +88,66 @@ async fn a_value_in_a_url_cannot_add_a_parameter_segment_or_fragment() {
         "https://api.example.com/..%2Fadmin%3Fx%3D1%23/search?q=rust%20lang%26x%3D1%23top&n=5"
     );
 }
+
+/// `tr '\0' '\n' </proc/$PPID/environ` printed `SKILLD_TOKENS=…` to a tool
+/// running as the server's own (non-root) user.
+#[tokio::test]
+async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, chown};
+    let setpriv = Path::new("/usr/bin/setpriv");
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    if !root || !setpriv.exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root with setpriv");
+        eprintln!("skipped: needs root and setpriv to run the server as another user");
+        return;
+    }
+    let (uid, gid) = (65534, 65534);
+    let skills = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(skills.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    skill(
+        skills.path(),
+        "peek",
+        &[],
+        "sh -c 'tr \"\\\\0\" \"\\\\n\" </proc/$PPID/environ; echo exit=$?'",
+    );
+    let data = tempfile::tempdir().unwrap();
+    chown(data.path(), Some(uid), Some(gid)).unwrap();
+    let secret = "s3cret-token-never-leaks";
+    let mut cmd = std::process::Command::new(setpriv);
+    cmd.args([
+        &format!("--reuid={uid}"),
+        &format!("--regid={gid}"),
+        "--clear-groups",
+        "--",
+        env!("CARGO_BIN_EXE_skilld"),
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--no-watch",
+        "--skills",
+    ])
+    .arg(format!("bundled={}", skills.path().display()))
+    .arg("--data-dir")
+    .arg(data.path())
+    .arg("--workspace")
+    .arg(data.path())
+    .env("SKILLD_TOKENS", format!("agent:invoke:{secret}"))
+    .env("SKILLD_LOG", "warn")
+    .env_remove("SKILLD_DATABASE_URL");
+    let (child, addr) = crate::cli::serve(&mut cmd);
+    let envelope: Value = reqwest::Client::new()
+        .post(format!("http://{addr}/tools/peek/invoke"))
+        .bearer_auth(secret)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(crate::cli::stop(child).success());
+    let output = envelope["output"].as_str().unwrap();
+    assert!(!output.contains(secret), "the tool read the token: {output}");
+    assert!(!output.contains("SKILLD_TOKENS"), "{output}");
+    assert!(output.contains("Permission denied"), "{envelope}");
+}
