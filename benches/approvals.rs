@@ -81,6 +81,10 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
         catalog,
         invoker,
         auth: Arc::new(Auth::open()),
+        web: Arc::new(skilld::http::guard::WebGuard {
+            loopback_only: true,
+            allowed_origins: Vec::new(),
+        }),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));

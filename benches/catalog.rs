@@ -433,6 +433,7 @@ fn main() {
             catalog,
             invoker,
             auth: Default::default(),
+            web: Default::default(),
         };
         let signal = async {
             let _ = stopped.await;

@@ -538,6 +538,10 @@ async fn bench(root: &Path) -> Figures {
         catalog: catalog.clone(),
         invoker: invoker.clone(),
         auth: Default::default(),
+        web: Arc::new(skilld::http::guard::WebGuard {
+            loopback_only: true,
+            allowed_origins: Vec::new(),
+        }),
     };
     let server = tokio::spawn(skilld::serve(
         state,

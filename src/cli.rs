@@ -267,6 +267,10 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         catalog: handle,
         invoker,
         auth: config.auth.clone(),
+        web: Arc::new(crate::http::guard::WebGuard {
+            loopback_only: addr.ip().is_loopback(),
+            allowed_origins: config.allowed_origins.clone(),
+        }),
     };
     serve(state, listener, shutdown_signal(), config.shutdown_grace).await?;
     tracing::info!("stopped");

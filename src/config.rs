@@ -61,6 +61,15 @@ pub struct ServeArgs {
     /// each of several instances sharing one database its own.
     #[arg(long, env = "SKILLD_INSTANCE", value_name = "NAME")]
     pub instance: Option<String>,
+    /// An origin (`https://app.example`) whose web pages may call a server
+    /// without tokens. Repeat for several.
+    #[arg(
+        long = "allowed-origin",
+        env = "SKILLD_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        value_name = "ORIGIN"
+    )]
+    pub allowed_origins: Vec<String>,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
@@ -105,6 +114,8 @@ pub struct FileConfig {
     pub instance: Option<String>,
     /// Bearer tokens: `[[tokens]] name, role, secret | secret_sha256`.
     pub tokens: Option<Vec<TokenConfig>>,
+    /// See [`ServeArgs::allowed_origins`].
+    pub allowed_origins: Option<Vec<String>>,
 }
 
 /// The resolved configuration.
@@ -123,6 +134,9 @@ pub struct Config {
     pub shutdown_grace: std::time::Duration,
     /// The file's and `SKILLD_TOKENS`' tokens, merged; open when none.
     pub auth: std::sync::Arc<Auth>,
+    /// Origins whose pages may call a server without tokens, as
+    /// `scheme://host[:port]`, lowercased.
+    pub allowed_origins: Vec<String>,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -138,6 +152,7 @@ impl fmt::Debug for Config {
             .field("max_timeout_secs", &self.max_timeout_secs)
             .field("watch", &self.watch)
             .field("auth", &self.auth)
+            .field("allowed_origins", &self.allowed_origins)
             .finish()
     }
 }
@@ -207,8 +222,38 @@ impl Config {
             workspace,
             data_dir,
             auth: std::sync::Arc::new(auth),
+            allowed_origins: resolve_origins(args, &file)?,
         })
     }
+}
+
+/// The allowed origins: the flags' (or the environment's), else the
+/// file's. Each must be an origin, `scheme://host[:port]`, as a browser
+/// sends it in `Origin`: no path, no trailing slash.
+fn resolve_origins(args: &ServeArgs, file: &FileConfig) -> Result<Vec<String>, String> {
+    let given = if args.allowed_origins.is_empty() {
+        file.allowed_origins.clone().unwrap_or_default()
+    } else {
+        args.allowed_origins.clone()
+    };
+    given
+        .iter()
+        .map(|o| o.trim())
+        .filter(|o| !o.is_empty())
+        .map(|o| {
+            let ok = o.split_once("://").is_some_and(|(scheme, host)| {
+                matches!(scheme, "http" | "https") && !host.is_empty() && !host.contains(['/', '?', '#', '@'])
+            });
+            if ok {
+                Ok(o.to_ascii_lowercase())
+            } else {
+                Err(format!(
+                    "allowed origin '{}' is not an origin such as https://app.example or http://localhost:3000",
+                    o.escape_debug()
+                ))
+            }
+        })
+        .collect()
 }
 
 /// The address to listen on. A non-loopback one needs tokens, or the

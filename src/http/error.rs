@@ -44,6 +44,8 @@ pub enum ApiError {
     AmbiguousTool { detail: String, candidates: Vec<String> },
     #[error("{0}")]
     PayloadTooLarge(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// Tokens are configured and the request carried none, or an unknown
     /// or malformed one. `token_sent` picks the `WWW-Authenticate` error
     /// (RFC 6750 §3: none when no credentials came at all).
@@ -90,6 +92,7 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
@@ -107,6 +110,7 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::NoRoute { .. } => "not_found",
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",

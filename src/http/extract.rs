@@ -79,19 +79,41 @@ impl Accept {
 /// The largest request body read (1 MiB).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// A JSON body; an empty body reads as `{}`. Rejections are problems: 400
-/// for JSON that does not parse or fit, 413 over [`MAX_BODY_BYTES`].
+/// A JSON body; an empty body reads as `{}`. Rejections are problems: 415
+/// unless it is sent as `application/json` (an empty body may come with no
+/// type at all), 400 for JSON that does not parse or fit, 413 over
+/// [`MAX_BODY_BYTES`].
+///
+/// The type is required because a web page can send `text/plain` and form
+/// bodies anywhere without asking (a "simple" cross-site request), but not
+/// `application/json`.
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
+        let content_type = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("(not text)").to_owned());
+        if let Some(ct) = &content_type
+            && !is_json(ct)
+        {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "this operation takes a JSON body: send Content-Type: application/json, not '{}'",
+                ct.escape_debug()
+            )));
+        }
         let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
             .await
             .map_err(|_| ApiError::PayloadTooLarge(format!("the body is over {MAX_BODY_BYTES} bytes")))?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
+        } else if content_type.is_none() {
+            return Err(ApiError::UnsupportedMediaType(
+                "this operation takes a JSON body: send Content-Type: application/json with it".to_owned(),
+            ));
         } else {
             &bytes
         };
@@ -102,6 +124,17 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             .map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {}", plain(&e))))?;
         Ok(JsonBody(value))
     }
+}
+
+/// `application/json` or a `+json` type, with any parameters.
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// A body that does not fit, in the caller's terms: which field, and what

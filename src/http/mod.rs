@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod auth;
 pub mod error;
 mod extract;
+pub mod guard;
 pub mod health;
 pub mod invoke;
 pub mod metrics;
@@ -40,6 +41,8 @@ pub struct AppState {
     /// The bearer tokens every protected handler checks (`auth::Require`);
     /// `Auth::open()` when none are configured.
     pub auth: Arc<crate::auth::Auth>,
+    /// Without tokens: which hosts and origins may call (`guard`).
+    pub web: Arc<guard::WebGuard>,
 }
 
 /// Serves `app(state)` on a bound listener until `shutdown` completes.
@@ -206,11 +209,15 @@ pub fn app(state: AppState) -> Router {
         )
         .fallback(no_route)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
             known_queries,
             query::refuse_unknown,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::refuse_web_pages,
+        ))
+        .with_state(state)
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(log_internal))
         .layer(

@@ -54,6 +54,12 @@ pub enum InvokeProblems {
     )]
     TooLarge(Problem),
     #[response(
+        status = 415,
+        description = "A body sent without `Content-Type: application/json`",
+        content_type = "application/problem+json"
+    )]
+    NotJson(Problem),
+    #[response(
         status = 422,
         description = "The arguments fail the tool's schema, or argument injection",
         content_type = "application/problem+json"
@@ -82,6 +88,12 @@ pub enum DecisionProblems {
         content_type = "application/problem+json"
     )]
     BadRequest(Problem),
+    #[response(
+        status = 415,
+        description = "A body sent without `Content-Type: application/json`",
+        content_type = "application/problem+json"
+    )]
+    NotJson(Problem),
     #[response(
         status = 403,
         description = "The approver is the one who asked (self_approval)",

@@ -151,3 +151,177 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
     assert!(!output.contains("SKILLD_TOKENS"), "{output}");
     assert!(output.contains("Permission denied"), "{envelope}");
 }
+
+/// What a page on another site can make a browser send to a server
+/// without tokens: `text/plain` bodies, foreign `Origin`s, and (after DNS
+/// rebinding) a foreign `Host`.
+#[tokio::test]
+async fn a_web_page_cannot_drive_a_server_without_tokens() {
+    let skills = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let marker = out.path().join("ran");
+    skill(
+        skills.path(),
+        "mark",
+        &["path"],
+        "sh -c 'echo ran >> \"$0\"' {{path}}",
+    );
+    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let client = reqwest::Client::new();
+    let body = json!({"arguments": {"path": marker}}).to_string();
+    let invoke = || client.post(server.url("/tools/mark/invoke"));
+    let refused = |res: reqwest::Response, status: u16, code: &'static str| async move {
+        assert_eq!(res.status().as_u16(), status);
+        let p: Value = res.json().await.unwrap();
+        assert_eq!(p["code"], code, "{p}");
+    };
+
+    // A cross-site "simple" request: text/plain, with or without Origin.
+    let res = invoke()
+        .header("content-type", "text/plain")
+        .header("origin", "http://attacker.example")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    refused(res, 403, "foreign_origin").await;
+    let res = invoke()
+        .header("content-type", "text/plain")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    refused(res, 415, "unsupported_media_type").await;
+    let res = invoke().body(body.clone()).send().await.unwrap();
+    refused(res, 415, "unsupported_media_type").await;
+    // Even JSON, from a foreign page (after a CORS preflight it would not get).
+    let res = invoke()
+        .header("content-type", "application/json")
+        .header("origin", "http://attacker.example")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    refused(res, 403, "foreign_origin").await;
+    // DNS rebinding: the page's own name, resolved to 127.0.0.1.
+    let res = invoke()
+        .header("content-type", "application/json")
+        .header("host", "attacker.example:8080")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    refused(res, 403, "foreign_host").await;
+    let res = client
+        .get(server.url("/approvals"))
+        .header("host", "attacker.example")
+        .send()
+        .await
+        .unwrap();
+    refused(res, 403, "foreign_host").await;
+    assert!(!marker.exists(), "a refused call ran");
+    let runs: Value = reqwest::get(server.url("/runs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs["runs"], json!([]), "a refused call was recorded");
+
+    // The server's own page (same origin) and plain clients still work.
+    let own = format!("http://{}", server.addr);
+    let res = invoke()
+        .header("content-type", "application/json")
+        .header("origin", &own)
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+}
+
+/// A decision is the most valuable thing to forge: a foreign page must not
+/// approve (or plant a standing allow) on a server without tokens.
+#[tokio::test]
+async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberately() {
+    let skills = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let marker = out.path().join("ran");
+    skill(
+        skills.path(),
+        "mark",
+        &["path"],
+        "sh -c 'echo ran >> \"$0\"' {{path}}",
+    );
+    let trusted = "https://inbox.example".to_owned();
+    let server = TestServer::start_with_origins(
+        options(vec![root(skills.path(), Trust::Untrusted)]),
+        vec![trusted.clone()],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let held: Value = client
+        .post(server.url("/tools/mark/invoke"))
+        .json(&json!({"arguments": {"path": marker}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(held["status"], "pending_approval", "{held}");
+    let approve = server.url(&format!(
+        "/approvals/{}/approve",
+        held["approval_id"].as_str().unwrap()
+    ));
+    for origin in [
+        "http://attacker.example",
+        "null",
+        "https://inbox.example.attacker.example",
+    ] {
+        let res = client
+            .post(&approve)
+            .header("origin", origin)
+            .json(&json!({"scope": "always"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 403, "{origin}");
+    }
+    let grants: Value = reqwest::get(server.url("/grants"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(grants["grants"], json!([]), "a forged decision left a grant");
+    let run: Value = reqwest::get(server.url(held["run_url"].as_str().unwrap()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(run["status"], "pending_approval");
+    assert!(!marker.exists());
+
+    // The origin the operator allowed may decide.
+    let res = client
+        .post(&approve)
+        .header("origin", &trusted)
+        .json(&json!({"scope": "once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let run: Value = reqwest::get(format!(
+        "{}?wait=30",
+        server.url(held["run_url"].as_str().unwrap())
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(run["status"], "succeeded", "{run}");
+}

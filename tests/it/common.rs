@@ -3,6 +3,7 @@
 use skilld::AppState;
 use skilld::auth::Auth;
 use skilld::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
+use skilld::http::guard::WebGuard;
 use skilld::invoke::{Invoker, RunSettings};
 use skilld::skill::Runtimes;
 use skilld::skill::Trust;
@@ -104,10 +105,37 @@ impl TestServer {
 
     pub async fn launch_with_auth(
         opts: CatalogOptions,
+        settings: RunSettings,
+        store: Arc<dyn Store>,
+        data: tempfile::TempDir,
+        auth: Auth,
+    ) -> Self {
+        let web = WebGuard {
+            loopback_only: true,
+            allowed_origins: Vec::new(),
+        };
+        Self::launch_guarded(opts, settings, store, data, auth, web).await
+    }
+
+    /// With web pages of `allowed_origins` let in (a server without tokens).
+    pub async fn start_with_origins(opts: CatalogOptions, allowed_origins: Vec<String>) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+        let store = skilld::store::connect(&url).await.unwrap();
+        let web = WebGuard {
+            loopback_only: true,
+            allowed_origins,
+        };
+        Self::launch_guarded(opts, RunSettings::default(), store, data, Auth::open(), web).await
+    }
+
+    async fn launch_guarded(
+        opts: CatalogOptions,
         mut settings: RunSettings,
         store: Arc<dyn Store>,
         data: tempfile::TempDir,
         auth: Auth,
+        web: WebGuard,
     ) -> Self {
         settings.data_dir = data.path().to_path_buf();
         if settings.workspace == Path::new(".") {
@@ -126,6 +154,7 @@ impl TestServer {
             catalog: catalog.clone(),
             invoker: invoker.clone(),
             auth: Arc::new(auth),
+            web: Arc::new(web),
         };
         let stopped = tokio::spawn(async move {
             let signal = async {

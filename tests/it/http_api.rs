@@ -234,6 +234,8 @@ async fn skill_files_stay_inside_the_skill() {
         catalog: server.catalog.clone(),
         invoker: server.invoker.clone(),
         auth: std::sync::Arc::default(),
+        // In-process requests carry no Host header.
+        web: std::sync::Arc::default(),
     });
 
     let (s, body, ct) = raw(&app, "/skills/docs/files/references/guide.md").await;

@@ -172,6 +172,7 @@ async fn bad_arguments_are_422_with_one_error_per_field() {
 
     let res = client()
         .post(server.url("/tools/echo_args/invoke"))
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
@@ -186,6 +187,7 @@ async fn bad_arguments_are_422_with_one_error_per_field() {
     assert_eq!(res.status(), 400);
     let res = client()
         .post(server.url("/tools/echo_args/invoke"))
+        .header("content-type", "application/json")
         .body(vec![b' '; 2 * 1024 * 1024])
         .send()
         .await
