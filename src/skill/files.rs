@@ -101,15 +101,50 @@ pub(super) fn list_files(dir: &Path) -> Vec<SkillFile> {
     out
 }
 
-/// SHA-256 over the definition, every file under `scripts/` and any other
-/// file a command runs, each as `path NUL length content`, sorted by path.
-pub(super) fn content_hash(dir: &Path, definition: &[u8], files: &[SkillFile], extra: &[String]) -> String {
-    let mut paths: BTreeSet<&str> = files
-        .iter()
-        .map(|f| f.path.as_str())
-        .filter(|p| p.starts_with("scripts/"))
-        .collect();
-    paths.extend(extra.iter().map(String::as_str));
+/// What a tool could run from `scripts/`: every file under it, hidden ones
+/// included and symlinks followed (`inside`, relative paths), and every
+/// entry whose real path lies outside the skill directory (`outside`).
+#[derive(Debug, Default)]
+pub(super) struct Runnable {
+    pub inside: Vec<String>,
+    pub outside: Vec<String>,
+}
+
+/// Walks `scripts/` for [`Runnable`], at most 8 levels deep and
+/// [`MAX_LISTED_FILES`] files.
+pub(super) fn runnable_files(dir: &Path) -> Runnable {
+    let mut found = Runnable::default();
+    let Ok(real_dir) = dir.canonicalize() else {
+        return found;
+    };
+    let mut stack = vec![(dir.join("scripts"), "scripts".to_owned(), 0u32)];
+    while let Some((path, rel, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let rel_child = format!("{rel}/{}", entry.file_name().to_string_lossy());
+            let Ok(real) = entry.path().canonicalize() else {
+                continue;
+            };
+            if !real.starts_with(&real_dir) {
+                found.outside.push(rel_child);
+            } else if real.is_dir() && depth < 8 {
+                stack.push((entry.path(), rel_child, depth + 1));
+            } else if real.is_file() && found.inside.len() < MAX_LISTED_FILES {
+                found.inside.push(rel_child);
+            }
+        }
+    }
+    found.outside.sort();
+    found
+}
+
+/// SHA-256 over the definition and every other file a tool runs (`files`:
+/// the [`Runnable`] ones and the programs commands name), each as
+/// `path NUL length content`, sorted by path; symlinks are read through.
+pub(super) fn content_hash(dir: &Path, definition: &[u8], files: &[String]) -> String {
+    let mut paths: BTreeSet<&str> = files.iter().map(String::as_str).collect();
     paths.remove("SKILL.md");
     let mut h = Sha256::new();
     feed(&mut h, "SKILL.md", definition);

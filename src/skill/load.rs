@@ -90,8 +90,17 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         Dialect::Scripts => p.script_tools(name, &detected.scripts, opts.runtimes),
         Dialect::Prompt | Dialect::Manifest => Vec::new(),
     };
+    let runnable = files::runnable_files(dir);
+    for outside in &runnable.outside {
+        p.error_in(
+            Code::ProgramOutsideSkill,
+            &dir.join(outside).display().to_string(),
+            format!("{outside} resolves outside the skill directory; a skill may run only its own files"),
+        );
+    }
+    hashed.extend(runnable.inside);
+    let hash = files::content_hash(dir, &bytes, &hashed);
     let files = files::list_files(dir);
-    let hash = files::content_hash(dir, &bytes, &files, &hashed);
     Some(Skill {
         name: name.to_owned(),
         version: fields.version,

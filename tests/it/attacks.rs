@@ -325,3 +325,96 @@ async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberatel
     .unwrap();
     assert_eq!(run["status"], "succeeded", "{run}");
 }
+
+/// A scripts skill whose tool `<name>_run` sources a hidden helper.
+fn scripts_skill(dir: &Path, name: &str) -> std::path::PathBuf {
+    let skill = dir.join(name);
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: Runs a script.\n---\n\nRuns scripts/run.sh.\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        skill.join("scripts/run.sh"),
+        "#!/bin/sh\n# Says what its helper says.\n. \"$(dirname \"$0\")/.helper.sh\"\n",
+    )
+    .unwrap();
+    std::fs::write(skill.join("scripts/.helper.sh"), "echo approved code\n").unwrap();
+    skill
+}
+
+async fn reload(server: &TestServer) {
+    let res = reqwest::Client::new()
+        .post(server.url("/skills/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
+/// A hidden `scripts/.helper.sh` was not hashed: editing it kept the
+/// approval of the skill, so changed code ran under an old grant.
+#[tokio::test]
+async fn editing_a_hidden_helper_voids_the_approval() {
+    let skills = tempfile::tempdir().unwrap();
+    let skill = scripts_skill(skills.path(), "helped");
+    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let (status, envelope) = invoke(&server, "helped_run", json!({})).await;
+    assert_eq!(
+        (status, envelope["output"].as_str()),
+        (200, Some("approved code\n"))
+    );
+    let before = server.catalog.current().skill("helped").unwrap().hash.clone();
+
+    std::fs::write(skill.join("scripts/.helper.sh"), "echo changed code\n").unwrap();
+    reload(&server).await;
+    let after = server.catalog.current().skill("helped").unwrap().hash.clone();
+    assert_ne!(before, after, "the hash does not cover the hidden helper");
+    let (status, held) = invoke(&server, "helped_run", json!({})).await;
+    assert_eq!(status, 202, "changed code ran under the old grant: {held}");
+    assert_eq!(held["status"], "pending_approval");
+}
+
+/// A script that is a symlink to a file outside the skill could be edited
+/// (or swapped) without changing the skill at all.
+#[tokio::test]
+async fn a_script_that_leads_outside_the_skill_is_refused() {
+    let skills = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let skill = scripts_skill(skills.path(), "linked");
+    let target = outside.path().join("payload.sh");
+    std::fs::write(&target, "#!/bin/sh\necho from outside\n").unwrap();
+    std::os::unix::fs::symlink(&target, skill.join("scripts/payload.sh")).unwrap();
+    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let catalog = server.catalog.current();
+    assert!(catalog.skill("linked").is_none(), "the skill loaded");
+    let d = catalog
+        .diagnostics
+        .iter()
+        .find(|d| d.code == skilld::skill::Code::ProgramOutsideSkill)
+        .expect("no program_outside_skill diagnostic");
+    assert!(d.path.ends_with("scripts/payload.sh"), "{d:?}");
+    let (status, _) = invoke(&server, "linked_payload", json!({})).await;
+    assert_eq!(status, 404);
+    // A symlinked directory leading out is refused the same way.
+    std::fs::remove_file(skill.join("scripts/payload.sh")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), skill.join("scripts/lib")).unwrap();
+    reload(&server).await;
+    assert!(server.catalog.current().skill("linked").is_none());
+    // Inside the skill, a symlink is fine, and hashed through.
+    std::fs::remove_file(skill.join("scripts/lib")).unwrap();
+    std::fs::write(skill.join("shared.sh"), "echo shared\n").unwrap();
+    std::os::unix::fs::symlink(skill.join("shared.sh"), skill.join("scripts/.helper.sh.link")).unwrap();
+    reload(&server).await;
+    let before = server
+        .catalog
+        .current()
+        .skill("linked")
+        .expect("a symlink inside is fine")
+        .hash
+        .clone();
+    std::fs::write(skill.join("shared.sh"), "echo changed\n").unwrap();
+    reload(&server).await;
+    assert_ne!(server.catalog.current().skill("linked").unwrap().hash, before);
+}
