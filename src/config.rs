@@ -307,7 +307,7 @@ fn resolve_runtimes(file: &FileConfig) -> Result<Runtimes, String> {
         if argv.is_empty() {
             return Err(format!("runtimes.{ext} is empty; give at least a program"));
         }
-        runtimes.by_extension.insert(ext, argv);
+        runtimes.set(&ext, argv);
     }
     Ok(runtimes)
 }

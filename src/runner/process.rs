@@ -44,7 +44,8 @@ pub(super) enum Exit {
 /// The path to execute. A name with a slash is taken as it is (relative to
 /// the child's working directory); a bare name is looked up on the PATH the
 /// child will have, as the child's own shell would, so the skill's
-/// environment decides which program runs, not the server's.
+/// environment decides which program runs, not the server's; but only in
+/// its absolute directories.
 pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<PathBuf, String> {
     if program.is_empty() {
         return Err("command not found: the program name is empty".to_owned());
@@ -58,9 +59,11 @@ pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Re
         .find(|(k, _)| k == "PATH")
         .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
     let mut not_executable = false;
-    for dir in path_var.split(':') {
-        // An empty entry means the working directory (POSIX).
-        let candidate = cwd.join(dir).join(program);
+    // Only absolute entries: an empty or relative one (POSIX reads them
+    // against the working directory) would let the workspace, which a
+    // tool's caller may control, choose the program that runs.
+    for dir in path_var.split(':').filter(|d| d.starts_with('/')) {
+        let candidate = Path::new(dir).join(program);
         if !candidate.is_file() {
             continue;
         }

@@ -9,7 +9,11 @@ use super::parse::Parse;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// Runtimes for scripts by extension; configurable.
+/// Runtimes for scripts by extension; configurable. Each program is
+/// resolved to an absolute path when the runtimes are made (at start-up),
+/// from the absolute directories of the server's `PATH`: never from the
+/// workspace a tool runs in, where a caller could plant a
+/// `node_modules/.bin/ts-node` or a `./python3`.
 #[derive(Debug, Clone)]
 pub struct Runtimes {
     pub by_extension: HashMap<String, Vec<String>>,
@@ -17,18 +21,49 @@ pub struct Runtimes {
 
 impl Default for Runtimes {
     fn default() -> Self {
-        let mut by_extension = HashMap::new();
-        for (ext, argv) in [
-            ("py", vec!["python3"]),
-            ("sh", vec!["bash"]),
-            ("bash", vec!["bash"]),
-            ("js", vec!["node"]),
-            ("ts", vec!["npx", "--no-install", "ts-node"]),
+        let mut runtimes = Self {
+            by_extension: HashMap::new(),
+        };
+        for (ext, program) in [
+            ("py", "python3"),
+            ("sh", "bash"),
+            ("bash", "bash"),
+            ("js", "node"),
+            ("ts", "ts-node"),
         ] {
-            by_extension.insert(ext.to_owned(), argv.into_iter().map(String::from).collect());
+            runtimes.set(ext, vec![program.to_owned()]);
         }
-        Self { by_extension }
+        runtimes
     }
+}
+
+impl Runtimes {
+    /// Sets the runtime of `ext`, its program resolved on the server's `PATH`
+    /// (see [`Runtimes`]).
+    pub fn set(&mut self, ext: &str, mut argv: Vec<String>) {
+        if let Some(program) = argv.first_mut()
+            && let Some(found) = on_server_path(program)
+        {
+            *program = found;
+        }
+        self.by_extension.insert(ext.to_owned(), argv);
+    }
+}
+
+/// A bare program name found in an absolute directory of the server's
+/// `PATH`, as an absolute path; `None` for a path, or a name not found
+/// (which then fails when a tool runs, as a missing program does).
+fn on_server_path(program: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .map(|p| p.display().to_string())
 }
 
 /// Scripts directly under `scripts/` with a known runtime, sorted.

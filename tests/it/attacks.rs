@@ -418,3 +418,67 @@ async fn a_script_that_leads_outside_the_skill_is_refused() {
     reload(&server).await;
     assert_ne!(server.catalog.current().skill("linked").unwrap().hash, before);
 }
+
+/// `npx --no-install ts-node` ran a `node_modules/.bin/ts-node` planted in
+/// the workspace; a relative `PATH` entry would do the same for any
+/// runtime. Runtimes are absolute paths found at start-up, and a tool's
+/// program is never looked up in a relative `PATH` directory.
+#[tokio::test]
+async fn the_workspace_cannot_choose_a_runtime() {
+    let skills = tempfile::tempdir().unwrap();
+    let skill = skills.path().join("typed");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: typed\ndescription: Scripts in two languages.\nread_only: true\n---\n\nRuns scripts.\n",
+    )
+    .unwrap();
+    std::fs::write(skill.join("scripts/hello.ts"), "console.log('hi')\n").unwrap();
+    std::fs::write(skill.join("scripts/hello_py.py"), "print('real python')\n").unwrap();
+    // A command tool runs a bare program name, looked up on the tool's PATH.
+    self::skill(skills.path(), "bare", &[], "python3 -c \"print('real')\"");
+    let workspace = tempfile::tempdir().unwrap();
+    let marker = workspace.path().join("planted-ran");
+    let plant = |path: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("#!/bin/sh\necho planted >> {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    plant(&workspace.path().join("node_modules/.bin/ts-node"));
+    plant(&workspace.path().join("python3"));
+    plant(&workspace.path().join("npx"));
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = crate::cli::skilld();
+    cmd.current_dir(workspace.path())
+        .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--skills"])
+        .arg(format!("bundled={}", skills.path().display()))
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--workspace")
+        .arg(workspace.path())
+        .env("PATH", "node_modules/.bin:.::/usr/local/bin:/usr/bin:/bin")
+        .env_remove("SKILLD_DATABASE_URL");
+    let (child, addr) = crate::cli::serve(&mut cmd);
+    let call = |tool: &'static str| {
+        let url = format!("http://{addr}/tools/{tool}/invoke");
+        async move {
+            let res = reqwest::Client::new()
+                .post(url)
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            res.json::<Value>().await.unwrap()
+        }
+    };
+    let py = call("typed_hello_py").await;
+    let ts = call("typed_hello").await;
+    let bare = call("bare").await;
+    assert!(crate::cli::stop(child).success());
+    assert!(!marker.exists(), "a planted program ran: {py} {ts} {bare}");
+    assert_eq!(bare["output"], "real\n", "{bare}");
+    assert_eq!(py["output"], "real python\n", "{py}");
+    assert_eq!(ts["success"], false, "{ts}");
+}
