@@ -201,10 +201,17 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NotFound { what, id } => ApiError::not_found(what, id.to_string()),
-            StoreError::Conflict(m) => ApiError::Conflict {
-                code: "conflict",
-                detail: m,
-            },
+            // The database's own words stay in the log: they can name
+            // tables, constraints and values.
+            StoreError::Conflict(m) => {
+                tracing::warn!(error = %m, "the run log refused a write");
+                ApiError::Conflict {
+                    code: "conflict",
+                    detail: "the request conflicts with what the run log holds; \
+                             the server's log has the cause under the request id"
+                        .to_owned(),
+                }
+            }
             StoreError::InvalidCursor => ApiError::BadRequest("invalid cursor".to_owned()),
             StoreError::Unavailable(m) => {
                 tracing::error!(error = %m, "the store is unavailable");
@@ -250,6 +257,10 @@ impl From<InvokeError> for ApiError {
             },
             InvokeError::SelfApproval(_) => ApiError::Refused {
                 code: "self_approval",
+                detail,
+            },
+            InvokeError::NotRequester { .. } => ApiError::Refused {
+                code: "not_requester",
                 detail,
             },
             InvokeError::ApprovalExpired(_) | InvokeError::RequestExpired(_) => conflict("approval_expired"),

@@ -6,7 +6,8 @@ use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{Path, Query};
 use super::responses::{BadQuery, StoreUnavailable};
-use crate::invoke::{Cancelled, RunEvent, artifacts_dir};
+use crate::auth::Role;
+use crate::invoke::{Cancelled, Canceller, RunEvent, artifacts_dir};
 use crate::store::{Run, RunFilter, RunStatus};
 use axum::Json;
 use axum::extract::State;
@@ -180,19 +181,25 @@ pub struct CancelAccepted {
 }
 
 /// Cancel a run: a running one's process group is killed; a pending one
-/// is withdrawn; a finished one answers 409.
+/// is withdrawn; a finished one answers 409. With tokens, only the token
+/// that asked for the run, or an approver, may cancel it.
 #[utoipa::path(post, path = "/runs/{id}/cancel", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath),
     responses(
         (status = 202, description = "Cancelling", body = CancelAccepted),
+        (status = 403, description = "The token did not ask for this run and is not an approver (`not_requester`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The run already finished, or runs on another instance", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn cancel_run(
-    _: Require<need::Invoke>,
+    auth: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<RunPath>,
 ) -> Result<Response> {
-    let status = match state.invoker.cancel(p.id).await? {
+    let by = Canceller {
+        name: auth.caller.name.as_deref(),
+        approver: auth.caller.role >= Role::Approve,
+    };
+    let status = match state.invoker.cancel(p.id, by).await? {
         Cancelled::Cancelling => "cancelling",
         Cancelled::Withdrawn => "cancelled",
     };

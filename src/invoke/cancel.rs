@@ -14,16 +14,35 @@ pub enum Cancelled {
     Withdrawn,
 }
 
+/// Who asks for a cancel.
+#[derive(Debug, Clone, Copy)]
+pub struct Canceller<'a> {
+    /// The token's name; `None` on a server without tokens.
+    pub name: Option<&'a str>,
+    /// Whether the token may decide approvals, and so stop anyone's run.
+    pub approver: bool,
+}
+
 impl Invoker {
     /// Cancels run `id`: a running one's process group is killed; one that
     /// waits (for a person or a slot) is withdrawn. A run that has ended,
-    /// or runs on another instance, is refused.
-    pub async fn cancel(&self, id: Uuid) -> Result<Cancelled, InvokeError> {
+    /// or runs on another instance, is refused; so is a run someone else
+    /// asked for, unless the canceller is an approver.
+    pub async fn cancel(&self, id: Uuid, by: Canceller<'_>) -> Result<Cancelled, InvokeError> {
+        let run = self.store.get_run(id).await?;
+        if let Some(name) = by.name
+            && !by.approver
+            && run.requested_by.as_deref() != Some(name)
+        {
+            return Err(InvokeError::NotRequester {
+                id,
+                name: name.to_owned(),
+            });
+        }
         if let Some(live) = self.runs.get(id) {
             live.cancel.cancel();
             return Ok(Cancelled::Cancelling);
         }
-        let run = self.store.get_run(id).await?;
         if run.status.is_final() {
             return Err(InvokeError::RunFinished {
                 id,

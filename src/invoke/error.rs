@@ -75,6 +75,9 @@ pub enum InvokeError {
     RunStarted(Uuid),
     #[error("run {0} is running on another instance; cancel it there")]
     RunElsewhere(Uuid),
+    /// A token cancelling a run another caller asked for.
+    #[error("token '{name}' did not ask for run {id}: only its requester or an approver may cancel it")]
+    NotRequester { id: Uuid, name: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -16,7 +16,7 @@ mod rundir;
 
 pub use approve::{Held, Ruling};
 pub use call::{Call, Called, Delivery, DryRun, Gate, Target, resolve};
-pub use cancel::Cancelled;
+pub use cancel::{Cancelled, Canceller};
 pub use envelope::{Artifact, Envelope};
 pub use error::{FieldError, InvokeError};
 pub use follow::live_events;

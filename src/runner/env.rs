@@ -31,12 +31,17 @@ pub fn child_env(
     build(std::env::vars_os(), skill_name, skill_dir, mode, extra_allowed)
 }
 
-/// Whether a variable name looks like it holds a credential: `*_TOKEN`,
-/// `*_KEY`, `*_SECRET`, `*PASSWORD*`, `AWS_*`, `OPENAI_*`, `ANTHROPIC_*`,
-/// compared case-insensitively. Such a name never reaches a child.
+/// Whether a variable name looks like it holds a credential, or the
+/// server's own settings: `*_TOKEN`, `*_TOKENS`, `*_KEY`, `*_SECRET`,
+/// `*PASSWORD*`, `*_URL` (database URLs carry passwords), `SKILLD_*`,
+/// `AWS_*`, `OPENAI_*`, `ANTHROPIC_*`, compared case-insensitively. Such a
+/// name never reaches a child, even when `env_allow` lists it.
 pub fn is_secret_name(name: &str) -> bool {
     let name = name.to_ascii_uppercase();
     name.ends_with("_TOKEN")
+        || name.ends_with("_TOKENS")
+        || name.ends_with("_URL")
+        || name.starts_with("SKILLD_")
         || name.ends_with("_KEY")
         || name.ends_with("_SECRET")
         || name.contains("PASSWORD")
@@ -113,6 +118,12 @@ mod tests {
             "aws_access_key_id",
             "OPENAI_ORG",
             "ANTHROPIC_BASE_URL",
+            "SKILLD_TOKENS",
+            "skilld_database_url",
+            "SKILLD_CONFIG",
+            "CI_TOKENS",
+            "DATABASE_URL",
+            "REDIS_URL",
         ] {
             assert!(is_secret_name(name), "{name} should be secret");
         }
@@ -139,6 +150,8 @@ mod tests {
                 ("LC_ALL", "C.UTF-8"),
                 ("EDITOR", "vi"),
                 ("GITHUB_TOKEN", "ghp_x"),
+                ("SKILLD_TOKENS", "agent:invoke:s3cret"),
+                ("DATABASE_URL", "postgres://u:pw@db/x"),
                 ("EXTRA", "1"),
                 ("SKILL_NAME", "spoofed"),
             ]),
@@ -148,6 +161,8 @@ mod tests {
             &[
                 "EXTRA".to_owned(),
                 "GITHUB_TOKEN".to_owned(),
+                "SKILLD_TOKENS".to_owned(),
+                "DATABASE_URL".to_owned(),
                 "SKILL_NAME".to_owned(),
             ],
         );

@@ -482,3 +482,124 @@ async fn the_workspace_cannot_choose_a_runtime() {
     assert_eq!(py["output"], "real python\n", "{py}");
     assert_eq!(ts["success"], false, "{ts}");
 }
+
+/// `SKILLD_*`, `*_TOKENS` and `*_URL` variables reached a tool when an
+/// operator listed them in `env_allow`.
+#[tokio::test]
+async fn the_servers_secrets_never_reach_a_tool_even_when_allowed() {
+    let skills = tempfile::tempdir().unwrap();
+    skill(skills.path(), "show_env", &[], "env");
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("skilld.toml");
+    std::fs::write(
+        &config,
+        "env_allow = [\"SKILLD_TOKENS\", \"SKILLD_CONFIG\", \"CI_TOKENS\", \"DATABASE_URL\", \"HARMLESS\"]\n",
+    )
+    .unwrap();
+    let secret = "agent-secret-0f0f";
+    let mut cmd = crate::cli::skilld();
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--config"])
+        .arg(&config)
+        .arg("--skills")
+        .arg(format!("bundled={}", skills.path().display()))
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("SKILLD_TOKENS", format!("agent:invoke:{secret}"))
+        .env("CI_TOKENS", "ci-secret")
+        .env("DATABASE_URL", "postgres://app:db-password@db/app")
+        .env("HARMLESS", "visible")
+        .env_remove("SKILLD_DATABASE_URL");
+    let (child, addr) = crate::cli::serve(&mut cmd);
+    let envelope: Value = reqwest::Client::new()
+        .post(format!("http://{addr}/tools/show_env/invoke"))
+        .bearer_auth(secret)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(crate::cli::stop(child).success());
+    let output = envelope["output"].as_str().unwrap();
+    assert!(output.contains("HARMLESS=visible"), "{envelope}");
+    for leaked in [
+        secret,
+        "SKILLD_",
+        "ci-secret",
+        "db-password",
+        "CI_TOKENS",
+        "DATABASE_URL",
+    ] {
+        assert!(!output.contains(leaked), "{leaked} reached the tool: {output}");
+    }
+}
+
+/// Any invoke token could cancel anyone's run.
+#[tokio::test]
+async fn only_the_requester_or_an_approver_may_cancel_a_run() {
+    use skilld::auth::{Auth, Role, Token};
+    let skills = tempfile::tempdir().unwrap();
+    skill(skills.path(), "nap", &[], "sleep 30");
+    let auth = Auth::new(vec![
+        Token::with_secret("alice", Role::Invoke, "alice-secret", "test").unwrap(),
+        Token::with_secret("mallory", Role::Invoke, "mallory-secret", "test").unwrap(),
+        Token::with_secret("boss", Role::Approve, "boss-secret", "test").unwrap(),
+    ])
+    .unwrap();
+    let server = TestServer::start_with_auth(options(vec![root(skills.path(), Trust::User)]), auth).await;
+    server.allow_every_tool().await;
+    let client = reqwest::Client::new();
+    let start = || async {
+        let accepted: Value = client
+            .post(server.url("/tools/nap/invoke"))
+            .bearer_auth("alice-secret")
+            .header("prefer", "respond-async")
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        accepted["run_id"].as_str().unwrap().to_owned()
+    };
+    let cancel = |id: String, secret: &'static str| {
+        let request = client
+            .post(server.url(&format!("/runs/{id}/cancel")))
+            .bearer_auth(secret);
+        async move { request.send().await.unwrap() }
+    };
+    let id = start().await;
+    let res = cancel(id.clone(), "mallory-secret").await;
+    assert_eq!(res.status(), 403);
+    let p: Value = res.json().await.unwrap();
+    assert_eq!(p["code"], "not_requester", "{p}");
+    let run: Value = client
+        .get(server.url(&format!("/runs/{id}")))
+        .bearer_auth("alice-secret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(run["status"], "running", "mallory stopped alice's run: {run}");
+    // The approver may, and so may alice herself.
+    assert_eq!(cancel(id, "boss-secret").await.status(), 202);
+    assert_eq!(cancel(start().await, "alice-secret").await.status(), 202);
+}
+
+/// A problem's detail never carries the database's own words.
+#[test]
+fn store_errors_keep_the_databases_words_out_of_responses() {
+    let db_text = "duplicate key value violates unique constraint \"runs_pkey\"";
+    for e in [
+        skilld::store::StoreError::Conflict(db_text.to_owned()),
+        skilld::store::StoreError::Other(db_text.to_owned()),
+        skilld::store::StoreError::Unavailable(db_text.to_owned()),
+    ] {
+        let problem = skilld::http::error::ApiError::from(e).problem();
+        assert!(!problem.detail.contains("runs_pkey"), "{problem:?}");
+    }
+}
