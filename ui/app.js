@@ -118,13 +118,17 @@
 
   /**
    * argv as a POSIX shell would need it typed: what a person reads as the
-   * exact command. Words that need it are single-quoted; control
-   * characters are shown as $'\n'-style escapes so nothing hides in them.
+   * exact command. Words that need it are single-quoted; characters that
+   * hide or disguise text (controls, C1 controls, bidi overrides and
+   * isolates, zero-width characters, line and paragraph separators) are
+   * shown as $'\n'-style escapes, so the preview cannot be made to read
+   * as something other than what runs.
    */
+  const HIDDEN = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;
   function shellQuote(word) {
     if (word === '') return "''";
     if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
-    if (!/[\u0000-\u001f\u007f]/.test(word)) return `'${word.replace(/'/g, "'\\''")}'`;
+    if (!HIDDEN.test(word)) return `'${word.replace(/'/g, "'\\''")}'`;
     const escaped = Array.from(word, (ch) => {
       const code = ch.codePointAt(0);
       if (ch === '\\') return '\\\\';
@@ -133,6 +137,7 @@
       if (ch === '\t') return '\\t';
       if (ch === '\r') return '\\r';
       if (code < 0x20 || code === 0x7f) return `\\x${code.toString(16).padStart(2, '0')}`;
+      if (HIDDEN.test(ch)) return `\\u${code.toString(16).padStart(4, '0')}`;
       return ch;
     }).join('');
     return `$'${escaped}'`;

@@ -17,7 +17,12 @@ use std::time::Duration;
 
 const INVOKE: &str = "ui-invoke-secret-0123";
 const APPROVE: &str = "ui-approve-secret-4567";
-const MESSAGE: &str = "hello from the inbox";
+/// The second argument of the call: its bidi override and line separator
+/// would make the preview read as something else (`…exe.txt` shown as
+/// `…txt.exe`) unless they are shown escaped.
+const MESSAGE: &str = "hello from the inbox \u{202e}txt.exe\u{2028}";
+/// How the preview must show [`MESSAGE`].
+const MESSAGE_SHOWN: &str = r"$'hello from the inbox \u202etxt.exe\u2028'";
 
 /// A user skill that is not read-only, so every call asks first; its tool
 /// appends a line to a marker file (the effect that shows how many times it
@@ -254,7 +259,7 @@ async fn pending_call(server: &TestServer, token: Option<&str>) -> Pending {
     Pending {
         run_id,
         approval_id: accepted["approval_id"].as_str().unwrap().to_owned(),
-        preview: format!(r#"sh -c 'echo ran >> "$0"; echo "$1"' {marker_text} '{MESSAGE}'"#),
+        preview: format!(r#"sh -c 'echo ran >> "$0"; echo "$1"' {marker_text} {MESSAGE_SHOWN}"#),
         marker,
         _dir: dir,
     }
