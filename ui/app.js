@@ -261,6 +261,7 @@
         'dl',
         { class: 'facts' },
         fact('Working directory', el('code', { text: a.cwd || '' })),
+        fact('Mode', el('code', { text: a.mode || 'Global' })),
         fact('Arguments', el('pre', { class: 'arguments', text: JSON.stringify(a.arguments ?? {}, null, 2) })),
         fact('Requested by', a.requested_by || el('span', { class: 'muted', text: 'anonymous' })),
         fact('Requested', time(a.created_at)),

@@ -244,9 +244,10 @@ impl From<InvokeError> for ApiError {
                 detail,
                 candidates: candidates.clone(),
             },
-            InvokeError::NotAnObject(_) | InvokeError::WaitTooLong | InvokeError::NoteTooLong { .. } => {
-                ApiError::BadRequest(detail)
-            }
+            InvokeError::NotAnObject(_)
+            | InvokeError::WaitTooLong
+            | InvokeError::InvalidMode { .. }
+            | InvokeError::NoteTooLong { .. } => ApiError::BadRequest(detail),
             InvokeError::InvalidArguments { .. } | InvokeError::Nul { .. } => {
                 unprocessable("invalid_arguments")
             }

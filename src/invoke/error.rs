@@ -46,6 +46,8 @@ pub enum InvokeError {
     Nul { tool: String, param: String },
     #[error("wait must be at most {} seconds", super::MAX_WAIT.as_secs())]
     WaitTooLong,
+    #[error("mode must be 1 to {max} letters, digits, '_', '-' or '.' (such as Global or Dev)")]
+    InvalidMode { max: usize },
     #[error("note is longer than {max} characters")]
     NoteTooLong { max: usize },
     /// A person denied the call while its caller waited.

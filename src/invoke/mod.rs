@@ -159,7 +159,7 @@ impl Invoker {
             tool: tool.name.clone(),
             errors,
         })?;
-        let mode = mode.unwrap_or("Global").to_owned();
+        let mode = valid_mode(mode.unwrap_or("Global"))?.to_owned();
         let (argv, cwd) = self.command_line(tool, &arguments)?;
         let env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
         Ok(Prepared {
@@ -434,6 +434,23 @@ pub struct Asked {
     pub by: Option<String>,
     /// The `x-request-id` of the request that made it.
     pub request_id: Option<String>,
+}
+
+/// The longest `mode` taken.
+const MAX_MODE_CHARS: usize = 32;
+
+/// A mode reaches the tool as `SKILL_MODE` and the approver's screen: a
+/// short name (`Global`, `Dev`), not a place to smuggle text.
+fn valid_mode(mode: &str) -> Result<&str, InvokeError> {
+    let ok = (1..=MAX_MODE_CHARS).contains(&mode.len())
+        && mode
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(mode)
+    } else {
+        Err(InvokeError::InvalidMode { max: MAX_MODE_CHARS })
+    }
 }
 
 fn json_kind(v: &Value) -> &'static str {

@@ -122,6 +122,8 @@ pub struct Approval {
     pub decided_at: Option<DateTime<Utc>>,
     #[schema(value_type = String, format = DateTime)]
     pub expires_at: DateTime<Utc>,
+    /// The mode the caller asked in (`SKILL_MODE` for the tool).
+    pub mode: Option<String>,
 }
 
 /// The approval-only fields of a new request; the rest comes from its run.

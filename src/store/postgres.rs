@@ -36,7 +36,7 @@ macro_rules! run_columns {
 macro_rules! approval_columns {
     () => {
         "id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, skill_hash, status, \
-         scope, requested_by, decided_by, note, created_at, decided_at, expires_at"
+         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode"
     };
 }
 
@@ -173,8 +173,8 @@ impl Store for PgStore {
         insert_run_on(&mut tx, &run).await?;
         sqlx::query(
             "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
-             skill_hash, status, requested_by, created_at, expires_at) \
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14)",
+             skill_hash, status, requested_by, created_at, expires_at, mode) \
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15)",
         )
         .bind(approval.id)
         .bind(run.id)
@@ -190,6 +190,7 @@ impl Store for PgStore {
         .bind(&run.requested_by)
         .bind(run.created_at)
         .bind(approval.expires_at)
+        .bind(&run.mode)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -615,6 +616,7 @@ fn approval_from_row(row: &PgRow) -> Result<Approval, StoreError> {
         created_at: get(row, "created_at")?,
         decided_at: get(row, "decided_at")?,
         expires_at: get(row, "expires_at")?,
+        mode: get(row, "mode")?,
     })
 }
 

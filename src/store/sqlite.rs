@@ -39,7 +39,7 @@ macro_rules! run_columns {
 macro_rules! approval_columns {
     () => {
         "id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, skill_hash, status, \
-         scope, requested_by, decided_by, note, created_at, decided_at, expires_at"
+         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode"
     };
 }
 
@@ -253,8 +253,8 @@ impl Store for SqliteStore {
         insert_run_on(&mut tx, &run).await?;
         sqlx::query(
             "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
-             skill_hash, status, requested_by, created_at, expires_at) \
-             values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+             skill_hash, status, requested_by, created_at, expires_at, mode) \
+             values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
         )
         .bind(approval.id.to_string())
         .bind(run.id.to_string())
@@ -270,6 +270,7 @@ impl Store for SqliteStore {
         .bind(&run.requested_by)
         .bind(time_text(run.created_at)?)
         .bind(time_text(approval.expires_at)?)
+        .bind(&run.mode)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -727,6 +728,7 @@ fn approval_from_row(row: &SqliteRow) -> Result<Approval, StoreError> {
             .map(parse_time)
             .transpose()?,
         expires_at: parse_time(&get::<String>(row, "expires_at")?)?,
+        mode: get(row, "mode")?,
     })
 }
 

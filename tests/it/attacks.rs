@@ -603,3 +603,58 @@ fn store_errors_keep_the_databases_words_out_of_responses() {
         assert!(!problem.detail.contains("runs_pkey"), "{problem:?}");
     }
 }
+
+/// `mode` was unbounded (900 kB values were stored), reached the tool as
+/// `SKILL_MODE`, and was not shown to the approver.
+#[tokio::test]
+async fn mode_is_a_short_name_and_the_approver_sees_it() {
+    let skills = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let marker = out.path().join("ran");
+    skill(
+        skills.path(),
+        "mark",
+        &["path"],
+        "sh -c 'echo ran >> \"$0\"' {{path}}",
+    );
+    let server = TestServer::start(options(vec![root(skills.path(), Trust::Untrusted)])).await;
+    let client = reqwest::Client::new();
+    for mode in [
+        "x".repeat(900_000),
+        "Dev\nSKILLD_TOKENS=x".to_owned(),
+        String::new(),
+        "Dév".to_owned(),
+    ] {
+        let res = client
+            .post(server.url("/tools/mark/invoke"))
+            .json(&json!({"arguments": {"path": marker}, "mode": mode}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{} chars", mode.len());
+    }
+    let runs: Value = reqwest::get(server.url("/runs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs["runs"], json!([]), "a refused mode was recorded");
+    let held: Value = client
+        .post(server.url("/tools/mark/invoke"))
+        .json(&json!({"arguments": {"path": marker}, "mode": "Dev"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let approval: Value = reqwest::get(server.url(held["approval_url"].as_str().unwrap()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(approval["mode"], "Dev", "{approval}");
+    assert!(!marker.exists());
+}

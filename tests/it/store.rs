@@ -1227,6 +1227,7 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
             created_at: t0(),
             decided_at: None,
             expires_at: new.expires_at,
+            mode: Some("Dev".to_owned()),
         }
     );
     assert_eq!(store.get_run(run.id).await.unwrap(), as_inserted(&run));
