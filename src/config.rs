@@ -98,6 +98,8 @@ pub struct FileConfig {
     pub queue_timeout_secs: Option<u64>,
     /// See [`ServeArgs::approval_ttl_secs`].
     pub approval_ttl_secs: Option<u64>,
+    /// Requests one caller may have waiting for a person at once (default 20).
+    pub max_pending_approvals_per_caller: Option<u64>,
     /// SIGTERM → SIGKILL delay for a tool's process group (default 5 s).
     pub kill_grace_secs: Option<u64>,
     /// How long running tools may finish after SIGTERM to skilld (default 10 s).
@@ -347,6 +349,10 @@ fn run_settings(
             .approval_ttl_secs
             .or(file.approval_ttl_secs)
             .map_or(defaults.approval_ttl, |s| secs(s.max(1))),
+        max_pending_per_caller: file
+            .max_pending_approvals_per_caller
+            .unwrap_or(defaults.max_pending_per_caller)
+            .max(1),
         wait_poll: defaults.wait_poll,
     }
 }

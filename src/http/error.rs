@@ -67,8 +67,9 @@ pub enum ApiError {
     },
     #[error("{detail}")]
     Conflict { code: &'static str, detail: String },
-    #[error("too many runs at once; retry in {retry_after_secs}s")]
-    TooManyRequests { retry_after_secs: u64 },
+    /// 429 with `Retry-After`.
+    #[error("{detail}")]
+    TooManyRequests { detail: String, retry_after_secs: u64 },
     #[error("{0}")]
     Unavailable(String),
     /// A fault of the server; the cause is logged, not sent.
@@ -159,7 +160,7 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if let ApiError::TooManyRequests { retry_after_secs } = &self
+        if let ApiError::TooManyRequests { retry_after_secs, .. } = &self
             && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string())
         {
             res.headers_mut().insert(header::RETRY_AFTER, v);
@@ -271,7 +272,12 @@ impl From<InvokeError> for ApiError {
             InvokeError::RunFinished { .. } | InvokeError::RunStarted(_) => conflict("run_finished"),
             InvokeError::RunElsewhere(_) => conflict("run_elsewhere"),
             InvokeError::Busy { retry_after_secs } => ApiError::TooManyRequests {
+                detail,
                 retry_after_secs: *retry_after_secs,
+            },
+            InvokeError::TooManyPending { .. } => ApiError::TooManyRequests {
+                detail,
+                retry_after_secs: 60,
             },
             InvokeError::ShuttingDown => ApiError::Unavailable(detail),
             InvokeError::Store(_) => ApiError::Internal(detail),

@@ -67,7 +67,7 @@ pub enum InvokeProblems {
     InvalidArguments(Problem),
     #[response(
         status = 429,
-        description = "Too many runs at once; see Retry-After",
+        description = "Too many runs at once, or too many of this caller's calls wait for a person; see Retry-After",
         content_type = "application/problem+json"
     )]
     Busy(Problem),

@@ -168,6 +168,14 @@ impl Invoker {
         call: &Call,
         reason: &str,
     ) -> Result<Called, InvokeError> {
+        let max = self.settings.max_pending_per_caller;
+        let waiting = self
+            .store
+            .count_pending_by(call.asked.by.as_deref(), chrono::Utc::now())
+            .await?;
+        if waiting >= max {
+            return Err(InvokeError::TooManyPending { waiting, max });
+        }
         let held = self.hold(prepared, facts, call.asked.clone()).await?;
         tracing::info!(run = %held.run_id, approval = %held.approval_id, %reason, "call held for approval");
         if call.delivery == Delivery::Started || call.wait.is_zero() {

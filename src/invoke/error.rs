@@ -61,6 +61,11 @@ pub enum InvokeError {
     Busy { retry_after_secs: u64 },
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The caller has this many requests waiting already.
+    #[error(
+        "{waiting} of your calls already wait for a person (at most {max}); wait for decisions before asking again"
+    )]
+    TooManyPending { waiting: u64, max: u64 },
     /// An approver deciding the request its own token made.
     #[error("token '{0}' made this call and cannot decide it; ask another approver")]
     SelfApproval(String),

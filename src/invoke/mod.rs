@@ -69,6 +69,9 @@ pub struct RunSettings {
     pub extra_env: Vec<String>,
     /// How long an approval request waits for a decision.
     pub approval_ttl: Duration,
+    /// Requests one caller may have waiting at once (then 429), so one
+    /// token cannot bury the approvers' inbox.
+    pub max_pending_per_caller: u64,
     /// Waiters re-read a run at least this often, should a notification
     /// be lost (PostgreSQL reconnecting).
     pub wait_poll: Duration,
@@ -92,6 +95,7 @@ impl Default for RunSettings {
             instance: format!("skilld-{}", std::process::id()),
             extra_env: Vec::new(),
             approval_ttl: Duration::from_secs(3600),
+            max_pending_per_caller: 20,
             wait_poll: Duration::from_secs(5),
         }
     }

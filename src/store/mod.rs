@@ -289,6 +289,14 @@ pub trait Store: Send + Sync + 'static {
     /// How many requests wait for a decision.
     async fn count_pending(&self) -> Result<u64, StoreError>;
 
+    /// How many requests of one caller (`None`: made without a token)
+    /// wait for a decision and have not expired by `at`.
+    async fn count_pending_by(
+        &self,
+        requested_by: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+
     /// Records a standing grant directly (replacing any for the same
     /// skill, tool and hash), as an `always` decision would: for operators
     /// who decide ahead of any call.

@@ -360,6 +360,22 @@ impl Store for PgStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    async fn count_pending_by(
+        &self,
+        requested_by: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "select count(*) from approvals \
+             where status = 'pending' and requested_by is not distinct from $1 and expires_at > $2",
+        )
+        .bind(requested_by)
+        .bind(at)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
         sqlx::query(UPSERT_GRANT)
             .bind(grant.id)

@@ -658,3 +658,65 @@ async fn mode_is_a_short_name_and_the_approver_sees_it() {
     assert_eq!(approval["mode"], "Dev", "{approval}");
     assert!(!marker.exists());
 }
+
+/// One invoke token created 200 pending approvals in 1.2 s.
+#[tokio::test]
+async fn one_caller_cannot_bury_the_inbox() {
+    use skilld::auth::{Auth, Role, Token};
+    let skills = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    skill(
+        skills.path(),
+        "mark",
+        &["path"],
+        "sh -c 'echo ran >> \"$0\"' {{path}}",
+    );
+    let auth = Auth::new(vec![
+        Token::with_secret("flooder", Role::Invoke, "flooder-secret", "test").unwrap(),
+        Token::with_secret("other", Role::Invoke, "other-secret", "test").unwrap(),
+    ])
+    .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+    let store = skilld::store::connect(&url).await.unwrap();
+    let settings = skilld::invoke::RunSettings {
+        max_pending_per_caller: 3,
+        ..Default::default()
+    };
+    let server = TestServer::launch_with_auth(
+        options(vec![root(skills.path(), Trust::Untrusted)]),
+        settings,
+        store,
+        data,
+        auth,
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let call = |secret: &'static str| {
+        client
+            .post(server.url("/tools/mark/invoke"))
+            .bearer_auth(secret)
+            .json(&json!({"arguments": {"path": out.path().join("m")}}))
+            .send()
+    };
+    for _ in 0..3 {
+        assert_eq!(call("flooder-secret").await.unwrap().status(), 202);
+    }
+    let res = call("flooder-secret").await.unwrap();
+    assert_eq!(res.status(), 429);
+    assert!(res.headers().contains_key("retry-after"));
+    let p: Value = res.json().await.unwrap();
+    assert!(p["detail"].as_str().unwrap().contains("at most 3"), "{p}");
+    // Another caller still gets through; the refused call left nothing.
+    assert_eq!(call("other-secret").await.unwrap().status(), 202);
+    let pending: Value = client
+        .get(server.url("/approvals?status=pending"))
+        .bearer_auth("other-secret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(pending["approvals"].as_array().unwrap().len(), 4, "{pending}");
+}

@@ -61,6 +61,7 @@ conformance! {
         concurrent_finish_has_one_winner,
         ping_works,
         a_held_call_is_approved_once,
+        pending_requests_are_counted_per_caller,
         deny_always_leaves_a_standing_deny_until_revoked,
         a_later_always_replaces_the_grant,
         expired_requests_cannot_be_decided,
@@ -1200,6 +1201,27 @@ fn decision(approval: &NewApproval, approve: bool, scope: Scope, at: DateTime<Ut
         instance: "instance-a".to_owned(),
         at,
     }
+}
+
+async fn pending_requests_are_counted_per_caller(store: Arc<dyn Store>) {
+    // `held` makes requests of "agent", expiring an hour after `at`.
+    let (_, first) = hold(&store, "git", "git_log", "h1", t0()).await;
+    hold(&store, "git", "git_log", "h1", t0()).await;
+    let (mut run, approval) = held("git", "git_log", "h1", t0());
+    run.requested_by = None;
+    store.insert_pending(run, approval).await.unwrap();
+    assert_eq!(store.count_pending_by(Some("agent"), t0()).await.unwrap(), 2);
+    assert_eq!(store.count_pending_by(None, t0()).await.unwrap(), 1);
+    assert_eq!(store.count_pending_by(Some("other"), t0()).await.unwrap(), 0);
+    // Decided and expired requests no longer count.
+    store
+        .decide(decision(&first, false, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.count_pending_by(Some("agent"), t0()).await.unwrap(), 1);
+    let later = first.expires_at + Duration::seconds(1);
+    assert_eq!(store.count_pending_by(Some("agent"), later).await.unwrap(), 0);
 }
 
 async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
