@@ -100,6 +100,10 @@ pub struct FileConfig {
     pub approval_ttl_secs: Option<u64>,
     /// Requests one caller may have waiting for a person at once (default 20).
     pub max_pending_approvals_per_caller: Option<u64>,
+    /// Event streams open at once (default 256), and how long one may stay
+    /// open (default 3600 s).
+    pub max_event_streams: Option<usize>,
+    pub max_event_stream_secs: Option<u64>,
     /// SIGTERM → SIGKILL delay for a tool's process group (default 5 s).
     pub kill_grace_secs: Option<u64>,
     /// How long running tools may finish after SIGTERM to skilld (default 10 s).
@@ -353,6 +357,10 @@ fn run_settings(
             .max_pending_approvals_per_caller
             .unwrap_or(defaults.max_pending_per_caller)
             .max(1),
+        max_streams: file.max_event_streams.unwrap_or(defaults.max_streams).max(1),
+        max_stream: file
+            .max_event_stream_secs
+            .map_or(defaults.max_stream, |s| secs(s.max(1))),
         wait_poll: defaults.wait_poll,
     }
 }

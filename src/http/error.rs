@@ -46,6 +46,9 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// 408: the body came too slowly (or not at all).
+    #[error("{0}")]
+    RequestTimeout(String),
     /// Tokens are configured and the request carried none, or an unknown
     /// or malformed one. `token_sent` picks the `WWW-Authenticate` error
     /// (RFC 6750 §3: none when no credentials came at all).
@@ -94,6 +97,7 @@ impl ApiError {
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
@@ -112,6 +116,7 @@ impl ApiError {
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::RequestTimeout(_) => "request_timeout",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
@@ -279,7 +284,7 @@ impl From<InvokeError> for ApiError {
                 detail,
                 retry_after_secs: 60,
             },
-            InvokeError::ShuttingDown => ApiError::Unavailable(detail),
+            InvokeError::ShuttingDown | InvokeError::TooManyStreams(_) => ApiError::Unavailable(detail),
             InvokeError::Store(_) => ApiError::Internal(detail),
         }
     }

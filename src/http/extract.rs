@@ -105,9 +105,20 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 ct.escape_debug()
             )));
         }
-        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
-            .await
-            .map_err(|_| ApiError::PayloadTooLarge(format!("the body is over {MAX_BODY_BYTES} bytes")))?;
+        // A client that trickles its body would hold a task and a
+        // connection for as long as it liked.
+        let bytes = tokio::time::timeout(
+            BODY_TIMEOUT,
+            axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES),
+        )
+        .await
+        .map_err(|_| {
+            ApiError::RequestTimeout(format!(
+                "the body did not arrive within {} seconds",
+                BODY_TIMEOUT.as_secs()
+            ))
+        })?
+        .map_err(unread)?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else if content_type.is_none() {
@@ -123,6 +134,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         json.end()
             .map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {}", plain(&e))))?;
         Ok(JsonBody(value))
+    }
+}
+
+/// The longest a request body may take to arrive, whole.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Why a body could not be read: too large, or broken off by the client.
+fn unread(e: axum::Error) -> ApiError {
+    let cause = e.into_inner();
+    if cause.is::<http_body_util::LengthLimitError>() {
+        ApiError::PayloadTooLarge(format!("the body is over {MAX_BODY_BYTES} bytes"))
+    } else {
+        ApiError::BadRequest(format!("the body could not be read: {cause}"))
     }
 }
 

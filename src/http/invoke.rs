@@ -7,7 +7,7 @@ use super::extract::{JsonBody, Path, Query};
 use super::responses::InvokeProblems;
 use super::runs::sse;
 use crate::auth::Caller;
-use crate::invoke::{Asked, Call, Called, Delivery, DryRun, Envelope, Gate, Target};
+use crate::invoke::{Asked, Call, Called, Delivery, DryRun, Envelope, Gate, StreamPermit, Target};
 use crate::store::RunStatus;
 use axum::Json;
 use axum::extract::State;
@@ -203,11 +203,16 @@ async fn invoke(
         header::HeaderName::from_static("prefer"),
         "respond-async",
     );
+    let dry_run = q.dry_run.unwrap_or(false);
+    // Taken first: a call must not start for a stream that cannot open.
+    let permit = (streaming && !dry_run)
+        .then(|| state.invoker.stream_permit())
+        .transpose()?;
     let call = Call {
         target,
         arguments: body.arguments,
         mode: body.mode,
-        dry_run: q.dry_run.unwrap_or(false),
+        dry_run,
         wait: Duration::from_secs(q.wait.unwrap_or(0)),
         delivery: if streaming || asynchronous {
             Delivery::Started
@@ -225,25 +230,32 @@ async fn invoke(
     };
     let catalog = state.catalog.current();
     let called = state.invoker.call(&catalog, call).await?;
-    Ok(match called {
-        Called::DryRun(plan) => Json(plan).into_response(),
-        Called::Refused { run_id, reason } => {
+    respond(state, called, permit)
+}
+
+/// The answer to a call: its envelope, 202, or its events.
+fn respond(state: &AppState, called: Called, permit: Option<StreamPermit>) -> Result<Response> {
+    Ok(match (called, permit) {
+        (Called::DryRun(plan), _) => Json(plan).into_response(),
+        (Called::Refused { run_id, reason }, _) => {
             return Err(ApiError::Refused {
                 code: "denied",
                 detail: format!("{reason}; nothing ran (run {run_id} is recorded as denied)"),
             });
         }
-        Called::Held(held) if streaming => sse(state.invoker.held_events(held)),
-        Called::Held(held) => accepted(InvokeAccepted {
+        (Called::Held(held), Some(permit)) => sse(state.invoker.held_events(held, permit)),
+        (Called::Held(held), None) => accepted(InvokeAccepted {
             run_id: held.run_id,
             status: RunStatus::PendingApproval.as_str().to_owned(),
             approval_id: Some(held.approval_id),
             approval_url: Some(format!("/approvals/{}", held.approval_id)),
             run_url: format!("/runs/{}", held.run_id),
         }),
-        Called::Finished(envelope) => Json(envelope.as_ref()).into_response(),
-        Called::Started { live, events } if streaming => sse(crate::invoke::live_events(live, events, None)),
-        Called::Started { live, .. } => accepted(InvokeAccepted {
+        (Called::Finished(envelope), _) => Json(envelope.as_ref()).into_response(),
+        (Called::Started { live, events }, Some(permit)) => {
+            sse(state.invoker.started_events(live, events, permit))
+        }
+        (Called::Started { live, .. }, None) => accepted(InvokeAccepted {
             run_id: live.id,
             status: RunStatus::Running.as_str().to_owned(),
             approval_id: None,

@@ -49,6 +49,10 @@ pub struct AppState {
 /// Then no new connection or run is taken; running tools get `grace` to
 /// finish before their process groups are killed, and this returns once
 /// every run has ended and been recorded.
+///
+/// Connections are served by hyper directly rather than `axum::serve`,
+/// which sets no timer: without one a client may take as long as it likes
+/// to send its headers, holding a connection and a task.
 pub async fn serve(
     state: AppState,
     listener: tokio::net::TcpListener,
@@ -58,19 +62,52 @@ pub async fn serve(
     let housekeeping = tokio_util::sync::CancellationToken::new();
     tokio::spawn(state.invoker.clone().housekeeping(housekeeping.clone()));
     let _stop_housekeeping = housekeeping.drop_guard();
+    let app = app(state.clone());
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors, most likely: wait rather than spin.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            |req: Request<hyper::body::Incoming>| req.map(axum::body::Body::new),
+        ));
+        let connection = builder
+            .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service)
+            .into_owned();
+        let connection = connections.watch(connection);
+        tokio::spawn(async move {
+            // A client that goes away mid-request is not the server's fault.
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    // Runs end within the grace (or are killed), which lets the requests
+    // waiting on them complete, which lets their connections close.
     let invoker = state.invoker.clone();
-    let stopping = async move {
-        shutdown.await;
-        // Runs end within the grace (or are killed), which lets the
-        // requests waiting on them complete, which lets axum return.
-        tokio::spawn(async move { invoker.shutdown(grace).await });
-    };
-    let served = axum::serve(listener, app(state.clone()))
-        .with_graceful_shutdown(stopping)
-        .await;
+    tokio::spawn(async move { invoker.shutdown(grace).await });
+    connections.shutdown().await;
     state.invoker.shutdown(grace).await;
-    served
+    Ok(())
 }
+
+/// The longest a client may take to send a request's headers.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(OpenApi)]
 #[openapi(

@@ -54,6 +54,12 @@ pub enum InvokeProblems {
     )]
     TooLarge(Problem),
     #[response(
+        status = 408,
+        description = "The body did not arrive whole within 30 seconds",
+        content_type = "application/problem+json"
+    )]
+    TooSlow(Problem),
+    #[response(
         status = 415,
         description = "A body sent without `Content-Type: application/json`",
         content_type = "application/problem+json"
@@ -73,7 +79,7 @@ pub enum InvokeProblems {
     Busy(Problem),
     #[response(
         status = 503,
-        description = "The run log is unreachable (nothing ran) or the server is stopping",
+        description = "The run log is unreachable (nothing ran), the server is stopping, or too many event streams are open",
         content_type = "application/problem+json"
     )]
     Unavailable(Problem),
@@ -88,6 +94,12 @@ pub enum DecisionProblems {
         content_type = "application/problem+json"
     )]
     BadRequest(Problem),
+    #[response(
+        status = 408,
+        description = "The body did not arrive whole within 30 seconds",
+        content_type = "application/problem+json"
+    )]
+    TooSlow(Problem),
     #[response(
         status = 415,
         description = "A body sent without `Content-Type: application/json`",

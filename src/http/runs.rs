@@ -129,6 +129,7 @@ async fn get_run(
     responses(
         (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = String),
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unreachable, or too many event streams are open", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn run_events(
     _: Require<need::Invoke>,

@@ -61,6 +61,10 @@ pub enum InvokeError {
     Busy { retry_after_secs: u64 },
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error(
+        "{0} event streams are open, the most this server keeps; follow the run with GET /runs/{{id}}?wait=N"
+    )]
+    TooManyStreams(usize),
     /// The caller has this many requests waiting already.
     #[error(
         "{waiting} of your calls already wait for a person (at most {max}); wait for decisions before asking again"

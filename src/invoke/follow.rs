@@ -12,6 +12,12 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+/// Room for one open event stream (see [`Invoker::stream_permit`]): the
+/// room is given back when this is dropped with its stream.
+pub struct StreamPermit {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// How long `follow` waits for a change before checking that its
 /// subscriber is still there.
 const FOLLOW_POLL: Duration = Duration::from_secs(15);
@@ -84,12 +90,13 @@ impl Invoker {
     /// missed), its stored end when it is over, else followed through the
     /// store, since a run still waiting may end without ever running.
     pub async fn events(self: &Arc<Self>, id: Uuid) -> Result<BoxStream<'static, RunEvent>, InvokeError> {
+        let permit = self.stream_permit()?;
         if let Some(live) = self.runs.get(id)
             && live.has_started()
         {
             let rx = live.subscribe();
             let run = self.store.get_run(id).await?;
-            return Ok(live_events(live, rx, Some(run.status)));
+            return Ok(self.bounded(live_events(live, rx, Some(run.status)), permit));
         }
         let run = self.store.get_run(id).await?;
         if run.status.is_final() {
@@ -97,14 +104,52 @@ impl Invoker {
             events.extend(stored_result(&run).map(RunEvent::Result));
             return Ok(stream::iter(events).boxed());
         }
-        Ok(self.follow(id, None))
+        Ok(self.bounded(self.follow(id, None), permit))
     }
 
     /// The events of a call just held for a person: first the request,
     /// then as [`Invoker::follow`].
-    pub fn held_events(self: &Arc<Self>, held: Held) -> BoxStream<'static, RunEvent> {
-        stream::iter([RunEvent::Held(held)])
+    pub fn held_events(self: &Arc<Self>, held: Held, permit: StreamPermit) -> BoxStream<'static, RunEvent> {
+        let events = stream::iter([RunEvent::Held(held)])
             .chain(self.follow(held.run_id, Some(RunStatus::PendingApproval)))
+            .boxed();
+        self.bounded(events, permit)
+    }
+
+    /// The events of a run just started here (see [`live_events`]).
+    pub fn started_events(
+        &self,
+        live: Arc<LiveRun>,
+        rx: broadcast::Receiver<RunEvent>,
+        permit: StreamPermit,
+    ) -> BoxStream<'static, RunEvent> {
+        self.bounded(live_events(live, rx, None), permit)
+    }
+
+    /// Room for one more event stream: take it before starting a call
+    /// whose events will be streamed, so a call never runs for a stream
+    /// that cannot be opened.
+    pub fn stream_permit(&self) -> Result<StreamPermit, InvokeError> {
+        self.streams
+            .clone()
+            .try_acquire_owned()
+            .map(|permit| StreamPermit { _permit: permit })
+            .map_err(|_| InvokeError::TooManyStreams(self.settings.max_streams))
+    }
+
+    /// A stream that holds its permit while it lasts and ends after
+    /// [`RunSettings::max_stream`](super::RunSettings::max_stream).
+    fn bounded(
+        &self,
+        events: BoxStream<'static, RunEvent>,
+        permit: StreamPermit,
+    ) -> BoxStream<'static, RunEvent> {
+        events
+            .take_until(tokio::time::sleep(self.settings.max_stream))
+            .map(move |event| {
+                let _held = &permit;
+                event
+            })
             .boxed()
     }
 
@@ -224,7 +269,7 @@ fn stored_result(run: &Run) -> Option<Arc<Envelope>> {
 }
 
 /// A live run's events until its result: `initial` first, if given.
-pub fn live_events(
+fn live_events(
     live: Arc<LiveRun>,
     rx: broadcast::Receiver<RunEvent>,
     initial: Option<RunStatus>,

@@ -19,7 +19,7 @@ pub use call::{Call, Called, Delivery, DryRun, Gate, Target, resolve};
 pub use cancel::{Cancelled, Canceller};
 pub use envelope::{Artifact, Envelope};
 pub use error::{FieldError, InvokeError};
-pub use follow::live_events;
+pub use follow::StreamPermit;
 pub use live::{LiveRun, RunEvent, Runs};
 pub use rundir::artifacts_dir;
 
@@ -72,6 +72,12 @@ pub struct RunSettings {
     /// Requests one caller may have waiting at once (then 429), so one
     /// token cannot bury the approvers' inbox.
     pub max_pending_per_caller: u64,
+    /// Event streams open at once (then 503): each holds a task and a
+    /// connection.
+    pub max_streams: usize,
+    /// The longest an event stream stays open; a client that still wants
+    /// to follow the run connects again.
+    pub max_stream: Duration,
     /// Waiters re-read a run at least this often, should a notification
     /// be lost (PostgreSQL reconnecting).
     pub wait_poll: Duration,
@@ -96,6 +102,8 @@ impl Default for RunSettings {
             extra_env: Vec::new(),
             approval_ttl: Duration::from_secs(3600),
             max_pending_per_caller: 20,
+            max_streams: 256,
+            max_stream: Duration::from_secs(3600),
             wait_poll: Duration::from_secs(5),
         }
     }
@@ -129,6 +137,8 @@ pub struct Invoker {
     pub settings: RunSettings,
     global: Arc<Semaphore>,
     per_tool: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// One permit per open event stream.
+    streams: Arc<Semaphore>,
 }
 
 impl Invoker {
@@ -138,6 +148,7 @@ impl Invoker {
             runs: Arc::new(Runs::default()),
             global: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             per_tool: Mutex::default(),
+            streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
             settings,
         }
     }

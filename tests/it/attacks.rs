@@ -6,6 +6,7 @@ use crate::common::{TestServer, options, root};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;
+use std::time::Duration;
 
 /// A markdown skill with one read-only tool `name` running `command`.
 fn skill(dir: &Path, name: &str, params: &[&str], command: &str) {
@@ -719,4 +720,119 @@ async fn one_caller_cannot_bury_the_inbox() {
         .await
         .unwrap();
     assert_eq!(pending["approvals"].as_array().unwrap().len(), 4, "{pending}");
+}
+
+/// A client that never finishes its headers, or trickles its body, held a
+/// connection and a task for as long as it liked.
+#[tokio::test]
+async fn slow_clients_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let skills = tempfile::tempdir().unwrap();
+    skill(skills.path(), "echo_it", &["v"], "echo {{v}}");
+    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let started = std::time::Instant::now();
+    let headers = async {
+        let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        tcp.write_all(b"POST /tools/echo_it/invoke HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        let mut buf = Vec::new();
+        // The server closes the connection (it may say 408 first).
+        tokio::time::timeout(Duration::from_secs(25), tcp.read_to_end(&mut buf))
+            .await
+            .expect("the server kept a connection whose headers never ended")
+            .ok();
+        started.elapsed()
+    };
+    let body = async {
+        let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        tcp.write_all(
+            b"POST /tools/echo_it/invoke HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+              content-length: 100\r\n\r\n{\"arguments\"",
+        )
+        .await
+        .unwrap();
+        let mut buf = Vec::new();
+        tokio::time::timeout(Duration::from_secs(45), tcp.read_to_end(&mut buf))
+            .await
+            .expect("the server waited for a body that never came")
+            .ok();
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    let (headers_cut, answer) = tokio::join!(headers, body);
+    assert!(headers_cut < Duration::from_secs(20), "{headers_cut:?}");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+    let runs: Value = reqwest::get(server.url("/runs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs["runs"], json!([]));
+}
+
+/// Event streams were unbounded in number and in time.
+#[tokio::test]
+async fn event_streams_are_bounded_in_number_and_lifetime() {
+    let skills = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let marker = out.path().join("ran");
+    skill(
+        skills.path(),
+        "mark",
+        &["path"],
+        "sh -c 'echo ran >> \"$0\"' {{path}}",
+    );
+    let settings = skilld::invoke::RunSettings {
+        max_streams: 2,
+        max_stream: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Untrusted)]), settings).await;
+    let client = reqwest::Client::new();
+    let stream = || {
+        client
+            .post(server.url("/tools/mark/invoke"))
+            .header("accept", "text/event-stream")
+            .json(&json!({"arguments": {"path": marker}}))
+            .send()
+    };
+    let mut first = stream().await.unwrap();
+    let _second = stream().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let third = stream().await.unwrap();
+    assert_eq!(third.status(), 503);
+    let p: Value = third.json().await.unwrap();
+    assert!(
+        p["detail"].as_str().unwrap().contains("event streams are open"),
+        "{p}"
+    );
+    let pending: Value = reqwest::get(server.url("/approvals?status=pending"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        pending["approvals"].as_array().unwrap().len(),
+        2,
+        "the refused stream's call was held"
+    );
+    // The first stream ends after its lifetime, though its call still waits.
+    let started = std::time::Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(_chunk) = first.chunk().await.unwrap() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "a stream outlived its lifetime");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // Its room is given back.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(stream().await.unwrap().status(), 200);
+    assert!(!marker.exists());
 }
