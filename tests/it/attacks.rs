@@ -28,6 +28,13 @@ fn skill(dir: &Path, name: &str, params: &[&str], command: &str) {
     .unwrap();
 }
 
+/// Header names and values to send.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
+async fn get_json(url: String) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
 async fn invoke(server: &TestServer, tool: &str, arguments: Value) -> (u16, Value) {
     let res = reqwest::Client::new()
         .post(server.url(&format!("/tools/{tool}/invoke")))
@@ -57,12 +64,7 @@ async fn a_value_that_begins_a_word_cannot_become_an_option() {
     assert_eq!(status, 422, "{problem}");
     assert_eq!(problem["code"], "argument_injection");
     assert_eq!(problem["errors"][0]["field"], "v");
-    let runs: Value = reqwest::get(server.url("/runs"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs = get_json(server.url("/runs")).await;
     assert_eq!(runs["runs"], json!([]), "a refused call ran or was recorded");
 }
 
@@ -177,42 +179,39 @@ async fn a_web_page_cannot_drive_a_server_without_tokens() {
         assert_eq!(p["code"], code, "{p}");
     };
 
-    // A cross-site "simple" request: text/plain, with or without Origin.
-    let res = invoke()
-        .header("content-type", "text/plain")
-        .header("origin", "http://attacker.example")
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    refused(res, 403, "foreign_origin").await;
-    let res = invoke()
-        .header("content-type", "text/plain")
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    refused(res, 415, "unsupported_media_type").await;
-    let res = invoke().body(body.clone()).send().await.unwrap();
-    refused(res, 415, "unsupported_media_type").await;
-    // Even JSON, from a foreign page (after a CORS preflight it would not get).
-    let res = invoke()
-        .header("content-type", "application/json")
-        .header("origin", "http://attacker.example")
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    refused(res, 403, "foreign_origin").await;
-    // DNS rebinding: the page's own name, resolved to 127.0.0.1.
-    let res = invoke()
-        .header("content-type", "application/json")
-        .header("host", "attacker.example:8080")
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    refused(res, 403, "foreign_host").await;
+    let foreign = "http://attacker.example";
+    let attempts: [(Headers, u16, &str); 5] = [
+        // A cross-site "simple" request: text/plain, with or without Origin.
+        (
+            &[("content-type", "text/plain"), ("origin", foreign)],
+            403,
+            "foreign_origin",
+        ),
+        (&[("content-type", "text/plain")], 415, "unsupported_media_type"),
+        (&[], 415, "unsupported_media_type"),
+        // Even JSON, from a foreign page (after a CORS preflight it would not get).
+        (
+            &[("content-type", "application/json"), ("origin", foreign)],
+            403,
+            "foreign_origin",
+        ),
+        // DNS rebinding: the page's own name, resolved to 127.0.0.1.
+        (
+            &[
+                ("content-type", "application/json"),
+                ("host", "attacker.example:8080"),
+            ],
+            403,
+            "foreign_host",
+        ),
+    ];
+    for (headers, status, code) in attempts {
+        let mut request = invoke().body(body.clone());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        refused(request.send().await.unwrap(), status, code).await;
+    }
     let res = client
         .get(server.url("/approvals"))
         .header("host", "attacker.example")
@@ -221,12 +220,7 @@ async fn a_web_page_cannot_drive_a_server_without_tokens() {
         .unwrap();
     refused(res, 403, "foreign_host").await;
     assert!(!marker.exists(), "a refused call ran");
-    let runs: Value = reqwest::get(server.url("/runs"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs = get_json(server.url("/runs")).await;
     assert_eq!(runs["runs"], json!([]), "a refused call was recorded");
 
     // The server's own page (same origin) and plain clients still work.
@@ -290,19 +284,9 @@ async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberatel
             .unwrap();
         assert_eq!(res.status(), 403, "{origin}");
     }
-    let grants: Value = reqwest::get(server.url("/grants"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let grants = get_json(server.url("/grants")).await;
     assert_eq!(grants["grants"], json!([]), "a forged decision left a grant");
-    let run: Value = reqwest::get(server.url(held["run_url"].as_str().unwrap()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let run = get_json(server.url(held["run_url"].as_str().unwrap())).await;
     assert_eq!(run["status"], "pending_approval");
     assert!(!marker.exists());
 
@@ -315,15 +299,11 @@ async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberatel
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    let run: Value = reqwest::get(format!(
+    let run = get_json(format!(
         "{}?wait=30",
         server.url(held["run_url"].as_str().unwrap())
     ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(run["status"], "succeeded", "{run}");
 }
 
@@ -634,12 +614,7 @@ async fn mode_is_a_short_name_and_the_approver_sees_it() {
             .unwrap();
         assert_eq!(res.status(), 400, "{} chars", mode.len());
     }
-    let runs: Value = reqwest::get(server.url("/runs"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs = get_json(server.url("/runs")).await;
     assert_eq!(runs["runs"], json!([]), "a refused mode was recorded");
     let held: Value = client
         .post(server.url("/tools/mark/invoke"))
@@ -650,12 +625,7 @@ async fn mode_is_a_short_name_and_the_approver_sees_it() {
         .json()
         .await
         .unwrap();
-    let approval: Value = reqwest::get(server.url(held["approval_url"].as_str().unwrap()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let approval = get_json(server.url(held["approval_url"].as_str().unwrap())).await;
     assert_eq!(approval["mode"], "Dev", "{approval}");
     assert!(!marker.exists());
 }
@@ -763,12 +733,7 @@ async fn slow_clients_are_cut_off() {
     assert!(headers_cut < Duration::from_secs(20), "{headers_cut:?}");
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("request_timeout"), "{answer}");
-    let runs: Value = reqwest::get(server.url("/runs"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs = get_json(server.url("/runs")).await;
     assert_eq!(runs["runs"], json!([]));
 }
 
@@ -808,12 +773,7 @@ async fn event_streams_are_bounded_in_number_and_lifetime() {
         p["detail"].as_str().unwrap().contains("event streams are open"),
         "{p}"
     );
-    let pending: Value = reqwest::get(server.url("/approvals?status=pending"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let pending = get_json(server.url("/approvals?status=pending")).await;
     assert_eq!(
         pending["approvals"].as_array().unwrap().len(),
         2,
