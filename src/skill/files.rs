@@ -32,15 +32,22 @@ impl PathCache {
         {
             return hit;
         }
-        let hit = self
-            .path
-            .as_ref()
-            .is_some_and(|p| std::env::split_paths(p).any(|dir| is_executable(&dir.join(name))));
+        let hit = self.path.as_deref().and_then(|p| find_program(p, name)).is_some();
         if let Ok(mut found) = self.found.lock() {
             found.insert(name.to_owned(), hit);
         }
         hit
     }
+}
+
+/// `name` as an executable file in an absolute directory of `path` (a
+/// `PATH` value). Relative entries are skipped: they would be read against
+/// whatever directory a tool runs in, which its caller may control.
+pub(super) fn find_program(path: &std::ffi::OsStr, name: &str) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
 }
 
 fn is_executable(path: &Path) -> bool {

@@ -54,16 +54,11 @@ impl Runtimes {
 /// `PATH`, as an absolute path; `None` for a path, or a name not found
 /// (which then fails when a tool runs, as a missing program does).
 fn on_server_path(program: &str) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
     if program.contains('/') {
         return None;
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(program))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
-        .map(|p| p.display().to_string())
+    super::files::find_program(&path, program).map(|p| p.display().to_string())
 }
 
 /// Scripts directly under `scripts/` with a known runtime, sorted.
