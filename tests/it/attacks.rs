@@ -138,16 +138,7 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
     .env("SKILLD_LOG", "warn")
     .env_remove("SKILLD_DATABASE_URL");
     let (child, addr) = crate::cli::serve(&mut cmd);
-    let envelope: Value = reqwest::Client::new()
-        .post(format!("http://{addr}/tools/peek/invoke"))
-        .bearer_auth(secret)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let envelope = crate::cli::invoke_envelope(&addr, "peek", Some(secret), json!({})).await;
     assert!(crate::cli::stop(child).success());
     let output = envelope["output"].as_str().unwrap();
     assert!(!output.contains(secret), "the tool read the token: {output}");
@@ -441,19 +432,7 @@ async fn the_workspace_cannot_choose_a_runtime() {
         .env("PATH", "node_modules/.bin:.::/usr/local/bin:/usr/bin:/bin")
         .env_remove("SKILLD_DATABASE_URL");
     let (child, addr) = crate::cli::serve(&mut cmd);
-    let call = |tool: &'static str| {
-        let url = format!("http://{addr}/tools/{tool}/invoke");
-        async move {
-            let res = reqwest::Client::new()
-                .post(url)
-                .json(&json!({}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), 200);
-            res.json::<Value>().await.unwrap()
-        }
-    };
+    let call = |tool: &'static str| crate::cli::invoke_envelope(&addr, tool, None, json!({}));
     let py = call("typed_hello_py").await;
     let ts = call("typed_hello").await;
     let bare = call("bare").await;
@@ -491,16 +470,7 @@ async fn the_servers_secrets_never_reach_a_tool_even_when_allowed() {
         .env("HARMLESS", "visible")
         .env_remove("SKILLD_DATABASE_URL");
     let (child, addr) = crate::cli::serve(&mut cmd);
-    let envelope: Value = reqwest::Client::new()
-        .post(format!("http://{addr}/tools/show_env/invoke"))
-        .bearer_auth(secret)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let envelope = crate::cli::invoke_envelope(&addr, "show_env", Some(secret), json!({})).await;
     assert!(crate::cli::stop(child).success());
     let output = envelope["output"].as_str().unwrap();
     assert!(output.contains("HARMLESS=visible"), "{envelope}");

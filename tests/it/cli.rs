@@ -123,6 +123,20 @@ pub(crate) fn serve_logging_to(cmd: &mut Command, log: Stdio) -> (std::process::
     (child, addr)
 }
 
+/// Invokes `tool` on a `skilld serve` at `addr` and expects 200: the
+/// envelope.
+pub(crate) async fn invoke_envelope(addr: &str, tool: &str, token: Option<&str>, arguments: Value) -> Value {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://{addr}/tools/{tool}/invoke"))
+        .json(&serde_json::json!({ "arguments": arguments }));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let res = request.send().await.unwrap();
+    assert_eq!(res.status(), 200, "{tool}");
+    res.json().await.unwrap()
+}
+
 pub(crate) fn stop(mut child: std::process::Child) -> std::process::ExitStatus {
     Command::new("kill")
         .arg("-TERM")

@@ -210,15 +210,7 @@ async fn logs_are_plain_off_a_terminal_json_on_request_and_name_each_finished_ru
     for format in [None, Some("json")] {
         let data = tempfile::tempdir().unwrap();
         let (mut child, addr) = serve_logging(skills.path(), data.path(), format);
-        let envelope: Value = reqwest::Client::new()
-            .post(format!("http://{addr}/tools/mark/invoke"))
-            .json(&json!({"arguments": {"path": marker}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let envelope = crate::cli::invoke_envelope(&addr, "mark", None, json!({"path": marker})).await;
         assert_eq!(envelope["success"], true, "{envelope}");
         let run_id = envelope["run_id"].as_str().unwrap().to_owned();
         let mut stderr = child.stderr.take().unwrap();
