@@ -50,7 +50,7 @@ impl WebGuard {
         };
         let origin = origin.to_str().unwrap_or("").to_ascii_lowercase();
         let same = origin.split_once("://").is_some_and(|(scheme, rest)| {
-            matches!(scheme, "http" | "https") && rest == host.to_ascii_lowercase()
+            matches!(scheme, "http" | "https") && rest.eq_ignore_ascii_case(host)
         });
         if same || self.allowed_origins.contains(&origin) {
             return Ok(());
