@@ -610,6 +610,7 @@ async fn bench(root: &Path) -> Figures {
         grace: settings.grace,
         limits: settings.limits,
         isolate_network: !skill.network,
+        confinement: None,
     };
     let no_netns = Spec {
         isolate_network: false,

@@ -70,6 +70,14 @@ pub struct ServeArgs {
         value_name = "ORIGIN"
     )]
     pub allowed_origins: Vec<String>,
+    /// `on` (default): every tool runs sandboxed. `off`: only untrusted
+    /// skills' tools do; for setups that trust their own skills.
+    #[arg(long, env = "SKILLD_SANDBOX", value_name = "on|off")]
+    pub sandbox: Option<String>,
+    /// Where each run gets its own scratch directory (default: beside
+    /// the data directory, `<data dir>-runs`).
+    #[arg(long, env = "SKILLD_SCRATCH_DIR", value_name = "DIR")]
+    pub scratch_dir: Option<PathBuf>,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
@@ -122,6 +130,19 @@ pub struct FileConfig {
     pub tokens: Option<Vec<TokenConfig>>,
     /// See [`ServeArgs::allowed_origins`].
     pub allowed_origins: Option<Vec<String>>,
+    /// See [`ServeArgs::sandbox`].
+    pub sandbox: Option<String>,
+    /// Who tools run as when skilld is root: `uid:gid` or a user name
+    /// (default `65534:65534`, nobody).
+    pub sandbox_user: Option<String>,
+    /// Processes one run may have at once (default 512).
+    pub sandbox_pids_max: Option<u64>,
+    /// Memory one run may use unless its skill says (default 2 GiB).
+    pub sandbox_memory_bytes: Option<u64>,
+    /// Directories tools may also read and execute, beyond the system's.
+    pub sandbox_read_paths: Option<Vec<PathBuf>>,
+    /// See [`ServeArgs::scratch_dir`].
+    pub scratch_dir: Option<PathBuf>,
 }
 
 /// The resolved configuration.
@@ -215,15 +236,28 @@ impl Config {
         if max_timeout_secs == 0 {
             return Err("max_timeout_secs must be at least 1".to_owned());
         }
+        let roots = resolve_roots(args, &file, &workspace, &data_dir)?;
+        let scratch_dir = absolute(
+            args.scratch_dir
+                .clone()
+                .or(file.scratch_dir.clone())
+                .unwrap_or_else(|| default_scratch_dir(&data_dir)),
+        );
+        let mut protected = vec![data_dir.clone(), scratch_dir.clone()];
+        protected.extend(args.config.iter().map(|c| absolute(c.clone())));
+        protected.extend(roots.iter().map(|r| r.path.clone()));
+        let mut run = run_settings(args, &file, &workspace, &data_dir)?;
+        run.scratch_dir = scratch_dir;
+        run.sandbox.protected = protected;
         Ok(Self {
             bind,
-            roots: resolve_roots(args, &file, &workspace, &data_dir)?,
+            roots,
             database_url,
             insecure,
             max_timeout_secs,
             watch: !args.no_watch.or(file.no_watch).unwrap_or(false),
             runtimes: resolve_runtimes(&file)?,
-            run: run_settings(args, &file, &workspace, &data_dir),
+            run,
             shutdown_grace: std::time::Duration::from_secs(file.shutdown_grace_secs.unwrap_or(10)),
             workspace,
             data_dir,
@@ -324,10 +358,12 @@ fn run_settings(
     file: &FileConfig,
     workspace: &Path,
     data_dir: &Path,
-) -> crate::invoke::RunSettings {
+) -> Result<crate::invoke::RunSettings, String> {
     let defaults = crate::invoke::RunSettings::default();
     let secs = std::time::Duration::from_secs;
-    crate::invoke::RunSettings {
+    Ok(crate::invoke::RunSettings {
+        scratch_dir: defaults.scratch_dir.clone(),
+        sandbox: sandbox_settings(args, file)?,
         workspace: workspace.to_path_buf(),
         data_dir: data_dir.to_path_buf(),
         grace: file.kill_grace_secs.map_or(defaults.grace, secs),
@@ -362,6 +398,65 @@ fn run_settings(
             .max_event_stream_secs
             .map_or(defaults.max_stream, |s| secs(s.max(1))),
         wait_poll: defaults.wait_poll,
+    })
+}
+
+/// `<data dir>-runs`: outside the data directory, which no tool may read,
+/// and on the same disk as it rather than in a `/tmp` that may be small
+/// or shared.
+fn default_scratch_dir(data_dir: &Path) -> PathBuf {
+    let mut name = data_dir.file_name().unwrap_or_default().to_os_string();
+    name.push("-runs");
+    data_dir.with_file_name(name)
+}
+
+/// The sandbox: the flags' level over the file's, and the file's limits.
+fn sandbox_settings(args: &ServeArgs, file: &FileConfig) -> Result<crate::sandbox::Settings, String> {
+    let defaults = crate::sandbox::Settings::default();
+    let level = match args.sandbox.as_deref().or(file.sandbox.as_deref()) {
+        None | Some("on") => crate::sandbox::Level::On,
+        Some("off") => crate::sandbox::Level::Off,
+        Some(other) => return Err(format!("sandbox must be \"on\" or \"off\", not {other:?}")),
+    };
+    let (uid, gid) = match file.sandbox_user.as_deref() {
+        Some(user) => parse_user(user)?,
+        None => (defaults.uid, defaults.gid),
+    };
+    Ok(crate::sandbox::Settings {
+        level,
+        uid,
+        gid,
+        pids_max: file.sandbox_pids_max.unwrap_or(defaults.pids_max).max(1),
+        memory_max: file.sandbox_memory_bytes.unwrap_or(defaults.memory_max),
+        read_paths: file
+            .sandbox_read_paths
+            .iter()
+            .flatten()
+            .map(|p| absolute(p.clone()))
+            .collect(),
+        protected: Vec::new(),
+    })
+}
+
+/// `uid:gid`, `uid` (gid the same), or a user name with its primary group.
+/// Never root: the point is another, unprivileged identity.
+fn parse_user(user: &str) -> Result<(u32, u32), String> {
+    let numeric = |s: &str| s.parse::<u32>().ok();
+    let found = match user.split_once(':') {
+        Some((u, g)) => numeric(u).zip(numeric(g)),
+        None => numeric(user).map(|u| (u, u)).or_else(|| {
+            nix::unistd::User::from_name(user)
+                .ok()
+                .flatten()
+                .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
+        }),
+    };
+    match found {
+        Some((0, _) | (_, 0)) => Err(format!("sandbox_user {user:?} is root; name an unprivileged user")),
+        Some(ids) => Ok(ids),
+        None => Err(format!(
+            "sandbox_user {user:?} is neither uid:gid nor a known user name"
+        )),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod invoke;
 pub mod metrics;
 pub mod policy;
 pub mod runner;
+pub mod sandbox;
 pub mod skill;
 pub mod store;
 pub mod watch;

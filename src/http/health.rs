@@ -30,15 +30,8 @@ pub struct Readiness {
     pub store: String,
     pub skills: usize,
     pub tools: usize,
-    pub sandbox: Sandbox,
-}
-
-/// Which isolation the runner can enforce on this host.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Sandbox {
-    /// `enforced` when `network: false` gets its own network namespace,
-    /// `advisory` when the flag is only reported.
-    pub network: String,
+    /// What the sandbox enforces here, layer by layer.
+    pub sandbox: crate::sandbox::Report,
 }
 
 /// Liveness: answers while the process serves.
@@ -61,18 +54,14 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiErr
     let store = &state.invoker.store;
     store.ping().await?;
     let catalog = state.catalog.current();
-    let network = if crate::runner::network_isolation_available() {
-        "enforced"
-    } else {
-        "advisory"
-    };
     Ok(Json(Readiness {
         status: "ready".to_owned(),
         store: store.backend().to_owned(),
         skills: catalog.skills.len(),
         tools: catalog.tools.len(),
-        sandbox: Sandbox {
-            network: network.to_owned(),
-        },
+        sandbox: state
+            .invoker
+            .sandbox
+            .report(crate::runner::network_isolation_available()),
     }))
 }

@@ -239,7 +239,7 @@ pub(super) async fn get_run_file(
     State(state): State<AppState>,
     Path(p): Path<RunFilePath>,
 ) -> Result<Response> {
-    let dir = artifacts_dir(&state.invoker.settings.data_dir, p.id);
+    let dir = artifacts_dir(&state.invoker.settings.scratch_dir, p.id);
     let bytes = super::read_file_inside(dir, &p.path, MAX_ARTIFACT_BYTES).await?;
     let name = p
         .path

@@ -8,6 +8,7 @@ mod approve;
 pub mod args;
 mod call;
 mod cancel;
+mod confine;
 mod envelope;
 mod error;
 mod follow;
@@ -17,6 +18,7 @@ mod rundir;
 pub use approve::{Held, Ruling};
 pub use call::{Call, Called, Delivery, DryRun, Gate, Target, resolve};
 pub use cancel::{Cancelled, Canceller};
+pub use confine::WORKSPACE_WRITE;
 pub use envelope::{Artifact, Envelope};
 pub use error::{FieldError, InvokeError};
 pub use follow::StreamPermit;
@@ -26,11 +28,11 @@ pub use rundir::artifacts_dir;
 use crate::catalog::Catalog;
 use crate::policy::{self, Decision};
 use crate::runner::{self, Limits, Spec};
+use crate::sandbox::Sandbox;
 use crate::skill::template::RenderError;
 use crate::skill::{Action, Skill, Tool};
 use crate::store::{NewRun, PolicyFacts, RunStatus, Store};
 use chrono::Utc;
-use rundir::RunDir;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -51,8 +53,14 @@ const PGID_RECORD_DELAY: Duration = Duration::from_millis(100);
 pub struct RunSettings {
     /// Working directory of command and script tools.
     pub workspace: PathBuf,
-    /// Entrypoint runs get a fresh directory under `<data dir>/runs`.
+    /// Where the server keeps its database; no tool may read it.
     pub data_dir: PathBuf,
+    /// Each run gets `<scratch_dir>/<run id>`, its only writable place
+    /// besides a workspace it declared it writes (`file:write`); an
+    /// entrypoint's artifacts stay there.
+    pub scratch_dir: PathBuf,
+    /// How tools are confined (`docs/design.md` §9).
+    pub sandbox: crate::sandbox::Settings,
     /// SIGTERM → SIGKILL delay.
     pub grace: Duration,
     /// Limits applied to every child unless its skill sets tighter ones.
@@ -88,6 +96,8 @@ impl Default for RunSettings {
         Self {
             workspace: PathBuf::from("."),
             data_dir: PathBuf::from("."),
+            scratch_dir: std::env::temp_dir().join("skilld-runs"),
+            sandbox: crate::sandbox::Settings::default(),
             grace: Duration::from_secs(5),
             limits: Limits {
                 memory_bytes: None,
@@ -139,6 +149,8 @@ pub struct Invoker {
     per_tool: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// One permit per open event stream.
     streams: Arc<Semaphore>,
+    /// What confines each run, as this host allows.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl Invoker {
@@ -149,6 +161,7 @@ impl Invoker {
             global: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             per_tool: Mutex::default(),
             streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
+            sandbox: Arc::new(Sandbox::detect(settings.sandbox.clone())),
             settings,
         }
     }
@@ -217,7 +230,7 @@ impl Invoker {
                 let mut argv = runtime.clone();
                 argv.push(path.display().to_string());
                 // The run directory is made when the run starts.
-                (argv, self.settings.data_dir.join("runs"))
+                (argv, self.settings.scratch_dir.clone())
             }
         })
     }
@@ -327,6 +340,7 @@ impl Invoker {
             grace: self.settings.grace,
             limits: self.limits_for(&p.skill),
             isolate_network: !p.skill.network,
+            confinement: None,
         }
     }
 
@@ -336,28 +350,19 @@ impl Invoker {
         let in_flight = crate::metrics::run_started(&p.tool().name);
         live.mark_started();
         let mut spec = self.spec(&p);
-        let run_dir = match &p.tool().action {
-            Action::Entrypoint { .. } => match RunDir::create(&self.settings.data_dir, id, &p) {
-                Ok(dir) => {
-                    spec.cwd = dir.root.clone();
-                    spec.env.extend(dir.env.clone());
-                    Some(dir)
-                }
-                Err(e) => {
-                    tracing::error!(run = %id, error = %e, "cannot prepare the run directory");
-                    let why = "cannot prepare the run directory";
-                    let envelope = Envelope::not_started(id, &p.skill.name, &p.tool().name, why);
-                    self.end(&live, RunStatus::Failed, envelope).await;
-                    return;
-                }
-            },
-            _ => None,
+        let run_dir = match self.confine(id, &p, &mut spec) {
+            Ok(dir) => dir,
+            Err(e) => {
+                tracing::error!(run = %id, error = %e, "cannot prepare the run's sandbox");
+                let why = "cannot prepare the run's directory and sandbox";
+                let envelope = Envelope::not_started(id, &p.skill.name, &p.tool().name, why);
+                self.end(&live, RunStatus::Failed, envelope).await;
+                return;
+            }
         };
         let outcome = self.run_child(&live, spec).await;
         let mut envelope = Envelope::from_outcome(id, &p, &outcome);
-        if let Some(dir) = &run_dir {
-            dir.collect(&mut envelope);
-        }
+        run_dir.finish(&mut envelope);
         let status = envelope.status(&outcome);
         drop(in_flight);
         crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);

@@ -46,7 +46,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 const READ_CHUNK: usize = 64 * 1024;
 
 /// What to run and how.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Spec {
     /// An absolute path, a path relative to `cwd` (with a slash), or a bare
     /// name looked up on the PATH in `env` — the child's PATH decides.
@@ -66,6 +66,27 @@ pub struct Spec {
     /// Run in a fresh network namespace (only `lo`, down) when
     /// [`network_isolation_available`]; advisory otherwise.
     pub isolate_network: bool,
+    /// The sandbox the child applies to itself before exec, if any; its
+    /// cgroup (when it has one) also ends the run.
+    pub confinement: Option<crate::sandbox::Confinement>,
+}
+
+/// A clone carries no confinement: its ruleset and cgroup belong to the
+/// one run they were made for.
+impl Clone for Spec {
+    fn clone(&self) -> Self {
+        Self {
+            program: self.program.clone(),
+            args: self.args.clone(),
+            cwd: self.cwd.clone(),
+            env: self.env.clone(),
+            timeout: self.timeout,
+            grace: self.grace,
+            limits: self.limits,
+            isolate_network: self.isolate_network,
+            confinement: None,
+        }
+    }
 }
 
 /// What a run did. Failures of the tool are results here, not errors.
@@ -125,7 +146,7 @@ pub enum Event {
 /// it cannot hold the call either, since reading stops after
 /// [`DRAIN_TIMEOUT`].
 pub async fn run(
-    spec: Spec,
+    mut spec: Spec,
     cancel: CancellationToken,
     events: Option<mpsc::Sender<Event>>,
     on_spawn: impl FnOnce(i32) + Send,
@@ -138,7 +159,7 @@ pub async fn run(
             ..Outcome::default()
         };
     }
-    let (mut leader, stdout, stderr) = match start(&spec, on_spawn).await {
+    let (mut leader, stdout, stderr) = match start(&mut spec, on_spawn).await {
         Ok(running) => running,
         Err(outcome) => {
             return Outcome {
@@ -158,7 +179,7 @@ pub async fn run(
     let mut readers_done = false;
     let mut exited = Box::pin(leader.wait_exit());
     let (exit, ending) = supervise(
-        pgid,
+        &leader,
         exited.as_mut(),
         readers.as_mut(),
         &mut readers_done,
@@ -175,8 +196,8 @@ pub async fn run(
     // The leader is still an unreaped zombie here, so the id is ours (unless
     // its status was lost, warned about in `supervise`: some other wait
     // reaped it).
-    process::signal_group(pgid, Signal::SIGKILL);
     drop((readers, exited));
+    leader.kill_all();
     leader.reap_exited();
     let captured = capture
         .into_inner()
@@ -188,7 +209,7 @@ pub async fn run(
 /// Spawns the leader and gets ready to read it: its guard and its pipes,
 /// or the outcome of a run that could not start.
 async fn start(
-    spec: &Spec,
+    spec: &mut Spec,
     on_spawn: impl FnOnce(i32) + Send,
 ) -> Result<(Leader, pipe::Receiver, pipe::Receiver), Outcome> {
     let spawned = spawn::spawn(spec).map_err(|message| {
@@ -204,6 +225,7 @@ async fn start(
     let mut leader = Leader {
         pidfd: Some(PidFd::Plain(spawned.pidfd)),
         pgid: Pid::from_raw(pid),
+        cgroup: spec.confinement.take().and_then(|c| c.cgroup),
     };
     on_spawn(pid);
     tracing::debug!(program = %spec.program, pgid = pid, "tool started");
@@ -262,13 +284,14 @@ impl Ending {
 /// Waits for the leader to exit, reading its output meanwhile; on timeout
 /// or cancel, SIGTERM to the group, then SIGKILL after the grace.
 async fn supervise(
-    pgid: Pid,
+    leader: &Leader,
     mut exited: std::pin::Pin<&mut impl Future<Output = std::io::Result<Exit>>>,
     mut readers: std::pin::Pin<&mut impl Future>,
     readers_done: &mut bool,
     spec: &Spec,
     cancel: &CancellationToken,
 ) -> (Option<Exit>, Ending) {
+    let pgid = leader.pgid;
     let deadline = tokio::time::sleep(spec.timeout);
     let kill_timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(deadline, kill_timer);
@@ -299,7 +322,7 @@ async fn supervise(
             () = &mut kill_timer, if terminating && !killed => {
                 tracing::debug!(pgid = pgid.as_raw(), "grace period over; SIGKILL to its group");
                 killed = true;
-                process::signal_group(pgid, Signal::SIGKILL);
+                leader.kill_all();
             }
         }
     }
@@ -312,6 +335,9 @@ struct Leader {
     /// Pins the pid (and so the group id) until reaped.
     pidfd: Option<PidFd>,
     pgid: Pid,
+    /// The run's cgroup: killing it reaches the processes that left the
+    /// group; dropping it removes it.
+    cgroup: Option<crate::sandbox::RunCgroup>,
 }
 
 /// The leader's pidfd, plain or registered with the reactor.
@@ -330,6 +356,14 @@ impl PidFd {
 }
 
 impl Leader {
+    /// SIGKILL to the group, and to the cgroup when the run has one.
+    fn kill_all(&self) {
+        process::signal_group(self.pgid, Signal::SIGKILL);
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
+        }
+    }
+
     /// Registers the pidfd with the reactor, to learn of the exit without
     /// a blocked thread.
     fn watch(&mut self) -> std::io::Result<()> {
@@ -370,7 +404,7 @@ impl Leader {
     /// Kills the group and reaps the leader on the blocking pool, which
     /// owns the pidfd, so it completes even if this future is dropped.
     async fn kill_and_reap(mut self) {
-        process::signal_group(self.pgid, Signal::SIGKILL);
+        self.kill_all();
         let Some(fd) = self.pidfd.take().map(PidFd::into_owned) else {
             return;
         };
@@ -388,7 +422,7 @@ impl Drop for Leader {
         let Some(fd) = self.pidfd.take().map(PidFd::into_owned) else {
             return;
         };
-        process::signal_group(self.pgid, Signal::SIGKILL);
+        self.kill_all();
         let reaper = std::thread::Builder::new()
             .name("skilld-reaper".to_owned())
             .spawn(move || {
@@ -453,6 +487,7 @@ mod tests {
             grace: Duration::from_secs(1),
             limits: Limits::default(),
             isolate_network: false,
+            confinement: None,
         };
         assert_send(&run(spec, CancellationToken::new(), None, |_| {}));
     }

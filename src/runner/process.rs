@@ -18,6 +18,10 @@ pub(super) enum Step {
     Redirect = 4,
     Directory = 5,
     Exec = 6,
+    Cgroup = 7,
+    Identity = 8,
+    Landlock = 9,
+    Seccomp = 10,
 }
 
 impl Step {
@@ -29,6 +33,10 @@ impl Step {
             4 => Self::Redirect,
             5 => Self::Directory,
             6 => Self::Exec,
+            7 => Self::Cgroup,
+            8 => Self::Identity,
+            9 => Self::Landlock,
+            10 => Self::Seccomp,
             _ => Self::None,
         }
     }
@@ -100,6 +108,10 @@ pub(super) fn describe_errno(errno: i32, step: Step, program: &str, path: &Path)
         Step::Network => format!("could not isolate the network of {program}: {err}"),
         Step::Directory => format!("could not enter the working directory of {program}: {err}"),
         Step::Group => format!("could not give {program} its own process group: {err}"),
+        Step::Cgroup => format!("could not put {program} into its cgroup: {err}"),
+        Step::Identity => format!("could not drop the privileges of {program}: {err}"),
+        Step::Landlock => format!("could not confine the files of {program}: {err}"),
+        Step::Seccomp => format!("could not filter the system calls of {program}: {err}"),
         Step::Redirect | Step::None => format!("could not start {program}: {err}"),
     }
 }

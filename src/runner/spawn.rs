@@ -63,6 +63,20 @@ struct ChildArgs {
     netns: c_int,
     /// One past the highest signal number.
     signal_end: c_int,
+    /// `cgroup.procs` of the run's cgroups, to write `0` to.
+    cgroups: *const c_int,
+    cgroup_count: usize,
+    /// Become this uid and gid (`has_identity`).
+    has_identity: bool,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    /// Drop every capability, then set `no_new_privs`.
+    drop_privileges: bool,
+    last_cap: c_int,
+    /// A Landlock ruleset to restrict to, or -1.
+    landlock: c_int,
+    /// A seccomp program to install, or null.
+    seccomp: *const libc::sock_fprog,
     failed_step: AtomicI32,
     errno: AtomicI32,
 }
@@ -96,6 +110,17 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
 
     let setup = ChildSetup::plan(&spec.limits, spec.isolate_network);
     let rlimits = setup.rlimits();
+    let confine = spec.confinement.as_ref();
+    let cgroups = confine
+        .and_then(|c| c.cgroup.as_ref())
+        .map(crate::sandbox::RunCgroup::procs)
+        .unwrap_or_default();
+    let seccomp = confine
+        .and_then(|c| c.seccomp.as_deref())
+        .map(|program| libc::sock_fprog {
+            len: u16::try_from(program.len()).unwrap_or(u16::MAX),
+            filter: program.as_ptr().cast_mut().cast::<libc::sock_filter>(),
+        });
     let could_not = |what: &str, err: io::Error| format!("could not start {}: {what}: {err}", spec.program);
 
     // Descriptors at 3 or above, so the child's dup2 onto 0, 1 and 2 can
@@ -118,6 +143,17 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
         rlimit_count: rlimits.len(),
         netns: setup.netns().unwrap_or(-1),
         signal_end: libc::SIGRTMAX() + 1,
+        cgroups: cgroups.as_ptr(),
+        cgroup_count: cgroups.len(),
+        has_identity: confine.and_then(|c| c.identity).is_some(),
+        uid: confine.and_then(|c| c.identity).map_or(0, |(uid, _)| uid),
+        gid: confine.and_then(|c| c.identity).map_or(0, |(_, gid)| gid),
+        drop_privileges: confine.is_some_and(|c| c.drop_privileges),
+        last_cap: confine.map_or(0, |c| c_int::try_from(c.last_cap).unwrap_or(63)),
+        landlock: confine
+            .and_then(|c| c.landlock.as_ref())
+            .map_or(-1, AsRawFd::as_raw_fd),
+        seccomp: seccomp.as_ref().map_or(ptr::null(), ptr::from_ref),
         failed_step: AtomicI32::new(Step::None as i32),
         errno: AtomicI32::new(0),
     };
@@ -200,6 +236,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if libc::setpgid(0, 0) != 0 {
             fail(a, Step::Group);
         }
+        // Into the run's cgroups while still privileged: "0" moves the
+        // writer itself.
+        for i in 0..a.cgroup_count {
+            if libc::write(*a.cgroups.add(i), c"0".as_ptr().cast(), 1) != 1 {
+                fail(a, Step::Cgroup);
+            }
+        }
         if a.netns >= 0 && libc::setns(a.netns, libc::CLONE_NEWNET) != 0 {
             fail(a, Step::Network);
         }
@@ -218,6 +261,14 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(a, Step::Redirect);
             }
         }
+        // Before the identity changes: the new one may not be able to
+        // reach the directory, though it may work inside it.
+        if libc::chdir(a.cwd) != 0 {
+            fail(a, Step::Directory);
+        }
+        if a.drop_privileges {
+            confine(a);
+        }
         // Whatever the server inherited without close-on-exec (a
         // jobserver pipe, a supervisor's socket) is not the tool's
         // business. Best effort: a kernel before 5.9 lacks close_range.
@@ -227,15 +278,76 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             libc::c_uint::MAX,
             0 as libc::c_uint,
         );
-        if libc::chdir(a.cwd) != 0 {
-            fail(a, Step::Directory);
-        }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&raw mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &raw const none, ptr::null_mut());
         libc::execve(a.path, a.argv, a.envp);
         fail(a, Step::Exec)
     }
+}
+
+/// The sandbox, in the child: another identity without capabilities,
+/// `no_new_privs`, the Landlock ruleset, the seccomp filter. Raw system
+/// calls for the identity: glibc's `setresuid` would signal the parent's
+/// threads, which share this memory, to change theirs too.
+///
+/// # Safety
+/// Only in the cloned child, with `a` as `child_main` got it.
+unsafe fn confine(a: &ChildArgs) {
+    // SAFETY: system calls on plain values and pointers prepared by the
+    // parent, valid until exec (see `child_main`).
+    unsafe {
+        if a.has_identity {
+            // The bounding set first: dropping it needs CAP_SETPCAP,
+            // which the new identity will not have.
+            for cap in 0..=a.last_cap {
+                libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+            }
+            let ok = libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()) == 0
+                && libc::syscall(libc::SYS_setresgid, a.gid, a.gid, a.gid) == 0
+                && libc::syscall(libc::SYS_setresuid, a.uid, a.uid, a.uid) == 0;
+            if !ok {
+                fail(a, Step::Identity);
+            }
+        }
+        let header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let none = [CapData::default(); 2];
+        let dropped = libc::syscall(libc::SYS_capset, &raw const header, none.as_ptr()) == 0
+            && libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0
+            && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
+        if !dropped {
+            fail(a, Step::Identity);
+        }
+        if a.landlock >= 0 && libc::syscall(libc::SYS_landlock_restrict_self, a.landlock, 0) != 0 {
+            fail(a, Step::Landlock);
+        }
+        if !a.seccomp.is_null()
+            && libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, a.seccomp) != 0
+        {
+            fail(a, Step::Seccomp);
+        }
+    }
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// `struct __user_cap_header_struct`, which libc does not define.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+/// `struct __user_cap_data_struct`: two of them for version 3.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
 }
 
 /// Records the failed step and errno for the parent and exits.

@@ -33,6 +33,7 @@ fn spec(program: &str, args: &[&str]) -> Spec {
         grace: Duration::from_secs(1),
         limits: Limits::default(),
         isolate_network: false,
+        confinement: None,
     }
 }
 

@@ -1,0 +1,261 @@
+//! The sandbox of a run (`docs/design.md` §9): another identity with no
+//! privileges, a Landlock ruleset, a cgroup of its own, and for
+//! `network: false` a seccomp filter. This module decides and prepares;
+//! the runner applies it all in the child, between clone and exec.
+
+mod cgroup;
+mod landlock;
+mod seccomp;
+
+pub use cgroup::RunCgroup;
+pub use seccompiler::BpfProgram;
+
+use crate::skill::Trust;
+use ::landlock::RulesetStatus;
+use serde::Serialize;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Which skills run sandboxed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Level {
+    /// Every skill.
+    #[default]
+    On,
+    /// Only `untrusted` skills: for setups that trust their own skills.
+    Off,
+}
+
+/// The configured sandbox.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub level: Level,
+    /// The identity tools run as when the server is root; a server that is
+    /// not root cannot change identity and runs them as itself.
+    pub uid: u32,
+    pub gid: u32,
+    /// Processes (and threads) one run may have at once.
+    pub pids_max: u64,
+    /// Memory one run may use when neither its skill nor the server's
+    /// `max_memory_bytes` says.
+    pub memory_max: u64,
+    /// Directories tools may also read and execute (a runtime outside the
+    /// system directories, say).
+    pub read_paths: Vec<PathBuf>,
+    /// Places no tool may read, even inside its workspace: the data
+    /// directory, the config file, the skill roots, the scratch root.
+    pub protected: Vec<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            level: Level::On,
+            uid: 65534,
+            gid: 65534,
+            pids_max: 512,
+            memory_max: 2 * 1024 * 1024 * 1024,
+            read_paths: Vec::new(),
+            protected: Vec::new(),
+        }
+    }
+}
+
+/// What this host lets the sandbox enforce, learnt once at start-up.
+#[derive(Debug)]
+pub struct Sandbox {
+    pub settings: Settings,
+    landlock: RulesetStatus,
+    cgroups: cgroup::Cgroups,
+    /// Whether the server can switch identity (it is root).
+    switch_identity: bool,
+    /// The highest capability number this kernel knows.
+    last_cap: u32,
+    protected: Vec<PathBuf>,
+}
+
+/// One run's request to the sandbox.
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub name: String,
+    pub trust: Trust,
+    pub skill_dir: &'a Path,
+    pub workspace: &'a Path,
+    /// The skill declared `file:write`.
+    pub workspace_write: bool,
+    pub scratch: &'a Path,
+    pub network: bool,
+    /// Programs the run may start beyond the system (its runtime).
+    pub programs: Vec<PathBuf>,
+    pub memory_bytes: Option<u64>,
+}
+
+/// What the child applies to itself, prepared by the parent.
+#[derive(Debug, Default)]
+pub struct Confinement {
+    /// `(uid, gid)` to become, when the server can switch.
+    pub identity: Option<(u32, u32)>,
+    /// Drop every capability and set `no_new_privs`.
+    pub drop_privileges: bool,
+    pub last_cap: u32,
+    pub landlock: Option<OwnedFd>,
+    pub seccomp: Option<Arc<BpfProgram>>,
+    pub cgroup: Option<RunCgroup>,
+}
+
+impl Sandbox {
+    /// Probes the host once.
+    pub fn detect(settings: Settings) -> Self {
+        let switch_identity = nix::unistd::geteuid().is_root();
+        let last_cap = caps::runtime::thread_all_supported()
+            .iter()
+            .map(|c| u32::from(c.index()))
+            .max()
+            .unwrap_or(40);
+        let protected = settings
+            .protected
+            .iter()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+            .collect();
+        Self {
+            landlock: landlock::probe(),
+            cgroups: cgroup::Cgroups::detect(),
+            switch_identity,
+            last_cap,
+            protected,
+            settings,
+        }
+    }
+
+    /// The identity confined tools run as, when the server switches to one.
+    pub fn identity(&self) -> Option<(u32, u32)> {
+        self.switch_identity
+            .then_some((self.settings.uid, self.settings.gid))
+    }
+
+    /// Whether a skill of `trust` runs sandboxed here.
+    pub fn applies_to(&self, trust: Trust) -> bool {
+        self.settings.level == Level::On || trust == Trust::Untrusted
+    }
+
+    /// Prepares the confinement of one run, or `Ok(None)` when the skill
+    /// runs unconfined (`sandbox = "off"` and not untrusted).
+    pub fn confine(&self, req: &Request) -> std::io::Result<Option<Confinement>> {
+        if !self.applies_to(req.trust) {
+            return Ok(None);
+        }
+        let grants = self.grants(req);
+        let landlock = landlock::ruleset(&grants).map_err(std::io::Error::other)?;
+        let bounds = cgroup::Bounds {
+            pids: self.settings.pids_max,
+            memory: req.memory_bytes.unwrap_or(self.settings.memory_max),
+        };
+        let cgroup = match self.cgroups.make(&req.name, bounds) {
+            Ok(made) => Some(made),
+            Err(err) => {
+                tracing::warn!(%err, "cannot make the run's cgroup; it runs without one");
+                None
+            }
+        };
+        Ok(Some(Confinement {
+            identity: self.identity(),
+            drop_privileges: true,
+            last_cap: self.last_cap,
+            landlock,
+            seccomp: if req.network { None } else { seccomp::no_inet() },
+            cgroup,
+        }))
+    }
+
+    /// The paths of one run's Landlock ruleset.
+    fn grants(&self, req: &Request) -> landlock::Grants {
+        let mut read: Vec<PathBuf> = landlock::SYSTEM.iter().map(PathBuf::from).collect();
+        read.extend(self.settings.read_paths.iter().cloned());
+        read.push(req.skill_dir.to_path_buf());
+        read.extend(req.programs.iter().filter_map(|p| install_prefix(p)));
+        let workspace = landlock::around(req.workspace, &self.protected);
+        let mut write = vec![req.scratch.to_path_buf()];
+        if req.workspace_write {
+            write.extend(workspace);
+        } else {
+            read.extend(workspace);
+        }
+        landlock::Grants {
+            read,
+            write,
+            no_tcp: !req.network,
+        }
+    }
+
+    /// What is enforced, layer by layer, for `/readyz` and dry runs.
+    /// `network_isolated`: whether the runner has its empty network namespace.
+    pub fn report(&self, network_isolated: bool) -> Report {
+        let on = |yes: bool| if yes { "enforced" } else { "unavailable" }.to_owned();
+        let files = match self.landlock {
+            RulesetStatus::FullyEnforced => "enforced",
+            RulesetStatus::PartiallyEnforced => "partial",
+            RulesetStatus::NotEnforced => "unavailable",
+        };
+        Report {
+            level: match self.settings.level {
+                Level::On => "on",
+                Level::Off => "untrusted-only",
+            }
+            .to_owned(),
+            identity: if self.switch_identity {
+                format!("uid {} gid {}", self.settings.uid, self.settings.gid)
+            } else {
+                "server user, no privileges".to_owned()
+            },
+            files: files.to_owned(),
+            kill: if self.cgroups.kills() {
+                "cgroup".to_owned()
+            } else {
+                "process group".to_owned()
+            },
+            pids: self
+                .cgroups
+                .pids()
+                .map_or_else(|| "unavailable".to_owned(), |v| format!("enforced (cgroup {v})")),
+            memory: self
+                .cgroups
+                .memory()
+                .map_or_else(|| "rlimit".to_owned(), |v| format!("enforced (cgroup {v})")),
+            network: on(network_isolated),
+            seccomp: on(seccomp::no_inet().is_some()),
+        }
+    }
+}
+
+/// What the sandbox enforces on this host, per layer.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Report {
+    /// `on` (every skill) or `untrusted-only` (`sandbox = "off"`).
+    pub level: String,
+    /// Who tools run as.
+    pub identity: String,
+    /// Landlock: `enforced`, `partial` (an older ABI) or `unavailable`.
+    pub files: String,
+    /// How a run is ended: `cgroup` (`cgroup.kill`) or `process group`.
+    pub kill: String,
+    /// `pids.max` per run.
+    pub pids: String,
+    /// `memory.max` per run, else the address-space rlimit.
+    pub memory: String,
+    /// `network: false` gets an empty network namespace.
+    pub network: String,
+    /// `network: false` gets a filter refusing IPv4 and IPv6 sockets.
+    pub seccomp: String,
+}
+
+/// The directory a program is installed under: `/opt/py/bin/python3` →
+/// `/opt/py`, so its libraries come with it; system programs need nothing.
+fn install_prefix(program: &Path) -> Option<PathBuf> {
+    let real = program.canonicalize().ok()?;
+    let dir = real.parent()?;
+    let prefix = if dir.ends_with("bin") { dir.parent()? } else { dir };
+    let system = landlock::SYSTEM.iter().any(|s| prefix.starts_with(s));
+    (!system && prefix != Path::new("/")).then(|| prefix.to_path_buf())
+}
