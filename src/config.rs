@@ -74,6 +74,15 @@ pub struct ServeArgs {
     /// skills' tools do; for setups that trust their own skills.
     #[arg(long, env = "SKILLD_SANDBOX", value_name = "on|off")]
     pub sandbox: Option<String>,
+    /// A directory tools may also write, beyond their scratch directory
+    /// (a shared output directory). Repeat for several.
+    #[arg(
+        long = "sandbox-write-path",
+        env = "SKILLD_SANDBOX_WRITE_PATHS",
+        value_delimiter = ',',
+        value_name = "DIR"
+    )]
+    pub sandbox_write_paths: Vec<PathBuf>,
     /// Where each run gets its own scratch directory (default: beside
     /// the data directory, `<data dir>-runs`).
     #[arg(long, env = "SKILLD_SCRATCH_DIR", value_name = "DIR")]
@@ -141,6 +150,8 @@ pub struct FileConfig {
     pub sandbox_memory_bytes: Option<u64>,
     /// Directories tools may also read and execute, beyond the system's.
     pub sandbox_read_paths: Option<Vec<PathBuf>>,
+    /// Directories tools may also write, beyond their scratch directory.
+    pub sandbox_write_paths: Option<Vec<PathBuf>>,
     /// See [`ServeArgs::scratch_dir`].
     pub scratch_dir: Option<PathBuf>,
 }
@@ -434,6 +445,12 @@ fn sandbox_settings(args: &ServeArgs, file: &FileConfig) -> Result<crate::sandbo
             .flatten()
             .map(|p| absolute(p.clone()))
             .collect(),
+        write_paths: args
+            .sandbox_write_paths
+            .iter()
+            .chain(file.sandbox_write_paths.iter().flatten())
+            .map(|p| absolute(p.clone()))
+            .collect(),
         protected: Vec::new(),
     })
 }
@@ -452,7 +469,9 @@ fn parse_user(user: &str) -> Result<(u32, u32), String> {
         }),
     };
     match found {
-        Some((0, _) | (_, 0)) => Err(format!("sandbox_user {user:?} is root; name an unprivileged user")),
+        Some((0, _) | (_, 0)) => Err(format!(
+            "sandbox_user {user:?} is root; name an unprivileged user"
+        )),
         Some(ids) => Ok(ids),
         None => Err(format!(
             "sandbox_user {user:?} is neither uid:gid nor a known user name"

@@ -89,6 +89,8 @@ pub struct DryRun {
     pub timeout_secs: u64,
     pub decision: Verdict,
     pub reason: String,
+    /// What the run would be allowed: identity, files, network, limits.
+    pub sandbox: crate::sandbox::Allowance,
 }
 
 /// The catalog index of the tool a target names: `NotFound` when there is
@@ -143,7 +145,11 @@ impl Invoker {
         }
         let (decision, facts) = self.judge(&prepared).await?;
         if call.dry_run {
-            return Ok(Called::DryRun(dry_run(&prepared, decision)));
+            return Ok(Called::DryRun(dry_run(
+                &prepared,
+                decision,
+                self.allowance(&prepared),
+            )));
         }
         match decision.decision {
             Verdict::Deny => {
@@ -229,7 +235,7 @@ impl Invoker {
     }
 }
 
-fn dry_run(p: &Prepared, decision: Decision) -> DryRun {
+fn dry_run(p: &Prepared, decision: Decision, sandbox: crate::sandbox::Allowance) -> DryRun {
     DryRun {
         argv: p.argv.clone(),
         cwd: p.cwd.display().to_string(),
@@ -237,5 +243,6 @@ fn dry_run(p: &Prepared, decision: Decision) -> DryRun {
         timeout_secs: p.timeout.as_secs(),
         decision: decision.decision,
         reason: decision.reason,
+        sandbox,
     }
 }

@@ -3,9 +3,9 @@
 use super::rundir::RunDir;
 use super::{Invoker, Prepared};
 use crate::runner::Spec;
-use crate::sandbox::Request;
+use crate::sandbox::{Allowance, Request};
 use crate::skill::Action;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 /// The permission (seed 002's vocabulary) with which a skill says its
@@ -24,13 +24,39 @@ impl Invoker {
             spec.cwd = dir.root.clone();
         }
         spec.env.extend(dir.env.iter().cloned());
-        let request = Request {
-            name: id.to_string(),
+        if owner.is_some() {
+            // The server's HOME is not the sandbox user's to read.
+            spec.env.retain(|(name, _)| name != "HOME");
+            spec.env.push(("HOME".to_owned(), dir.root.display().to_string()));
+            // git refuses a repository another user owns ("dubious
+            // ownership"); the workspace is the admin's choice, and the
+            // sandbox user only ever reads it.
+            let workspace = self.settings.workspace.display().to_string();
+            spec.env.extend([
+                ("GIT_CONFIG_COUNT".to_owned(), "1".to_owned()),
+                ("GIT_CONFIG_KEY_0".to_owned(), "safe.directory".to_owned()),
+                ("GIT_CONFIG_VALUE_0".to_owned(), workspace),
+            ]);
+        }
+        let request = self.request(p, id.to_string(), &dir.root);
+        spec.confinement = self.sandbox.confine(&request)?;
+        Ok(dir)
+    }
+
+    /// What a run of `p` would be allowed, for a dry run.
+    pub(super) fn allowance(&self, p: &Prepared) -> Allowance {
+        let scratch = self.settings.scratch_dir.join("<run id>");
+        self.sandbox.allowance(&self.request(p, String::new(), &scratch))
+    }
+
+    fn request<'a>(&'a self, p: &'a Prepared, name: String, scratch: &'a Path) -> Request<'a> {
+        Request {
+            name,
             trust: p.skill.trust,
             skill_dir: &p.skill.dir,
             workspace: &self.settings.workspace,
             workspace_write: p.skill.permissions.iter().any(|x| x == WORKSPACE_WRITE),
-            scratch: &dir.root,
+            scratch,
             network: p.skill.network,
             programs: p
                 .argv
@@ -39,9 +65,7 @@ impl Invoker {
                 .filter(|p| p.is_absolute())
                 .into_iter()
                 .collect(),
-            memory_bytes: spec.limits.memory_bytes,
-        };
-        spec.confinement = self.sandbox.confine(&request)?;
-        Ok(dir)
+            memory_bytes: self.limits_for(&p.skill).memory_bytes,
+        }
     }
 }

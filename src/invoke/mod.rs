@@ -161,7 +161,7 @@ impl Invoker {
             global: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             per_tool: Mutex::default(),
             streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
-            sandbox: Arc::new(Sandbox::detect(settings.sandbox.clone())),
+            sandbox: Arc::new(Sandbox::detect(sandbox_settings(&settings))),
             settings,
         }
     }
@@ -445,6 +445,16 @@ impl Invoker {
             self.runs.idle().await;
         }
     }
+}
+
+/// The configured sandbox, with the data and scratch directories always
+/// among the places no tool may read.
+fn sandbox_settings(settings: &RunSettings) -> crate::sandbox::Settings {
+    let mut sandbox = settings.sandbox.clone();
+    sandbox
+        .protected
+        .extend([settings.data_dir.clone(), settings.scratch_dir.clone()]);
+    sandbox
 }
 
 /// Who asked for a call, for the record.

@@ -15,6 +15,7 @@ mod spawn;
 
 pub use env::{DEFAULT_PATH, child_env, is_secret_name};
 pub use limits::{Limits, network_isolation_available};
+pub use process::runnable_by_anyone;
 
 use axum::body::Bytes;
 use capture::{Capture, Stream};

@@ -67,6 +67,7 @@ pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Re
         .find(|(k, _)| k == "PATH")
         .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
     let mut not_executable = false;
+    let mut first = None;
     // Only absolute entries: an empty or relative one (POSIX reads them
     // against the working directory) would let the workspace, which a
     // tool's caller may control, choose the program that runs.
@@ -75,16 +76,32 @@ pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Re
         if !candidate.is_file() {
             continue;
         }
-        if access(&candidate, AccessFlags::X_OK).is_ok() {
+        if access(&candidate, AccessFlags::X_OK).is_err() {
+            not_executable = true;
+        } else if runnable_by_anyone(&candidate) {
             return Ok(candidate);
+        } else if first.is_none() {
+            first = Some(candidate);
         }
-        not_executable = true;
+    }
+    if let Some(found) = first {
+        return Ok(found);
     }
     Err(if not_executable {
         format!("permission denied: {program}")
     } else {
         format!("command not found: {program}")
     })
+}
+
+/// Whether any user can run `path`: it and every directory above it are
+/// executable by others. A sandboxed tool runs as another user, so a
+/// program under `/root` (a pyenv shim, say) is passed over for one
+/// further down the PATH that it can run.
+pub fn runnable_by_anyone(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let others_x = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0);
+    others_x(path) && path.ancestors().skip(1).all(others_x)
 }
 
 /// One sentence for a child that failed at `step` with `errno`.

@@ -44,6 +44,8 @@ pub struct Settings {
     /// Directories tools may also read and execute (a runtime outside the
     /// system directories, say).
     pub read_paths: Vec<PathBuf>,
+    /// Directories tools may also write (a shared output directory).
+    pub write_paths: Vec<PathBuf>,
     /// Places no tool may read, even inside its workspace: the data
     /// directory, the config file, the skill roots, the scratch root.
     pub protected: Vec<PathBuf>,
@@ -58,6 +60,7 @@ impl Default for Settings {
             pids_max: 512,
             memory_max: 2 * 1024 * 1024 * 1024,
             read_paths: Vec::new(),
+            write_paths: Vec::new(),
             protected: Vec::new(),
         }
     }
@@ -169,6 +172,30 @@ impl Sandbox {
         }))
     }
 
+    /// What a run would be allowed, without preparing anything.
+    pub fn allowance(&self, req: &Request) -> Allowance {
+        if !self.applies_to(req.trust) {
+            return Allowance {
+                confined: false,
+                ..Allowance::default()
+            };
+        }
+        let grants = self.grants(req);
+        let shown = |paths: &[PathBuf]| paths.iter().map(|p| p.display().to_string()).collect();
+        Allowance {
+            confined: true,
+            identity: self.identity().map(|(uid, gid)| format!("uid {uid} gid {gid}")),
+            read: shown(&grants.read),
+            write: shown(&grants.write),
+            network: req.network,
+            pids_max: self.cgroups.pids().map(|_| self.settings.pids_max),
+            memory_max: self
+                .cgroups
+                .memory()
+                .map(|_| req.memory_bytes.unwrap_or(self.settings.memory_max)),
+        }
+    }
+
     /// The paths of one run's Landlock ruleset.
     fn grants(&self, req: &Request) -> landlock::Grants {
         let mut read: Vec<PathBuf> = landlock::SYSTEM.iter().map(PathBuf::from).collect();
@@ -177,6 +204,7 @@ impl Sandbox {
         read.extend(req.programs.iter().filter_map(|p| install_prefix(p)));
         let workspace = landlock::around(req.workspace, &self.protected);
         let mut write = vec![req.scratch.to_path_buf()];
+        write.extend(self.settings.write_paths.iter().cloned());
         if req.workspace_write {
             write.extend(workspace);
         } else {
@@ -248,6 +276,27 @@ pub struct Report {
     pub network: String,
     /// `network: false` gets a filter refusing IPv4 and IPv6 sockets.
     pub seccomp: String,
+}
+
+/// What one run may do, as a dry run shows it.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct Allowance {
+    /// False when the skill runs unconfined (`sandbox = "off"` and not
+    /// untrusted); the other fields are then empty.
+    pub confined: bool,
+    /// The uid and gid it would run as; none when it keeps the server's
+    /// (which is not root), without privileges.
+    pub identity: Option<String>,
+    /// What it may read and execute.
+    pub read: Vec<String>,
+    /// What it may also write.
+    pub write: Vec<String>,
+    /// Whether it may use the network.
+    pub network: bool,
+    /// Its process limit, where a cgroup enforces one.
+    pub pids_max: Option<u64>,
+    /// Its memory limit in bytes, where a cgroup enforces one.
+    pub memory_max: Option<u64>,
 }
 
 /// The directory a program is installed under: `/opt/py/bin/python3` →

@@ -43,11 +43,16 @@ impl PathCache {
 /// `name` as an executable file in an absolute directory of `path` (a
 /// `PATH` value). Relative entries are skipped: they would be read against
 /// whatever directory a tool runs in, which its caller may control.
+/// One that any user can run comes first (see
+/// [`crate::runner::runnable_by_anyone`]).
 pub(super) fn find_program(path: &std::ffi::OsStr, name: &str) -> Option<PathBuf> {
-    std::env::split_paths(path)
+    let found: Vec<PathBuf> = std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
+        .filter(|p| is_executable(p))
+        .collect();
+    let anyone = found.iter().find(|p| crate::runner::runnable_by_anyone(p));
+    anyone.or(found.first()).cloned()
 }
 
 fn is_executable(path: &Path) -> bool {

@@ -46,11 +46,11 @@ struct Fixture {
 }
 
 async fn fixture(name: &str, front: &str, trust: Trust) -> Fixture {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path(), name, front);
     let server = TestServer::start(options(vec![root(skills.path(), trust)])).await;
     let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let file = out.path().join("m");
     Fixture {
         skills,
@@ -188,7 +188,7 @@ fn roots(bundled: &Path, user: &Path, untrusted: &Path) -> Vec<Root> {
 /// `docs/design.md` §4 row by row, through HTTP, on whatever store `server` has.
 async fn decision_table(server: &TestServer) {
     let api = Api::of(server);
-    let out = tempfile::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let mark = |name: &str| out.path().join(name);
     let grant = |skill: &str, decision: GrantDecision| {
         let catalog = server.catalog.current();
@@ -276,7 +276,7 @@ async fn decision_table(server: &TestServer) {
 }
 
 fn table_skills() -> [tempfile::TempDir; 3] {
-    let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
+    let dirs = [(); 3].map(|()| crate::common::tempdir().unwrap());
     let [bundled, user, untrusted] = &dirs;
     mark_skill(bundled.path(), "denied-ro", "read_only: true\n");
     mark_skill(bundled.path(), "allowed-rw", "");
@@ -383,12 +383,12 @@ fn script_skill(dir: &Path) {
 
 #[tokio::test]
 async fn a_changed_script_or_skill_md_voids_a_grant() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     script_skill(skills.path());
     mark_skill(skills.path(), "writer", "");
     let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
     let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let file = out.path().join("m");
     let call_script = || {
         api.post(
@@ -578,7 +578,7 @@ async fn pending_one(api: &Api) -> Value {
 
 #[tokio::test]
 async fn pending_requests_expire_and_their_runs_with_them() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path(), "slowpoke", "");
     let settings = RunSettings {
         approval_ttl: Duration::from_secs(1),
@@ -586,7 +586,7 @@ async fn pending_requests_expire_and_their_runs_with_them() {
     };
     let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Bundled)]), settings).await;
     let api = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let file = out.path().join("m");
     let (status, body) = api.call("slowpoke", &file).await;
     let body = held(status, &body);
@@ -730,13 +730,13 @@ fn tokens() -> Auth {
 
 #[tokio::test]
 async fn an_invoke_token_cannot_approve_and_nobody_approves_their_own_call() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path(), "guarded", "");
     let server =
         TestServer::start_with_auth(options(vec![root(skills.path(), Trust::Bundled)]), tokens()).await;
     let base = Api::of(&server);
     let (agent, boss, carol) = (base.as_(AGENT), base.as_(BOSS), base.as_(CAROL));
-    let out = tempfile::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let file = out.path().join("m");
 
     assert_eq!(base.get("/approvals").await.0, 401);
@@ -792,12 +792,12 @@ async fn an_invoke_token_cannot_approve_and_nobody_approves_their_own_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_approvers_run_the_call_exactly_once() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path(), "contended", "");
     let server =
         TestServer::start_with_auth(options(vec![root(skills.path(), Trust::Bundled)]), tokens()).await;
     let base = Api::of(&server);
-    let out = tempfile::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     for round in 0..5 {
         let file = out.path().join(format!("m{round}"));
         let (status, body) = base.as_(AGENT).call("contended", &file).await;
@@ -855,7 +855,7 @@ struct Instance {
 
 impl Instance {
     fn start(name: &str, database: &str, skills: &Path) -> Self {
-        let data = tempfile::tempdir().unwrap();
+        let data = crate::common::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_skilld"))
             .args([
                 "serve",
@@ -871,6 +871,7 @@ impl Instance {
             .arg(data.path())
             .arg("--skills")
             .arg(format!("bundled={}", skills.display()))
+            .env("SKILLD_SANDBOX_WRITE_PATHS", crate::common::marks_root())
             .env(
                 "SKILLD_TOKENS",
                 format!("agent:invoke:{AGENT},boss:approve:{BOSS},carol:approve:{CAROL}"),
@@ -912,13 +913,13 @@ impl Drop for Instance {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_share_approvals_and_run_each_call_once() {
     on_postgres(|url| async move {
-        let skills = tempfile::tempdir().unwrap();
+        let skills = crate::common::tempdir().unwrap();
         mark_skill(skills.path(), "shared", "");
         let (a, b) = (
             Instance::start("instance-a", &url, skills.path()),
             Instance::start("instance-b", &url, skills.path()),
         );
-        let out = tempfile::tempdir().unwrap();
+        let out = crate::common::marks_dir();
         let file = out.path().join("m");
 
         // Called on A, waiting there; approved on B.
@@ -992,7 +993,7 @@ async fn two_instances_share_approvals_and_run_each_call_once() {
 /// a result that a run cancelled before its start never has).
 #[tokio::test]
 async fn an_approved_call_waiting_for_a_slot_is_queued_and_can_be_cancelled() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     let skill = skills.path().join("single");
     std::fs::create_dir_all(&skill).unwrap();
     std::fs::write(

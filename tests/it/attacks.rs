@@ -48,8 +48,8 @@ async fn invoke(server: &TestServer, tool: &str, arguments: Value) -> (u16, Valu
 /// `echo {{v}}.txt` with `v = --output=/tmp/pwn` rendered an option.
 #[tokio::test]
 async fn a_value_that_begins_a_word_cannot_become_an_option() {
-    let skills = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let target = out.path().join("pwn");
     // `touch` would create the file named by an `--` option-like value,
     // if it were ever passed through as one word of its own.
@@ -71,7 +71,7 @@ async fn a_value_that_begins_a_word_cannot_become_an_option() {
 /// `q={{query}}` with `rust lang&x=1` added a query parameter.
 #[tokio::test]
 async fn a_value_in_a_url_cannot_add_a_parameter_segment_or_fragment() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     skill(
         skills.path(),
         "show_url",
@@ -105,7 +105,7 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
         return;
     }
     let (uid, gid) = (65534, 65534);
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     std::fs::set_permissions(skills.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     skill(
         skills.path(),
@@ -113,7 +113,7 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
         &[],
         "sh -c 'tr \"\\\\0\" \"\\\\n\" </proc/$PPID/environ; echo exit=$?'",
     );
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     chown(data.path(), Some(uid), Some(gid)).unwrap();
     let secret = "s3cret-token-never-leaks";
     let mut cmd = std::process::Command::new(setpriv);
@@ -151,8 +151,8 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
 /// rebinding) a foreign `Host`.
 #[tokio::test]
 async fn a_web_page_cannot_drive_a_server_without_tokens() {
-    let skills = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let marker = out.path().join("ran");
     skill(
         skills.path(),
@@ -231,8 +231,8 @@ async fn a_web_page_cannot_drive_a_server_without_tokens() {
 /// approve (or plant a standing allow) on a server without tokens.
 #[tokio::test]
 async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberately() {
-    let skills = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let marker = out.path().join("ran");
     skill(
         skills.path(),
@@ -329,7 +329,7 @@ async fn reload(server: &TestServer) {
 /// approval of the skill, so changed code ran under an old grant.
 #[tokio::test]
 async fn editing_a_hidden_helper_voids_the_approval() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     let skill = scripts_skill(skills.path(), "helped");
     let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
     let (status, envelope) = invoke(&server, "helped_run", json!({})).await;
@@ -352,8 +352,8 @@ async fn editing_a_hidden_helper_voids_the_approval() {
 /// (or swapped) without changing the skill at all.
 #[tokio::test]
 async fn a_script_that_leads_outside_the_skill_is_refused() {
-    let skills = tempfile::tempdir().unwrap();
-    let outside = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
+    let outside = crate::common::tempdir().unwrap();
     let skill = scripts_skill(skills.path(), "linked");
     let target = outside.path().join("payload.sh");
     std::fs::write(&target, "#!/bin/sh\necho from outside\n").unwrap();
@@ -397,7 +397,7 @@ async fn a_script_that_leads_outside_the_skill_is_refused() {
 /// program is never looked up in a relative `PATH` directory.
 #[tokio::test]
 async fn the_workspace_cannot_choose_a_runtime() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     let skill = skills.path().join("typed");
     std::fs::create_dir_all(skill.join("scripts")).unwrap();
     std::fs::write(
@@ -409,7 +409,7 @@ async fn the_workspace_cannot_choose_a_runtime() {
     std::fs::write(skill.join("scripts/hello_py.py"), "print('real python')\n").unwrap();
     // A command tool runs a bare program name, looked up on the tool's PATH.
     self::skill(skills.path(), "bare", &[], "python3 -c \"print('real')\"");
-    let workspace = tempfile::tempdir().unwrap();
+    let workspace = crate::common::tempdir().unwrap();
     let marker = workspace.path().join("planted-ran");
     let plant = |path: &Path| {
         use std::os::unix::fs::PermissionsExt;
@@ -420,7 +420,7 @@ async fn the_workspace_cannot_choose_a_runtime() {
     plant(&workspace.path().join("node_modules/.bin/ts-node"));
     plant(&workspace.path().join("python3"));
     plant(&workspace.path().join("npx"));
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let mut cmd = crate::cli::skilld();
     cmd.current_dir(workspace.path())
         .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--skills"])
@@ -447,9 +447,9 @@ async fn the_workspace_cannot_choose_a_runtime() {
 /// operator listed them in `env_allow`.
 #[tokio::test]
 async fn the_servers_secrets_never_reach_a_tool_even_when_allowed() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     skill(skills.path(), "show_env", &[], "env");
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let config = data.path().join("skilld.toml");
     std::fs::write(
         &config,
@@ -490,7 +490,7 @@ async fn the_servers_secrets_never_reach_a_tool_even_when_allowed() {
 #[tokio::test]
 async fn only_the_requester_or_an_approver_may_cancel_a_run() {
     use skilld::auth::{Auth, Role, Token};
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     skill(skills.path(), "nap", &[], "sleep 30");
     let auth = Auth::new(vec![
         Token::with_secret("alice", Role::Invoke, "alice-secret", "test").unwrap(),
@@ -559,8 +559,8 @@ fn store_errors_keep_the_databases_words_out_of_responses() {
 /// `SKILL_MODE`, and was not shown to the approver.
 #[tokio::test]
 async fn mode_is_a_short_name_and_the_approver_sees_it() {
-    let skills = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let marker = out.path().join("ran");
     skill(
         skills.path(),
@@ -604,8 +604,8 @@ async fn mode_is_a_short_name_and_the_approver_sees_it() {
 #[tokio::test]
 async fn one_caller_cannot_bury_the_inbox() {
     use skilld::auth::{Auth, Role, Token};
-    let skills = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     skill(
         skills.path(),
         "mark",
@@ -617,7 +617,7 @@ async fn one_caller_cannot_bury_the_inbox() {
         Token::with_secret("other", Role::Invoke, "other-secret", "test").unwrap(),
     ])
     .unwrap();
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let url = format!("sqlite://{}", data.path().join("skilld.db").display());
     let store = skilld::store::connect(&url).await.unwrap();
     let settings = skilld::invoke::RunSettings {
@@ -667,7 +667,7 @@ async fn one_caller_cannot_bury_the_inbox() {
 #[tokio::test]
 async fn slow_clients_are_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     skill(skills.path(), "echo_it", &["v"], "echo {{v}}");
     let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
     let started = std::time::Instant::now();
@@ -710,8 +710,8 @@ async fn slow_clients_are_cut_off() {
 /// Event streams were unbounded in number and in time.
 #[tokio::test]
 async fn event_streams_are_bounded_in_number_and_lifetime() {
-    let skills = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let marker = out.path().join("ran");
     skill(
         skills.path(),

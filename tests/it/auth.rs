@@ -87,9 +87,9 @@ async fn problem(res: reqwest::Response, status: u16, code: &str) -> (reqwest::h
 }
 
 async fn server_with_touch_skill() -> (TestServer, tempfile::TempDir, tempfile::TempDir) {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     touch_skill(skills.path(), "touch-file");
-    let out = tempfile::tempdir().unwrap();
+    let out = crate::common::marks_dir();
     let server =
         TestServer::start_with_auth(options(vec![root(skills.path(), Trust::Bundled)]), tokens()).await;
     (server, skills, out)
@@ -346,9 +346,9 @@ async fn every_documented_role_is_the_one_enforced() {
 /// (one by its secret, one by its SHA-256) all work in one real server.
 #[tokio::test]
 async fn tokens_from_the_environment_and_the_config_file_work_in_skilld_serve() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     touch_skill(skills.path(), "touch-file");
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let config = data.path().join("skilld.toml");
     let ops_secret = "file-admin-secret";
     let sha = hex::encode(Sha256::digest(ops_secret.as_bytes()));
@@ -374,7 +374,8 @@ async fn tokens_from_the_environment_and_the_config_file_work_in_skilld_serve() 
     let url = |p: &str| format!("http://{addr}{p}");
     let tools = url("/tools");
     let invoke = url("/tools/touch_file/invoke");
-    let marker = data.path().join("made");
+    let out = crate::common::marks_dir();
+    let marker = out.path().join("made");
     let args = json!({"arguments": {"path": marker.display().to_string()}});
 
     problem(call(Method::GET, &tools, None, None).await, 401, "unauthorized").await;
@@ -427,7 +428,7 @@ async fn tokens_from_the_environment_and_the_config_file_work_in_skilld_serve() 
 
 #[test]
 fn token_config_errors_stop_skilld_serve_with_a_clear_message() {
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let run = |config: Option<&str>, env: Option<&str>| {
         let file = data.path().join("skilld.toml");
         let mut cmd = skilld();

@@ -110,7 +110,12 @@ pub(crate) fn serve(cmd: &mut Command) -> (std::process::Child, String) {
 
 /// [`serve`], with the server's stderr (its log) going to `log`.
 pub(crate) fn serve_logging_to(cmd: &mut Command, log: Stdio) -> (std::process::Child, String) {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
+    let mut child = cmd
+        .env("SKILLD_SANDBOX_WRITE_PATHS", crate::common::marks_root())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
     let mut first = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut first)
@@ -155,7 +160,7 @@ pub(crate) fn stop(mut child: std::process::Child) -> std::process::ExitStatus {
 
 #[tokio::test]
 async fn serve_on_port_zero_answers_and_stops_on_sigterm() {
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let (child, addr) = serve(
         skilld()
             .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
@@ -181,7 +186,7 @@ async fn serve_on_port_zero_answers_and_stops_on_sigterm() {
 
 #[tokio::test]
 async fn flags_beat_environment_beats_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let config = dir.path().join("skilld.toml");
     std::fs::write(
         &config,
@@ -256,8 +261,8 @@ fn sleeper(dir: &std::path::Path) {
 /// server's live runs interrupted.
 #[tokio::test]
 async fn one_server_per_sqlite_file_and_run_beside_it() {
-    let data = tempfile::tempdir().unwrap();
-    let skills = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     sleeper(skills.path());
     let with_data = |cmd: &mut Command| {
         cmd.arg("--data-dir")

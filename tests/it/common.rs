@@ -80,7 +80,7 @@ impl TestServer {
     }
 
     pub async fn start_with(opts: CatalogOptions, settings: RunSettings) -> Self {
-        let data = tempfile::tempdir().unwrap();
+        let data = tempdir().unwrap();
         let url = format!("sqlite://{}", data.path().join("skilld.db").display());
         let store = skilld::store::connect(&url).await.unwrap();
         Self::launch(opts, settings, store, data).await
@@ -88,7 +88,7 @@ impl TestServer {
 
     /// With bearer tokens required.
     pub async fn start_with_auth(opts: CatalogOptions, auth: Auth) -> Self {
-        let data = tempfile::tempdir().unwrap();
+        let data = tempdir().unwrap();
         let url = format!("sqlite://{}", data.path().join("skilld.db").display());
         let store = skilld::store::connect(&url).await.unwrap();
         Self::launch_with_auth(opts, RunSettings::default(), store, data, auth).await
@@ -119,7 +119,7 @@ impl TestServer {
 
     /// With web pages of `allowed_origins` let in (a server without tokens).
     pub async fn start_with_origins(opts: CatalogOptions, allowed_origins: Vec<String>) -> Self {
-        let data = tempfile::tempdir().unwrap();
+        let data = tempdir().unwrap();
         let url = format!("sqlite://{}", data.path().join("skilld.db").display());
         let store = skilld::store::connect(&url).await.unwrap();
         let web = WebGuard {
@@ -138,6 +138,7 @@ impl TestServer {
         web: WebGuard,
     ) -> Self {
         settings.data_dir = data.path().to_path_buf();
+        settings.sandbox.write_paths.push(marks_root());
         if settings.workspace == Path::new(".") {
             settings.workspace = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
         }
@@ -250,4 +251,50 @@ pub fn copy_tree(from: &Path, to: &Path) {
             std::fs::set_permissions(&target, perms).unwrap();
         }
     }
+}
+
+/// A temporary directory others can read and enter, as a skill or a
+/// workspace must be for a sandboxed tool, which runs as another user.
+pub fn tempdir() -> std::io::Result<tempfile::TempDir> {
+    Ok(dir_with_mode(0o755))
+}
+
+/// A temporary directory anyone can write: where a sandboxed tool that
+/// declared `file:write` leaves the marks a test reads.
+pub fn writable_tempdir() -> tempfile::TempDir {
+    dir_with_mode(0o777)
+}
+
+fn dir_with_mode(mode: u32) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    dir
+}
+
+/// Run settings whose tools work in `workspace`.
+pub fn working_in(workspace: &Path) -> RunSettings {
+    RunSettings {
+        workspace: workspace.to_path_buf(),
+        ..RunSettings::default()
+    }
+}
+
+/// Where tests' tools leave marks: every test server lets its sandboxed
+/// tools write here (`sandbox_write_paths`), as a deployment would a
+/// shared output directory.
+pub fn marks_root() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let root = std::env::temp_dir().join("skilld-test-marks");
+    let _ = std::fs::create_dir(&root);
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    root
+}
+
+/// A fresh directory under [`marks_root`] that any user can write.
+pub fn marks_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir_in(marks_root()).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
 }

@@ -212,7 +212,7 @@ async fn raw(app: &axum::Router, path: &str) -> (StatusCode, Vec<u8>, String) {
 
 #[tokio::test]
 async fn skill_files_stay_inside_the_skill() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let skill = dir.path().join("docs");
     std::fs::create_dir_all(skill.join("references")).unwrap();
     std::fs::create_dir_all(skill.join("assets")).unwrap();
@@ -486,7 +486,7 @@ async fn openapi_and_docs_are_served() {
 
 #[tokio::test]
 async fn reload_on_demand() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     crate::common::copy_tree(&corpus_dir().join("valid/git"), &dir.path().join("git"));
     let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
     let (_, before) = get_json(&server, "/skills").await;

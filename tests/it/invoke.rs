@@ -247,7 +247,7 @@ async fn a_timeout_kills_the_group_and_is_a_result() {
 
 #[tokio::test]
 async fn missing_programs_are_results_not_errors() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     one_tool_skill(dir.path(), "ghost", "", "", "definitely-not-a-program-skilld");
     let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
     let (status, env) = invoke(&server, "ghost", json!({})).await;
@@ -365,7 +365,7 @@ async fn event_streams_carry_status_output_and_result() {
 
 #[tokio::test]
 async fn cancel_kills_the_group() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     one_tool_skill(
         dir.path(),
         "nap",
@@ -532,7 +532,7 @@ async fn scripts_run_by_extension_with_their_args() {
 
 #[tokio::test]
 async fn too_many_concurrent_runs_get_429_with_retry_after() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     one_tool_skill(dir.path(), "hold", "timeout: 60\n", "", "sleep 3");
     let settings = skilld::invoke::RunSettings {
         max_concurrent_per_tool: 1,
@@ -561,7 +561,7 @@ async fn too_many_concurrent_runs_get_429_with_retry_after() {
 
 #[tokio::test]
 async fn the_run_log_survives_a_restart() {
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let url = format!("sqlite://{}", data.path().join("skilld.db").display());
     let id = {
         let server = TestServer::start_on(corpus_options(), &url).await;
@@ -594,7 +594,7 @@ async fn readiness_reports_the_store_and_sandbox() {
 
 #[test]
 fn run_prints_the_envelope() {
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_skilld"))
         .args(["run", "--skills"])
         .arg(corpus_dir().join("valid"))
@@ -625,7 +625,7 @@ fn run_prints_the_envelope() {
 
 #[tokio::test]
 async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     one_tool_skill(
         dir.path(),
         "linger",

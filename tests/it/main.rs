@@ -23,6 +23,7 @@ mod recovery;
 mod reload;
 mod robust;
 mod runner;
+mod sandbox;
 mod server_process;
 mod sources;
 mod standalone;

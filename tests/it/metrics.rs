@@ -182,7 +182,7 @@ async fn invoke(server: &TestServer, tool: &str) -> Value {
 
 #[tokio::test]
 async fn runs_are_counted_by_tool_and_status_timed_and_in_flight() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     let release = skills.path().join("release");
     probe_skill(skills.path(), &release);
     let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;

@@ -142,7 +142,7 @@ fn generate(venv: &Path, into: &Path) {
 #[tokio::test]
 async fn generated_python_client_works() {
     let venv = venv();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::common::tempdir().unwrap();
     generate(&venv, tmp.path());
 
     let server = TestServer::start(options(vec![root(bundled_dir(), Trust::Bundled)])).await;

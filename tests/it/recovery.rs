@@ -37,9 +37,9 @@ async fn invoke(server: &TestServer, tool: &str, arguments: Value) -> (u16, Valu
 #[tokio::test]
 async fn the_run_log_survives_a_restart_on_postgres() {
     on_postgres(|url| async move {
-        let skills = tempfile::tempdir().unwrap();
+        let skills = crate::common::tempdir().unwrap();
         touch_skill(skills.path());
-        let work = tempfile::tempdir().unwrap();
+        let work = crate::common::marks_dir();
         let marker = work.path().join("one");
         let id = {
             let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &url).await;
@@ -111,9 +111,9 @@ async fn an_unreachable_store_fails_closed() {
         let proxy = Proxy::start(host_port.to_owned()).await;
         let proxied = format!("{scheme_user}@{}/{tail}", proxy.addr);
 
-        let skills = tempfile::tempdir().unwrap();
+        let skills = crate::common::tempdir().unwrap();
         touch_skill(skills.path());
-        let work = tempfile::tempdir().unwrap();
+        let work = crate::common::marks_dir();
         let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &proxied).await;
         server.allow_every_tool().await;
         let (status, _) = invoke(
@@ -144,7 +144,7 @@ async fn an_unreachable_store_fails_closed() {
 
 #[tokio::test]
 async fn runs_a_crash_left_running_are_interrupted_at_start() {
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let url = format!("sqlite://{}", data.path().join("skilld.db").display());
     let id = uuid::Uuid::now_v7();
     {

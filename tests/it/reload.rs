@@ -22,7 +22,7 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watcher_reloads_on_change() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     copy_tree(&corpus_dir().join("valid/git"), &dir.path().join("git"));
     let handle = Arc::new(CatalogHandle::new(options(vec![root(dir.path(), Trust::User)])));
     let _watcher = skilld::watch::spawn(handle.clone()).unwrap();
@@ -56,7 +56,7 @@ async fn the_watcher_reloads_on_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_created_after_start_is_watched() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let later = dir.path().join("later");
     let handle = Arc::new(CatalogHandle::new(options(vec![root(&later, Trust::User)])));
     let _watcher = skilld::watch::spawn(handle.clone()).unwrap();
@@ -73,7 +73,7 @@ async fn a_root_created_after_start_is_watched() {
 
 #[test]
 fn an_unreadable_root_keeps_its_previous_skills() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let skills = dir.path().join("skills");
     copy_tree(&corpus_dir().join("valid/git"), &skills.join("git"));
     let handle = CatalogHandle::new(options(vec![root(&skills, Trust::User)]));
@@ -107,7 +107,7 @@ fn an_unreadable_root_keeps_its_previous_skills() {
 /// consistent with itself, while a writer swaps between two states.
 #[test]
 fn reloads_swap_whole_snapshots() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     copy_tree(&corpus_dir().join("valid/git"), &dir.path().join("git"));
     let handle = Arc::new(CatalogHandle::new(options(vec![root(dir.path(), Trust::User)])));
     let stop = Arc::new(AtomicBool::new(false));
@@ -150,7 +150,7 @@ fn reloads_swap_whole_snapshots() {
 async fn busy_neighbours_of_a_missing_root_do_not_reload() {
     // The installed root lives in the data directory beside the run log,
     // whose writes must not rebuild the catalog.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let handle = Arc::new(CatalogHandle::new(options(vec![root(
         dir.path().join("installed"),
         Trust::Untrusted,

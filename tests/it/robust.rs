@@ -29,7 +29,7 @@ fn codes(l: &Loaded) -> Vec<Code> {
 
 #[test]
 fn a_wide_deep_alias_bomb_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     // 30 levels of 30 aliases each: 30^30 nodes if expanded.
     let mut yaml = String::from(
         "l0: &l0 [x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x]\n",
@@ -51,7 +51,7 @@ fn a_wide_deep_alias_bomb_is_refused() {
 fn one_anchor_aliased_many_times_is_refused() {
     // Many aliases of one large anchor: the YAML crate's own jump limit
     // scales with the document, the node budget does not.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let big = vec!["x"; 5000].join(", ");
     let refs = vec!["*a"; 5000].join(", ");
     let l = load_text(
@@ -64,7 +64,7 @@ fn one_anchor_aliased_many_times_is_refused() {
 
 #[test]
 fn deep_nesting_is_an_error_not_a_stack_overflow() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     let l = load_text(dir.path(), "deep", format!("---\nname: deep\nx: {deep}\n---\n"));
     assert_eq!(codes(&l), [Code::InvalidYaml]);
@@ -82,7 +82,7 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
 
 #[test]
 fn oversize_definitions_are_not_parsed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let limit = skilld::skill::load::MAX_DEFINITION_BYTES as usize;
     let head = "---\nname: big\nversion: 1.0.0\ndescription: Big.\n---\n";
     let mut text = head.to_owned();
@@ -100,7 +100,7 @@ fn oversize_definitions_are_not_parsed() {
 
 #[test]
 fn unclosed_frontmatter_invalid_utf8_and_empty_files() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let l = load_text(
         dir.path(),
         "open",
@@ -120,7 +120,7 @@ fn unclosed_frontmatter_invalid_utf8_and_empty_files() {
 
 #[test]
 fn many_tool_blocks_and_huge_tables_load() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let mut text = String::from("---\nname: many\nversion: 1.0.0\ndescription: Many tools.\n---\n");
     for i in 0..2000 {
         text.push_str(&format!("### t{i}\n\nTool {i}.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n|---|---|---|---|\n| a | string | yes | A |\n\n#### Command\n\n```\necho {{{{a}}}}\n```\n\n"));

@@ -247,7 +247,7 @@ async fn a_timeout_leaves_no_process_of_the_group() {
 
 #[tokio::test]
 async fn a_grandchild_holding_the_pipe_does_not_hold_the_call() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::common::tempdir().expect("tempdir");
     let mut s = sh("sleep 1000 & echo $! > grandchild.pid; echo started");
     s.cwd = dir.path().to_owned();
     let started = Instant::now();
@@ -462,7 +462,7 @@ async fn arguments_reach_the_program_literally() {
     ];
     let mut args = vec!["%s\\n"];
     args.extend(hostile);
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::common::tempdir().expect("tempdir");
     let mut s = spec("printf", &args);
     s.cwd = dir.path().to_owned();
     let out = go(s).await;
@@ -660,7 +660,7 @@ async fn a_missing_program_is_a_sentence_not_a_panic() {
 
 #[tokio::test]
 async fn a_file_that_is_not_executable_is_a_permission_error() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::common::tempdir().expect("tempdir");
     let file = dir.path().join("x");
     std::fs::write(&file, "#!/bin/sh\necho ran\n").expect("write");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
@@ -700,7 +700,7 @@ async fn go_fresh_script(spec: Spec) -> Outcome {
 
 #[tokio::test]
 async fn a_bare_name_is_found_on_the_childs_path() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::common::tempdir().expect("tempdir");
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).expect("mkdir");
     let script = bin.join("skilld-hello");
@@ -716,7 +716,7 @@ async fn a_bare_name_is_found_on_the_childs_path() {
 
 #[tokio::test]
 async fn a_script_without_a_shebang_is_an_exec_format_error() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::common::tempdir().expect("tempdir");
     let script = dir.path().join("plain");
     std::fs::write(&script, "echo ran\n").expect("write");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -760,7 +760,7 @@ async fn stdout_json_is_parsed_from_stdout_alone_when_whole() {
 
 #[tokio::test]
 async fn the_file_size_limit_stops_a_big_write() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::common::tempdir().expect("tempdir");
     let mut s = sh("head -c 4096 /dev/zero > f");
     s.cwd = dir.path().to_owned();
     s.limits.file_size_bytes = Some(1024);

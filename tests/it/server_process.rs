@@ -14,7 +14,7 @@ struct Server {
 
 impl Server {
     fn start(skills: &Path) -> Self {
-        let data = tempfile::tempdir().unwrap();
+        let data = crate::common::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_skilld"))
             .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
             .arg(data.path())
@@ -108,7 +108,7 @@ fn skill(dir: &Path, name: &str, tool: &str, command: &str) {
 
 #[tokio::test]
 async fn a_gigabyte_of_output_keeps_the_server_flat() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     skill(
         dir.path(),
         "flood",
@@ -157,7 +157,7 @@ async fn a_gigabyte_of_output_keeps_the_server_flat() {
 
 #[tokio::test]
 async fn two_hundred_concurrent_calls_leave_no_zombie_or_descriptor() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     skill(
         dir.path(),
         "hello",

@@ -6,7 +6,7 @@ use skilld::skill::{Code, Trust};
 
 #[test]
 fn the_earlier_root_wins_and_the_loser_is_shadowed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let (first, second) = (dir.path().join("first"), dir.path().join("second"));
     copy_tree(&corpus_dir().join("valid/git"), &first.join("git"));
     copy_tree(&corpus_dir().join("valid/git"), &second.join("git"));
@@ -42,7 +42,7 @@ fn the_earlier_root_wins_and_the_loser_is_shadowed() {
 
 #[test]
 fn a_broken_skill_does_not_fall_back_to_a_lower_root() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let (first, second) = (dir.path().join("first"), dir.path().join("second"));
     std::fs::create_dir_all(first.join("git")).unwrap();
     std::fs::write(first.join("git/SKILL.md"), "---\nname: git\n").unwrap();
@@ -101,7 +101,7 @@ fn default_roots_follow_design_order() {
 fn cross_skill_exclusions_cascade() {
     // `needs-plan` requires a tool of `dispatcher`, which is excluded for
     // naming a missing command_tool: both go, with their own reasons.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("dispatcher")).unwrap();
     std::fs::write(
         dir.path().join("dispatcher/SKILL.md"),
@@ -136,7 +136,7 @@ fn cross_skill_exclusions_cascade() {
 
 #[test]
 fn two_skills_cannot_share_a_command() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     for name in ["aa", "bb"] {
         std::fs::create_dir_all(dir.path().join(name)).unwrap();
         std::fs::write(

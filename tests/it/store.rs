@@ -83,7 +83,7 @@ where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     body(format!("sqlite://{}/skilld.db", dir.path().display())).await;
 }
 
@@ -1117,7 +1117,7 @@ async fn connect_rejects_unknown_schemes() {
 
 #[tokio::test]
 async fn sqlite_creates_its_directory_and_runs_in_wal_mode() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let path = dir.path().join("state/nested/skilld.db");
     let store = store::connect(&format!("sqlite://{}", path.display()))
         .await

@@ -56,7 +56,7 @@ async fn get(url: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn the_page_and_its_assets_are_served_with_strict_headers() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     // With tokens configured: the page itself holds no data and needs none.
     let server = TestServer::start_with_auth(options(vec![root(skills.path(), Trust::User)]), tokens()).await;
 
@@ -233,7 +233,7 @@ struct Pending {
 
 /// Calls `leave_mark` and checks it waits for approval without running.
 async fn pending_call(server: &TestServer, token: Option<&str>) -> Pending {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir().unwrap();
     let marker = dir.path().join("marker");
     let marker_text = marker.to_str().unwrap().to_owned();
     // Plain words need no quoting in the preview; a temp path is one.
@@ -289,7 +289,7 @@ async fn get_json(server: &TestServer, path: &str, token: Option<&str>) -> Value
 
 /// Starts a server over the `leave_mark` skill, with or without tokens.
 async fn marker_server(auth: Option<Auth>) -> (TestServer, tempfile::TempDir) {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     marker_skill(skills.path());
     let opts = options(vec![root(skills.path(), Trust::User)]);
     let server = match auth {

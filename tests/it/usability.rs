@@ -60,7 +60,7 @@ async fn the_root_leads_to_the_docs_and_unknown_routes_name_the_path() {
 
 #[tokio::test]
 async fn an_unknown_query_parameter_is_refused_by_name_and_nothing_runs() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path());
     let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
     server.allow_every_tool().await;
@@ -145,7 +145,7 @@ async fn bodies_of_the_wrong_shape_are_explained_by_field() {
 
 #[tokio::test]
 async fn a_run_records_its_request_id_and_starts_after_it_was_created() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path());
     let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
     server.allow_every_tool().await;
@@ -204,11 +204,12 @@ fn serve_logging(skills: &Path, data: &Path, format: Option<&str>) -> (std::proc
 
 #[tokio::test]
 async fn logs_are_plain_off_a_terminal_json_on_request_and_name_each_finished_run() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path());
-    let marker = skills.path().join("ran");
+    let out = crate::common::marks_dir();
+    let marker = out.path().join("ran");
     for format in [None, Some("json")] {
-        let data = tempfile::tempdir().unwrap();
+        let data = crate::common::tempdir().unwrap();
         let (mut child, addr) = serve_logging(skills.path(), data.path(), format);
         let envelope = crate::cli::invoke_envelope(&addr, "mark", None, json!({"path": marker})).await;
         assert_eq!(envelope["success"], true, "{envelope}");
@@ -254,9 +255,9 @@ async fn logs_are_plain_off_a_terminal_json_on_request_and_name_each_finished_ru
 
 #[tokio::test]
 async fn a_stream_waiting_for_a_person_does_not_hold_the_shutdown() {
-    let skills = tempfile::tempdir().unwrap();
+    let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path());
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let mut cmd = skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
         .arg(data.path())
@@ -297,7 +298,7 @@ fn the_command_line_says_what_is_wrong() {
         "{help}"
     );
 
-    let empty = tempfile::tempdir().unwrap();
+    let empty = crate::common::tempdir().unwrap();
     let out = skilld().arg("check").arg(empty.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
@@ -333,7 +334,7 @@ fn the_command_line_says_what_is_wrong() {
 
 #[test]
 fn run_names_the_candidates_of_an_ambiguous_tool() {
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let out = skilld()
         .args(["run", "say_hi", "--skills"])
         .arg(corpus_dir().join("warn"))
@@ -355,7 +356,7 @@ fn run_names_the_candidates_of_an_ambiguous_tool() {
 
 #[test]
 fn a_relative_skills_root_runs_its_scripts() {
-    let data = tempfile::tempdir().unwrap();
+    let data = crate::common::tempdir().unwrap();
     let cwd = bundled_dir().join("..");
     let out = skilld()
         .current_dir(&cwd)
