@@ -60,13 +60,15 @@ RUN set -eux; \
     rm -rf /var/lib/apt/lists/*; \
     useradd --uid 10001 --user-group --create-home --home-dir /home/skilld \
         --shell /usr/sbin/nologin skilld; \
-    install -d -o skilld -g skilld -m 0750 /data /workspace
+    install -d -o skilld -g skilld -m 0750 /data /workspace; \
+    install -d -o skilld -g skilld -m 0711 /scratch
 COPY skills/ /usr/local/share/skilld/skills/
 
 # NO_COLOR: the logs (stderr) go to a log driver, not a terminal.
 ENV SKILLD_BIND=0.0.0.0:8080 \
     SKILLD_DATA_DIR=/data \
     SKILLD_WORKSPACE=/workspace \
+    SKILLD_SCRATCH_DIR=/scratch \
     SKILLD_SKILLS=bundled=/usr/local/share/skilld/skills \
     NO_COLOR=1
 VOLUME ["/data"]

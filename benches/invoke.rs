@@ -635,6 +635,11 @@ async fn bench(root: &Path) -> Figures {
             ..settings.clone()
         },
     ));
+    // The same pipeline with the sandbox off (`sandbox = "off"`; the
+    // bench skills are not untrusted): what the sandbox costs per call.
+    let mut unsandboxed = settings.clone();
+    unsandboxed.sandbox.level = skilld::sandbox::Level::Off;
+    let unsandboxed_invoker = Arc::new(Invoker::new(store.clone(), unsandboxed));
     let (_, result) = invoke(&clients[0], &true_url).await;
     CHECKED.fetch_add(1, Ordering::Relaxed);
     let calls = [
@@ -642,6 +647,10 @@ async fn bench(root: &Path) -> Figures {
         (
             "Invoker pipeline without HTTP (prepare/start/finished)",
             Call::Pipeline(invoker.clone(), catalog.clone(), index(TRUE_TOOL)),
+        ),
+        (
+            "Invoker pipeline, sandbox off",
+            Call::Pipeline(unsandboxed_invoker, catalog.clone(), index(TRUE_TOOL)),
         ),
         (
             "Invoker pipeline, no limits, network: true",

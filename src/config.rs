@@ -415,10 +415,17 @@ fn run_settings(
 /// `<data dir>-runs`: outside the data directory, which no tool may read,
 /// and on the same disk as it rather than in a `/tmp` that may be small
 /// or shared.
+/// Where the data directory's parent is not ours to write (`/data` in a
+/// container), `$TMPDIR/skilld-runs-<uid>` instead.
 fn default_scratch_dir(data_dir: &Path) -> PathBuf {
     let mut name = data_dir.file_name().unwrap_or_default().to_os_string();
     name.push("-runs");
-    data_dir.with_file_name(name)
+    let beside = data_dir.with_file_name(name);
+    let writable = |dir: &Path| nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_ok();
+    if beside.is_dir() || beside.parent().is_some_and(writable) {
+        return beside;
+    }
+    std::env::temp_dir().join(format!("skilld-runs-{}", nix::unistd::geteuid()))
 }
 
 /// The sandbox: the flags' level over the file's, and the file's limits.
