@@ -233,7 +233,7 @@ struct Pending {
 
 /// Calls `leave_mark` and checks it waits for approval without running.
 async fn pending_call(server: &TestServer, token: Option<&str>) -> Pending {
-    let dir = crate::common::tempdir().unwrap();
+    let dir = crate::common::marks_dir();
     let marker = dir.path().join("marker");
     let marker_text = marker.to_str().unwrap().to_owned();
     // Plain words need no quoting in the preview; a temp path is one.
