@@ -1,11 +1,12 @@
 //! A run's directory and sandbox, made just before its spawn.
 
-use super::rundir::RunDir;
+use super::rundir::{RunDir, ensure_scratch_root};
 use super::{Invoker, Prepared};
 use crate::runner::Spec;
 use crate::sandbox::{Allowance, Request};
 use crate::skill::Action;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use uuid::Uuid;
 
 /// The permission (seed 002's vocabulary) with which a skill says its
@@ -19,7 +20,7 @@ impl Invoker {
     pub(super) fn confine(&self, id: Uuid, p: &Prepared, spec: &mut Spec) -> std::io::Result<RunDir> {
         let confined = self.sandbox.applies_to(p.skill.trust);
         let owner = confined.then(|| self.sandbox.identity()).flatten();
-        let dir = RunDir::create(&self.settings.scratch_dir, id, p, owner)?;
+        let dir = self.run_dir(id, p, owner)?;
         if matches!(p.tool().action, Action::Entrypoint { .. }) {
             spec.cwd = dir.root.clone();
         }
@@ -41,6 +42,24 @@ impl Invoker {
         let request = self.request(p, id.to_string(), &dir.root);
         spec.confinement = self.sandbox.confine(&request)?;
         Ok(dir)
+    }
+
+    /// Makes the run's directory. The scratch root is checked on the first
+    /// run, not on every one, and again should it have vanished since (a
+    /// cleaner of `/tmp`).
+    fn run_dir(&self, id: Uuid, p: &Prepared, owner: Option<(u32, u32)>) -> std::io::Result<RunDir> {
+        let root = &self.settings.scratch_dir;
+        if !self.scratch_ready.load(Ordering::Acquire) {
+            ensure_scratch_root(root)?;
+            self.scratch_ready.store(true, Ordering::Release);
+        }
+        match RunDir::create(root, id, p, owner) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                ensure_scratch_root(root)?;
+                RunDir::create(root, id, p, owner)
+            }
+            made => made,
+        }
     }
 
     /// What a run of `p` would be allowed, for a dry run.

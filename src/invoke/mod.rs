@@ -36,6 +36,7 @@ use chrono::Utc;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
@@ -151,6 +152,8 @@ pub struct Invoker {
     streams: Arc<Semaphore>,
     /// What confines each run, as this host allows.
     pub sandbox: Arc<Sandbox>,
+    /// The scratch root has been made and checked.
+    scratch_ready: AtomicBool,
 }
 
 impl Invoker {
@@ -162,6 +165,7 @@ impl Invoker {
             per_tool: Mutex::default(),
             streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
             sandbox: Arc::new(Sandbox::detect(sandbox_settings(&settings))),
+            scratch_ready: AtomicBool::new(false),
             settings,
         }
     }

@@ -25,15 +25,15 @@ pub(super) struct RunDir {
 }
 
 impl RunDir {
-    /// Makes the directory of run `id`, owned by `owner` (the sandbox's
-    /// identity) when given, and writes an entrypoint's input.
+    /// Makes the directory of run `id` in a scratch root made ready by
+    /// [`ensure_scratch_root`], owned by `owner` (the sandbox's identity)
+    /// when given, and writes an entrypoint's input.
     pub fn create(
         scratch: &Path,
         id: Uuid,
         p: &Prepared,
         owner: Option<(u32, u32)>,
     ) -> std::io::Result<Self> {
-        ensure_scratch_root(scratch)?;
         let root = scratch.join(id.to_string());
         std::fs::DirBuilder::new().mode(0o700).create(&root)?;
         let mut env = vec![("TMPDIR".to_owned(), root.display().to_string())];
@@ -86,7 +86,7 @@ impl RunDir {
 /// Makes the scratch root, `rwx--x--x`: a run can enter its own directory
 /// but not list the others. One that exists must be a directory of this
 /// user's, not a symlink someone planted in a shared `/tmp`.
-fn ensure_scratch_root(scratch: &Path) -> std::io::Result<()> {
+pub(super) fn ensure_scratch_root(scratch: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     match std::fs::DirBuilder::new()
         .recursive(true)

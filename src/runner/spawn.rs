@@ -70,8 +70,9 @@ struct ChildArgs {
     has_identity: bool,
     uid: libc::uid_t,
     gid: libc::gid_t,
-    /// Drop every capability, then set `no_new_privs`.
-    drop_privileges: bool,
+    /// Confine the child (a `Confinement` was given): drop every
+    /// capability, set `no_new_privs`, and apply what follows.
+    confined: bool,
     last_cap: c_int,
     /// A Landlock ruleset to restrict to, or -1.
     landlock: c_int,
@@ -148,7 +149,7 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
         has_identity: confine.and_then(|c| c.identity).is_some(),
         uid: confine.and_then(|c| c.identity).map_or(0, |(uid, _)| uid),
         gid: confine.and_then(|c| c.identity).map_or(0, |(_, gid)| gid),
-        drop_privileges: confine.is_some_and(|c| c.drop_privileges),
+        confined: confine.is_some(),
         last_cap: confine.map_or(0, |c| c_int::try_from(c.last_cap).unwrap_or(63)),
         landlock: confine
             .and_then(|c| c.landlock.as_ref())
@@ -266,7 +267,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if libc::chdir(a.cwd) != 0 {
             fail(a, Step::Directory);
         }
-        if a.drop_privileges {
+        if a.confined {
             confine(a);
         }
         // Whatever the server inherited without close-on-exec (a

@@ -172,13 +172,6 @@ impl RunCgroup {
             }
         }
     }
-
-    /// Whether any process of the run is left.
-    pub fn is_empty(&self) -> bool {
-        self.dirs
-            .iter()
-            .all(|dir| fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty()))
-    }
 }
 
 impl Drop for RunCgroup {

@@ -76,7 +76,9 @@ pub struct Sandbox {
     switch_identity: bool,
     /// The highest capability number this kernel knows.
     last_cap: u32,
-    protected: Vec<PathBuf>,
+    /// What every run may read: the system directories that exist here,
+    /// and `read_paths`.
+    base_read: Vec<PathBuf>,
 }
 
 /// One run's request to the sandbox.
@@ -95,13 +97,13 @@ pub struct Request<'a> {
     pub memory_bytes: Option<u64>,
 }
 
-/// What the child applies to itself, prepared by the parent.
+/// What the child applies to itself, prepared by the parent. Whenever
+/// there is one, the child also drops every capability and sets
+/// `no_new_privs`.
 #[derive(Debug, Default)]
 pub struct Confinement {
     /// `(uid, gid)` to become, when the server can switch.
     pub identity: Option<(u32, u32)>,
-    /// Drop every capability and set `no_new_privs`.
-    pub drop_privileges: bool,
     pub last_cap: u32,
     pub landlock: Option<OwnedFd>,
     pub seccomp: Option<Arc<BpfProgram>>,
@@ -110,24 +112,31 @@ pub struct Confinement {
 
 impl Sandbox {
     /// Probes the host once.
-    pub fn detect(settings: Settings) -> Self {
+    pub fn detect(mut settings: Settings) -> Self {
         let switch_identity = nix::unistd::geteuid().is_root();
         let last_cap = caps::runtime::thread_all_supported()
             .iter()
             .map(|c| u32::from(c.index()))
             .max()
             .unwrap_or(40);
-        let protected = settings
-            .protected
+        // Real paths: the workspace is carved by real path.
+        for p in &mut settings.protected {
+            if let Ok(real) = p.canonicalize() {
+                *p = real;
+            }
+        }
+        let base_read = landlock::SYSTEM
             .iter()
-            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .chain(settings.read_paths.iter().cloned())
             .collect();
         Self {
             landlock: landlock::probe(),
             cgroups: cgroup::Cgroups::detect(),
             switch_identity,
             last_cap,
-            protected,
+            base_read,
             settings,
         }
     }
@@ -164,7 +173,6 @@ impl Sandbox {
         };
         Ok(Some(Confinement {
             identity: self.identity(),
-            drop_privileges: true,
             last_cap: self.last_cap,
             landlock,
             seccomp: if req.network { None } else { seccomp::no_inet() },
@@ -198,11 +206,10 @@ impl Sandbox {
 
     /// The paths of one run's Landlock ruleset.
     fn grants(&self, req: &Request) -> landlock::Grants {
-        let mut read: Vec<PathBuf> = landlock::SYSTEM.iter().map(PathBuf::from).collect();
-        read.extend(self.settings.read_paths.iter().cloned());
+        let mut read = self.base_read.clone();
         read.push(req.skill_dir.to_path_buf());
         read.extend(req.programs.iter().filter_map(|p| install_prefix(p)));
-        let workspace = landlock::around(req.workspace, &self.protected);
+        let workspace = landlock::around(req.workspace, &self.settings.protected);
         let mut write = vec![req.scratch.to_path_buf()];
         write.extend(self.settings.write_paths.iter().cloned());
         if req.workspace_write {

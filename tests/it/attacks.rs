@@ -28,21 +28,20 @@ fn skill(dir: &Path, name: &str, params: &[&str], command: &str) {
     .unwrap();
 }
 
+/// The `mark` tool, which appends a line to the file it is given, and a
+/// fresh marker file in a directory sandboxed tools may write.
+fn mark_skill(dir: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+    skill(dir, "mark", &["path"], "sh -c 'echo ran >> \"$0\"' {{path}}");
+    let out = crate::common::marks_dir();
+    let marker = out.path().join("ran");
+    (out, marker)
+}
+
 /// Header names and values to send.
 type Headers<'a> = &'a [(&'a str, &'a str)];
 
 async fn get_json(url: String) -> Value {
     reqwest::get(url).await.unwrap().json().await.unwrap()
-}
-
-async fn invoke(server: &TestServer, tool: &str, arguments: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(server.url(&format!("/tools/{tool}/invoke")))
-        .json(&json!({ "arguments": arguments }))
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
 }
 
 /// `echo {{v}}.txt` with `v = --output=/tmp/pwn` rendered an option.
@@ -55,12 +54,12 @@ async fn a_value_that_begins_a_word_cannot_become_an_option() {
     // if it were ever passed through as one word of its own.
     skill(skills.path(), "make_file", &["v"], "touch {{v}}.txt");
     let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
-    let (status, problem) = invoke(
-        &server,
-        "make_file",
-        json!({"v": format!("--reference={}", target.display())}),
-    )
-    .await;
+    let (status, problem) = server
+        .invoke(
+            "make_file",
+            json!({"v": format!("--reference={}", target.display())}),
+        )
+        .await;
     assert_eq!(status, 422, "{problem}");
     assert_eq!(problem["code"], "argument_injection");
     assert_eq!(problem["errors"][0]["field"], "v");
@@ -79,12 +78,12 @@ async fn a_value_in_a_url_cannot_add_a_parameter_segment_or_fragment() {
         "printf %s \"https://api.example.com/{{path}}/search?q={{query}}&n=5\"",
     );
     let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
-    let (status, envelope) = invoke(
-        &server,
-        "show_url",
-        json!({"path": "../admin?x=1#", "query": "rust lang&x=1#top"}),
-    )
-    .await;
+    let (status, envelope) = server
+        .invoke(
+            "show_url",
+            json!({"path": "../admin?x=1#", "query": "rust lang&x=1#top"}),
+        )
+        .await;
     assert_eq!(status, 200, "{envelope}");
     assert_eq!(
         envelope["output"],
@@ -152,14 +151,7 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
 #[tokio::test]
 async fn a_web_page_cannot_drive_a_server_without_tokens() {
     let skills = crate::common::tempdir().unwrap();
-    let out = crate::common::marks_dir();
-    let marker = out.path().join("ran");
-    skill(
-        skills.path(),
-        "mark",
-        &["path"],
-        "sh -c 'echo ran >> \"$0\"' {{path}}",
-    );
+    let (_out, marker) = mark_skill(skills.path());
     let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
     let client = reqwest::Client::new();
     let body = json!({"arguments": {"path": marker}}).to_string();
@@ -232,14 +224,7 @@ async fn a_web_page_cannot_drive_a_server_without_tokens() {
 #[tokio::test]
 async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberately() {
     let skills = crate::common::tempdir().unwrap();
-    let out = crate::common::marks_dir();
-    let marker = out.path().join("ran");
-    skill(
-        skills.path(),
-        "mark",
-        &["path"],
-        "sh -c 'echo ran >> \"$0\"' {{path}}",
-    );
+    let (_out, marker) = mark_skill(skills.path());
     let trusted = "https://inbox.example".to_owned();
     let server = TestServer::start_with_origins(
         options(vec![root(skills.path(), Trust::Untrusted)]),
@@ -332,7 +317,7 @@ async fn editing_a_hidden_helper_voids_the_approval() {
     let skills = crate::common::tempdir().unwrap();
     let skill = scripts_skill(skills.path(), "helped");
     let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
-    let (status, envelope) = invoke(&server, "helped_run", json!({})).await;
+    let (status, envelope) = server.invoke("helped_run", json!({})).await;
     assert_eq!(
         (status, envelope["output"].as_str()),
         (200, Some("approved code\n"))
@@ -343,7 +328,7 @@ async fn editing_a_hidden_helper_voids_the_approval() {
     reload(&server).await;
     let after = server.catalog.current().skill("helped").unwrap().hash.clone();
     assert_ne!(before, after, "the hash does not cover the hidden helper");
-    let (status, held) = invoke(&server, "helped_run", json!({})).await;
+    let (status, held) = server.invoke("helped_run", json!({})).await;
     assert_eq!(status, 202, "changed code ran under the old grant: {held}");
     assert_eq!(held["status"], "pending_approval");
 }
@@ -367,7 +352,7 @@ async fn a_script_that_leads_outside_the_skill_is_refused() {
         .find(|d| d.code == skilld::skill::Code::ProgramOutsideSkill)
         .expect("no program_outside_skill diagnostic");
     assert!(d.path.ends_with("scripts/payload.sh"), "{d:?}");
-    let (status, _) = invoke(&server, "linked_payload", json!({})).await;
+    let (status, _) = server.invoke("linked_payload", json!({})).await;
     assert_eq!(status, 404);
     // A symlinked directory leading out is refused the same way.
     std::fs::remove_file(skill.join("scripts/payload.sh")).unwrap();
@@ -560,14 +545,7 @@ fn store_errors_keep_the_databases_words_out_of_responses() {
 #[tokio::test]
 async fn mode_is_a_short_name_and_the_approver_sees_it() {
     let skills = crate::common::tempdir().unwrap();
-    let out = crate::common::marks_dir();
-    let marker = out.path().join("ran");
-    skill(
-        skills.path(),
-        "mark",
-        &["path"],
-        "sh -c 'echo ran >> \"$0\"' {{path}}",
-    );
+    let (_out, marker) = mark_skill(skills.path());
     let server = TestServer::start(options(vec![root(skills.path(), Trust::Untrusted)])).await;
     let client = reqwest::Client::new();
     for mode in [
@@ -605,13 +583,7 @@ async fn mode_is_a_short_name_and_the_approver_sees_it() {
 async fn one_caller_cannot_bury_the_inbox() {
     use skilld::auth::{Auth, Role, Token};
     let skills = crate::common::tempdir().unwrap();
-    let out = crate::common::marks_dir();
-    skill(
-        skills.path(),
-        "mark",
-        &["path"],
-        "sh -c 'echo ran >> \"$0\"' {{path}}",
-    );
+    let (_out, marker) = mark_skill(skills.path());
     let auth = Auth::new(vec![
         Token::with_secret("flooder", Role::Invoke, "flooder-secret", "test").unwrap(),
         Token::with_secret("other", Role::Invoke, "other-secret", "test").unwrap(),
@@ -637,7 +609,7 @@ async fn one_caller_cannot_bury_the_inbox() {
         client
             .post(server.url("/tools/mark/invoke"))
             .bearer_auth(secret)
-            .json(&json!({"arguments": {"path": out.path().join("m")}}))
+            .json(&json!({"arguments": {"path": marker}}))
             .send()
     };
     for _ in 0..3 {
@@ -711,14 +683,7 @@ async fn slow_clients_are_cut_off() {
 #[tokio::test]
 async fn event_streams_are_bounded_in_number_and_lifetime() {
     let skills = crate::common::tempdir().unwrap();
-    let out = crate::common::marks_dir();
-    let marker = out.path().join("ran");
-    skill(
-        skills.path(),
-        "mark",
-        &["path"],
-        "sh -c 'echo ran >> \"$0\"' {{path}}",
-    );
+    let (_out, marker) = mark_skill(skills.path());
     let settings = skilld::invoke::RunSettings {
         max_streams: 2,
         max_stream: Duration::from_secs(2),

@@ -187,6 +187,17 @@ impl TestServer {
         self.data.take()
     }
 
+    /// `POST /tools/{tool}/invoke` with `arguments`: the status and body.
+    pub async fn invoke(&self, tool: &str, arguments: serde_json::Value) -> (u16, serde_json::Value) {
+        let res = reqwest::Client::new()
+            .post(self.url(&format!("/tools/{tool}/invoke")))
+            .json(&serde_json::json!({ "arguments": arguments }))
+            .send()
+            .await
+            .unwrap();
+        (res.status().as_u16(), res.json().await.unwrap())
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }

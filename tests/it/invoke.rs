@@ -11,17 +11,6 @@ fn client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-async fn invoke(server: &TestServer, tool: &str, arguments: Value) -> (u16, Value) {
-    let res = client()
-        .post(server.url(&format!("/tools/{tool}/invoke")))
-        .json(&json!({"arguments": arguments}))
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap())
-}
-
 async fn get_json(server: &TestServer, path: &str) -> Value {
     reqwest::get(server.url(path))
         .await
@@ -75,9 +64,7 @@ fn group_members(pgid: i32) -> Vec<i32> {
 #[tokio::test]
 async fn arguments_arrive_as_single_literal_words() {
     let server = TestServer::start_allowed(corpus_options()).await;
-    let (status, env) = invoke(
-        &server,
-        "echo_args",
+    let (status, env) = server.invoke("echo_args",
         json!({"text": "; rm -rf /", "words": ["$(id)", "*", "a b", "{{text}}"], "loud": true, "ratio": 0.5}),
     )
     .await;
@@ -130,19 +117,19 @@ async fn arguments_arrive_as_single_literal_words() {
 #[tokio::test]
 async fn json_stdout_is_parsed() {
     let server = TestServer::start_allowed(corpus_options()).await;
-    let (_, env) = invoke(&server, "echo_json", json!({"value": "x"})).await;
+    let (_, env) = server.invoke("echo_json", json!({"value": "x"})).await;
     assert_eq!(env["parsed"], json!({"value": "x", "ok": true}));
 }
 
 #[tokio::test]
 async fn bad_arguments_are_422_with_one_error_per_field() {
     let server = TestServer::start_allowed(corpus_options()).await;
-    let (status, p) = invoke(
-        &server,
-        "echo_args",
-        json!({"times": "ten", "colour": "red", "words": "a"}),
-    )
-    .await;
+    let (status, p) = server
+        .invoke(
+            "echo_args",
+            json!({"times": "ten", "colour": "red", "words": "a"}),
+        )
+        .await;
     assert_eq!(status, 422);
     assert_eq!(p["code"], "invalid_arguments");
     assert_eq!(p["detail"], "4 arguments are invalid for tool echo_args");
@@ -155,12 +142,12 @@ async fn bad_arguments_are_422_with_one_error_per_field() {
     assert_eq!(fields, ["colour", "text", "words", "times"]);
     assert_eq!(p["errors"][3]["message"], "expected integer, got \"ten\"");
 
-    let (status, p) = invoke(&server, "echo_args", json!({"text": "-rf"})).await;
+    let (status, p) = server.invoke("echo_args", json!({"text": "-rf"})).await;
     assert_eq!((status, p["code"].as_str()), (422, Some("argument_injection")));
-    let (status, p) = invoke(&server, "echo_args", json!({"text": "a\u{0}b"})).await;
+    let (status, p) = server.invoke("echo_args", json!({"text": "a\u{0}b"})).await;
     assert_eq!((status, p["code"].as_str()), (422, Some("invalid_arguments")));
     // After a literal `--`, a leading dash is just text.
-    let (status, env) = invoke(&server, "echo_after_dashes", json!({"value": "-rf"})).await;
+    let (status, env) = server.invoke("echo_after_dashes", json!({"value": "-rf"})).await;
     assert_eq!((status, env["output"].as_str()), (200, Some("-rf\n")));
 
     let runs = get_json(&server, "/runs").await;
@@ -234,7 +221,7 @@ async fn dry_run_renders_and_decides_without_running() {
 #[tokio::test]
 async fn a_timeout_kills_the_group_and_is_a_result() {
     let server = TestServer::start_allowed(corpus_options()).await;
-    let (status, env) = invoke(&server, "sleep_for", json!({"seconds": 30})).await;
+    let (status, env) = server.invoke("sleep_for", json!({"seconds": 30})).await;
     assert_eq!(status, 200);
     assert_eq!(env["success"], false);
     assert_eq!(env["timed_out"], true);
@@ -250,7 +237,7 @@ async fn missing_programs_are_results_not_errors() {
     let dir = crate::common::tempdir().unwrap();
     one_tool_skill(dir.path(), "ghost", "", "", "definitely-not-a-program-skilld");
     let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
-    let (status, env) = invoke(&server, "ghost", json!({})).await;
+    let (status, env) = server.invoke("ghost", json!({})).await;
     assert_eq!(status, 200);
     assert_eq!(env["success"], false);
     assert_eq!(env["exit_code"], Value::Null);
@@ -262,7 +249,7 @@ async fn missing_programs_are_results_not_errors() {
 #[tokio::test]
 async fn ambiguous_names_need_the_qualified_route() {
     let server = TestServer::start_allowed(corpus_options()).await;
-    let (status, p) = invoke(&server, "say_hi", json!({})).await;
+    let (status, p) = server.invoke("say_hi", json!({})).await;
     assert_eq!(status, 409);
     assert_eq!(p["candidates"], json!(["long-description", "unknown-field"]));
     let res = client()
@@ -278,7 +265,7 @@ async fn ambiguous_names_need_the_qualified_route() {
         (Some("unknown-field"), Some("hi\n"))
     );
     // So does the export name.
-    let (status, env) = invoke(&server, "long_description__say_hi", json!({})).await;
+    let (status, env) = server.invoke("long_description__say_hi", json!({})).await;
     assert_eq!((status, env["skill"].as_str()), (200, Some("long-description")));
     let res = client()
         .post(server.url("/skills/git/tools/say_hi/invoke"))
@@ -426,10 +413,12 @@ async fn runs_list_filters_and_pages() {
     let server = TestServer::start_allowed(corpus_options()).await;
     let mut ids = Vec::new();
     for i in 0..5 {
-        let (_, env) = invoke(&server, "echo_json", json!({"value": format!("v{i}")})).await;
+        let (_, env) = server
+            .invoke("echo_json", json!({"value": format!("v{i}")}))
+            .await;
         ids.push(env["run_id"].as_str().unwrap().to_owned());
     }
-    invoke(&server, "git_status", json!({})).await;
+    server.invoke("git_status", json!({})).await;
     let all = get_json(&server, "/runs?tool=echo_json").await;
     let listed: Vec<&str> = all["runs"]
         .as_array()
@@ -478,12 +467,12 @@ async fn runs_list_filters_and_pages() {
 #[tokio::test]
 async fn entrypoints_get_input_output_and_artifacts() {
     let server = TestServer::start_allowed(corpus_options()).await;
-    let (status, env) = invoke(
-        &server,
-        "data_analysis",
-        json!({"data": [{"city": "Oslo", "temp": 4.5}, {"city": "Rome", "temp": 15.5}]}),
-    )
-    .await;
+    let (status, env) = server
+        .invoke(
+            "data_analysis",
+            json!({"data": [{"city": "Oslo", "temp": 4.5}, {"city": "Rome", "temp": 15.5}]}),
+        )
+        .await;
     assert_eq!(status, 200, "{env}");
     assert_eq!(env["success"], true, "{env}");
     assert_eq!(env["output"], "analyzed 2 rows\n");
@@ -510,7 +499,7 @@ async fn entrypoints_get_input_output_and_artifacts() {
     assert_eq!(res.status(), 404);
 
     // Bad input is the tool's failure, reported as a result.
-    let (status, env) = invoke(&server, "data_analysis", json!({"rows": 1})).await;
+    let (status, env) = server.invoke("data_analysis", json!({"rows": 1})).await;
     assert_eq!((status, env["success"].as_bool()), (200, Some(false)));
     assert_eq!(env["error"], "exited with code 1");
     assert!(env["output"].as_str().unwrap().contains("needs a 'data' array"));
@@ -519,14 +508,16 @@ async fn entrypoints_get_input_output_and_artifacts() {
 #[tokio::test]
 async fn scripts_run_by_extension_with_their_args() {
     let server = TestServer::start_allowed(corpus_options()).await;
-    let (_, env) = invoke(
-        &server,
-        "text_tools_word_count",
-        json!({"args": ["--text", "one two three"]}),
-    )
-    .await;
+    let (_, env) = server
+        .invoke(
+            "text_tools_word_count",
+            json!({"args": ["--text", "one two three"]}),
+        )
+        .await;
     assert_eq!(env["parsed"], json!({"words": 3}), "{env}");
-    let (_, env) = invoke(&server, "text_tools_upper", json!({"args": ["hi", "there"]})).await;
+    let (_, env) = server
+        .invoke("text_tools_upper", json!({"args": ["hi", "there"]}))
+        .await;
     assert_eq!(env["output"], "HI\nTHERE\n");
 }
 
@@ -566,7 +557,7 @@ async fn the_run_log_survives_a_restart() {
     let id = {
         let server = TestServer::start_on(corpus_options(), &url).await;
         server.allow_every_tool().await;
-        let (_, env) = invoke(&server, "echo_json", json!({"value": "kept"})).await;
+        let (_, env) = server.invoke("echo_json", json!({"value": "kept"})).await;
         env["run_id"].as_str().unwrap().to_owned()
     };
     let server = TestServer::start_on(corpus_options(), &url).await;

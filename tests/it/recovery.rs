@@ -24,16 +24,6 @@ fn touch_skill(dir: &Path) {
     .unwrap();
 }
 
-async fn invoke(server: &TestServer, tool: &str, arguments: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(server.url(&format!("/tools/{tool}/invoke")))
-        .json(&json!({ "arguments": arguments }))
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
-}
-
 #[tokio::test]
 async fn the_run_log_survives_a_restart_on_postgres() {
     on_postgres(|url| async move {
@@ -44,7 +34,7 @@ async fn the_run_log_survives_a_restart_on_postgres() {
         let id = {
             let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &url).await;
             server.allow_every_tool().await;
-            let (status, env) = invoke(&server, "touch_marker", json!({"path": marker})).await;
+            let (status, env) = server.invoke("touch_marker", json!({"path": marker})).await;
             assert_eq!((status, env["success"].as_bool()), (200, Some(true)), "{env}");
             env["run_id"].as_str().unwrap().to_owned()
         };
@@ -116,18 +106,15 @@ async fn an_unreachable_store_fails_closed() {
         let work = crate::common::marks_dir();
         let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &proxied).await;
         server.allow_every_tool().await;
-        let (status, _) = invoke(
-            &server,
-            "touch_marker",
-            json!({"path": work.path().join("before")}),
-        )
-        .await;
+        let (status, _) = server
+            .invoke("touch_marker", json!({"path": work.path().join("before")}))
+            .await;
         assert_eq!(status, 200);
         assert!(work.path().join("before").exists());
 
         proxy.cut().await;
         let after = work.path().join("after");
-        let (status, problem) = invoke(&server, "touch_marker", json!({"path": after})).await;
+        let (status, problem) = server.invoke("touch_marker", json!({"path": after})).await;
         assert_eq!(status, 503, "{problem}");
         assert_eq!(problem["code"], "unavailable");
         assert!(

@@ -26,15 +26,11 @@ fn shell_skill(dir: &Path, name: &str, front: &str) {
     .unwrap();
 }
 
-async fn run(server_url: &str, tool: &str, script: &str) -> Value {
-    let res = reqwest::Client::new()
-        .post(format!("{server_url}/tools/{tool}/invoke"))
-        .json(&json!({ "arguments": { "s": script } }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200, "{tool}");
-    res.json().await.unwrap()
+/// Runs `script` with `tool` and expects the envelope (200).
+async fn run(server: &TestServer, tool: &str, script: &str) -> Value {
+    let (status, envelope) = server.invoke(tool, json!({ "s": script })).await;
+    assert_eq!(status, 200, "{tool}: {envelope}");
+    envelope
 }
 
 fn is_root() -> bool {
@@ -141,12 +137,7 @@ async fn a_process_that_leaves_its_group_dies_with_the_run() {
         return;
     }
     let tag = format!("97.{}", std::process::id());
-    let env = run(
-        &server.url(""),
-        "leave",
-        &format!("setsid sleep {tag} & echo left"),
-    )
-    .await;
+    let env = run(&server, "leave", &format!("setsid sleep {tag} & echo left")).await;
     assert_eq!(env["output"], "left\n", "{env}");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -197,7 +188,7 @@ async fn a_fork_bomb_and_a_memory_hog_hit_the_runs_limits() {
     ]
     .join("\n");
     let started = Instant::now();
-    let env = run(&server.url(""), "hog", &bomb).await;
+    let env = run(&server, "hog", &bomb).await;
     let out = env["output"].as_str().unwrap();
     let n: u64 = out
         .strip_prefix("stopped after ")
@@ -214,7 +205,7 @@ async fn a_fork_bomb_and_a_memory_hog_hit_the_runs_limits() {
     );
 
     let hog = "python3 -c \"\nb = []\nfor i in range(64):\n    b.append(bytearray(8 << 20))\nprint('allocated all')\n\"";
-    let env = run(&server.url(""), "hog", hog).await;
+    let env = run(&server, "hog", hog).await;
     assert_eq!(env["success"], false, "{env}");
     assert!(
         !env["output"].as_str().unwrap().contains("allocated all"),
@@ -239,7 +230,7 @@ async fn network_false_cannot_open_a_socket() {
          print('refused', e.errno)\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n    \
          print('connected')\nexcept OSError as e:\n    print('no connection', e.errno)\n\""
     );
-    let env = run(&server.url(""), "offline", &connect).await;
+    let env = run(&server, "offline", &connect).await;
     let afnosupport = nix::errno::Errno::EAFNOSUPPORT as i32;
     assert_eq!(
         env["output"],
@@ -247,7 +238,7 @@ async fn network_false_cannot_open_a_socket() {
         "{env}"
     );
     assert!(listener.accept().is_err(), "a connection arrived");
-    let env = run(&server.url(""), "online", &connect).await;
+    let env = run(&server, "online", &connect).await;
     assert!(env["output"].as_str().unwrap().ends_with("connected\n"), "{env}");
 }
 
@@ -260,10 +251,10 @@ async fn only_a_skill_with_file_write_writes_the_workspace() {
     let workspace = crate::common::writable_tempdir();
     let server = server(skills.path(), Trust::User, working_in(workspace.path())).await;
     let write = "echo x > out.txt && echo wrote";
-    let env = run(&server.url(""), "reader", write).await;
+    let env = run(&server, "reader", write).await;
     assert_eq!(env["success"], false, "{env}");
     assert!(!workspace.path().join("out.txt").exists());
-    let env = run(&server.url(""), "writer", write).await;
+    let env = run(&server, "writer", write).await;
     assert_eq!(env["output"], "wrote\n", "{env}");
     assert!(workspace.path().join("out.txt").exists());
 }
@@ -289,7 +280,7 @@ async fn sandbox_off_still_confines_untrusted_skills_and_says_so() {
     server.allow_every_tool().await;
     let data = server.invoker.settings.data_dir.display().to_string();
     let peek = format!("ls '{data}' >/dev/null 2>&1 && echo listed || echo denied");
-    let env = run(&server.url(""), "trusted_probe", &peek).await;
+    let env = run(&server, "trusted_probe", &peek).await;
     assert_eq!(env["output"], "listed\n", "{env}");
 
     let dry = reqwest::Client::new()
@@ -325,7 +316,7 @@ async fn sandbox_off_still_confines_untrusted_skills_and_says_so() {
     }
     if ready["sandbox"]["files"] == "enforced" {
         // The untrusted tool runs confined: the data directory is closed.
-        let env = run(&server.url(""), "stranger", &peek).await;
+        let env = run(&server, "stranger", &peek).await;
         assert_eq!(env["output"], "denied\n", "{env}");
     }
 }
