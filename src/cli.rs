@@ -154,12 +154,19 @@ fn init_tracing() -> Result<(), String> {
     Ok(())
 }
 
+/// Variables that hold secrets, read once at start-up (`ServeArgs`).
+const SECRET_VARIABLES: [&str; 2] = ["SKILLD_TOKENS", "SKILLD_DATABASE_URL"];
+
 /// Makes this process non-dumpable: its `/proc/<pid>` entries (memory,
-/// environment with its tokens, file descriptors) then belong to root, so
-/// a tool running as the same user cannot read them.
+/// environment, file descriptors) then belong to root, so a tool running
+/// as the same user cannot read them. And wipes the secrets, already
+/// parsed, from its environment, so that not even root reads them there.
 fn harden() {
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         tracing::warn!(error = %e, "cannot make the process non-dumpable; tools of the same user can read its memory");
+    }
+    if let Err(why) = crate::environ::wipe(&SECRET_VARIABLES) {
+        tracing::warn!(%why, "cannot wipe the secrets from this process's environment");
     }
 }
 

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+mod environ;
 pub mod export;
 pub mod http;
 pub mod invoke;

@@ -731,3 +731,41 @@ async fn event_streams_are_bounded_in_number_and_lifetime() {
     assert_eq!(stream().await.unwrap().status(), 200);
     assert!(!marker.exists());
 }
+
+/// `/proc/<pid>/environ` shows the environment block as it was at exec,
+/// whatever `std::env` removes: the server overwrites its secrets there
+/// once it has read them. Read here as root, who can read a non-dumpable
+/// process's entries; the tokens still work.
+#[tokio::test]
+async fn the_servers_environment_block_no_longer_holds_its_secrets() {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        eprintln!("skipped: only root reads a non-dumpable process's environment");
+        return;
+    }
+    let data = crate::common::tempdir().unwrap();
+    let db = format!("sqlite://{}/db-secret-path.db", data.path().display());
+    let mut cmd = crate::cli::skilld();
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
+        .arg(data.path())
+        .env("SKILLD_TOKENS", "boss:admin:env-secret-never-in-proc")
+        .env("SKILLD_DATABASE_URL", &db);
+    let (child, addr) = crate::cli::serve(&mut cmd);
+    let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        environ.contains("SKILLD_LOG="),
+        "not the server's block: {environ}"
+    );
+    assert!(!environ.contains("env-secret-never-in-proc"), "{environ}");
+    assert!(!environ.contains("db-secret-path"), "{environ}");
+    let res = reqwest::Client::new()
+        .get(format!("http://{addr}/grants"))
+        .bearer_auth("env-secret-never-in-proc")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(data.path().join("db-secret-path.db").exists());
+    crate::cli::stop(child);
+}
