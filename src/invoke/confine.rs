@@ -39,7 +39,7 @@ impl Invoker {
                 ("GIT_CONFIG_VALUE_0".to_owned(), workspace),
             ]);
         }
-        let request = self.request(p, id.to_string(), &dir.root);
+        let request = self.request(p, &dir.root);
         spec.confinement = self.sandbox.confine(&request)?;
         Ok(dir)
     }
@@ -65,12 +65,11 @@ impl Invoker {
     /// What a run of `p` would be allowed, for a dry run.
     pub(super) fn allowance(&self, p: &Prepared) -> Allowance {
         let scratch = self.settings.scratch_dir.join("<run id>");
-        self.sandbox.allowance(&self.request(p, String::new(), &scratch))
+        self.sandbox.allowance(&self.request(p, &scratch))
     }
 
-    fn request<'a>(&'a self, p: &'a Prepared, name: String, scratch: &'a Path) -> Request<'a> {
+    fn request<'a>(&'a self, p: &'a Prepared, scratch: &'a Path) -> Request<'a> {
         Request {
-            name,
             trust: p.skill.trust,
             skill_dir: &p.skill.dir,
             workspace: &self.settings.workspace,

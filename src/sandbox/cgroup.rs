@@ -11,7 +11,8 @@ use std::fs;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Where run cgroups are made, per hierarchy.
@@ -26,22 +27,51 @@ pub(super) struct Cgroups {
     /// v1 parents, used for a limit v2 cannot give.
     v1_pids: Option<PathBuf>,
     v1_memory: Option<PathBuf>,
+    /// Empty run cgroups, kept for the next runs.
+    pool: Arc<Mutex<Pool>>,
+    /// Run cgroups made so far, which names the next.
+    made: AtomicU64,
 }
 
+/// Run cgroups left empty by their runs. Making and removing a cgroup
+/// costs the kernel more than the rest of a short run together (three of
+/// each per run on a hybrid host; `cargo bench --bench invoke` shows it),
+/// so an empty one is reused instead, its limits rewritten as needed.
+#[derive(Debug, Default)]
+struct Pool {
+    slots: Vec<Slot>,
+    /// The `Cgroups` is gone: slots returned now are removed instead.
+    closed: bool,
+}
+
+/// Empty run cgroups kept at most.
+const POOL_MAX: usize = 64;
+
 /// The limits of one run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Bounds {
     pub pids: u64,
     pub memory: u64,
 }
 
-/// A run's cgroups, removed (once empty) when dropped.
+/// One run cgroup in each hierarchy in use.
 #[derive(Debug)]
-pub struct RunCgroup {
-    dirs: Vec<PathBuf>,
+struct Slot {
+    v2: Option<PathBuf>,
+    v1_pids: Option<PathBuf>,
+    v1_memory: Option<PathBuf>,
     /// `cgroup.procs` of each, open for the child to write itself into.
     procs: Vec<OwnedFd>,
+    /// The limits written last.
+    bounds: Option<Bounds>,
+}
+
+/// A run's cgroups; given back to the pool, or removed, when dropped.
+#[derive(Debug)]
+pub struct RunCgroup {
+    slot: Option<Slot>,
     kill: Option<PathBuf>,
+    pool: Arc<Mutex<Pool>>,
 }
 
 impl Cgroups {
@@ -91,60 +121,133 @@ impl Cgroups {
         }
     }
 
-    /// Makes the cgroups of run `name`, limits written.
-    pub(super) fn make(&self, name: &str, bounds: Bounds) -> io::Result<RunCgroup> {
-        let mut run = RunCgroup {
-            dirs: Vec::new(),
-            procs: Vec::new(),
-            kill: None,
+    /// The cgroups of one run, limits written: an empty one from the
+    /// pool, else new ones.
+    pub(super) fn take(&self, bounds: Bounds) -> io::Result<RunCgroup> {
+        let pooled = lock(&self.pool).slots.pop();
+        let mut slot = match pooled {
+            Some(slot) => slot,
+            None => self.make()?,
         };
-        if let Some(parent) = &self.v2 {
-            let dir = run.add(parent, name)?;
+        if slot.bounds != Some(bounds) {
+            self.limit(&slot, bounds)?;
+            slot.bounds = Some(bounds);
+        }
+        Ok(RunCgroup {
+            kill: slot
+                .v2
+                .as_ref()
+                .filter(|_| self.kill)
+                .map(|dir| dir.join("cgroup.kill")),
+            slot: Some(slot),
+            pool: self.pool.clone(),
+        })
+    }
+
+    fn make(&self) -> io::Result<Slot> {
+        let name = format!("run-{}", self.made.fetch_add(1, Ordering::Relaxed));
+        let mut slot = Slot {
+            v2: None,
+            v1_pids: None,
+            v1_memory: None,
+            procs: Vec::new(),
+            bounds: None,
+        };
+        let mut add = |parent: &Option<PathBuf>| -> io::Result<Option<PathBuf>> {
+            let Some(parent) = parent else {
+                return Ok(None);
+            };
+            let dir = parent.join(&name);
+            fs::create_dir(&dir)?;
+            let procs = fs::OpenOptions::new().write(true).open(dir.join("cgroup.procs"));
+            match procs {
+                Ok(procs) => slot.procs.push(procs.into()),
+                Err(err) => {
+                    let _ = fs::remove_dir(&dir);
+                    return Err(err);
+                }
+            }
+            Ok(Some(dir))
+        };
+        let made = (|| Ok::<_, io::Error>((add(&self.v2)?, add(&self.v1_pids)?, add(&self.v1_memory)?)))();
+        match made {
+            Ok((v2, v1_pids, v1_memory)) => {
+                (slot.v2, slot.v1_pids, slot.v1_memory) = (v2, v1_pids, v1_memory);
+                Ok(slot)
+            }
+            Err(err) => {
+                // Whatever was made before the failure goes again.
+                for parent in [&self.v2, &self.v1_pids, &self.v1_memory].into_iter().flatten() {
+                    let _ = fs::remove_dir(parent.join(&name));
+                }
+                Err(err)
+            }
+        }
+    }
+
+    fn limit(&self, slot: &Slot, bounds: Bounds) -> io::Result<()> {
+        let (pids, memory) = (bounds.pids.to_string(), bounds.memory.to_string());
+        if let Some(dir) = &slot.v2 {
             if self.v2_pids {
-                write(&dir.join("pids.max"), &bounds.pids.to_string())?;
+                write(&dir.join("pids.max"), &pids)?;
             }
             if self.v2_memory {
-                write(&dir.join("memory.max"), &bounds.memory.to_string())?;
+                write(&dir.join("memory.max"), &memory)?;
                 // Without it a run could go on in swap past memory.max.
                 let _ = write(&dir.join("memory.swap.max"), "0");
             }
-            run.kill = self.kill.then(|| dir.join("cgroup.kill"));
         }
-        if let Some(parent) = &self.v1_pids {
-            let dir = run.add(parent, name)?;
-            write(&dir.join("pids.max"), &bounds.pids.to_string())?;
+        if let Some(dir) = &slot.v1_pids {
+            write(&dir.join("pids.max"), &pids)?;
         }
-        if let Some(parent) = &self.v1_memory {
-            let dir = run.add(parent, name)?;
-            write(&dir.join("memory.limit_in_bytes"), &bounds.memory.to_string())?;
+        if let Some(dir) = &slot.v1_memory {
+            write(&dir.join("memory.limit_in_bytes"), &memory)?;
         }
-        Ok(run)
+        Ok(())
     }
 }
 
 impl Drop for Cgroups {
     fn drop(&mut self) {
+        let slots = {
+            let mut pool = lock(&self.pool);
+            pool.closed = true;
+            std::mem::take(&mut pool.slots)
+        };
+        for slot in slots {
+            remove(slot.dirs());
+        }
         for parent in [&self.v2, &self.v1_pids, &self.v1_memory].into_iter().flatten() {
             let _ = fs::remove_dir(parent);
         }
     }
 }
 
-impl RunCgroup {
-    fn add(&mut self, parent: &Path, name: &str) -> io::Result<PathBuf> {
-        let dir = parent.join(name);
-        fs::create_dir(&dir)?;
-        self.dirs.push(dir.clone());
-        let procs = fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))?;
-        self.procs.push(procs.into());
-        Ok(dir)
+impl Slot {
+    fn dirs(&self) -> Vec<PathBuf> {
+        [&self.v2, &self.v1_pids, &self.v1_memory]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
     }
 
+    /// No process left in it: every process of a run is in each of its
+    /// hierarchies, so one tells.
+    fn is_empty(&self) -> bool {
+        self.dirs().first().is_some_and(|dir| {
+            fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+        })
+    }
+}
+
+impl RunCgroup {
     /// The `cgroup.procs` the child writes `0` to, joining the run's cgroups.
     pub fn procs(&self) -> Vec<RawFd> {
-        self.procs.iter().map(AsRawFd::as_raw_fd).collect()
+        self.slot
+            .iter()
+            .flat_map(|s| s.procs.iter().map(AsRawFd::as_raw_fd))
+            .collect()
     }
 
     /// Kills every process in the run: `cgroup.kill` where there is one,
@@ -156,7 +259,7 @@ impl RunCgroup {
             }
             return;
         }
-        for dir in &self.dirs {
+        for dir in self.slot.iter().flat_map(Slot::dirs) {
             for _ in 0..20 {
                 let pids = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
                 let pids: Vec<i32> = pids.lines().filter_map(|l| l.trim().parse().ok()).collect();
@@ -176,31 +279,47 @@ impl RunCgroup {
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
-        self.procs.clear();
-        let dirs = std::mem::take(&mut self.dirs);
-        if dirs.is_empty() {
+        let Some(slot) = self.slot.take() else {
             return;
-        }
-        if dirs_removed_now(&dirs) {
-            return;
-        }
-        // A killed process takes a moment to leave, and rmdir fails
-        // (EBUSY) until it has: retried off the caller's path, bounded.
-        let remove = move || {
-            for _ in 0..200 {
-                std::thread::sleep(Duration::from_millis(10));
-                if dirs_removed_now(&dirs) {
-                    return;
-                }
-            }
-            tracing::warn!(cgroups = ?dirs, "run cgroups still busy; left behind");
         };
-        if let Err(err) = std::thread::Builder::new()
-            .name("skilld-cgroup".to_owned())
-            .spawn(remove)
-        {
-            tracing::warn!(%err, "cannot start a thread to remove run cgroups");
+        // Only an empty cgroup is reused: a process still dying there
+        // must not share the next run's limits, nor be killed with it.
+        if slot.is_empty() {
+            let mut pool = lock(&self.pool);
+            if !pool.closed && pool.slots.len() < POOL_MAX {
+                pool.slots.push(slot);
+                return;
+            }
         }
+        remove(slot.dirs());
+    }
+}
+
+fn lock(pool: &Mutex<Pool>) -> std::sync::MutexGuard<'_, Pool> {
+    pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Removes run cgroups, now if they are empty, else from a thread of its
+/// own that retries: a killed process takes a moment to leave, and rmdir
+/// fails (EBUSY) until it has.
+fn remove(dirs: Vec<PathBuf>) {
+    if dirs_removed_now(&dirs) {
+        return;
+    }
+    let retry = move || {
+        for _ in 0..200 {
+            std::thread::sleep(Duration::from_millis(10));
+            if dirs_removed_now(&dirs) {
+                return;
+            }
+        }
+        tracing::warn!(cgroups = ?dirs, "run cgroups still busy; left behind");
+    };
+    if let Err(err) = std::thread::Builder::new()
+        .name("skilld-cgroup".to_owned())
+        .spawn(retry)
+    {
+        tracing::warn!(%err, "cannot start a thread to remove run cgroups");
     }
 }
 
@@ -258,6 +377,7 @@ fn join_cgroup(mount: &Path, path: &str) -> PathBuf {
 /// `None` where it cannot be made (not delegated).
 fn make_parent(base: &Path) -> Option<PathBuf> {
     static MADE: AtomicU32 = AtomicU32::new(0);
+    remove_stale(base);
     let n = MADE.fetch_add(1, Ordering::Relaxed);
     let parent = base.join(format!("skilld-{}-{n}", std::process::id()));
     match fs::create_dir(&parent) {
@@ -266,6 +386,36 @@ fn make_parent(base: &Path) -> Option<PathBuf> {
             tracing::debug!(base = %base.display(), %err, "cannot make run cgroups here");
             None
         }
+    }
+}
+
+/// Removes the run cgroups of skilld processes that are gone: a process
+/// that ends without dropping its `Cgroups` (killed, or a test binary)
+/// leaves its empty `skilld-<pid>-<n>/run-<k>` directories behind.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("skilld-"))
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        if let Ok(runs) = fs::read_dir(&dir) {
+            for run in runs.filter_map(Result::ok).filter(|r| r.path().is_dir()) {
+                let _ = fs::remove_dir(run.path());
+            }
+        }
+        let _ = fs::remove_dir(&dir);
     }
 }
 

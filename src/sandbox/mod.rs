@@ -84,7 +84,6 @@ pub struct Sandbox {
 /// One run's request to the sandbox.
 #[derive(Debug)]
 pub struct Request<'a> {
-    pub name: String,
     pub trust: Trust,
     pub skill_dir: &'a Path,
     pub workspace: &'a Path,
@@ -164,7 +163,7 @@ impl Sandbox {
             pids: self.settings.pids_max,
             memory: req.memory_bytes.unwrap_or(self.settings.memory_max),
         };
-        let cgroup = match self.cgroups.make(&req.name, bounds) {
+        let cgroup = match self.cgroups.take(bounds) {
             Ok(made) => Some(made),
             Err(err) => {
                 tracing::warn!(%err, "cannot make the run's cgroup; it runs without one");
