@@ -60,8 +60,6 @@ struct Slot {
     v2: Option<PathBuf>,
     v1_pids: Option<PathBuf>,
     v1_memory: Option<PathBuf>,
-    /// `cgroup.procs` of each, open for the child to write itself into.
-    procs: Vec<OwnedFd>,
     /// The limits written last.
     bounds: Option<Bounds>,
 }
@@ -70,6 +68,9 @@ struct Slot {
 #[derive(Debug)]
 pub struct RunCgroup {
     slot: Option<Slot>,
+    /// `cgroup.procs` of each, open for the child to write itself into
+    /// (only while the run has the slot: a pooled one holds no descriptor).
+    procs: Vec<OwnedFd>,
     kill: Option<PathBuf>,
     pool: Arc<Mutex<Pool>>,
 }
@@ -133,7 +134,18 @@ impl Cgroups {
             self.limit(&slot, bounds)?;
             slot.bounds = Some(bounds);
         }
+        let procs = slot
+            .dirs()
+            .iter()
+            .map(|dir| {
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))?;
+                Ok(OwnedFd::from(file))
+            })
+            .collect::<io::Result<Vec<_>>>()?;
         Ok(RunCgroup {
+            procs,
             kill: slot
                 .v2
                 .as_ref()
@@ -146,35 +158,22 @@ impl Cgroups {
 
     fn make(&self) -> io::Result<Slot> {
         let name = format!("run-{}", self.made.fetch_add(1, Ordering::Relaxed));
-        let mut slot = Slot {
-            v2: None,
-            v1_pids: None,
-            v1_memory: None,
-            procs: Vec::new(),
-            bounds: None,
-        };
-        let mut add = |parent: &Option<PathBuf>| -> io::Result<Option<PathBuf>> {
+        let add = |parent: &Option<PathBuf>| -> io::Result<Option<PathBuf>> {
             let Some(parent) = parent else {
                 return Ok(None);
             };
             let dir = parent.join(&name);
             fs::create_dir(&dir)?;
-            let procs = fs::OpenOptions::new().write(true).open(dir.join("cgroup.procs"));
-            match procs {
-                Ok(procs) => slot.procs.push(procs.into()),
-                Err(err) => {
-                    let _ = fs::remove_dir(&dir);
-                    return Err(err);
-                }
-            }
             Ok(Some(dir))
         };
         let made = (|| Ok::<_, io::Error>((add(&self.v2)?, add(&self.v1_pids)?, add(&self.v1_memory)?)))();
         match made {
-            Ok((v2, v1_pids, v1_memory)) => {
-                (slot.v2, slot.v1_pids, slot.v1_memory) = (v2, v1_pids, v1_memory);
-                Ok(slot)
-            }
+            Ok((v2, v1_pids, v1_memory)) => Ok(Slot {
+                v2,
+                v1_pids,
+                v1_memory,
+                bounds: None,
+            }),
             Err(err) => {
                 // Whatever was made before the failure goes again.
                 for parent in [&self.v2, &self.v1_pids, &self.v1_memory].into_iter().flatten() {
@@ -244,10 +243,7 @@ impl Slot {
 impl RunCgroup {
     /// The `cgroup.procs` the child writes `0` to, joining the run's cgroups.
     pub fn procs(&self) -> Vec<RawFd> {
-        self.slot
-            .iter()
-            .flat_map(|s| s.procs.iter().map(AsRawFd::as_raw_fd))
-            .collect()
+        self.procs.iter().map(AsRawFd::as_raw_fd).collect()
     }
 
     /// Kills every process in the run: `cgroup.kill` where there is one,
@@ -279,6 +275,7 @@ impl RunCgroup {
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
+        self.procs.clear();
         let Some(slot) = self.slot.take() else {
             return;
         };

@@ -12,11 +12,13 @@ use skilld::runner::{
     self, DEFAULT_PATH, DRAIN_TIMEOUT, Event, HEAD_BYTES, Limits, Outcome, Spec, TAIL_BYTES, child_env,
     is_secret_name, run,
 };
+use skilld::sandbox::{Request, Sandbox, Settings};
+use skilld::skill::Trust;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 const HANG: Duration = Duration::from_secs(60);
 
 fn spec(program: &str, args: &[&str]) -> Spec {
-    Spec {
+    confined(Spec {
         program: program.to_owned(),
         args: args.iter().map(|a| (*a).to_owned()).collect(),
         cwd: std::env::temp_dir(),
@@ -34,15 +36,38 @@ fn spec(program: &str, args: &[&str]) -> Spec {
         limits: Limits::default(),
         isolate_network: false,
         confinement: None,
-    }
+    })
 }
 
+/// `spec` inside the sandbox skilld gives every tool (identity, Landlock,
+/// cgroup, seccomp when isolated), with the temporary directory as its
+/// workspace and scratch: the runner's tests hold inside it too. A clone
+/// of a spec has no confinement (it belongs to one run), so the helpers
+/// that run a spec add one.
+fn confined(mut spec: Spec) -> Spec {
+    static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| Sandbox::detect(Settings::default()));
+    if spec.confinement.is_none() {
+        let tmp = std::env::temp_dir();
+        let request = Request {
+            trust: Trust::User,
+            skill_dir: &tmp,
+            workspace: &tmp,
+            workspace_write: true,
+            scratch: &tmp,
+            network: !spec.isolate_network,
+            programs: Vec::new(),
+            memory_bytes: spec.limits.memory_bytes,
+        };
+        spec.confinement = SANDBOX.confine(&request).unwrap();
+    }
+    spec
+}
 fn sh(script: &str) -> Spec {
     spec("sh", &["-c", script])
 }
 
 async fn go(spec: Spec) -> Outcome {
-    tokio::time::timeout(HANG, run(spec, CancellationToken::new(), None, |_| {}))
+    tokio::time::timeout(HANG, run(confined(spec), CancellationToken::new(), None, |_| {}))
         .await
         .expect("run hung")
 }
@@ -112,7 +137,7 @@ async fn group_after_kill(pgid: i32) -> Vec<Stat> {
 /// claims — and returns them.
 async fn run_observing(spec: Spec, cancel: CancellationToken, members: usize) -> (Outcome, Vec<Stat>) {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let runner = run(spec, cancel, None, move |pgid| {
+    let runner = run(confined(spec), cancel, None, move |pgid| {
         let _ = tx.send(pgid);
     });
     let observer = async move {
@@ -247,7 +272,7 @@ async fn a_timeout_leaves_no_process_of_the_group() {
 
 #[tokio::test]
 async fn a_grandchild_holding_the_pipe_does_not_hold_the_call() {
-    let dir = crate::common::tempdir().expect("tempdir");
+    let dir = crate::common::writable_tempdir();
     let mut s = sh("sleep 1000 & echo $! > grandchild.pid; echo started");
     s.cwd = dir.path().to_owned();
     let started = Instant::now();
@@ -760,7 +785,7 @@ async fn stdout_json_is_parsed_from_stdout_alone_when_whole() {
 
 #[tokio::test]
 async fn the_file_size_limit_stops_a_big_write() {
-    let dir = crate::common::tempdir().expect("tempdir");
+    let dir = crate::common::writable_tempdir();
     let mut s = sh("head -c 4096 /dev/zero > f");
     s.cwd = dir.path().to_owned();
     s.limits.file_size_bytes = Some(1024);
@@ -944,4 +969,29 @@ async fn a_consumer_that_never_reads_does_not_block_the_child() {
     assert_eq!(out.exit_code, Some(0));
     assert_eq!(out.output_bytes, 8 << 20);
     assert!(rx.len() <= 1);
+}
+
+/// The runs of this file are confined (see [`confined`]): as root, another
+/// user without capabilities, and only the temporary directory writable.
+#[tokio::test]
+async fn runs_here_are_inside_the_sandbox() {
+    let out = go(sh(
+        "id -u; grep CapEff /proc/self/status; (: > /etc/skilld-probe) 2>/dev/null || echo denied",
+    ))
+    .await;
+    let uid = if nix::unistd::geteuid().is_root() {
+        "65534"
+    } else {
+        ""
+    };
+    let expected_uid = if uid.is_empty() {
+        nix::unistd::geteuid().to_string()
+    } else {
+        uid.to_owned()
+    };
+    assert_eq!(
+        out.output,
+        format!("{expected_uid}\nCapEff:\t0000000000000000\ndenied\n"),
+        "{out:?}"
+    );
 }
