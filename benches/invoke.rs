@@ -41,6 +41,11 @@ use tokio_util::sync::CancellationToken;
 
 /// Sequential calls (c=1), per side.
 const N_SEQ: usize = 400;
+/// The breakdown rows of the pipeline with the sandbox on (the default)
+/// and off, which the summary compares.
+const SANDBOXED: &str = "Invoker pipeline without HTTP (prepare/start/finished)";
+const UNSANDBOXED: &str = "Invoker pipeline, sandbox off";
+
 /// Calls at c=8, per side.
 const N_CONC: usize = 800;
 const WORKERS: usize = 8;
@@ -645,11 +650,11 @@ async fn bench(root: &Path) -> Figures {
     let calls = [
         ("baseline again: spawn `true` from tokio", Call::Baseline),
         (
-            "Invoker pipeline without HTTP (prepare/start/finished)",
+            SANDBOXED,
             Call::Pipeline(invoker.clone(), catalog.clone(), index(TRUE_TOOL)),
         ),
         (
-            "Invoker pipeline, sandbox off",
+            UNSANDBOXED,
             Call::Pipeline(unsandboxed_invoker, catalog.clone(), index(TRUE_TOOL)),
         ),
         (
@@ -853,10 +858,11 @@ fn main() {
     );
     for row in &f.rows {
         let mut line = format!(
-            "  {:<54} median {:>10} ({:>+7.3} ms vs baseline)",
+            "  {:<54} median {:>10} ({:>+7.3} ms vs baseline)  p99 {:>10}",
             row.label,
             ms(median(&row.seq)),
-            (median(&row.seq).as_secs_f64() - base_med.as_secs_f64()) * 1e3
+            (median(&row.seq).as_secs_f64() - base_med.as_secs_f64()) * 1e3,
+            ms(p99(&row.seq)),
         );
         let r = rate(2 * N_PHASE, row.conc);
         let _ = write!(
@@ -890,6 +896,23 @@ fn main() {
         ">= 90%",
         format!("{:.1}%", 100.0 * ratio),
         ratio >= GOAL_THROUGHPUT,
+    );
+    // The sandbox's own cost: the pipeline with it on and off, same run.
+    let row = |label: &str| f.rows.iter().find(|r| r.label == label).expect("breakdown row");
+    let (on, off) = (row(SANDBOXED), row(UNSANDBOXED));
+    let sandbox_added = median(&on.seq).saturating_sub(median(&off.seq));
+    let sandbox_cost = 1.0 - off.conc.as_secs_f64() / on.conc.as_secs_f64();
+    goal(
+        "sandbox: added median per call at c=1",
+        "<= 0.3 ms",
+        ms(sandbox_added),
+        sandbox_added <= Duration::from_micros(300),
+    );
+    goal(
+        &format!("sandbox: throughput lost at c={WORKERS}"),
+        "<= 15%",
+        format!("{:.1}%", 100.0 * sandbox_cost),
+        sandbox_cost <= 0.15,
     );
     goal(
         "peak RSS above idle, 1 GiB output",
