@@ -20,6 +20,17 @@ impl Invoker {
     pub(super) fn confine(&self, id: Uuid, p: &Prepared, spec: &mut Spec) -> std::io::Result<RunDir> {
         let confined = self.sandbox.applies_to(p.skill.trust);
         let owner = confined.then(|| self.sandbox.identity()).flatten();
+        let runs_a_skill_file = matches!(p.tool().action, Action::Script { .. } | Action::Entrypoint { .. });
+        if let Some((uid, _)) = owner
+            && runs_a_skill_file
+            && !crate::runner::runnable_by_anyone(&p.skill.dir)
+        {
+            return Err(std::io::Error::other(format!(
+                "the sandbox's user (uid {uid}) cannot reach the skill directory {}: give others \
+                 access to it (o+x on each directory above it, o+r on its files) or set sandbox_user",
+                p.skill.dir.display()
+            )));
+        }
         let dir = self.run_dir(id, p, owner)?;
         if matches!(p.tool().action, Action::Entrypoint { .. }) {
             spec.cwd = dir.root.clone();

@@ -358,8 +358,8 @@ impl Invoker {
             Ok(dir) => dir,
             Err(e) => {
                 tracing::error!(run = %id, error = %e, "cannot prepare the run's sandbox");
-                let why = "cannot prepare the run's directory and sandbox";
-                let envelope = Envelope::not_started(id, &p.skill.name, &p.tool().name, why);
+                let why = format!("cannot prepare the run's directory and sandbox: {e}");
+                let envelope = Envelope::not_started(id, &p.skill.name, &p.tool().name, &why);
                 self.end(&live, RunStatus::Failed, envelope).await;
                 return;
             }

@@ -320,3 +320,33 @@ async fn sandbox_off_still_confines_untrusted_skills_and_says_so() {
         assert_eq!(env["output"], "denied\n", "{env}");
     }
 }
+
+/// As root, a skill where the sandbox's user cannot go (a private
+/// directory) does not fail somewhere inside the tool: the run says why.
+#[tokio::test]
+async fn a_skill_the_sandbox_user_cannot_reach_is_a_clear_error() {
+    if !is_root() {
+        eprintln!("skipped: only root switches to the sandbox's user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let private = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let skill = private.path().join("hidden");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: hidden\ndescription: A script out of reach.\nread_only: true\n---\n\nSays so.\n",
+    )
+    .unwrap();
+    std::fs::write(skill.join("scripts/say.sh"), "#!/bin/sh\necho ran\n").unwrap();
+    let server = server(private.path(), Trust::User, RunSettings::default()).await;
+    let (status, env) = server.invoke("hidden_say", json!({})).await;
+    assert_eq!(status, 200, "{env}");
+    assert_eq!(env["success"], false, "{env}");
+    let error = env["error"].as_str().unwrap();
+    assert!(
+        error.contains("(uid 65534) cannot reach the skill directory") && error.contains("sandbox_user"),
+        "{env}"
+    );
+}
