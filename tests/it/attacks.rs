@@ -40,10 +40,6 @@ fn mark_skill(dir: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
 /// Header names and values to send.
 type Headers<'a> = &'a [(&'a str, &'a str)];
 
-async fn get_json(url: String) -> Value {
-    reqwest::get(url).await.unwrap().json().await.unwrap()
-}
-
 /// `echo {{v}}.txt` with `v = --output=/tmp/pwn` rendered an option.
 #[tokio::test]
 async fn a_value_that_begins_a_word_cannot_become_an_option() {
@@ -63,7 +59,7 @@ async fn a_value_that_begins_a_word_cannot_become_an_option() {
     assert_eq!(status, 422, "{problem}");
     assert_eq!(problem["code"], "argument_injection");
     assert_eq!(problem["errors"][0]["field"], "v");
-    let runs = get_json(server.url("/runs")).await;
+    let runs = server.get_json("/runs").await;
     assert_eq!(runs["runs"], json!([]), "a refused call ran or was recorded");
 }
 
@@ -203,7 +199,7 @@ async fn a_web_page_cannot_drive_a_server_without_tokens() {
         .unwrap();
     refused(res, 403, "foreign_host").await;
     assert!(!marker.exists(), "a refused call ran");
-    let runs = get_json(server.url("/runs")).await;
+    let runs = server.get_json("/runs").await;
     assert_eq!(runs["runs"], json!([]), "a refused call was recorded");
 
     // The server's own page (same origin) and plain clients still work.
@@ -260,9 +256,9 @@ async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberatel
             .unwrap();
         assert_eq!(res.status(), 403, "{origin}");
     }
-    let grants = get_json(server.url("/grants")).await;
+    let grants = server.get_json("/grants").await;
     assert_eq!(grants["grants"], json!([]), "a forged decision left a grant");
-    let run = get_json(server.url(held["run_url"].as_str().unwrap())).await;
+    let run = server.get_json(held["run_url"].as_str().unwrap()).await;
     assert_eq!(run["status"], "pending_approval");
     assert!(!marker.exists());
 
@@ -275,11 +271,9 @@ async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberatel
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    let run = get_json(format!(
-        "{}?wait=30",
-        server.url(held["run_url"].as_str().unwrap())
-    ))
-    .await;
+    let run = server
+        .get_json(&format!("{}?wait=30", held["run_url"].as_str().unwrap()))
+        .await;
     assert_eq!(run["status"], "succeeded", "{run}");
 }
 
@@ -562,7 +556,7 @@ async fn mode_is_a_short_name_and_the_approver_sees_it() {
             .unwrap();
         assert_eq!(res.status(), 400, "{} chars", mode.len());
     }
-    let runs = get_json(server.url("/runs")).await;
+    let runs = server.get_json("/runs").await;
     assert_eq!(runs["runs"], json!([]), "a refused mode was recorded");
     let held: Value = client
         .post(server.url("/tools/mark/invoke"))
@@ -573,7 +567,7 @@ async fn mode_is_a_short_name_and_the_approver_sees_it() {
         .json()
         .await
         .unwrap();
-    let approval = get_json(server.url(held["approval_url"].as_str().unwrap())).await;
+    let approval = server.get_json(held["approval_url"].as_str().unwrap()).await;
     assert_eq!(approval["mode"], "Dev", "{approval}");
     assert!(!marker.exists());
 }
@@ -675,7 +669,7 @@ async fn slow_clients_are_cut_off() {
     assert!(headers_cut < Duration::from_secs(20), "{headers_cut:?}");
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("request_timeout"), "{answer}");
-    let runs = get_json(server.url("/runs")).await;
+    let runs = server.get_json("/runs").await;
     assert_eq!(runs["runs"], json!([]));
 }
 
@@ -708,7 +702,7 @@ async fn event_streams_are_bounded_in_number_and_lifetime() {
         p["detail"].as_str().unwrap().contains("event streams are open"),
         "{p}"
     );
-    let pending = get_json(server.url("/approvals?status=pending")).await;
+    let pending = server.get_json("/approvals?status=pending").await;
     assert_eq!(
         pending["approvals"].as_array().unwrap().len(),
         2,

@@ -259,6 +259,11 @@ impl TestServer {
         (res.status().as_u16(), res.json().await.unwrap())
     }
 
+    /// `GET path`, its body as JSON, whatever the status.
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        reqwest::get(self.url(path)).await.unwrap().json().await.unwrap()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }

@@ -49,12 +49,7 @@ async fn the_run_log_survives_a_restart_on_postgres() {
             .unwrap();
         assert_eq!(run["status"], "succeeded");
         assert_eq!(run["argv"], json!(["touch", marker]));
-        let ready: Value = reqwest::get(server.url("/readyz"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let ready = server.get_json("/readyz").await;
         assert_eq!(ready["store"], "postgres");
     })
     .await;

@@ -304,12 +304,7 @@ async fn sandbox_off_still_confines_untrusted_skills_and_says_so() {
     );
     assert!(!read.iter().any(|p| p.starts_with(&data)), "{sandbox}");
 
-    let ready: Value = reqwest::get(server.url("/readyz"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ready = server.get_json("/readyz").await;
     assert_eq!(ready["sandbox"]["level"], "untrusted-only", "{ready}");
     if is_root() {
         assert_eq!(ready["sandbox"]["identity"], "uid 65534 gid 65534", "{ready}");
