@@ -236,6 +236,28 @@ impl Catalog {
     }
 
     /// Number of errors among the diagnostics (excluded skills and roots).
+    /// Whether a client listing tools, prompts or references would see
+    /// something else in `other`.
+    pub fn differs_for_clients(&self, other: &Catalog) -> bool {
+        use crate::export::Format;
+        let face = |c: &Catalog| -> Vec<(String, String, Vec<String>)> {
+            c.skills
+                .iter()
+                .map(|s| {
+                    let references = s.references().map(|f| format!("{}:{}", f.path, f.size)).collect();
+                    (s.name.clone(), s.instructions.clone(), references)
+                })
+                .collect()
+        };
+        self.exports.body(Format::Mcp, None, None) != other.exports.body(Format::Mcp, None, None)
+            || !self
+                .commands
+                .iter()
+                .map(|e| &e.command)
+                .eq(other.commands.iter().map(|e| &e.command))
+            || face(self) != face(other)
+    }
+
     pub fn error_count(&self) -> usize {
         self.diagnostics.iter().filter(|d| d.is_error()).count()
     }
@@ -383,6 +405,9 @@ pub struct CatalogHandle {
     options: CatalogOptions,
     /// Serialises reloads so two never interleave their swaps.
     reloading: Mutex<()>,
+    /// Bumped by each reload that changed what clients see (tools,
+    /// prompts, resources), so MCP sessions can say their lists changed.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl CatalogHandle {
@@ -392,6 +417,7 @@ impl CatalogHandle {
             current: RwLock::new(Arc::new(catalog)),
             options,
             reloading: Mutex::new(()),
+            changes: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -406,6 +432,12 @@ impl CatalogHandle {
         &self.options
     }
 
+    /// Sees each reload that changed the catalog's tools, prompts or
+    /// references.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
     /// Rescans every root and swaps the result in. Blocking: call it from a
     /// blocking thread.
     pub fn reload(&self) -> Arc<Catalog> {
@@ -415,6 +447,9 @@ impl CatalogHandle {
         match self.current.write() {
             Ok(mut c) => *c = next.clone(),
             Err(poisoned) => *poisoned.into_inner() = next.clone(),
+        }
+        if next.differs_for_clients(&previous) {
+            self.changes.send_modify(|n| *n += 1);
         }
         tracing::info!(
             skills = next.skills.len(),

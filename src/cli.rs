@@ -4,7 +4,7 @@ use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use crate::config::{self, Config, ServeArgs};
 use crate::export::Format;
 use crate::http::{AppState, serve};
-use crate::invoke::{Asked, Call, Called, Delivery, Gate, InvokeError, Invoker, Target};
+use crate::invoke::{Asked, Call, Called, Delivery, Gate, Invoker, Target};
 use crate::skill::{Code, Diagnostic, Severity, Trust};
 use crate::skill::{LoadOptions, PathCache, Runtimes, load_skill};
 use crate::store::Store;
@@ -64,6 +64,10 @@ pub enum Command {
         #[arg(long, value_name = "M")]
         mode: Option<String>,
     },
+    /// Serve MCP over stdin and stdout, for a desktop client that starts
+    /// skilld itself. Calls that need approval wait for a person deciding
+    /// through a `skilld serve` sharing the run log.
+    Mcp(ServeArgs),
     /// Print the OpenAPI document.
     Openapi,
 }
@@ -92,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => run_serve(&args),
         Command::Check { format, dirs } => return check(&dirs, format),
         Command::Tools { skills, format, mode } => tools(&skills, format, mode.as_deref()),
+        Command::Mcp(args) => run_mcp(&args),
         Command::Openapi => print_openapi(),
         Command::Run {
             skills,
@@ -181,6 +186,52 @@ fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(serve_main(config))
 }
 
+/// `skilld mcp`: one MCP session on stdio, as the local user, with the
+/// invoke role (list and call; approving is for people, elsewhere).
+fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    harden();
+    let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let store = open_store(&config, false).await?;
+        let catalog_config = config.clone();
+        let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config)).await?);
+        let _watcher = watch(&config, &handle);
+        let invoker = Arc::new(Invoker::new(store, config.run.clone()));
+        let caller = crate::auth::Caller {
+            name: std::env::var("USER").ok().map(|u| format!("mcp:{u}")),
+            role: crate::auth::Role::Invoke,
+        };
+        let server = crate::mcp::McpServer::local(handle, invoker.clone(), caller);
+        let session = server
+            .serve(rmcp::transport::io::stdio())
+            .await
+            .context("the MCP client did not initialize")?;
+        let ended = session.waiting().await;
+        invoker.shutdown(config.shutdown_grace).await;
+        ended.context("the MCP session failed")?;
+        Ok(())
+    })
+}
+
+/// Reloads the catalog when its files change, unless `--no-watch`.
+fn watch(config: &Config, handle: &Arc<CatalogHandle>) -> Option<crate::watch::Watch> {
+    if !config.watch {
+        return None;
+    }
+    match crate::watch::spawn(handle.clone()) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(error = %e, "file watching unavailable; use POST /skills/reload");
+            None
+        }
+    }
+}
+
 /// Opens the run log. A server (`recover`) also marks the runs a crash
 /// left `running` as interrupted; `skilld run` must not, since a server may
 /// be running some of them right now.
@@ -241,17 +292,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         errors = catalog.error_count(),
         "catalog loaded"
     );
-    let _watcher = if config.watch {
-        match crate::watch::spawn(handle.clone()) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                tracing::warn!(error = %e, "file watching unavailable; use POST /skills/reload");
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let _watcher = watch(&config, &handle);
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on http://{addr}")?;
@@ -473,27 +514,13 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
         let envelope = match invoker.call(&catalog, call).await {
             Ok(Called::Finished(envelope)) => envelope,
             Ok(_) => anyhow::bail!("the run did not finish"),
-            Err(e) => anyhow::bail!("{}", sentence(&e)),
+            Err(e) => anyhow::bail!("{}", e.sentence()),
         };
         let mut out = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut out, envelope.as_ref())?;
         writeln!(out)?;
         Ok(envelope.success)
     })
-}
-
-/// An invoke error as one line, with its per-field problems.
-fn sentence(e: &InvokeError) -> String {
-    let fields: Vec<String> = e
-        .field_errors()
-        .iter()
-        .map(|f| format!("{}: {}", f.field, f.message))
-        .collect();
-    if fields.is_empty() {
-        e.to_string()
-    } else {
-        format!("{e} ({})", fields.join("; "))
-    }
 }
 
 fn print_openapi() -> anyhow::Result<()> {

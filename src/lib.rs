@@ -8,6 +8,7 @@ mod environ;
 pub mod export;
 pub mod http;
 pub mod invoke;
+pub mod mcp;
 pub mod metrics;
 pub mod policy;
 pub mod runner;

@@ -8,6 +8,7 @@ mod extract;
 pub mod guard;
 pub mod health;
 pub mod invoke;
+pub mod mcp;
 pub mod metrics;
 mod query;
 pub mod responses;
@@ -239,6 +240,7 @@ pub fn app(state: AppState) -> Router {
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(ui::router())
+        .merge(mcp::router(&state))
         // The interactive docs are the best first page for a person.
         .route(
             "/",

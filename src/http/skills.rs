@@ -269,29 +269,6 @@ pub struct SkillFilePath {
     pub path: String,
 }
 
-/// The extensions served as skill files, with the content type of each.
-const FILE_TYPES: &[(&str, &str)] = &[
-    ("md", "text/markdown; charset=utf-8"),
-    ("txt", "text/plain; charset=utf-8"),
-    ("json", "application/json"),
-    ("yaml", "application/yaml"),
-    ("yml", "application/yaml"),
-    ("py", "text/x-python; charset=utf-8"),
-    ("sh", "text/x-shellscript; charset=utf-8"),
-    ("bash", "text/x-shellscript; charset=utf-8"),
-    ("js", "text/javascript; charset=utf-8"),
-    ("ts", "text/plain; charset=utf-8"),
-    ("html", "text/html; charset=utf-8"),
-    ("css", "text/css; charset=utf-8"),
-    ("xml", "application/xml"),
-    ("csv", "text/csv; charset=utf-8"),
-    ("log", "text/plain; charset=utf-8"),
-    ("toml", "application/toml"),
-    ("ini", "text/plain; charset=utf-8"),
-    ("cfg", "text/plain; charset=utf-8"),
-    ("conf", "text/plain; charset=utf-8"),
-];
-
 /// A file of a skill (references, assets, scripts). Paths that leave the
 /// skill, before or after resolving symlinks, are not found.
 #[utoipa::path(get, path = "/skills/{skill}/files/{path}", tag = "skills", security(("bearer" = ["read"])), params(SkillFilePath),
@@ -316,11 +293,7 @@ pub(super) async fn get_skill_file(
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase)
         .ok_or_else(not_found)?;
-    let content_type = FILE_TYPES
-        .iter()
-        .find(|(e, _)| *e == ext)
-        .map(|(_, t)| *t)
-        .ok_or_else(not_found)?;
+    let content_type = crate::skill::files::served_type(&ext).ok_or_else(not_found)?;
     let bytes = super::read_file_inside(skill.dir.clone(), &p.path, MAX_DEFINITION_BYTES).await?;
     Ok((
         [

@@ -94,6 +94,20 @@ pub enum InvokeError {
 }
 
 impl InvokeError {
+    /// The error as one sentence, with its per-field problems.
+    pub fn sentence(&self) -> String {
+        let fields: Vec<String> = self
+            .field_errors()
+            .iter()
+            .map(|f| format!("{}: {}", f.field, f.message))
+            .collect();
+        if fields.is_empty() {
+            self.to_string()
+        } else {
+            format!("{self} ({})", fields.join("; "))
+        }
+    }
+
     /// The per-field problems, where there are some.
     pub fn field_errors(&self) -> Vec<FieldError> {
         let one = |field: &str, message: &str| {

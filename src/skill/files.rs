@@ -205,3 +205,32 @@ pub fn resolve_inside(dir: &Path, rel: &str) -> Result<PathBuf, bool> {
         Err(true)
     }
 }
+
+/// The extensions served as skill files, with the content type of each.
+const SERVED_TYPES: &[(&str, &str)] = &[
+    ("md", "text/markdown; charset=utf-8"),
+    ("txt", "text/plain; charset=utf-8"),
+    ("json", "application/json"),
+    ("yaml", "application/yaml"),
+    ("yml", "application/yaml"),
+    ("py", "text/x-python; charset=utf-8"),
+    ("sh", "text/x-shellscript; charset=utf-8"),
+    ("bash", "text/x-shellscript; charset=utf-8"),
+    ("js", "text/javascript; charset=utf-8"),
+    ("ts", "text/plain; charset=utf-8"),
+    ("html", "text/html; charset=utf-8"),
+    ("css", "text/css; charset=utf-8"),
+    ("xml", "application/xml"),
+    ("csv", "text/csv; charset=utf-8"),
+    ("log", "text/plain; charset=utf-8"),
+    ("toml", "application/toml"),
+    ("ini", "text/plain; charset=utf-8"),
+    ("cfg", "text/plain; charset=utf-8"),
+    ("conf", "text/plain; charset=utf-8"),
+];
+
+/// The content type a skill file with extension `ext` (lowercase) is
+/// served as, or `None` when files of that kind are not served.
+pub fn served_type(ext: &str) -> Option<&'static str> {
+    SERVED_TYPES.iter().find(|(e, _)| *e == ext).map(|(_, t)| *t)
+}

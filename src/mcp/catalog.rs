@@ -1,0 +1,112 @@
+//! Prompts and resources: each skill's instructions as a prompt (and each
+//! `prompt_rewrite` command alias as another name for them), and the
+//! files its instructions reference as `skill://<skill>/<path>` resources.
+
+use super::shaped;
+use crate::catalog::Catalog;
+use crate::skill::load::MAX_DEFINITION_BYTES;
+use crate::skill::{InvocationMode, Skill};
+use rmcp::ErrorData;
+use rmcp::model::{GetPromptResult, ListPromptsResult, ListResourcesResult, ReadResourceResult};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const SCHEME: &str = "skill://";
+
+/// Each prompt name with the skill it gives, and a title.
+fn prompt_names(catalog: &Catalog) -> BTreeMap<String, (&Arc<Skill>, String)> {
+    let mut names: BTreeMap<String, (&Arc<Skill>, String)> = catalog
+        .skills
+        .iter()
+        .map(|s| (s.name.clone(), (s, format!("{} instructions", s.name))))
+        .collect();
+    for entry in &catalog.commands {
+        let skill = &catalog.skills[entry.skill];
+        if skill.invocation_mode == InvocationMode::PromptRewrite {
+            names
+                .entry(entry.command.clone())
+                .or_insert_with(|| (skill, format!("/{}", entry.command)));
+        }
+    }
+    names
+}
+
+pub(super) fn prompts(catalog: &Catalog) -> Result<ListPromptsResult, ErrorData> {
+    let prompts: Vec<Value> = prompt_names(catalog)
+        .into_iter()
+        .map(|(name, (skill, title))| json!({ "name": name, "title": title, "description": skill.description }))
+        .collect();
+    shaped(json!({ "prompts": prompts }))
+}
+
+pub(super) fn prompt(catalog: &Catalog, name: &str) -> Result<GetPromptResult, ErrorData> {
+    let names = prompt_names(catalog);
+    let name = name.strip_prefix('/').unwrap_or(name);
+    let (skill, _) = names
+        .get(name)
+        .ok_or_else(|| ErrorData::invalid_params(format!("prompt '{name}' not found"), None))?;
+    shaped(json!({
+        "description": skill.description,
+        "messages": [{ "role": "user", "content": { "type": "text", "text": skill.instructions } }],
+    }))
+}
+
+pub(super) fn resources(catalog: &Catalog) -> Result<ListResourcesResult, ErrorData> {
+    let resources: Vec<Value> = catalog
+        .skills
+        .iter()
+        .flat_map(|skill| {
+            skill.references().filter_map(|file| {
+                let mime = served_type(&file.path)?;
+                Some(json!({
+                    "uri": format!("{SCHEME}{}/{}", skill.name, file.path),
+                    "name": format!("{}/{}", skill.name, file.path),
+                    "description": format!("Referenced by the instructions of skill {}", skill.name),
+                    "mimeType": mime,
+                    "size": file.size,
+                }))
+            })
+        })
+        .collect();
+    shaped(json!({ "resources": resources }))
+}
+
+/// Reads `skill://<skill>/<path>`: a file of the skill's own directory,
+/// of a served kind, as text when it is UTF-8 and base64 otherwise.
+pub(super) async fn read(catalog: &Catalog, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+    let not_found = || ErrorData::resource_not_found(format!("resource '{uri}' not found"), None);
+    let (skill, path) = uri
+        .strip_prefix(SCHEME)
+        .and_then(|rest| rest.split_once('/'))
+        .ok_or_else(not_found)?;
+    let skill = catalog.skill(skill).ok_or_else(not_found)?;
+    let mime = served_type(path).ok_or_else(not_found)?;
+    let (dir, rel) = (skill.dir.clone(), path.to_owned());
+    let bytes = tokio::task::spawn_blocking(move || {
+        use crate::skill::files::{read_limited, resolve_inside};
+        let real = resolve_inside(&dir, &rel).ok().filter(|r| r.is_file())?;
+        read_limited(&real, MAX_DEFINITION_BYTES).ok().flatten()
+    })
+    .await
+    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+    .ok_or_else(not_found)?;
+    let contents = match String::from_utf8(bytes) {
+        Ok(text) => json!({ "uri": uri, "mimeType": mime, "text": text }),
+        Err(e) => {
+            use base64::Engine;
+            let blob = base64::engine::general_purpose::STANDARD.encode(e.into_bytes());
+            json!({ "uri": uri, "mimeType": mime, "blob": blob })
+        }
+    };
+    shaped(json!({ "contents": [contents] }))
+}
+
+/// The content type of a file that skills serve, by its extension.
+fn served_type(path: &str) -> Option<&'static str> {
+    let ext = std::path::Path::new(path)
+        .extension()?
+        .to_str()?
+        .to_ascii_lowercase();
+    crate::skill::files::served_type(&ext)
+}

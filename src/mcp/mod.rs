@@ -1,0 +1,228 @@
+//! The Model Context Protocol face of skilld (`docs/mcp.md`): tools,
+//! prompts and resources over Streamable HTTP (`/mcp`, see `http::mcp`)
+//! and stdio (`skilld mcp`). It only translates: tool calls go through
+//! [`Invoker::call`] like HTTP's, so the policy, approvals, sandbox and run
+//! log are the same whichever way a call arrives.
+
+mod catalog;
+mod tools;
+
+use crate::auth::{Caller, Role};
+use crate::catalog::CatalogHandle;
+use crate::invoke::Invoker;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use std::sync::Arc;
+
+/// The `_meta` key of a `tools/call` that asks to wait, in seconds (at
+/// most 300), for a call held for approval to be decided and run.
+pub const WAIT_META: &str = "skilld/wait";
+
+/// One MCP session's server. Cheap to clone: one per session.
+#[derive(Clone)]
+pub struct McpServer {
+    catalog: Arc<CatalogHandle>,
+    invoker: Arc<crate::invoke::Invoker>,
+    /// Who calls when the transport does not say (stdio: the local user).
+    /// Over HTTP every request carries its own [`Caller`], put there by
+    /// the route's authentication.
+    local: Option<Caller>,
+}
+
+impl McpServer {
+    /// A server for callers that each HTTP request names.
+    pub fn over_http(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>) -> Self {
+        Self {
+            catalog,
+            invoker,
+            local: None,
+        }
+    }
+
+    /// A server for the one local client of a stdio session.
+    pub fn local(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>, caller: Caller) -> Self {
+        Self {
+            catalog,
+            invoker,
+            local: Some(caller),
+        }
+    }
+
+    /// The caller of this request, once it holds `role`.
+    fn caller(&self, ctx: &RequestContext<RoleServer>, role: Role) -> Result<Caller, ErrorData> {
+        let caller = http_parts(ctx)
+            .and_then(|parts| parts.extensions.get::<Caller>().cloned())
+            .or_else(|| self.local.clone())
+            .ok_or_else(|| ErrorData::internal_error("the request carries no caller", None))?;
+        caller
+            .require(role)
+            .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        Ok(caller)
+    }
+}
+
+/// Builds an MCP result from its wire shape, which the SDK's types read
+/// (most of them cannot be built field by field outside the SDK).
+/// Each is `complete`: skilld asks no client for input mid-call (the SDK
+/// drops the field for clients older than 2026-07-28).
+fn shaped<T: serde::de::DeserializeOwned>(mut wire: serde_json::Value) -> Result<T, ErrorData> {
+    if let Some(fields) = wire.as_object_mut() {
+        fields.insert("resultType".into(), "complete".into());
+    }
+    serde_json::from_value(wire).map_err(|e| ErrorData::internal_error(format!("an MCP result: {e}"), None))
+}
+
+/// The HTTP request a Streamable HTTP message arrived in.
+fn http_parts(ctx: &RequestContext<RoleServer>) -> Option<&axum::http::request::Parts> {
+    ctx.extensions.get::<axum::http::request::Parts>()
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("skilld", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        tools::list(&self.catalog.current())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = self.caller(&ctx, Role::Invoke)?;
+        let origin = http_parts(&ctx).and_then(tools::origin);
+        let catalog = self.catalog.current();
+        tools::call(&self.invoker, &catalog, &caller, request, origin.as_deref())
+            .await
+            .map(CallToolResponse::from)
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        catalog::prompts(&self.catalog.current())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        catalog::prompt(&self.catalog.current(), &request.name).map(GetPromptResponse::from)
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        catalog::resources(&self.catalog.current())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        let catalog = self.catalog.current();
+        catalog::read(&catalog, &request.uri)
+            .await
+            .map(ReadResourceResponse::from)
+    }
+
+    /// Sessions of the handshake era (before 2026-07-28) hear of reloads
+    /// on their session's stream.
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        let mut changes = self.catalog.changes();
+        changes.mark_unchanged();
+        let peer = ctx.peer;
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let sent = futures_util::future::try_join3(
+                    peer.notify_tool_list_changed(),
+                    peer.notify_prompt_list_changed(),
+                    peer.notify_resource_list_changed(),
+                )
+                .await;
+                // The session is gone.
+                if sent.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.clone();
+        // There is no per-resource change feed, only the lists.
+        accepted.resource_subscriptions = None;
+        Some(accepted)
+    }
+
+    /// `subscriptions/listen` (2026-07-28 and later): the same reloads, on
+    /// the subscription's stream, until the client cancels it.
+    async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.catalog.changes();
+        changes.mark_unchanged();
+        loop {
+            tokio::select! {
+                () = ctx.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let sink = ctx.sink();
+                    let accepted = ctx.accepted();
+                    let sent = async {
+                        if accepted.tools_list_changed == Some(true) {
+                            sink.notify_tool_list_changed().await?;
+                        }
+                        if accepted.prompts_list_changed == Some(true) {
+                            sink.notify_prompt_list_changed().await?;
+                        }
+                        if accepted.resources_list_changed == Some(true) {
+                            sink.notify_resource_list_changed().await?;
+                        }
+                        Ok::<(), rmcp::service::SubscriptionSendError>(())
+                    };
+                    if sent.await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+const INSTRUCTIONS: &str = "skilld serves skills: each tool runs sandboxed and is recorded. \
+A call that a person must approve first answers with isError and the approval's id and URL; \
+pass `_meta: {\"skilld/wait\": <seconds up to 300>}` to wait for the decision and get the result. \
+Prompts hold each skill's instructions; resources hold the files they reference.";
