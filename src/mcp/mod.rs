@@ -114,7 +114,9 @@ impl ServerHandler for McpServer {
         let caller = self.caller(&ctx, Role::Invoke)?;
         let origin = http_parts(&ctx).and_then(tools::origin);
         let catalog = self.catalog.current();
-        tools::call(&self.invoker, &catalog, &caller, request, origin.as_deref())
+        // The SDK moves the request's `_meta` into the context.
+        let wait = tools::wait(request.meta.as_ref().unwrap_or(&ctx.meta));
+        tools::call(&self.invoker, &catalog, &caller, request, wait, origin.as_deref())
             .await
             .map(CallToolResponse::from)
     }

@@ -30,9 +30,10 @@ pub(super) async fn call(
     catalog: &Catalog,
     caller: &Caller,
     request: CallToolRequestParams,
+    wait: Result<Duration, String>,
     origin: Option<&str>,
 ) -> Result<CallToolResult, ErrorData> {
-    let wait = match wait(request.meta.as_ref()) {
+    let wait = match wait {
         Ok(wait) => wait,
         Err(why) => return Ok(text_error(why)),
     };
@@ -63,8 +64,8 @@ pub(super) async fn call(
 }
 
 /// `_meta["skilld/wait"]`: whole seconds, at most [`MAX_WAIT`].
-fn wait(meta: Option<&RequestMetaObject>) -> Result<Duration, String> {
-    let Some(value) = meta.and_then(|m| m.0.get(WAIT_META)) else {
+pub(super) fn wait(meta: &RequestMetaObject) -> Result<Duration, String> {
+    let Some(value) = meta.0.get(WAIT_META) else {
         return Ok(Duration::ZERO);
     };
     value

@@ -15,6 +15,7 @@ mod corpus;
 mod exports;
 mod http_api;
 mod invoke;
+mod mcp;
 mod metrics;
 mod openapi;
 mod props;

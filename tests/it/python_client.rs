@@ -19,21 +19,22 @@ use std::time::Duration;
 
 /// What the venv holds: the generator, and the generated client's runtime
 /// dependencies. `.ci/run` installs the same list; keep the two in step.
-const REQUIREMENTS: [&str; 4] = [
+const REQUIREMENTS: [&str; 5] = [
     "openapi-python-client==0.29.1",
     "httpx==0.28.1",
     "attrs==26.1.0",
     "python-dateutil==2.9.0.post0",
+    "mcp==2.3.0",
 ];
 
 /// Written into a venv once `REQUIREMENTS` are installed in it.
 const MARKER: &str = ".skilld-requirements";
 
-fn manifest_dir() -> &'static Path {
+pub(crate) fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn show(output: &Output) -> String {
+pub(crate) fn show(output: &Output) -> String {
     format!(
         "{}\n--- stdout ---\n{}\n--- stderr ---\n{}",
         output.status,
@@ -62,12 +63,12 @@ fn usable(venv: &Path) -> Result<(), String> {
     }
     let python = venv.join("bin/python");
     let check = Command::new(&python)
-        .args(["-c", "import httpx, attrs, dateutil"])
+        .args(["-c", "import httpx, attrs, dateutil, mcp"])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     if !check.status.success() {
         return Err(format!(
-            "the generated client's dependencies (httpx, attrs, python-dateutil) do not import: {}",
+            "the generated client's dependencies (httpx, attrs, python-dateutil) or mcp do not import: {}",
             show(&check)
         ));
     }
@@ -75,7 +76,7 @@ fn usable(venv: &Path) -> Result<(), String> {
 }
 
 /// The venv to use, made if need be.
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     if let Some(dir) = std::env::var_os("SKILLD_PYTHON_VENV") {
         let dir = PathBuf::from(dir);
         if let Err(e) = usable(&dir) {

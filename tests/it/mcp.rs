@@ -1,0 +1,152 @@
+//! MCP, as the official Python SDK (`mcp`, pinned with the other Python
+//! requirements) speaks it, over Streamable HTTP and over stdio, in both
+//! protocol eras: `tests/python/mcp_client.py` lists and calls tools, has a
+//! held call approved (and another denied) over HTTP while it waits, reads
+//! prompts and resources, and hears of a reload.
+
+use crate::common::{TestServer, options, root};
+use crate::python_client::{manifest_dir, show, venv};
+use skilld::auth::{Auth, Role, Token};
+use skilld::skill::Trust;
+use std::path::Path;
+use std::time::Duration;
+
+const AGENT: &str = "mcp-agent-secret-0123456789";
+const BOSS: &str = "mcp-boss-secret-0123456789";
+const READER: &str = "mcp-reader-secret-0123456789";
+const ADMIN: &str = "mcp-admin-secret-0123456789";
+
+fn tokens() -> Auth {
+    Auth::new(vec![
+        Token::with_secret("agent", Role::Invoke, AGENT, "test").unwrap(),
+        Token::with_secret("boss", Role::Approve, BOSS, "test").unwrap(),
+        Token::with_secret("reader", Role::Read, READER, "test").unwrap(),
+        Token::with_secret("admin", Role::Admin, ADMIN, "test").unwrap(),
+    ])
+    .unwrap()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// `greet` (read-only: runs at once, with a reference and the command
+/// `/hi`) and `stamp` (writes: a person approves every call).
+fn skills(dir: &Path) {
+    write(
+        &dir.join("greet/SKILL.md"),
+        "---\nname: greet\nversion: 1.0.0\ndescription: Greets people.\nread_only: true\ncommand: hi\n---\n\n\
+         Say hello. See references/notes.md.\n\n### greet\n\nGreets someone.\n\n#### Parameters\n\n\
+         | Name | Type | Required | Description |\n|---|---|---|---|\n| name | string | yes | Who. |\n\n\
+         #### Command\n\n```\necho hello {{name}}\n```\n",
+    );
+    write(&dir.join("greet/references/notes.md"), "Greet people by name.\n");
+    write(
+        &dir.join("stamp/SKILL.md"),
+        "---\nname: stamp\nversion: 1.0.0\ndescription: Leaves a stamp.\n---\n\n### stamp\n\n\
+         Appends a line to a file.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
+         |---|---|---|---|\n| path | string | yes | The file. |\n\n#### Command\n\n\
+         ```\nsh -c 'echo ran >> \"$0\"; echo stamped' {{path}}\n```\n",
+    );
+}
+
+/// A skill to copy into the root before a reload.
+fn extra_skill(dir: &Path) {
+    write(
+        &dir.join("SKILL.md"),
+        "---\nname: wave\nversion: 1.0.0\ndescription: Waves.\nread_only: true\n---\n\n### wave\n\n\
+         Waves.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n```\necho wave\n```\n",
+    );
+}
+
+async fn python(args: &[&str], env: &[(&str, String)]) {
+    let venv = venv();
+    let script = manifest_dir().join("tests/python/mcp_client.py");
+    let mut cmd = tokio::process::Command::new(venv.join("bin/python"));
+    cmd.arg(&script)
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost")
+        .env("SKILLD_TEST_AGENT", AGENT)
+        .env("SKILLD_TEST_BOSS", BOSS)
+        .env("SKILLD_TEST_READER", READER)
+        .env("SKILLD_TEST_ADMIN", ADMIN)
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(240), cmd.output())
+        .await
+        .expect("mcp_client.py still running after 240 s")
+        .expect("cannot run mcp_client.py");
+    assert!(
+        output.status.success(),
+        "{} failed:\n{}",
+        script.display(),
+        show(&output)
+    );
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_works_over_streamable_http() {
+    let root_dir = crate::common::tempdir().unwrap();
+    skills(root_dir.path());
+    let extra = crate::common::tempdir().unwrap();
+    extra_skill(extra.path());
+    let out = crate::common::marks_dir();
+    let marker = out.path().join("stamps");
+    let server =
+        TestServer::start_with_auth(options(vec![root(root_dir.path(), Trust::Bundled)]), tokens()).await;
+    let env = [
+        ("SKILLD_TEST_MARKER", marker.display().to_string()),
+        ("SKILLD_TEST_EXTRA_SKILL", extra.path().display().to_string()),
+        (
+            "SKILLD_TEST_EXTRA_TARGET",
+            root_dir.path().join("wave").display().to_string(),
+        ),
+    ];
+    python(&["http", server.url("").trim_end_matches('/')], &env).await;
+}
+
+/// `skilld mcp` on stdio, with a `skilld serve` on the same run log where
+/// the person approves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_works_over_stdio() {
+    let root_dir = crate::common::tempdir().unwrap();
+    skills(root_dir.path());
+    let data = crate::common::tempdir().unwrap();
+    let out = crate::common::marks_dir();
+    let marker = out.path().join("stamps");
+    let (child, addr) = crate::cli::serve(
+        crate::cli::skilld()
+            .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--skills"])
+            .arg(format!("bundled={}", root_dir.path().display()))
+            .arg("--data-dir")
+            .arg(data.path())
+            .env(
+                "SKILLD_TOKENS",
+                format!("agent:invoke:{AGENT},boss:approve:{BOSS},reader:read:{READER},admin:admin:{ADMIN}"),
+            ),
+    );
+    let env = [
+        ("SKILLD_TEST_MARKER", marker.display().to_string()),
+        ("SKILLD_TEST_REQUESTER", "mcp:tester".to_owned()),
+        (
+            "SKILLD_SANDBOX_WRITE_PATHS",
+            crate::common::marks_root().display().to_string(),
+        ),
+    ];
+    let args = [
+        "stdio",
+        env!("CARGO_BIN_EXE_skilld"),
+        &root_dir.path().display().to_string(),
+        &data.path().display().to_string(),
+        &format!("http://{addr}"),
+    ];
+    let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
+    python(&args, &env).await;
+    crate::cli::stop(child);
+}
