@@ -19,12 +19,16 @@ use std::time::Duration;
 
 /// What the venv holds: the generator, and the generated client's runtime
 /// dependencies. `.ci/run` installs the same list; keep the two in step.
-const REQUIREMENTS: [&str; 5] = [
+const REQUIREMENTS: [&str; 9] = [
     "openapi-python-client==0.29.1",
     "httpx==0.28.1",
     "attrs==26.1.0",
     "python-dateutil==2.9.0.post0",
     "mcp==2.3.0",
+    "openai==3.54.0",
+    "anthropic==2.12.0",
+    "google-genai==3.4.0",
+    "schemathesis==4.32.5",
 ];
 
 /// Written into a venv once `REQUIREMENTS` are installed in it.
@@ -63,12 +67,12 @@ fn usable(venv: &Path) -> Result<(), String> {
     }
     let python = venv.join("bin/python");
     let check = Command::new(&python)
-        .args(["-c", "import httpx, attrs, dateutil, mcp"])
+        .args(["-c", "import httpx, attrs, dateutil, mcp, openai, anthropic, google.genai, schemathesis"])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     if !check.status.success() {
         return Err(format!(
-            "the generated client's dependencies (httpx, attrs, python-dateutil) or mcp do not import: {}",
+            "the generated client's dependencies (httpx, attrs, python-dateutil) or the MCP, provider and schemathesis packages do not import: {}",
             show(&check)
         ));
     }
