@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod auth;
+mod cors;
 pub mod error;
 mod extract;
 pub mod guard;
@@ -236,6 +237,7 @@ fn describe_auth(doc: &mut Document) {
 pub fn app(state: AppState) -> Router {
     let (router, _) = api().split_for_parts();
     let doc = openapi();
+    let cors = cors::layer(&state.web.allowed_origins);
     let known_queries = Arc::new(query::KnownQueries::from_document(&doc));
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
@@ -275,6 +277,9 @@ pub fn app(state: AppState) -> Router {
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeUuid7))
+        // Outermost: a preflight is answered before any check, and every
+        // answer (a 401 too) carries the headers a page needs to read it.
+        .layer(tower::util::option_layer(cors))
 }
 
 /// 404 for a path no route serves, naming it.

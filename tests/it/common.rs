@@ -190,6 +190,22 @@ impl TestServer {
         Self::launch_guarded(opts, RunSettings::default(), store, data, Auth::open(), web).await
     }
 
+    /// With tokens, and web pages of `allowed_origins` let in by CORS.
+    pub async fn start_with_auth_and_origins(
+        opts: CatalogOptions,
+        auth: Auth,
+        allowed_origins: Vec<String>,
+    ) -> Self {
+        let data = tempdir().unwrap();
+        let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+        let store = skilld::store::connect(&url).await.unwrap();
+        let web = WebGuard {
+            loopback_only: true,
+            allowed_origins,
+        };
+        Self::launch_guarded(opts, RunSettings::default(), store, data, auth, web).await
+    }
+
     async fn launch_guarded(
         opts: CatalogOptions,
         mut settings: RunSettings,

@@ -12,6 +12,7 @@ mod auth;
 mod cli;
 mod common;
 mod corpus;
+mod cors;
 mod exports;
 mod http_api;
 mod invoke;
