@@ -532,7 +532,7 @@ fn index_tools(skills: &[Arc<Skill>], ambiguous: &HashSet<String>) -> Vec<ToolEn
     for (si, s) in skills.iter().enumerate() {
         for (ti, t) in s.tools.iter().enumerate() {
             let export_name = if ambiguous.contains(&t.name) {
-                format!("{}__{}", s.name.replace('-', "_"), t.name)
+                crate::export::fit_name(format!("{}__{}", s.name.replace('-', "_"), t.name))
             } else {
                 t.name.clone()
             };

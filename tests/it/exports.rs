@@ -80,7 +80,7 @@ fn every_schema_is_valid_json_schema_2020_12() {
 fn schemas_have_types_required_defaults_items_and_no_extras() {
     let catalog = corpus_catalog();
     let body: Value = serde_json::from_slice(&catalog.exports.body(
-        Format::Anthropic,
+        Format::Native,
         None,
         Some(catalog.skill_index("echo").unwrap()),
     ))
@@ -91,7 +91,7 @@ fn schemas_have_types_required_defaults_items_and_no_extras() {
         .iter()
         .find(|t| t["name"] == "echo_args")
         .unwrap();
-    let schema = &echo_args["input_schema"];
+    let schema = &echo_args["parameters"];
     assert_eq!(
         schema,
         &json!({
@@ -121,26 +121,116 @@ fn schemas_have_types_required_defaults_items_and_no_extras() {
     assert!(!v.is_valid(&json!({"words": []})), "text is required");
 }
 
+/// Strict mode (OpenAI, Anthropic) for every tool with declared
+/// parameters: all required, the optional ones nullable, no defaults, a
+/// closed object; and the strict schema takes what the full one takes,
+/// with null standing for an argument not given.
 #[test]
-fn openai_strict_only_where_the_schema_allows_it() {
+fn strict_mode_wherever_parameters_are_declared() {
     let catalog = corpus_catalog();
-    let body: Value = serde_json::from_slice(&catalog.exports.body(Format::Openai, None, None)).unwrap();
-    for t in body["tools"].as_array().unwrap() {
-        let f = &t["function"];
-        let schema = &f["parameters"];
-        let props = schema["properties"].as_object().map_or(0, |p| p.len());
-        let required = schema["required"].as_array().map_or(0, Vec::len);
-        let has_default = schema["properties"]
-            .as_object()
-            .is_some_and(|p| p.values().any(|v| v.get("default").is_some()));
-        let closed = schema["additionalProperties"] == json!(false);
-        assert_eq!(
-            f["strict"],
-            json!(closed && props == required && !has_default),
-            "{}: strict mode needs every property required, no defaults and a closed object",
-            f["name"]
-        );
+    let native: Value = serde_json::from_slice(&catalog.exports.body(Format::Native, None, None)).unwrap();
+    let mut strict_tools = 0;
+    for format in [Format::Openai, Format::Anthropic] {
+        let body: Value = serde_json::from_slice(&catalog.exports.body(format, None, None)).unwrap();
+        for (t, full) in body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(native["tools"].as_array().unwrap())
+        {
+            let (tool, schema) = match format {
+                Format::Openai => (&t["function"], &t["function"]["parameters"]),
+                _ => (t, &t["input_schema"]),
+            };
+            let full = &full["parameters"];
+            let open = full["additionalProperties"] == json!(true);
+            assert_eq!(tool["strict"], json!(!open), "{format:?} {}", tool["name"]);
+            if open {
+                continue;
+            }
+            strict_tools += 1;
+            let props = schema["properties"].as_object().unwrap();
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            assert_eq!(
+                required.len(),
+                props.len(),
+                "{}: every property required",
+                tool["name"]
+            );
+            assert_eq!(schema["additionalProperties"], json!(false));
+            let full_required = full["required"].as_array().unwrap();
+            let mut nulls = serde_json::Map::new();
+            for (name, p) in props {
+                assert!(
+                    p.get("default").is_none(),
+                    "{}.{name}: no default in strict mode",
+                    tool["name"]
+                );
+                let optional = !full_required.contains(&json!(name));
+                assert_eq!(
+                    p["type"].is_array(),
+                    optional,
+                    "{}.{name}: nullable exactly when optional",
+                    tool["name"]
+                );
+                if optional {
+                    nulls.insert(name.clone(), Value::Null);
+                }
+            }
+            let v = jsonschema::draft202012::new(schema).unwrap();
+            if nulls.len() == props.len() {
+                assert!(
+                    v.is_valid(&Value::Object(nulls)),
+                    "{}: all-null is \"none given\"",
+                    tool["name"]
+                );
+            }
+        }
     }
+    assert!(strict_tools > 20, "{strict_tools}");
+}
+
+/// Names fit every provider (64 characters), and Gemini's enums are
+/// strings.
+#[test]
+fn names_fit_and_gemini_enums_are_strings() {
+    for catalog in catalogs() {
+        for e in &catalog.tools {
+            assert!(
+                e.export_name.len() <= skilld::export::MAX_NAME,
+                "{}",
+                e.export_name
+            );
+        }
+        let body: Value = serde_json::from_slice(&catalog.exports.body(Format::Gemini, None, None)).unwrap();
+        for f in body["function_declarations"].as_array().unwrap() {
+            for p in f["parameters"]["properties"]
+                .as_object()
+                .into_iter()
+                .flat_map(|p| p.values())
+            {
+                if let Some(values) = p.get("enum") {
+                    assert!(values.as_array().unwrap().iter().all(Value::is_string), "{f}");
+                    assert_eq!(p["format"], "enum", "{f}");
+                }
+            }
+        }
+    }
+    let long = "a".repeat(40) + "__" + &"b".repeat(32);
+    let fitted = skilld::export::fit_name(long.clone());
+    assert_eq!(fitted.len(), skilld::export::MAX_NAME);
+    assert_eq!(fitted, skilld::export::fit_name(long.clone()), "stable");
+    assert_ne!(
+        fitted,
+        skilld::export::fit_name(long.replace('b', "c")),
+        "distinct"
+    );
+    assert_eq!(skilld::export::fit_name("short".into()), "short");
 }
 
 #[test]
@@ -162,4 +252,31 @@ fn exports_are_built_once_per_snapshot() {
             "{format:?}: per-mode bodies are shared too"
         );
     }
+}
+
+/// Every export of the bundled skills and the test corpus, as the
+/// providers' own SDKs read it (`tests/python/provider_exports.py`).
+#[tokio::test]
+async fn every_provider_sdk_accepts_every_export() {
+    use crate::common::{TestServer, corpus_options};
+    use crate::python_client::{manifest_dir, show, venv};
+    let venv = venv();
+    let corpus = TestServer::start(corpus_options()).await;
+    let bundled = TestServer::start(options(vec![root(bundled_dir(), Trust::Bundled)])).await;
+    let script = manifest_dir().join("tests/python/provider_exports.py");
+    let child = tokio::process::Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .arg(corpus.url("").trim_end_matches('/'))
+        .arg(bundled.url("").trim_end_matches('/'))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), child)
+        .await
+        .expect("provider_exports.py still running after 120 s")
+        .expect("cannot run provider_exports.py");
+    assert!(output.status.success(), "{}", show(&output));
+    print!("{}", String::from_utf8_lossy(&output.stdout));
 }

@@ -4,12 +4,16 @@
 //! Every format is serialised once per catalog snapshot, one fragment per
 //! tool, so a request only concatenates bytes it already has.
 
+mod schema;
+
 use crate::policy::{RequiresApproval, requires_approval};
-use crate::skill::{Param, ParamType, Skill, Tool, Trust};
+use crate::skill::{Skill, Tool, Trust};
 use axum::body::Bytes;
+pub use schema::{MAX_NAME, fit_name, json_schema};
+use schema::{gemini_json_schema, gemini_parameters, strict_schema};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -109,80 +113,6 @@ fn raw(v: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(v).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
-/// The JSON Schema of a tool's arguments.
-pub fn json_schema(tool: &Tool) -> Value {
-    if tool.open_object {
-        return json!({
-            "type": "object",
-            "description": "Any JSON object; it is passed to the entrypoint as SANDBOX_INPUT.",
-            "additionalProperties": true,
-        });
-    }
-    let mut properties = Map::new();
-    for p in &tool.params {
-        properties.insert(p.name.clone(), param_schema(p, true));
-    }
-    let required: Vec<&str> = tool
-        .params
-        .iter()
-        .filter(|p| p.required)
-        .map(|p| p.name.as_str())
-        .collect();
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
-}
-
-fn param_schema(p: &Param, with_default: bool) -> Value {
-    let mut s = Map::new();
-    s.insert("type".into(), Value::from(p.ty.as_str()));
-    if !p.description.is_empty() {
-        s.insert("description".into(), Value::from(p.description.clone()));
-    }
-    if p.ty == ParamType::Array {
-        s.insert("items".into(), json!({"type": "string"}));
-    }
-    if let Some(values) = &p.enum_values {
-        s.insert("enum".into(), Value::Array(values.clone()));
-    }
-    if let (true, Some(d)) = (with_default, &p.default) {
-        s.insert("default".into(), d.clone());
-    }
-    Value::Object(s)
-}
-
-/// Gemini takes an OpenAPI 3.0 subset: no `default`, no
-/// `additionalProperties`, and no `parameters` at all for a tool without any.
-fn gemini_parameters(tool: &Tool) -> Option<Value> {
-    if tool.open_object || tool.params.is_empty() {
-        return None;
-    }
-    let properties: Map<String, Value> = tool
-        .params
-        .iter()
-        .map(|p| (p.name.clone(), param_schema(p, false)))
-        .collect();
-    let required: Vec<&str> = tool
-        .params
-        .iter()
-        .filter(|p| p.required)
-        .map(|p| p.name.as_str())
-        .collect();
-    let mut o = json!({"type": "object", "properties": properties});
-    if !required.is_empty() {
-        o["required"] = json!(required);
-    }
-    Some(o)
-}
-
-/// OpenAI's strict mode needs every property required and no defaults.
-fn openai_strict(tool: &Tool) -> bool {
-    !tool.open_object && tool.params.iter().all(|p| p.required && p.default.is_none())
-}
-
 /// OpenAI's function tool.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct OpenAiTool {
@@ -196,8 +126,11 @@ pub struct OpenAiTool {
 pub struct OpenAiFunction {
     pub name: String,
     pub description: String,
+    /// In strict mode's shape whenever `strict` is true.
     #[schema(value_type = Object)]
     pub parameters: Box<RawValue>,
+    /// True for every tool but an entrypoint's open object: optional
+    /// parameters are required and nullable, null meaning not given.
     pub strict: bool,
 }
 
@@ -206,8 +139,11 @@ pub struct OpenAiFunction {
 pub struct AnthropicTool {
     pub name: String,
     pub description: String,
+    /// In strict mode's shape whenever `strict` is true.
     #[schema(value_type = Object)]
     pub input_schema: Box<RawValue>,
+    /// As OpenAI's `strict`.
+    pub strict: bool,
 }
 
 /// Gemini's function declaration.
@@ -215,15 +151,23 @@ pub struct AnthropicTool {
 pub struct GeminiFunction {
     pub name: String,
     pub description: String,
+    /// Gemini's OpenAPI 3.0 subset; unset for a tool without parameters.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub parameters: Option<Box<RawValue>>,
+    /// Full JSON Schema, instead of `parameters`, for an entrypoint's
+    /// open object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub parameters_json_schema: Option<Box<RawValue>>,
 }
 
 /// An MCP tool as `tools/list` lists it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct McpTool {
     pub name: String,
+    /// For people: the tool's name in words.
+    pub title: String,
     pub description: String,
     #[serde(rename = "inputSchema")]
     #[schema(value_type = Object)]
@@ -293,28 +237,38 @@ fn fragment(
 ) -> serde_json::Result<Vec<u8>> {
     let name = name.to_owned();
     let description = tool.description.clone();
+    let strict = || strict_schema(tool).map(|s| raw(&s));
     match format {
         Format::Native => serde_json::to_vec(&ToolInfo::with_schema(skill, tool, schema.to_owned())),
-        Format::Openai => serde_json::to_vec(&OpenAiTool {
-            kind: "function".to_owned(),
-            function: OpenAiFunction {
+        Format::Openai => {
+            let strict = strict();
+            serde_json::to_vec(&OpenAiTool {
+                kind: "function".to_owned(),
+                function: OpenAiFunction {
+                    name,
+                    description,
+                    strict: strict.is_some(),
+                    parameters: strict.unwrap_or_else(|| schema.to_owned()),
+                },
+            })
+        }
+        Format::Anthropic => {
+            let strict = strict();
+            serde_json::to_vec(&AnthropicTool {
                 name,
                 description,
-                parameters: schema.to_owned(),
-                strict: openai_strict(tool),
-            },
-        }),
-        Format::Anthropic => serde_json::to_vec(&AnthropicTool {
-            name,
-            description,
-            input_schema: schema.to_owned(),
-        }),
+                strict: strict.is_some(),
+                input_schema: strict.unwrap_or_else(|| schema.to_owned()),
+            })
+        }
         Format::Gemini => serde_json::to_vec(&GeminiFunction {
             name,
             description,
             parameters: gemini_parameters(tool).as_ref().map(raw),
+            parameters_json_schema: gemini_json_schema(tool).as_ref().map(raw),
         }),
         Format::Mcp => serde_json::to_vec(&McpTool {
+            title: title(&tool.name),
             name,
             description,
             input_schema: schema.to_owned(),
@@ -326,6 +280,16 @@ fn fragment(
         }),
         Format::Prompt => Ok(prompt_line(tool, &name).into_bytes()),
     }
+}
+
+/// `disk_usage` → `Disk usage`.
+fn title(name: &str) -> String {
+    let words = name.replace(['_', '-'], " ");
+    let mut chars = words.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// The prompt manifest: `- name: description`, one line per tool.

@@ -1,0 +1,172 @@
+//! The JSON Schema of a tool's arguments, and the dialects of it each
+//! provider takes: OpenAI's and Anthropic's strict mode, and Gemini's
+//! OpenAPI 3.0 subset.
+
+use crate::skill::{Param, ParamType, Tool};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// The longest tool name every provider takes (OpenAI and Anthropic: 64).
+pub const MAX_NAME: usize = 64;
+
+/// `name`, or when it is longer than [`MAX_NAME`], its start and a hash of
+/// the whole: stable across reloads, and distinct for distinct names.
+pub fn fit_name(name: String) -> String {
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    let hash = hex::encode(&Sha256::digest(name.as_bytes())[..4]);
+    let mut keep = MAX_NAME - hash.len() - 1;
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}_{hash}", &name[..keep])
+}
+
+/// The JSON Schema (2020-12) of a tool's arguments.
+pub fn json_schema(tool: &Tool) -> Value {
+    if tool.open_object {
+        return open_object();
+    }
+    let properties: Map<String, Value> = tool
+        .params
+        .iter()
+        .map(|p| (p.name.clone(), param_schema(p, Dialect::Full)))
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required(tool),
+        "additionalProperties": false,
+    })
+}
+
+fn open_object() -> Value {
+    json!({
+        "type": "object",
+        "description": "Any JSON object; it is passed to the entrypoint as SANDBOX_INPUT.",
+        "additionalProperties": true,
+    })
+}
+
+fn required(tool: &Tool) -> Vec<&str> {
+    tool.params
+        .iter()
+        .filter(|p| p.required)
+        .map(|p| p.name.as_str())
+        .collect()
+}
+
+/// The schema for strict mode (OpenAI's structured outputs, Anthropic's
+/// strict tools): every property required, an optional one nullable (null
+/// means "not given": the server then applies the default), and defaults
+/// said in words, since `default` is not among strict mode's keywords.
+/// `None` for an entrypoint's open object, which strict mode cannot take.
+pub fn strict_schema(tool: &Tool) -> Option<Value> {
+    if tool.open_object {
+        return None;
+    }
+    let properties: Map<String, Value> = tool
+        .params
+        .iter()
+        .map(|p| (p.name.clone(), param_schema(p, Dialect::Strict)))
+        .collect();
+    let names: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
+    Some(json!({
+        "type": "object",
+        "properties": properties,
+        "required": names,
+        "additionalProperties": false,
+    }))
+}
+
+/// Gemini's `parameters`: an OpenAPI 3.0 subset with no `default` and no
+/// `additionalProperties`, whose enums are strings (`format: enum` for an
+/// integer's). `None` for a tool without parameters, which Gemini wants
+/// unset, and for an open object (see [`gemini_json_schema`]).
+pub fn gemini_parameters(tool: &Tool) -> Option<Value> {
+    if tool.open_object || tool.params.is_empty() {
+        return None;
+    }
+    let properties: Map<String, Value> = tool
+        .params
+        .iter()
+        .map(|p| (p.name.clone(), param_schema(p, Dialect::Gemini)))
+        .collect();
+    let mut o = json!({"type": "object", "properties": properties});
+    let required = required(tool);
+    if !required.is_empty() {
+        o["required"] = json!(required);
+    }
+    Some(o)
+}
+
+/// Gemini's `parameters_json_schema` (full JSON Schema), for the open
+/// object that its OpenAPI subset cannot say.
+pub fn gemini_json_schema(tool: &Tool) -> Option<Value> {
+    tool.open_object.then(open_object)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Full,
+    Strict,
+    Gemini,
+}
+
+fn param_schema(p: &Param, dialect: Dialect) -> Value {
+    let mut s = Map::new();
+    let nullable = dialect == Dialect::Strict && !p.required;
+    let ty = Value::from(p.ty.as_str());
+    s.insert("type".into(), if nullable { json!([ty, "null"]) } else { ty });
+    let mut description = p.description.clone();
+    if let (Dialect::Strict | Dialect::Gemini, Some(d)) = (dialect, &p.default)
+        && !description.to_ascii_lowercase().contains("default")
+    {
+        description = sentence_with(&description, &format!("Default: {d}."));
+    }
+    if !description.is_empty() {
+        s.insert("description".into(), Value::from(description));
+    }
+    if p.ty == ParamType::Array {
+        s.insert("items".into(), json!({"type": "string"}));
+    }
+    if let Some(values) = &p.enum_values {
+        s.insert("enum".into(), enum_values(values, dialect, nullable));
+        if dialect == Dialect::Gemini {
+            s.insert("format".into(), Value::from("enum"));
+        }
+    }
+    if let (Dialect::Full, Some(d)) = (dialect, &p.default) {
+        s.insert("default".into(), d.clone());
+    }
+    Value::Object(s)
+}
+
+fn enum_values(values: &[Value], dialect: Dialect, nullable: bool) -> Value {
+    let mut values = values.to_vec();
+    if dialect == Dialect::Gemini {
+        values = values
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Value::String(s),
+                other => Value::String(other.to_string()),
+            })
+            .collect();
+    }
+    if nullable {
+        values.push(Value::Null);
+    }
+    Value::Array(values)
+}
+
+fn sentence_with(text: &str, more: &str) -> String {
+    let text = text.trim_end();
+    if text.is_empty() {
+        more.to_owned()
+    } else if text.ends_with(['.', '!', '?']) {
+        format!("{text} {more}")
+    } else {
+        format!("{text}. {more}")
+    }
+}
