@@ -16,6 +16,7 @@ pub mod responses;
 pub mod runs;
 pub mod skills;
 pub mod tools;
+pub mod toolserver;
 pub mod ui;
 
 use crate::catalog::CatalogHandle;
@@ -243,6 +244,7 @@ pub fn app(state: AppState) -> Router {
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(ui::router())
         .merge(mcp::router(&state))
+        .merge(toolserver::router())
         // The interactive docs are the best first page for a person.
         .route(
             "/",

@@ -30,5 +30,6 @@ mod server_process;
 mod sources;
 mod standalone;
 mod store;
+mod toolserver;
 mod ui;
 mod usability;
