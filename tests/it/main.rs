@@ -31,5 +31,6 @@ mod sources;
 mod standalone;
 mod store;
 mod toolserver;
+mod typescript_client;
 mod ui;
 mod usability;
