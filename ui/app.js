@@ -173,6 +173,18 @@
     return el('span', { class: `badge ${kind}-${value}`, text: String(value).replace(/_/g, ' ') });
   }
 
+  // The caller stopped waiting: the decision still counts, but nobody is
+  // waiting on its answer.
+  function callerLeft(a) {
+    if (!a.caller_left_at) return null;
+    return el(
+      'p',
+      { class: 'caller-left' },
+      el('strong', { text: 'The caller stopped waiting ' }),
+      `(${fromNow(a.caller_left_at)}). Approving still runs the call and records its result, but nobody is waiting for it.`,
+    );
+  }
+
   function fact(term, ...value) {
     return [el('dt', { text: term }), el('dd', {}, ...value)];
   }
@@ -255,6 +267,7 @@
       ),
       a.description ? el('p', { class: 'description', text: a.description }) : null,
       a.warning ? el('p', { class: 'warning' }, el('strong', { text: 'Warning: ' }), a.warning) : null,
+      callerLeft(a),
       el('p', { class: 'label', text: 'Command that will run' }),
       el('pre', { class: 'argv', 'aria-label': 'Command preview' }, el('code', { text: commandLine(a.argv) })),
       el(
@@ -300,6 +313,9 @@
       } else {
         const left = article.querySelector('.expires-in');
         if (left && a.expires_at) left.textContent = `(${fromNow(a.expires_at)})`;
+        if (a.caller_left_at && !article.querySelector('.caller-left')) {
+          article.querySelector('.argv').previousElementSibling.before(callerLeft(a));
+        }
       }
       // Move only what is out of place: moving a node blurs the note being typed.
       if (container.children[i] !== article) container.insertBefore(article, container.children[i] || null);

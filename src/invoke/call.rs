@@ -187,10 +187,18 @@ impl Invoker {
         if call.delivery == Delivery::Started || call.wait.is_zero() {
             return Ok(Called::Held(held));
         }
+        // Dropped with this future too: a caller that goes away has also
+        // stopped waiting.
+        let waiting = Waiting {
+            store: self.store.clone(),
+            approval: held.approval_id,
+            decided: false,
+        };
         let run = self.wait_final(held.run_id, call.wait).await?;
         if !run.status.is_final() {
             return Ok(Called::Held(held));
         }
+        waiting.decided();
         self.ended(run).await.map(Called::Finished)
     }
 
@@ -231,6 +239,37 @@ impl Invoker {
                 run_id: live.id,
                 status: RunStatus::Cancelled,
             }),
+        }
+    }
+}
+
+/// A caller waiting for a person's decision. Dropped before the decision
+/// came (its wait ran out, or the caller went away), it notes on the
+/// request that nobody waits for the answer any more, for the approver.
+struct Waiting {
+    store: Arc<dyn crate::store::Store>,
+    approval: Uuid,
+    decided: bool,
+}
+
+impl Waiting {
+    fn decided(mut self) {
+        self.decided = true;
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.decided {
+            return;
+        }
+        let (store, approval) = (self.store.clone(), self.approval);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = store.mark_caller_left(approval, chrono::Utc::now()).await {
+                    tracing::warn!(%approval, error = %e, "cannot note that the caller stopped waiting");
+                }
+            });
         }
     }
 }

@@ -124,6 +124,11 @@ pub struct Approval {
     pub expires_at: DateTime<Utc>,
     /// The mode the caller asked in (`SKILL_MODE` for the tool).
     pub mode: Option<String>,
+    /// When the caller stopped waiting for the decision (its wait ran out,
+    /// or it went away). Approving still runs the call; its result is in
+    /// the run log, but nobody is waiting on it.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub caller_left_at: Option<DateTime<Utc>>,
 }
 
 /// The approval-only fields of a new request; the rest comes from its run.

@@ -126,7 +126,7 @@ pub struct Run {
     #[schema(value_type = Option<String>, format = DateTime)]
     pub finished_at: Option<DateTime<Utc>>,
     /// The envelope, once finished.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<crate::invoke::Envelope>)]
     pub result: Option<Value>,
     /// Process group of the running child; kept out of the API because it
     /// means nothing outside the machine that ran it.
@@ -285,6 +285,11 @@ pub trait Store: Send + Sync + 'static {
     /// Marks every pending request past its time `expired`, and its run
     /// too. Returns the ids of those runs.
     async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Notes that the caller of pending request `approval` stopped waiting
+    /// for its decision (the first time only; a decided request is left
+    /// alone).
+    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError>;
 
     /// How many requests wait for a decision.
     async fn count_pending(&self) -> Result<u64, StoreError>;

@@ -36,7 +36,7 @@ macro_rules! run_columns {
 macro_rules! approval_columns {
     () => {
         "id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, skill_hash, status, \
-         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode"
+         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode, caller_left_at"
     };
 }
 
@@ -353,6 +353,18 @@ impl Store for PgStore {
         Ok(runs)
     }
 
+    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "update approvals set caller_left_at = $1 \
+             where id = $2 and status = 'pending' and caller_left_at is null",
+        )
+        .bind(at)
+        .bind(approval)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn count_pending(&self) -> Result<u64, StoreError> {
         let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
             .fetch_one(&self.pool)
@@ -633,6 +645,7 @@ fn approval_from_row(row: &PgRow) -> Result<Approval, StoreError> {
         decided_at: get(row, "decided_at")?,
         expires_at: get(row, "expires_at")?,
         mode: get(row, "mode")?,
+        caller_left_at: get(row, "caller_left_at")?,
     })
 }
 

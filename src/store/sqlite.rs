@@ -39,7 +39,7 @@ macro_rules! run_columns {
 macro_rules! approval_columns {
     () => {
         "id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, skill_hash, status, \
-         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode"
+         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode, caller_left_at"
     };
 }
 
@@ -458,6 +458,18 @@ impl Store for SqliteStore {
         Ok(runs)
     }
 
+    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "update approvals set caller_left_at = ? \
+             where id = ? and status = 'pending' and caller_left_at is null",
+        )
+        .bind(time_text(at)?)
+        .bind(approval.to_string())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn count_pending(&self) -> Result<u64, StoreError> {
         let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
             .fetch_one(&self.pool)
@@ -744,6 +756,10 @@ fn approval_from_row(row: &SqliteRow) -> Result<Approval, StoreError> {
             .transpose()?,
         expires_at: parse_time(&get::<String>(row, "expires_at")?)?,
         mode: get(row, "mode")?,
+        caller_left_at: get::<Option<String>>(row, "caller_left_at")?
+            .as_deref()
+            .map(parse_time)
+            .transpose()?,
     })
 }
 

@@ -713,6 +713,101 @@ async fn a_waiting_caller_gets_the_envelope_once_approved() {
     assert_eq!(status, 400, "{problem}");
 }
 
+/// The approver learns when nobody waits for the answer any more: the
+/// caller's wait ran out, or it went away mid-wait. A caller that got its
+/// answer is not marked.
+#[tokio::test]
+async fn requests_whose_caller_gave_up_are_marked() {
+    let f = fixture("abandoned", "", Trust::Bundled).await;
+    let (api, file) = (f.api.clone(), f.file.clone());
+    let left = |approval: &Value| approval["caller_left_at"].as_str().map(str::to_owned);
+    let request_of = |run: &Value| {
+        let api = api.clone();
+        let run = run.clone();
+        async move {
+            let (_, run) = api.get(&format!("/runs/{}", run.as_str().unwrap())).await;
+            api.get(&format!("/approvals/{}", run["approval_id"].as_str().unwrap()))
+                .await
+                .1
+        }
+    };
+    // Its wait ran out.
+    let (status, body) = api
+        .post(
+            "/tools/abandoned/invoke?wait=1",
+            json!({"arguments": {"path": file}}),
+        )
+        .await;
+    held(status, &body);
+    let mut approval = request_of(&body["run_id"]).await;
+    for _ in 0..100 {
+        if left(&approval).is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        approval = request_of(&body["run_id"]).await;
+    }
+    assert!(left(&approval).is_some(), "{approval}");
+    assert_eq!(approval["status"], "pending", "still decidable");
+
+    // It hung up mid-wait.
+    let hasty = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let url = format!(
+        "{}/tools/abandoned/invoke?wait=60",
+        f.server.url("").trim_end_matches('/')
+    );
+    let gone = hasty
+        .post(url)
+        .json(&json!({"arguments": {"path": file}}))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the client gave up first");
+    let (_, list) = api.get("/approvals?status=pending").await;
+    let newest = list["approvals"].as_array().unwrap().last().unwrap().clone();
+    let mut approval = newest;
+    for _ in 0..100 {
+        if left(&approval).is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        approval = api
+            .get(&format!("/approvals/{}", approval["id"].as_str().unwrap()))
+            .await
+            .1;
+    }
+    assert!(left(&approval).is_some(), "{approval}");
+
+    // One that waited for, and got, its answer is not marked.
+    let waiting = call_waiting(&api, "abandoned", &file);
+    let mut pending = Vec::new();
+    for _ in 0..100 {
+        let (_, list) = api.get("/approvals?status=pending").await;
+        pending = list["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| left(a).is_none())
+            .cloned()
+            .collect();
+        if !pending.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let approval = pending.first().unwrap().clone();
+    assert_eq!(api.approve(&approval["id"], "once").await.0, 200);
+    let (status, env) = waiting.await.unwrap();
+    ran(status, &env);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let (_, approval) = api
+        .get(&format!("/approvals/{}", approval["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(left(&approval), None, "{approval}");
+}
+
 // ---- who may decide ---------------------------------------------------------------
 
 const AGENT: &str = "agent-secret-0123456789";

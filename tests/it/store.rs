@@ -62,6 +62,7 @@ conformance! {
         ping_works,
         a_held_call_is_approved_once,
         pending_requests_are_counted_per_caller,
+        a_caller_that_stops_waiting_is_noted_once,
         deny_always_leaves_a_standing_deny_until_revoked,
         a_later_always_replaces_the_grant,
         expired_requests_cannot_be_decided,
@@ -1224,6 +1225,42 @@ async fn pending_requests_are_counted_per_caller(store: Arc<dyn Store>) {
     assert_eq!(store.count_pending_by(Some("agent"), later).await.unwrap(), 0);
 }
 
+async fn a_caller_that_stops_waiting_is_noted_once(store: Arc<dyn Store>) {
+    let (_, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    let later = t0() + Duration::seconds(30);
+    store.mark_caller_left(new.id, later).await.unwrap();
+    store
+        .mark_caller_left(new.id, later + Duration::seconds(5))
+        .await
+        .unwrap();
+    let approval = store.get_approval(new.id).await.unwrap();
+    assert_eq!(approval.caller_left_at, Some(later), "the first time is kept");
+    assert_eq!(
+        store
+            .list_approvals(Some(ApprovalStatus::Pending), 10)
+            .await
+            .unwrap()[0]
+            .caller_left_at,
+        Some(later)
+    );
+    // Still pending, still decidable.
+    store
+        .decide(decision(&new, true, Scope::Once, later))
+        .await
+        .unwrap()
+        .unwrap();
+    // A decided request is left alone; an unknown one is no error.
+    let (_, other) = hold(&store, "git", "git_log", "h1", t0()).await;
+    store
+        .decide(decision(&other, false, Scope::Once, t0()))
+        .await
+        .unwrap()
+        .unwrap();
+    store.mark_caller_left(other.id, later).await.unwrap();
+    assert_eq!(store.get_approval(other.id).await.unwrap().caller_left_at, None);
+    store.mark_caller_left(Uuid::now_v7(), later).await.unwrap();
+}
+
 async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     let pending = store.get_approval(new.id).await.unwrap();
@@ -1250,6 +1287,7 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
             decided_at: None,
             expires_at: new.expires_at,
             mode: Some("Dev".to_owned()),
+            caller_left_at: None,
         }
     );
     assert_eq!(store.get_run(run.id).await.unwrap(), as_inserted(&run));
