@@ -34,7 +34,9 @@ pub fn router(state: &AppState) -> Router<AppState> {
         // `guard::refuse_web_pages` checks Host and Origin for every route,
         // configured once for all of them.
         .disable_allowed_hosts()
-        .disable_allowed_origins();
+        .disable_allowed_origins()
+        // The same bound as every other JSON body.
+        .with_max_request_body_bytes(super::extract::MAX_BODY_BYTES);
     let (catalog, invoker) = (state.catalog.clone(), state.invoker.clone());
     let service = StreamableHttpService::new(
         move || Ok(McpServer::over_http(catalog.clone(), invoker.clone())),

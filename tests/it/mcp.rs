@@ -150,3 +150,40 @@ async fn the_official_client_works_over_stdio() {
     python(&args, &env).await;
     crate::cli::stop(child);
 }
+
+/// `/mcp` is behind the same door as every route: a server without tokens
+/// takes no web page of another origin and no foreign `Host` (DNS
+/// rebinding), and a body over 1 MiB is refused before MCP parses it.
+#[tokio::test]
+async fn web_pages_cannot_drive_mcp() {
+    let server = TestServer::start(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)])).await;
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let post = |headers: &[(&str, &str)], body: String| {
+        let mut req = reqwest::Client::new()
+            .post(server.url("/mcp"))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send()
+    };
+    let res = post(&[], init.to_string()).await.unwrap();
+    assert_eq!(res.status(), 200, "a local client connects");
+    let res = post(&[("Origin", "https://attacker.example")], init.to_string())
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    let res = post(&[("Host", "attacker.example")], init.to_string())
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{{\"x\":\"{}\"}}}}",
+        "a".repeat(2 << 20)
+    );
+    let res = post(&[], huge).await.unwrap();
+    assert_eq!(res.status(), 413);
+}
