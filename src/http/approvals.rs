@@ -5,7 +5,7 @@ use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
-use super::responses::{BadQuery, DecisionProblems, StoreUnavailable};
+use super::responses::{BadQuery, DecisionProblems, StoreUnavailable, empty_bodies_allowed};
 use crate::invoke::Ruling;
 use crate::store::{Approval, ApprovalStatus, Grant, MAX_APPROVALS, Scope};
 use axum::Json;
@@ -18,13 +18,15 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    let mut router = OpenApiRouter::new()
         .routes(routes!(list_approvals))
         .routes(routes!(get_approval))
         .routes(routes!(approve))
         .routes(routes!(deny))
         .routes(routes!(list_grants))
-        .routes(routes!(revoke_grant))
+        .routes(routes!(revoke_grant));
+    empty_bodies_allowed(router.get_openapi_mut());
+    router
 }
 
 /// Filter of `GET /approvals`.
@@ -34,6 +36,7 @@ pub struct ApprovalQuery {
     /// Only requests in this state (the inbox: `pending`).
     pub status: Option<ApprovalStatus>,
     /// At most this many, 1–500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -96,8 +99,9 @@ pub struct DecisionRequest {
     /// `once` (default) or `always`.
     #[serde(default)]
     pub scope: Scope,
-    /// Why, for the record.
+    /// Why, for the record: at most 4096 characters.
     #[serde(default)]
+    #[schema(max_length = 4096)]
     pub note: String,
 }
 
@@ -174,6 +178,7 @@ pub struct GrantList {
 #[utoipa::path(get, path = "/grants", tag = "approvals", security(("bearer" = ["invoke"])),
     responses(
         (status = 200, description = "Every standing grant", body = GrantList),
+        BadQuery,
         StoreUnavailable,
     ))]
 async fn list_grants(_: Require<need::Invoke>, State(state): State<AppState>) -> Result<Json<GrantList>> {

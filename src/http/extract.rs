@@ -129,11 +129,31 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             &bytes
         };
         let mut json = serde_json::Deserializer::from_slice(text);
-        let value =
+        let value: serde_json::Value =
             serde_path_to_error::deserialize(&mut json).map_err(|e| ApiError::BadRequest(explain(&e)))?;
         json.end()
             .map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {}", plain(&e))))?;
+        // serde reads a struct from an array too (`[null, null]`): every
+        // body this API takes is an object, so say so rather than guess.
+        if !value.is_object() {
+            return Err(ApiError::BadRequest(format!(
+                "the body must be a JSON object, not {}",
+                json_kind(&value)
+            )));
+        }
+        let value = serde_path_to_error::deserialize(value).map_err(|e| ApiError::BadRequest(explain(&e)))?;
         Ok(JsonBody(value))
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
     }
 }
 

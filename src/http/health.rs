@@ -2,7 +2,7 @@
 
 use super::AppState;
 use super::error::ApiError;
-use super::responses::StoreUnavailable;
+use super::responses::{BadQuery, ForeignPage, StoreUnavailable};
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -36,7 +36,11 @@ pub struct Readiness {
 
 /// Liveness: answers while the process serves.
 #[utoipa::path(get, path = "/healthz", tag = "service", operation_id = "healthz",
-    responses((status = 200, description = "The process serves", body = Health)))]
+    responses(
+        (status = 200, description = "The process serves", body = Health),
+        BadQuery,
+        ForeignPage,
+    ))]
 async fn healthz() -> Json<Health> {
     Json(Health {
         status: "ok".to_owned(),
@@ -48,6 +52,8 @@ async fn healthz() -> Json<Health> {
 #[utoipa::path(get, path = "/readyz", tag = "service", operation_id = "readyz",
     responses(
         (status = 200, description = "Ready to serve", body = Readiness),
+        BadQuery,
+        ForeignPage,
         StoreUnavailable,
     ))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {

@@ -4,10 +4,12 @@ use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
-use super::responses::InvokeProblems;
+use super::responses::{InvokeProblems, describe_streams, empty_bodies_allowed};
 use super::runs::sse;
 use crate::auth::Caller;
-use crate::invoke::{Asked, Call, Called, Delivery, DryRun, Envelope, Gate, StreamPermit, Target};
+use crate::invoke::{
+    Asked, Call, Called, Delivery, DryRun, Envelope, Gate, InvokeError, MAX_WAIT, StreamPermit, Target,
+};
 use crate::store::RunStatus;
 use axum::Json;
 use axum::extract::State;
@@ -22,22 +24,61 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    let mut router = OpenApiRouter::new()
         .routes(routes!(invoke_tool))
         .routes(routes!(invoke_skill_tool))
-        .routes(routes!(run_command))
+        .routes(routes!(run_command));
+    describe_streams(router.get_openapi_mut());
+    empty_bodies_allowed(router.get_openapi_mut());
+    router
 }
+
+/// The longest `mode` taken (as `invoke::valid_mode` checks it).
+const MAX_MODE_CHARS: usize = 32;
 
 /// The body of an invoke call.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InvokeRequest {
     /// The tool's arguments, checked against its `parameters` schema.
+    /// `null` reads as `{}`.
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<std::collections::HashMap<String, Value>>)]
     pub arguments: Value,
-    /// The mode the caller is in (`Global`, `Dev`, …), passed to the tool.
+    /// The mode the caller is in (`Global`, `Dev`, …), passed to the tool:
+    /// 1–32 letters, digits, `_`, `-` or `.`.
+    #[schema(pattern = "^[A-Za-z0-9_.-]{1,32}$")]
     pub mode: Option<String>,
+}
+
+impl InvokeRequest {
+    /// The checks the pipeline makes of every call, for the answers that
+    /// do not reach it (a `prompt_rewrite` command), so that a request one
+    /// route refuses is refused by all.
+    fn check(&self, q: &InvokeQuery) -> Result<(), InvokeError> {
+        if q.wait.unwrap_or(0) > MAX_WAIT.as_secs() {
+            return Err(InvokeError::WaitTooLong);
+        }
+        let kind = match &self.arguments {
+            Value::Object(_) | Value::Null => None,
+            Value::Bool(_) => Some("a boolean"),
+            Value::Number(_) => Some("a number"),
+            Value::String(_) => Some("a string"),
+            Value::Array(_) => Some("an array"),
+        };
+        if let Some(kind) = kind {
+            return Err(InvokeError::NotAnObject(kind));
+        }
+        let mode_ok = self.mode.as_deref().is_none_or(|m| {
+            (1..=MAX_MODE_CHARS).contains(&m.len())
+                && m.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        });
+        if !mode_ok {
+            return Err(InvokeError::InvalidMode { max: MAX_MODE_CHARS });
+        }
+        Ok(())
+    }
 }
 
 /// Options of an invoke call.
@@ -47,7 +88,47 @@ pub struct InvokeQuery {
     /// Render and decide, without running or recording anything.
     pub dry_run: Option<bool>,
     /// Seconds (≤ 300) to hold a call that waits for approval open.
+    #[param(maximum = 300)]
     pub wait: Option<u64>,
+}
+
+/// The request headers an invoke call reads. Declared for the document
+/// only (so generated clients can send them); the handler reads them
+/// from the `HeaderMap`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct InvokeHeaders {
+    /// `respond-async` answers 202 at once with the run's id and `Location`,
+    /// and runs the tool in the background. Other preferences are ignored.
+    #[serde(rename = "Prefer")]
+    #[param(value_type = String, required = false)]
+    pub prefer: Option<String>,
+    /// `text/event-stream` streams the run's events instead of answering
+    /// once it ends; anything else answers JSON.
+    #[serde(rename = "Accept")]
+    #[param(value_type = String, required = false)]
+    pub accept: Option<String>,
+}
+
+/// The 200 of an invoke: the run's envelope, or with `dry_run=true` what
+/// would run. The two have no required field in common, so a body is
+/// exactly one of them.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum InvokeOutcome {
+    Envelope(Envelope),
+    DryRun(DryRun),
+}
+
+/// The 200 of a command: a `prompt_rewrite` skill's prompt, or what its
+/// `tool_dispatch` tool's invoke answers. No two share every required
+/// field, so a body is exactly one of them.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum CommandOutcome {
+    Prompt(crate::http::skills::SkillPrompt),
+    Envelope(Envelope),
+    DryRun(DryRun),
 }
 
 /// A call accepted to finish later.
@@ -60,6 +141,25 @@ pub struct InvokeAccepted {
     pub approval_url: Option<String>,
     pub run_url: String,
 }
+
+/// What invoke's 200 holds.
+const INVOKE_OK: &str = "The tool ran (or could not start): its `Envelope`, also when the tool failed \
+(`success: false`). With `dry_run=true`, a `DryRun`: what would run, and whether it would be held for approval. \
+With `Accept: text/event-stream`, the run's events instead.";
+
+/// What a command's 200 holds.
+const COMMAND_OK: &str = "A `prompt_rewrite` command: the skill's `SkillPrompt`. A `tool_dispatch` command: \
+what invoking its tool answers (an `Envelope`, a `DryRun` with `dry_run=true`, or with \
+`Accept: text/event-stream` the run's events).";
+
+/// The 409 of an invoke that names a skill.
+const CONFLICT_WAITED: &str = "With `wait`, the call expired before a person decided it (`approval_expired`), \
+or its run ended without running (`not_run`)";
+
+/// The 409 of an invoke by a bare tool name.
+const CONFLICT_AMBIGUOUS: &str = "Several skills define this tool name (`ambiguous_tool`, with `candidates`); \
+or, with `wait`, the call expired before a person decided it (`approval_expired`), or its run ended without \
+running (`not_run`)";
 
 /// Path of the bare invoke route.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -80,18 +180,17 @@ pub struct SkillToolPath {
 /// Run a tool. Answers with the envelope once it ran (even when the tool
 /// failed: that is a result, not an HTTP error); `Prefer: respond-async`
 /// answers 202 at once; `Accept: text/event-stream` streams its events.
-#[utoipa::path(post, path = "/tools/{tool}/invoke", tag = "invoke", security(("bearer" = ["invoke"])), params(ToolPath, InvokeQuery),
+#[utoipa::path(post, path = "/tools/{tool}/invoke", tag = "invoke", security(("bearer" = ["invoke"])), params(ToolPath, InvokeQuery, InvokeHeaders),
     request_body(content = InvokeRequest, description = "The arguments; an empty body means none"),
     responses(
-        (status = 200, description = "The tool ran (or could not start): the envelope; or, with dry_run, what would run", content(
-            (Envelope = "application/json"),
-            (DryRun = "application/json"),
+        (status = 200, description = INVOKE_OK, content(
+            (InvokeOutcome = "application/json"),
+            (String = "text/event-stream"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
         InvokeProblems,
         (status = 404, description = "No such tool", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Several skills define this tool name", body = Problem, content_type = "application/problem+json"),
-        InvokeProblems,
+        (status = 409, description = CONFLICT_AMBIGUOUS, body = Problem, content_type = "application/problem+json"),
     ))]
 async fn invoke_tool(
     auth: Require<need::Invoke>,
@@ -106,17 +205,17 @@ async fn invoke_tool(
 
 /// Run a tool of a given skill: the way to call a tool whose bare name
 /// several skills define.
-#[utoipa::path(post, path = "/skills/{skill}/tools/{tool}/invoke", tag = "invoke", security(("bearer" = ["invoke"])), params(SkillToolPath, InvokeQuery),
+#[utoipa::path(post, path = "/skills/{skill}/tools/{tool}/invoke", tag = "invoke", security(("bearer" = ["invoke"])), params(SkillToolPath, InvokeQuery, InvokeHeaders),
     request_body(content = InvokeRequest, description = "The arguments; an empty body means none"),
     responses(
-        (status = 200, description = "The tool ran (or could not start): the envelope; or, with dry_run, what would run", content(
-            (Envelope = "application/json"),
-            (DryRun = "application/json"),
+        (status = 200, description = INVOKE_OK, content(
+            (InvokeOutcome = "application/json"),
+            (String = "text/event-stream"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
         InvokeProblems,
         (status = 404, description = "No such skill or tool", body = Problem, content_type = "application/problem+json"),
-        InvokeProblems,
+        (status = 409, description = CONFLICT_WAITED, body = Problem, content_type = "application/problem+json"),
     ))]
 async fn invoke_skill_tool(
     auth: Require<need::Invoke>,
@@ -144,19 +243,17 @@ pub struct CommandPath {
 /// Run a command alias: a `prompt_rewrite` skill answers with
 /// its instructions; a `tool_dispatch` skill invokes its `command_tool`
 /// exactly as `POST /tools/{tool}/invoke` would.
-#[utoipa::path(post, path = "/commands/{command}", tag = "invoke", security(("bearer" = ["invoke"])), params(CommandPath, InvokeQuery),
+#[utoipa::path(post, path = "/commands/{command}", tag = "invoke", security(("bearer" = ["invoke"])), params(CommandPath, InvokeQuery, InvokeHeaders),
     request_body(content = InvokeRequest, description = "Arguments for a tool_dispatch command; an empty body means none"),
     responses(
-        (status = 200, description = "The instructions (prompt_rewrite), or the envelope of the dispatched tool", content(
-            (crate::http::skills::SkillPrompt = "application/json"),
-            (Envelope = "application/json"),
-            (DryRun = "application/json"),
+        (status = 200, description = COMMAND_OK, content(
+            (CommandOutcome = "application/json"),
+            (String = "text/event-stream"),
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
         InvokeProblems,
         (status = 404, description = "No such command", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The command's tool name is ambiguous", body = Problem, content_type = "application/problem+json"),
-        InvokeProblems,
+        (status = 409, description = CONFLICT_AMBIGUOUS, body = Problem, content_type = "application/problem+json"),
     ))]
 async fn run_command(
     auth: Require<need::Invoke>,
@@ -184,7 +281,11 @@ async fn run_command(
             )
             .await
         }
-        _ => Ok(Json(crate::http::skills::SkillPrompt::new(&skill)).into_response()),
+        _ => {
+            body.check(&q)?;
+            let prompt = crate::http::skills::SkillPrompt::new(&skill);
+            Ok(Json(CommandOutcome::Prompt(prompt)).into_response())
+        }
     }
 }
 
@@ -236,7 +337,7 @@ async fn invoke(
 /// The answer to a call: its envelope, 202, or its events.
 fn respond(state: &AppState, called: Called, permit: Option<StreamPermit>) -> Result<Response> {
     Ok(match (called, permit) {
-        (Called::DryRun(plan), _) => Json(plan).into_response(),
+        (Called::DryRun(plan), _) => Json(InvokeOutcome::DryRun(plan)).into_response(),
         (Called::Refused { run_id, reason }, _) => {
             return Err(ApiError::Refused {
                 code: "denied",

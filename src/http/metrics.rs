@@ -26,8 +26,11 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// its scrape config.
 #[utoipa::path(get, path = "/metrics", tag = "service", operation_id = "metrics",
     security(("bearer" = ["read"])),
-    responses((status = 200, description = "The Prometheus text format, version 0.0.4",
-        body = String, content_type = "text/plain; version=0.0.4")))]
+    responses(
+        (status = 200, description = "The Prometheus text format, version 0.0.4",
+            body = String, content_type = "text/plain; version=0.0.4"),
+        super::responses::BadQuery,
+    ))]
 async fn metrics(_: Require<need::Read>) -> Response {
     (
         [(header::CONTENT_TYPE, PROMETHEUS_TEXT)],

@@ -3,13 +3,15 @@
 //! every operation of the document.
 
 use super::error::Problem;
-use utoipa::IntoResponses;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::{OpenApi, RefOr};
+use utoipa::{IntoResponses, PartialSchema, ToSchema};
 
 /// 400 for a query or path that does not parse.
 #[derive(IntoResponses)]
 #[response(
     status = 400,
-    description = "A query or path parameter does not parse, or the query names a parameter this operation does not take",
+    description = "A query or path parameter does not parse (such as an id that is not a UUID, or a value out of its documented range), or the query names a parameter this operation does not take",
     content_type = "application/problem+json"
 )]
 pub struct BadQuery(pub Problem);
@@ -18,7 +20,7 @@ pub struct BadQuery(pub Problem);
 #[derive(IntoResponses)]
 #[response(
     status = 503,
-    description = "The store is unreachable",
+    description = "The store is unreachable, or the server is stopping",
     content_type = "application/problem+json"
 )]
 pub struct StoreUnavailable(pub Problem);
@@ -90,10 +92,16 @@ pub enum InvokeProblems {
 pub enum DecisionProblems {
     #[response(
         status = 400,
-        description = "The body is not a decision, or its note is over 4096 characters",
+        description = "The body is not a decision, or its note is over 4096 characters; or the id is not a UUID, or the query names a parameter this operation does not take",
         content_type = "application/problem+json"
     )]
     BadRequest(Problem),
+    #[response(
+        status = 413,
+        description = "The body is over 1 MiB",
+        content_type = "application/problem+json"
+    )]
+    TooLarge(Problem),
     #[response(
         status = 408,
         description = "The body did not arrive whole within 30 seconds",
@@ -112,4 +120,112 @@ pub enum DecisionProblems {
         content_type = "application/problem+json"
     )]
     SelfApproval(Problem),
+}
+
+/// 403 from the guard of a server without tokens, on operations that need
+/// no token (the others document it with their role).
+#[derive(IntoResponses)]
+#[response(
+    status = 403,
+    description = "A server without tokens refused a request a web page could have forged: a foreign `Origin` (`foreign_origin`), or a non-loopback `Host` on a loopback server (`foreign_host`)",
+    content_type = "application/problem+json"
+)]
+pub struct ForeignPage(pub Problem);
+
+/// A file's bytes, as they are on disk: `type: string, format: binary`,
+/// so generators hand out bytes rather than a list of integers.
+pub struct Binary;
+
+impl PartialSchema for Binary {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+            .into()
+    }
+}
+
+impl ToSchema for Binary {}
+
+/// How every `text/event-stream` answer is described. An event stream is
+/// not one value but a sequence of events, so, as OpenAPI 3.2 does, the
+/// content has an `itemSchema` (one event: its `event` name and its JSON
+/// `data`) and no `schema`: a generator then hands the stream over as it
+/// came (as bytes, to be read line by line), and a validator such as
+/// schemathesis checks each event. Run over a router's document once its
+/// routes are added.
+pub fn describe_streams(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.post];
+        for op in operations.into_iter().flatten() {
+            for response in op.responses.responses.values_mut() {
+                let RefOr::T(response) = response else { continue };
+                if let Some(RefOr::T(content)) = response.content.get_mut(EVENT_STREAM) {
+                    content.schema = None;
+                    content.item_schema = Some(run_event());
+                    content.description = Some(EVENTS_DESCRIPTION.to_owned());
+                }
+            }
+        }
+    }
+}
+
+/// The media type of server-sent events.
+pub const EVENT_STREAM: &str = "text/event-stream";
+
+/// The description of a run's events, for the operations that stream them.
+pub const EVENTS_DESCRIPTION: &str = "Server-sent events, one JSON object in each `data`: \
+`status` (`{\"status\": RunStatus}`, with `approval_id` and `approval_url` while the call waits for a person), \
+`output` (`{\"chunk\": \"…\"}`: stdout and stderr as they come), \
+then `result` (the `Envelope`), and the stream ends. Comment lines keep the connection alive.";
+
+/// One server-sent event of a run, as schemathesis and other validators
+/// read it: `{"event": …, "data": "<JSON text>"}`.
+fn run_event() -> RefOr<Schema> {
+    let event = |name: &str, data: serde_json::Value| {
+        serde_json::json!({
+            "type": "object",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"type": "string", "enum": [name]},
+                "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+            },
+        })
+    };
+    let schema = serde_json::json!({
+        "description": "One event: its name and its JSON data.",
+        "oneOf": [
+            event("status", serde_json::json!({
+                "type": "object",
+                "required": ["status"],
+                "properties": {
+                    "status": {"$ref": "#/components/schemas/RunStatus"},
+                    "approval_id": {"type": "string", "format": "uuid"},
+                    "approval_url": {"type": "string"},
+                },
+            })),
+            event("output", serde_json::json!({
+                "type": "object",
+                "required": ["chunk"],
+                "properties": {"chunk": {"type": "string"}},
+            })),
+            event("result", serde_json::json!({"$ref": "#/components/schemas/Envelope"})),
+        ],
+    });
+    // Written as JSON for readability; it is a valid schema, so this
+    // cannot fail, but an empty schema is the safe answer if it ever did.
+    serde_json::from_value(schema).unwrap_or_else(|_| RefOr::T(Schema::default()))
+}
+
+/// Marks every request body of a router's document optional: `JsonBody`
+/// reads an empty body as `{}`, so a client may leave it out.
+pub fn empty_bodies_allowed(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        let operations = [&mut item.post, &mut item.put, &mut item.patch];
+        for op in operations.into_iter().flatten() {
+            if let Some(RefOr::T(body)) = op.request_body.as_mut() {
+                body.required = Some(utoipa::openapi::Required::False);
+            }
+        }
+    }
 }

@@ -5,7 +5,7 @@ use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{Path, Query};
-use super::responses::{BadQuery, StoreUnavailable};
+use super::responses::{BadQuery, Binary, StoreUnavailable, describe_streams};
 use crate::auth::Role;
 use crate::invoke::{Cancelled, Canceller, RunEvent, artifacts_dir};
 use crate::store::{Run, RunFilter, RunStatus};
@@ -27,13 +27,15 @@ use uuid::Uuid;
 const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    let mut router = OpenApiRouter::new()
         .routes(routes!(list_runs))
         .routes(routes!(get_run))
         .routes(routes!(run_events))
         .routes(routes!(cancel_run))
         // `{*path}` is not an OpenAPI template; the spec entry is added in `http::openapi`.
-        .route("/runs/{id}/files/{*path}", axum::routing::get(get_run_file))
+        .route("/runs/{id}/files/{*path}", axum::routing::get(get_run_file));
+    describe_streams(router.get_openapi_mut());
+    router
 }
 
 /// Filters of `GET /runs`.
@@ -44,8 +46,10 @@ pub struct RunQuery {
     pub skill: Option<String>,
     pub status: Option<RunStatus>,
     /// Page size, 1–500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
-    /// `next_cursor` of the previous page.
+    /// `next_cursor` of the previous page, as it was handed out.
+    #[param(pattern = "^[0-9]{1,16}_[0-9a-fA-F]{32}$")]
     pub cursor: Option<String>,
 }
 
@@ -102,6 +106,7 @@ pub struct RunPath {
 #[into_params(parameter_in = Query)]
 pub struct WaitQuery {
     /// Seconds (≤ 300) to wait for the run to finish before answering.
+    #[param(maximum = 300)]
     pub wait: Option<u64>,
 }
 
@@ -127,7 +132,8 @@ async fn get_run(
 /// envelope, and the stream ends.
 #[utoipa::path(get, path = "/runs/{id}/events", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath),
     responses(
-        (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The run's events, as server-sent events; a finished run's stream has its `result` alone", content_type = "text/event-stream", body = String),
+        BadQuery,
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store is unreachable, or too many event streams are open", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -187,9 +193,11 @@ pub struct CancelAccepted {
 #[utoipa::path(post, path = "/runs/{id}/cancel", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath),
     responses(
         (status = 202, description = "Cancelling", body = CancelAccepted),
+        BadQuery,
         (status = 403, description = "The token did not ask for this run and is not an approver (`not_requester`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The run already finished, or runs on another instance", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
     ))]
 async fn cancel_run(
     auth: Require<need::Invoke>,
@@ -230,7 +238,8 @@ pub struct RunFilePath {
 /// An artifact of an entrypoint run, as a download.
 #[utoipa::path(get, path = "/runs/{id}/files/{path}", tag = "runs", security(("bearer" = ["invoke"])), params(RunFilePath),
     responses(
-        (status = 200, description = "The file", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The file's bytes, as an attachment", content_type = "application/octet-stream", body = inline(Binary)),
+        BadQuery,
         (status = 404, description = "No such run or file", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The file is too large to serve", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -5,7 +5,7 @@ use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{Accept, Path, Query};
-use super::responses::{BadQuery, NoSuchSkill};
+use super::responses::{BadQuery, Binary, NoSuchSkill};
 use crate::export::ToolInfo;
 use crate::skill::load::MAX_DEFINITION_BYTES;
 use crate::skill::{
@@ -194,6 +194,7 @@ pub struct SkillPath {
 #[utoipa::path(get, path = "/skills/{skill}", tag = "skills", security(("bearer" = ["read"])), params(SkillPath),
     responses(
         (status = 200, description = "The skill", body = SkillDetail),
+        BadQuery,
         NoSuchSkill,
     ))]
 async fn get_skill(
@@ -224,6 +225,7 @@ pub struct SkillPrompt {
             (SkillPrompt = "application/json"),
             (String = "text/markdown"),
         )),
+        BadQuery,
         NoSuchSkill,
     ))]
 async fn get_skill_prompt(
@@ -273,7 +275,26 @@ pub struct SkillFilePath {
 /// skill, before or after resolving symlinks, are not found.
 #[utoipa::path(get, path = "/skills/{skill}/files/{path}", tag = "skills", security(("bearer" = ["read"])), params(SkillFilePath),
     responses(
-        (status = 200, description = "The file, with its content type", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The file, as the type of its extension (`md` is `text/markdown`, `txt`, `ts`, \
+`log`, `ini`, `cfg` and `conf` are `text/plain`, `py` `text/x-python`, `sh` and `bash` `text/x-shellscript`, \
+`js` `text/javascript`, `html` `text/html`, `css` `text/css`, `csv` `text/csv`, `json` `application/json`, \
+`yaml` and `yml` `application/yaml`, `xml` `application/xml`, `toml` `application/toml`); or, when `Accept` \
+prefers `application/octet-stream`, as a download of that type", content(
+            (inline(Binary) = "application/octet-stream"),
+            (String = "text/markdown"),
+            (String = "text/plain"),
+            (String = "text/x-python"),
+            (String = "text/x-shellscript"),
+            (String = "text/javascript"),
+            (String = "text/html"),
+            (String = "text/css"),
+            (String = "text/csv"),
+            (serde_json::Value = "application/json"),
+            (String = "application/yaml"),
+            (String = "application/xml"),
+            (String = "application/toml"),
+        )),
+        BadQuery,
         (status = 404, description = "No such skill or file, or an extension that is not served", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The file is over 1 MiB", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -281,6 +302,7 @@ pub(super) async fn get_skill_file(
     _: Require<need::Read>,
     State(state): State<AppState>,
     Path(p): Path<SkillFilePath>,
+    accept: Accept,
 ) -> Result<Response> {
     let catalog = state.catalog.current();
     let skill = catalog
@@ -293,7 +315,12 @@ pub(super) async fn get_skill_file(
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase)
         .ok_or_else(not_found)?;
-    let content_type = crate::skill::files::served_type(&ext).ok_or_else(not_found)?;
+    let mut content_type = crate::skill::files::served_type(&ext).ok_or_else(not_found)?;
+    // A client that wants the bytes whatever they are (a generated one
+    // saving a file) may ask for them as such.
+    if accept.prefers(OCTET_STREAM) {
+        content_type = OCTET_STREAM;
+    }
     let bytes = super::read_file_inside(skill.dir.clone(), &p.path, MAX_DEFINITION_BYTES).await?;
     Ok((
         [
@@ -313,6 +340,8 @@ pub(super) async fn get_skill_file(
         .into_response())
 }
 
+const OCTET_STREAM: &str = "application/octet-stream";
+
 /// `GET /diagnostics`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DiagnosticList {
@@ -321,7 +350,7 @@ pub struct DiagnosticList {
 
 /// Every excluded skill's errors and every warning of the catalog.
 #[utoipa::path(get, path = "/diagnostics", tag = "skills", security(("bearer" = ["read"])),
-    responses((status = 200, description = "The diagnostics", body = DiagnosticList)))]
+    responses((status = 200, description = "The diagnostics", body = DiagnosticList), BadQuery))]
 async fn list_diagnostics(_: Require<need::Read>, State(state): State<AppState>) -> Json<DiagnosticList> {
     Json(DiagnosticList {
         diagnostics: state.catalog.current().diagnostics.clone(),
@@ -348,7 +377,7 @@ pub struct CommandList {
 
 /// The command aliases, sorted.
 #[utoipa::path(get, path = "/commands", tag = "skills", security(("bearer" = ["read"])),
-    responses((status = 200, description = "The command aliases", body = CommandList)))]
+    responses((status = 200, description = "The command aliases", body = CommandList), BadQuery))]
 async fn list_commands(_: Require<need::Read>, State(state): State<AppState>) -> Json<CommandList> {
     let catalog = state.catalog.current();
     let commands = catalog
@@ -379,7 +408,7 @@ pub struct ReloadSummary {
 
 /// Rescan every root now and swap the new catalog in.
 #[utoipa::path(post, path = "/skills/reload", tag = "skills", security(("bearer" = ["admin"])),
-    responses((status = 200, description = "The catalog was rebuilt", body = ReloadSummary)))]
+    responses((status = 200, description = "The catalog was rebuilt", body = ReloadSummary), BadQuery))]
 async fn reload_skills(
     _: Require<need::Admin>,
     State(state): State<AppState>,

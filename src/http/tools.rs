@@ -13,7 +13,9 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::openapi::schema::{AnyOfBuilder, Schema};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -70,8 +72,8 @@ fn typed(content_type: &'static str, bytes: Bytes) -> Response {
 /// a tool name is.
 #[utoipa::path(get, path = "/tools", tag = "tools", security(("bearer" = ["read"])), params(ToolQuery),
     responses(
-        (status = 200, description = "The tools in the requested format", content(
-            (ToolExport = "application/json"),
+        (status = 200, description = "The tools in the requested format: JSON, or with `format=prompt` plain text", content(
+            (ExportBody = "application/json"),
             (String = "text/plain"),
         )),
         BadQuery,
@@ -89,6 +91,45 @@ async fn list_tools(
         q.mode.as_deref(),
         q.skill.as_deref(),
     )
+}
+
+/// The schema of `GET /tools`'s JSON bodies, named `ToolExport` like the
+/// type it describes. The lists of several formats share their shape
+/// (`{"tools": [...]}`), and an empty list is every one of them, so no
+/// `oneOf` can tell them apart: this is an `anyOf`, and the `format` asked
+/// for says which member the body is.
+pub struct ExportBody;
+
+impl PartialSchema for ExportBody {
+    fn schema() -> RefOr<Schema> {
+        let members = [
+            "ToolList",
+            "OpenAiToolList",
+            "AnthropicToolList",
+            "GeminiToolList",
+            "McpToolList",
+        ];
+        let mut any = AnyOfBuilder::new().description(Some(
+            "The JSON bodies of `GET /tools`, one shape per `format`: `native` a `ToolList`, `openai` an \
+             `OpenAiToolList`, `anthropic` an `AnthropicToolList`, `gemini` a `GeminiToolList`, `mcp` an \
+             `McpToolList`. Several share the shape `{\"tools\": [...]}`, so the body matches any member \
+             whose items fit; the `format` asked for names the one it is.",
+        ));
+        for name in members {
+            any = any.item(Ref::from_schema_name(name));
+        }
+        any.into()
+    }
+}
+
+impl ToSchema for ExportBody {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "ToolExport".into()
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        <ToolExport as ToSchema>::schemas(schemas);
+    }
 }
 
 /// The mode filter of `GET /tools/prompt`.
@@ -126,6 +167,7 @@ pub struct ToolPath {
 #[utoipa::path(get, path = "/tools/{tool}", tag = "tools", security(("bearer" = ["read"])), params(ToolPath),
     responses(
         (status = 200, description = "The tool", body = ToolInfo),
+        BadQuery,
         (status = 404, description = "No such tool", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Several skills define this name; `candidates` lists them", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -54,8 +54,10 @@ fn every_operation_is_named_and_every_error_is_a_problem() {
                     );
                     continue;
                 }
+                // A file download's `application/json` is any JSON file.
+                let download = content.is_some_and(|c| c.contains_key("application/octet-stream"));
                 for (mime, media) in content.into_iter().flatten() {
-                    if mime == "application/json" {
+                    if mime == "application/json" && !download {
                         let schema = &media["schema"];
                         assert!(
                             schema["$ref"]
@@ -106,4 +108,147 @@ fn the_cli_prints_the_same_document() {
     assert!(out.status.success());
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed, document());
+}
+
+fn schema<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    &doc["components"]["schemas"][name]
+}
+
+/// Invoke's 200 decodes as exactly one of its members: each has a
+/// required field the others lack, so generated clients need not guess.
+#[test]
+fn invoke_answers_are_disjoint_unions() {
+    let doc = document();
+    let members = |name: &str| -> Vec<String> {
+        schema(&doc, name)["oneOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name} is not a oneOf"))
+            .iter()
+            .map(|m| m["$ref"].as_str().unwrap().rsplit('/').next().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(members("InvokeOutcome"), ["Envelope", "DryRun"]);
+    assert_eq!(members("CommandOutcome"), ["SkillPrompt", "Envelope", "DryRun"]);
+    for outcome in ["InvokeOutcome", "CommandOutcome"] {
+        let names = members(outcome);
+        let required = |n: &str| -> std::collections::BTreeSet<String> {
+            serde_json::from_value(schema(&doc, n)["required"].clone()).unwrap()
+        };
+        for a in &names {
+            for b in names.iter().filter(|b| *b != a) {
+                assert!(
+                    !required(a).is_subset(&required(b)),
+                    "{outcome}: every field {a} requires is in {b} too"
+                );
+            }
+        }
+    }
+    let ops = [
+        ("/tools/{tool}/invoke", "InvokeOutcome"),
+        ("/skills/{skill}/tools/{tool}/invoke", "InvokeOutcome"),
+        ("/commands/{command}", "CommandOutcome"),
+    ];
+    for (path, outcome) in ops {
+        let op = &doc["paths"][path]["post"];
+        let ok = &op["responses"]["200"]["content"];
+        assert_eq!(
+            ok["application/json"]["schema"]["$ref"],
+            format!("#/components/schemas/{outcome}"),
+            "{path}"
+        );
+        assert!(ok["text/event-stream"]["itemSchema"].is_object(), "{path}");
+        let headers: Vec<&str> = op["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["in"] == "header")
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(headers, ["Prefer", "Accept"], "{path}");
+        assert_eq!(
+            op["requestBody"]["required"], false,
+            "{path}: an empty body is taken"
+        );
+    }
+    assert_eq!(
+        schema(&doc, "Run")["properties"]["result"]["oneOf"][0]["$ref"],
+        "#/components/schemas/Envelope"
+    );
+}
+
+/// Event streams describe each event (`itemSchema`) and no single value;
+/// downloads are bytes; bounds the server enforces are in the document.
+#[test]
+fn streams_downloads_and_bounds_are_described() {
+    let doc = document();
+    let events =
+        &doc["paths"]["/runs/{id}/events"]["get"]["responses"]["200"]["content"]["text/event-stream"];
+    assert!(events.get("schema").is_none(), "{events}");
+    let kinds: Vec<&Value> = events["itemSchema"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["properties"]["event"]["enum"][0])
+        .collect();
+    assert_eq!(kinds, ["status", "output", "result"]);
+    for path in ["/skills/{skill}/files/{path}", "/runs/{id}/files/{path}"] {
+        let ok = &doc["paths"][path]["get"]["responses"]["200"]["content"];
+        assert_eq!(
+            ok["application/octet-stream"]["schema"],
+            serde_json::json!({"type": "string", "format": "binary"}),
+            "{path}"
+        );
+    }
+    let file = &doc["paths"]["/skills/{skill}/files/{path}"]["get"]["responses"]["200"]["content"];
+    for mime in ["text/markdown", "text/plain", "application/json", "text/x-python"] {
+        assert!(file.get(mime).is_some(), "the skill file route serves {mime}");
+    }
+    let tools = &doc["paths"]["/tools"]["get"]["responses"]["200"]["content"];
+    assert!(
+        tools.get("text/plain").is_some(),
+        "format=prompt answers text/plain"
+    );
+    assert!(schema(&doc, "ToolExport")["anyOf"].is_array());
+    let param = |path: &str, name: &str| -> Value {
+        let op = doc["paths"][path].as_object().unwrap().values().next().unwrap();
+        op["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{path} has no {name}"))["schema"]
+            .clone()
+    };
+    assert_eq!(param("/runs", "limit")["minimum"], 1);
+    assert_eq!(param("/runs", "limit")["maximum"], 500);
+    assert_eq!(param("/approvals", "limit")["maximum"], 500);
+    assert_eq!(param("/runs/{id}", "wait")["maximum"], 300);
+    assert_eq!(param("/tools/{tool}/invoke", "wait")["maximum"], 300);
+    assert!(param("/runs", "cursor")["pattern"].is_string());
+}
+
+/// Every operation that takes a UUID in its path answers 400 for one
+/// that is not, and every JSON body may be refused as too large or of the
+/// wrong type.
+#[test]
+fn malformed_ids_and_bodies_are_documented() {
+    let doc = document();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let responses = op["responses"].as_object().unwrap();
+            let uuid_in_path = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|p| p["in"] == "path" && p["schema"]["format"] == "uuid");
+            if uuid_in_path {
+                assert!(responses.contains_key("400"), "{method} {path}: no 400");
+            }
+            if op.get("requestBody").is_some() {
+                for status in ["400", "408", "413", "415"] {
+                    assert!(responses.contains_key(status), "{method} {path}: no {status}");
+                }
+            }
+        }
+    }
 }

@@ -1,6 +1,9 @@
 //! The committed `openapi/openapi.json` makes a working client: a Python
 //! package generated from it by openapi-python-client lists skills, fetches
-//! one and exports tools from a real server (`tests/python/use_client.py`).
+//! one and exports tools, runs a tool and tries one (typed `Envelope` and
+//! `DryRun`), has a held call approved by a second token, waits for its run
+//! and reads its typed result, follows its events and downloads a skill
+//! file, on a real server with tokens (`tests/python/use_client.py`).
 //!
 //! The generator comes from the venv named by `SKILLD_PYTHON_VENV` (used as
 //! it is), else from `target/python-venv`, made and filled from PyPI on first
@@ -11,6 +14,7 @@
 //! any warning it prints about the document fails the test.
 
 use crate::common::{TestServer, bundled_dir, options, root};
+use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -67,7 +71,10 @@ fn usable(venv: &Path) -> Result<(), String> {
     }
     let python = venv.join("bin/python");
     let check = Command::new(&python)
-        .args(["-c", "import httpx, attrs, dateutil, mcp, openai, anthropic, google.genai, schemathesis"])
+        .args([
+            "-c",
+            "import httpx, attrs, dateutil, mcp, openai, anthropic, google.genai, schemathesis",
+        ])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     if !check.status.success() {
@@ -144,17 +151,65 @@ fn generate(venv: &Path, into: &Path) {
     );
 }
 
-#[tokio::test]
+const AGENT: &str = "client-agent-secret-0123456789";
+const BOSS: &str = "client-boss-secret-0123456789";
+
+/// `agent` calls, `boss` approves: nobody decides their own call.
+fn tokens() -> Auth {
+    Auth::new(vec![
+        Token::with_secret("agent", Role::Invoke, AGENT, "test").unwrap(),
+        Token::with_secret("boss", Role::Approve, BOSS, "test").unwrap(),
+    ])
+    .unwrap()
+}
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+/// `greet` (read-only: runs at once; has a reference file) and `stamp`
+/// (not read-only: a person approves every call; appends to a file).
+fn fixture_skills(dir: &Path) {
+    write(
+        &dir.join("greet/SKILL.md"),
+        "---\nname: greet\nversion: 1.0.0\ndescription: Greets people.\nread_only: true\n---\n\n\
+         Say hello. See references/notes.md.\n\n### greet\n\nGreets someone.\n\n#### Parameters\n\n\
+         | Name | Type | Required | Description |\n|---|---|---|---|\n| name | string | yes | Who. |\n\n\
+         #### Command\n\n```\necho hello {{name}}\n```\n",
+    );
+    write(&dir.join("greet/references/notes.md"), "Greet people by name.\n");
+    write(
+        &dir.join("stamp/SKILL.md"),
+        "---\nname: stamp\nversion: 1.0.0\ndescription: Leaves a stamp.\n---\n\n### stamp\n\n\
+         Appends a line to a file.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
+         |---|---|---|---|\n| path | string | yes | The file. |\n\n#### Command\n\n\
+         ```\nsh -c 'echo ran >> \"$0\"; echo stamped' {{path}}\n```\n",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_python_client_works() {
     let venv = venv();
     let tmp = crate::common::tempdir().unwrap();
     generate(&venv, tmp.path());
 
-    let server = TestServer::start(options(vec![root(bundled_dir(), Trust::Bundled)])).await;
+    let fixtures = crate::common::tempdir().unwrap();
+    fixture_skills(fixtures.path());
+    let marks = crate::common::marks_dir();
+    let marker = marks.path().join("stamped");
+    let roots = vec![
+        root(bundled_dir(), Trust::Bundled),
+        root(fixtures.path(), Trust::Bundled),
+    ];
+    let server = TestServer::start_with_auth(options(roots), tokens()).await;
     let script = manifest_dir().join("tests/python/use_client.py");
     let child = tokio::process::Command::new(venv.join("bin/python"))
         .arg(&script)
         .arg(server.url(""))
+        .env("SKILLD_TEST_AGENT", AGENT)
+        .env("SKILLD_TEST_BOSS", BOSS)
+        .env("SKILLD_TEST_MARKER", &marker)
         .env("PYTHONPATH", tmp.path())
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NO_PROXY", "127.0.0.1,localhost")

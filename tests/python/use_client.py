@@ -2,13 +2,17 @@
 generated from the committed openapi/openapi.json.
 
 Run by tests/it/python_client.rs as `python use_client.py BASE_URL`, with the
-generated package `skilld_client` on PYTHONPATH and a server whose only root is
-the repository's bundled `skills/`. Every request goes through the generated
-operations (no hand-written HTTP); every answer must come back as the generated
-model of its schema. Exits 1 with one line per mismatch on stderr.
+generated package `skilld_client` on PYTHONPATH and a server whose roots are
+the repository's bundled `skills/` and two fixture skills, `greet` (read-only:
+runs at once; has `references/notes.md`) and `stamp` (a person approves every
+call). The server has tokens: SKILLD_TEST_AGENT (role invoke) and
+SKILLD_TEST_BOSS (role approve) in the environment. Every request goes through
+the generated operations (no hand-written HTTP); every answer must come back as
+the generated model of its schema. Exits 1 with one line per mismatch on stderr.
 """
 
 import json
+import os
 import sys
 
 import httpx
@@ -34,13 +38,115 @@ def same_as_wire(what: str, response, parsed) -> None:
     check(parsed.to_dict() == wire, f"{what}: the parsed model does not round-trip to the JSON the server sent")
 
 
+def events_of(body: bytes) -> list[tuple[str, str]]:
+    """The (event, data) pairs of a text/event-stream body."""
+    events = []
+    for block in body.decode().replace("\r\n", "\n").split("\n\n"):
+        name, data = "message", []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+        if data:
+            events.append((name, "\n".join(data)))
+    return events
+
+
+def flow(client, approver) -> None:
+    """The whole flow, typed: run a tool, try one, have a held call approved
+    by another token, wait for its run, follow its events, download a file."""
+    from skilld_client.api.approvals import approve, list_approvals
+    from skilld_client.api.invoke import invoke_tool
+    from skilld_client.api.runs import get_run, run_events
+    from skilld_client.api.skills import get_skill_file
+    from skilld_client.models import (
+        Approval,
+        ApprovalList,
+        ApprovalStatus,
+        DecisionRequest,
+        DryRun,
+        Envelope,
+        InvokeAccepted,
+        InvokeRequest,
+        Run,
+        RunStatus,
+        Scope,
+    )
+    from skilld_client.models.invoke_request_arguments_type_0 import InvokeRequestArgumentsType0
+    from skilld_client.types import File
+
+    def args(**kw) -> InvokeRequest:
+        return InvokeRequest(arguments=InvokeRequestArgumentsType0.from_dict(kw))
+
+    # A read-only tool runs at once: its 200 is the Envelope, read through attributes.
+    envelope = invoke_tool.sync("greet", client=client, body=args(name="world"))
+    if check(isinstance(envelope, Envelope), f"invoke greet: parsed as {type(envelope).__name__}, expected Envelope"):
+        check(envelope.success is True, f"invoke greet: success {envelope.success!r}")
+        check(envelope.output.strip() == "hello world", f"invoke greet: output {envelope.output!r}")
+        check(envelope.tool == "greet" and envelope.skill == "greet", f"invoke greet: {envelope.skill}/{envelope.tool}")
+
+    # ?dry_run=true decodes as a DryRun.
+    plan = invoke_tool.sync("greet", client=client, body=args(name="world"), dry_run=True)
+    if check(isinstance(plan, DryRun), f"dry run of greet: parsed as {type(plan).__name__}, expected DryRun"):
+        check(plan.argv == ["echo", "hello", "world"], f"dry run of greet: argv {plan.argv!r}")
+
+    # stamp asks every time: 202 with the approval to decide.
+    marker = os.environ["SKILLD_TEST_MARKER"]
+    held = invoke_tool.sync("stamp", client=client, body=args(path=marker))
+    if not check(isinstance(held, InvokeAccepted), f"invoke stamp: parsed as {type(held).__name__}, expected InvokeAccepted"):
+        return
+    check(held.status == "pending_approval", f"invoke stamp: status {held.status!r}")
+    check(not os.path.exists(marker), "invoke stamp: the tool ran before anyone approved it")
+
+    inbox = list_approvals.sync(client=client, status=ApprovalStatus.PENDING)
+    if check(isinstance(inbox, ApprovalList), f"GET /approvals: parsed as {type(inbox).__name__}"):
+        check(
+            any(a.id == held.approval_id and a.tool == "stamp" for a in inbox.approvals),
+            f"GET /approvals?status=pending: {[a.id for a in inbox.approvals]} lacks {held.approval_id}",
+        )
+
+    decided = approve.sync(held.approval_id, client=approver, body=DecisionRequest(scope=Scope.ONCE, note="ok"))
+    if check(isinstance(decided, Approval), f"approve: parsed as {type(decided).__name__}, expected Approval"):
+        check(decided.status == ApprovalStatus.APPROVED, f"approve: status {decided.status!r}")
+        check(decided.decided_by == "boss", f"approve: decided_by {decided.decided_by!r}")
+
+    run = get_run.sync(held.run_id, client=client, wait=60)
+    if check(isinstance(run, Run), f"GET /runs/{{id}}?wait=60: parsed as {type(run).__name__}, expected Run"):
+        check(run.status == RunStatus.SUCCEEDED, f"the approved run: status {run.status!r}")
+        result = run.result
+        if check(isinstance(result, Envelope), f"the approved run: result is {type(result).__name__}, expected Envelope"):
+            check(result.output.strip() == "stamped", f"the approved run: output {result.output!r}")
+            check(result.run_id == held.run_id, f"the approved run: result.run_id {result.run_id}")
+    check(os.path.exists(marker), "the approved run did not write its marker")
+
+    # The finished run's events: the generated operation hands over the stream.
+    r = run_events.sync_detailed(held.run_id, client=client)
+    if check(r.status_code == 200, f"GET /runs/{{id}}/events: status {r.status_code}"):
+        check(
+            r.headers.get("content-type", "").startswith("text/event-stream"),
+            f"GET /runs/{{id}}/events: content type {r.headers.get('content-type')!r}",
+        )
+        events = events_of(r.content)
+        results = [data for name, data in events if name == "result"]
+        if check(len(results) == 1, f"GET /runs/{{id}}/events: events {events!r} hold no single result"):
+            streamed = Envelope.from_dict(json.loads(results[0]))
+            check(streamed.run_id == held.run_id, f"the result event: run_id {streamed.run_id}")
+            check(streamed.output.strip() == "stamped", f"the result event: output {streamed.output!r}")
+
+    # A skill's file, as bytes.
+    notes = get_skill_file.sync("greet", "references/notes.md", client=client)
+    if check(isinstance(notes, File), f"GET /skills/greet/files/references/notes.md: parsed as {type(notes).__name__}"):
+        check(notes.payload.read() == b"Greet people by name.\n", "the downloaded notes differ from the file")
+
+
 def main() -> None:
     if len(sys.argv) != 2:
         fail_now("usage: use_client.py BASE_URL")
     base_url = sys.argv[1]
 
     try:
-        from skilld_client import Client
+        from skilld_client import AuthenticatedClient
         from skilld_client.api.skills import get_skill, list_skills
         from skilld_client.models import Problem, SkillDetail, SkillList, Trust
     except ImportError as e:
@@ -54,8 +160,19 @@ def main() -> None:
             f"{e}; openapi-python-client skipped it, see its warnings about openapi/openapi.json"
         )
 
-    client = Client(base_url=base_url, raise_on_unexpected_status=True, timeout=httpx.Timeout(30.0))
-    with client:
+    agent = os.environ.get("SKILLD_TEST_AGENT")
+    boss = os.environ.get("SKILLD_TEST_BOSS")
+    if not agent or not boss:
+        fail_now("SKILLD_TEST_AGENT and SKILLD_TEST_BOSS must hold the invoke and approve tokens")
+    client = AuthenticatedClient(
+        base_url=base_url, token=agent, raise_on_unexpected_status=True, timeout=httpx.Timeout(30.0)
+    )
+    approver = AuthenticatedClient(
+        base_url=base_url, token=boss, raise_on_unexpected_status=True, timeout=httpx.Timeout(30.0)
+    )
+    with client, approver:
+        flow(client, approver)
+
         # GET /skills
         r = list_skills.sync_detailed(client=client)
         if not check(r.status_code == 200, f"GET /skills: status {r.status_code}, expected 200"):
