@@ -263,20 +263,46 @@ impl Catalog {
     }
 }
 
-/// The subdirectories of a root holding a definition file, sorted. Other
-/// visible directories get a `not_a_skill` warning; hidden ones are skipped.
+fn is_skill_dir(path: &Path) -> bool {
+    path.join("SKILL.md").is_file() || path.join("SKILL.yaml").is_file()
+}
+
+/// The skill directories of a collection: the subdirectories of `dir`
+/// holding a definition file (as published collections group skills, for
+/// example `skills/.curated/<skill>`).
+fn collection(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && is_skill_dir(p))
+        .collect()
+}
+
+/// The skill directories of a root, sorted: its subdirectories holding a
+/// definition file, then those of its collections (a subdirectory, hidden
+/// or not, holding skill directories), so that a skill of the root itself
+/// wins a name both have. Another visible directory gets a `not_a_skill`
+/// warning; another hidden one is skipped.
 fn skill_dirs(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         let path = entry.path();
         let name = entry.file_name();
-        if name.to_string_lossy().starts_with('.') || !path.is_dir() {
+        if !path.is_dir() {
             continue;
         }
-        if path.join("SKILL.md").is_file() || path.join("SKILL.yaml").is_file() {
+        if is_skill_dir(&path) {
             dirs.push(path);
-        } else {
+            continue;
+        }
+        let grouped = collection(&path);
+        if !grouped.is_empty() {
+            dirs.extend(grouped);
+        } else if !name.to_string_lossy().starts_with('.') {
             diagnostics.push(
                 Diagnostic::warning(
                     Code::NotASkill,
@@ -287,7 +313,7 @@ fn skill_dirs(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result
             );
         }
     }
-    dirs.sort();
+    dirs.sort_by(|a, b| (a.components().count(), a).cmp(&(b.components().count(), b)));
     Ok(dirs)
 }
 

@@ -4,24 +4,8 @@
 
 use crate::skill::{Param, ParamType, Tool};
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
-/// The longest tool name every provider takes (OpenAI and Anthropic: 64).
-pub const MAX_NAME: usize = 64;
-
-/// `name`, or when it is longer than [`MAX_NAME`], its start and a hash of
-/// the whole: stable across reloads, and distinct for distinct names.
-pub fn fit_name(name: String) -> String {
-    if name.len() <= MAX_NAME {
-        return name;
-    }
-    let hash = hex::encode(&Sha256::digest(name.as_bytes())[..4]);
-    let mut keep = MAX_NAME - hash.len() - 1;
-    while !name.is_char_boundary(keep) {
-        keep -= 1;
-    }
-    format!("{}_{hash}", &name[..keep])
-}
+pub use crate::skill::names::{MAX_NAME, fit_name};
 
 /// The JSON Schema (2020-12) of a tool's arguments.
 pub fn json_schema(tool: &Tool) -> Value {

@@ -35,7 +35,14 @@ pub(super) fn detect(
     };
     let declares_entrypoint = ["lang", "image", "resources"].iter().any(|k| fm.contains_key(*k));
     let scripts = if has_scripts {
-        list_scripts(&scripts_dir, runtimes)
+        let explicit: Option<Vec<String>> = fm.get("script_tools").and_then(Value::as_array).map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        });
+        list_scripts(&scripts_dir, runtimes, explicit.as_deref())
     } else {
         Vec::new()
     };

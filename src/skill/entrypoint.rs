@@ -3,7 +3,7 @@
 
 use super::diag::Code;
 use super::model::*;
-use super::names::is_tool_name;
+use super::names::{fit_name, is_generated_tool_name};
 use super::parse::Parse;
 use super::scripts::{Runtimes, runtime_for};
 use std::path::{Path, PathBuf};
@@ -42,12 +42,12 @@ impl Parse<'_, '_> {
             );
             return Vec::new();
         };
-        let tool_name = skill.replace('-', "_");
-        if !is_tool_name(&tool_name) {
+        let tool_name = fit_name(skill.replace('-', "_"));
+        if !is_generated_tool_name(&tool_name) {
             self.error(
                 Code::InvalidToolName,
                 None,
-                format!("the entrypoint tool would be named '{tool_name}', which is not ^[a-z0-9_]{{1,32}}$; shorten the skill name"),
+                format!("the entrypoint tool would be named '{tool_name}', which is not ^[a-z0-9_]{{1,64}}$; rename the skill"),
             );
         }
         let runtime = runtime_for(ep, lang, runtimes);

@@ -7,8 +7,9 @@ use super::model::*;
 use super::parse::Parse;
 use serde_json::{Map, Value};
 
-/// Descriptions are cut to this many characters.
-pub const MAX_DESCRIPTION_CHARS: usize = 256;
+/// Descriptions are cut to this many characters (the Agent Skills
+/// specification's limit), at a word boundary.
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 /// Default per-skill timeout (`docs/design.md` §3).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 /// Commands that skills may not take as their alias.
@@ -39,6 +40,12 @@ const KNOWN_KEYS: &[&str] = &[
     "triggers",
     "permissions",
     "homepage",
+    // The Agent Skills specification's own.
+    "compatibility",
+    "metadata",
+    "allowed-tools",
+    // Which scripts are tools, overriding the rule (docs/skills.md).
+    "script_tools",
 ];
 
 /// The frontmatter fields every dialect shares, as the skill keeps them.
@@ -62,6 +69,9 @@ pub(super) struct Fields {
     pub(super) eligibility: Eligibility,
     pub(super) triggers: Triggers,
     pub(super) permissions: Vec<String>,
+    pub(super) compatibility: Option<String>,
+    pub(super) allowed_tools: Vec<String>,
+    pub(super) script_tools: Option<Vec<String>>,
 }
 
 impl Parse<'_, '_> {
@@ -89,9 +99,14 @@ impl Parse<'_, '_> {
         path: &PathCache,
     ) -> Fields {
         self.identity(fm, name, dialect);
-        let version = self.version(fm, dialect);
+        let metadata = self.metadata(fm);
+        let version = self
+            .version(fm, dialect)
+            .or_else(|| metadata.get("version").cloned());
         let description = self.description(fm, dialect);
-        let author = self.string(fm, "author");
+        let author = self
+            .string(fm, "author")
+            .or_else(|| metadata.get("author").cloned());
         let license = self.string(fm, "license");
         let tags = self.list(fm, "tags", true);
         let modes = self.modes(fm);
@@ -111,6 +126,11 @@ impl Parse<'_, '_> {
         let eligibility = self.eligibility(fm);
         let triggers = self.triggers(fm);
         let permissions = self.list(fm, "permissions", false);
+        let compatibility = self.string(fm, "compatibility");
+        let allowed_tools = self.allowed_tools(fm);
+        let script_tools = fm
+            .contains_key("script_tools")
+            .then(|| self.list(fm, "script_tools", false));
         self.check_eligible(&eligibility, path);
         Fields {
             version,
@@ -132,6 +152,45 @@ impl Parse<'_, '_> {
             eligibility,
             triggers,
             permissions,
+            compatibility,
+            allowed_tools,
+            script_tools,
+        }
+    }
+
+    /// `metadata`: a map of strings (the Agent Skills specification's);
+    /// `version` and `author` there stand in for the top-level fields.
+    fn metadata(&mut self, fm: &Map<String, Value>) -> std::collections::BTreeMap<String, String> {
+        match fm.get("metadata") {
+            None | Some(Value::Null) => Default::default(),
+            Some(Value::Object(m)) => m
+                .iter()
+                .filter_map(|(k, v)| match v {
+                    Value::String(s) => Some((k.clone(), s.clone())),
+                    Value::Number(n) => Some((k.clone(), n.to_string())),
+                    _ => None,
+                })
+                .collect(),
+            Some(other) => {
+                let other = other.clone();
+                self.invalid("metadata", "a map of strings", &other);
+                Default::default()
+            }
+        }
+    }
+
+    /// `allowed-tools`: the tools the skill expects its agent to have, as a
+    /// space-separated string (the specification's form) or a list.
+    fn allowed_tools(&mut self, fm: &Map<String, Value>) -> Vec<String> {
+        match fm.get("allowed-tools") {
+            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            Some(Value::Array(_)) => self.list(fm, "allowed-tools", false),
+            None | Some(Value::Null) => Vec::new(),
+            Some(other) => {
+                let other = other.clone();
+                self.invalid("allowed-tools", "a string or a list of strings", &other);
+                Vec::new()
+            }
         }
     }
 
@@ -193,7 +252,14 @@ impl Parse<'_, '_> {
         match description.filter(|d| !d.trim().is_empty()) {
             Some(d) => self.truncate_description(d.trim()),
             None => {
-                if dialect != Dialect::Prompt {
+                if dialect == Dialect::Prompt {
+                    self.warn(
+                        Code::MissingField,
+                        None,
+                        "no description: agents choose skills by their descriptions, and will not find this one"
+                            .to_owned(),
+                    );
+                } else {
                     self.missing("description", dialect);
                 }
                 String::new()
@@ -206,12 +272,16 @@ impl Parse<'_, '_> {
             return d.to_owned();
         }
         let pos = self.key_pos("description").or_else(|| self.key_pos("summary"));
+        let cut = cut_at_word(d, MAX_DESCRIPTION_CHARS);
         self.warn(
             Code::DescriptionTruncated,
             pos,
-            format!("description is longer than {MAX_DESCRIPTION_CHARS} characters and was truncated"),
+            format!(
+                "description is longer than {MAX_DESCRIPTION_CHARS} characters and was cut after '{}'",
+                cut.split_whitespace().last().unwrap_or("")
+            ),
         );
-        d.chars().take(MAX_DESCRIPTION_CHARS).collect()
+        cut
     }
 
     /// The modes the skill serves in; none (or an empty list) is `Global`.
@@ -543,6 +613,22 @@ pub fn parse_duration_secs(s: &str) -> Option<u64> {
         any = true;
     }
     (num.is_empty() && any).then_some(total)
+}
+
+/// At most `max` characters of `text`, ending at a word boundary when
+/// there is one (a word is not cut in half), without trailing punctuation
+/// that would read as a finished sentence's.
+fn cut_at_word(text: &str, max: usize) -> String {
+    let end = text.char_indices().nth(max).map_or(text.len(), |(i, _)| i);
+    let head = &text[..end];
+    let next_is_space = text[end..].chars().next().is_none_or(char::is_whitespace);
+    let cut = if next_is_space {
+        head
+    } else {
+        head.rfind(char::is_whitespace).map_or(head, |i| &head[..i])
+    };
+    cut.trim_end_matches(|c: char| c.is_whitespace() || c == ',' || c == ';' || c == ':')
+        .to_owned()
 }
 
 /// `256Mi`, `1Gi`, `512M`, `1024` → bytes.

@@ -87,7 +87,12 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
             &fields.description,
             opts.runtimes,
         ),
-        Dialect::Scripts => p.script_tools(name, &detected.scripts, opts.runtimes),
+        Dialect::Scripts => p.script_tools(
+            name,
+            &detected.scripts,
+            fields.script_tools.as_deref(),
+            opts.runtimes,
+        ),
         Dialect::Prompt | Dialect::Manifest => Vec::new(),
     };
     let runnable = files::runnable_files(dir);
@@ -108,7 +113,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         author: fields.author,
         license: fields.license,
         tags: fields.tags,
-        instructions: split.body.trim_start_matches(['\r', '\n']).to_owned(),
+        instructions: with_base_dir(split.body.trim_start_matches(['\r', '\n']), dir),
         modes: fields.modes,
         read_only: fields.read_only,
         always_ask: fields.always_ask,
@@ -123,6 +128,8 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         eligibility: fields.eligibility,
         triggers: fields.triggers,
         permissions: fields.permissions,
+        compatibility: fields.compatibility,
+        allowed_tools: fields.allowed_tools,
         dialect,
         dir: dir.to_path_buf(),
         definition: def_path,
@@ -133,6 +140,13 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         tools,
         warnings: Vec::new(),
     })
+}
+
+/// Instructions with `{baseDir}` (the placeholder skills written for
+/// Claude use for their own directory) replaced by the skill's directory,
+/// so that the paths they give can be followed.
+fn with_base_dir(instructions: &str, dir: &Path) -> String {
+    instructions.replace("{baseDir}", &dir.display().to_string())
 }
 
 /// The bytes of `SKILL.md`, unless the skill is a manifest (not supported)

@@ -190,6 +190,12 @@ pub struct Skill {
     pub eligibility: Eligibility,
     pub triggers: Triggers,
     pub permissions: Vec<String>,
+    /// The Agent Skills `compatibility`: what the skill needs of its
+    /// environment, in words.
+    pub compatibility: Option<String>,
+    /// The Agent Skills `allowed-tools`: the agent tools the skill expects
+    /// (reported; skilld does not grant them).
+    pub allowed_tools: Vec<String>,
     pub dialect: Dialect,
     /// The skill's directory.
     pub dir: PathBuf,

@@ -32,12 +32,39 @@ pub enum NameCheck {
     Invalid,
 }
 
-/// Tool names: `^[a-z0-9_]{1,32}$`.
+/// Tool names a `SKILL.md` tool block declares: `^[a-z0-9_]{1,32}$`
+/// (seed 000's own rule).
 pub fn is_tool_name(name: &str) -> bool {
-    (1..=32).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    (1..=32).contains(&name.len()) && tool_name_chars(name)
+}
+
+fn tool_name_chars(name: &str) -> bool {
+    name.bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The longest name any provider takes for a tool (OpenAI, Anthropic: 64).
+pub const MAX_NAME: usize = 64;
+
+/// `name`, or when it is longer than [`MAX_NAME`], its start and a hash of
+/// the whole: stable across reloads, and distinct for distinct names.
+/// For names skilld makes itself (from skill and file names).
+pub fn fit_name(name: String) -> String {
+    use sha2::{Digest, Sha256};
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    let hash = hex::encode(&Sha256::digest(name.as_bytes())[..4]);
+    let mut keep = MAX_NAME - hash.len() - 1;
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}_{hash}", &name[..keep])
+}
+
+/// A tool name skilld made, fitted: `^[a-z0-9_]{1,64}$`.
+pub fn is_generated_tool_name(name: &str) -> bool {
+    (1..=MAX_NAME).contains(&name.len()) && tool_name_chars(name)
 }
 
 #[cfg(test)]

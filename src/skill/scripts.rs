@@ -4,7 +4,7 @@
 use super::diag::Code;
 use super::files::read_limited;
 use super::model::*;
-use super::names::is_tool_name;
+use super::names::{fit_name, is_generated_tool_name};
 use super::parse::Parse;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -61,8 +61,14 @@ fn on_server_path(program: &str) -> Option<String> {
     super::files::find_program(&path, program).map(|p| p.display().to_string())
 }
 
-/// Scripts directly under `scripts/` with a known runtime, sorted.
-pub(super) fn list_scripts(scripts_dir: &Path, runtimes: &Runtimes) -> Vec<PathBuf> {
+/// The scripts directly under `scripts/` that are tools, sorted: those
+/// `explicit` names (the frontmatter's `script_tools`), or else each one
+/// with a known runtime that is not a helper (see [`helper_kind`]).
+pub(super) fn list_scripts(
+    scripts_dir: &Path,
+    runtimes: &Runtimes,
+    explicit: Option<&[String]>,
+) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(scripts_dir) else {
         return Vec::new();
     };
@@ -75,9 +81,59 @@ pub(super) fn list_scripts(scripts_dir: &Path, runtimes: &Runtimes) -> Vec<PathB
                     .and_then(|e| e.to_str())
                     .is_some_and(|e| runtimes.by_extension.contains_key(e))
         })
+        .filter(|p| match explicit {
+            Some(names) => p
+                .file_name()
+                .and_then(|f| f.to_str())
+                .is_some_and(|f| names.iter().any(|n| n == f)),
+            None => helper_kind(p).is_none(),
+        })
         .collect();
     out.sort();
     out
+}
+
+/// Why a script is a helper rather than a tool, if it is one: hidden,
+/// private (`_util.py`, `__init__.py`), a test (`test_*`, `*_test`,
+/// `*.test.*`, `*.spec.*`, `conftest.py`), a shell library that asks to
+/// be sourced, or a page's script (it uses `document` or `window`). The
+/// last two only without a `#!` line, which a command has.
+pub(super) fn helper_kind(path: &Path) -> Option<&'static str> {
+    let file = path.file_name()?.to_str()?;
+    let stem = path.file_stem()?.to_str()?;
+    if file.starts_with('.') {
+        return Some("hidden");
+    }
+    if file.starts_with('_') {
+        return Some("a private module");
+    }
+    let test = stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with(".test")
+        || stem.ends_with(".spec")
+        || stem == "conftest";
+    if test {
+        return Some("a test");
+    }
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let bytes = read_limited(path, 64 * 1024).ok().flatten()?;
+    let head = String::from_utf8_lossy(&bytes);
+    if head.starts_with("#!") {
+        return None;
+    }
+    let said = |words: &[&str]| {
+        head.lines()
+            .take(20)
+            .filter(|l| l.trim_start().starts_with('#'))
+            .any(|l| words.iter().any(|w| l.to_ascii_lowercase().contains(w)))
+    };
+    match ext {
+        "sh" | "bash" if said(&["source this", "source it", "sourced", "meant to be sourced"]) => {
+            Some("a library to source")
+        }
+        "js" | "ts" if head.contains("document.") || head.contains("window.") => Some("a page's script"),
+        _ => None,
+    }
 }
 
 /// The runtime for a script's extension, else for the skill's `lang`
@@ -95,43 +151,98 @@ pub(super) fn runtime_for(script: &Path, lang: Option<&str>, runtimes: &Runtimes
     runtimes.by_extension.get(by_lang).cloned().unwrap_or_default()
 }
 
-/// The first line of a script's leading comment or docstring, as the
-/// description of its tool.
+/// A script's leading comment or docstring, as the description of its
+/// tool: its first paragraph, joined into one line. Skipped on the way:
+/// the `#!` line, blank lines, a coding line, and a Python inline
+/// metadata block (`# /// script` … `# ///`), which says how to run it,
+/// not what it does.
 fn script_summary(path: &Path) -> Option<String> {
     let bytes = read_limited(path, 64 * 1024).ok()??;
     let text = String::from_utf8_lossy(&bytes);
-    for line in text.lines().take(20) {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with("#!") {
-            continue;
+    let mut lines = text.lines().take(60).map(str::trim).peekable();
+    let mut in_metadata = false;
+    while let Some(&line) = lines.peek() {
+        let skip = line.is_empty()
+            || line.starts_with("#!")
+            || line.contains("-*- coding")
+            || in_metadata
+            || line.starts_with("# /// ");
+        if line.starts_with("# /// ") {
+            in_metadata = true;
+        } else if in_metadata && line == "# ///" {
+            in_metadata = false;
         }
-        let stripped = ["\"\"\"", "'''", "//", "#", "/**", "/*", "*"]
-            .iter()
-            .find_map(|m| line.strip_prefix(m))
-            .map(|s| {
-                s.trim()
-                    .trim_end_matches("\"\"\"")
-                    .trim_end_matches("'''")
-                    .trim_end_matches("*/")
-                    .trim()
-            });
-        return stripped.filter(|s| !s.is_empty()).map(str::to_owned);
+        if !skip {
+            break;
+        }
+        lines.next();
     }
-    None
+    let first = lines.next()?;
+    let summary = if let Some(rest) = ["\"\"\"", "'''"].iter().find_map(|q| first.strip_prefix(q)) {
+        docstring(rest, &mut lines)
+    } else if let Some(marker) = ["//", "#"].iter().find(|m| first.starts_with(**m)) {
+        let body = std::iter::once(first)
+            .chain(lines.take_while(|l| l.starts_with(marker)))
+            .map(|l| l.trim_start_matches(marker).trim());
+        paragraph(body)
+    } else if let Some(rest) = first.strip_prefix("/**").or_else(|| first.strip_prefix("/*")) {
+        let body = std::iter::once(rest)
+            .chain(lines.take_while(|l| !l.starts_with("*/")))
+            .map(|l| l.trim_start_matches('*').trim_end_matches("*/").trim());
+        paragraph(body)
+    } else {
+        None
+    };
+    summary.filter(|s| !s.is_empty())
 }
 
-/// `<skill>_<stem>`, lowercased, with every other character as `_`.
+/// A Python docstring's first paragraph; `first` follows the opening
+/// quotes (and may be empty: the text starts on the next line).
+fn docstring<'a>(first: &'a str, rest: &mut impl Iterator<Item = &'a str>) -> Option<String> {
+    let closes = |l: &str| l.contains("\"\"\"") || l.contains("'''");
+    let strip = |l: &'a str| {
+        l.split("\"\"\"")
+            .next()
+            .unwrap_or(l)
+            .split("'''")
+            .next()
+            .unwrap_or(l)
+            .trim()
+    };
+    if closes(first) {
+        return Some(strip(first).to_owned());
+    }
+    let mut body = vec![first.trim()];
+    for line in rest {
+        body.push(strip(line));
+        if closes(line) {
+            break;
+        }
+    }
+    paragraph(body.into_iter().skip_while(|l| l.is_empty()))
+}
+
+/// The first paragraph of `lines` (up to a blank one), as one line.
+fn paragraph<'a>(lines: impl Iterator<Item = &'a str>) -> Option<String> {
+    let words: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// `<skill>_<stem>`, lowercased, with every other character as `_`; over
+/// 64 characters, shortened with a hash ([`fit_name`]).
 fn tool_name_for(skill: &str, stem: &str) -> String {
-    format!("{skill}_{stem}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    fit_name(
+        format!("{skill}_{stem}")
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect(),
+    )
 }
 
 impl Parse<'_, '_> {
@@ -141,8 +252,22 @@ impl Parse<'_, '_> {
         &mut self,
         skill: &str,
         scripts: &[PathBuf],
+        explicit: Option<&[String]>,
         runtimes: &Runtimes,
     ) -> Vec<Tool> {
+        for name in explicit.unwrap_or_default() {
+            if !scripts
+                .iter()
+                .any(|s| s.file_name().is_some_and(|f| f == name.as_str()))
+            {
+                let pos = self.key_pos("script_tools");
+                self.error(
+                    Code::InvalidField,
+                    pos,
+                    format!("script_tools names scripts/{name}, which is not a script under scripts/ with a known runtime"),
+                );
+            }
+        }
         let mut tools: Vec<Tool> = Vec::new();
         for script in scripts {
             let file = script
@@ -154,11 +279,11 @@ impl Parse<'_, '_> {
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let name = tool_name_for(skill, &stem);
-            if !is_tool_name(&name) {
+            if !is_generated_tool_name(&name) {
                 self.error(
                     Code::InvalidToolName,
                     None,
-                    format!("script scripts/{file} would give the tool name '{name}', which is not ^[a-z0-9_]{{1,32}}$"),
+                    format!("script scripts/{file} would give the tool name '{name}', which is not ^[a-z0-9_]{{1,64}}$"),
                 );
                 continue;
             }

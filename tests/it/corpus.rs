@@ -114,7 +114,7 @@ fn corpus_matches_expected() {
             ));
         }
     }
-    assert_eq!(checked, 31, "the corpus changed; review this test");
+    assert_eq!(checked, 36, "the corpus changed; review this test");
     assert!(failures.is_empty(), "corpus mismatches:\n{}", failures.join("\n"));
 }
 
@@ -183,5 +183,76 @@ fn the_bundled_skills_load_cleanly() {
     assert!(
         dialects.len() >= 3,
         "bundled skills should show several dialects: {dialects:?}"
+    );
+}
+
+/// The Agent Skills specification's fields and habits, as real skills use
+/// them: `metadata` version and author, `license`, `compatibility`,
+/// `allowed-tools`, `{baseDir}`, descriptions up to 1,024 characters (cut
+/// between words beyond), long generated tool names, and script
+/// descriptions from inline-metadata, docstring and comment headers.
+#[test]
+fn agent_skills_fields_are_read_as_the_specification_says() {
+    let catalog = corpus_catalog();
+    let skill = |name: &str| catalog.skill(name).unwrap_or_else(|| panic!("{name} loads"));
+    let spec = skill("agent-spec");
+    assert_eq!(spec.version.as_deref(), Some("2.1.0"));
+    assert_eq!(spec.author.as_deref(), Some("example-org"));
+    assert_eq!(spec.license.as_deref(), Some("Apache-2.0"));
+    assert_eq!(
+        spec.compatibility.as_deref(),
+        Some("Needs git and network access")
+    );
+    assert_eq!(spec.allowed_tools, ["Read", "Grep", "Bash(git:*)"]);
+    let guide = spec.dir.join("references/guide.md");
+    assert!(
+        spec.instructions.contains(&format!("`{}`", guide.display()))
+            && !spec.instructions.contains("{baseDir}"),
+        "{}",
+        spec.instructions
+    );
+
+    let long = skill("long-description");
+    let source = std::fs::read_to_string(long.definition.clone()).unwrap();
+    assert!(
+        long.description.chars().count() <= 1024,
+        "{}",
+        long.description.len()
+    );
+    assert!(
+        long.description.chars().count() > 900,
+        "cut near the limit, not at 256"
+    );
+    let next = source
+        .split_once(long.description.as_str())
+        .map(|(_, after)| after.chars().next())
+        .unwrap();
+    assert!(
+        next.is_some_and(|c| c.is_whitespace() || c == ','),
+        "cut between words: {next:?}"
+    );
+
+    let tool = |skill: &str, name: &str| {
+        catalog
+            .skill(skill)
+            .unwrap()
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap()
+            .description
+            .clone()
+    };
+    assert_eq!(
+        tool("supply-chain-risk-auditor", "supply_chain_risk_auditor_collect"),
+        "Collect the dependency list."
+    );
+    assert_eq!(
+        tool("helper-scripts", "helper_scripts_run_report"),
+        "Print the report, one section per line."
+    );
+    assert_eq!(
+        tool("explicit-scripts", "explicit_scripts_test_connection"),
+        "Test the connection to the server."
     );
 }

@@ -111,7 +111,7 @@ fn cross_skill_exclusions_cascade() {
     std::fs::create_dir_all(dir.path().join("needs-plan")).unwrap();
     std::fs::write(
         dir.path().join("needs-plan/SKILL.md"),
-        "---\nrequires_tools: [run_it]\n---\n# Needs\n",
+        "---\ndescription: Needs the dispatcher's tool.\nrequires_tools: [run_it]\n---\n# Needs\n",
     )
     .unwrap();
     let catalog = Catalog::build(&options(vec![root(dir.path(), Trust::User)]), None);

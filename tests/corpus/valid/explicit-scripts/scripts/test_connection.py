@@ -1,0 +1,3 @@
+#!/usr/bin/env python3
+"""Test the connection to the server."""
+print('ok')

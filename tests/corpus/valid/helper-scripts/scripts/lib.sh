@@ -1,0 +1,2 @@
+# Common functions; source this file from the other scripts.
+hello() { echo hi; }

@@ -1,0 +1,2 @@
+// Draws the chart in the page.
+document.getElementById('chart');
