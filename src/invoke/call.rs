@@ -211,13 +211,10 @@ impl Invoker {
             return Ok(Arc::new(envelope));
         }
         Err(match run.status {
-            RunStatus::Denied => {
-                let note = match run.approval_id {
-                    Some(id) => self.store.get_approval(id).await.ok().and_then(|a| a.note),
-                    None => None,
-                };
-                InvokeError::Denied { run_id: run.id, note }
-            }
+            RunStatus::Denied => InvokeError::Denied {
+                run_id: run.id,
+                note: run.note.filter(|n| !n.is_empty()),
+            },
             RunStatus::Expired => InvokeError::ApprovalExpired(run.id),
             status => InvokeError::NotRun {
                 run_id: run.id,

@@ -143,6 +143,9 @@ pub struct Run {
     /// The `x-request-id` of the request that made the call, to find its
     /// log lines.
     pub request_id: Option<String>,
+    /// What the person who decided the call wrote: why they denied it, or
+    /// what they said approving it.
+    pub note: Option<String>,
 }
 
 /// A run as first recorded, before anything has started.

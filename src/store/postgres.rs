@@ -28,7 +28,7 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance, mode, request_id"
+         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note"
     };
 }
 
@@ -299,15 +299,20 @@ impl Store for PgStore {
         };
         let approval = approval_from_row(&row)?;
         let run = if d.approve {
-            sqlx::query("update runs set status = 'queued', instance = $2 where id = $1 and status = 'pending_approval'")
-                .bind(approval.run_id)
-                .bind(&d.instance)
+            sqlx::query(
+                "update runs set status = 'queued', instance = $2, note = $3 where id = $1 and status = 'pending_approval'",
+            )
+            .bind(approval.run_id)
+            .bind(&d.instance)
+            .bind(&d.note)
         } else {
             sqlx::query(
-                "update runs set status = 'denied', finished_at = $2 where id = $1 and status = 'pending_approval'",
+                "update runs set status = 'denied', finished_at = $2, note = $3 \
+                 where id = $1 and status = 'pending_approval'",
             )
             .bind(approval.run_id)
             .bind(d.at)
+            .bind(&d.note)
         };
         let moved = run.execute(&mut *tx).await?;
         if moved.rows_affected() != 1 {
@@ -683,6 +688,7 @@ fn run_from_row(row: &PgRow) -> Result<Run, StoreError> {
         instance: get(row, "instance")?,
         mode: get(row, "mode")?,
         request_id: get(row, "request_id")?,
+        note: get(row, "note")?,
     })
 }
 

@@ -31,7 +31,7 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance, mode, request_id"
+         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note"
     };
 }
 
@@ -399,14 +399,19 @@ impl Store for SqliteStore {
         };
         let approval = approval_from_row(&row)?;
         let run = if d.approve {
-            sqlx::query("update runs set status = 'queued', instance = ? where id = ? and status = 'pending_approval'")
-                .bind(&d.instance)
-                .bind(approval.run_id.to_string())
+            sqlx::query(
+                "update runs set status = 'queued', instance = ?, note = ? where id = ? and status = 'pending_approval'",
+            )
+            .bind(&d.instance)
+            .bind(&d.note)
+            .bind(approval.run_id.to_string())
         } else {
             sqlx::query(
-                "update runs set status = 'denied', finished_at = ? where id = ? and status = 'pending_approval'",
+                "update runs set status = 'denied', finished_at = ?, note = ? \
+                 where id = ? and status = 'pending_approval'",
             )
             .bind(&at)
+            .bind(&d.note)
             .bind(approval.run_id.to_string())
         };
         let moved = run.execute(&mut *tx).await?;
@@ -809,6 +814,7 @@ fn run_from_row(row: &SqliteRow) -> Result<Run, StoreError> {
         instance: get(row, "instance")?,
         mode: get(row, "mode")?,
         request_id: get(row, "request_id")?,
+        note: get(row, "note")?,
     })
 }
 

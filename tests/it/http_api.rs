@@ -354,7 +354,7 @@ async fn tool_exports_in_every_format() {
         anthropic,
         json!({"tools": [{"name": "sleep_for", "description": "Sleep for the given number of seconds.",
             "input_schema": {"type": "object", "properties": {"seconds": {"type": "number", "description": "How long to sleep."}},
-                             "required": ["seconds"], "additionalProperties": false}}]})
+                             "required": ["seconds"], "additionalProperties": false}, "strict": true}]})
     );
 
     let (_, gemini) = get_json(&server, "/tools?format=gemini&skill=git").await;
@@ -388,6 +388,7 @@ async fn tool_exports_in_every_format() {
         json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true})
     );
     assert_eq!(by_name("data_analysis")["inputSchema"]["type"], "object");
+    assert_eq!(by_name("git_status")["title"], "Git status");
 
     let res = get(&server, "/tools?format=prompt&mode=Meeting").await;
     assert_eq!(content_type(&res), "text/plain; charset=utf-8");

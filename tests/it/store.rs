@@ -207,6 +207,7 @@ fn as_inserted(new: &NewRun) -> Run {
         instance: new.instance.clone(),
         mode: new.mode.clone(),
         request_id: new.request_id.clone(),
+        note: None,
     }
 }
 
@@ -361,7 +362,7 @@ async fn run_json_is_the_api_shape(store: Arc<dyn Store>) {
             "status": "failed", "requested_by": "alice", "approval_id": null,
             "created_at": "2024-11-22T04:41:00.123456Z", "started_at": "2024-11-22T04:41:00.123456Z",
             "finished_at": "2024-11-22T04:41:02.123456Z", "result": {"success": false},
-            "request_id": "req-7"
+            "request_id": "req-7", "note": null
         })
     );
 }
@@ -1326,6 +1327,11 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
         (RunStatus::Queued, None, Some("instance-a"))
     );
     assert_eq!(claimed.mode.as_deref(), Some("Dev"));
+    assert_eq!(
+        claimed.note.as_deref(),
+        Some("looks fine"),
+        "the approver's note is on the run"
+    );
     let started = store
         .start_run(run.id, None, "instance-a", at)
         .await
@@ -1388,8 +1394,13 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>)
     );
     let ended = store.get_run(run.id).await.unwrap();
     assert_eq!(
-        (ended.status, ended.finished_at, ended.started_at),
-        (RunStatus::Denied, Some(at), None)
+        (
+            ended.status,
+            ended.finished_at,
+            ended.started_at,
+            ended.note.as_deref()
+        ),
+        (RunStatus::Denied, Some(at), None, Some("looks fine"))
     );
     let facts = store.policy_facts("fs", "rm", "h1").await.unwrap();
     assert_eq!(
