@@ -11,7 +11,12 @@ type Envelope = components["schemas"]["Envelope"];
 
 const [base, token] = process.argv.slice(2);
 if (!base || !token) throw new Error("usage: invoke.js BASE_URL TOKEN");
-const client = createClient<paths>({ baseUrl: base, headers: { Authorization: `Bearer ${token}` } });
+// JSON answers and problems only: the event-stream answers of the same
+// operations are for streaming clients.
+const client = createClient<paths, "application/json" | "application/problem+json">({
+  baseUrl: base,
+  headers: { Authorization: `Bearer ${token}` },
+});
 
 function fail(what: string, detail: unknown): never {
   throw new Error(`${what}: ${JSON.stringify(detail)}`);
@@ -27,7 +32,9 @@ const called = await client.POST("/tools/{tool}/invoke", {
   body: { arguments: { args: ["--text", "one two three"] } },
 });
 if (!called.data) fail("invoke text_tools_word_count", called.error);
-if (!("run_id" in called.data)) fail("an envelope, not a dry run", called.data);
+// 200 is an Envelope or a DryRun, 202 an InvokeAccepted: only an
+// Envelope has `output`.
+if (!("output" in called.data)) fail("an envelope", called.data);
 const envelope: Envelope = called.data;
 if (!envelope.success || !envelope.output.includes('"words": 3')) fail("the envelope", envelope);
 
@@ -37,6 +44,6 @@ const missing = await client.POST("/tools/{tool}/invoke", {
 });
 if (missing.response.status !== 404 || !missing.error) fail("a missing tool", missing.response.status);
 const problem = missing.error;
-if (!String(problem.detail).includes("no_such_tool")) fail("the problem names the tool", problem);
+if (!problem.detail.includes("no_such_tool")) fail("the problem names the tool", problem);
 
 console.log(`typescript client: ok (run ${envelope.run_id}, ${envelope.duration_ms} ms)`);
