@@ -41,6 +41,26 @@ fn required(tool: &Tool) -> Vec<&str> {
         .collect()
 }
 
+/// The body of a typed call (`POST /tools/{tool}/call`), exactly as the
+/// server checks it: an optional parameter may also be null (not given),
+/// an integer fits 64 bits, and no string holds a NUL byte.
+pub fn call_schema(tool: &Tool) -> Value {
+    if tool.open_object {
+        return open_object();
+    }
+    let properties: Map<String, Value> = tool
+        .params
+        .iter()
+        .map(|p| (p.name.clone(), param_schema(p, Dialect::Call)))
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required(tool),
+        "additionalProperties": false,
+    })
+}
+
 /// The schema for strict mode (OpenAI's structured outputs, Anthropic's
 /// strict tools): every property required, an optional one nullable (null
 /// means "not given": the server then applies the default), and defaults
@@ -96,11 +116,12 @@ enum Dialect {
     Full,
     Strict,
     Gemini,
+    Call,
 }
 
 fn param_schema(p: &Param, dialect: Dialect) -> Value {
     let mut s = Map::new();
-    let nullable = dialect == Dialect::Strict && !p.required;
+    let nullable = matches!(dialect, Dialect::Strict | Dialect::Call) && !p.required;
     let ty = Value::from(p.ty.as_str());
     s.insert("type".into(), if nullable { json!([ty, "null"]) } else { ty });
     let mut description = p.description.clone();
@@ -113,7 +134,23 @@ fn param_schema(p: &Param, dialect: Dialect) -> Value {
         s.insert("description".into(), Value::from(description));
     }
     if p.ty == ParamType::Array {
-        s.insert("items".into(), json!({"type": "string"}));
+        let mut items = json!({"type": "string"});
+        if dialect == Dialect::Call {
+            items["pattern"] = NO_NUL.into();
+        }
+        s.insert("items".into(), items);
+    }
+    if dialect == Dialect::Call {
+        match p.ty {
+            ParamType::String => {
+                s.insert("pattern".into(), NO_NUL.into());
+            }
+            ParamType::Integer => {
+                s.insert("minimum".into(), i64::MIN.into());
+                s.insert("maximum".into(), u64::MAX.into());
+            }
+            _ => {}
+        }
     }
     if let Some(values) = &p.enum_values {
         s.insert("enum".into(), enum_values(values, dialect, nullable));
@@ -121,11 +158,14 @@ fn param_schema(p: &Param, dialect: Dialect) -> Value {
             s.insert("format".into(), Value::from("enum"));
         }
     }
-    if let (Dialect::Full, Some(d)) = (dialect, &p.default) {
+    if let (Dialect::Full | Dialect::Call, Some(d)) = (dialect, &p.default) {
         s.insert("default".into(), d.clone());
     }
     Value::Object(s)
 }
+
+/// No NUL byte: no program argument can carry one, so the server refuses it.
+const NO_NUL: &str = "^[^\\u0000]*$";
 
 fn enum_values(values: &[Value], dialect: Dialect, nullable: bool) -> Value {
     let mut values = values.to_vec();

@@ -119,7 +119,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             ))
         })?
         .map_err(unread)?;
-        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        // Only an empty body means none: whitespace alone is not JSON.
+        let text: &[u8] = if bytes.is_empty() {
             b"{}"
         } else if content_type.is_none() {
             return Err(ApiError::UnsupportedMediaType(

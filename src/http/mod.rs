@@ -151,7 +151,27 @@ pub fn openapi() -> Document {
     let (_, mut doc) = api().split_for_parts();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     describe_auth(&mut doc);
+    type_run_result(&mut doc);
     doc
+}
+
+/// `Run.result` holds an `Envelope` (or null). The store keeps it as JSON
+/// and does not import the invoke pipeline that defines the envelope, so
+/// the document says so here.
+fn type_run_result(doc: &mut Document) {
+    use utoipa::openapi::schema::{OneOfBuilder, Schema, Type};
+    use utoipa::openapi::{Object, Ref, RefOr};
+    let run = doc.components.as_mut().and_then(|c| c.schemas.get_mut("Run"));
+    if let Some(RefOr::T(Schema::Object(run))) = run {
+        let mut envelope = Ref::from_schema_name("Envelope");
+        envelope.description = "The envelope, once finished.".to_owned();
+        let result = OneOfBuilder::new()
+            .item(envelope)
+            .item(Object::with_type(Type::Null))
+            .build();
+        run.properties
+            .insert("result".to_owned(), Schema::OneOf(result).into());
+    }
 }
 
 /// Adds the `bearer` scheme, and the 401 and 403 answers of every

@@ -175,7 +175,8 @@ pub const EVENT_STREAM: &str = "text/event-stream";
 
 /// The description of a run's events, for the operations that stream them.
 pub const EVENTS_DESCRIPTION: &str = "Server-sent events, one JSON object in each `data`: \
-`status` (`{\"status\": RunStatus}`, with `approval_id` and `approval_url` while the call waits for a person), \
+`status` (`{\"status\": RunStatus}`, with `approval_id` and `approval_url` while the call waits for a person, \
+and the approver's `note` when a person denied it), \
 `output` (`{\"chunk\": \"…\"}`: stdout and stderr as they come), \
 then `result` (the `Envelope`), and the stream ends. Comment lines keep the connection alive.";
 
@@ -202,6 +203,7 @@ fn run_event() -> RefOr<Schema> {
                     "status": {"$ref": "#/components/schemas/RunStatus"},
                     "approval_id": {"type": "string", "format": "uuid"},
                     "approval_url": {"type": "string"},
+                    "note": {"type": ["string", "null"]},
                 },
             })),
             event("output", serde_json::json!({

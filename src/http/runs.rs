@@ -163,6 +163,10 @@ fn sse_event(event: &RunEvent) -> Event {
             }),
         ),
         RunEvent::Status(status) => json_event("status", &serde_json::json!({"status": status})),
+        RunEvent::Denied { note } => json_event(
+            "status",
+            &serde_json::json!({"status": RunStatus::Denied, "note": note}),
+        ),
         RunEvent::Output(chunk) => json_event(
             "output",
             &serde_json::json!({"chunk": String::from_utf8_lossy(chunk)}),

@@ -130,7 +130,7 @@ fn operation(name: &str, skill: &str, tool: &crate::skill::Tool) -> Value {
         }],
         "requestBody": {
             "required": false,
-            "content": { "application/json": { "schema": crate::export::json_schema(tool) } },
+            "content": { "application/json": { "schema": crate::export::call_schema(tool) } },
         },
         "responses": {
             "200": { "description": "The tool ran (a failed run too): its envelope",

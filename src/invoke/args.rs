@@ -42,9 +42,9 @@ pub fn validate(tool: &Tool, args: &Map<String, Value>) -> Result<Map<String, Va
                     out.insert(p.name.clone(), d.clone());
                 }
             }
-            Some(value) => match check(p, value) {
+            Some(value) => match check(p, &integral(p, value)) {
                 Ok(()) => {
-                    out.insert(p.name.clone(), value.clone());
+                    out.insert(p.name.clone(), integral(p, value));
                 }
                 Err(msg) => errors.push(field(&p.name, msg)),
             },
@@ -57,6 +57,22 @@ fn field(name: &str, message: impl Into<String>) -> FieldError {
     FieldError {
         field: name.to_owned(),
         message: message.into(),
+    }
+}
+
+/// An integer parameter's value written with a zero fraction (`3.0`),
+/// which JSON Schema counts as an integer, as the integer it is; any
+/// other value as it came. Only below 2^53, where a float is exact: a
+/// literal too large for 64 bits also reads as a float, rounded, and must
+/// not pass as a neighbouring integer.
+fn integral(p: &Param, value: &Value) -> Value {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    match (p.ty, value.as_f64()) {
+        (ParamType::Integer, Some(f)) if value.is_f64() && f.fract() == 0.0 && f.abs() < EXACT => {
+            #[allow(clippy::cast_possible_truncation)]
+            Value::from(f as i64)
+        }
+        _ => value.clone(),
     }
 }
 
@@ -152,6 +168,20 @@ mod tests {
     fn defaults_apply_and_nulls_are_absent() {
         let out = validate(&tool(), &obj(json!({"text": "hi", "ratio": null}))).unwrap();
         assert_eq!(Value::Object(out), json!({"text": "hi", "count": 10}));
+    }
+
+    /// JSON Schema counts `3.0` as an integer; the tool gets `3`.
+    #[test]
+    fn an_integer_written_with_a_zero_fraction_is_that_integer() {
+        let out = validate(&tool(), &obj(json!({"text": "hi", "count": -352.0}))).unwrap();
+        assert_eq!(out["count"], json!(-352));
+        assert!(out["count"].is_i64());
+        assert!(validate(&tool(), &obj(json!({"text": "hi", "count": 3.5}))).is_err());
+        // Past 2^53 a float may be a rounded literal out of range: refused.
+        let below_i64: Value = serde_json::from_str("-9223372036854775809").unwrap();
+        assert!(validate(&tool(), &obj(json!({"text": "hi", "count": below_i64}))).is_err());
+        let max_i64: Value = serde_json::from_str("-9223372036854775808").unwrap();
+        assert!(validate(&tool(), &obj(json!({"text": "hi", "count": max_i64}))).is_ok());
     }
 
     #[test]

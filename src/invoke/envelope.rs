@@ -28,9 +28,9 @@ pub struct Envelope {
     pub timed_out: bool,
     /// The signal that ended the process (`SIGKILL`, …).
     pub signal: Option<String>,
-    /// stdout as JSON, when it is valid JSON (an entrypoint's `output.json`).
+    /// stdout as JSON (any JSON value), when it is valid JSON (an entrypoint's `output.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<serde_json::Value>)]
     pub parsed: Option<Value>,
     /// Why it failed, when `success` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -185,7 +185,13 @@ impl Invoker {
             };
             if last != Some(run.status) {
                 last = Some(run.status);
-                if tx.send(RunEvent::Status(run.status)).await.is_err() {
+                let event = match run.status {
+                    RunStatus::Denied => RunEvent::Denied {
+                        note: run.note.clone().filter(|n| !n.is_empty()),
+                    },
+                    status => RunEvent::Status(status),
+                };
+                if tx.send(event).await.is_err() {
                     return;
                 }
             }
@@ -246,7 +252,10 @@ async fn relay(
                 RunEvent::Status(status)
             }
             Ok(RunEvent::Output(chunk)) => RunEvent::Output(chunk),
-            Ok(RunEvent::Status(_) | RunEvent::Held(_)) | Err(RecvError::Lagged(_)) => continue,
+            Ok(RunEvent::Status(_) | RunEvent::Held(_) | RunEvent::Denied { .. })
+            | Err(RecvError::Lagged(_)) => {
+                continue;
+            }
             // Ended: the store has how.
             Err(RecvError::Closed) => return Continue(()),
         };

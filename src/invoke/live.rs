@@ -24,6 +24,10 @@ pub enum RunEvent {
     /// The call waits for a person: its request.
     Held(Held),
     Status(RunStatus),
+    /// A person denied the call: nothing ran. Their note says why.
+    Denied {
+        note: Option<String>,
+    },
     Output(Bytes),
     Result(Arc<Envelope>),
 }

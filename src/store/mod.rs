@@ -125,8 +125,9 @@ pub struct Run {
     pub started_at: Option<DateTime<Utc>>,
     #[schema(value_type = Option<String>, format = DateTime)]
     pub finished_at: Option<DateTime<Utc>>,
-    /// The envelope, once finished.
-    #[schema(value_type = Option<crate::invoke::Envelope>)]
+    /// The envelope, once finished (the document names it `Envelope`: see
+    /// `http::type_run_result`; the store does not import the pipeline).
+    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     /// Process group of the running child; kept out of the API because it
     /// means nothing outside the machine that ran it.

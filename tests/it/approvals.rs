@@ -685,6 +685,51 @@ async fn a_held_call_streams_its_status_then_output_and_result() {
     assert_eq!(marks(&file), 1);
 }
 
+/// A denied call's stream ends with the approver's note, and so does its
+/// run: an agent following it learns why.
+#[tokio::test]
+async fn a_denial_reaches_the_stream_and_the_run_with_its_note() {
+    let f = fixture("refused", "", Trust::Bundled).await;
+    let (api, file) = (f.api.clone(), f.file.clone());
+    let res = api
+        .req(reqwest::Method::POST, "/tools/refused/invoke")
+        .header("accept", "text/event-stream")
+        .json(&json!({"arguments": {"path": file}}))
+        .send()
+        .await
+        .unwrap();
+    let reader = tokio::spawn(async move { res.text().await.unwrap() });
+    let approval = pending_one(&api).await;
+    let (status, _) = api
+        .post(
+            &format!("/approvals/{}/deny", approval["id"].as_str().unwrap()),
+            json!({"scope": "once", "note": "not on a Friday"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let text = tokio::time::timeout(Duration::from_secs(30), reader)
+        .await
+        .unwrap()
+        .unwrap();
+    let last = text
+        .split("\n\n")
+        .filter_map(|block| block.lines().find_map(|l| l.strip_prefix("data: ")))
+        .last()
+        .unwrap();
+    let last: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(
+        last,
+        json!({"status": "denied", "note": "not on a Friday"}),
+        "{text}"
+    );
+    let run = api.finished_run(&approval["run_id"]).await;
+    assert_eq!(
+        (run["status"].as_str(), run["note"].as_str()),
+        (Some("denied"), Some("not on a Friday"))
+    );
+    assert_eq!(marks(&file), 0);
+}
+
 #[tokio::test]
 async fn a_waiting_caller_gets_the_envelope_once_approved() {
     let f = fixture("patient", "", Trust::Bundled).await;
