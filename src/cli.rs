@@ -179,10 +179,7 @@ fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
     harden();
     let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
     tracing::debug!(?config, "configuration");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = runtime()?;
     runtime.block_on(serve_main(config))
 }
 
@@ -192,10 +189,7 @@ fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
     harden();
     let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = runtime()?;
     runtime.block_on(async move {
         let store = open_store(&config, false).await?;
         let catalog_config = config.clone();
@@ -230,6 +224,13 @@ fn watch(config: &Config, handle: &Arc<CatalogHandle>) -> Option<crate::watch::W
             None
         }
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }
 
 /// Opens the run log. A server (`recover`) also marks the runs a crash
@@ -487,10 +488,7 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
     let arguments: serde_json::Value =
         serde_json::from_str(json).map_err(|e| anyhow::anyhow!("--args is not JSON: {e}"))?;
     let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = runtime()?;
     runtime.block_on(async move {
         let store = open_store(&config, false).await?;
         let catalog = load_catalog(&config).current();

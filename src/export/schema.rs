@@ -9,18 +9,29 @@ pub use crate::skill::names::{MAX_NAME, fit_name};
 
 /// The JSON Schema (2020-12) of a tool's arguments.
 pub fn json_schema(tool: &Tool) -> Value {
+    object(tool, Dialect::Full)
+}
+
+/// A tool's arguments as an object schema in `dialect`; an entrypoint's
+/// open object in any.
+fn object(tool: &Tool, dialect: Dialect) -> Value {
     if tool.open_object {
         return open_object();
     }
     let properties: Map<String, Value> = tool
         .params
         .iter()
-        .map(|p| (p.name.clone(), param_schema(p, Dialect::Full)))
+        .map(|p| (p.name.clone(), param_schema(p, dialect)))
         .collect();
+    // Strict mode lists every property; an optional one is nullable.
+    let required: Vec<&str> = match dialect {
+        Dialect::Strict => tool.params.iter().map(|p| p.name.as_str()).collect(),
+        _ => required(tool),
+    };
     json!({
         "type": "object",
         "properties": properties,
-        "required": required(tool),
+        "required": required,
         "additionalProperties": false,
     })
 }
@@ -45,20 +56,7 @@ fn required(tool: &Tool) -> Vec<&str> {
 /// server checks it: an optional parameter may also be null (not given),
 /// an integer fits 64 bits, and no string holds a NUL byte.
 pub fn call_schema(tool: &Tool) -> Value {
-    if tool.open_object {
-        return open_object();
-    }
-    let properties: Map<String, Value> = tool
-        .params
-        .iter()
-        .map(|p| (p.name.clone(), param_schema(p, Dialect::Call)))
-        .collect();
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required(tool),
-        "additionalProperties": false,
-    })
+    object(tool, Dialect::Call)
 }
 
 /// The schema for strict mode (OpenAI's structured outputs, Anthropic's
@@ -67,21 +65,7 @@ pub fn call_schema(tool: &Tool) -> Value {
 /// said in words, since `default` is not among strict mode's keywords.
 /// `None` for an entrypoint's open object, which strict mode cannot take.
 pub fn strict_schema(tool: &Tool) -> Option<Value> {
-    if tool.open_object {
-        return None;
-    }
-    let properties: Map<String, Value> = tool
-        .params
-        .iter()
-        .map(|p| (p.name.clone(), param_schema(p, Dialect::Strict)))
-        .collect();
-    let names: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
-    Some(json!({
-        "type": "object",
-        "properties": properties,
-        "required": names,
-        "additionalProperties": false,
-    }))
+    (!tool.open_object).then(|| object(tool, Dialect::Strict))
 }
 
 /// Gemini's `parameters`: an OpenAPI 3.0 subset with no `default` and no

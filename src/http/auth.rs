@@ -10,7 +10,7 @@ use super::error::ApiError;
 use crate::auth::{Caller, Role};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use std::marker::PhantomData;
 
 /// A role a route needs, as a type, so the handler's signature says it.
@@ -66,18 +66,24 @@ impl<N: Need> FromRequestParts<AppState> for Require<N> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let authorization = parts.headers.get_all(header::AUTHORIZATION);
-        let caller = state
-            .auth
-            .authenticate(authorization.iter().map(HeaderValue::as_bytes))?;
-        if let Some(name) = &caller.name {
-            // The request's span was opened before anyone knew who asked.
-            tracing::Span::current().record("caller", name.as_str());
-        }
-        caller.require(N::ROLE)?;
         Ok(Self {
-            caller,
+            caller: caller(state, &parts.headers, N::ROLE)?,
             need: PhantomData,
         })
     }
+}
+
+/// The caller a request's token names, once it holds `role`: 401 without
+/// a valid token, 403 with too low a role.
+pub(super) fn caller(state: &AppState, headers: &HeaderMap, role: Role) -> Result<Caller, ApiError> {
+    let authorization = headers.get_all(header::AUTHORIZATION);
+    let caller = state
+        .auth
+        .authenticate(authorization.iter().map(HeaderValue::as_bytes))?;
+    if let Some(name) = &caller.name {
+        // The request's span was opened before anyone knew who asked.
+        tracing::Span::current().record("caller", name.as_str());
+    }
+    caller.require(role)?;
+    Ok(caller)
 }

@@ -10,7 +10,6 @@ use crate::auth::Role;
 use crate::mcp::McpServer;
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -55,14 +54,7 @@ async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let authorization = req.headers().get_all(header::AUTHORIZATION);
-    let caller = state
-        .auth
-        .authenticate(authorization.iter().map(HeaderValue::as_bytes))?;
-    if let Some(name) = &caller.name {
-        tracing::Span::current().record("caller", name.as_str());
-    }
-    caller.require(Role::Read)?;
+    let caller = super::auth::caller(&state, req.headers(), Role::Read)?;
     req.extensions_mut().insert(caller);
     Ok(next.run(req).await)
 }

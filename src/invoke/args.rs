@@ -68,7 +68,8 @@ fn field(name: &str, message: impl Into<String>) -> FieldError {
 fn integral(p: &Param, value: &Value) -> Value {
     const EXACT: f64 = 9_007_199_254_740_992.0;
     match (p.ty, value.as_f64()) {
-        (ParamType::Integer, Some(f)) if value.is_f64() && f.fract() == 0.0 && f.abs() < EXACT => {
+        (ParamType::Integer, Some(f)) if value.is_f64() && f.fract() == 0.0 && f.abs() < EXACT =>
+        {
             #[allow(clippy::cast_possible_truncation)]
             Value::from(f as i64)
         }

@@ -180,14 +180,7 @@ impl TestServer {
 
     /// With web pages of `allowed_origins` let in (a server without tokens).
     pub async fn start_with_origins(opts: CatalogOptions, allowed_origins: Vec<String>) -> Self {
-        let data = tempdir().unwrap();
-        let url = format!("sqlite://{}", data.path().join("skilld.db").display());
-        let store = skilld::store::connect(&url).await.unwrap();
-        let web = WebGuard {
-            loopback_only: true,
-            allowed_origins,
-        };
-        Self::launch_guarded(opts, RunSettings::default(), store, data, Auth::open(), web).await
+        Self::start_with_auth_and_origins(opts, Auth::open(), allowed_origins).await
     }
 
     /// With tokens, and web pages of `allowed_origins` let in by CORS.
@@ -390,4 +383,35 @@ pub fn marks_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir_in(marks_root()).unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     dir
+}
+
+/// Writes `text` to `path`, making its directory.
+pub fn write_file(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// `greet` in `dir`: read-only (runs at once), with a reference file and
+/// the command `/hi`.
+pub fn greet_skill(dir: &Path) {
+    write_file(
+        &dir.join("greet/SKILL.md"),
+        "---\nname: greet\nversion: 1.0.0\ndescription: Greets people.\nread_only: true\ncommand: hi\n---\n\n\
+         Say hello. See references/notes.md.\n\n### greet\n\nGreets someone.\n\n#### Parameters\n\n\
+         | Name | Type | Required | Description |\n|---|---|---|---|\n| name | string | yes | Who. |\n\n\
+         #### Command\n\n```\necho hello {{name}}\n```\n",
+    );
+    write_file(&dir.join("greet/references/notes.md"), "Greet people by name.\n");
+}
+
+/// `stamp` in `dir`: not read-only, so a person approves every call; it
+/// appends `ran` to the file it is given and prints `stamped`.
+pub fn stamp_skill(dir: &Path) {
+    write_file(
+        &dir.join("stamp/SKILL.md"),
+        "---\nname: stamp\nversion: 1.0.0\ndescription: Leaves a stamp.\n---\n\n### stamp\n\n\
+         Appends a line to a file.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
+         |---|---|---|---|\n| path | string | yes | The file. |\n\n#### Command\n\n\
+         ```\nsh -c 'echo ran >> \"$0\"; echo stamped' {{path}}\n```\n",
+    );
 }

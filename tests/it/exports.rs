@@ -259,24 +259,15 @@ fn exports_are_built_once_per_snapshot() {
 #[tokio::test]
 async fn every_provider_sdk_accepts_every_export() {
     use crate::common::{TestServer, corpus_options};
-    use crate::python_client::{manifest_dir, show, venv};
-    let venv = venv();
     let corpus = TestServer::start(corpus_options()).await;
     let bundled = TestServer::start(options(vec![root(bundled_dir(), Trust::Bundled)])).await;
-    let script = manifest_dir().join("tests/python/provider_exports.py");
-    let child = tokio::process::Command::new(venv.join("bin/python"))
-        .arg(&script)
-        .arg(corpus.url("").trim_end_matches('/'))
-        .arg(bundled.url("").trim_end_matches('/'))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(std::time::Duration::from_secs(120), child)
-        .await
-        .expect("provider_exports.py still running after 120 s")
-        .expect("cannot run provider_exports.py");
-    assert!(output.status.success(), "{}", show(&output));
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    let (corpus, bundled) = (corpus.url(""), bundled.url(""));
+    let bases = [corpus.trim_end_matches('/'), bundled.trim_end_matches('/')];
+    crate::python_client::run_script(
+        "provider_exports.py",
+        &bases,
+        &[],
+        std::time::Duration::from_secs(120),
+    )
+    .await;
 }

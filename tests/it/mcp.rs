@@ -5,7 +5,7 @@
 //! prompts and resources, and hears of a reload.
 
 use crate::common::{TestServer, options, root};
-use crate::python_client::{manifest_dir, show, venv};
+use crate::python_client::run_script;
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
 use std::path::Path;
@@ -26,34 +26,15 @@ fn tokens() -> Auth {
     .unwrap()
 }
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-/// `greet` (read-only: runs at once, with a reference and the command
-/// `/hi`) and `stamp` (writes: a person approves every call).
+/// `greet` and `stamp` (see `common`).
 fn skills(dir: &Path) {
-    write(
-        &dir.join("greet/SKILL.md"),
-        "---\nname: greet\nversion: 1.0.0\ndescription: Greets people.\nread_only: true\ncommand: hi\n---\n\n\
-         Say hello. See references/notes.md.\n\n### greet\n\nGreets someone.\n\n#### Parameters\n\n\
-         | Name | Type | Required | Description |\n|---|---|---|---|\n| name | string | yes | Who. |\n\n\
-         #### Command\n\n```\necho hello {{name}}\n```\n",
-    );
-    write(&dir.join("greet/references/notes.md"), "Greet people by name.\n");
-    write(
-        &dir.join("stamp/SKILL.md"),
-        "---\nname: stamp\nversion: 1.0.0\ndescription: Leaves a stamp.\n---\n\n### stamp\n\n\
-         Appends a line to a file.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
-         |---|---|---|---|\n| path | string | yes | The file. |\n\n#### Command\n\n\
-         ```\nsh -c 'echo ran >> \"$0\"; echo stamped' {{path}}\n```\n",
-    );
+    crate::common::greet_skill(dir);
+    crate::common::stamp_skill(dir);
 }
 
 /// A skill to copy into the root before a reload.
 fn extra_skill(dir: &Path) {
-    write(
+    crate::common::write_file(
         &dir.join("SKILL.md"),
         "---\nname: wave\nversion: 1.0.0\ndescription: Waves.\nread_only: true\n---\n\n### wave\n\n\
          Waves.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n```\necho wave\n```\n",
@@ -61,33 +42,14 @@ fn extra_skill(dir: &Path) {
 }
 
 async fn python(args: &[&str], env: &[(&str, String)]) {
-    let venv = venv();
-    let script = manifest_dir().join("tests/python/mcp_client.py");
-    let mut cmd = tokio::process::Command::new(venv.join("bin/python"));
-    cmd.arg(&script)
-        .args(args)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .env("SKILLD_TEST_AGENT", AGENT)
-        .env("SKILLD_TEST_BOSS", BOSS)
-        .env("SKILLD_TEST_READER", READER)
-        .env("SKILLD_TEST_ADMIN", ADMIN)
-        .kill_on_drop(true);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let output = tokio::time::timeout(Duration::from_secs(240), cmd.output())
-        .await
-        .expect("mcp_client.py still running after 240 s")
-        .expect("cannot run mcp_client.py");
-    assert!(
-        output.status.success(),
-        "{} failed:\n{}",
-        script.display(),
-        show(&output)
-    );
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    let mut all: Vec<(&str, &str)> = vec![
+        ("SKILLD_TEST_AGENT", AGENT),
+        ("SKILLD_TEST_BOSS", BOSS),
+        ("SKILLD_TEST_READER", READER),
+        ("SKILLD_TEST_ADMIN", ADMIN),
+    ];
+    all.extend(env.iter().map(|(k, v)| (*k, v.as_str())));
+    run_script("mcp_client.py", args, &all, Duration::from_secs(240)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

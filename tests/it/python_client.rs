@@ -163,29 +163,33 @@ fn tokens() -> Auth {
     .unwrap()
 }
 
-fn write(path: &Path, text: &str) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
-
-/// `greet` (read-only: runs at once; has a reference file) and `stamp`
-/// (not read-only: a person approves every call; appends to a file).
-fn fixture_skills(dir: &Path) {
-    write(
-        &dir.join("greet/SKILL.md"),
-        "---\nname: greet\nversion: 1.0.0\ndescription: Greets people.\nread_only: true\n---\n\n\
-         Say hello. See references/notes.md.\n\n### greet\n\nGreets someone.\n\n#### Parameters\n\n\
-         | Name | Type | Required | Description |\n|---|---|---|---|\n| name | string | yes | Who. |\n\n\
-         #### Command\n\n```\necho hello {{name}}\n```\n",
+/// Runs `tests/python/<script>` with the venv's Python, `args` and `env`
+/// (loopback never proxied); fails the test with its output unless it
+/// succeeds within `limit`, and prints what it printed.
+pub(crate) async fn run_script(script: &str, args: &[&str], env: &[(&str, &str)], limit: Duration) {
+    let venv = venv();
+    let script = manifest_dir().join("tests/python").join(script);
+    let mut cmd = tokio::process::Command::new(venv.join("bin/python"));
+    cmd.arg(&script)
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost")
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let output = tokio::time::timeout(limit, cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{} still running after {limit:?}", script.display()))
+        .expect("cannot run python");
+    assert!(
+        output.status.success(),
+        "{} failed:\n{}",
+        script.display(),
+        show(&output)
     );
-    write(&dir.join("greet/references/notes.md"), "Greet people by name.\n");
-    write(
-        &dir.join("stamp/SKILL.md"),
-        "---\nname: stamp\nversion: 1.0.0\ndescription: Leaves a stamp.\n---\n\n### stamp\n\n\
-         Appends a line to a file.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
-         |---|---|---|---|\n| path | string | yes | The file. |\n\n#### Command\n\n\
-         ```\nsh -c 'echo ran >> \"$0\"; echo stamped' {{path}}\n```\n",
-    );
+    print!("{}", String::from_utf8_lossy(&output.stdout));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,7 +199,8 @@ async fn generated_python_client_works() {
     generate(&venv, tmp.path());
 
     let fixtures = crate::common::tempdir().unwrap();
-    fixture_skills(fixtures.path());
+    crate::common::greet_skill(fixtures.path());
+    crate::common::stamp_skill(fixtures.path());
     let marks = crate::common::marks_dir();
     let marker = marks.path().join("stamped");
     let roots = vec![
@@ -203,28 +208,18 @@ async fn generated_python_client_works() {
         root(fixtures.path(), Trust::Bundled),
     ];
     let server = TestServer::start_with_auth(options(roots), tokens()).await;
-    let script = manifest_dir().join("tests/python/use_client.py");
-    let child = tokio::process::Command::new(venv.join("bin/python"))
-        .arg(&script)
-        .arg(server.url(""))
-        .env("SKILLD_TEST_AGENT", AGENT)
-        .env("SKILLD_TEST_BOSS", BOSS)
-        .env("SKILLD_TEST_MARKER", &marker)
-        .env("PYTHONPATH", tmp.path())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), child)
-        .await
-        .expect("use_client.py still running after 120 s")
-        .expect("cannot run use_client.py");
-    assert!(
-        output.status.success(),
-        "{} failed:\n{}",
-        script.display(),
-        show(&output)
-    );
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    let (marker, pythonpath) = (marker.display().to_string(), tmp.path().display().to_string());
+    let env = [
+        ("SKILLD_TEST_AGENT", AGENT),
+        ("SKILLD_TEST_BOSS", BOSS),
+        ("SKILLD_TEST_MARKER", marker.as_str()),
+        ("PYTHONPATH", pythonpath.as_str()),
+    ];
+    run_script(
+        "use_client.py",
+        &[&server.url("")],
+        &env,
+        Duration::from_secs(120),
+    )
+    .await;
 }

@@ -4,7 +4,7 @@
 //! (`tests/python/use_tool_server.py`).
 
 use crate::common::{TestServer, options, root};
-use crate::python_client::{manifest_dir, show, venv};
+use crate::python_client::{run_script, show, venv};
 use serde_json::{Value, json};
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
@@ -24,14 +24,9 @@ fn tokens() -> Auth {
     .unwrap()
 }
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
 /// `repeat` (read-only, runs at once) and `stamp` (asks every time).
 fn skills(dir: &Path) {
-    write(
+    crate::common::write_file(
         &dir.join("repeat/SKILL.md"),
         "---\nname: repeat\nversion: 1.0.0\ndescription: Repeats a word.\nread_only: true\n---\n\n\
          ### repeat\n\nPrints a word a number of times.\n\n#### Parameters\n\n\
@@ -39,13 +34,7 @@ fn skills(dir: &Path) {
          | word | string | yes | | The word. |\n| times | integer | no | 2 | How often. |\n\n\
          #### Command\n\n```\nsh -c 'for i in $(seq \"$1\"); do echo \"$0\"; done' {{word}} {{times}}\n```\n",
     );
-    write(
-        &dir.join("stamp/SKILL.md"),
-        "---\nname: stamp\nversion: 1.0.0\ndescription: Leaves a stamp.\n---\n\n### stamp\n\n\
-         Appends a line to a file.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
-         |---|---|---|---|\n| path | string | yes | The file. |\n\n#### Command\n\n\
-         ```\nsh -c 'echo ran >> \"$0\"; echo stamped' {{path}}\n```\n",
-    );
+    crate::common::stamp_skill(dir);
 }
 
 async fn post(server: &TestServer, path: &str, token: &str, body: Value) -> (u16, Value) {
@@ -161,23 +150,22 @@ async fn a_client_generated_from_it_calls_tools_as_typed_functions() {
         .unwrap();
     assert!(generated.status.success(), "{}", show(&generated));
     let out = crate::common::marks_dir();
-    let script = manifest_dir().join("tests/python/use_tool_server.py");
-    let child = tokio::process::Command::new(venv.join("bin/python"))
-        .arg(&script)
-        .arg(server.url("").trim_end_matches('/'))
-        .env("PYTHONPATH", tmp.path())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .env("SKILLD_TEST_AGENT", AGENT)
-        .env("SKILLD_TEST_BOSS", BOSS)
-        .env("SKILLD_TEST_MARKER", out.path().join("stamps"))
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), child)
-        .await
-        .expect("use_tool_server.py still running after 120 s")
-        .expect("cannot run use_tool_server.py");
-    assert!(output.status.success(), "{}", show(&output));
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    let (pythonpath, marker) = (
+        tmp.path().display().to_string(),
+        out.path().join("stamps").display().to_string(),
+    );
+    let env = [
+        ("PYTHONPATH", pythonpath.as_str()),
+        ("SKILLD_TEST_AGENT", AGENT),
+        ("SKILLD_TEST_BOSS", BOSS),
+        ("SKILLD_TEST_MARKER", marker.as_str()),
+    ];
+    let base = server.url("");
+    run_script(
+        "use_tool_server.py",
+        &[base.trim_end_matches('/')],
+        &env,
+        Duration::from_secs(120),
+    )
+    .await;
 }
