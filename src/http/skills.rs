@@ -103,6 +103,12 @@ pub struct SkillDetail {
     pub eligibility: Eligibility,
     pub triggers: Triggers,
     pub permissions: Vec<String>,
+    /// The Agent Skills `compatibility`: what the skill needs of its
+    /// environment, in words.
+    pub compatibility: Option<String>,
+    /// The Agent Skills `allowed-tools`: the agent tools the skill expects.
+    /// skilld grants nothing from it.
+    pub allowed_tools: Vec<String>,
     /// The Markdown body.
     pub instructions: String,
     pub files: Vec<SkillFile>,
@@ -136,6 +142,8 @@ impl SkillDetail {
             eligibility: s.eligibility.clone(),
             triggers: s.triggers.clone(),
             permissions: s.permissions.clone(),
+            compatibility: s.compatibility.clone(),
+            allowed_tools: s.allowed_tools.clone(),
             instructions: s.instructions.clone(),
             files: s.files.clone(),
             tools: s.tools.iter().map(|t| ToolInfo::new(s, t)).collect(),
@@ -309,13 +317,14 @@ pub(super) async fn get_skill_file(
         .skill(&p.skill)
         .ok_or_else(|| ApiError::not_found("skill", &p.skill))?
         .clone();
-    let not_found = || ApiError::not_found("file", &p.path);
     let ext = std::path::Path::new(&p.path)
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase)
-        .ok_or_else(not_found)?;
-    let mut content_type = crate::skill::files::served_type(&ext).ok_or_else(not_found)?;
+        .unwrap_or_default();
+    let Some(mut content_type) = crate::skill::files::served_type(&ext) else {
+        return Err(not_served(&skill.dir, &p.path, &ext).await);
+    };
     // A client that wants the bytes whatever they are (a generated one
     // saving a file) may ask for them as such.
     if accept.prefers(OCTET_STREAM) {
@@ -341,6 +350,32 @@ pub(super) async fn get_skill_file(
 }
 
 const OCTET_STREAM: &str = "application/octet-stream";
+
+/// Why a file of a kind that is not served is not: 403 naming the kinds
+/// that are when the file exists (the skill's `files` lists it), else 404.
+async fn not_served(dir: &std::path::Path, rel: &str, ext: &str) -> ApiError {
+    let (dir, owned) = (dir.to_path_buf(), rel.to_owned());
+    let exists = tokio::task::spawn_blocking(move || {
+        crate::skill::files::resolve_inside(&dir, &owned).is_ok_and(|real| real.is_file())
+    })
+    .await
+    .unwrap_or(false);
+    if !exists {
+        return ApiError::not_found("file", rel);
+    }
+    let kind = if ext.is_empty() {
+        "files without an extension are".to_owned()
+    } else {
+        format!("'.{ext}' files are")
+    };
+    ApiError::Refused {
+        code: "file_type_not_served",
+        detail: format!(
+            "{rel} exists, but {kind} not served; served: .{}",
+            crate::skill::files::SERVED_EXTENSIONS.join(", .")
+        ),
+    }
+}
 
 /// `GET /diagnostics`.
 #[derive(Debug, Serialize, ToSchema)]

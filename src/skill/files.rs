@@ -229,6 +229,17 @@ const SERVED_TYPES: &[(&str, &str)] = &[
     ("conf", "text/plain; charset=utf-8"),
 ];
 
+/// The extensions of the files skills serve.
+pub const SERVED_EXTENSIONS: [&str; SERVED_TYPES.len()] = {
+    let mut out = [""; SERVED_TYPES.len()];
+    let mut i = 0;
+    while i < SERVED_TYPES.len() {
+        out[i] = SERVED_TYPES[i].0;
+        i += 1;
+    }
+    out
+};
+
 /// The content type a skill file with extension `ext` (lowercase) is
 /// served as, or `None` when files of that kind are not served.
 pub fn served_type(ext: &str) -> Option<&'static str> {

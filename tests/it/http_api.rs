@@ -255,7 +255,7 @@ async fn skill_files_stay_inside_the_skill() {
         "/skills/docs/files/%2e%2e/secret.md",
         "/skills/docs/files/references/escape.md",
         "/skills/docs/files//etc/passwd.txt",
-        "/skills/docs/files/assets/tool.exe",
+        "/skills/docs/files/assets/missing.exe",
         "/skills/docs/files/assets",
         "/skills/docs/files/missing.md",
         "/skills/nope/files/SKILL.md",
@@ -270,6 +270,17 @@ async fn skill_files_stay_inside_the_skill() {
         assert_eq!(ct, "application/problem+json", "{path}");
         assert!(!String::from_utf8_lossy(&body).contains("outside"), "{path}");
     }
+    // A file that exists, of a kind not served, is not "not found".
+    let (s, body, _) = raw(&app, "/skills/docs/files/assets/tool.exe").await;
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (s, problem["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("file_type_not_served")),
+        "{problem}"
+    );
+    assert!(problem["detail"].as_str().unwrap().contains(".md"), "{problem}");
+    let (s, _, _) = raw(&app, "/skills/docs/files/references/escape.exe").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
     let (s, body, _) = raw(&app, "/skills/docs/files/assets/big.txt").await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
