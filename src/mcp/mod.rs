@@ -23,6 +23,16 @@ use std::sync::Arc;
 /// most 300), for a call held for approval to be decided and run.
 pub const WAIT_META: &str = "skilld/wait";
 
+/// How often a session's reload watcher looks whether the session ended.
+const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Tells a handshake-era session that its lists changed.
+async fn announce(peer: &rmcp::Peer<RoleServer>) -> Result<(), rmcp::service::ServiceError> {
+    peer.notify_tool_list_changed().await?;
+    peer.notify_prompt_list_changed().await?;
+    peer.notify_resource_list_changed().await
+}
+
 /// One MCP session's server. Cheap to clone: one per session.
 #[derive(Clone)]
 pub struct McpServer {
@@ -167,16 +177,21 @@ impl ServerHandler for McpServer {
         changes.mark_unchanged();
         let peer = ctx.peer;
         tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                let sent = futures_util::future::try_join3(
-                    peer.notify_tool_list_changed(),
-                    peer.notify_prompt_list_changed(),
-                    peer.notify_resource_list_changed(),
-                )
-                .await;
-                // The session is gone.
-                if sent.is_err() {
-                    break;
+            // The session may end without a reload to fail on: look now
+            // and then, so the task goes with it.
+            let mut look = tokio::time::interval(SESSION_CHECK);
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || announce(&peer).await.is_err() {
+                            break;
+                        }
+                    }
+                    _ = look.tick() => {
+                        if peer.is_transport_closed() {
+                            break;
+                        }
+                    }
                 }
             }
         });

@@ -109,11 +109,17 @@ fn finished(envelope: &Envelope) -> CallToolResult {
 
 /// Why nothing ran yet, and where a person decides.
 fn held_for_a_person(held: &Held, origin: Option<&str>) -> CallToolResult {
+    // Over stdio there is no address: the inbox is that of the server
+    // sharing the run log.
+    let inbox = origin.map_or_else(
+        || "/ui of the skilld server that shares this run log".to_owned(),
+        |o| format!("{o}/ui"),
+    );
     let origin = origin.unwrap_or("");
     let approval_url = format!("{origin}/approvals/{}", held.approval_id);
     let text = format!(
         "This call is waiting for a person to approve it; nothing has run yet. \
-         Approval {id} can be decided in the inbox at {origin}/ui or at {approval_url}. \
+         Approval {id} can be decided in the inbox at {inbox} or at {approval_url}. \
          Once approved it runs as run {run}. To receive the result in the same call, \
          call with _meta {{\"{WAIT_META}\": <seconds up to {max}>}}.",
         id = held.approval_id,
