@@ -63,7 +63,7 @@ fn on_server_path(program: &str) -> Option<String> {
 
 /// The scripts directly under `scripts/` that are tools, sorted: those
 /// `explicit` names (the frontmatter's `script_tools`), or else each one
-/// with a known runtime that is not a helper (see [`helper_kind`]).
+/// with a known runtime that is not a helper (see [`is_helper`]).
 pub(super) fn list_scripts(
     scripts_dir: &Path,
     runtimes: &Runtimes,
@@ -86,53 +86,54 @@ pub(super) fn list_scripts(
                 .file_name()
                 .and_then(|f| f.to_str())
                 .is_some_and(|f| names.iter().any(|n| n == f)),
-            None => helper_kind(p).is_none(),
+            None => !is_helper(p),
         })
         .collect();
     out.sort();
     out
 }
 
-/// Why a script is a helper rather than a tool, if it is one: hidden,
-/// private (`_util.py`, `__init__.py`), a test (`test_*`, `*_test`,
-/// `*.test.*`, `*.spec.*`, `conftest.py`), a shell library that asks to
-/// be sourced, or a page's script (it uses `document` or `window`). The
-/// last two only without a `#!` line, which a command has.
-pub(super) fn helper_kind(path: &Path) -> Option<&'static str> {
-    let file = path.file_name()?.to_str()?;
-    let stem = path.file_stem()?.to_str()?;
-    if file.starts_with('.') {
-        return Some("hidden");
-    }
-    if file.starts_with('_') {
-        return Some("a private module");
-    }
+/// Whether a script is a helper rather than a tool: hidden, private
+/// (`_util.py`, `__init__.py`), a test (`test_*`, `*_test`, `*.test.*`,
+/// `*.spec.*`, `conftest.py`), a shell library that asks to be sourced,
+/// or a page's script (it uses `document` or `window`). The last two only
+/// without a `#!` line, which a command has.
+fn is_helper(path: &Path) -> bool {
+    let (Some(file), Some(stem)) = (
+        path.file_name().and_then(|f| f.to_str()),
+        path.file_stem().and_then(|s| s.to_str()),
+    ) else {
+        return false;
+    };
     let test = stem.starts_with("test_")
         || stem.ends_with("_test")
         || stem.ends_with(".test")
         || stem.ends_with(".spec")
         || stem == "conftest";
-    if test {
-        return Some("a test");
+    if file.starts_with('.') || file.starts_with('_') || test {
+        return true;
     }
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    let bytes = read_limited(path, 64 * 1024).ok().flatten()?;
+    let Some(bytes) = read_limited(path, 64 * 1024).ok().flatten() else {
+        return false;
+    };
     let head = String::from_utf8_lossy(&bytes);
     if head.starts_with("#!") {
-        return None;
+        return false;
     }
-    let said = |words: &[&str]| {
-        head.lines()
-            .take(20)
-            .filter(|l| l.trim_start().starts_with('#'))
-            .any(|l| words.iter().any(|w| l.to_ascii_lowercase().contains(w)))
-    };
-    match ext {
-        "sh" | "bash" if said(&["source this", "source it", "sourced", "meant to be sourced"]) => {
-            Some("a library to source")
-        }
-        "js" | "ts" if head.contains("document.") || head.contains("window.") => Some("a page's script"),
-        _ => None,
+    let says_sourced = head
+        .lines()
+        .take(20)
+        .filter(|l| l.trim_start().starts_with('#'))
+        .map(str::to_ascii_lowercase)
+        .any(|l| {
+            ["source this", "source it", "sourced"]
+                .iter()
+                .any(|w| l.contains(w))
+        });
+    match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "sh" | "bash" => says_sourced,
+        "js" | "ts" => head.contains("document.") || head.contains("window."),
+        _ => false,
     }
 }
 
