@@ -335,7 +335,7 @@ async fn invoke(
 }
 
 /// The answer to a call: its envelope, 202, or its events.
-fn respond(state: &AppState, called: Called, permit: Option<StreamPermit>) -> Result<Response> {
+pub(super) fn respond(state: &AppState, called: Called, permit: Option<StreamPermit>) -> Result<Response> {
     Ok(match (called, permit) {
         (Called::DryRun(plan), _) => Json(InvokeOutcome::DryRun(plan)).into_response(),
         (Called::Refused { run_id, reason }, _) => {

@@ -9,15 +9,13 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Result};
+use super::error::Result;
 use super::extract::{JsonBody, Path, Query};
-use super::invoke::InvokeAccepted;
 use crate::catalog::Catalog;
-use crate::invoke::{Asked, Call, Called, Delivery, Gate, Target};
-use crate::store::RunStatus;
+use crate::invoke::{Asked, Call, Delivery, Gate, Target};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
@@ -192,31 +190,7 @@ async fn call(
         },
     };
     let catalog = state.catalog.current();
-    match state.invoker.call(&catalog, call).await? {
-        Called::Finished(envelope) => Ok(Json(envelope.as_ref()).into_response()),
-        Called::Held(held) => Ok(held_response(held)),
-        Called::Refused { run_id, reason } => Err(ApiError::Refused {
-            code: "denied",
-            detail: format!("{reason}; nothing ran (run {run_id} is recorded as denied)"),
-        }),
-        Called::DryRun(_) | Called::Started { .. } => Err(ApiError::Internal(
-            "the pipeline answered a call that waits for its result with something else".to_owned(),
-        )),
-    }
-}
-
-fn held_response(held: crate::invoke::Held) -> Response {
-    let body = InvokeAccepted {
-        run_id: held.run_id,
-        status: RunStatus::PendingApproval.as_str().to_owned(),
-        approval_id: Some(held.approval_id),
-        approval_url: Some(format!("/approvals/{}", held.approval_id)),
-        run_url: format!("/runs/{}", held.run_id),
-    };
-    let location = HeaderValue::from_str(&body.run_url);
-    let mut res = (StatusCode::ACCEPTED, Json(body)).into_response();
-    if let Ok(location) = location {
-        res.headers_mut().insert(header::LOCATION, location);
-    }
-    res
+    let called = state.invoker.call(&catalog, call).await?;
+    // Answered as invoke answers: 200 the envelope, 202 when held.
+    super::invoke::respond(&state, called, None)
 }
