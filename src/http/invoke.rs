@@ -321,17 +321,23 @@ async fn invoke(
             Delivery::Result
         },
         gate: Gate::Policy,
-        asked: Asked {
-            by: caller.name.clone(),
-            request_id: headers
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
-        },
+        asked: asked(caller, headers),
     };
     let catalog = state.catalog.current();
     let called = state.invoker.call(&catalog, call).await?;
     respond(state, called, permit)
+}
+
+/// Who asked, as the run log records it: the token's name and the
+/// request's id.
+pub(super) fn asked(caller: &Caller, headers: &HeaderMap) -> Asked {
+    Asked {
+        by: caller.name.clone(),
+        request_id: headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    }
 }
 
 /// The answer to a call: its envelope, 202, or its events.

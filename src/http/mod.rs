@@ -319,18 +319,12 @@ pub(crate) async fn read_file_inside(
     rel: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ApiError> {
-    use crate::skill::files::{read_limited, resolve_inside};
-    let not_found = || ApiError::not_found("file", rel);
     let owned = rel.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let real = resolve_inside(&dir, &owned).ok().filter(|r| r.is_file())?;
-        Some(read_limited(&real, limit))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
-    .ok_or_else(not_found)?
-    .map_err(|_| not_found())?
-    .ok_or_else(|| ApiError::PayloadTooLarge(format!("{rel} is larger than {limit} bytes")))
+    tokio::task::spawn_blocking(move || crate::skill::files::read_inside(&dir, &owned, limit))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .ok_or_else(|| ApiError::not_found("file", rel))?
+        .ok_or_else(|| ApiError::PayloadTooLarge(format!("{rel} is larger than {limit} bytes")))
 }
 
 /// Logs the hidden cause of a 500 inside the request's span.

@@ -317,11 +317,7 @@ pub(super) async fn get_skill_file(
         .skill(&p.skill)
         .ok_or_else(|| ApiError::not_found("skill", &p.skill))?
         .clone();
-    let ext = std::path::Path::new(&p.path)
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .unwrap_or_default();
+    let ext = crate::skill::files::extension(&p.path);
     let Some(mut content_type) = crate::skill::files::served_type(&ext) else {
         return Err(not_served(&skill.dir, &p.path, &ext).await);
     };

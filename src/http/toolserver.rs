@@ -12,7 +12,7 @@ use super::auth::{Require, need};
 use super::error::Result;
 use super::extract::{JsonBody, Path, Query};
 use crate::catalog::Catalog;
-use crate::invoke::{Asked, Call, Delivery, Gate, Target};
+use crate::invoke::{Call, Delivery, Gate, Target};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -181,13 +181,7 @@ async fn call(
         wait: Duration::from_secs(q.wait.unwrap_or(0)),
         delivery: Delivery::Result,
         gate: Gate::Policy,
-        asked: Asked {
-            by: auth.caller.name.clone(),
-            request_id: headers
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
-        },
+        asked: super::invoke::asked(&auth.caller, &headers),
     };
     let catalog = state.catalog.current();
     let called = state.invoker.call(&catalog, call).await?;

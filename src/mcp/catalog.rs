@@ -4,6 +4,7 @@
 
 use super::shaped;
 use crate::catalog::Catalog;
+use crate::skill::files::served_type_of;
 use crate::skill::load::MAX_DEFINITION_BYTES;
 use crate::skill::{InvocationMode, Skill};
 use rmcp::ErrorData;
@@ -58,7 +59,7 @@ pub(super) fn resources(catalog: &Catalog) -> Result<ListResourcesResult, ErrorD
         .iter()
         .flat_map(|skill| {
             skill.references().filter_map(|file| {
-                let mime = served_type(&file.path)?;
+                let mime = served_type_of(&file.path)?;
                 Some(json!({
                     "uri": format!("{SCHEME}{}/{}", skill.name, file.path),
                     "name": format!("{}/{}", skill.name, file.path),
@@ -81,12 +82,10 @@ pub(super) async fn read(catalog: &Catalog, uri: &str) -> Result<ReadResourceRes
         .and_then(|rest| rest.split_once('/'))
         .ok_or_else(not_found)?;
     let skill = catalog.skill(skill).ok_or_else(not_found)?;
-    let mime = served_type(path).ok_or_else(not_found)?;
+    let mime = served_type_of(path).ok_or_else(not_found)?;
     let (dir, rel) = (skill.dir.clone(), path.to_owned());
     let bytes = tokio::task::spawn_blocking(move || {
-        use crate::skill::files::{read_limited, resolve_inside};
-        let real = resolve_inside(&dir, &rel).ok().filter(|r| r.is_file())?;
-        read_limited(&real, MAX_DEFINITION_BYTES).ok().flatten()
+        crate::skill::files::read_inside(&dir, &rel, MAX_DEFINITION_BYTES).flatten()
     })
     .await
     .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
@@ -100,13 +99,4 @@ pub(super) async fn read(catalog: &Catalog, uri: &str) -> Result<ReadResourceRes
         }
     };
     shaped(json!({ "contents": [contents] }))
-}
-
-/// The content type of a file that skills serve, by its extension.
-fn served_type(path: &str) -> Option<&'static str> {
-    let ext = std::path::Path::new(path)
-        .extension()?
-        .to_str()?
-        .to_ascii_lowercase();
-    crate::skill::files::served_type(&ext)
 }

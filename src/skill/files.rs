@@ -245,3 +245,26 @@ pub const SERVED_EXTENSIONS: [&str; SERVED_TYPES.len()] = {
 pub fn served_type(ext: &str) -> Option<&'static str> {
     SERVED_TYPES.iter().find(|(e, _)| *e == ext).map(|(_, t)| *t)
 }
+
+/// The bytes of `rel` inside `dir` (blocking): `None` when it leaves the
+/// directory (before or after symlinks), is not a file or cannot be read;
+/// `Some(None)` when it is over `limit` bytes.
+pub fn read_inside(dir: &Path, rel: &str, limit: u64) -> Option<Option<Vec<u8>>> {
+    let real = resolve_inside(dir, rel).ok().filter(|r| r.is_file())?;
+    read_limited(&real, limit).ok()
+}
+
+/// The content type a skill file at `rel` is served as, by its extension
+/// (see [`served_type`]).
+pub fn served_type_of(rel: &str) -> Option<&'static str> {
+    served_type(&extension(rel))
+}
+
+/// `rel`'s extension, lowercased; empty without one.
+pub fn extension(rel: &str) -> String {
+    Path::new(rel)
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default()
+}
