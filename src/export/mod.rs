@@ -9,7 +9,7 @@ mod schema;
 use crate::policy::{RequiresApproval, requires_approval};
 use crate::skill::{Skill, Tool, Trust};
 use axum::body::Bytes;
-pub use schema::{MAX_NAME, call_schema, fit_name, json_schema};
+pub use schema::{MAX_NAME, NUL_FREE_JSON, call_schema, fit_name, json_schema, nul_free_json};
 use schema::{gemini_json_schema, gemini_parameters, strict_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

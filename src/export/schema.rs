@@ -15,8 +15,10 @@ pub fn json_schema(tool: &Tool) -> Value {
 /// A tool's arguments as an object schema in `dialect`; an entrypoint's
 /// open object in any.
 fn object(tool: &Tool, dialect: Dialect) -> Value {
-    if tool.open_object {
-        return open_object();
+    match (tool.open_object, dialect) {
+        (true, Dialect::Call) => return open_call_object(),
+        (true, _) => return open_object(),
+        _ => {}
     }
     let properties: Map<String, Value> = tool
         .params
@@ -41,6 +43,32 @@ fn open_object() -> Value {
         "type": "object",
         "description": "Any JSON object; it is passed to the entrypoint as SANDBOX_INPUT.",
         "additionalProperties": true,
+    })
+}
+
+/// The open object as the server checks a call of it: no NUL byte in
+/// any key or string at any depth, since the run log cannot keep one.
+fn open_call_object() -> Value {
+    let mut o = open_object();
+    o["propertyNames"] = json!({"pattern": NO_NUL});
+    o["additionalProperties"] = json!({"$ref": NUL_FREE_REF});
+    o
+}
+
+/// The name under which a document that uses [`call_schema`] must hold
+/// [`nul_free_json`] among its component schemas.
+pub const NUL_FREE_JSON: &str = "JsonWithoutNul";
+const NUL_FREE_REF: &str = "#/components/schemas/JsonWithoutNul";
+
+/// Any JSON value without a NUL byte in a string or key, at any depth.
+/// Each keyword applies only to its own type, so one schema says it all.
+pub fn nul_free_json() -> Value {
+    json!({
+        "description": "Any JSON value with no NUL byte in any string or key.",
+        "pattern": NO_NUL,
+        "items": {"$ref": NUL_FREE_REF},
+        "propertyNames": {"pattern": NO_NUL},
+        "additionalProperties": {"$ref": NUL_FREE_REF},
     })
 }
 

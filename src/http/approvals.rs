@@ -99,9 +99,9 @@ pub struct DecisionRequest {
     /// `once` (default) or `always`.
     #[serde(default)]
     pub scope: Scope,
-    /// Why, for the record: at most 4096 characters.
+    /// Why, for the record: at most 4096 characters, no NUL byte.
     #[serde(default)]
-    #[schema(max_length = 4096)]
+    #[schema(max_length = 4096, pattern = "^[^\\u0000]*$")]
     pub note: String,
 }
 

@@ -253,7 +253,8 @@ impl From<InvokeError> for ApiError {
             InvokeError::NotAnObject(_)
             | InvokeError::WaitTooLong
             | InvokeError::InvalidMode { .. }
-            | InvokeError::NoteTooLong { .. } => ApiError::BadRequest(detail),
+            | InvokeError::NoteTooLong { .. }
+            | InvokeError::NoteHasNul => ApiError::BadRequest(detail),
             InvokeError::InvalidArguments { .. } | InvokeError::Nul { .. } => {
                 unprocessable("invalid_arguments")
             }

@@ -12,6 +12,7 @@ use super::auth::{Require, need};
 use super::error::Result;
 use super::extract::{JsonBody, Path, Query};
 use crate::catalog::Catalog;
+use crate::export;
 use crate::invoke::{Call, Delivery, Gate, Target};
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -54,6 +55,7 @@ fn schemas() -> &'static Map<String, Value> {
                 taken.insert(name, schema.clone());
             }
         }
+        taken.insert(export::NUL_FREE_JSON.to_owned(), export::nul_free_json());
         taken
     })
 }
@@ -128,7 +130,7 @@ fn operation(name: &str, skill: &str, tool: &crate::skill::Tool) -> Value {
         }],
         "requestBody": {
             "required": false,
-            "content": { "application/json": { "schema": crate::export::call_schema(tool) } },
+            "content": { "application/json": { "schema": export::call_schema(tool) } },
         },
         "responses": {
             "200": { "description": "The tool ran (a failed run too): its envelope",

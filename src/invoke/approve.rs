@@ -82,12 +82,13 @@ impl Invoker {
         id: Uuid,
         ruling: Ruling,
     ) -> Result<Approval, InvokeError> {
-        if ruling
-            .note
-            .as_ref()
-            .is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS)
-        {
-            return Err(InvokeError::NoteTooLong { max: MAX_NOTE_CHARS });
+        if let Some(note) = &ruling.note {
+            if note.chars().count() > MAX_NOTE_CHARS {
+                return Err(InvokeError::NoteTooLong { max: MAX_NOTE_CHARS });
+            }
+            if note.contains('\0') {
+                return Err(InvokeError::NoteHasNul);
+            }
         }
         let request = self.store.get_approval(id).await?;
         if let Some(name) = &ruling.decided_by

@@ -11,9 +11,14 @@ pub fn validate(tool: &Tool, args: &Map<String, Value>) -> Result<Map<String, Va
     let mut errors = Vec::new();
     let mut out = Map::new();
     if tool.open_object {
+        // The object is passed as JSON, where a NUL is escaped, but the
+        // run log keeps it too, and PostgreSQL's jsonb cannot hold `\u0000`.
         for (name, value) in args {
-            if let Some(msg) = nul_in(value) {
-                errors.push(field(name, msg));
+            if name.contains('\0') || holds_nul(value) {
+                errors.push(field(
+                    name,
+                    "contains a NUL byte, which the run log cannot record",
+                ));
             }
         }
         return if errors.is_empty() {
@@ -118,6 +123,16 @@ fn nul_in(value: &Value) -> Option<String> {
     has.then(|| "contains a NUL byte, which no argument can carry".to_owned())
 }
 
+/// Whether any string or key at any depth of `value` holds a NUL.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(fields) => fields.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
+    }
+}
+
 /// A value as it appears in a message, cut short if long.
 fn shown(value: &Value) -> String {
     let s = value.to_string();
@@ -213,5 +228,25 @@ mod tests {
         assert!(validate(&tool(), &obj(json!({"text": "a", "count": -3}))).is_ok());
         let e = validate(&tool(), &obj(json!({"text": "a\u{0}b"}))).unwrap_err();
         assert!(e[0].message.contains("NUL"));
+    }
+
+    /// The run log (jsonb on PostgreSQL) cannot keep a NUL anywhere in an
+    /// open object: not in a key, not deep inside.
+    #[test]
+    fn an_open_object_holds_no_nul_at_any_depth() {
+        let open = Tool {
+            open_object: true,
+            params: vec![],
+            ..tool()
+        };
+        assert!(validate(&open, &obj(json!({"rows": [{"a": 1.5, "b": null}]}))).is_ok());
+        for bad in [
+            json!({"k\u{0}": 1}),
+            json!({"rows": [{"x": "a\u{0}"}]}),
+            json!({"rows": [{"x\u{0}": true}]}),
+        ] {
+            let e = validate(&open, &obj(bad)).unwrap_err();
+            assert!(e[0].message.contains("NUL"), "{e:?}");
+        }
     }
 }

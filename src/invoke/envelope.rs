@@ -2,7 +2,7 @@
 
 use super::Prepared;
 use crate::runner::Outcome;
-use crate::store::RunStatus;
+use crate::store::{self, RunStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -102,6 +102,14 @@ impl Envelope {
             error: Some(why.to_owned()),
             files: None,
         }
+    }
+
+    /// The envelope as the run log keeps it ([`store::keepable`]), so that
+    /// the caller is answered with exactly what was recorded.
+    pub(super) fn keepable(mut self) -> Self {
+        self.output = store::keepable_text(self.output);
+        self.parsed = self.parsed.map(store::keepable);
+        self
     }
 
     /// The final status this envelope stands for, as far as it tells

@@ -50,6 +50,8 @@ pub enum InvokeError {
     InvalidMode { max: usize },
     #[error("note is longer than {max} characters")]
     NoteTooLong { max: usize },
+    #[error("note contains a NUL byte, which the run log cannot record")]
+    NoteHasNul,
     /// A person denied the call while its caller waited.
     #[error("run {run_id} was denied; nothing ran{}", note.as_deref().map(|n| format!(" (note: {n})")).unwrap_or_default())]
     Denied { run_id: Uuid, note: Option<String> },

@@ -402,6 +402,7 @@ impl Invoker {
 
     /// Records how a live run ended, logs it, and wakes its waiters.
     async fn end(&self, live: &LiveRun, status: RunStatus, envelope: Envelope) {
+        let envelope = envelope.keepable();
         self.record(live.id, status, &envelope).await;
         tracing::info!(
             run = %live.id, skill = %envelope.skill, tool = %envelope.tool, %status,

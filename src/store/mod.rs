@@ -190,6 +190,15 @@ pub struct RunFilter {
 impl RunFilter {
     /// The largest page a caller may ask for.
     pub const MAX_LIMIT: u32 = 500;
+
+    /// Whether no run can match: no recorded name holds a NUL, and
+    /// PostgreSQL refuses one in a query rather than finding nothing.
+    fn matches_nothing(&self) -> bool {
+        [&self.tool, &self.skill]
+            .into_iter()
+            .flatten()
+            .any(|name| name.contains('\0'))
+    }
 }
 
 impl Default for RunFilter {
@@ -391,6 +400,32 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
         Err(StoreError::Other(format!(
             "unsupported store URL scheme '{scheme}': expected sqlite://, postgres:// or postgresql://"
         )))
+    }
+}
+
+/// `value` as every backend can keep it: PostgreSQL's jsonb cannot hold
+/// the code point U+0000, so a NUL in any string or key of a tool's
+/// result (a tool may print anything) becomes U+FFFD, on both backends.
+pub fn keepable(value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(keepable_text(s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(keepable).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (keepable_text(k), keepable(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// A text as [`keepable`] keeps it.
+pub fn keepable_text(s: String) -> String {
+    if s.contains('\0') {
+        s.replace('\0', "\u{fffd}")
+    } else {
+        s
     }
 }
 

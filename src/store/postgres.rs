@@ -500,6 +500,9 @@ impl Store for PgStore {
     async fn list_runs(&self, filter: RunFilter) -> Result<RunPage, StoreError> {
         let limit = super::page_size(filter.limit);
         let cursor = filter.cursor.as_deref().map(Cursor::decode).transpose()?;
+        if filter.matches_nothing() {
+            return Ok(super::into_page(Vec::new(), limit));
+        }
 
         // Only the filters given become predicates, so each shape of query
         // can use its own index.
@@ -557,6 +560,7 @@ impl PgStore {
         waiting_only: bool,
     ) -> Result<Option<Run>, StoreError> {
         super::check_final(status)?;
+        let result = result.map(super::keepable);
         // One statement: the trigger `runs_withdraw_request` (migration
         // 0002) closes a pending request of the run in the same statement.
         let query = if waiting_only { FINISH_WAITING } else { FINISH_LIVE };

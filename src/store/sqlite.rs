@@ -606,6 +606,9 @@ impl Store for SqliteStore {
     async fn list_runs(&self, filter: RunFilter) -> Result<RunPage, StoreError> {
         let limit = super::page_size(filter.limit);
         let cursor = filter.cursor.as_deref().map(Cursor::decode).transpose()?;
+        if filter.matches_nothing() {
+            return Ok(super::into_page(Vec::new(), limit));
+        }
 
         let mut query =
             QueryBuilder::<Sqlite>::new(concat!("select ", run_columns!(), " from runs where 1 = 1"));
@@ -662,6 +665,7 @@ impl SqliteStore {
         waiting_only: bool,
     ) -> Result<Option<Run>, StoreError> {
         super::check_final(status)?;
+        let result = result.map(super::keepable);
         let result = result.as_ref().map(json_text).transpose()?;
         // One statement: the trigger `runs_withdraw_request` (migration
         // 0002) closes a pending request of the run in the same statement.

@@ -18,6 +18,7 @@ mod http_api;
 mod invoke;
 mod mcp;
 mod metrics;
+mod nul_bytes;
 mod openapi;
 mod props;
 mod python_client;

@@ -72,6 +72,7 @@ conformance! {
         changes_are_announced,
         end_waiting_never_touches_a_started_run,
         an_approved_run_still_queued_is_recovered_after_a_crash,
+        a_result_with_nul_bytes_is_recorded,
     ],
     url: [restart_keeps_every_run, changes_reach_every_instance],
 }
@@ -1799,4 +1800,29 @@ async fn an_approved_run_still_queued_is_recovered_after_a_crash(store: Arc<dyn 
         store.get_run(unclaimed.id).await.unwrap().status,
         RunStatus::Queued
     );
+}
+
+/// A tool may print NUL bytes, or JSON that holds `\u0000`; PostgreSQL's
+/// jsonb cannot store that code point, and the run must still finish,
+/// recorded the same on both backends.
+async fn a_result_with_nul_bytes_is_recorded(store: Arc<dyn Store>) {
+    let run = insert(&store, new_run("git", "git_log", t0())).await;
+    store
+        .start_run(run.id, Some(7), "a", t0())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut result = envelope(run.id, true);
+    result["output"] = json!("a\u{0}b");
+    result["parsed"] = json!({"k\u{0}": ["\u{0}", {"x": "y\u{0}"}]});
+    let finished = store
+        .finish_run(run.id, RunStatus::Succeeded, Some(result), t0())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut expected = envelope(run.id, true);
+    expected["output"] = json!("a\u{fffd}b");
+    expected["parsed"] = json!({"k\u{fffd}": ["\u{fffd}", {"x": "y\u{fffd}"}]});
+    assert_eq!(finished.result, Some(expected.clone()));
+    assert_eq!(store.get_run(run.id).await.unwrap().result, Some(expected));
 }
