@@ -5,13 +5,20 @@ use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
-use super::responses::{BadQuery, DecisionProblems, StoreUnavailable, empty_bodies_allowed};
-use crate::invoke::Ruling;
-use crate::store::{Approval, ApprovalStatus, Grant, MAX_APPROVALS, Scope};
+use super::responses::{
+    BadQuery, DecisionProblems, StoreUnavailable, describe_inbox_stream, empty_bodies_allowed,
+};
+use super::runs::json_event;
+use crate::invoke::{InboxEvent, Ruling};
+use crate::store::{Approval, ApprovalStatus, DecisionFilter, DecisionPage, Grant, MAX_APPROVALS, Scope};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
+use std::convert::Infallible;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -20,12 +27,15 @@ use uuid::Uuid;
 pub fn router() -> OpenApiRouter<AppState> {
     let mut router = OpenApiRouter::new()
         .routes(routes!(list_approvals))
+        .routes(routes!(approval_events))
+        .routes(routes!(approval_history))
         .routes(routes!(get_approval))
         .routes(routes!(approve))
         .routes(routes!(deny))
         .routes(routes!(list_grants))
         .routes(routes!(revoke_grant));
     empty_bodies_allowed(router.get_openapi_mut());
+    describe_inbox_stream(router.get_openapi_mut());
     router
 }
 
@@ -66,6 +76,73 @@ async fn list_approvals(
     }
     let approvals = state.invoker.store.list_approvals(q.status, limit).await?;
     Ok(Json(ApprovalList { approvals }))
+}
+
+/// The inbox, live: every pending request, then each change.
+#[utoipa::path(get, path = "/approvals/events", tag = "approvals", security(("bearer" = ["invoke"])),
+    responses(
+        (status = 200, description = "The inbox's events, as server-sent events", content_type = "text/event-stream", body = String),
+        BadQuery,
+        (status = 503, description = "The store is unreachable, or too many event streams are open", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn approval_events(_: Require<need::Invoke>, State(state): State<AppState>) -> Result<Response> {
+    let events = state.invoker.inbox_events()?;
+    let stream = events.map(|event| Ok::<_, Infallible>(inbox_event(&event)));
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+fn inbox_event(event: &InboxEvent) -> Event {
+    match event {
+        InboxEvent::Snapshot(approvals) => json_event(
+            "snapshot",
+            &ApprovalList {
+                approvals: approvals.clone(),
+            },
+        ),
+        InboxEvent::Changed(approval) => json_event("approval", approval),
+    }
+}
+
+/// Filters of `GET /approvals/history`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HistoryQuery {
+    pub skill: Option<String>,
+    pub tool: Option<String>,
+    /// Page size, 1–500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page, as it was handed out.
+    #[param(pattern = "^[0-9]{1,16}_[0-9a-fA-F]{32}$")]
+    pub cursor: Option<String>,
+}
+
+/// Who decided what: decided requests, newest decision first, each with
+/// its run's outcome.
+#[utoipa::path(get, path = "/approvals/history", tag = "approvals", security(("bearer" = ["invoke"])), params(HistoryQuery),
+    responses(
+        (status = 200, description = "A page of decisions", body = DecisionPage),
+        BadQuery,
+        StoreUnavailable,
+    ))]
+async fn approval_history(
+    _: Require<need::Invoke>,
+    State(state): State<AppState>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Json<DecisionPage>> {
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=MAX_APPROVALS).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {MAX_APPROVALS}"
+        )));
+    }
+    let filter = DecisionFilter {
+        skill: q.skill,
+        tool: q.tool,
+        limit,
+        cursor: q.cursor,
+    };
+    Ok(Json(state.invoker.store.list_decisions(filter).await?))
 }
 
 /// An approval id in a path.

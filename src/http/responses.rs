@@ -155,15 +155,25 @@ impl ToSchema for Binary {}
 /// schemathesis checks each event. Run over a router's document once its
 /// routes are added.
 pub fn describe_streams(doc: &mut OpenApi) {
-    for item in doc.paths.paths.values_mut() {
-        let operations = [&mut item.get, &mut item.post];
+    describe_items(doc, &run_event(), EVENTS_DESCRIPTION);
+}
+
+/// As [`describe_streams`], for a router whose one stream is the
+/// approvers' inbox (`GET /approvals/events`).
+pub fn describe_inbox_stream(doc: &mut OpenApi) {
+    describe_items(doc, &inbox_event(), INBOX_EVENTS_DESCRIPTION);
+}
+
+fn describe_items(doc: &mut OpenApi, item: &RefOr<Schema>, description: &str) {
+    for path in doc.paths.paths.values_mut() {
+        let operations = [&mut path.get, &mut path.post];
         for op in operations.into_iter().flatten() {
             for response in op.responses.responses.values_mut() {
                 let RefOr::T(response) = response else { continue };
                 if let Some(RefOr::T(content)) = response.content.get_mut(EVENT_STREAM) {
                     content.schema = None;
-                    content.item_schema = Some(run_event());
-                    content.description = Some(EVENTS_DESCRIPTION.to_owned());
+                    content.item_schema = Some(item.clone());
+                    content.description = Some(description.to_owned());
                 }
             }
         }
@@ -180,19 +190,51 @@ and the approver's `note` when a person denied it), \
 `output` (`{\"chunk\": \"…\"}`: stdout and stderr as they come), \
 then `result` (the `Envelope`), and the stream ends. Comment lines keep the connection alive.";
 
-/// One server-sent event of a run, as schemathesis and other validators
-/// read it: `{"event": …, "data": "<JSON text>"}`.
+/// The description of the approvers' inbox stream.
+pub const INBOX_EVENTS_DESCRIPTION: &str = "Server-sent events, one JSON object in each `data`: first \
+`snapshot` (`{\"approvals\": [Approval]}`: every pending request, oldest first), then `approval` (an \
+`Approval`) each time a request is made or changes (decided, expired, withdrawn, its caller gone); one no \
+longer pending leaves the inbox. A fresh `snapshot` follows whenever changes may have been missed. \
+Comment lines keep the connection alive.";
+
+/// One server-sent event as schemathesis and other validators read it:
+/// `{"event": …, "data": "<JSON text>"}`.
+fn event(name: &str, data: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": [name]},
+            "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+        },
+    })
+}
+
+/// A schema written as JSON for readability: it is a valid schema, so
+/// this cannot fail, but an empty schema is the safe answer if it ever did.
+fn schema_of(value: serde_json::Value) -> RefOr<Schema> {
+    serde_json::from_value(value).unwrap_or_else(|_| RefOr::T(Schema::default()))
+}
+
+/// One event of the approvers' inbox.
+fn inbox_event() -> RefOr<Schema> {
+    schema_of(serde_json::json!({
+        "description": "One event: its name and its JSON data.",
+        "oneOf": [
+            event("snapshot", serde_json::json!({
+                "type": "object",
+                "required": ["approvals"],
+                "properties": {
+                    "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}},
+                },
+            })),
+            event("approval", serde_json::json!({"$ref": "#/components/schemas/Approval"})),
+        ],
+    }))
+}
+
+/// One server-sent event of a run.
 fn run_event() -> RefOr<Schema> {
-    let event = |name: &str, data: serde_json::Value| {
-        serde_json::json!({
-            "type": "object",
-            "required": ["event", "data"],
-            "properties": {
-                "event": {"type": "string", "enum": [name]},
-                "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
-            },
-        })
-    };
     let schema = serde_json::json!({
         "description": "One event: its name and its JSON data.",
         "oneOf": [
@@ -214,9 +256,7 @@ fn run_event() -> RefOr<Schema> {
             event("result", serde_json::json!({"$ref": "#/components/schemas/Envelope"})),
         ],
     });
-    // Written as JSON for readability; it is a valid schema, so this
-    // cannot fail, but an empty schema is the safe answer if it ever did.
-    serde_json::from_value(schema).unwrap_or_else(|_| RefOr::T(Schema::default()))
+    schema_of(schema)
 }
 
 /// Marks every request body of a router's document optional: `JsonBody`

@@ -175,7 +175,7 @@ fn sse_event(event: &RunEvent) -> Event {
     }
 }
 
-fn json_event(name: &str, data: &impl Serialize) -> Event {
+pub(super) fn json_event(name: &str, data: &impl Serialize) -> Event {
     Event::default()
         .event(name)
         .json_data(data)

@@ -139,11 +139,11 @@ impl Invoker {
 
     /// A stream that holds its permit while it lasts and ends after
     /// [`RunSettings::max_stream`](super::RunSettings::max_stream).
-    fn bounded(
+    pub(super) fn bounded<T: Send + 'static>(
         &self,
-        events: BoxStream<'static, RunEvent>,
+        events: BoxStream<'static, T>,
         permit: StreamPermit,
-    ) -> BoxStream<'static, RunEvent> {
+    ) -> BoxStream<'static, T> {
         events
             .take_until(tokio::time::sleep(self.settings.max_stream))
             .map(move |event| {

@@ -12,6 +12,7 @@ mod confine;
 mod envelope;
 mod error;
 mod follow;
+mod inbox;
 mod live;
 mod rundir;
 
@@ -22,6 +23,7 @@ pub use confine::WORKSPACE_WRITE;
 pub use envelope::{Artifact, Envelope};
 pub use error::{FieldError, InvokeError};
 pub use follow::StreamPermit;
+pub use inbox::InboxEvent;
 pub use live::{LiveRun, RunEvent, Runs};
 pub use rundir::artifacts_dir;
 

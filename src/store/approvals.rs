@@ -1,6 +1,6 @@
 //! Approval requests and standing grants as the store keeps them (`docs/design.md` §4).
 
-use super::StoreError;
+use super::{RunStatus, StoreError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -129,6 +129,42 @@ pub struct Approval {
     /// the run log, but nobody is waiting on it.
     #[schema(value_type = Option<String>, format = DateTime)]
     pub caller_left_at: Option<DateTime<Utc>>,
+}
+
+/// A decided request and what became of its run: an entry of the
+/// approvers' history.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct DecidedApproval {
+    #[serde(flatten)]
+    pub approval: Approval,
+    /// The status of the run the request held: its outcome once approved.
+    pub run_status: RunStatus,
+}
+
+/// `GET /approvals/history`'s query: every filter given must match.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DecisionFilter {
+    pub skill: Option<String>,
+    pub tool: Option<String>,
+    /// Page size; the store clamps it to 1..=[`MAX_APPROVALS`](super::MAX_APPROVALS).
+    pub limit: u32,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl DecisionFilter {
+    /// Whether no request can match: no recorded name holds a NUL.
+    pub(super) fn matches_nothing(&self) -> bool {
+        super::names_hold_nul(&[&self.skill, &self.tool])
+    }
+}
+
+/// One page of decisions, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct DecisionPage {
+    pub decisions: Vec<DecidedApproval>,
+    /// Pass back as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
 }
 
 /// The approval-only fields of a new request; the rest comes from its run.

@@ -13,7 +13,8 @@ mod postgres;
 mod sqlite;
 
 pub use approvals::{
-    Approval, ApprovalStatus, Decide, Grant, GrantDecision, NewApproval, PolicyFacts, Scope, Undecidable,
+    Approval, ApprovalStatus, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant, GrantDecision,
+    NewApproval, PolicyFacts, Scope, Undecidable,
 };
 pub use postgres::PgStore;
 pub use sqlite::{SqliteStore, claim_for_serving};
@@ -194,10 +195,7 @@ impl RunFilter {
     /// Whether no run can match: no recorded name holds a NUL, and
     /// PostgreSQL refuses one in a query rather than finding nothing.
     fn matches_nothing(&self) -> bool {
-        [&self.tool, &self.skill]
-            .into_iter()
-            .flatten()
-            .any(|name| name.contains('\0'))
+        names_hold_nul(&[&self.skill, &self.tool])
     }
 }
 
@@ -278,6 +276,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// One approval request; `NotFound` if there is none.
     async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError>;
+
+    /// The request run `run_id` was held for; `None` for a run never held.
+    async fn approval_of_run(&self, run_id: Uuid) -> Result<Option<Approval>, StoreError>;
+
+    /// Decided requests (approved, denied, expired or withdrawn), newest
+    /// decision first, each with its run's status.
+    async fn list_decisions(&self, filter: DecisionFilter) -> Result<DecisionPage, StoreError>;
 
     /// Approval requests, oldest first, at most `limit`.
     async fn list_approvals(
@@ -429,53 +434,84 @@ pub fn keepable_text(s: String) -> String {
     }
 }
 
+/// A run status as the database holds it.
+fn parse_run_status(s: &str) -> Result<RunStatus, StoreError> {
+    RunStatus::parse(s).ok_or_else(|| StoreError::Other(format!("unknown run status '{s}' in the database")))
+}
+
+/// Whether a name filter holds a NUL, which no recorded name does.
+fn names_hold_nul(names: &[&Option<String>]) -> bool {
+    names.iter().copied().flatten().any(|name| name.contains('\0'))
+}
+
 /// The page size actually used: never zero, never unbounded.
 fn page_size(limit: u32) -> u32 {
     limit.clamp(1, RunFilter::MAX_LIMIT)
 }
 
-/// A position in the newest-first order: the last row of a page.
+/// A position in a newest-first order: the last row of a page, by its
+/// time (a run's creation, a request's decision) and id.
 ///
-/// Rendered as `<created_at in µs since the epoch>_<id>`, which is URL-safe
+/// Rendered as `<time in µs since the epoch>_<id>`, which is URL-safe
 /// as it stands and means the same to both backends.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Cursor {
-    created_at: DateTime<Utc>,
+    at: DateTime<Utc>,
     id: Uuid,
 }
 
 impl Cursor {
     fn after(run: &Run) -> Self {
         Self {
-            created_at: run.created_at,
+            at: run.created_at,
             id: run.id,
         }
     }
 
+    fn after_decision(d: &DecidedApproval) -> Self {
+        Self {
+            at: d.approval.decided_at.unwrap_or(d.approval.created_at),
+            id: d.approval.id,
+        }
+    }
+
     fn encode(self) -> String {
-        format!("{}_{}", self.created_at.timestamp_micros(), self.id.as_simple())
+        format!("{}_{}", self.at.timestamp_micros(), self.id.as_simple())
     }
 
     fn decode(s: &str) -> Result<Self, StoreError> {
         let (micros, id) = s.split_once('_').ok_or(StoreError::InvalidCursor)?;
         let micros: i64 = micros.parse().map_err(|_| StoreError::InvalidCursor)?;
-        let created_at = DateTime::from_timestamp_micros(micros).ok_or(StoreError::InvalidCursor)?;
+        let at = DateTime::from_timestamp_micros(micros).ok_or(StoreError::InvalidCursor)?;
         let id = Uuid::try_parse(id).map_err(|_| StoreError::InvalidCursor)?;
-        Ok(Self { created_at, id })
+        Ok(Self { at, id })
     }
 }
 
-/// Builds a page from up to `limit + 1` rows: the extra row only says that
-/// there is a next page.
-fn into_page(mut runs: Vec<Run>, limit: u32) -> RunPage {
+/// Cuts up to `limit + 1` rows to a page: the extra row only says that
+/// there is a next page, which starts after the page's last row.
+fn next_cursor<T>(rows: &mut Vec<T>, limit: u32, cursor: impl Fn(&T) -> Cursor) -> Option<String> {
     let limit = limit as usize;
-    let next_cursor = if runs.len() > limit {
-        runs.truncate(limit);
-        runs.last().map(|run| Cursor::after(run).encode())
-    } else {
-        None
-    };
+    if rows.len() <= limit {
+        return None;
+    }
+    rows.truncate(limit);
+    rows.last().map(|row| cursor(row).encode())
+}
+
+/// Builds a page of runs (see [`next_cursor`]).
+fn into_page(mut runs: Vec<Run>, limit: u32) -> RunPage {
+    let next_cursor = next_cursor(&mut runs, limit, Cursor::after);
     RunPage { runs, next_cursor }
+}
+
+/// Builds a page of decisions (see [`next_cursor`]).
+fn into_decision_page(mut decisions: Vec<DecidedApproval>, limit: u32) -> DecisionPage {
+    let next_cursor = next_cursor(&mut decisions, limit, Cursor::after_decision);
+    DecisionPage {
+        decisions,
+        next_cursor,
+    }
 }
 
 /// Refuses a `NewRun` in a state the store would never create one in.
@@ -594,7 +630,7 @@ mod tests {
     #[test]
     fn cursor_round_trips_and_rejects_garbage() {
         let cursor = Cursor {
-            created_at: DateTime::from_timestamp_micros(1_732_249_260_123_456).unwrap(),
+            at: DateTime::from_timestamp_micros(1_732_249_260_123_456).unwrap(),
             id: Uuid::now_v7(),
         };
         assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);

@@ -8,8 +8,8 @@
 
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
-    Approval, ApprovalStatus, Cursor, Decide, Grant, NewApproval, NewRun, PolicyFacts, Run, RunFilter,
-    RunPage, RunStatus, Store, StoreError, Undecidable,
+    Approval, ApprovalStatus, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
+    NewApproval, NewRun, PolicyFacts, Run, RunFilter, RunPage, RunStatus, Store, StoreError, Undecidable,
 };
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -236,6 +236,52 @@ impl Store for PgStore {
         approval_from_row(&row)
     }
 
+    async fn approval_of_run(&self, run_id: Uuid) -> Result<Option<Approval>, StoreError> {
+        let row = sqlx::query(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where run_id = $1"
+        ))
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(approval_from_row).transpose()
+    }
+
+    async fn list_decisions(&self, filter: DecisionFilter) -> Result<DecisionPage, StoreError> {
+        let limit = filter.limit.clamp(1, super::MAX_APPROVALS);
+        let cursor = filter.cursor.as_deref().map(Cursor::decode).transpose()?;
+        if filter.matches_nothing() {
+            return Ok(super::into_decision_page(Vec::new(), limit));
+        }
+        let mut query = QueryBuilder::<Postgres>::new(concat!(
+            "select ",
+            approval_columns!(),
+            ", (select status from runs where runs.id = approvals.run_id) as run_status \
+             from approvals where status <> 'pending'"
+        ));
+        if let Some(skill) = filter.skill {
+            query.push(" and skill = ").push_bind(skill);
+        }
+        if let Some(tool) = filter.tool {
+            query.push(" and tool = ").push_bind(tool);
+        }
+        if let Some(cursor) = cursor {
+            query
+                .push(" and (decided_at, id) < (")
+                .push_bind(cursor.at)
+                .push(", ")
+                .push_bind(cursor.id)
+                .push(")");
+        }
+        query
+            .push(" order by decided_at desc, id desc limit ")
+            .push_bind(i64::from(limit) + 1);
+        let rows = query.build().fetch_all(&self.pool).await?;
+        let decisions = rows.iter().map(decided_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(super::into_decision_page(decisions, limit))
+    }
+
     async fn list_approvals(
         &self,
         status: Option<ApprovalStatus>,
@@ -359,9 +405,12 @@ impl Store for PgStore {
     }
 
     async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
+        // Every instance's inbox shows that nobody waits any more: the
+        // change is announced as the run's, as a status change is.
         sqlx::query(
-            "update approvals set caller_left_at = $1 \
-             where id = $2 and status = 'pending' and caller_left_at is null",
+            "with left_ as (update approvals set caller_left_at = $1 \
+             where id = $2 and status = 'pending' and caller_left_at is null returning run_id) \
+             select pg_notify('skilld_runs', run_id::text) from left_",
         )
         .bind(at)
         .bind(approval)
@@ -520,7 +569,7 @@ impl Store for PgStore {
         if let Some(cursor) = cursor {
             query
                 .push(" and (created_at, id) < (")
-                .push_bind(cursor.created_at)
+                .push_bind(cursor.at)
                 .push(", ")
                 .push_bind(cursor.id)
                 .push(")");
@@ -658,6 +707,13 @@ fn approval_from_row(row: &PgRow) -> Result<Approval, StoreError> {
     })
 }
 
+fn decided_from_row(row: &PgRow) -> Result<DecidedApproval, StoreError> {
+    Ok(DecidedApproval {
+        approval: approval_from_row(row)?,
+        run_status: super::parse_run_status(&get::<String>(row, "run_status")?)?,
+    })
+}
+
 fn grant_from_row(row: &PgRow) -> Result<Grant, StoreError> {
     Ok(Grant {
         id: get(row, "id")?,
@@ -680,8 +736,7 @@ fn run_from_row(row: &PgRow) -> Result<Run, StoreError> {
         arguments: get(row, "arguments")?,
         argv: get::<Json<Vec<String>>>(row, "argv")?.0,
         cwd: get(row, "cwd")?,
-        status: RunStatus::parse(&status)
-            .ok_or_else(|| StoreError::Other(format!("unknown run status '{status}' in the database")))?,
+        status: super::parse_run_status(&status)?,
         requested_by: get(row, "requested_by")?,
         approval_id: get(row, "approval_id")?,
         created_at: get(row, "created_at")?,

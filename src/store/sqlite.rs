@@ -8,8 +8,8 @@
 
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
-    Approval, ApprovalStatus, Cursor, Decide, Grant, NewApproval, NewRun, PolicyFacts, Run, RunFilter,
-    RunPage, RunStatus, Store, StoreError, Undecidable,
+    Approval, ApprovalStatus, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
+    NewApproval, NewRun, PolicyFacts, Run, RunFilter, RunPage, RunStatus, Store, StoreError, Undecidable,
 };
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::Value;
@@ -336,6 +336,52 @@ impl Store for SqliteStore {
         approval_from_row(&row)
     }
 
+    async fn approval_of_run(&self, run_id: Uuid) -> Result<Option<Approval>, StoreError> {
+        let row = sqlx::query(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where run_id = ?"
+        ))
+        .bind(run_id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(approval_from_row).transpose()
+    }
+
+    async fn list_decisions(&self, filter: DecisionFilter) -> Result<DecisionPage, StoreError> {
+        let limit = filter.limit.clamp(1, super::MAX_APPROVALS);
+        let cursor = filter.cursor.as_deref().map(Cursor::decode).transpose()?;
+        if filter.matches_nothing() {
+            return Ok(super::into_decision_page(Vec::new(), limit));
+        }
+        let mut query = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            approval_columns!(),
+            ", (select status from runs where runs.id = approvals.run_id) as run_status \
+             from approvals where status <> 'pending'"
+        ));
+        if let Some(skill) = filter.skill {
+            query.push(" and skill = ").push_bind(skill);
+        }
+        if let Some(tool) = filter.tool {
+            query.push(" and tool = ").push_bind(tool);
+        }
+        if let Some(cursor) = cursor {
+            query
+                .push(" and (decided_at, id) < (")
+                .push_bind(time_text(cursor.at)?)
+                .push(", ")
+                .push_bind(cursor.id.to_string())
+                .push(")");
+        }
+        query
+            .push(" order by decided_at desc, id desc limit ")
+            .push_bind(i64::from(limit) + 1);
+        let rows = query.build().fetch_all(&self.pool).await?;
+        let decisions = rows.iter().map(decided_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(super::into_decision_page(decisions, limit))
+    }
+
     async fn list_approvals(
         &self,
         status: Option<ApprovalStatus>,
@@ -464,14 +510,18 @@ impl Store for SqliteStore {
     }
 
     async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query(
+        let run: Option<String> = sqlx::query_scalar(
             "update approvals set caller_left_at = ? \
-             where id = ? and status = 'pending' and caller_left_at is null",
+             where id = ? and status = 'pending' and caller_left_at is null returning run_id",
         )
         .bind(time_text(at)?)
         .bind(approval.to_string())
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
+        // The inbox shows that nobody waits any more.
+        if let Some(run) = run {
+            self.changed(parse_uuid(&run)?);
+        }
         Ok(())
     }
 
@@ -624,7 +674,7 @@ impl Store for SqliteStore {
         if let Some(cursor) = cursor {
             query
                 .push(" and (created_at, id) < (")
-                .push_bind(time_text(cursor.created_at)?)
+                .push_bind(time_text(cursor.at)?)
                 .push(", ")
                 .push_bind(cursor.id.to_string())
                 .push(")");
@@ -772,6 +822,13 @@ fn approval_from_row(row: &SqliteRow) -> Result<Approval, StoreError> {
     })
 }
 
+fn decided_from_row(row: &SqliteRow) -> Result<DecidedApproval, StoreError> {
+    Ok(DecidedApproval {
+        approval: approval_from_row(row)?,
+        run_status: super::parse_run_status(&get::<String>(row, "run_status")?)?,
+    })
+}
+
 fn grant_from_row(row: &SqliteRow) -> Result<Grant, StoreError> {
     Ok(Grant {
         id: parse_uuid(&get::<String>(row, "id")?)?,
@@ -794,8 +851,7 @@ fn run_from_row(row: &SqliteRow) -> Result<Run, StoreError> {
         arguments: parse_json(&get::<String>(row, "arguments")?)?,
         argv: parse_json(&get::<String>(row, "argv")?)?,
         cwd: get(row, "cwd")?,
-        status: RunStatus::parse(&status)
-            .ok_or_else(|| StoreError::Other(format!("unknown run status '{status}' in the database")))?,
+        status: super::parse_run_status(&status)?,
         requested_by: get(row, "requested_by")?,
         approval_id: get::<Option<String>>(row, "approval_id")?
             .as_deref()

@@ -15,6 +15,7 @@ mod corpus;
 mod cors;
 mod exports;
 mod http_api;
+mod inbox;
 mod invoke;
 mod mcp;
 mod metrics;

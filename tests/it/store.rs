@@ -6,8 +6,8 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use skilld::store::{
-    self, Approval, ApprovalStatus, Decide, GrantDecision, NewApproval, NewRun, PolicyFacts, Run, RunFilter,
-    RunPage, RunStatus, Scope, Store, StoreError, Undecidable,
+    self, Approval, ApprovalStatus, Decide, DecisionFilter, GrantDecision, NewApproval, NewRun, PolicyFacts,
+    Run, RunFilter, RunPage, RunStatus, Scope, Store, StoreError, Undecidable,
 };
 use sqlx::Connection;
 use std::future::Future;
@@ -73,6 +73,8 @@ conformance! {
         end_waiting_never_touches_a_started_run,
         an_approved_run_still_queued_is_recovered_after_a_crash,
         a_result_with_nul_bytes_is_recorded,
+        decisions_are_listed_newest_first_with_their_runs,
+        a_request_is_found_by_its_run_and_its_changes_announced,
     ],
     url: [restart_keeps_every_run, changes_reach_every_instance],
 }
@@ -1825,4 +1827,95 @@ async fn a_result_with_nul_bytes_is_recorded(store: Arc<dyn Store>) {
     expected["parsed"] = json!({"k\u{fffd}": ["\u{fffd}", {"x": "y\u{fffd}"}]});
     assert_eq!(finished.result, Some(expected.clone()));
     assert_eq!(store.get_run(run.id).await.unwrap().result, Some(expected));
+}
+
+/// The approvers' history: decided requests only, newest decision first,
+/// each with its run's status, filtered and paged like the run log.
+async fn decisions_are_listed_newest_first_with_their_runs(store: Arc<dyn Store>) {
+    let mut decided = Vec::new();
+    for (i, (skill, approve)) in [("git", true), ("web", false), ("git", false)]
+        .into_iter()
+        .enumerate()
+    {
+        let at = t0() + Duration::seconds(i64::try_from(i).unwrap());
+        let (run, new) = hold(&store, skill, "show", "h1", at).await;
+        let decide = decision(&new, approve, Scope::Once, at + Duration::seconds(10));
+        store.decide(decide).await.unwrap().unwrap();
+        decided.push((run.id, new.id));
+    }
+    // The approved run ran and succeeded: its outcome is in the history.
+    let (approved_run, _) = decided[0];
+    store
+        .start_run(approved_run, None, "instance-a", t0())
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .finish_run(
+            approved_run,
+            RunStatus::Succeeded,
+            None,
+            t0() + Duration::seconds(20),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    hold(&store, "git", "show", "h1", t0()).await; // pending: not history
+
+    let page = |skill: Option<&str>, limit, cursor: Option<String>| DecisionFilter {
+        skill: skill.map(str::to_owned),
+        tool: None,
+        limit,
+        cursor,
+    };
+    let first = store.list_decisions(page(None, 2, None)).await.unwrap();
+    let ids: Vec<Uuid> = first.decisions.iter().map(|d| d.approval.id).collect();
+    assert_eq!(ids, [decided[2].1, decided[1].1]);
+    assert_eq!(first.decisions[0].approval.decided_by.as_deref(), Some("alice"));
+    assert_eq!(first.decisions[0].approval.note.as_deref(), Some("looks fine"));
+    assert_eq!(first.decisions[0].run_status, RunStatus::Denied);
+    let second = store
+        .list_decisions(page(None, 2, first.next_cursor))
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = second.decisions.iter().map(|d| d.approval.id).collect();
+    assert_eq!(ids, [decided[0].1]);
+    assert_eq!(second.decisions[0].approval.status, ApprovalStatus::Approved);
+    assert_eq!(second.decisions[0].run_status, RunStatus::Succeeded);
+    assert_eq!(second.next_cursor, None);
+
+    let git = store.list_decisions(page(Some("git"), 50, None)).await.unwrap();
+    let ids: Vec<Uuid> = git.decisions.iter().map(|d| d.approval.id).collect();
+    assert_eq!(ids, [decided[2].1, decided[0].1]);
+    for nothing in [
+        DecisionFilter {
+            tool: Some("other".into()),
+            ..page(None, 50, None)
+        },
+        page(Some("git\u{0}"), 50, None),
+    ] {
+        assert!(store.list_decisions(nothing).await.unwrap().decisions.is_empty());
+    }
+    let err = store
+        .list_decisions(page(None, 50, Some("garbage".into())))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidCursor), "{err:?}");
+}
+
+/// The inbox stream finds a changed run's request, and hears of a caller
+/// that stopped waiting.
+async fn a_request_is_found_by_its_run_and_its_changes_announced(store: Arc<dyn Store>) {
+    let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
+    let found = store.approval_of_run(run.id).await.unwrap().unwrap();
+    assert_eq!((found.id, found.status), (new.id, ApprovalStatus::Pending));
+    let plain = insert(&store, new_run("git", "git_log", t0())).await;
+    assert_eq!(store.approval_of_run(plain.id).await.unwrap(), None);
+    assert_eq!(store.approval_of_run(Uuid::now_v7()).await.unwrap(), None);
+
+    let mut changes = store.changes();
+    store.mark_caller_left(new.id, t0()).await.unwrap();
+    announced(&mut changes, run.id).await;
+    let found = store.approval_of_run(run.id).await.unwrap().unwrap();
+    assert_eq!(found.caller_left_at, Some(t0()));
 }

@@ -1,0 +1,186 @@
+//! The approvers' inbox over HTTP: the live stream (`GET
+//! /approvals/events`), across instances on PostgreSQL, and the history
+//! of decisions (`GET /approvals/history`).
+
+use crate::common::{TestServer, options, root, stamp_skill, tempdir};
+use crate::store::on_postgres;
+use serde_json::{Value, json};
+use skilld::skill::Trust;
+use std::time::Duration;
+
+/// An open event stream, read an event at a time.
+struct Events {
+    res: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(server: &TestServer) -> Self {
+        let res = reqwest::get(server.url("/approvals/events")).await.unwrap();
+        assert_eq!(res.status(), 200);
+        let kind = res.headers()["content-type"].to_str().unwrap();
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        Self {
+            res,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event, its name and data, within a generous time.
+    async fn next(&mut self) -> (String, Value) {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                if let Some(end) = self.buffer.find("\n\n") {
+                    let block: String = self.buffer.drain(..end + 2).collect();
+                    let name = block.lines().find_map(|l| l.strip_prefix("event: "));
+                    let data: String = block.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                    if let Some(name) = name {
+                        return (name.to_owned(), serde_json::from_str(&data).unwrap());
+                    }
+                    continue; // a keep-alive comment
+                }
+                let chunk = self.res.chunk().await.unwrap().expect("the stream ended");
+                self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+            }
+        })
+        .await
+        .expect("no event within 20 s")
+    }
+
+    /// The next `approval` event.
+    async fn approval(&mut self) -> Value {
+        let (name, data) = self.next().await;
+        assert_eq!(name, "approval", "{data}");
+        data
+    }
+}
+
+async fn hold_stamp(server: &TestServer, marks: &std::path::Path) -> Value {
+    let (status, held) = server
+        .invoke("stamp", json!({"path": marks.display().to_string()}))
+        .await;
+    assert_eq!(status, 202, "{held}");
+    held
+}
+
+async fn decide(server: &TestServer, approval: &Value, verb: &str, note: &str) {
+    let res = reqwest::Client::new()
+        .post(server.url(&format!("/approvals/{}/{verb}", approval.as_str().unwrap())))
+        .json(&json!({"note": note}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+}
+
+/// A stream opened on `watcher` sees, live, a request made on `maker` and
+/// its decision made there: one server, or two instances sharing a store.
+async fn requests_and_decisions_arrive_live(
+    maker: &TestServer,
+    watcher: &TestServer,
+    marks: &std::path::Path,
+) {
+    let before = hold_stamp(maker, marks).await;
+    let mut events = Events::open(watcher).await;
+    let (name, snapshot) = events.next().await;
+    assert_eq!(name, "snapshot");
+    let ids: Vec<&Value> = snapshot["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["id"])
+        .collect();
+    assert_eq!(ids, [&before["approval_id"]], "{snapshot}");
+
+    let held = hold_stamp(maker, marks).await;
+    let arrived = events.approval().await;
+    assert_eq!(arrived["id"], held["approval_id"]);
+    assert_eq!(arrived["status"], "pending");
+    assert_eq!(arrived["argv"][0], "sh");
+
+    decide(maker, &held["approval_id"], "approve", "go").await;
+    let decided = events.approval().await;
+    assert_eq!(decided["id"], held["approval_id"]);
+    assert_eq!(
+        (decided["status"].as_str(), decided["note"].as_str()),
+        (Some("approved"), Some("go"))
+    );
+
+    // The run going on to finish is no news to the inbox; the next
+    // event is the next decision.
+    decide(maker, &before["approval_id"], "deny", "no").await;
+    let denied = events.approval().await;
+    assert_eq!(denied["id"], before["approval_id"]);
+    assert_eq!(denied["status"], "denied");
+}
+
+fn skills() -> tempfile::TempDir {
+    let dir = tempdir().unwrap();
+    stamp_skill(dir.path());
+    dir
+}
+
+#[tokio::test]
+async fn the_inbox_stream_carries_requests_and_decisions() {
+    let dir = skills();
+    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let marks = tempdir().unwrap();
+    requests_and_decisions_arrive_live(&server, &server, &marks.path().join("marks")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_stream_follows_another_instance_on_postgres() {
+    on_postgres(|url| async move {
+        let dir = skills();
+        let a = TestServer::start_on(options(vec![root(dir.path(), Trust::Bundled)]), &url).await;
+        let b = TestServer::start_on(options(vec![root(dir.path(), Trust::Bundled)]), &url).await;
+        let marks = tempdir().unwrap();
+        requests_and_decisions_arrive_live(&a, &b, &marks.path().join("marks")).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_history_says_who_decided_what_and_how_it_ended() {
+    let dir = skills();
+    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let marks = tempdir().unwrap();
+    let marks = marks.path().join("marks");
+    let first = hold_stamp(&server, &marks).await;
+    let second = hold_stamp(&server, &marks).await;
+    hold_stamp(&server, &marks).await; // still pending: not history
+    decide(&server, &first["approval_id"], "approve", "fine").await;
+    decide(&server, &second["approval_id"], "deny", "not today").await;
+    // The approved run ends; its outcome is part of the history.
+    let run = server
+        .get_json(&format!("/runs/{}?wait=30", first["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["status"], "succeeded");
+
+    let page = server.get_json("/approvals/history?limit=1").await;
+    let newest = &page["decisions"][0];
+    assert_eq!(newest["id"], second["approval_id"]);
+    assert_eq!(
+        (newest["status"].as_str(), newest["run_status"].as_str()),
+        (Some("denied"), Some("denied"))
+    );
+    assert_eq!(newest["note"], "not today");
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let older = server
+        .get_json(&format!("/approvals/history?limit=1&cursor={cursor}"))
+        .await;
+    let oldest = &older["decisions"][0];
+    assert_eq!(oldest["id"], first["approval_id"]);
+    assert_eq!(
+        (oldest["status"].as_str(), oldest["run_status"].as_str()),
+        (Some("approved"), Some("succeeded"))
+    );
+    assert_eq!(older["next_cursor"], Value::Null);
+
+    let none = server.get_json("/approvals/history?skill=other").await;
+    assert_eq!(none["decisions"], json!([]));
+    let res = reqwest::get(server.url("/approvals/history?limit=0"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+}
