@@ -11,7 +11,16 @@
   // skilld behind a path prefix still works.
   const BASE = new URL('../', document.currentScript.src);
   const TOKEN_KEY = 'skilld.token';
-  const REFRESH_MS = 2000;
+  const NOTIFY_KEY = 'skilld.notify';
+  const TITLE = 'skilld inbox';
+  const POLL_MS = 2000;
+  const RUNS_BUSY_MS = 2000;
+  const RUNS_IDLE_MS = 15000;
+  // The server sends a keep-alive every 15 s: a stream silent for longer is
+  // dead even if no error says so (a proxy or a sleeping laptop).
+  const SILENCE_MS = 45000;
+  const BACKOFF_MS = [1000, 2000, 5000, 10000, 15000];
+  const HISTORY_PAGE = 50;
   const FINISHED = new Set([
     'succeeded', 'failed', 'timed_out', 'cancelled', 'denied', 'expired', 'interrupted',
   ]);
@@ -25,37 +34,38 @@
       if (value === undefined || value === null || value === false) continue;
       if (key === 'class') node.className = value;
       else if (key === 'text') node.textContent = value;
-      else if (key.startsWith('data-')) node.setAttribute(key, String(value));
       else node.setAttribute(key, value === true ? '' : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === undefined || child === null || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
     return node;
   }
 
-  // ---- the token ---------------------------------------------------------
+  // ---- what the browser keeps --------------------------------------------
 
   // localStorage can throw (storage disabled); the page then still works
-  // for this visit with the token kept in memory.
-  let memoryToken = '';
-  function getToken() {
+  // for this visit with what it was told kept in memory.
+  const memory = new Map();
+  function recall(key) {
     try {
-      return localStorage.getItem(TOKEN_KEY) || '';
+      return localStorage.getItem(key) || '';
     } catch {
-      return memoryToken;
+      return memory.get(key) || '';
     }
   }
-  function setToken(token) {
-    memoryToken = token;
+  function keep(key, value) {
+    memory.set(key, value);
     try {
-      if (token) localStorage.setItem(TOKEN_KEY, token);
-      else localStorage.removeItem(TOKEN_KEY);
+      if (value) localStorage.setItem(key, value);
+      else localStorage.removeItem(key);
     } catch {
       /* kept in memory only */
     }
   }
+
+  const getToken = () => recall(TOKEN_KEY);
   function showTokenState(message, isError) {
     const state = $('#token-state');
     state.textContent = message || (getToken() ? 'Token saved in this browser.' : 'No token set.');
@@ -72,6 +82,8 @@
     }
   }
 
+  const refused = (err) => err.status === 401 || err.status === 403;
+
   /** The sentence a person reads for a failed call. */
   function describeProblem(status, problem) {
     const detail = (problem && (problem.detail || problem.title)) || '';
@@ -86,10 +98,15 @@
     return `${title} (${status})${detail && detail !== title ? `: ${detail}` : ''}`;
   }
 
-  async function api(method, path, body) {
-    const headers = { Accept: 'application/json' };
+  function authHeaders(accept) {
+    const headers = { Accept: accept };
     const token = getToken();
     if (token) headers.Authorization = `Bearer ${token}`;
+    return headers;
+  }
+
+  async function api(method, path, body) {
+    const headers = authHeaders('application/json');
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     let res;
     try {
@@ -103,6 +120,10 @@
     } catch (err) {
       throw new ApiError(0, null, `Cannot reach skilld: ${err.message}`);
     }
+    return answer(res);
+  }
+
+  async function answer(res) {
     const text = await res.text();
     let data = null;
     try {
@@ -129,19 +150,22 @@
     if (word === '') return "''";
     if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
     if (!HIDDEN.test(word)) return `'${word.replace(/'/g, "'\\''")}'`;
-    const escaped = Array.from(word, (ch) => {
-      const code = ch.codePointAt(0);
-      if (ch === '\\') return '\\\\';
-      if (ch === "'") return "\\'";
-      if (ch === '\n') return '\\n';
-      if (ch === '\t') return '\\t';
-      if (ch === '\r') return '\\r';
-      if (code < 0x20 || code === 0x7f) return `\\x${code.toString(16).padStart(2, '0')}`;
-      if (HIDDEN.test(ch)) return `\\u${code.toString(16).padStart(4, '0')}`;
-      return ch;
-    }).join('');
-    return `$'${escaped}'`;
+    return `$'${Array.from(word, escapeChar).join('')}'`;
   }
+  function escapeChar(ch) {
+    const code = ch.codePointAt(0);
+    if (ch === '\\') return '\\\\';
+    if (ch === "'") return "\\'";
+    if (ch === '\n') return '\\n';
+    if (ch === '\t') return '\\t';
+    if (ch === '\r') return '\\r';
+    if (code < 0x20 || code === 0x7f) return `\\x${code.toString(16).padStart(2, '0')}`;
+    if (HIDDEN.test(ch)) return `\\u${code.toString(16).padStart(4, '0')}`;
+    return ch;
+  }
+  /** JSON with the same hiding characters written as \u escapes (still valid JSON). */
+  const safeJson = (value) =>
+    JSON.stringify(value, null, 2).replace(new RegExp(HIDDEN.source, 'g'), (ch) => `\\u${ch.codePointAt(0).toString(16).padStart(4, '0')}`);
   const commandLine = (argv) => (Array.isArray(argv) ? argv.map((w) => shellQuote(String(w))).join(' ') : '');
 
   function time(iso) {
@@ -164,6 +188,15 @@
     return ms >= 0 ? `in ${span}` : `${span} ago`;
   }
 
+  /** How long ago, in the fewest characters a compact card can spare. */
+  function age(iso) {
+    const minutes = Math.floor((Date.now() - new Date(iso).getTime()) / 60000);
+    if (Number.isNaN(minutes)) return '';
+    if (minutes < 1) return 'just now';
+    if (minutes < 120) return `${minutes} min ago`;
+    return minutes < 2880 ? `${Math.round(minutes / 60)} h ago` : `${Math.round(minutes / 1440)} d ago`;
+  }
+
   function duration(ms) {
     if (typeof ms !== 'number') return '';
     return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
@@ -172,6 +205,8 @@
   function badge(kind, value) {
     return el('span', { class: `badge ${kind}-${value}`, text: String(value).replace(/_/g, ' ') });
   }
+
+  const who = (name) => name || el('span', { class: 'muted', text: 'anonymous' });
 
   // The caller stopped waiting: the decision still counts, but nobody is
   // waiting on its answer.
@@ -185,9 +220,16 @@
     );
   }
 
+  /** Replaces a node's children; like `el`, skips what is not there. */
+  function fill(node, parts) {
+    node.replaceChildren(...parts.flat(Infinity).filter((p) => p !== undefined && p !== null && p !== false));
+  }
+
   function fact(term, ...value) {
     return [el('dt', { text: term }), el('dd', {}, ...value)];
   }
+
+  const hashPrefix = (hash) => String(hash || '').slice(0, 12);
 
   // ---- notices -----------------------------------------------------------
 
@@ -200,10 +242,17 @@
     line.hidden = !message;
   }
 
-  function showNotice(messages) {
+  // One message per source (the stream, the runs, …), so one source's
+  // recovery does not hide another's failure.
+  const problems = new Map();
+  function setProblem(source, message) {
+    if (message) problems.set(source, message);
+    else problems.delete(source);
+    const messages = [...new Set(problems.values())];
     const notice = $('#notice');
     notice.replaceChildren(...messages.map((m) => el('p', { text: m })));
     notice.hidden = messages.length === 0;
+    document.body.dataset.loaded = messages.length ? 'error' : 'ok';
   }
 
   let flashTimer = null;
@@ -218,14 +267,143 @@
     }, isError ? 15000 : 6000);
   }
 
-  // ---- approvals ---------------------------------------------------------
+  // ---- the in-page confirmation ------------------------------------------
 
-  /** Articles by approval id, kept across refreshes so a note being typed survives. */
-  const approvalEls = new Map();
+  /**
+   * Asks before an action that outlives the click (a standing decision, a
+   * revocation). A modal <dialog>: Escape or Cancel says no, and Cancel
+   * has the focus, so a stray Enter says no too.
+   */
+  function confirmStep(title, text, okLabel, okClass) {
+    const dialog = $('#confirm');
+    if (dialog.open) return Promise.resolve(false);
+    $('#confirm-title').textContent = title;
+    $('#confirm-text').textContent = text;
+    const ok = $('#confirm-ok');
+    ok.textContent = okLabel;
+    ok.className = okClass || '';
+    dialog.returnValue = '';
+    dialog.showModal();
+    $('#confirm-cancel').focus();
+    return new Promise((resolve) => {
+      dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
+    });
+  }
 
-  function approvalArticle(a) {
-    const titleId = `approval-${a.id}-title`;
-    const note = el('input', {
+  function confirmAlways(a, action) {
+    const verb = action === 'approve' ? 'Approve' : 'Deny';
+    const effect = action === 'approve' ? 'run' : 'be refused';
+    return confirmStep(
+      `${verb} always?`,
+      `${verb} this request, and every later call of ${a.tool} from ${a.skill} ` +
+        `(this version, ${hashPrefix(a.skill_hash)}) will ${effect} without asking anyone, ` +
+        'until the skill changes or the decision is revoked under "Standing decisions".',
+      `${verb} always`,
+      `${action} always`,
+    );
+  }
+
+  // ---- pending requests: the state ---------------------------------------
+
+  /** Every pending request by id: what the stream (or the poll) last said. */
+  const pending = new Map();
+  /** Ids ever seen pending, so each new request is announced once. */
+  const known = new Set();
+  // The first list is what was already waiting: only later ones notify.
+  let primed = false;
+  let blocked = false;
+
+  function applySnapshot(list) {
+    pending.clear();
+    for (const a of list) if (a.status === 'pending') pending.set(a.id, a);
+    blocked = false;
+    announce([...pending.values()]);
+    renderApprovals();
+  }
+
+  /** One request created or changed: anything not pending leaves the inbox. */
+  function applyChange(a) {
+    if (!a || !a.id) return;
+    if (a.status === 'pending') {
+      pending.set(a.id, a);
+      announce([a]);
+    } else {
+      pending.delete(a.id);
+      if (a.scope === 'always' && currentView === 'grants') loadGrants();
+      if (currentView === 'decided') historySoon();
+    }
+    renderApprovals();
+    scheduleRuns();
+  }
+
+  function clearApprovals() {
+    pending.clear();
+    blocked = true;
+    renderApprovals();
+  }
+
+  function announce(list) {
+    const fresh = list.filter((a) => !known.has(a.id));
+    fresh.forEach((a) => known.add(a.id));
+    if (primed) fresh.forEach(notify);
+    primed = true;
+  }
+
+  /** Oldest first; identical requests (same command, same skill version) together. */
+  function groups() {
+    const at = (a) => Date.parse(a.created_at) || 0;
+    const byKey = new Map();
+    for (const a of [...pending.values()].sort((x, y) => at(x) - at(y))) {
+      const key = JSON.stringify([a.skill, a.tool, a.skill_hash, a.cwd, a.mode || '', a.argv]);
+      if (!byKey.has(key)) byKey.set(key, []);
+      byKey.get(key).push(a);
+    }
+    return byKey;
+  }
+
+  // ---- pending requests: the cards ---------------------------------------
+
+  /** Cards by group key, kept across updates so a note being typed survives. */
+  const cards = new Map();
+  const cardOf = new WeakMap();
+  let cardCount = 0;
+
+  function createCard(key, first) {
+    const id = `card-${++cardCount}`;
+    const card = { key, id, members: [], allIds: [], signature: '', open: false, busy: false };
+    const chevron = el('span', { class: 'chevron', 'aria-hidden': 'true' });
+    card.toggle = el('button', { type: 'button', class: 'toggle plain', 'aria-expanded': 'false', 'aria-controls': `${id}-details` }, chevron, 'Details');
+    card.toggle.addEventListener('click', () => setOpen(card, !card.open));
+    card.all = el('button', { type: 'button', class: 'approve all', hidden: true });
+    card.all.addEventListener('click', () => approveAll(card));
+    card.summary = el('span', { class: 'summary' });
+    card.error = el('p', { class: 'action-error', role: 'alert', hidden: true });
+    card.info = el('div', { class: 'info' });
+    card.details = el('div', { class: 'details', id: `${id}-details`, hidden: true }, card.info, decidePart(card, first));
+    card.article = el(
+      'article',
+      { class: 'approval', role: 'row', tabindex: '-1', 'aria-selected': 'false', 'aria-labelledby': `${id}-title` },
+      el('div', { class: 'cell', role: 'gridcell' }, headPart(card, first), card.error, card.details),
+    );
+    card.article.addEventListener('click', () => select(card, false));
+    cards.set(key, card);
+    cardOf.set(card.article, card);
+    return card;
+  }
+
+  function headPart(card, a) {
+    const title = el('h3', { id: `${card.id}-title` }, el('span', { class: 'skill', text: a.skill }), ' / ', el('span', { class: 'tool', text: a.tool }));
+    const command = commandLine(a.argv);
+    return el(
+      'header',
+      { class: 'approval-head' },
+      el('div', { class: 'line' }, card.toggle, title, card.summary, card.all),
+      el('code', { class: 'argv-line', title: command, text: command }),
+    );
+  }
+
+  function decidePart(card, a) {
+    card.note = el('input', {
       type: 'text',
       class: 'note',
       name: 'note',
@@ -233,130 +411,461 @@
       placeholder: 'why (kept with the decision)',
       'aria-label': `Note for ${a.skill} / ${a.tool}`,
     });
-    const error = el('p', { class: 'action-error', role: 'alert', hidden: true });
-    const buttons = [
-      ['approve', 'once', 'Approve once'],
-      ['approve', 'always', 'Approve always'],
-      ['deny', 'once', 'Deny once'],
-      ['deny', 'always', 'Deny always'],
-    ].map(([action, scope, label]) => {
-      const button = el('button', {
-        type: 'button',
-        class: `${action} ${scope}`,
-        'data-action': action,
-        'data-scope': scope,
-        title:
-          scope === 'always'
-            ? `${action === 'approve' ? 'Allow' : 'Refuse'} every call of this tool until the skill changes`
-            : `${action === 'approve' ? 'Run' : 'Refuse'} this call only`,
-        text: label,
-      });
-      button.addEventListener('click', () => decide(a, article, action, scope));
+    card.buttons = [
+      ['approve', 'once', 'Approve once', 'Run this call only'],
+      ['approve', 'always', 'Approve always', 'Allow every call of this tool until the skill changes'],
+      ['deny', 'once', 'Deny once', 'Refuse this call only'],
+      ['deny', 'always', 'Deny always', 'Refuse every call of this tool until the skill changes'],
+    ].map(([action, scope, label, title]) => {
+      const button = el('button', { type: 'button', class: `${action} ${scope}`, 'data-action': action, 'data-scope': scope, title, text: label });
+      button.addEventListener('click', () => decideCard(card, action, scope));
       return button;
     });
+    return el(
+      'div',
+      { class: 'decide' },
+      el('label', { class: 'note-label' }, el('span', { text: 'Note (optional)' }), card.note),
+      el('div', { class: 'buttons' }, card.buttons),
+    );
+  }
 
-    const hash = a.skill_hash ? String(a.skill_hash) : '';
-    const article = el(
-      'article',
-      { class: 'approval', 'data-approval-id': a.id, 'data-run-id': a.run_id, 'aria-labelledby': titleId },
-      el(
-        'header',
-        { class: 'approval-head' },
-        el('h3', { id: titleId }, el('span', { class: 'skill', text: a.skill }), ' / ', el('span', { class: 'tool', text: a.tool })),
-        a.trust ? badge('trust', a.trust) : null,
-      ),
+  /** Redraws what depends on the group's members, only when they changed. */
+  function updateCard(card, members) {
+    card.members = members;
+    const signature = JSON.stringify(members.map((a) => [a.id, a.caller_left_at, a.requested_by, a.expires_at]));
+    if (signature === card.signature) return;
+    card.signature = signature;
+    const first = members[0];
+    Object.assign(card.article.dataset, {
+      approvalId: first.id,
+      approvalIds: members.map((a) => a.id).join(' '),
+      runId: first.run_id,
+    });
+    fill(card.summary, summaryParts(members));
+    fill(card.info, infoParts(members));
+    // The button decides exactly the requests its label counts.
+    card.allIds = members.map((a) => a.id);
+    card.all.textContent = `Approve all ${members.length}`;
+    card.all.hidden = members.length < 2;
+  }
+
+  function summaryParts(members) {
+    const a = members[0];
+    const names = [...new Set(members.map((m) => m.requested_by || 'anonymous'))].join(', ');
+    return [
+      members.length > 1 ? el('span', { class: 'group-count', title: `${members.length} identical requests`, text: `×${members.length}` }) : null,
+      a.trust ? badge('trust', a.trust) : null,
+      a.warning ? el('span', { class: 'badge flag-warning', title: a.warning, text: 'warning' }) : null,
+      members.some((m) => m.caller_left_at) ? el('span', { class: 'badge flag-left', text: 'caller left' }) : null,
+      el('span', { class: 'who muted', text: names }),
+      el('span', { class: 'age muted', 'data-since': a.created_at, title: a.created_at, text: age(a.created_at) }),
+    ];
+  }
+
+  function infoParts(members) {
+    const a = members[0];
+    return [
       a.description ? el('p', { class: 'description', text: a.description }) : null,
       a.warning ? el('p', { class: 'warning' }, el('strong', { text: 'Warning: ' }), a.warning) : null,
       callerLeft(a),
       el('p', { class: 'label', text: 'Command that will run' }),
       el('pre', { class: 'argv', 'aria-label': 'Command preview' }, el('code', { text: commandLine(a.argv) })),
-      el(
-        'dl',
-        { class: 'facts' },
-        fact('Working directory', el('code', { text: a.cwd || '' })),
-        fact('Mode', el('code', { text: a.mode || 'Global' })),
-        fact('Arguments', el('pre', { class: 'arguments', text: JSON.stringify(a.arguments ?? {}, null, 2) })),
-        fact('Requested by', a.requested_by || el('span', { class: 'muted', text: 'anonymous' })),
-        fact('Requested', time(a.created_at)),
-        fact('Expires', time(a.expires_at), ' ', el('span', { class: 'muted expires-in', text: a.expires_at ? `(${fromNow(a.expires_at)})` : '' })),
-        hash ? fact('Skill hash', el('code', { title: hash, text: hash.length > 16 ? `${hash.slice(0, 16)}…` : hash })) : null,
-      ),
-      el(
-        'div',
-        { class: 'decide' },
-        el('label', { class: 'note-label' }, el('span', { text: 'Note (optional)' }), note),
-        el('div', { class: 'buttons' }, buttons),
-        error,
-      ),
+      el('dl', { class: 'facts' }, facts(a)),
+      members.length > 1 ? groupNote(members) : null,
+    ];
+  }
+
+  function facts(a) {
+    const hash = a.skill_hash ? String(a.skill_hash) : '';
+    return [
+      fact('Working directory', el('code', { text: a.cwd || '' })),
+      fact('Mode', el('code', { text: a.mode || 'Global' })),
+      fact('Arguments', el('pre', { class: 'arguments', text: safeJson(a.arguments ?? {}) })),
+      fact('Requested by', who(a.requested_by)),
+      fact('Requested', time(a.created_at)),
+      fact('Expires', time(a.expires_at), ' ', el('span', { class: 'muted expires-in', 'data-until': a.expires_at, text: a.expires_at ? `(${fromNow(a.expires_at)})` : '' })),
+      hash ? fact('Skill hash', el('code', { title: hash, text: hash.length > 16 ? `${hash.slice(0, 16)}…` : hash })) : null,
+    ];
+  }
+
+  function groupNote(members) {
+    return el(
+      'p',
+      { class: 'group-note muted' },
+      `${members.length} identical requests. The buttons below decide the oldest one; "Approve all ${members.length}" approves each once. Requested by: `,
+      members.map((m) => `${m.requested_by || 'anonymous'} (${age(m.created_at)})`).join(', '),
     );
-    return article;
   }
 
-  function renderApprovals(list) {
-    // Oldest first, as the server sends them; sorting again (stable, by the
-    // parsed time: fractional digits vary in length) keeps it so regardless.
-    const at = (a) => Date.parse(a.created_at) || 0;
-    const sorted = [...list].sort((x, y) => at(x) - at(y));
+  function setOpen(card, open) {
+    card.open = open;
+    card.details.hidden = !open;
+    card.toggle.setAttribute('aria-expanded', String(open));
+    card.article.classList.toggle('open', open);
+  }
+
+  function renderApprovals() {
+    const byKey = groups();
+    for (const [key, card] of cards) {
+      if (!byKey.has(key)) {
+        card.article.remove();
+        cards.delete(key);
+      }
+    }
     const container = $('#approvals');
-    const wanted = new Set(sorted.map((a) => a.id));
-    for (const [id, article] of approvalEls) {
-      if (!wanted.has(id) && !article.classList.contains('busy')) {
-        article.remove();
-        approvalEls.delete(id);
-      }
-    }
-    sorted.forEach((a, i) => {
-      let article = approvalEls.get(a.id);
-      if (!article) {
-        article = approvalArticle(a);
-        approvalEls.set(a.id, article);
-      } else {
-        const left = article.querySelector('.expires-in');
-        if (left && a.expires_at) left.textContent = `(${fromNow(a.expires_at)})`;
-        if (a.caller_left_at && !article.querySelector('.caller-left')) {
-          article.querySelector('.argv').previousElementSibling.before(callerLeft(a));
-        }
-      }
+    [...byKey].forEach(([key, members], i) => {
+      const card = cards.get(key) || createCard(key, members[0]);
+      updateCard(card, members);
       // Move only what is out of place: moving a node blurs the note being typed.
-      if (container.children[i] !== article) container.insertBefore(article, container.children[i] || null);
+      if (container.children[i] !== card.article) container.insertBefore(card.article, container.children[i] || null);
     });
-    $('#approvals-count').textContent = sorted.length ? `(${sorted.length})` : '';
-    showEmpty('#approvals-empty', sorted.length ? null : 'Nothing is waiting for a decision.');
+    showCount(pending.size);
+    const empty = blocked ? UNAVAILABLE : 'Nothing is waiting for a decision.';
+    showEmpty('#approvals-empty', pending.size ? null : empty);
+    keepSelection();
   }
 
-  function clearApprovals() {
-    for (const article of approvalEls.values()) article.remove();
-    approvalEls.clear();
-    $('#approvals-count').textContent = '';
-    showEmpty('#approvals-empty', UNAVAILABLE);
+  function showCount(n) {
+    $('#approvals-count').textContent = n ? `(${n})` : '';
+    $('#tab-count').textContent = n ? `(${n})` : '';
+    document.title = n ? `(${n}) ${TITLE}` : TITLE;
   }
 
-  async function decide(a, article, action, scope) {
-    const error = article.querySelector('.action-error');
-    const buttons = article.querySelectorAll('button');
-    const note = article.querySelector('.note').value.trim();
-    error.hidden = true;
-    article.classList.add('busy');
-    buttons.forEach((b) => {
-      b.disabled = true;
-    });
-    try {
-      await api('POST', `approvals/${encodeURIComponent(a.id)}/${action}`, { scope, note });
+  // ---- pending requests: deciding ----------------------------------------
+
+  async function decide(a, action, scope, note) {
+    await api('POST', `approvals/${encodeURIComponent(a.id)}/${action}`, { scope, note });
+    if (pending.delete(a.id)) renderApprovals();
+  }
+
+  /** One decision on the oldest request of a card; `always` asks first. */
+  async function decideCard(card, action, scope) {
+    const target = card.members[0];
+    if (!target || card.busy) return;
+    if (scope === 'always' && !(await confirmAlways(target, action))) return;
+    await busyWith(card, async () => {
+      await decide(target, action, scope, card.note.value.trim());
+      card.note.value = '';
       const verb = action === 'approve' ? 'Approved' : 'Denied';
-      flash(`${verb} ${scope === 'always' ? 'always' : 'once'}: ${a.skill} / ${a.tool}.`, false);
-      article.remove();
-      approvalEls.delete(a.id);
+      flash(`${verb} ${scope}: ${target.skill} / ${target.tool}.`, false);
+    });
+  }
+
+  async function approveAll(card) {
+    const targets = card.allIds.map((id) => pending.get(id)).filter(Boolean);
+    if (!targets.length || card.busy) return;
+    const note = card.note.value.trim();
+    await busyWith(card, async () => {
+      const failures = [];
+      for (const a of targets) await decide(a, 'approve', 'once', note).catch((err) => failures.push(err.message));
+      const done = targets.length - failures.length;
+      if (failures.length) throw new Error(`${done} of ${targets.length} approved. ${failures[0]}`);
+      flash(`Approved ${done} requests once: ${targets[0].skill} / ${targets[0].tool}.`, false);
+    });
+  }
+
+  /** Runs a decision with the card's buttons off; a failure shows on the card. */
+  async function busyWith(card, work) {
+    const controls = [...card.buttons, card.all];
+    card.error.hidden = true;
+    card.busy = true;
+    card.article.classList.add('busy');
+    controls.forEach((b) => { b.disabled = true; });
+    try {
+      await work();
     } catch (err) {
-      error.textContent = err.message;
-      error.hidden = false;
-      flash(`${a.skill} / ${a.tool}: ${err.message}`, true);
+      card.error.textContent = err.message;
+      card.error.hidden = false;
+      flash(`${card.members[0] ? `${card.members[0].skill} / ${card.members[0].tool}: ` : ''}${err.message}`, true);
     } finally {
-      article.classList.remove('busy');
-      buttons.forEach((b) => {
-        b.disabled = false;
-      });
-      refresh();
+      card.busy = false;
+      card.article.classList.remove('busy');
+      controls.forEach((b) => { b.disabled = false; });
+      scheduleRuns();
     }
+  }
+
+  // ---- pending requests: selection and keys ------------------------------
+
+  let selectedKey = null;
+  let selectedIndex = -1;
+
+  function select(card, focus) {
+    selectedKey = card ? card.key : null;
+    for (const c of cards.values()) {
+      c.article.classList.toggle('selected', c === card);
+      c.article.setAttribute('aria-selected', String(c === card));
+    }
+    if (!card) return;
+    selectedIndex = [...$('#approvals').children].indexOf(card.article);
+    if (focus) card.article.focus();
+  }
+
+  /** After a change, the selection stays put, or moves to the card now in its place. */
+  function keepSelection() {
+    if (selectedKey === null) return;
+    const card = cards.get(selectedKey);
+    if (card) {
+      selectedIndex = [...$('#approvals').children].indexOf(card.article);
+      return;
+    }
+    const list = $('#approvals').children;
+    const next = list.length ? cardOf.get(list[Math.min(selectedIndex, list.length - 1)]) : null;
+    const lostFocus = !document.activeElement || document.activeElement === document.body;
+    select(next, lostFocus);
+  }
+
+  function move(delta) {
+    const list = [...$('#approvals').children];
+    if (!list.length) return;
+    const selected = cards.get(selectedKey);
+    const at = selected ? list.indexOf(selected.article) : -1;
+    const next = at < 0 ? (delta > 0 ? 0 : list.length - 1) : Math.min(list.length - 1, Math.max(0, at + delta));
+    select(cardOf.get(list[next]), true);
+  }
+
+  function onSelected(action) {
+    return () => {
+      const card = cards.get(selectedKey);
+      if (card) action(card);
+    };
+  }
+
+  const KEYS = {
+    j: () => move(1),
+    k: () => move(-1),
+    o: onSelected((c) => setOpen(c, !c.open)),
+    a: onSelected((c) => decideCard(c, 'approve', 'once')),
+    d: onSelected((c) => decideCard(c, 'deny', 'once')),
+    A: onSelected((c) => decideCard(c, 'approve', 'always')),
+    D: onSelected((c) => decideCard(c, 'deny', 'always')),
+  };
+
+  const TYPING = 'textarea, select, [contenteditable], input:not([type=checkbox]):not([type=radio]):not([type=button]):not([type=submit])';
+
+  function onKey(event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (currentView !== 'pending' || $('#confirm').open) return;
+    if (event.target instanceof Element && event.target.closest(TYPING)) return;
+    let action = KEYS[event.key];
+    if (event.key === 'Enter' && event.target instanceof Element && event.target.matches('article.approval')) action = KEYS.o;
+    if (!action) return;
+    event.preventDefault();
+    action();
+  }
+
+  // ---- notifications -----------------------------------------------------
+
+  const canNotify = () => 'Notification' in window;
+
+  function notify(a) {
+    if (!$('#notify').checked || !canNotify() || Notification.permission !== 'granted') return;
+    try {
+      const note = new Notification(`Approval requested: ${a.skill} / ${a.tool}`, {
+        body: `${commandLine(a.argv).slice(0, 200)}\nby ${a.requested_by || 'anonymous'}`,
+        tag: `skilld-${a.id}`,
+      });
+      note.addEventListener('click', () => {
+        window.focus();
+        showView('pending');
+        const card = [...cards.values()].find((c) => c.allIds.includes(a.id));
+        if (card) select(card, true);
+        note.close();
+      });
+    } catch {
+      /* a browser that only notifies from a service worker: the title still counts */
+    }
+  }
+
+  async function onNotifyChange() {
+    const box = $('#notify');
+    const say = (text, isError) => {
+      $('#notify-state').textContent = text;
+      $('#notify-state').classList.toggle('error', Boolean(isError));
+    };
+    if (box.checked && !canNotify()) {
+      box.checked = false;
+      say('This browser cannot show notifications.', true);
+    } else if (box.checked && (await Notification.requestPermission()) !== 'granted') {
+      box.checked = false;
+      say('Notifications are blocked for this page in the browser settings.', true);
+    } else {
+      say(box.checked ? 'On: one per new request.' : '');
+    }
+    keep(NOTIFY_KEY, box.checked ? '1' : '');
+  }
+
+  // ---- the live stream ---------------------------------------------------
+
+  let streamGen = 0;
+  let streamAbort = null;
+
+  function setStreamState(state) {
+    document.body.dataset.stream = state;
+    $('#refreshed').textContent = {
+      connecting: 'Connecting…',
+      live: 'Live',
+      polling: `Live updates unavailable: checking every ${POLL_MS / 1000} s`,
+      refused: '',
+    }[state];
+  }
+
+  /** Follows `GET /approvals/events` until a newer follow (a new token) takes over. */
+  async function follow() {
+    const gen = ++streamGen;
+    if (streamAbort) streamAbort.abort();
+    let attempt = 0;
+    setStreamState('connecting');
+    while (gen === streamGen) {
+      const outcome = await connect(gen);
+      if (gen !== streamGen) return;
+      // A stream that was live a while ended as streams do (the server
+      // bounds their time, or restarts): straight back, no poll between.
+      if (outcome.liveAt && Date.now() - outcome.liveAt > 5000) {
+        attempt = 0;
+        setStreamState('connecting');
+        continue;
+      }
+      if (outcome.liveAt) attempt = 0;
+      setStreamState(outcome.refused ? 'refused' : 'polling');
+      if (!outcome.refused) startPolling();
+      await new Promise((resolve) => setTimeout(resolve, BACKOFF_MS[Math.min(attempt++, BACKOFF_MS.length - 1)]));
+    }
+  }
+
+  async function connect(gen) {
+    const abort = new AbortController();
+    streamAbort = abort;
+    const outcome = { liveAt: 0, refused: false };
+    try {
+      const res = await fetch(new URL('approvals/events', BASE), {
+        headers: authHeaders('text/event-stream'),
+        cache: 'no-store',
+        credentials: 'omit',
+        signal: abort.signal,
+      });
+      if (!res.ok) outcome.refused = await streamRefused(res);
+      else if (/^text\/event-stream/.test(res.headers.get('content-type') || '')) {
+        await readEvents(res.body, abort, (type, data) => {
+          if (gen !== streamGen) return;
+          if (type === 'snapshot' && !outcome.liveAt) outcome.liveAt = Date.now();
+          onEvent(type, data);
+        });
+      }
+    } catch {
+      /* dropped or unreachable: reconnect below */
+    }
+    abort.abort();
+    return outcome;
+  }
+
+  /** True when the answer is about the token: no polling then, only the message. */
+  async function streamRefused(res) {
+    if (res.status !== 401 && res.status !== 403) return false;
+    const problem = await res.json().catch(() => null);
+    setProblem('approvals', describeProblem(res.status, problem));
+    clearApprovals();
+    stopPolling();
+    return true;
+  }
+
+  async function readEvents(body, abort, dispatch) {
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
+    const parser = sseParser(dispatch);
+    let silence = setTimeout(() => abort.abort(), SILENCE_MS);
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        clearTimeout(silence);
+        silence = setTimeout(() => abort.abort(), SILENCE_MS);
+        parser(decoder.decode(value, { stream: true }));
+      }
+    } finally {
+      clearTimeout(silence);
+    }
+  }
+
+  /**
+   * The event-stream format, as the HTML standard reads it: lines end in
+   * CR, LF or CRLF (a CRLF may be split across chunks), a blank line ends
+   * an event, `:` starts a comment (the keep-alive), and `data` lines join
+   * with newlines.
+   */
+  function sseParser(dispatch) {
+    let buffer = '';
+    let skipLF = false;
+    let type = '';
+    let data = [];
+    function line(text) {
+      if (text === '') {
+        if (data.length) dispatch(type || 'message', data.join('\n'));
+        type = '';
+        data = [];
+        return;
+      }
+      if (text.startsWith(':')) return;
+      const colon = text.indexOf(':');
+      const field = colon < 0 ? text : text.slice(0, colon);
+      const value = colon < 0 ? '' : text.slice(colon + 1).replace(/^ /, '');
+      if (field === 'event') type = value;
+      else if (field === 'data') data.push(value);
+    }
+    return (chunk) => {
+      const text = skipLF && chunk.startsWith('\n') ? chunk.slice(1) : chunk;
+      skipLF = text.endsWith('\r');
+      const lines = (buffer + text).split(/\r\n|\r|\n/);
+      buffer = lines.pop();
+      lines.forEach(line);
+    };
+  }
+
+  function onEvent(type, data) {
+    let body;
+    try {
+      body = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (type === 'snapshot') {
+      stopPolling();
+      setProblem('approvals', null);
+      setStreamState('live');
+      applySnapshot((body && body.approvals) || []);
+    } else if (type === 'approval') {
+      applyChange(body);
+    }
+  }
+
+  // ---- the fallback poll, only while the stream is down ------------------
+
+  let pollGen = 0;
+  let polling = false;
+
+  function startPolling() {
+    if (polling) return;
+    polling = true;
+    poll(++pollGen);
+  }
+
+  function stopPolling() {
+    polling = false;
+    pollGen++;
+  }
+
+  async function poll(gen) {
+    try {
+      const data = await api('GET', 'approvals?status=pending&limit=500');
+      if (gen !== pollGen) return;
+      setProblem('approvals', null);
+      applySnapshot((data && data.approvals) || []);
+    } catch (err) {
+      if (gen !== pollGen) return;
+      setProblem('approvals', err.message);
+      if (refused(err)) clearApprovals();
+    }
+    setTimeout(() => gen === pollGen && poll(gen), POLL_MS);
   }
 
   // ---- runs --------------------------------------------------------------
@@ -368,30 +877,27 @@
     return JSON.stringify([r.status, r.started_at, r.finished_at, Boolean(r.result)]);
   }
 
+  function runOutput(r) {
+    const result = r.result && typeof r.result === 'object' ? r.result : null;
+    if (!result) return el('span', { class: 'muted', text: FINISHED.has(r.status) ? '—' : 'not finished' });
+    const text = typeof result.output === 'string' ? result.output : '';
+    return el(
+      'div',
+      { class: 'output-cell' },
+      result.error ? el('p', { class: 'run-error', text: result.error }) : null,
+      text ? el('pre', { class: 'output', text }) : el('span', { class: 'muted output', text: '(no output)' }),
+      result.truncated ? el('p', { class: 'muted', text: `truncated: ${result.output_bytes} bytes in all` }) : null,
+    );
+  }
+
+  function runExit(result) {
+    if (!result || result.exit_code === undefined || result.exit_code === null) return el('span', { class: 'muted', text: '—' });
+    return el('span', {}, el('code', { class: 'exit-code', text: String(result.exit_code) }), result.signal ? ` (${result.signal})` : '');
+  }
+
   function runRow(r) {
     const result = r.result && typeof r.result === 'object' ? r.result : null;
     const finished = FINISHED.has(r.status);
-    let output;
-    if (result) {
-      const text = typeof result.output === 'string' ? result.output : '';
-      output = el(
-        'div',
-        { class: 'output-cell' },
-        result.error ? el('p', { class: 'run-error', text: result.error }) : null,
-        text
-          ? el('pre', { class: 'output', text })
-          : el('span', { class: 'muted output', text: '(no output)' }),
-        result.truncated
-          ? el('p', { class: 'muted', text: `truncated: ${result.output_bytes} bytes in all` })
-          : null,
-      );
-    } else {
-      output = el('span', { class: 'muted', text: finished ? '—' : 'not finished' });
-    }
-    const exit =
-      result && result.exit_code !== undefined && result.exit_code !== null
-        ? el('span', {}, el('code', { class: 'exit-code', text: String(result.exit_code) }), result.signal ? ` (${result.signal})` : '')
-        : el('span', { class: 'muted', text: '—' });
     return el(
       'tr',
       { class: 'run', 'data-run-id': r.id, 'data-status': r.status },
@@ -405,18 +911,16 @@
         el('br'),
         el('code', { class: 'muted run-id', title: r.id, text: String(r.id).slice(-12) }),
       ),
-      el('td', {}, r.requested_by || el('span', { class: 'muted', text: 'anonymous' })),
+      el('td', {}, who(r.requested_by)),
       el('td', {}, time(r.created_at)),
       el(
         'td',
         {},
         r.finished_at ? time(r.finished_at) : el('span', { class: 'muted', text: finished ? '—' : 'not yet' }),
-        result && typeof result.duration_ms === 'number'
-          ? el('span', { class: 'muted' }, el('br'), duration(result.duration_ms))
-          : null,
+        result && typeof result.duration_ms === 'number' ? el('span', { class: 'muted' }, el('br'), duration(result.duration_ms)) : null,
       ),
-      el('td', {}, exit),
-      el('td', {}, output),
+      el('td', {}, runExit(result)),
+      el('td', {}, runOutput(r)),
     );
   }
 
@@ -435,7 +939,7 @@
       if (!entry || entry.signature !== signature) {
         const row = runRow(r);
         if (entry) entry.row.replaceWith(row);
-        entry = { row, signature };
+        entry = { row, signature, status: r.status };
         runRows.set(r.id, entry);
       }
       if (body.children[i] !== entry.row) body.insertBefore(entry.row, body.children[i] || null);
@@ -451,78 +955,268 @@
     $('#runs-table').hidden = true;
   }
 
-  // ---- the refresh loop --------------------------------------------------
+  // The runs have no stream of their own: they are read again when a
+  // request changes, and on a timer that quickens while one is running.
+  let runsInFlight = null;
+  let runsAgain = false;
+  let runsTimer = null;
 
-  let inFlight = null;
-  let again = false;
-  let timer = null;
-
-  /** Loads both lists; a call while one is in flight runs once more after it. */
-  function refresh() {
-    if (inFlight) {
-      again = true;
-      return inFlight;
+  function refreshRuns() {
+    if (runsInFlight) {
+      runsAgain = true;
+      return;
     }
-    clearTimeout(timer);
-    inFlight = load().finally(() => {
-      inFlight = null;
-      if (again) {
-        again = false;
-        refresh();
-      } else {
-        timer = setTimeout(refresh, REFRESH_MS);
+    clearTimeout(runsTimer);
+    runsInFlight = loadRuns().finally(() => {
+      runsInFlight = null;
+      if (runsAgain) {
+        runsAgain = false;
+        refreshRuns();
+        return;
       }
+      const busy = [...runRows.values()].some((e) => e.status === 'queued' || e.status === 'running');
+      runsTimer = setTimeout(refreshRuns, busy ? RUNS_BUSY_MS : RUNS_IDLE_MS);
     });
-    return inFlight;
   }
 
-  async function load() {
-    const [approvals, runs] = await Promise.allSettled([
-      api('GET', 'approvals?status=pending'),
-      api('GET', 'runs?limit=20'),
-    ]);
-    const messages = [];
-    const failed = (outcome, clear) => {
-      const err = outcome.reason;
-      if (!messages.includes(err.message)) messages.push(err.message);
+  function scheduleRuns() {
+    clearTimeout(runsTimer);
+    runsTimer = setTimeout(refreshRuns, 250);
+  }
+
+  async function loadRuns() {
+    try {
+      const data = await api('GET', 'runs?limit=20');
+      renderRuns((data && data.runs) || []);
+      setProblem('runs', null);
+    } catch (err) {
+      setProblem('runs', err.message);
       // What this token may not see is not left on screen from an earlier one.
-      if (err.status === 401 || err.status === 403) clear();
-    };
-    if (approvals.status === 'fulfilled') renderApprovals((approvals.value && approvals.value.approvals) || []);
-    else failed(approvals, clearApprovals);
-    if (runs.status === 'fulfilled') renderRuns((runs.value && runs.value.runs) || []);
-    else failed(runs, clearRuns);
-    showNotice(messages);
-    document.body.dataset.loaded = messages.length ? 'error' : 'ok';
-    $('#refreshed').textContent = `Updated ${new Date().toLocaleTimeString()}`;
+      if (refused(err)) clearRuns();
+    }
+  }
+
+  // ---- standing decisions ------------------------------------------------
+
+  async function loadGrants() {
+    try {
+      const data = await api('GET', 'grants');
+      renderGrants((data && data.grants) || []);
+      setProblem('grants', null);
+    } catch (err) {
+      setProblem('grants', err.message);
+      $('#grants-body').replaceChildren();
+      $('#grants-table').hidden = true;
+      showEmpty('#grants-empty', UNAVAILABLE);
+    }
+  }
+
+  function renderGrants(list) {
+    $('#grants-body').replaceChildren(...list.map(grantRow));
+    $('#grants-table').hidden = list.length === 0;
+    showEmpty('#grants-empty', list.length ? null : 'No standing decisions: every call that needs a person asks one.');
+  }
+
+  function grantRow(g) {
+    const revoke = el('button', { type: 'button', class: 'deny always small', 'aria-label': `Revoke ${g.decision} for ${g.skill} / ${g.tool}`, text: 'Revoke' });
+    revoke.addEventListener('click', () => revokeGrant(g, revoke));
+    return el(
+      'tr',
+      { class: 'grant', 'data-grant-id': g.id, 'data-decision': g.decision },
+      el('td', { class: 'skill', text: g.skill }),
+      el('td', { class: 'tool', text: g.tool }),
+      el('td', {}, el('code', { class: 'hash', title: g.skill_hash, text: hashPrefix(g.skill_hash) })),
+      el('td', {}, badge('grant', g.decision)),
+      el('td', { class: 'by' }, who(g.created_by)),
+      el('td', {}, time(g.created_at)),
+      el('td', {}, revoke),
+    );
+  }
+
+  async function revokeGrant(g, button) {
+    const now = g.decision === 'allow' ? 'run' : 'are refused';
+    const ok = await confirmStep(
+      'Revoke this standing decision?',
+      `Calls of ${g.tool} from ${g.skill} (version ${hashPrefix(g.skill_hash)}) now ${now} without asking. ` +
+        'Once revoked, each call asks a person again.',
+      'Revoke',
+      'deny',
+    );
+    if (!ok) return;
+    button.disabled = true;
+    try {
+      await api('DELETE', `grants/${encodeURIComponent(g.id)}`);
+      flash(`Revoked the standing ${g.decision} of ${g.skill} / ${g.tool}.`, false);
+    } catch (err) {
+      flash(`${g.skill} / ${g.tool}: ${err.message}`, true);
+    }
+    loadGrants();
+  }
+
+  // ---- history -----------------------------------------------------------
+
+  const past = { seq: 0, cursor: null, skill: '', tool: '', paged: false, soon: null };
+
+  // A decision made while the view is open shows at its top, unless older
+  // pages were opened: redrawing would lose the person's place.
+  function historySoon() {
+    if (past.paged) return;
+    clearTimeout(past.soon);
+    past.soon = setTimeout(() => loadHistory(true), 300);
+  }
+
+  /** The newest page (`fresh`), or the next older one after what is shown. */
+  async function loadHistory(fresh) {
+    const seq = ++past.seq;
+    const params = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+    if (past.skill) params.set('skill', past.skill);
+    if (past.tool) params.set('tool', past.tool);
+    if (!fresh && past.cursor) params.set('cursor', past.cursor);
+    past.paged = !fresh;
+    try {
+      const data = await api('GET', `approvals/history?${params}`);
+      if (seq !== past.seq) return;
+      showHistory(((data && data.decisions) || []).map(historyRow), fresh, (data && data.next_cursor) || null);
+      setProblem('history', null);
+    } catch (err) {
+      if (seq !== past.seq) return;
+      setProblem('history', err.message);
+      if (fresh) showHistory([], true, null, UNAVAILABLE);
+    }
+  }
+
+  function showHistory(rows, fresh, cursor, failed) {
+    const body = $('#history-body');
+    if (fresh) body.replaceChildren(...rows);
+    else body.append(...rows);
+    past.cursor = cursor;
+    $('#history-older').hidden = !cursor;
+    $('#history-table').hidden = body.children.length === 0;
+    const none = past.skill || past.tool ? 'No decisions match this filter.' : 'No decisions yet.';
+    showEmpty('#history-empty', body.children.length ? null : failed || none);
+  }
+
+  function historyRow(d) {
+    return el(
+      'tr',
+      { class: 'decision', 'data-approval-id': d.id, 'data-run-id': d.run_id, 'data-status': d.status },
+      el('td', {}, time(d.decided_at || d.created_at)),
+      el(
+        'td',
+        {},
+        el('span', { class: 'skill muted', text: d.skill }),
+        ' / ',
+        el('span', { class: 'tool', text: d.tool }),
+        el('code', { class: 'argv-line', title: commandLine(d.argv), text: commandLine(d.argv) }),
+        el('span', { class: 'muted requester' }, 'asked by ', who(d.requested_by)),
+      ),
+      el('td', { class: 'verdict' }, badge('decision', d.status), ' ', el('span', { class: 'scope', text: d.scope || '' })),
+      el('td', { class: 'approver' }, d.decided_by || el('span', { class: 'muted', text: d.status === 'expired' ? 'nobody (expired)' : '—' })),
+      el('td', { class: 'note' }, d.note || el('span', { class: 'muted', text: '—' })),
+      el('td', { class: 'outcome' }, d.run_status ? badge('status', d.run_status) : el('span', { class: 'muted', text: '—' })),
+    );
+  }
+
+  function onHistoryFilter(event) {
+    event.preventDefault();
+    const form = event.target;
+    past.skill = form.elements.skill.value.trim();
+    past.tool = form.elements.tool.value.trim();
+    loadHistory(true);
+  }
+
+  // ---- views -------------------------------------------------------------
+
+  const VIEWS = ['pending', 'decided', 'grants'];
+  let currentView = 'pending';
+
+  function showView(name) {
+    currentView = VIEWS.includes(name) ? name : 'pending';
+    for (const tab of document.querySelectorAll('[role=tab]')) {
+      const on = tab.dataset.view === currentView;
+      tab.setAttribute('aria-selected', String(on));
+      tab.tabIndex = on ? 0 : -1;
+      $(`#${tab.getAttribute('aria-controls')}`).hidden = !on;
+    }
+    const hash = currentView === 'pending' ? '' : `#${currentView}`;
+    if (location.hash !== hash) window.history.replaceState(null, '', hash || location.pathname + location.search);
+    if (currentView === 'grants') loadGrants();
+    if (currentView === 'decided') loadHistory(true);
+  }
+
+  /** Arrow keys between tabs, as the ARIA tabs pattern has it. */
+  function onTabKey(event) {
+    const tabs = [...document.querySelectorAll('[role=tab]')];
+    const at = tabs.indexOf(event.target);
+    const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+    if (at < 0 || !step) return;
+    event.preventDefault();
+    const next = tabs[(at + step + tabs.length) % tabs.length];
+    next.focus();
+    showView(next.dataset.view);
   }
 
   // ---- start -------------------------------------------------------------
 
+  function onTokenSubmit(event) {
+    event.preventDefault();
+    const token = $('#token').value.trim();
+    // An Authorization header carries visible ASCII only; anything else
+    // would fail every call with a confusing network error.
+    if (token && !/^[\x21-\x7e]+$/.test(token)) {
+      showTokenState('A token is visible ASCII with no spaces.', true);
+      return;
+    }
+    keep(TOKEN_KEY, token);
+    showTokenState(token ? 'Token saved in this browser.' : 'No token set.');
+    reloadAll();
+  }
+
+  function onTokenClear() {
+    keep(TOKEN_KEY, '');
+    $('#token').value = '';
+    showTokenState('Token forgotten.');
+    reloadAll();
+  }
+
+  /** Everything again, as the (new) token may see it. */
+  function reloadAll() {
+    stopPolling();
+    follow();
+    refreshRuns();
+    showView(currentView);
+  }
+
+  function updateAges() {
+    for (const node of document.querySelectorAll('.age[data-since]')) node.textContent = age(node.dataset.since);
+    for (const node of document.querySelectorAll('.expires-in[data-until]')) node.textContent = `(${fromNow(node.dataset.until)})`;
+  }
+
+  function wire() {
+    $('#token-form').addEventListener('submit', onTokenSubmit);
+    $('#token-clear').addEventListener('click', onTokenClear);
+    $('#notify').addEventListener('change', onNotifyChange);
+    $('#history-filter').addEventListener('submit', onHistoryFilter);
+    $('#history-older').addEventListener('click', () => loadHistory(false));
+    $('#confirm-ok').addEventListener('click', () => $('#confirm').close('ok'));
+    $('#confirm-cancel').addEventListener('click', () => $('#confirm').close(''));
+    for (const tab of document.querySelectorAll('[role=tab]')) {
+      tab.addEventListener('click', () => showView(tab.dataset.view));
+      tab.addEventListener('keydown', onTabKey);
+    }
+    document.addEventListener('keydown', onKey);
+    window.addEventListener('hashchange', () => showView(location.hash.slice(1)));
+    setInterval(updateAges, 30000);
+  }
+
   function start() {
-    const input = $('#token');
-    input.value = getToken();
+    $('#token').value = getToken();
     showTokenState();
-    $('#token-form').addEventListener('submit', (event) => {
-      event.preventDefault();
-      const token = input.value.trim();
-      // An Authorization header carries visible ASCII only; anything else
-      // would fail every call with a confusing network error.
-      if (token && !/^[\x21-\x7e]+$/.test(token)) {
-        showTokenState('A token is visible ASCII with no spaces.', true);
-        return;
-      }
-      setToken(token);
-      showTokenState(token ? 'Token saved in this browser.' : 'No token set.');
-      refresh();
-    });
-    $('#token-clear').addEventListener('click', () => {
-      setToken('');
-      input.value = '';
-      showTokenState('Token forgotten.');
-      refresh();
-    });
-    refresh();
+    $('#notify').checked = recall(NOTIFY_KEY) === '1' && canNotify() && Notification.permission === 'granted';
+    showCount(0);
+    wire();
+    currentView = location.hash.slice(1);
+    reloadAll();
   }
 
   start();

@@ -1,10 +1,19 @@
 //! The web inbox (`/ui`): its files and headers over a real socket, and the
-//! whole approval flow driven in a real headless browser (Debian's
-//! chromium, through `tests/browser/inbox.mjs` and playwright-core): a call
-//! waits for approval, a person clicks "Approve once" and sees it succeed,
-//! and the tool ran exactly once; with tokens, the page asks for one and
-//! shows the 403 of a token that may not decide; "Deny always" with a note
-//! ends the run denied and refuses the next call, which never runs.
+//! approver's work driven in a real headless browser (Debian's chromium,
+//! through the scripts of `tests/browser` and playwright-core):
+//! - a call waits for approval, a person clicks "Approve once" and sees it
+//!   succeed, and the tool ran exactly once; with tokens, the page asks for
+//!   one and shows the 403 of a token that may not decide; "Deny always"
+//!   with a note, confirmed in the page, ends the run denied and refuses
+//!   the next call, which never runs;
+//! - a new request arrives live, without a reload or a poll, counted in the
+//!   tab's title and announced by an opt-in notification; decided
+//!   elsewhere, it leaves the page;
+//! - identical requests make one card whose "Approve all 3" runs the tool
+//!   three times; the keyboard moves, approves, denies, and asks before a
+//!   standing decision;
+//! - standing decisions are listed and revoked after a confirmation; the
+//!   history shows who decided what, pages, and filters.
 
 use crate::common::{TestServer, options, root};
 use reqwest::StatusCode;
@@ -13,7 +22,9 @@ use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const INVOKE: &str = "ui-invoke-secret-0123";
 const APPROVE: &str = "ui-approve-secret-4567";
@@ -38,6 +49,22 @@ fn marker_skill(dir: &Path) {
          | path | string | true | The file to append to |\n\
          | message | string | true | What to echo |\n\n\
          #### Command\n\n```\nsh -c 'echo ran >> \"$0\"; echo \"$1\"' {{path}} {{message}}\n```\n",
+    )
+    .unwrap();
+}
+
+/// A second user skill, so the history has two to filter by: its tool
+/// echoes a message and leaves no mark.
+fn echo_skill(dir: &Path) {
+    let skill = dir.join("inbox-echo");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: inbox-echo\nversion: 1.0.0\ndescription: Says something.\n---\n\n\
+         ### say_it\n\nEchoes a message.\n\n#### Parameters\n\n\
+         | Name | Type | Required | Description |\n|---|---|---|---|\n\
+         | message | string | true | What to echo |\n\n\
+         #### Command\n\n```\nsh -c 'echo \"$0\"' {{message}}\n```\n",
     )
     .unwrap();
 }
@@ -175,49 +202,135 @@ struct Visit<'a> {
     screenshot: &'a str,
 }
 
-/// Runs the browser script against `server`; returns what it printed.
+/// Runs `inbox.mjs` against `server`; returns what it printed.
 async fn drive_inbox(harness: &Path, server: &TestServer, call: &Pending, visit: &Visit<'_>) -> Value {
-    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(visit.screenshot);
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.current_dir(harness)
-        .arg(harness.join("inbox.mjs"))
-        .arg(server.url(""))
-        .args(visit.token)
-        .env("INBOX_APPROVAL_ID", &call.approval_id)
-        .env("INBOX_PREVIEW", &call.preview)
-        .env("INBOX_ACTION", visit.action)
-        .env("INBOX_STATUS", visit.status)
-        .env("INBOX_SCREENSHOT", &shot)
-        .kill_on_drop(true);
+    let mut env = vec![
+        ("INBOX_APPROVAL_ID", call.approval_id.as_str()),
+        ("INBOX_PREVIEW", call.preview.as_str()),
+        ("INBOX_ACTION", visit.action),
+        ("INBOX_STATUS", visit.status),
+    ];
     if visit.status == "succeeded" {
-        cmd.env("INBOX_OUTPUT", MESSAGE);
+        env.push(("INBOX_OUTPUT", MESSAGE));
     }
     if let Some(note) = visit.note {
-        cmd.env("INBOX_NOTE", note);
+        env.push(("INBOX_NOTE", note));
     }
     if let Some(weak) = visit.weak_token {
-        cmd.env("INBOX_WEAK_TOKEN", weak);
+        env.push(("INBOX_WEAK_TOKEN", weak));
     }
-    let out = tokio::time::timeout(Duration::from_secs(180), cmd.output())
-        .await
-        .expect("the browser test took over 3 minutes")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "inbox.mjs failed ({}); screenshot at {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status,
-        shot.display()
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    let seen: Value =
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("inbox.mjs printed {stdout:?}: {e}"));
+    let page = Script::start(harness, "inbox.mjs", visit.screenshot, server, visit.token, &env);
+    let seen = page.done().await;
     // The page showed the request for what it is: this run, this command.
     assert_eq!(seen["run_id"], call.run_id.as_str(), "{seen}");
     assert_eq!(seen["preview"], call.preview.as_str(), "{seen}");
     assert_eq!(seen["status"], visit.status, "{seen}");
     seen
+}
+
+/// A script of `tests/browser` driving the page. It says each step as a
+/// JSON line on stdout (`{"step": …}`, the last one `done`) and, when it
+/// needs the test to act (make a call, decide elsewhere), waits for a line
+/// on stdin.
+struct Script {
+    name: &'static str,
+    child: tokio::process::Child,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    stdin: tokio::process::ChildStdin,
+    /// Read all along, so a chatty failure cannot fill the pipe and hang.
+    stderr: tokio::task::JoinHandle<String>,
+    shot: PathBuf,
+}
+
+impl Script {
+    fn start(
+        harness: &Path,
+        name: &'static str,
+        screenshot: &str,
+        server: &TestServer,
+        token: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(screenshot);
+        let mut child = tokio::process::Command::new("node")
+            .current_dir(harness)
+            .arg(harness.join(name))
+            .arg(server.url(""))
+            .args(token)
+            .envs(env.iter().copied())
+            .env("INBOX_SCREENSHOT", &shot)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text).await;
+            text
+        });
+        Self {
+            name,
+            stdout: BufReader::new(child.stdout.take().unwrap()).lines(),
+            stdin: child.stdin.take().unwrap(),
+            child,
+            stderr,
+            shot,
+        }
+    }
+
+    /// The script's next line, which must be `step`.
+    async fn step(&mut self, step: &str) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(180), self.stdout.next_line()).await;
+        let Ok(Ok(Some(line))) = line else {
+            let why = self.failure().await;
+            panic!("{} ended before {step:?}: {why}", self.name);
+        };
+        let said: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{} printed {line:?}: {e}", self.name));
+        assert_eq!(said["step"], step, "{said}");
+        said
+    }
+
+    /// Tells the script the test has done its part.
+    async fn tell(&mut self, what: Value) {
+        self.stdin
+            .write_all(format!("{what}\n").as_bytes())
+            .await
+            .unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// The last step's report, once the script has exited cleanly.
+    async fn done(mut self) -> Value {
+        let seen = self.step("done").await;
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
+        if !matches!(status, Ok(Ok(s)) if s.success()) {
+            let why = self.failure().await;
+            panic!("{} reported but did not exit cleanly: {why}", self.name);
+        }
+        seen
+    }
+
+    /// Why the script stopped: its exit status, stderr and screenshot.
+    async fn failure(&mut self) -> String {
+        // A script that fails closes its browser and exits; one that hangs
+        // is stopped.
+        let status = match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
+            Ok(status) => format!("{status:?}"),
+            Err(_) => {
+                let _ = self.child.kill().await;
+                "hung, killed".to_owned()
+            }
+        };
+        let stderr = (&mut self.stderr).await.unwrap_or_default();
+        format!(
+            "{status}; screenshot at {}\nstderr:\n{stderr}",
+            self.shot.display()
+        )
+    }
 }
 
 /// A call of `leave_mark` waiting for a person.
@@ -243,26 +356,71 @@ async fn pending_call(server: &TestServer, token: Option<&str>) -> Pending {
             .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)),
         "{marker_text}"
     );
-    let res = api(server, reqwest::Method::POST, "/tools/leave_mark/invoke", token)
-        .json(&json!({"arguments": {"path": marker_text, "message": MESSAGE}}))
-        .send()
-        .await
-        .unwrap();
+    let held = held_call(
+        server,
+        "leave_mark",
+        json!({"path": marker_text, "message": MESSAGE}),
+        token,
+    )
+    .await;
+    // Nothing runs before a person says yes.
+    assert!(!marker.exists());
+    Pending {
+        run_id: held.run_id,
+        approval_id: held.approval_id,
+        preview: format!(r#"sh -c 'echo ran >> "$0"; echo "$1"' {marker_text} {MESSAGE_SHOWN}"#),
+        marker,
+        _dir: dir,
+    }
+}
+
+/// A call answered 202: held for a person's decision.
+struct Held {
+    run_id: String,
+    approval_id: String,
+}
+
+/// Calls `tool` and checks the call waits for approval.
+async fn held_call(server: &TestServer, tool: &str, arguments: Value, token: Option<&str>) -> Held {
+    let res = api(
+        server,
+        reqwest::Method::POST,
+        &format!("/tools/{tool}/invoke"),
+        token,
+    )
+    .json(&json!({ "arguments": arguments }))
+    .send()
+    .await
+    .unwrap();
     assert_eq!(res.status(), StatusCode::ACCEPTED);
     let location = res.headers()["location"].to_str().unwrap().to_owned();
     let accepted: Value = res.json().await.unwrap();
     assert_eq!(accepted["status"], "pending_approval", "{accepted}");
     let run_id = accepted["run_id"].as_str().unwrap().to_owned();
     assert_eq!(location, format!("/runs/{run_id}"));
-    // Nothing runs before a person says yes.
-    assert!(!marker.exists());
-    Pending {
-        run_id,
+    Held {
         approval_id: accepted["approval_id"].as_str().unwrap().to_owned(),
-        preview: format!(r#"sh -c 'echo ran >> "$0"; echo "$1"' {marker_text} {MESSAGE_SHOWN}"#),
-        marker,
-        _dir: dir,
+        run_id,
     }
+}
+
+/// A decision through the API, as another approver (or tab) makes it:
+/// `action` is `approve` or `deny`, `body` the scope and note.
+async fn decide_elsewhere(
+    server: &TestServer,
+    approval_id: &str,
+    action: &str,
+    body: Value,
+    token: Option<&str>,
+) -> Value {
+    let path = format!("/approvals/{approval_id}/{action}");
+    let res = api(server, reqwest::Method::POST, &path, token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK, "{path}");
+    res.json().await.unwrap()
 }
 
 fn api(
@@ -411,4 +569,299 @@ async fn deny_always_with_a_note_in_the_browser_refuses_this_call_and_the_next()
         .unwrap();
     assert_eq!(res.status(), StatusCode::FORBIDDEN);
     assert!(!call.marker.exists());
+}
+
+/// Waits for a run to end; its final status.
+async fn finished(server: &TestServer, run_id: &str, token: Option<&str>) -> Value {
+    let run = get_json(server, &format!("/runs/{run_id}?wait=30"), token).await;
+    assert_ne!(run["status"], "running", "{run}");
+    run
+}
+
+#[tokio::test]
+async fn a_new_request_arrives_live_is_counted_announced_and_leaves_when_decided_elsewhere() {
+    let Some(harness) = browser_harness() else { return };
+    let (server, _skills) = marker_server(None).await;
+    let first = pending_call(&server, None).await;
+    let env = [("INBOX_APPROVAL_ID", first.approval_id.as_str())];
+    let mut page = Script::start(&harness, "live.mjs", "ui-live.png", &server, None, &env);
+    page.step("ready").await;
+
+    // With the page open and following the stream: a new call.
+    let second = pending_call(&server, None).await;
+    page.tell(json!({ "approval_id": second.approval_id })).await;
+    let arrived = page.step("arrived").await;
+    // "Within a few seconds": the stream brings it at once; a poll would
+    // have taken up to its period, and a loaded machine adds to both.
+    assert!(arrived["arrival_ms"].as_u64().unwrap() < 5_000, "{arrived}");
+
+    // Another approver denies it; the page drops it without being asked.
+    let body = json!({"scope": "once", "note": "not from this tab"});
+    decide_elsewhere(&server, &second.approval_id, "deny", body, None).await;
+    page.tell(json!({})).await;
+    let seen = page.done().await;
+
+    assert_eq!(seen["same_load"], true, "the page reloaded: {seen}");
+    assert_eq!(seen["polls"], json!([]), "the page polled while live: {seen}");
+    assert_eq!(seen["title"], "(1) skilld inbox", "{seen}");
+    // One notification: the new request's, none for what was waiting.
+    let notes = seen["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{seen}");
+    assert_eq!(
+        notes[0]["title"], "Approval requested: inbox-demo / leave_mark",
+        "{seen}"
+    );
+    assert_eq!(
+        notes[0]["tag"],
+        format!("skilld-{}", second.approval_id),
+        "{seen}"
+    );
+    let body = notes[0]["body"].as_str().unwrap();
+    assert!(body.contains(second.marker.to_str().unwrap()), "{body}");
+    assert!(body.contains(r"\u202e") && !body.contains('\u{202e}'), "{body}");
+
+    let pending = get_json(&server, "/approvals?status=pending", None).await;
+    let ids: Vec<&Value> = pending["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["id"])
+        .collect();
+    assert_eq!(ids, [&json!(first.approval_id)], "{pending}");
+    assert!(!first.marker.exists() && !second.marker.exists());
+}
+
+#[tokio::test]
+async fn identical_requests_make_one_card_whose_approve_all_runs_each_once() {
+    let Some(harness) = browser_harness() else { return };
+    let (server, _skills) = marker_server(None).await;
+    let dir = crate::common::marks_dir();
+    let marker = dir.path().join("marker");
+    let args = json!({"path": marker.to_str().unwrap(), "message": "same again"});
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(held_call(&server, "leave_mark", args.clone(), None).await);
+    }
+    let ids = held
+        .iter()
+        .map(|h| h.approval_id.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let env = [("INBOX_APPROVAL_IDS", ids.as_str())];
+    let page = Script::start(&harness, "group.mjs", "ui-group.png", &server, None, &env);
+    let seen = page.done().await;
+    assert_eq!(
+        (&seen["cards"], &seen["count"], &seen["label"]),
+        (&json!(1), &json!("×3"), &json!("Approve all 3")),
+        "{seen}"
+    );
+
+    for h in &held {
+        assert_eq!(finished(&server, &h.run_id, None).await["status"], "succeeded");
+        let approval = get_json(&server, &format!("/approvals/{}", h.approval_id), None).await;
+        assert_eq!(
+            (&approval["status"], &approval["scope"]),
+            (&json!("approved"), &json!("once")),
+            "{approval}"
+        );
+    }
+    // Each ran exactly once, and nothing was granted for later calls.
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\nran\nran\n");
+    assert_eq!(get_json(&server, "/grants", None).await["grants"], json!([]));
+}
+
+#[tokio::test]
+async fn the_keyboard_moves_approves_denies_and_asks_before_a_standing_deny() {
+    let Some(harness) = browser_harness() else { return };
+    let (server, _skills) = marker_server(None).await;
+    let calls = [
+        pending_call(&server, None).await,
+        pending_call(&server, None).await,
+        pending_call(&server, None).await,
+    ];
+    let ids = calls
+        .iter()
+        .map(|c| c.approval_id.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let env = [("INBOX_APPROVAL_IDS", ids.as_str())];
+    let page = Script::start(&harness, "keys.mjs", "ui-keys.png", &server, None, &env);
+    let seen = page.done().await;
+    // `a` and `d` made one decision each; saying no to `D` made none.
+    assert_eq!(
+        seen["decisions"],
+        json!([
+            format!("/approvals/{}/approve", calls[0].approval_id),
+            format!("/approvals/{}/deny", calls[1].approval_id),
+        ]),
+        "{seen}"
+    );
+
+    assert_eq!(
+        finished(&server, &calls[0].run_id, None).await["status"],
+        "succeeded"
+    );
+    assert_eq!(std::fs::read_to_string(&calls[0].marker).unwrap(), "ran\n");
+    assert_eq!(
+        finished(&server, &calls[1].run_id, None).await["status"],
+        "denied"
+    );
+    for (call, status) in calls.iter().zip(["approved", "denied", "pending"]) {
+        let approval = get_json(&server, &format!("/approvals/{}", call.approval_id), None).await;
+        assert_eq!(approval["status"], status, "{approval}");
+        if status != "pending" {
+            assert_eq!(approval["scope"], "once", "{approval}");
+        }
+    }
+    assert!(!calls[1].marker.exists() && !calls[2].marker.exists());
+    assert_eq!(get_json(&server, "/grants", None).await["grants"], json!([]));
+}
+
+#[tokio::test]
+async fn standing_decisions_are_listed_and_revoked_only_once_confirmed() {
+    let Some(harness) = browser_harness() else { return };
+    let (server, _skills) = marker_server(Some(tokens())).await;
+    let call = pending_call(&server, Some(INVOKE)).await;
+    let body = json!({"scope": "always", "note": "fine from now on"});
+    let approval = decide_elsewhere(&server, &call.approval_id, "approve", body, Some(APPROVE)).await;
+    // And one an operator recorded ahead, for an older version: it stays.
+    let older = skilld::store::Grant {
+        id: uuid::Uuid::now_v7(),
+        skill: "inbox-demo".to_owned(),
+        tool: "leave_mark".to_owned(),
+        skill_hash: "0".repeat(64),
+        decision: skilld::store::GrantDecision::Deny,
+        created_by: Some("ops".to_owned()),
+        created_at: chrono::Utc::now(),
+    };
+    server.invoker.store.put_grant(older.clone()).await.unwrap();
+    let grants = get_json(&server, "/grants", Some(INVOKE)).await;
+    let grant = grants["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["decision"] == "allow")
+        .unwrap_or_else(|| panic!("no allow grant: {grants}"))
+        .clone();
+
+    let env = [("INBOX_GRANT_ID", grant["id"].as_str().unwrap())];
+    let page = Script::start(
+        &harness,
+        "grants.mjs",
+        "ui-grants.png",
+        &server,
+        Some(APPROVE),
+        &env,
+    );
+    let seen = page.done().await;
+    let hash = approval["skill_hash"].as_str().unwrap();
+    assert_eq!(
+        seen["shown"],
+        json!({"skill": "inbox-demo", "tool": "leave_mark", "hash": &hash[..12], "decision": "allow", "by": "boss"}),
+        "{seen}"
+    );
+    assert_eq!((&seen["rows"], &seen["left"]), (&json!(2), &json!(1)), "{seen}");
+    // Cancel sent nothing; confirming sent the one DELETE.
+    assert_eq!(
+        seen["deletes"],
+        json!([format!("/grants/{}", grant["id"].as_str().unwrap())]),
+        "{seen}"
+    );
+
+    let grants = get_json(&server, "/grants", Some(INVOKE)).await;
+    let left: Vec<&Value> = grants["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["id"])
+        .collect();
+    assert_eq!(left, [&json!(older.id.to_string())], "{grants}");
+}
+
+#[tokio::test]
+async fn the_history_shows_who_decided_what_pages_back_and_filters() {
+    let Some(harness) = browser_harness() else { return };
+    let skills = crate::common::tempdir().unwrap();
+    marker_skill(skills.path());
+    echo_skill(skills.path());
+    let opts = options(vec![root(skills.path(), Trust::User)]);
+    let server = TestServer::start_with_auth(opts, tokens()).await;
+
+    // The oldest decision: approved once with a note, and its run done.
+    let old = pending_call(&server, Some(INVOKE)).await;
+    let body = json!({"scope": "once", "note": "looked at it: fine"});
+    decide_elsewhere(&server, &old.approval_id, "approve", body, Some(APPROVE)).await;
+    assert_eq!(
+        finished(&server, &old.run_id, Some(INVOKE)).await["status"],
+        "succeeded"
+    );
+    // Then a full page (50) of denials of the other skill, so the oldest is
+    // one "Older" away.
+    let mut newest = String::new();
+    for i in 0..50 {
+        let held = held_call(
+            &server,
+            "say_it",
+            json!({"message": format!("n{i}")}),
+            Some(INVOKE),
+        )
+        .await;
+        let body = json!({"scope": "once", "note": "not today"});
+        decide_elsewhere(&server, &held.approval_id, "deny", body, Some(APPROVE)).await;
+        newest = held.approval_id;
+    }
+
+    let env = [
+        ("INBOX_OLD_ID", old.approval_id.as_str()),
+        ("INBOX_NEW_ID", newest.as_str()),
+    ];
+    let page = Script::start(
+        &harness,
+        "history.mjs",
+        "ui-history.png",
+        &server,
+        Some(INVOKE),
+        &env,
+    );
+    let seen = page.done().await;
+    assert_eq!(
+        (&seen["first_page"], &seen["both"]),
+        (&json!(50), &json!(51)),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["oldest"],
+        json!({"skill": "inbox-demo", "tool": "leave_mark", "status": "approved", "scope": "once",
+               "approver": "boss", "note": "looked at it: fine", "outcome": "succeeded"}),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["newest"],
+        json!({"skill": "inbox-echo", "tool": "say_it", "status": "denied", "scope": "once",
+               "approver": "boss", "note": "not today", "outcome": "denied"}),
+        "{seen}"
+    );
+    assert_eq!(
+        (&seen["by_skill"], &seen["by_tool"]),
+        (&json!(old.approval_id), &json!(old.approval_id)),
+        "{seen}"
+    );
+    assert_eq!(seen["none"], "No decisions match this filter.", "{seen}");
+}
+
+#[tokio::test]
+async fn the_page_reads_the_stream_format_follows_again_and_shows_a_refusal() {
+    let Some(harness) = browser_harness() else { return };
+    let (server, _skills) = marker_server(None).await;
+    let call = pending_call(&server, None).await;
+    let env = [("INBOX_APPROVAL_ID", call.approval_id.as_str())];
+    let page = Script::start(&harness, "stream.mjs", "ui-stream.png", &server, None, &env);
+    let seen = page.done().await;
+    assert_eq!(seen["streams"], 3, "{seen}");
+    assert_eq!(seen["empty_line"], "Not shown: see the message above.", "{seen}");
+    // Followed again after a short wait each time: not at once, not late.
+    for gap in seen["gaps"].as_array().unwrap() {
+        let gap = gap.as_u64().unwrap();
+        assert!((500..20_000).contains(&gap), "{seen}");
+    }
 }
