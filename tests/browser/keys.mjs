@@ -22,6 +22,7 @@ async function refuseStandingDeny(page, id, sayNo) {
   await page.keyboard.press('Shift+D');
   const dialog = page.getByRole('dialog', { name: 'Deny always?' });
   await dialog.waitFor();
+  await shoot(page, 'confirm');
   await sayNo(dialog);
   await dialog.waitFor({ state: 'hidden' });
   if ((await cardOf(page, id).count()) !== 1) fail('saying no to "Deny always" removed the request');
