@@ -166,18 +166,20 @@ const SECRET_VARIABLES: [&str; 2] = ["SKILLD_TOKENS", "SKILLD_DATABASE_URL"];
 /// environment, file descriptors) then belong to root, so a tool running
 /// as the same user cannot read them. And wipes the secrets, already
 /// parsed, from its environment, so that not even root reads them there.
-fn harden() {
+fn harden(config: &Config) {
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         tracing::warn!(error = %e, "cannot make the process non-dumpable; tools of the same user can read its memory");
     }
-    if let Err(why) = crate::environ::wipe(&SECRET_VARIABLES) {
+    let mut secrets: Vec<&str> = SECRET_VARIABLES.to_vec();
+    secrets.extend(config.secret_variables.iter().map(String::as_str));
+    if let Err(why) = crate::environ::wipe(&secrets) {
         tracing::warn!(%why, "cannot wipe the secrets from this process's environment");
     }
 }
 
 fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
-    harden();
     let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
+    harden(&config);
     tracing::debug!(?config, "configuration");
     let runtime = runtime()?;
     runtime.block_on(serve_main(config))
@@ -187,8 +189,8 @@ fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
 /// invoke role (list and call; approving is for people, elsewhere).
 fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    harden();
     let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
+    harden(&config);
     let runtime = runtime()?;
     runtime.block_on(async move {
         let store = open_store(&config, false).await?;
@@ -285,6 +287,12 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config, true).await?;
     let catalog_config = config.clone();
     let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config)).await?);
+    let _notifier = crate::notify::spawn(
+        store.clone(),
+        config.notify.clone(),
+        config.run.instance.clone(),
+        config.public_url.clone(),
+    );
     let invoker = Arc::new(Invoker::new(store, config.run.clone()));
     let catalog = handle.current();
     tracing::info!(
@@ -484,10 +492,10 @@ fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Resul
 /// `skilld run`: the same pipeline as the invoke route, in this process.
 /// Returns whether the tool succeeded.
 fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyhow::Result<bool> {
-    harden();
     let arguments: serde_json::Value =
         serde_json::from_str(json).map_err(|e| anyhow::anyhow!("--args is not JSON: {e}"))?;
     let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
+    harden(&config);
     let runtime = runtime()?;
     runtime.block_on(async move {
         let store = open_store(&config, false).await?;

@@ -70,6 +70,10 @@ pub struct ServeArgs {
         value_name = "ORIGIN"
     )]
     pub allowed_origins: Vec<String>,
+    /// The address people reach this server at (`https://skilld.example`),
+    /// for the links in notifications; default `http://` and `--bind`.
+    #[arg(long, env = "SKILLD_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
     /// `on` (default): every tool runs sandboxed. `off`: only untrusted
     /// skills' tools do; for setups that trust their own skills.
     #[arg(long, env = "SKILLD_SANDBOX", value_name = "on|off")]
@@ -139,6 +143,10 @@ pub struct FileConfig {
     pub tokens: Option<Vec<TokenConfig>>,
     /// See [`ServeArgs::allowed_origins`].
     pub allowed_origins: Option<Vec<String>>,
+    /// See [`ServeArgs::public_url`].
+    pub public_url: Option<String>,
+    /// Webhooks told of each new request and decision.
+    pub notify: Option<Vec<crate::notify::NotifyConfig>>,
     /// See [`ServeArgs::sandbox`].
     pub sandbox: Option<String>,
     /// Who tools run as when skilld is root: `uid:gid` or a user name
@@ -175,6 +183,13 @@ pub struct Config {
     /// Origins whose pages may call a server without tokens, as
     /// `scheme://host[:port]`, lowercased.
     pub allowed_origins: Vec<String>,
+    /// Where people reach this server, without a trailing `/`.
+    pub public_url: String,
+    /// The `[[notify]]` webhooks.
+    pub notify: Vec<crate::notify::Target>,
+    /// Environment variables the config named as holding secrets
+    /// (`secret_env`), to wipe once read.
+    pub secret_variables: Vec<String>,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -191,6 +206,8 @@ impl fmt::Debug for Config {
             .field("watch", &self.watch)
             .field("auth", &self.auth)
             .field("allowed_origins", &self.allowed_origins)
+            .field("public_url", &self.public_url)
+            .field("notify", &self.notify)
             .finish()
     }
 }
@@ -274,8 +291,49 @@ impl Config {
             data_dir,
             auth: std::sync::Arc::new(auth),
             allowed_origins: resolve_origins(args, &file)?,
+            public_url: resolve_public_url(args, &file, bind)?,
+            notify: resolve_notify(&file)?,
+            secret_variables: file
+                .notify
+                .iter()
+                .flatten()
+                .filter_map(|n| n.secret_env.clone())
+                .collect(),
         })
     }
+}
+
+/// `--public-url` over the file's, else this server's own address.
+fn resolve_public_url(args: &ServeArgs, file: &FileConfig, bind: SocketAddr) -> Result<String, String> {
+    let Some(url) = args.public_url.clone().or(file.public_url.clone()) else {
+        return Ok(format!("http://{bind}"));
+    };
+    let ok = url
+        .split_once("://")
+        .is_some_and(|(scheme, rest)| matches!(scheme, "http" | "https") && !rest.is_empty());
+    if !ok {
+        return Err(format!("public_url '{url}' must be an http:// or https:// URL"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// The `[[notify]]` entries, each checked; names must differ, since a
+/// delivery is recorded by its target's name.
+fn resolve_notify(file: &FileConfig) -> Result<Vec<crate::notify::Target>, String> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let targets = file
+        .notify
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, n)| crate::notify::Target::resolve(i, n, env))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(pair) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("two [[notify]] entries are named '{}'", pair[0]));
+    }
+    Ok(targets)
 }
 
 /// The allowed origins: the flags' (or the environment's), else the

@@ -10,6 +10,7 @@ pub mod http;
 pub mod invoke;
 pub mod mcp;
 pub mod metrics;
+pub mod notify;
 pub mod policy;
 pub mod runner;
 pub mod sandbox;

@@ -11,6 +11,7 @@ pub mod health;
 pub mod invoke;
 pub mod mcp;
 pub mod metrics;
+pub mod notifications;
 mod query;
 pub mod responses;
 pub mod runs;
@@ -143,6 +144,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(invoke::router())
         .merge(runs::router())
         .merge(approvals::router())
+        .merge(notifications::router())
         .merge(metrics::router())
 }
 

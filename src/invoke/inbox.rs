@@ -31,11 +31,16 @@ impl Invoker {
     /// stream time passes; a client reconnects). Counts as an open stream.
     pub fn inbox_events(&self) -> Result<BoxStream<'static, InboxEvent>, InvokeError> {
         let permit = self.stream_permit()?;
-        let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(feed(self.store.clone(), tx));
-        let events = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) }).boxed();
-        Ok(self.bounded(events, permit))
+        Ok(self.bounded(watch_inbox(self.store.clone()), permit))
     }
+}
+
+/// The inbox's events for as long as they are read: a task feeds them and
+/// stops when the stream is dropped (or the store fails: the stream ends).
+pub fn watch_inbox(store: Arc<dyn Store>) -> BoxStream<'static, InboxEvent> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(feed(store, tx));
+    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) }).boxed()
 }
 
 /// The task behind [`Invoker::inbox_events`]: a snapshot, then changes,

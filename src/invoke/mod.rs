@@ -23,7 +23,7 @@ pub use confine::WORKSPACE_WRITE;
 pub use envelope::{Artifact, Envelope};
 pub use error::{FieldError, InvokeError};
 pub use follow::StreamPermit;
-pub use inbox::InboxEvent;
+pub use inbox::{InboxEvent, watch_inbox};
 pub use live::{LiveRun, RunEvent, Runs};
 pub use rundir::artifacts_dir;
 

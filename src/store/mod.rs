@@ -9,6 +9,7 @@
 //! PostgreSQL cannot both win.
 
 mod approvals;
+mod notifications;
 mod postgres;
 mod sqlite;
 
@@ -16,6 +17,8 @@ pub use approvals::{
     Approval, ApprovalStatus, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant, GrantDecision,
     NewApproval, PolicyFacts, Scope, Undecidable,
 };
+use notifications::http_status;
+pub use notifications::{Attempt, NewNotification, Notification, NotificationStatus};
 pub use postgres::PgStore;
 pub use sqlite::{SqliteStore, claim_for_serving};
 
@@ -330,6 +333,38 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revokes a grant; `NotFound` if there is none with this id.
     async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError>;
+
+    /// Records a webhook delivery to make; `false` when the same event was
+    /// already recorded for the same target (by this or another instance).
+    async fn enqueue_notification(&self, n: NewNotification) -> Result<bool, StoreError>;
+
+    /// Claims up to `max` pending deliveries that are due at `now` and not
+    /// claimed by a live lease, for `instance` until `lease_until`, and
+    /// counts the attempt. Across instances each is claimed by one.
+    async fn claim_notifications(
+        &self,
+        instance: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        max: u32,
+    ) -> Result<Vec<Notification>, StoreError>;
+
+    /// Records how `instance`'s attempt at delivery `id` ended, and
+    /// releases its claim (nothing, if the claim was lost meanwhile).
+    async fn record_attempt(
+        &self,
+        id: Uuid,
+        instance: &str,
+        attempt: Attempt,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// Deliveries, newest first, at most `limit`.
+    async fn list_notifications(
+        &self,
+        status: Option<NotificationStatus>,
+        limit: u32,
+    ) -> Result<Vec<Notification>, StoreError>;
 
     /// Claims a queued run: queued → running, only if still queued, with one
     /// conditional update. This is the exactly-once primitive: of any number

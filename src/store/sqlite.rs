@@ -8,8 +8,9 @@
 
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
-    Approval, ApprovalStatus, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
-    NewApproval, NewRun, PolicyFacts, Run, RunFilter, RunPage, RunStatus, Store, StoreError, Undecidable,
+    Approval, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
+    NewApproval, NewNotification, NewRun, Notification, NotificationStatus, PolicyFacts, Run, RunFilter,
+    RunPage, RunStatus, Store, StoreError, Undecidable,
 };
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::Value;
@@ -47,6 +48,14 @@ macro_rules! approval_columns {
 macro_rules! grant_columns {
     () => {
         "id, skill, tool, skill_hash, decision, created_by, created_at"
+    };
+}
+
+/// Every column of `notifications` [`notification_from_row`] reads.
+macro_rules! notification_columns {
+    () => {
+        "id, event, approval_id, target, payload, status, attempts, last_status, last_error, \
+         created_at, next_attempt_at, delivered_at"
     };
 }
 
@@ -380,6 +389,93 @@ impl Store for SqliteStore {
         let rows = query.build().fetch_all(&self.pool).await?;
         let decisions = rows.iter().map(decided_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(super::into_decision_page(decisions, limit))
+    }
+
+    async fn enqueue_notification(&self, n: NewNotification) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "insert into notifications (id, event, approval_id, target, payload, status, created_at, \
+             next_attempt_at) values (?, ?, ?, ?, ?, 'pending', ?, ?) \
+             on conflict (event, approval_id, target) do nothing",
+        )
+        .bind(n.id.to_string())
+        .bind(&n.event)
+        .bind(n.approval_id.to_string())
+        .bind(&n.target)
+        .bind(json_text(&super::keepable(n.payload))?)
+        .bind(time_text(n.created_at)?)
+        .bind(time_text(n.created_at)?)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn claim_notifications(
+        &self,
+        instance: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        max: u32,
+    ) -> Result<Vec<Notification>, StoreError> {
+        let now = time_text(now)?;
+        let rows = sqlx::query(concat!(
+            "update notifications set claimed_by = ?, claimed_until = ?, attempts = attempts + 1 \
+             where id in (select id from notifications where status = 'pending' and next_attempt_at <= ? \
+             and (claimed_until is null or claimed_until <= ?) order by next_attempt_at limit ?) returning ",
+            notification_columns!()
+        ))
+        .bind(instance)
+        .bind(time_text(lease_until)?)
+        .bind(&now)
+        .bind(&now)
+        .bind(i64::from(max))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(notification_from_row).collect()
+    }
+
+    async fn record_attempt(
+        &self,
+        id: Uuid,
+        instance: &str,
+        attempt: Attempt,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let next = match &attempt {
+            Attempt::Retry { next, .. } => *next,
+            _ => at,
+        };
+        let delivered = matches!(attempt, Attempt::Delivered { .. }).then_some(at);
+        sqlx::query(
+            "update notifications set status = ?, last_status = ?, last_error = ?, next_attempt_at = ?, \
+             delivered_at = ?, claimed_by = null, claimed_until = null where id = ? and claimed_by = ?",
+        )
+        .bind(attempt.status().as_str())
+        .bind(attempt.http_status())
+        .bind(attempt.error().map(|e| super::keepable_text(e.to_owned())))
+        .bind(time_text(next)?)
+        .bind(delivered.map(time_text).transpose()?)
+        .bind(id.to_string())
+        .bind(instance)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn list_notifications(
+        &self,
+        status: Option<NotificationStatus>,
+        limit: u32,
+    ) -> Result<Vec<Notification>, StoreError> {
+        let mut query =
+            QueryBuilder::<Sqlite>::new(concat!("select ", notification_columns!(), " from notifications"));
+        if let Some(status) = status {
+            query.push(" where status = ").push_bind(status.as_str());
+        }
+        query
+            .push(" order by created_at desc, id desc limit ")
+            .push_bind(i64::from(limit.clamp(1, super::MAX_APPROVALS)));
+        let rows = query.build().fetch_all(&self.pool).await?;
+        rows.iter().map(notification_from_row).collect()
     }
 
     async fn list_approvals(
@@ -826,6 +922,26 @@ fn decided_from_row(row: &SqliteRow) -> Result<DecidedApproval, StoreError> {
     Ok(DecidedApproval {
         approval: approval_from_row(row)?,
         run_status: super::parse_run_status(&get::<String>(row, "run_status")?)?,
+    })
+}
+
+fn notification_from_row(row: &SqliteRow) -> Result<Notification, StoreError> {
+    Ok(Notification {
+        id: parse_uuid(&get::<String>(row, "id")?)?,
+        event: get(row, "event")?,
+        approval_id: parse_uuid(&get::<String>(row, "approval_id")?)?,
+        target: get(row, "target")?,
+        status: NotificationStatus::parse(&get::<String>(row, "status")?)?,
+        attempts: u32::try_from(get::<i64>(row, "attempts")?).unwrap_or(u32::MAX),
+        last_status: super::http_status(get(row, "last_status")?),
+        last_error: get(row, "last_error")?,
+        created_at: parse_time(&get::<String>(row, "created_at")?)?,
+        next_attempt_at: parse_time(&get::<String>(row, "next_attempt_at")?)?,
+        delivered_at: get::<Option<String>>(row, "delivered_at")?
+            .as_deref()
+            .map(parse_time)
+            .transpose()?,
+        payload: parse_json(&get::<String>(row, "payload")?)?,
     })
 }
 

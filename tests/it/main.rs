@@ -19,6 +19,7 @@ mod inbox;
 mod invoke;
 mod mcp;
 mod metrics;
+mod notify;
 mod nul_bytes;
 mod openapi;
 mod props;

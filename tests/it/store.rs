@@ -75,6 +75,7 @@ conformance! {
         a_result_with_nul_bytes_is_recorded,
         decisions_are_listed_newest_first_with_their_runs,
         a_request_is_found_by_its_run_and_its_changes_announced,
+        notifications_are_recorded_once_and_claimed_by_one,
     ],
     url: [restart_keeps_every_run, changes_reach_every_instance],
 }
@@ -1918,4 +1919,105 @@ async fn a_request_is_found_by_its_run_and_its_changes_announced(store: Arc<dyn 
     announced(&mut changes, run.id).await;
     let found = store.approval_of_run(run.id).await.unwrap().unwrap();
     assert_eq!(found.caller_left_at, Some(t0()));
+}
+
+/// Webhook deliveries: one per event and target however often recorded,
+/// claimed by one instance while its lease holds, retried when due, and
+/// listed newest first by status.
+async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store>) {
+    use skilld::store::{Attempt, NewNotification, NotificationStatus};
+    let approval = Uuid::now_v7();
+    let new = |event: &str| NewNotification {
+        id: Uuid::now_v7(),
+        event: event.to_owned(),
+        approval_id: approval,
+        target: "team".to_owned(),
+        payload: json!({"type": event, "data": {"x": "a\u{0}"}}),
+        created_at: t0(),
+    };
+    assert!(
+        store
+            .enqueue_notification(new("approval.requested"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .enqueue_notification(new("approval.requested"))
+            .await
+            .unwrap()
+    );
+    assert!(store.enqueue_notification(new("approval.decided")).await.unwrap());
+
+    let lease = t0() + Duration::seconds(60);
+    let a = store.claim_notifications("a", t0(), lease, 10).await.unwrap();
+    assert_eq!(a.len(), 2);
+    assert!(
+        a.iter()
+            .all(|n| n.attempts == 1 && n.status == NotificationStatus::Pending)
+    );
+    // Claimed: another instance gets nothing until the lease runs out.
+    assert!(
+        store
+            .claim_notifications("b", t0(), lease, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let (requested, decided) = (a[0].id, a[1].id);
+
+    let delivered = Attempt::Delivered { status: 204 };
+    store
+        .record_attempt(requested, "a", delivered, t0())
+        .await
+        .unwrap();
+    let retry = Attempt::Retry {
+        status: Some(500),
+        error: "answered 500".into(),
+        next: t0() + Duration::seconds(5),
+    };
+    store.record_attempt(decided, "a", retry, t0()).await.unwrap();
+    // Not due yet; then due, and claimed again (by whoever asks first).
+    assert!(
+        store
+            .claim_notifications("b", t0(), lease, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let later = t0() + Duration::seconds(6);
+    let b = store
+        .claim_notifications("b", later, later + Duration::seconds(60), 10)
+        .await
+        .unwrap();
+    assert_eq!((b.len(), b[0].id, b[0].attempts), (1, decided, 2));
+    assert_eq!(
+        (b[0].last_status, b[0].last_error.as_deref()),
+        (Some(500), Some("answered 500"))
+    );
+    // An instance whose claim was taken over records nothing.
+    let stale = Attempt::Delivered { status: 200 };
+    store.record_attempt(decided, "a", stale, later).await.unwrap();
+    let failed = Attempt::Failed {
+        status: None,
+        error: "no answer".into(),
+    };
+    store.record_attempt(decided, "b", failed, later).await.unwrap();
+
+    let all = store.list_notifications(None, 10).await.unwrap();
+    assert_eq!(all.len(), 2);
+    let only = |status| {
+        let store = store.clone();
+        async move { store.list_notifications(Some(status), 10).await.unwrap() }
+    };
+    let done = only(NotificationStatus::Delivered).await;
+    assert_eq!(
+        (done[0].id, done[0].last_status, done[0].delivered_at),
+        (requested, Some(204), Some(t0()))
+    );
+    assert_eq!(done[0].payload["data"]["x"], "a\u{fffd}");
+    let failed = only(NotificationStatus::Failed).await;
+    assert_eq!((failed[0].id, failed[0].attempts), (decided, 2));
+    assert_eq!(failed[0].last_error.as_deref(), Some("no answer"));
+    assert!(only(NotificationStatus::Pending).await.is_empty());
 }

@@ -1,0 +1,127 @@
+//! Telling people outside the page (`[[notify]]`): each new request and
+//! each decision is posted to webhooks, signed, retried with backoff off
+//! the request path, and recorded (`GET /notifications`).
+//!
+//! Events come from the same feed as the inbox stream (the store's change
+//! notifications), so every instance sees every event; the store keeps
+//! one delivery per event and target, and one instance at a time claims
+//! it, so each is delivered once.
+
+mod send;
+mod target;
+
+pub mod payload;
+
+pub use target::{Event, Format, NotifyConfig, Target};
+
+use crate::invoke::{InboxEvent, watch_inbox};
+use crate::store::{Approval, ApprovalStatus, NewNotification, Store};
+use chrono::Utc;
+use futures_util::StreamExt;
+use std::sync::Arc;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+/// The running notifier: its two tasks stop when this is dropped.
+pub struct Notifier {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// What the tasks share.
+struct Shared {
+    store: Arc<dyn Store>,
+    targets: Vec<Target>,
+    /// This instance's name, for claims.
+    instance: String,
+    /// Where links in payloads point.
+    public_url: String,
+    /// Rung when a delivery is recorded, so the sender need not wait for
+    /// its next look.
+    recorded: Notify,
+}
+
+/// Starts notifying `targets`; `None` when there are none.
+pub fn spawn(
+    store: Arc<dyn Store>,
+    targets: Vec<Target>,
+    instance: String,
+    public_url: String,
+) -> Option<Notifier> {
+    if targets.is_empty() {
+        return None;
+    }
+    let shared = Arc::new(Shared {
+        store,
+        targets,
+        instance,
+        public_url,
+        recorded: Notify::new(),
+    });
+    let mut tasks = vec![tokio::spawn(record_events(shared.clone()))];
+    match send::Sender::new(shared) {
+        Ok(sender) => tasks.push(tokio::spawn(sender.run())),
+        // Recorded, not sent: `GET /notifications` shows them pending.
+        Err(e) => tracing::error!(error = %e, "cannot start sending webhooks: no TLS roots"),
+    }
+    Some(Notifier { tasks })
+}
+
+/// Records a delivery for each event the inbox feed shows, for every
+/// target that wants it. A request seen in a snapshot may be one already
+/// recorded; the store keeps the first.
+async fn record_events(shared: Arc<Shared>) {
+    loop {
+        let mut events = watch_inbox(shared.store.clone());
+        while let Some(event) = events.next().await {
+            let approvals = match event {
+                InboxEvent::Snapshot(pending) => pending,
+                InboxEvent::Changed(approval) => vec![*approval],
+            };
+            for approval in &approvals {
+                if let Some(event) = event_of(approval) {
+                    record(&shared, event, approval).await;
+                }
+            }
+        }
+        // The store failed; the feed starts again from a snapshot.
+        tracing::warn!("the notifier lost its event feed; following it again");
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+/// The event an approval's state stands for: a request, a person's
+/// decision, or (expired, withdrawn) none.
+fn event_of(approval: &Approval) -> Option<Event> {
+    match approval.status {
+        ApprovalStatus::Pending => Some(Event::Requested),
+        ApprovalStatus::Approved | ApprovalStatus::Denied => Some(Event::Decided),
+        ApprovalStatus::Expired => None,
+    }
+}
+
+async fn record(shared: &Shared, event: Event, approval: &Approval) {
+    let now = Utc::now();
+    for target in shared.targets.iter().filter(|t| t.wants(event)) {
+        let new = NewNotification {
+            id: Uuid::now_v7(),
+            event: event.name().to_owned(),
+            approval_id: approval.id,
+            target: target.name.clone(),
+            payload: payload::body(target.format, event, approval, &shared.public_url, now),
+            created_at: now,
+        };
+        match shared.store.enqueue_notification(new).await {
+            Ok(true) => shared.recorded.notify_one(),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(target = %target.name, error = %e, "cannot record a notification"),
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The bodies posted: the JSON event (Standard Webhooks' `type`,
+//! `timestamp`, `data`) or Slack's `text` and `blocks`.
+
+use super::target::{Event, Format};
+use crate::store::Approval;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+/// The longest command line shown; a longer one is cut with `…`.
+const MAX_PREVIEW_CHARS: usize = 500;
+
+/// The body for `event` of `approval`, in `format`; links start at
+/// `public_url`.
+pub fn body(format: Format, event: Event, approval: &Approval, public_url: &str, at: DateTime<Utc>) -> Value {
+    let facts = Facts::of(approval, public_url);
+    match format {
+        Format::Json => json_body(event, approval, &facts, at),
+        Format::Slack => slack_body(event, approval, &facts),
+    }
+}
+
+/// What both shapes say beyond the request itself.
+struct Facts {
+    preview: String,
+    approval_url: String,
+    inbox_url: String,
+}
+
+impl Facts {
+    fn of(a: &Approval, public_url: &str) -> Self {
+        let base = public_url.trim_end_matches('/');
+        Self {
+            preview: preview(&a.argv),
+            approval_url: format!("{base}/approvals/{}", a.id),
+            inbox_url: format!("{base}/ui"),
+        }
+    }
+}
+
+fn json_body(event: Event, a: &Approval, f: &Facts, at: DateTime<Utc>) -> Value {
+    json!({
+        "type": event.name(),
+        "timestamp": at,
+        "data": {
+            "approval_id": a.id,
+            "run_id": a.run_id,
+            "skill": a.skill,
+            "tool": a.tool,
+            "description": a.description,
+            "argv_preview": f.preview,
+            "trust": a.trust,
+            "warning": a.warning,
+            "requested_by": a.requested_by,
+            "status": a.status,
+            "scope": a.scope,
+            "decided_by": a.decided_by,
+            "note": a.note,
+            "created_at": a.created_at,
+            "expires_at": a.expires_at,
+            "decided_at": a.decided_at,
+            "approval_url": f.approval_url,
+            "inbox_url": f.inbox_url,
+        },
+    })
+}
+
+fn slack_body(event: Event, a: &Approval, f: &Facts) -> Value {
+    let who = a.requested_by.as_deref().unwrap_or("a caller without a token");
+    let headline = match event {
+        Event::Requested => format!("{} wants to run {} / {}", who, a.skill, a.tool),
+        Event::Decided => format!(
+            "{} {} {} / {}",
+            a.decided_by.as_deref().unwrap_or("someone"),
+            a.status.as_str(),
+            a.skill,
+            a.tool
+        ),
+    };
+    let mut lines = vec![format!("*{}*", mrkdwn(&headline))];
+    lines.push(format!(
+        "```{}```",
+        mrkdwn(&f.preview.replace("```", "`\u{200b}``"))
+    ));
+    if let Some(w) = &a.warning {
+        lines.push(format!(":warning: {}", mrkdwn(w)));
+    }
+    if let Some(n) = a.note.as_deref().filter(|n| !n.is_empty()) {
+        lines.push(format!("Note: {}", mrkdwn(n)));
+    }
+    let context = format!("trust: {} · request {}", a.trust, a.id);
+    json!({
+        "text": headline,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": lines.join("\n")}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn(&context)}]},
+            {"type": "section", "text": {"type": "mrkdwn",
+                "text": format!("<{}|Open the inbox> · <{}|this request>", f.inbox_url, f.approval_url)}},
+        ],
+    })
+}
+
+/// Slack's three control characters, escaped as it asks.
+fn mrkdwn(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The command line as a shell would read it, every word quoted as needed
+/// and anything invisible or misleading (control characters, bidi
+/// overrides, zero-width characters) escaped, so it reads as what runs.
+pub fn preview(argv: &[String]) -> String {
+    let line = argv.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= MAX_PREVIEW_CHARS {
+        return line;
+    }
+    let mut cut: String = line.chars().take(MAX_PREVIEW_CHARS).collect();
+    cut.push('…');
+    cut
+}
+
+fn quote(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=:,@+%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return word.to_owned();
+    }
+    if !word.chars().any(hidden) {
+        return format!("'{}'", word.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for c in word.chars() {
+        match c {
+            '\'' => out.push_str(r"\'"),
+            '\\' => out.push_str(r"\\"),
+            '\n' => out.push_str(r"\n"),
+            '\t' => out.push_str(r"\t"),
+            c if hidden(c) => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Characters that do not show as themselves: controls, and the format
+/// characters that reorder or hide text.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_read_as_what_runs() {
+        let argv = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        assert_eq!(preview(&argv(&["echo", "a b", "it's"])), r"echo 'a b' 'it'\''s'");
+        assert_eq!(
+            preview(&argv(&["cat", "x\u{202e}txt.exe", "a\nb"])),
+            r"cat $'x\u202etxt.exe' $'a\nb'"
+        );
+        assert_eq!(preview(&argv(&["true", ""])), "true ''");
+        let long = preview(&argv(&[&"x".repeat(600)]));
+        assert_eq!(long.chars().count(), MAX_PREVIEW_CHARS + 1);
+    }
+
+    #[test]
+    fn slack_text_cannot_inject_links() {
+        assert_eq!(
+            mrkdwn("<!channel> & <http://x|y>"),
+            "&lt;!channel&gt; &amp; &lt;http://x|y&gt;"
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! Deliveries of `[[notify]]` webhooks as the store keeps them: one row
+//! per event and target, claimed by one instance at a time, so that with
+//! several instances each event is delivered once (`docs/api.md`,
+//! "Notifications").
+
+use super::StoreError;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// Where a delivery is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NotificationStatus {
+    /// Not delivered yet: waiting for its first attempt or a retry.
+    Pending,
+    Delivered,
+    /// Every attempt failed; no more are made.
+    Failed,
+}
+
+impl NotificationStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Result<Self, StoreError> {
+        [Self::Pending, Self::Delivered, Self::Failed]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| StoreError::Other(format!("unknown notification status '{s}' in the database")))
+    }
+}
+
+/// A delivery to record. Recording the same event for the same target
+/// twice (two instances seeing one change) keeps the first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewNotification {
+    pub id: Uuid,
+    /// `approval.requested` or `approval.decided`.
+    pub event: String,
+    pub approval_id: Uuid,
+    /// The `[[notify]]` entry's name.
+    pub target: String,
+    /// The body, as it will be sent on every attempt.
+    pub payload: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A delivery as recorded: the API's `Notification`.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Notification {
+    #[schema(value_type = String, format = "uuid")]
+    pub id: Uuid,
+    pub event: String,
+    #[schema(value_type = String, format = "uuid")]
+    pub approval_id: Uuid,
+    pub target: String,
+    pub status: NotificationStatus,
+    /// Attempts made (or under way).
+    pub attempts: u32,
+    /// The HTTP status of the last answer, when there was one.
+    pub last_status: Option<u16>,
+    /// Why the last attempt failed.
+    pub last_error: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+    /// When the next attempt is due, while pending.
+    #[schema(value_type = String, format = DateTime)]
+    pub next_attempt_at: DateTime<Utc>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// The body sent.
+    #[schema(value_type = Object)]
+    pub payload: Value,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attempt {
+    /// The receiver answered 2xx.
+    Delivered { status: u16 },
+    /// It failed; the next attempt is due at `next`.
+    Retry {
+        status: Option<u16>,
+        error: String,
+        next: DateTime<Utc>,
+    },
+    /// It failed, and it was the last attempt.
+    Failed { status: Option<u16>, error: String },
+}
+
+impl Attempt {
+    pub(super) fn status(&self) -> NotificationStatus {
+        match self {
+            Self::Delivered { .. } => NotificationStatus::Delivered,
+            Self::Retry { .. } => NotificationStatus::Pending,
+            Self::Failed { .. } => NotificationStatus::Failed,
+        }
+    }
+
+    pub(super) fn http_status(&self) -> Option<i32> {
+        match self {
+            Self::Delivered { status } => Some(i32::from(*status)),
+            Self::Retry { status, .. } | Self::Failed { status, .. } => status.map(i32::from),
+        }
+    }
+
+    pub(super) fn error(&self) -> Option<&str> {
+        match self {
+            Self::Delivered { .. } => None,
+            Self::Retry { error, .. } | Self::Failed { error, .. } => Some(error),
+        }
+    }
+}
+
+/// A stored HTTP status, read back.
+pub(super) fn http_status(stored: Option<i32>) -> Option<u16> {
+    stored.and_then(|s| u16::try_from(s).ok())
+}
