@@ -1151,6 +1151,54 @@ async fn sqlite_creates_its_directory_and_runs_in_wal_mode() {
     assert!(other.is_file());
 }
 
+/// Calls never checkpoint (that was a 100 ms stall on one call in a
+/// hundred); a background task does, so the database file takes in what
+/// the WAL holds, and the WAL starts over instead of growing.
+#[tokio::test]
+async fn sqlite_checkpoints_in_the_background() {
+    let dir = crate::common::tempdir().unwrap();
+    let path = dir.path().join("skilld.db");
+    let store = store::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let wal = dir.path().join("skilld.db-wal");
+    // Five bursts of writes with a pause after each: checkpointed in the
+    // pause, the WAL starts over, so it stays the size of one burst
+    // (without checkpoints it would hold all five).
+    let (mut first_burst, mut db_after_first) = (0, 0);
+    for round in 0..5 {
+        for _ in 0..100 {
+            insert(&store, new_run("git", "git_log", t0())).await;
+        }
+        if round == 0 {
+            first_burst = size(&wal);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        if round == 0 {
+            db_after_first = size(&path);
+        }
+    }
+    assert!(first_burst > 0);
+    assert!(
+        size(&wal) < first_burst * 5 / 2,
+        "WAL is {} bytes after five bursts of {first_burst}",
+        size(&wal)
+    );
+    assert!(
+        size(&path) > db_after_first,
+        "the database file took in the later runs"
+    );
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let interval: i64 = sqlx::query_scalar("pragma wal_autocheckpoint")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert!(interval > 0, "a plain connection keeps SQLite's own checkpoints");
+}
+
 #[tokio::test]
 async fn unreachable_postgres_is_unavailable() {
     // Nothing listens on port 1; after the pool's acquire timeout the store
