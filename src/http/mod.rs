@@ -15,6 +15,7 @@ pub mod notifications;
 mod query;
 pub mod responses;
 pub mod runs;
+pub mod skill_match;
 pub mod skills;
 pub mod tools;
 pub mod toolserver;
@@ -140,6 +141,7 @@ fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(health::router())
         .merge(skills::router())
+        .merge(skill_match::router())
         .merge(tools::router())
         .merge(invoke::router())
         .merge(runs::router())

@@ -51,6 +51,7 @@ pub enum Code {
     ProgramNotFound,
     Shadowed,
     AmbiguousToolName,
+    InvalidTrigger,
     NotASkill,
     RootMissing,
 }
@@ -92,6 +93,7 @@ impl Code {
             Code::ProgramNotFound => "program_not_found",
             Code::Shadowed => "shadowed",
             Code::AmbiguousToolName => "ambiguous_tool_name",
+            Code::InvalidTrigger => "invalid_trigger",
             Code::NotASkill => "not_a_skill",
             Code::RootMissing => "root_missing",
         }

@@ -511,11 +511,31 @@ impl Parse<'_, '_> {
         }
     }
 
+    /// `triggers.files`: globs, each checked now so that a bad one is
+    /// said at load, not silently never matching.
+    fn file_globs(&mut self, value: Option<&Value>) -> Vec<String> {
+        let globs = self.list_in(value, "triggers", false);
+        for glob in &globs {
+            if let Err(e) = globset::Glob::new(glob) {
+                let pos = self.key_pos("triggers");
+                self.warn(
+                    Code::InvalidTrigger,
+                    pos,
+                    format!(
+                        "the file trigger '{glob}' is not a glob ({}); it never matches",
+                        e.kind()
+                    ),
+                );
+            }
+        }
+        globs
+    }
+
     fn triggers(&mut self, fm: &Map<String, Value>) -> Triggers {
         match fm.get("triggers") {
             None | Some(Value::Null) => Triggers::default(),
             Some(Value::Object(map)) => Triggers {
-                files: self.list_in(map.get("files"), "triggers", false),
+                files: self.file_globs(map.get("files")),
                 keywords: self.list_in(map.get("keywords"), "triggers", false),
                 languages: self.list_in(map.get("languages"), "triggers", false),
                 modes: self.list_in(map.get("modes"), "triggers", false),

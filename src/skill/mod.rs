@@ -15,6 +15,7 @@ pub mod names;
 mod parse;
 pub mod scripts;
 pub mod template;
+pub mod triggers;
 
 pub use diag::{Code, Diagnostic, Severity};
 pub use files::PathCache;

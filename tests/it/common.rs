@@ -396,7 +396,8 @@ pub fn write_file(path: &Path, text: &str) {
 pub fn greet_skill(dir: &Path) {
     write_file(
         &dir.join("greet/SKILL.md"),
-        "---\nname: greet\nversion: 1.0.0\ndescription: Greets people.\nread_only: true\ncommand: hi\n---\n\n\
+        "---\nname: greet\nversion: 1.0.0\ndescription: Greets people.\nread_only: true\ncommand: hi\n\
+         triggers:\n  keywords: [hello]\n---\n\n\
          Say hello. See references/notes.md.\n\n### greet\n\nGreets someone.\n\n#### Parameters\n\n\
          | Name | Type | Required | Description |\n|---|---|---|---|\n| name | string | yes | Who. |\n\n\
          #### Command\n\n```\necho hello {{name}}\n```\n",

@@ -30,6 +30,7 @@ mod robust;
 mod runner;
 mod sandbox;
 mod server_process;
+mod skill_match;
 mod sources;
 mod standalone;
 mod store;

@@ -134,6 +134,18 @@ def flow(client, approver) -> None:
             check(streamed.run_id == held.run_id, f"the result event: run_id {streamed.run_id}")
             check(streamed.output.strip() == "stamped", f"the result event: output {streamed.output!r}")
 
+    # Which skills apply to a message: greet's keyword fires.
+    from skilld_client.api.skills import match_skills
+    from skilld_client.models import MatchList, MatchRequest, Problem, TriggerKind
+
+    matched = match_skills.sync(client=client, body=MatchRequest(message="Say Hello to the team"))
+    if check(isinstance(matched, MatchList), f"POST /skills/match: parsed as {type(matched).__name__}"):
+        hits = [(m.skill, m.trigger.kind, m.trigger.value) for m in matched.matches]
+        check(hits == [("greet", TriggerKind.KEYWORD, "hello")], f"POST /skills/match: {hits!r}")
+    refused = match_skills.sync(client=client, body=MatchRequest(explicit=["no-such-skill"]))
+    if check(isinstance(refused, Problem), f"match with an unknown skill: parsed as {type(refused).__name__}"):
+        check(refused.status == 422, f"match with an unknown skill: status {refused.status!r}")
+
     # A skill's file, as bytes.
     notes = get_skill_file.sync("greet", "references/notes.md", client=client)
     if check(isinstance(notes, File), f"GET /skills/greet/files/references/notes.md: parsed as {type(notes).__name__}"):
