@@ -6,7 +6,7 @@ use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
 use super::responses::{
-    BadQuery, DecisionProblems, StoreUnavailable, describe_inbox_stream, empty_bodies_allowed,
+    BadQuery, BodyProblems, DecisionProblems, StoreUnavailable, describe_inbox_stream, empty_bodies_allowed,
 };
 use super::runs::json_event;
 use crate::invoke::{InboxEvent, Ruling};
@@ -189,6 +189,7 @@ pub struct DecisionRequest {
     responses(
         (status = 200, description = "Approved; the run is queued on this instance and starts as soon as it has a slot (follow it at /runs/{run_id})", body = Approval),
         DecisionProblems,
+        BodyProblems,
         (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already decided, expired, or the skill changed since the call", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
@@ -209,6 +210,7 @@ async fn approve(
     responses(
         (status = 200, description = "Denied", body = Approval),
         DecisionProblems,
+        BodyProblems,
         (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already decided or expired", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,

@@ -4,7 +4,7 @@ use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{JsonBody, Path, Query};
-use super::responses::{InvokeProblems, describe_streams, empty_bodies_allowed};
+use super::responses::{BodyProblems, InvokeProblems, describe_streams, empty_bodies_allowed};
 use super::runs::sse;
 use crate::auth::Caller;
 use crate::invoke::{
@@ -189,6 +189,7 @@ pub struct SkillToolPath {
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
         InvokeProblems,
+        BodyProblems,
         (status = 404, description = "No such tool", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = CONFLICT_AMBIGUOUS, body = Problem, content_type = "application/problem+json"),
     ))]
@@ -214,6 +215,7 @@ async fn invoke_tool(
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
         InvokeProblems,
+        BodyProblems,
         (status = 404, description = "No such skill or tool", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = CONFLICT_WAITED, body = Problem, content_type = "application/problem+json"),
     ))]
@@ -252,6 +254,7 @@ pub struct CommandPath {
         )),
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
         InvokeProblems,
+        BodyProblems,
         (status = 404, description = "No such command", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = CONFLICT_AMBIGUOUS, body = Problem, content_type = "application/problem+json"),
     ))]

@@ -34,7 +34,32 @@ pub struct StoreUnavailable(pub Problem);
 )]
 pub struct NoSuchSkill(pub Problem);
 
-/// What every invoke operation can answer besides its own 404 and 409.
+/// What every operation with a JSON body can answer about the body
+/// itself, as [`super::extract::JsonBody`] reads it.
+#[derive(IntoResponses)]
+pub enum BodyProblems {
+    #[response(
+        status = 408,
+        description = "The body did not arrive whole within 30 seconds",
+        content_type = "application/problem+json"
+    )]
+    TooSlow(Problem),
+    #[response(
+        status = 413,
+        description = "The body is over 1 MiB",
+        content_type = "application/problem+json"
+    )]
+    TooLarge(Problem),
+    #[response(
+        status = 415,
+        description = "A body sent without `Content-Type: application/json`",
+        content_type = "application/problem+json"
+    )]
+    NotJson(Problem),
+}
+
+/// What every invoke operation can answer besides its own 404 and 409
+/// (and [`BodyProblems`]).
 #[derive(IntoResponses)]
 pub enum InvokeProblems {
     #[response(
@@ -49,24 +74,6 @@ pub enum InvokeProblems {
         content_type = "application/problem+json"
     )]
     Denied(Problem),
-    #[response(
-        status = 413,
-        description = "The body is over 1 MiB",
-        content_type = "application/problem+json"
-    )]
-    TooLarge(Problem),
-    #[response(
-        status = 408,
-        description = "The body did not arrive whole within 30 seconds",
-        content_type = "application/problem+json"
-    )]
-    TooSlow(Problem),
-    #[response(
-        status = 415,
-        description = "A body sent without `Content-Type: application/json`",
-        content_type = "application/problem+json"
-    )]
-    NotJson(Problem),
     #[response(
         status = 422,
         description = "The arguments fail the tool's schema, or argument injection",
@@ -87,7 +94,8 @@ pub enum InvokeProblems {
     Unavailable(Problem),
 }
 
-/// What approving and denying can answer besides their 404 and 409.
+/// What approving and denying can answer besides their 404 and 409 (and
+/// [`BodyProblems`]).
 #[derive(IntoResponses)]
 pub enum DecisionProblems {
     #[response(
@@ -96,24 +104,6 @@ pub enum DecisionProblems {
         content_type = "application/problem+json"
     )]
     BadRequest(Problem),
-    #[response(
-        status = 413,
-        description = "The body is over 1 MiB",
-        content_type = "application/problem+json"
-    )]
-    TooLarge(Problem),
-    #[response(
-        status = 408,
-        description = "The body did not arrive whole within 30 seconds",
-        content_type = "application/problem+json"
-    )]
-    TooSlow(Problem),
-    #[response(
-        status = 415,
-        description = "A body sent without `Content-Type: application/json`",
-        content_type = "application/problem+json"
-    )]
-    NotJson(Problem),
     #[response(
         status = 403,
         description = "The approver is the one who asked (self_approval)",

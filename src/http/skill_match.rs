@@ -5,7 +5,7 @@ use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::JsonBody;
-use super::responses::empty_bodies_allowed;
+use super::responses::{BodyProblems, empty_bodies_allowed};
 use crate::invoke::FieldError;
 use crate::skill::triggers::{self, Context, FiredTrigger};
 use axum::Json;
@@ -61,7 +61,7 @@ pub struct MatchList {
     pub matches: Vec<SkillMatch>,
 }
 
-/// What matching can answer besides its match list.
+/// What matching can answer besides its match list (and [`BodyProblems`]).
 #[derive(IntoResponses)]
 pub enum MatchProblems {
     #[response(
@@ -70,24 +70,6 @@ pub enum MatchProblems {
         content_type = "application/problem+json"
     )]
     BadRequest(Problem),
-    #[response(
-        status = 408,
-        description = "The body did not arrive whole within 30 seconds",
-        content_type = "application/problem+json"
-    )]
-    TooSlow(Problem),
-    #[response(
-        status = 413,
-        description = "The body is over 1 MiB",
-        content_type = "application/problem+json"
-    )]
-    TooLarge(Problem),
-    #[response(
-        status = 415,
-        description = "A body sent without `Content-Type: application/json`",
-        content_type = "application/problem+json"
-    )]
-    NotJson(Problem),
     #[response(
         status = 422,
         description = "`explicit` names a skill that is not loaded (`unknown_skill`), or a list has more than 10,000 entries",
@@ -102,7 +84,7 @@ pub enum MatchProblems {
 /// language, the mode, then a request by name.
 #[utoipa::path(post, path = "/skills/match", tag = "skills", security(("bearer" = ["read"])),
     request_body(content = MatchRequest, description = "The context; an empty body matches only what needs no context"),
-    responses((status = 200, description = "The skills that apply, by name", body = MatchList), MatchProblems))]
+    responses((status = 200, description = "The skills that apply, by name", body = MatchList), MatchProblems, BodyProblems))]
 async fn match_skills(
     _: Require<need::Read>,
     State(state): State<AppState>,
