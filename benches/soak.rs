@@ -1,0 +1,227 @@
+//! Soak: `true` through `POST /tools/{tool}/invoke` at c=8, sandbox on,
+//! for a minute (`SKILLD_SOAK_SECS`), on SQLite or, with
+//! `SKILLD_BENCH_POSTGRES_URL`, on PostgreSQL. Every 10 s window prints
+//! its calls/s and latency (median, p90, p99, max) beside this process's
+//! resident memory, open descriptors and, on SQLite, the WAL file's size,
+//! so growth in any of them shows as a trend from the first window to the
+//! last. A bare spawn of `true` at c=8 runs first, as the baseline.
+//!
+//! Run with `cargo bench --bench soak`. Nothing here asserts on time;
+//! every call must return 200 with `"success": true`.
+
+#![expect(
+    clippy::expect_used,
+    reason = "a benchmark that cannot measure should stop and say why"
+)]
+
+use serde_json::Value;
+use skilld::AppState;
+use skilld::catalog::{CatalogHandle, CatalogOptions, Root};
+use skilld::invoke::{Invoker, RunSettings};
+use skilld::skill::{Runtimes, Trust};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WORKERS: usize = 8;
+const WINDOW: Duration = Duration::from_secs(10);
+
+fn write_skill(root: &Path) {
+    let dir = root.join("soak-true");
+    std::fs::create_dir_all(&dir).expect("skill dir");
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: soak-true\nversion: 1.0.0\ndescription: Soak benchmark tool.\nread_only: true\n---\n\n\
+         ### soak_true\n\nRuns true.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n```\ntrue\n```\n",
+    )
+    .expect("SKILL.md");
+}
+
+/// Latencies of one window, sorted.
+fn summary(mut d: Vec<Duration>, over: Duration) -> String {
+    d.sort();
+    let at = |q: f64| {
+        let i = ((d.len() as f64 * q).ceil() as usize).clamp(1, d.len().max(1)) - 1;
+        d.get(i).copied().unwrap_or_default()
+    };
+    let ms = |x: Duration| format!("{:7.3}", x.as_secs_f64() * 1000.0);
+    format!(
+        "{:7.1}/s  median {} p90 {} p99 {} max {} ms",
+        d.len() as f64 / over.as_secs_f64(),
+        ms(at(0.5)),
+        ms(at(0.9)),
+        ms(at(0.99)),
+        ms(d.last().copied().unwrap_or_default())
+    )
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+}
+
+/// Runs `call` on [`WORKERS`] workers for `secs`, printing each window.
+async fn soak<F, Fut>(label: &str, secs: u64, wal: Option<PathBuf>, call: F)
+where
+    F: Fn() -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    println!("== {label}: c={WORKERS} for {secs} s ==");
+    let window: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let (window, stop, call) = (window.clone(), stop.clone(), call.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let start = Instant::now();
+                    call().await;
+                    window.lock().expect("window").push(start.elapsed());
+                }
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    let mut next = start + WINDOW;
+    while start.elapsed() < Duration::from_secs(secs) {
+        tokio::time::sleep_until(next.into()).await;
+        let taken = std::mem::take(&mut *window.lock().expect("window"));
+        let wal_size = wal
+            .as_ref()
+            .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+            .map_or(String::new(), |b| {
+                format!("  WAL {:6.2} MiB", b as f64 / 1048576.0)
+            });
+        println!(
+            "  {:>3} s  {}  RSS {:6.1} MiB  fds {:4}{wal_size}",
+            start.elapsed().as_secs(),
+            summary(taken, WINDOW),
+            rss_kib() as f64 / 1024.0,
+            fds()
+        );
+        next += WINDOW;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.expect("worker");
+    }
+}
+
+async fn run(secs: u64) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("skills");
+    write_skill(&root);
+    let catalog = Arc::new(CatalogHandle::new(CatalogOptions {
+        roots: vec![Root {
+            name: "soak".into(),
+            path: root.clone(),
+            trust: Trust::Bundled,
+            explicit: true,
+        }],
+        max_timeout_secs: 60,
+        runtimes: Runtimes::default(),
+    }));
+    let (url, wal) = match std::env::var("SKILLD_BENCH_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => (url, None),
+        _ => {
+            let db = tmp.path().join("skilld.db");
+            (
+                format!("sqlite://{}", db.display()),
+                Some(tmp.path().join("skilld.db-wal")),
+            )
+        }
+    };
+    let store = skilld::store::connect(&url).await.expect("run log");
+    println!("run log: {}", store.backend());
+    let defaults = RunSettings::default();
+    let settings = RunSettings {
+        workspace: tmp.path().to_path_buf(),
+        data_dir: tmp.path().to_path_buf(),
+        max_concurrent: defaults.max_concurrent.max(16),
+        max_concurrent_per_tool: defaults.max_concurrent_per_tool.max(16),
+        ..defaults
+    };
+    let invoker = Arc::new(Invoker::new(store, settings));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let state = AppState {
+        catalog,
+        invoker,
+        auth: Default::default(),
+        web: Arc::new(skilld::http::guard::WebGuard {
+            loopback_only: true,
+            allowed_origins: Vec::new(),
+        }),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(skilld::serve(
+        state,
+        listener,
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+    ));
+
+    soak(
+        "baseline: spawn `true` from tokio",
+        WINDOW.as_secs() * 2,
+        None,
+        || async {
+            let status = tokio::process::Command::new("true")
+                .status()
+                .await
+                .expect("spawn true");
+            assert!(status.success());
+        },
+    )
+    .await;
+    let url = Arc::new(format!("http://{addr}/tools/soak_true/invoke"));
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    soak(
+        "HTTP: POST /tools/soak_true/invoke, sandbox on",
+        secs,
+        wal,
+        move || {
+            let (client, url) = (client.clone(), url.clone());
+            async move {
+                let res = client
+                    .post(url.as_str())
+                    .header("content-type", "application/json")
+                    .body(r#"{"arguments":{}}"#)
+                    .send()
+                    .await
+                    .expect("request");
+                assert_eq!(res.status(), 200);
+                let env: Value = res.json().await.expect("envelope");
+                assert_eq!(env["success"], true, "{env}");
+            }
+        },
+    )
+    .await;
+    let _ = stop.send(());
+    server.await.expect("server").expect("serve");
+}
+
+fn main() {
+    let secs = std::env::var("SKILLD_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(run(secs));
+}
