@@ -287,13 +287,13 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config, true).await?;
     let catalog_config = config.clone();
     let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config)).await?);
+    let invoker = Arc::new(Invoker::new(store, config.run.clone()));
     let _notifier = crate::notify::spawn(
-        store.clone(),
+        invoker.clone(),
         config.notify.clone(),
         config.run.instance.clone(),
         config.public_url.clone(),
     );
-    let invoker = Arc::new(Invoker::new(store, config.run.clone()));
     let catalog = handle.current();
     tracing::info!(
         skills = catalog.skills.len(),

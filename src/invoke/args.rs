@@ -97,8 +97,8 @@ fn check(p: &Param, value: &Value) -> Result<(), String> {
         };
         return Err(format!("expected {expected}, got {}", shown(value)));
     }
-    if let Some(msg) = nul_in(value) {
-        return Err(msg);
+    if holds_nul(value) {
+        return Err("contains a NUL byte, which no argument can carry".to_owned());
     }
     if let Some(allowed) = &p.enum_values
         && !allowed.contains(value)
@@ -111,16 +111,6 @@ fn check(p: &Param, value: &Value) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// No argv element can carry a NUL byte.
-fn nul_in(value: &Value) -> Option<String> {
-    let has = match value {
-        Value::String(s) => s.contains('\0'),
-        Value::Array(items) => items.iter().any(|v| v.as_str().is_some_and(|s| s.contains('\0'))),
-        _ => false,
-    };
-    has.then(|| "contains a NUL byte, which no argument can carry".to_owned())
 }
 
 /// Whether any string or key at any depth of `value` holds a NUL.

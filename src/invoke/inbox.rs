@@ -1,13 +1,17 @@
 //! The approvers' inbox as a stream: every pending request, then each
 //! change to a request as the store announces it (from any instance on
 //! PostgreSQL), so an open inbox needs no polling.
+//!
+//! One feed per process turns run changes into request changes, for every
+//! subscriber at once (the open inbox pages, the notifier): a run costs one
+//! look-up however many listen, and none while nobody does.
 
 use super::{InvokeError, Invoker};
 use crate::store::{Approval, ApprovalStatus, MAX_APPROVALS, Store, StoreError};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -19,99 +23,146 @@ pub enum InboxEvent {
     Snapshot(Vec<Approval>),
     /// A request made, or changed (decided, expired, withdrawn, its caller
     /// gone); one no longer pending leaves the inbox.
-    Changed(Box<Approval>),
+    Changed(Arc<Approval>),
 }
 
-/// How many quiet runs (see [`Inbox`]) are remembered, so that an ordinary
-/// run costs the inbox one look-up, not one per status change.
+/// How many quiet runs (see [`Requests`]) are remembered, so that an
+/// ordinary run costs one look-up, not one per status change.
 const QUIET_MEMORY: usize = 4096;
+/// Changes buffered for a slow subscriber before it must start over.
+const FEED_CAPACITY: usize = 256;
+
+/// What the feed tells its subscribers.
+#[derive(Debug, Clone)]
+enum News {
+    Changed(Arc<Approval>),
+    /// The feed itself missed changes: read the inbox afresh.
+    Resync,
+}
+
+/// The process's one feed of request changes; its task stops with it.
+pub(super) struct InboxFeed {
+    news: broadcast::Sender<News>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for InboxFeed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl InboxFeed {
+    fn start(store: Arc<dyn Store>) -> Self {
+        let news = broadcast::channel(FEED_CAPACITY).0;
+        let task = tokio::spawn(follow(store, news.clone()));
+        Self { news, task }
+    }
+}
 
 impl Invoker {
     /// The inbox's events until the subscriber goes (or the longest
     /// stream time passes; a client reconnects). Counts as an open stream.
     pub fn inbox_events(&self) -> Result<BoxStream<'static, InboxEvent>, InvokeError> {
         let permit = self.stream_permit()?;
-        Ok(self.bounded(watch_inbox(self.store.clone()), permit))
+        Ok(self.bounded(self.watch_inbox(), permit))
+    }
+
+    /// The inbox's events for as long as they are read: a snapshot, then
+    /// each change, and a fresh snapshot after changes were missed. Ends
+    /// if the store fails (read it again to start over).
+    pub fn watch_inbox(&self) -> BoxStream<'static, InboxEvent> {
+        let feed = self.inbox.get_or_init(|| InboxFeed::start(self.store.clone()));
+        // Subscribed before the snapshot is read: nothing falls between.
+        let news = feed.news.subscribe();
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(relay(self.store.clone(), news, tx));
+        stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) }).boxed()
     }
 }
 
-/// The inbox's events for as long as they are read: a task feeds them and
-/// stops when the stream is dropped (or the store fails: the stream ends).
-pub fn watch_inbox(store: Arc<dyn Store>) -> BoxStream<'static, InboxEvent> {
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(feed(store, tx));
-    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) }).boxed()
-}
-
-/// The task behind [`Invoker::inbox_events`]: a snapshot, then changes,
-/// and a fresh snapshot after a lag. Ends when the subscriber goes or the
-/// store fails (the client reconnects and starts from a snapshot).
-async fn feed(store: Arc<dyn Store>, tx: mpsc::Sender<InboxEvent>) {
-    // Subscribed before the snapshot is read: nothing falls between.
-    let mut changes = store.changes();
+/// One subscriber's task: a snapshot, then the feed's news, and a fresh
+/// snapshot after a lag. Ends when the subscriber goes or the store fails.
+async fn relay(store: Arc<dyn Store>, mut news: broadcast::Receiver<News>, tx: mpsc::Sender<InboxEvent>) {
     loop {
-        let mut inbox = match Inbox::read(store.as_ref()).await {
-            Ok(inbox) => inbox,
+        let pending = match store
+            .list_approvals(Some(ApprovalStatus::Pending), MAX_APPROVALS)
+            .await
+        {
+            Ok(pending) => pending,
             Err(e) => return tracing::warn!(error = %e, "cannot read the inbox"),
         };
-        if tx.send(InboxEvent::Snapshot(inbox.snapshot())).await.is_err() {
+        if tx.send(InboxEvent::Snapshot(pending)).await.is_err() {
             return;
         }
         loop {
-            let run = tokio::select! {
+            let item = tokio::select! {
                 () = tx.closed() => return,
-                change = changes.recv() => match change {
-                    Ok(run) => run,
-                    Err(RecvError::Lagged(_)) => break,
-                    Err(RecvError::Closed) => return,
-                },
+                item = news.recv() => item,
             };
-            match inbox.change(store.as_ref(), run).await {
-                Ok(Some(approval)) => {
-                    if tx.send(InboxEvent::Changed(Box::new(approval))).await.is_err() {
+            match item {
+                Ok(News::Changed(approval)) => {
+                    if tx.send(InboxEvent::Changed(approval)).await.is_err() {
                         return;
                     }
                 }
-                Ok(None) => {}
-                Err(e) => return tracing::warn!(error = %e, "cannot follow the inbox"),
+                Ok(News::Resync) | Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Closed) => return,
             }
         }
     }
 }
 
-/// What one subscriber has been told: the pending requests as last sent,
-/// by run (so a change is sent once, however often it is announced), and
-/// the quiet runs, whose changes are no news to an inbox: never held, or
-/// their request's end already sent.
-struct Inbox {
+/// The feed's task: each run change that is news of a request, told to
+/// every subscriber. While nobody listens nothing is looked up.
+async fn follow(store: Arc<dyn Store>, news: broadcast::Sender<News>) {
+    let mut changes = store.changes();
+    let mut requests = Requests::default();
+    loop {
+        let run = match changes.recv().await {
+            Ok(run) => run,
+            Err(RecvError::Lagged(_)) => {
+                requests = Requests::default();
+                let _ = news.send(News::Resync);
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        if news.receiver_count() == 0 {
+            requests = Requests::default();
+            continue;
+        }
+        match requests.change(store.as_ref(), run).await {
+            Ok(Some(approval)) => {
+                let _ = news.send(News::Changed(Arc::new(approval)));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot follow the inbox");
+                requests = Requests::default();
+                let _ = news.send(News::Resync);
+            }
+        }
+    }
+}
+
+/// What the feed has told: the pending requests as last told, by run (so
+/// a change is told once, however often it is announced), and the quiet
+/// runs, whose changes are no news: never held, or their request's end
+/// already told.
+#[derive(Default)]
+struct Requests {
     pending: HashMap<Uuid, Approval>,
     quiet: HashSet<Uuid>,
 }
 
-impl Inbox {
-    async fn read(store: &dyn Store) -> Result<Self, StoreError> {
-        let pending = store
-            .list_approvals(Some(ApprovalStatus::Pending), MAX_APPROVALS)
-            .await?;
-        Ok(Self {
-            pending: pending.into_iter().map(|a| (a.run_id, a)).collect(),
-            quiet: HashSet::new(),
-        })
-    }
-
-    fn snapshot(&self) -> Vec<Approval> {
-        let mut all: Vec<Approval> = self.pending.values().cloned().collect();
-        all.sort_by_key(|a| (a.created_at, a.id));
-        all
-    }
-
+impl Requests {
     /// The request of changed run `run`, if there is news of it.
     async fn change(&mut self, store: &dyn Store, run: Uuid) -> Result<Option<Approval>, StoreError> {
         if self.quiet.contains(&run) {
             return Ok(None);
         }
-        let approval = store.approval_of_run(run).await?;
-        match approval {
+        match store.approval_of_run(run).await? {
             Some(a) if a.status == ApprovalStatus::Pending => {
                 if self.pending.get(&run) == Some(&a) {
                     return Ok(None);

@@ -23,7 +23,7 @@ pub use confine::WORKSPACE_WRITE;
 pub use envelope::{Artifact, Envelope};
 pub use error::{FieldError, InvokeError};
 pub use follow::StreamPermit;
-pub use inbox::{InboxEvent, watch_inbox};
+pub use inbox::InboxEvent;
 pub use live::{LiveRun, RunEvent, Runs};
 pub use rundir::artifacts_dir;
 
@@ -156,6 +156,8 @@ pub struct Invoker {
     pub sandbox: Arc<Sandbox>,
     /// The scratch root has been made and checked.
     scratch_ready: AtomicBool,
+    /// Request changes for the inbox and the notifier, once asked for.
+    inbox: std::sync::OnceLock<inbox::InboxFeed>,
 }
 
 impl Invoker {
@@ -168,6 +170,7 @@ impl Invoker {
             streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
             sandbox: Arc::new(Sandbox::detect(sandbox_settings(&settings))),
             scratch_ready: AtomicBool::new(false),
+            inbox: std::sync::OnceLock::new(),
             settings,
         }
     }

@@ -14,8 +14,8 @@ pub mod payload;
 
 pub use target::{Event, Format, NotifyConfig, Target};
 
-use crate::invoke::{InboxEvent, watch_inbox};
-use crate::store::{Approval, ApprovalStatus, NewNotification, Store};
+use crate::invoke::{InboxEvent, Invoker};
+use crate::store::{Approval, ApprovalStatus, NewNotification};
 use chrono::Utc;
 use futures_util::StreamExt;
 use std::sync::Arc;
@@ -37,7 +37,9 @@ impl Drop for Notifier {
 
 /// What the tasks share.
 struct Shared {
-    store: Arc<dyn Store>,
+    /// Whose inbox feed tells of requests and decisions, and whose store
+    /// keeps the deliveries.
+    invoker: Arc<Invoker>,
     targets: Vec<Target>,
     /// This instance's name, for claims.
     instance: String,
@@ -48,9 +50,10 @@ struct Shared {
     recorded: Notify,
 }
 
-/// Starts notifying `targets`; `None` when there are none.
+/// Starts notifying `targets` of the requests `invoker` sees; `None` when
+/// there are none.
 pub fn spawn(
-    store: Arc<dyn Store>,
+    invoker: Arc<Invoker>,
     targets: Vec<Target>,
     instance: String,
     public_url: String,
@@ -59,7 +62,7 @@ pub fn spawn(
         return None;
     }
     let shared = Arc::new(Shared {
-        store,
+        invoker,
         targets,
         instance,
         public_url,
@@ -79,11 +82,11 @@ pub fn spawn(
 /// recorded; the store keeps the first.
 async fn record_events(shared: Arc<Shared>) {
     loop {
-        let mut events = watch_inbox(shared.store.clone());
+        let mut events = shared.invoker.watch_inbox();
         while let Some(event) = events.next().await {
             let approvals = match event {
                 InboxEvent::Snapshot(pending) => pending,
-                InboxEvent::Changed(approval) => vec![*approval],
+                InboxEvent::Changed(approval) => vec![Approval::clone(&approval)],
             };
             for approval in &approvals {
                 if let Some(event) = event_of(approval) {
@@ -118,7 +121,7 @@ async fn record(shared: &Shared, event: Event, approval: &Approval) {
             payload: payload::body(target.format, event, approval, &shared.public_url, now),
             created_at: now,
         };
-        match shared.store.enqueue_notification(new).await {
+        match shared.invoker.store.enqueue_notification(new).await {
             Ok(true) => shared.recorded.notify_one(),
             Ok(false) => {}
             Err(e) => tracing::warn!(target = %target.name, error = %e, "cannot record a notification"),

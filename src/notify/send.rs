@@ -55,6 +55,7 @@ impl Sender {
             let lease_until = now + chrono::Duration::from_std(LEASE).unwrap_or_default();
             match this
                 .shared
+                .invoker
                 .store
                 .claim_notifications(&this.shared.instance, now, lease_until, BATCH)
                 .await
@@ -94,7 +95,7 @@ impl Sender {
     }
 
     async fn record(&self, n: &Notification, attempt: Attempt) {
-        let store = &self.shared.store;
+        let store = &self.shared.invoker.store;
         if let Err(e) = store
             .record_attempt(n.id, &self.shared.instance, attempt, Utc::now())
             .await

@@ -103,7 +103,7 @@ async fn server_with(
 
 fn notifier(server: &TestServer, targets: Vec<Target>, instance: &str) -> skilld::notify::Notifier {
     skilld::notify::spawn(
-        server.invoker.store.clone(),
+        server.invoker.clone(),
         targets,
         instance.to_owned(),
         "https://skilld.example".to_owned(),
