@@ -3,14 +3,14 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::{JsonBody, Path, Query};
+use super::error::{Problem, Result};
+use super::extract::{JsonBody, Path, Query, page_limit};
 use super::responses::{
     BadQuery, BodyProblems, DecisionProblems, StoreUnavailable, describe_inbox_stream, empty_bodies_allowed,
 };
 use super::runs::json_event;
 use crate::invoke::{InboxEvent, Ruling};
-use crate::store::{Approval, ApprovalStatus, DecisionFilter, DecisionPage, Grant, MAX_APPROVALS, Scope};
+use crate::store::{Approval, ApprovalStatus, DecisionFilter, DecisionPage, Grant, Scope};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -68,12 +68,7 @@ async fn list_approvals(
     State(state): State<AppState>,
     Query(q): Query<ApprovalQuery>,
 ) -> Result<Json<ApprovalList>> {
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=MAX_APPROVALS).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {MAX_APPROVALS}"
-        )));
-    }
+    let limit = page_limit(q.limit, 100)?;
     let approvals = state.invoker.store.list_approvals(q.status, limit).await?;
     Ok(Json(ApprovalList { approvals }))
 }
@@ -130,12 +125,7 @@ async fn approval_history(
     State(state): State<AppState>,
     Query(q): Query<HistoryQuery>,
 ) -> Result<Json<DecisionPage>> {
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=MAX_APPROVALS).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {MAX_APPROVALS}"
-        )));
-    }
+    let limit = page_limit(q.limit, 50)?;
     let filter = DecisionFilter {
         skill: q.skill,
         tool: q.tool,

@@ -9,6 +9,22 @@ use serde::de::DeserializeOwned;
 /// `axum::extract::Query`, rejecting with a 400 problem.
 pub struct Query<T>(pub T);
 
+/// The largest page any list operation serves.
+pub const MAX_PAGE: u32 = 500;
+
+/// A list operation's `limit`: `default` when not given, else 1 to
+/// [`MAX_PAGE`] (the documented range), or 400.
+pub fn page_limit(given: Option<u32>, default: u32) -> Result<u32, ApiError> {
+    let limit = given.unwrap_or(default);
+    if (1..=MAX_PAGE).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )))
+    }
+}
+
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;
 

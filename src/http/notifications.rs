@@ -3,10 +3,10 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Result};
-use super::extract::Query;
+use super::error::Result;
+use super::extract::{Query, page_limit};
 use super::responses::{BadQuery, StoreUnavailable};
-use crate::store::{MAX_APPROVALS, Notification, NotificationStatus};
+use crate::store::{Notification, NotificationStatus};
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -48,12 +48,7 @@ async fn list_notifications(
     State(state): State<AppState>,
     Query(q): Query<NotificationQuery>,
 ) -> Result<Json<NotificationList>> {
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=MAX_APPROVALS).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {MAX_APPROVALS}"
-        )));
-    }
+    let limit = page_limit(q.limit, 100)?;
     let notifications = state.invoker.store.list_notifications(q.status, limit).await?;
     Ok(Json(NotificationList { notifications }))
 }

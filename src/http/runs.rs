@@ -3,8 +3,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::{Path, Query};
+use super::error::{Problem, Result};
+use super::extract::{Path, Query, page_limit};
 use super::responses::{BadQuery, Binary, StoreUnavailable, describe_streams};
 use crate::auth::Role;
 use crate::invoke::{Cancelled, Canceller, RunEvent, artifacts_dir};
@@ -73,10 +73,7 @@ async fn list_runs(
     State(state): State<AppState>,
     Query(q): Query<RunQuery>,
 ) -> Result<Json<RunList>> {
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::BadRequest("limit must be between 1 and 500".to_owned()));
-    }
+    let limit = page_limit(q.limit, 50)?;
     let page = state
         .invoker
         .store
