@@ -8,6 +8,7 @@
 //! a late kill can never hit a recycled id.
 
 mod capture;
+mod clone3;
 mod env;
 mod limits;
 mod process;
@@ -474,6 +475,7 @@ async fn pump(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn assert_send<T: Send>(_: &T) {}
 
@@ -491,5 +493,69 @@ mod tests {
             confinement: None,
         };
         assert_send(&run(spec, CancellationToken::new(), None, |_| {}));
+    }
+
+    fn request(scratch: &Path) -> crate::sandbox::Request<'_> {
+        crate::sandbox::Request {
+            trust: crate::skill::Trust::User,
+            skill_dir: Path::new("/"),
+            workspace: Path::new("/"),
+            workspace_write: false,
+            scratch,
+            network: false,
+            programs: Vec::new(),
+            memory_bytes: None,
+        }
+    }
+
+    /// The lines of `/proc/self/cgroup` as a sandboxed run sees them.
+    async fn cgroups_of_a_run(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
+        let scratch = std::env::temp_dir();
+        let confinement = sandbox.confine(&request(&scratch)).ok()??;
+        confinement.cgroup.as_ref()?;
+        let spec = Spec {
+            program: "/bin/cat".to_owned(),
+            args: vec!["/proc/self/cgroup".to_owned()],
+            cwd: PathBuf::from("/"),
+            env: Vec::new(),
+            timeout: Duration::from_secs(10),
+            grace: Duration::from_secs(1),
+            limits: Limits::default(),
+            isolate_network: false,
+            confinement: Some(confinement),
+        };
+        let outcome = run(spec, CancellationToken::new(), None, |_| {}).await;
+        assert_eq!(outcome.exit_code, Some(0), "{}", outcome.output);
+        Some(outcome.output)
+    }
+
+    /// Born in its v2 cgroup by `clone3`, or moving itself there after
+    /// glibc's `clone`: either way the run is in a run cgroup of every
+    /// hierarchy the sandbox uses, before it execs.
+    #[tokio::test]
+    async fn a_run_is_in_its_cgroups_whichever_way_it_was_cloned() {
+        let sandbox = crate::sandbox::Sandbox::detect(crate::sandbox::Settings::default());
+        let limits = sandbox.allowance(&request(Path::new("/")));
+        for clone3_available in [true, false] {
+            clone3::forget(clone3_available);
+            let Some(cgroups) = cgroups_of_a_run(&sandbox).await else {
+                assert!(std::env::var_os("CI").is_none(), "CI hosts have run cgroups");
+                eprintln!("skipped: no run cgroups here");
+                return;
+            };
+            let in_run = |l: &&str| l.contains("/run-");
+            assert!(
+                cgroups.lines().filter(in_run).any(|l| l.starts_with("0::")),
+                "not in a v2 run cgroup (clone3 {clone3_available}): {cgroups}"
+            );
+            // A controller bound to a v1 hierarchy limits runs there.
+            for (limited, controller) in [(limits.pids_max, ":pids:"), (limits.memory_max, ":memory:")] {
+                let v1 = cgroups.lines().find(|l| l.contains(controller));
+                if let (Some(_), Some(line)) = (limited, v1) {
+                    assert!(in_run(&line), "not in a v1 run cgroup: {line}");
+                }
+            }
+        }
+        clone3::forget(true);
     }
 }

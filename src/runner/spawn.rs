@@ -1,5 +1,6 @@
-//! Starting a run's leader with `clone(CLONE_VM | CLONE_VFORK)`, and
-//! waiting for it through a pidfd.
+//! Starting a run's leader with a vfork-style clone (`CLONE_VM |
+//! CLONE_VFORK`; `clone3` into its cgroup where the kernel allows, see
+//! `clone3.rs`), and waiting for it through a pidfd.
 //!
 //! Why by hand: the child must set its resource limits and enter the
 //! isolated network namespace between fork and exec. std's `Command` can
@@ -23,6 +24,7 @@
 )]
 
 use super::Spec;
+use super::clone3;
 use super::limits::ChildSetup;
 use super::process::{Exit, Step, describe_errno, resolve};
 use std::ffi::{CString, c_char, c_int, c_void};
@@ -112,10 +114,7 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
     let setup = ChildSetup::plan(&spec.limits, spec.isolate_network);
     let rlimits = setup.rlimits();
     let confine = spec.confinement.as_ref();
-    let cgroups = confine
-        .and_then(|c| c.cgroup.as_ref())
-        .map(crate::sandbox::RunCgroup::procs)
-        .unwrap_or_default();
+    let joins = Joins::of(confine.and_then(|c| c.cgroup.as_ref()));
     let seccomp = confine
         .and_then(|c| c.seccomp.as_deref())
         .map(|program| libc::sock_fprog {
@@ -132,7 +131,7 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
     let (stderr_r, stderr_w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
     let stack = Stack::take().map_err(|e| could_not("cannot allocate a stack", e))?;
 
-    let args = ChildArgs {
+    let mut args = ChildArgs {
         path: c_path.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
@@ -144,8 +143,8 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
         rlimit_count: rlimits.len(),
         netns: setup.netns().unwrap_or(-1),
         signal_end: libc::SIGRTMAX() + 1,
-        cgroups: cgroups.as_ptr(),
-        cgroup_count: cgroups.len(),
+        cgroups: ptr::null(),
+        cgroup_count: 0,
         has_identity: confine.and_then(|c| c.identity).is_some(),
         uid: confine.and_then(|c| c.identity).map_or(0, |(uid, _)| uid),
         gid: confine.and_then(|c| c.identity).map_or(0, |(_, gid)| gid),
@@ -162,28 +161,19 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
     let mut pidfd: c_int = -1;
     // SAFETY: every signal is blocked on this thread for the clone, so no
     // handler of ours runs on the child's stack before it resets them; the
-    // child gets a valid stack top and `args`, which outlive the call: with
+    // child gets its own stack and `args`, which outlive the call: with
     // CLONE_VFORK this thread resumes only once the child has exec'd or
     // exited. `child_main` keeps to the rules in the module comment.
-    let (pid, clone_err) = unsafe {
+    let cloned = unsafe {
         let all = SignalMask::block_all();
-        let pid = libc::clone(
-            child_main,
-            stack.top(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
-            ptr::from_ref(&args).cast_mut().cast::<c_void>(),
-            ptr::from_mut(&mut pidfd),
-        );
-        let err = io::Error::last_os_error();
+        let cloned = clone_child(&mut args, &stack, &joins, &mut pidfd);
         drop(all);
-        (pid, err)
+        cloned
     };
     drop((stdin, stdout_w, stderr_w));
     // The child has exec'd or exited: the stack is free for the next spawn.
     stack.give_back();
-    if pid < 0 {
-        return Err(could_not("clone failed", clone_err));
-    }
+    let pid = cloned.map_err(|err| could_not("clone failed", err))?;
     // SAFETY: with CLONE_PIDFD a successful clone stored a new descriptor
     // that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
@@ -203,6 +193,80 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
         stdout: stdout_r,
         stderr: stderr_r,
     })
+}
+
+/// How the child joins the run's cgroups: born in the v2 one where it can
+/// be, then writing itself into the rest.
+struct Joins {
+    born_in: Option<RawFd>,
+    /// Every `cgroup.procs`, for a child not born in its v2 cgroup.
+    all: Vec<RawFd>,
+    /// Those left after a birth in the v2 cgroup.
+    after_birth: Vec<RawFd>,
+}
+
+impl Joins {
+    fn of(cgroup: Option<&crate::sandbox::RunCgroup>) -> Self {
+        Self {
+            born_in: cgroup.and_then(crate::sandbox::RunCgroup::directory),
+            all: cgroup.map(|c| c.procs(false)).unwrap_or_default(),
+            after_birth: cgroup.map(|c| c.procs(true)).unwrap_or_default(),
+        }
+    }
+}
+
+/// Clones the child: with `clone3` straight into the run's v2 cgroup where
+/// the kernel allows it, else with glibc's `clone`, the child then moving
+/// itself there too. Answers the child's pid.
+///
+/// # Safety
+/// As for `clone3::start`: signals blocked on this thread, `args` and
+/// `stack` the child's until clone returns.
+unsafe fn clone_child(
+    args: &mut ChildArgs,
+    stack: &Stack,
+    joins: &Joins,
+    pidfd: &mut c_int,
+) -> io::Result<i32> {
+    if let Some(cgroup) = joins.born_in {
+        args.cgroups = joins.after_birth.as_ptr();
+        args.cgroup_count = joins.after_birth.len();
+        let (base, len) = stack.usable();
+        let how = clone3::Start {
+            child: child_main,
+            arg: ptr::from_mut(args).cast::<c_void>(),
+            stack: base,
+            stack_len: len,
+            pidfd: ptr::from_mut(pidfd),
+            cgroup,
+        };
+        // SAFETY: passed on from the caller.
+        match unsafe { clone3::start(&how) } {
+            Some(ret) if ret >= 0 => return i32::try_from(ret).map_err(io::Error::other),
+            Some(ret) => {
+                let errno = i32::try_from(-ret).unwrap_or(libc::EINVAL);
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+            None => {}
+        }
+    }
+    args.cgroups = joins.all.as_ptr();
+    args.cgroup_count = joins.all.len();
+    // SAFETY: passed on from the caller; the stack top is the end of a
+    // mapping of ours that only the child uses until clone returns.
+    let pid = unsafe {
+        libc::clone(
+            child_main,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            ptr::from_mut(args).cast::<c_void>(),
+            ptr::from_mut(pidfd),
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
 }
 
 /// The child, between clone and exec. Only system calls on `args`; any
@@ -450,6 +514,13 @@ impl Stack {
             return Err(io::Error::last_os_error());
         }
         Ok(stack)
+    }
+
+    /// The stack above the guard page, as `clone3` takes it: its lowest
+    /// address and its length, which end on a page boundary.
+    fn usable(&self) -> (*mut c_void, usize) {
+        let page = page_size();
+        ((self.base as usize + page) as *mut c_void, self.len - page)
     }
 
     /// The highest address, 16-byte aligned (stacks grow down on every

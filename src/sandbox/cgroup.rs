@@ -68,9 +68,12 @@ struct Slot {
 #[derive(Debug)]
 pub struct RunCgroup {
     slot: Option<Slot>,
-    /// `cgroup.procs` of each, open for the child to write itself into
-    /// (only while the run has the slot: a pooled one holds no descriptor).
-    procs: Vec<OwnedFd>,
+    /// The v2 cgroup's directory, for a child born in it, and its
+    /// `cgroup.procs`, for one that moves itself; then `cgroup.procs` of
+    /// the v1 ones. Open only while the run has the slot: a pooled one
+    /// holds no descriptor.
+    v2: Option<(OwnedFd, OwnedFd)>,
+    v1_procs: Vec<OwnedFd>,
     kill: Option<PathBuf>,
     pool: Arc<Mutex<Pool>>,
 }
@@ -134,18 +137,24 @@ impl Cgroups {
             self.limit(&slot, bounds)?;
             slot.bounds = Some(bounds);
         }
-        let procs = slot
-            .dirs()
-            .iter()
-            .map(|dir| {
-                let file = fs::OpenOptions::new()
-                    .write(true)
-                    .open(dir.join("cgroup.procs"))?;
-                Ok(OwnedFd::from(file))
-            })
+        let procs = |dir: &PathBuf| -> io::Result<OwnedFd> {
+            let file = fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))?;
+            Ok(OwnedFd::from(file))
+        };
+        let v2 = match &slot.v2 {
+            Some(dir) => Some((OwnedFd::from(fs::File::open(dir)?), procs(dir)?)),
+            None => None,
+        };
+        let v1_procs = [&slot.v1_pids, &slot.v1_memory]
+            .into_iter()
+            .flatten()
+            .map(procs)
             .collect::<io::Result<Vec<_>>>()?;
         Ok(RunCgroup {
-            procs,
+            v2,
+            v1_procs,
             kill: slot
                 .v2
                 .as_ref()
@@ -241,9 +250,16 @@ impl Slot {
 }
 
 impl RunCgroup {
-    /// The `cgroup.procs` the child writes `0` to, joining the run's cgroups.
-    pub fn procs(&self) -> Vec<RawFd> {
-        self.procs.iter().map(AsRawFd::as_raw_fd).collect()
+    /// The v2 cgroup's directory, for `clone3(CLONE_INTO_CGROUP)`.
+    pub fn directory(&self) -> Option<RawFd> {
+        self.v2.as_ref().map(|(dir, _)| dir.as_raw_fd())
+    }
+
+    /// The `cgroup.procs` the child writes `0` to, joining the run's
+    /// cgroups: v2's too unless it was born there.
+    pub fn procs(&self, born_in_v2: bool) -> Vec<RawFd> {
+        let v2 = self.v2.iter().filter(|_| !born_in_v2).map(|(_, procs)| procs);
+        v2.chain(&self.v1_procs).map(AsRawFd::as_raw_fd).collect()
     }
 
     /// Kills every process in the run: `cgroup.kill` where there is one,
@@ -275,7 +291,8 @@ impl RunCgroup {
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
-        self.procs.clear();
+        self.v2 = None;
+        self.v1_procs.clear();
         let Some(slot) = self.slot.take() else {
             return;
         };
