@@ -508,14 +508,18 @@ mod tests {
         }
     }
 
-    /// The lines of `/proc/self/cgroup` as a sandboxed run sees them.
-    async fn cgroups_of_a_run(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
+    /// `program` run sandboxed, or `None` where runs get no cgroup.
+    async fn run_confined(
+        sandbox: &crate::sandbox::Sandbox,
+        program: &str,
+        args: &[&str],
+    ) -> Option<Outcome> {
         let scratch = std::env::temp_dir();
         let confinement = sandbox.confine(&request(&scratch)).ok()??;
         confinement.cgroup.as_ref()?;
         let spec = Spec {
-            program: "/bin/cat".to_owned(),
-            args: vec!["/proc/self/cgroup".to_owned()],
+            program: program.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
             cwd: PathBuf::from("/"),
             env: Vec::new(),
             timeout: Duration::from_secs(10),
@@ -524,7 +528,12 @@ mod tests {
             isolate_network: false,
             confinement: Some(confinement),
         };
-        let outcome = run(spec, CancellationToken::new(), None, |_| {}).await;
+        Some(run(spec, CancellationToken::new(), None, |_| {}).await)
+    }
+
+    /// The lines of `/proc/self/cgroup` as a sandboxed run sees them.
+    async fn cgroups_of_a_run(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
+        let outcome = run_confined(sandbox, "/bin/cat", &["/proc/self/cgroup"]).await?;
         assert_eq!(outcome.exit_code, Some(0), "{}", outcome.output);
         Some(outcome.output)
     }
@@ -557,5 +566,30 @@ mod tests {
             }
         }
         clone3::forget(true);
+    }
+
+    /// A run that leaves a process behind gets its cgroup killed, and the
+    /// kernel would kill every child later born in that cgroup: the next
+    /// runs still start and finish.
+    #[tokio::test]
+    async fn runs_after_a_killed_cgroup_still_run() {
+        let sandbox = crate::sandbox::Sandbox::detect(crate::sandbox::Settings::default());
+        for _ in 0..3 {
+            let left = "sleep 30 >/dev/null 2>&1 & echo left";
+            let Some(first) = run_confined(&sandbox, "/bin/sh", &["-c", left]).await else {
+                assert!(std::env::var_os("CI").is_none(), "CI hosts have run cgroups");
+                eprintln!("skipped: no run cgroups here");
+                return;
+            };
+            assert_eq!((first.exit_code, first.output.as_str()), (Some(0), "left\n"));
+            for _ in 0..2 {
+                let next = run_confined(&sandbox, "/bin/echo", &["next"]).await;
+                let next = next.expect("a cgroup");
+                assert_eq!(
+                    (next.exit_code, next.signal, next.output.as_str()),
+                    (Some(0), None, "next\n")
+                );
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -69,12 +69,14 @@ struct Slot {
 pub struct RunCgroup {
     slot: Option<Slot>,
     /// The v2 cgroup's directory, for a child born in it, and its
-    /// `cgroup.procs`, for one that moves itself; then `cgroup.procs` of
-    /// the v1 ones. Open only while the run has the slot: a pooled one
+    /// `cgroup.procs`, for one that moves itself; then `tasks` of the v1
+    /// ones. Open only while the run has the slot: a pooled one
     /// holds no descriptor.
     v2: Option<(OwnedFd, OwnedFd)>,
-    v1_procs: Vec<OwnedFd>,
+    v1_tasks: Vec<OwnedFd>,
     kill: Option<PathBuf>,
+    /// `cgroup.kill` was written: the cgroup is not reused (see `kill`).
+    killed: AtomicBool,
     pool: Arc<Mutex<Pool>>,
 }
 
@@ -137,29 +139,31 @@ impl Cgroups {
             self.limit(&slot, bounds)?;
             slot.bounds = Some(bounds);
         }
-        let procs = |dir: &PathBuf| -> io::Result<OwnedFd> {
-            let file = fs::OpenOptions::new()
-                .write(true)
-                .open(dir.join("cgroup.procs"))?;
+        let open = |dir: &PathBuf, file: &str| -> io::Result<OwnedFd> {
+            let file = fs::OpenOptions::new().write(true).open(dir.join(file))?;
             Ok(OwnedFd::from(file))
         };
         let v2 = match &slot.v2 {
-            Some(dir) => Some((OwnedFd::from(fs::File::open(dir)?), procs(dir)?)),
+            Some(dir) => Some((OwnedFd::from(fs::File::open(dir)?), open(dir, "cgroup.procs")?)),
             None => None,
         };
-        let v1_procs = [&slot.v1_pids, &slot.v1_memory]
+        // `tasks`, not `cgroup.procs`: the child moves itself while it is
+        // its process's one thread, and the kernel moves `current` alone
+        // without the global threadgroup lock that a process move takes.
+        let v1_tasks = [&slot.v1_pids, &slot.v1_memory]
             .into_iter()
             .flatten()
-            .map(procs)
+            .map(|dir| open(dir, "tasks"))
             .collect::<io::Result<Vec<_>>>()?;
         Ok(RunCgroup {
             v2,
-            v1_procs,
+            v1_tasks,
             kill: slot
                 .v2
                 .as_ref()
                 .filter(|_| self.kill)
                 .map(|dir| dir.join("cgroup.kill")),
+            killed: AtomicBool::new(false),
             slot: Some(slot),
             pool: self.pool.clone(),
         })
@@ -255,17 +259,27 @@ impl RunCgroup {
         self.v2.as_ref().map(|(dir, _)| dir.as_raw_fd())
     }
 
-    /// The `cgroup.procs` the child writes `0` to, joining the run's
-    /// cgroups: v2's too unless it was born there.
+    /// The files the child writes `0` to, joining the run's cgroups: v2's
+    /// `cgroup.procs` unless it was born there, and v1's `tasks`.
     pub fn procs(&self, born_in_v2: bool) -> Vec<RawFd> {
         let v2 = self.v2.iter().filter(|_| !born_in_v2).map(|(_, procs)| procs);
-        v2.chain(&self.v1_procs).map(AsRawFd::as_raw_fd).collect()
+        v2.chain(&self.v1_tasks).map(AsRawFd::as_raw_fd).collect()
     }
 
     /// Kills every process in the run: `cgroup.kill` where there is one,
     /// else SIGKILL to each process listed, until none is left.
+    ///
+    /// An empty cgroup is left as it is: once `cgroup.kill` has been
+    /// written, Linux (seen on 6.18) SIGKILLs every child later born in
+    /// that cgroup with `CLONE_INTO_CGROUP`, so a killed cgroup is removed
+    /// rather than pooled, and a run that left nothing behind keeps its
+    /// cgroup reusable.
     pub fn kill(&self) {
         if let Some(kill) = &self.kill {
+            if self.slot.as_ref().is_some_and(Slot::is_empty) {
+                return;
+            }
+            self.killed.store(true, Ordering::Relaxed);
             if let Err(err) = write(kill, "1") {
                 tracing::warn!(%err, "cannot kill the run's cgroup");
             }
@@ -292,13 +306,13 @@ impl RunCgroup {
 impl Drop for RunCgroup {
     fn drop(&mut self) {
         self.v2 = None;
-        self.v1_procs.clear();
+        self.v1_tasks.clear();
         let Some(slot) = self.slot.take() else {
             return;
         };
         // Only an empty cgroup is reused: a process still dying there
         // must not share the next run's limits, nor be killed with it.
-        if slot.is_empty() {
+        if !*self.killed.get_mut() && slot.is_empty() {
             let mut pool = lock(&self.pool);
             if !pool.closed && pool.slots.len() < POOL_MAX {
                 pool.slots.push(slot);
