@@ -11,7 +11,8 @@
 //! runner alone with and without its network namespace and rlimits, the
 //! run log's four writes alone, and peak RSS by layer.
 //!
-//! Run with `cargo bench --bench invoke`. Nothing here asserts on time; it
+//! Run with `cargo bench --bench invoke`; with `SKILLD_BENCH_POSTGRES_URL`
+//! set, the run log is that PostgreSQL database instead of SQLite. Nothing here asserts on time; it
 //! asserts every call returned 200 with `"success": true` and that the
 //! 1 GiB tool really wrote 1 GiB, so the figures cannot silently describe
 //! errors.
@@ -129,6 +130,10 @@ fn p90(sorted: &[Duration]) -> Duration {
 
 fn p99(sorted: &[Duration]) -> Duration {
     sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
+}
+
+fn max(sorted: &[Duration]) -> Duration {
+    sorted[sorted.len() - 1]
 }
 
 fn ms(d: Duration) -> String {
@@ -258,8 +263,8 @@ impl Call {
 }
 
 /// `n` calls spread over `calls.len()` workers pulling from one counter;
-/// the wall time of all of them.
-async fn throughput(n: usize, calls: &[Call]) -> Duration {
+/// the wall time of all of them, and the time of each.
+async fn throughput(n: usize, calls: &[Call]) -> (Duration, Vec<Duration>) {
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let tasks: Vec<_> = calls
@@ -268,16 +273,19 @@ async fn throughput(n: usize, calls: &[Call]) -> Duration {
         .map(|call| {
             let next = next.clone();
             tokio::spawn(async move {
+                let mut times = Vec::new();
                 while next.fetch_add(1, Ordering::Relaxed) < n {
-                    call.run().await;
+                    times.push(call.run().await);
                 }
+                times
             })
         })
         .collect();
+    let mut times = Vec::with_capacity(n);
     for t in tasks {
-        t.await.expect("worker");
+        times.extend(t.await.expect("worker"));
     }
-    start.elapsed()
+    (start.elapsed(), times)
 }
 
 /// CPU time used so far by this process (every thread: server, clients,
@@ -297,6 +305,43 @@ fn cpu_time() -> Duration {
     of(UsageWho::RUSAGE_SELF) + of(UsageWho::RUSAGE_CHILDREN)
 }
 
+/// Idle and total CPU ticks of the whole machine (`/proc/stat`), or
+/// their sums over several phases.
+#[derive(Debug, Default, Clone, Copy)]
+struct MachineTicks {
+    idle: u64,
+    total: u64,
+}
+
+impl MachineTicks {
+    fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal …
+        Self {
+            idle: ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0),
+            total: ticks.iter().take(8).sum(),
+        }
+    }
+
+    /// Adds the ticks between two readings.
+    fn add(&mut self, from: &Self, to: &Self) {
+        self.idle += to.idle.saturating_sub(from.idle);
+        self.total += to.total.saturating_sub(from.total);
+    }
+
+    fn idle_share(&self) -> f64 {
+        self.idle as f64 / self.total.max(1) as f64
+    }
+}
+
 /// `n` calls one after another; the time of each.
 async fn latencies(n: usize, call: &Call) -> Vec<Duration> {
     let mut times = Vec::with_capacity(n);
@@ -304,6 +349,66 @@ async fn latencies(n: usize, call: &Call) -> Vec<Duration> {
         times.push(call.run().await);
     }
     times
+}
+
+// ------------------------------------------------------------- statements
+
+/// Statements sqlx ran during some calls, by its one-line summary.
+struct Statements {
+    calls: usize,
+    by_summary: std::collections::BTreeMap<String, u64>,
+}
+
+/// Counts sqlx's `sqlx::query` events (one per statement it runs); off
+/// until the timed phases are over, since formatting them costs time.
+#[derive(Clone, Default)]
+struct StatementCounter(Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StatementCounter {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Summary(String);
+        impl tracing::field::Visit for Summary {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "summary" {
+                    value.clone_into(&mut self.0);
+                }
+            }
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "summary" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        if event.metadata().target() != "sqlx::query" {
+            return;
+        }
+        let mut summary = Summary(String::new());
+        event.record(&mut summary);
+        let mut counts = self.0.lock().expect("counter");
+        *counts.entry(summary.0).or_default() += 1;
+    }
+}
+
+/// `CALLS` sequential HTTP calls with sqlx's statement events counted.
+/// The background checkpoints run meanwhile and are counted too, as the
+/// `PRAGMA` lines show.
+async fn count_statements(client: &reqwest::Client, url: &str) -> Statements {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt;
+    const CALLS: usize = 200;
+    let counter = StatementCounter::default();
+    let subscriber = tracing_subscriber::registry().with(counter.clone().with_filter(
+        tracing_subscriber::filter::Targets::new().with_target("sqlx::query", tracing::Level::TRACE),
+    ));
+    tracing::subscriber::set_global_default(subscriber).expect("no subscriber yet");
+    for _ in 0..CALLS {
+        invoke_checked(client, url).await;
+    }
+    let by_summary = std::mem::take(&mut *counter.0.lock().expect("counter"));
+    Statements {
+        calls: CALLS,
+        by_summary,
+    }
 }
 
 // -------------------------------------------------------------- breakdown
@@ -434,6 +539,9 @@ struct Row {
     label: &'static str,
     seq: Vec<Duration>,
     conc: Duration,
+    /// CPU time (process and reaped children) of the c=8 phases: less
+    /// at the mercy of a shared machine's neighbours than wall time.
+    cpu: Duration,
 }
 
 /// Peak RSS above idle during one 1 GiB run.
@@ -449,10 +557,17 @@ struct Figures {
     http_seq: Vec<Duration>,
     base_conc: Duration,
     http_conc: Duration,
+    /// The time of each call at c=8, sorted.
+    base_conc_calls: Vec<Duration>,
+    http_conc_calls: Vec<Duration>,
+    /// SQL statements per HTTP call, by statement.
+    statements: Statements,
     /// CPU time (user + system, this process and its reaped children)
     /// spent in the c=8 phases.
     base_cpu: Duration,
     http_cpu: Duration,
+    /// The whole machine's CPU ticks during the HTTP c=8 phases.
+    http_idle: MachineTicks,
     rss: RssRow,
     gib_bytes: u64,
     gib_ms: Duration,
@@ -524,9 +639,12 @@ async fn bench(root: &Path) -> Figures {
         );
     }
     let data = tempfile::tempdir().expect("data dir");
-    let store = skilld::store::connect(&format!("sqlite://{}", data.path().join("skilld.db").display()))
-        .await
-        .expect("run log");
+    let url = std::env::var("SKILLD_BENCH_POSTGRES_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| format!("sqlite://{}", data.path().join("skilld.db").display()));
+    let store = skilld::store::connect(&url).await.expect("run log");
+    println!("run log: {}", store.backend());
     let defaults = RunSettings::default();
     let settings = RunSettings {
         workspace: data.path().to_path_buf(),
@@ -575,16 +693,24 @@ async fn bench(root: &Path) -> Figures {
 
     let (mut base_seq, mut http_seq) = (Vec::new(), Vec::new());
     let (mut base_conc, mut http_conc) = (Duration::ZERO, Duration::ZERO);
+    let (mut base_conc_calls, mut http_conc_calls) = (Vec::new(), Vec::new());
     let (mut base_cpu, mut http_cpu) = (Duration::ZERO, Duration::ZERO);
+    let mut http_idle = MachineTicks::default();
     for _ in 0..ROUNDS {
         base_seq.extend(latencies(N_SEQ / ROUNDS, &Call::Baseline).await);
         http_seq.extend(latencies(N_SEQ / ROUNDS, &seq_http).await);
         let cpu = cpu_time();
-        base_conc += throughput(N_CONC / ROUNDS, &conc_base).await;
+        let (wall, times) = throughput(N_CONC / ROUNDS, &conc_base).await;
         base_cpu += cpu_time() - cpu;
+        base_conc += wall;
+        base_conc_calls.extend(times);
         let cpu = cpu_time();
-        http_conc += throughput(N_CONC / ROUNDS, &conc_http).await;
+        let machine = MachineTicks::now();
+        let (wall, times) = throughput(N_CONC / ROUNDS, &conc_http).await;
+        http_idle.add(&machine, &MachineTicks::now());
         http_cpu += cpu_time() - cpu;
+        http_conc += wall;
+        http_conc_calls.extend(times);
     }
 
     // 1 GiB of output through the whole server, watching our own RSS.
@@ -671,7 +797,7 @@ async fn bench(root: &Path) -> Figures {
             Call::Runner(Arc::new(no_hook)),
         ),
         (
-            "run log: policy read, insert, set_pgid, finish (SQLite)",
+            "run log: policy read, insert, set_pgid, finish",
             Call::Store(store.clone(), Arc::new(result)),
         ),
     ];
@@ -684,12 +810,15 @@ async fn bench(root: &Path) -> Figures {
             label,
             seq: Vec::new(),
             conc: Duration::ZERO,
+            cpu: Duration::ZERO,
         })
         .collect();
     for _ in 0..ROUNDS {
         for ((_, c), row) in calls.iter().zip(&mut rows) {
             row.seq.extend(latencies(N_PHASE / ROUNDS, c).await);
-            let wall = throughput(2 * N_PHASE / ROUNDS, &vec![c.clone(); WORKERS]).await;
+            let cpu = cpu_time();
+            let (wall, _) = throughput(2 * N_PHASE / ROUNDS, &vec![c.clone(); WORKERS]).await;
+            row.cpu += cpu_time() - cpu;
             row.conc += wall;
         }
     }
@@ -718,6 +847,7 @@ async fn bench(root: &Path) -> Figures {
         .await,
     ];
     drop(sampler);
+    let statements = count_statements(&clients[0], &true_url).await;
 
     let _ = stop.send(());
     server.await.expect("server task").expect("serve");
@@ -726,8 +856,12 @@ async fn bench(root: &Path) -> Figures {
         http_seq: sorted(http_seq),
         base_conc,
         http_conc,
+        base_conc_calls: sorted(base_conc_calls),
+        http_conc_calls: sorted(http_conc_calls),
+        statements,
         base_cpu,
         http_cpu,
+        http_idle,
         gib_bytes,
         rss,
         gib_ms,
@@ -763,31 +897,29 @@ fn main() {
     drop(rt);
 
     let (b, h) = (&f.base_seq, &f.http_seq);
+    let line = |label: &str, v: &[Duration]| {
+        println!(
+            "{label:<44} median {:>10}   p90 {:>10}   p99 {:>10}   max {:>10}",
+            ms(median(v)),
+            ms(p90(v)),
+            ms(p99(v)),
+            ms(max(v))
+        );
+    };
     println!();
     println!(
         "== c=1: latency ({N_SEQ} sequential calls per side after {WARMUP} warm-up, {ROUNDS} interleaved rounds) =="
     );
-    println!(
-        "{:<44} median {:>10}   p90 {:>10}   p99 {:>10}",
-        "baseline: spawn `true` from tokio",
-        ms(median(b)),
-        ms(p90(b)),
-        ms(p99(b))
-    );
-    println!(
-        "{:<44} median {:>10}   p90 {:>10}   p99 {:>10}",
-        format!("HTTP: POST /tools/{TRUE_TOOL}/invoke"),
-        ms(median(h)),
-        ms(p90(h)),
-        ms(p99(h))
-    );
+    line("baseline: spawn `true` from tokio", b);
+    line(&format!("HTTP: POST /tools/{TRUE_TOOL}/invoke"), h);
     let added = median(h).saturating_sub(median(b));
     println!(
-        "{:<44} median {:>10}   p90 {:>10}   p99 {:>10}",
+        "{:<44} median {:>10}   p90 {:>10}   p99 {:>10}   max {:>10}",
         "added by skilld (HTTP - baseline)",
         signed_ms(median(h), median(b)),
         signed_ms(p90(h), p90(b)),
-        signed_ms(p99(h), p99(b))
+        signed_ms(p99(h), p99(b)),
+        signed_ms(max(h), max(b))
     );
 
     let (base_rate, http_rate) = (rate(N_CONC, f.base_conc), rate(N_CONC, f.http_conc));
@@ -809,6 +941,13 @@ fn main() {
         ms(f.http_conc)
     );
     println!("{:<44} {:>9.1}%", "ratio HTTP/baseline", 100.0 * ratio);
+    line("latency per call, baseline", &f.base_conc_calls);
+    line("latency per call, HTTP", &f.http_conc_calls);
+    println!(
+        "{:<44} {:>9.1}%",
+        "machine CPU idle during the HTTP phases",
+        100.0 * f.http_idle.idle_share()
+    );
     let per_call = |cpu: Duration| cpu / u32::try_from(N_CONC).unwrap_or(u32::MAX);
     println!(
         "{:<44} baseline {}   HTTP {}   ({} cores)",
@@ -817,6 +956,21 @@ fn main() {
         ms(per_call(f.http_cpu)),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
+
+    println!();
+    println!(
+        "== SQL statements per HTTP call ({} sequential calls, counted from sqlx's query events) ==",
+        f.statements.calls
+    );
+    let per = |n: u64| n as f64 / f.statements.calls as f64;
+    println!(
+        "{:<44} {:>9.2}",
+        "all statements",
+        per(f.statements.by_summary.values().sum())
+    );
+    for (summary, n) in &f.statements.by_summary {
+        println!("  {summary:<60} {:>6.2}", per(*n));
+    }
 
     let rss_line = |r: &RssRow| {
         let delta = r.peak.saturating_sub(r.idle);
@@ -867,8 +1021,9 @@ fn main() {
         let r = rate(2 * N_PHASE, row.conc);
         let _ = write!(
             line,
-            "   c={WORKERS} {r:>7.1}/s ({:>5.1}% of baseline)",
-            100.0 * r / base_phase_rate
+            "   c={WORKERS} {r:>7.1}/s ({:>5.1}% of baseline)   CPU/call {}",
+            100.0 * r / base_phase_rate,
+            ms(row.cpu / u32::try_from(2 * N_PHASE).unwrap_or(u32::MAX))
         );
         println!("{line}");
     }
@@ -892,10 +1047,40 @@ fn main() {
         added <= GOAL_ADDED,
     );
     goal(
+        "c=1 added latency per call (median, run log)",
+        "<= 0.3 ms",
+        ms(added),
+        added <= Duration::from_micros(300),
+    );
+    goal(
+        "c=1 p99 latency (HTTP)",
+        "<= 3 ms",
+        ms(p99(h)),
+        p99(h) <= Duration::from_millis(3),
+    );
+    goal(
+        &format!("c={WORKERS} p99 latency (HTTP)"),
+        "<= 15 ms",
+        ms(p99(&f.http_conc_calls)),
+        p99(&f.http_conc_calls) <= Duration::from_millis(15),
+    );
+    goal(
         &format!("c={WORKERS} throughput HTTP/baseline"),
         ">= 90%",
         format!("{:.1}%", 100.0 * ratio),
         ratio >= GOAL_THROUGHPUT,
+    );
+    goal(
+        &format!("c={WORKERS} throughput HTTP/baseline (run log)"),
+        ">= 75%",
+        format!("{:.1}%", 100.0 * ratio),
+        ratio >= 0.75,
+    );
+    goal(
+        &format!("c={WORKERS} machine CPU idle (HTTP)"),
+        "< 5%",
+        format!("{:.1}%", 100.0 * f.http_idle.idle_share()),
+        f.http_idle.idle_share() < 0.05,
     );
     // The sandbox's own cost: the pipeline with it on and off, same run.
     let row = |label: &str| f.rows.iter().find(|r| r.label == label).expect("breakdown row");
@@ -907,6 +1092,13 @@ fn main() {
         "<= 0.3 ms",
         ms(sandbox_added),
         sandbox_added <= Duration::from_micros(300),
+    );
+    let per_call = |cpu: Duration| cpu.as_secs_f64() * 1e3 / (2 * N_PHASE) as f64;
+    println!(
+        "  (sandbox CPU per call at c={WORKERS}: {:.3} ms on, {:.3} ms off, {:+.3} ms)",
+        per_call(on.cpu),
+        per_call(off.cpu),
+        per_call(on.cpu) - per_call(off.cpu)
     );
     goal(
         &format!("sandbox: throughput lost at c={WORKERS}"),
