@@ -1,10 +1,11 @@
 //! The Landlock ruleset of one run: what it may read, run and write.
 
+use enumflags2::BitFlags;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, Scope,
 };
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The ABI this code is written and tested against: files, TCP ports,
@@ -59,9 +60,44 @@ pub(super) fn probe() -> RulesetStatus {
     }
 }
 
+/// The rules of every run that name fixed system places: the [`SYSTEM`]
+/// directories, the [`DEVICES`] and `/dev`, opened once and held, so a
+/// run adds them without opening, checking and closing each again.
+/// Configured paths are opened per run: a symlink switched under one is
+/// followed.
+#[derive(Debug, Default)]
+pub(super) struct Fixed(Vec<(PathBuf, PathFd, BitFlags<AccessFs>)>);
+
+impl Fixed {
+    /// Opens the places that exist here.
+    pub(super) fn open() -> Self {
+        let read = AccessFs::from_read(TARGET);
+        let file = AccessFs::from_file(TARGET);
+        let places = SYSTEM
+            .iter()
+            .map(|p| (*p, read))
+            .chain(DEVICES.iter().map(|d| (*d, file)))
+            .chain([("/dev", read)]);
+        Self(
+            places
+                .filter_map(|(path, rights)| {
+                    let path = PathBuf::from(path);
+                    let fd = PathFd::new(&path).ok()?;
+                    let rights = fit(&path, rights);
+                    Some((path, fd, rights))
+                })
+                .collect(),
+        )
+    }
+
+    fn holds(&self, path: &Path) -> bool {
+        self.0.iter().any(|(held, _, _)| held == path)
+    }
+}
+
 /// Builds the ruleset; the child applies it with `landlock_restrict_self`.
 /// `None` when the kernel has no Landlock.
-pub(super) fn ruleset(access: &Grants) -> Result<Option<OwnedFd>, landlock::RulesetError> {
+pub(super) fn ruleset(access: &Grants, fixed: &Fixed) -> Result<Option<OwnedFd>, landlock::RulesetError> {
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(TARGET))?
         .scope(Scope::from_all(TARGET))?;
@@ -69,17 +105,17 @@ pub(super) fn ruleset(access: &Grants) -> Result<Option<OwnedFd>, landlock::Rule
         ruleset = ruleset.handle_access(AccessNet::from_all(TARGET))?;
     }
     let mut created = ruleset.create()?;
+    for (_, fd, rights) in &fixed.0 {
+        created = created.add_rule(PathBeneath::new(fd.as_fd(), *rights))?;
+    }
     let read = AccessFs::from_read(TARGET);
     let all = AccessFs::from_all(TARGET);
-    for (paths, rights) in [(&access.read, read), (&access.write, all)] {
-        for path in paths {
-            created = add(created, path, rights)?;
-        }
+    for path in access.read.iter().filter(|p| !fixed.holds(p)) {
+        created = add(created, path, read)?;
     }
-    for device in DEVICES {
-        created = add(created, Path::new(device), AccessFs::from_file(TARGET))?;
+    for path in &access.write {
+        created = add(created, path, all)?;
     }
-    created = add(created, Path::new("/dev"), read)?;
     Ok(created.into())
 }
 
@@ -87,18 +123,21 @@ pub(super) fn ruleset(access: &Grants) -> Result<Option<OwnedFd>, landlock::Rule
 fn add(
     created: landlock::RulesetCreated,
     path: &Path,
-    rights: enumflags2::BitFlags<AccessFs>,
+    rights: BitFlags<AccessFs>,
 ) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
     let Ok(fd) = PathFd::new(path) else {
         return Ok(created);
     };
-    let is_dir = path.is_dir();
-    let rights = if is_dir {
+    created.add_rule(PathBeneath::new(fd, fit(path, rights)))
+}
+
+/// The rights that apply to `path`: a file takes only file rights.
+fn fit(path: &Path, rights: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
+    if path.is_dir() {
         rights
     } else {
         rights & AccessFs::from_file(TARGET)
-    };
-    created.add_rule(PathBeneath::new(fd, rights))
+    }
 }
 
 /// `root`, or when one of `protected` lies inside it, every entry of

@@ -79,6 +79,8 @@ pub struct Sandbox {
     /// What every run may read: the system directories that exist here,
     /// and `read_paths`.
     base_read: Vec<PathBuf>,
+    /// The Landlock rules for the system's fixed places, opened once.
+    fixed_rules: landlock::Fixed,
 }
 
 /// One run's request to the sandbox.
@@ -132,6 +134,7 @@ impl Sandbox {
             .collect();
         Self {
             landlock: landlock::probe(),
+            fixed_rules: landlock::Fixed::open(),
             cgroups: cgroup::Cgroups::detect(),
             switch_identity,
             last_cap,
@@ -158,7 +161,7 @@ impl Sandbox {
             return Ok(None);
         }
         let grants = self.grants(req);
-        let landlock = landlock::ruleset(&grants).map_err(std::io::Error::other)?;
+        let landlock = landlock::ruleset(&grants, &self.fixed_rules).map_err(std::io::Error::other)?;
         let bounds = cgroup::Bounds {
             pids: self.settings.pids_max,
             memory: req.memory_bytes.unwrap_or(self.settings.memory_max),
