@@ -114,6 +114,11 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // No ping before each statement: it was a second round trip
+            // per statement, and a connection the server has closed (a
+            // restart, a failover, an idle timeout) is found out and
+            // replaced without it (`cut_postgres_connections_are_replaced`).
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/postgres").run(&pool).await?;

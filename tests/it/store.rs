@@ -1174,7 +1174,7 @@ async fn sqlite_checkpoints_in_the_background() {
         if round == 0 {
             first_burst = size(&wal);
         }
-        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         if round == 0 {
             db_after_first = size(&path);
         }
@@ -1207,6 +1207,36 @@ async fn unreachable_postgres_is_unavailable() {
         panic!("connected to port 1");
     };
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
+
+/// Connections the server closes under the pool (a restart, a failover,
+/// an idle timeout) are found out and replaced, with no ping before each
+/// statement: the run log goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_postgres_connections_are_replaced() {
+    on_postgres(|url| async move {
+        let name = format!("skilld_cut_{}", Uuid::now_v7().simple());
+        let store = open(&format!("{url}&application_name={name}")).await;
+        let first = insert(&store, new_run("git", "git_log", t0())).await;
+        let base = postgres_url().expect("set, or on_postgres would not run this");
+        let mut admin = sqlx::PgConnection::connect(&base).await.unwrap();
+        let cut: Vec<bool> = sqlx::query_scalar(
+            "select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1",
+        )
+        .bind(&name)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        assert!(
+            !cut.is_empty() && cut.iter().all(|c| *c),
+            "no connection of the store was cut"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let second = insert(&store, new_run("git", "git_log", t0())).await;
+        assert_eq!(store.get_run(first.id).await.unwrap().id, first.id);
+        assert_eq!(store.get_run(second.id).await.unwrap().id, second.id);
+    })
+    .await;
 }
 
 // ---- approvals and grants ------------------------------------------------------
