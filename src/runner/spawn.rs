@@ -65,7 +65,7 @@ struct ChildArgs {
     netns: c_int,
     /// One past the highest signal number.
     signal_end: c_int,
-    /// `cgroup.procs` of the run's cgroups, to write `0` to.
+    /// The run's cgroup files to write `0` to (`cgroup.procs`, v1 `tasks`).
     cgroups: *const c_int,
     cgroup_count: usize,
     /// Become this uid and gid (`has_identity`).
@@ -199,7 +199,7 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
 /// be, then writing itself into the rest.
 struct Joins {
     born_in: Option<RawFd>,
-    /// Every `cgroup.procs`, for a child not born in its v2 cgroup.
+    /// Every file to write `0` to, for a child not born in its v2 cgroup.
     all: Vec<RawFd>,
     /// Those left after a birth in the v2 cgroup.
     after_birth: Vec<RawFd>,
