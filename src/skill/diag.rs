@@ -52,6 +52,7 @@ pub enum Code {
     Shadowed,
     AmbiguousToolName,
     InvalidTrigger,
+    InvalidPermission,
     NotASkill,
     RootMissing,
 }
@@ -94,6 +95,7 @@ impl Code {
             Code::Shadowed => "shadowed",
             Code::AmbiguousToolName => "ambiguous_tool_name",
             Code::InvalidTrigger => "invalid_trigger",
+            Code::InvalidPermission => "invalid_permission",
             Code::NotASkill => "not_a_skill",
             Code::RootMissing => "root_missing",
         }

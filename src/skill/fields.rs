@@ -14,6 +14,19 @@ pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 /// Commands that skills may not take as their alias.
 pub const BUILTIN_COMMANDS: [&str; 3] = ["skills", "skill", "help"];
+/// The permissions a skill may declare (seed 002); any other is an error.
+pub const PERMISSIONS: [&str; 10] = [
+    "file:read",
+    "file:write",
+    "shell:exec",
+    "net:fetch",
+    "llm:call",
+    "git:read",
+    "git:write",
+    "env:read",
+    "env:write",
+    "skill:invoke",
+];
 
 /// Frontmatter keys that some dialect defines; anything else is warned about.
 const KNOWN_KEYS: &[&str] = &[
@@ -125,7 +138,7 @@ impl Parse<'_, '_> {
         let requires_tools = self.list(fm, "requires_tools", false);
         let eligibility = self.eligibility(fm);
         let triggers = self.triggers(fm);
-        let permissions = self.list(fm, "permissions", false);
+        let permissions = self.permissions(fm);
         let compatibility = self.string(fm, "compatibility");
         let allowed_tools = self.allowed_tools(fm);
         let script_tools = fm
@@ -393,6 +406,23 @@ impl Parse<'_, '_> {
                 false
             }
         }
+    }
+
+    /// `permissions`: each one of [`PERMISSIONS`].
+    fn permissions(&mut self, fm: &Map<String, Value>) -> Vec<String> {
+        let permissions = self.list(fm, "permissions", false);
+        for unknown in permissions.iter().filter(|p| !PERMISSIONS.contains(&p.as_str())) {
+            let pos = self.key_pos("permissions");
+            self.error(
+                Code::InvalidPermission,
+                pos,
+                format!(
+                    "unknown permission '{unknown}'; a skill may ask for {}",
+                    PERMISSIONS.join(", ")
+                ),
+            );
+        }
+        permissions
     }
 
     /// A list of strings; `comma` also accepts one comma-separated string.
