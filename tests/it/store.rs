@@ -1165,16 +1165,26 @@ async fn sqlite_checkpoints_in_the_background() {
     let wal = dir.path().join("skilld.db-wal");
     // Five bursts of writes with a pause after each: checkpointed in the
     // pause, the WAL starts over, so it stays the size of one burst
-    // (without checkpoints it would hold all five).
+    // (without checkpoints it would hold all five). The pause lasts until
+    // the database file has taken in the burst and held still for longer
+    // than a checkpoint period, however slow a loaded machine is.
     let (mut first_burst, mut db_after_first) = (0, 0);
     for round in 0..5 {
+        let before = size(&path);
         for _ in 0..100 {
             insert(&store, new_run("git", "git_log", t0())).await;
         }
         if round == 0 {
             first_burst = size(&wal);
         }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let (mut last, mut still) = (size(&path), 0);
+        while still < 4 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            let now = size(&path);
+            still = if now == last && now > before { still + 1 } else { 0 };
+            last = now;
+        }
         if round == 0 {
             db_after_first = size(&path);
         }
