@@ -11,7 +11,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +44,12 @@ struct Pool {
     closed: bool,
 }
 
+/// [`RunCgroup::ended`], in the order it only moves in: not looked at,
+/// found empty, killed.
+const UNSEEN: u8 = 0;
+const FOUND_EMPTY: u8 = 1;
+const KILLED: u8 = 2;
+
 /// Empty run cgroups kept at most.
 const POOL_MAX: usize = 64;
 
@@ -75,8 +81,9 @@ pub struct RunCgroup {
     v2: Option<(OwnedFd, OwnedFd)>,
     v1_tasks: Vec<OwnedFd>,
     kill: Option<PathBuf>,
-    /// `cgroup.kill` was written: the cgroup is not reused (see `kill`).
-    killed: AtomicBool,
+    /// What `kill` found: [`UNSEEN`], [`FOUND_EMPTY`] (nothing can enter
+    /// since, so the drop need not look again) or [`KILLED`] (not reused).
+    ended: AtomicU8,
     pool: Arc<Mutex<Pool>>,
 }
 
@@ -163,7 +170,7 @@ impl Cgroups {
                 .as_ref()
                 .filter(|_| self.kill)
                 .map(|dir| dir.join("cgroup.kill")),
-            killed: AtomicBool::new(false),
+            ended: AtomicU8::new(UNSEEN),
             slot: Some(slot),
             pool: self.pool.clone(),
         })
@@ -277,9 +284,12 @@ impl RunCgroup {
     pub fn kill(&self) {
         if let Some(kill) = &self.kill {
             if self.slot.as_ref().is_some_and(Slot::is_empty) {
+                // Never back from KILLED: a run can be killed, then
+                // found empty at its end.
+                self.ended.fetch_max(FOUND_EMPTY, Ordering::Relaxed);
                 return;
             }
-            self.killed.store(true, Ordering::Relaxed);
+            self.ended.store(KILLED, Ordering::Relaxed);
             if let Err(err) = write(kill, "1") {
                 tracing::warn!(%err, "cannot kill the run's cgroup");
             }
@@ -312,7 +322,12 @@ impl Drop for RunCgroup {
         };
         // Only an empty cgroup is reused: a process still dying there
         // must not share the next run's limits, nor be killed with it.
-        if !*self.killed.get_mut() && slot.is_empty() {
+        let reusable = match *self.ended.get_mut() {
+            FOUND_EMPTY => true,
+            KILLED => false,
+            _ => slot.is_empty(),
+        };
+        if reusable {
             let mut pool = lock(&self.pool);
             if !pool.closed && pool.slots.len() < POOL_MAX {
                 pool.slots.push(slot);
