@@ -6,6 +6,8 @@
 //! the write lock when such a statement begins, so a conditional update can
 //! never act on a stale read.
 
+mod writer;
+
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
     Approval, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
@@ -26,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use uuid::Uuid;
+use writer::{WriteError, Writer};
 
 /// Every column of `runs`, in the order [`run_from_row`] reads them; a macro
 /// so it can be spliced into `concat!` and the queries stay `&'static str`.
@@ -64,6 +67,23 @@ macro_rules! notification_columns {
 /// it; an immediate one takes it at the start and waits (busy timeout).
 const BEGIN: &str = "begin immediate";
 
+/// Inserts a new run.
+const INSERT_RUN: &str = concat!(
+    "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
+     approval_id, created_at, started_at, finished_at, instance, mode, request_id) \
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
+    run_columns!()
+);
+/// Records a pending request, with its run, in one transaction.
+const INSERT_REQUEST: &str = "insert into approvals (id, run_id, skill, tool, description, trust, warning, \
+     arguments, argv, cwd, skill_hash, status, requested_by, created_at, expires_at, mode) \
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)";
+/// Starts a queued run: the statement behind `start_run`.
+const START_QUEUED: &str = concat!(
+    "update runs set status = 'running', started_at = ?, pgid = ?, instance = ? \
+     where id = ? and status = 'queued' returning ",
+    run_columns!()
+);
 /// Ends a live run: the statement behind `finish_run`.
 const FINISH_LIVE: &str = concat!(
     "update runs set status = ?, result = ?, finished_at = ? \
@@ -102,7 +122,10 @@ const WAL_SIZE_LIMIT: &str = "16777216";
 /// The SQLite implementation of [`Store`].
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
+    /// Everything but the hot path: reads, approvals, grants, notifications.
     pool: SqlitePool,
+    /// The writes every call makes: a run's insert, start and end.
+    writer: Writer,
     /// Checkpoints off the request path; stops with the last clone.
     _checkpointer: Option<Arc<Checkpointer>>,
     /// Run status changes made through this store. One process owns the
@@ -167,6 +190,7 @@ impl SqliteStore {
         let pool = pool.connect_with(options.clone()).await?;
 
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        let writer = Writer::open(options.get_filename(), in_memory)?;
         let checkpointer = if in_memory {
             None
         } else {
@@ -174,6 +198,7 @@ impl SqliteStore {
         };
         Ok(Self {
             pool,
+            writer,
             _checkpointer: checkpointer,
             changes: broadcast::channel(super::CHANGES_CAPACITY).0,
             facts: Arc::default(),
@@ -322,41 +347,24 @@ impl Store for SqliteStore {
     async fn insert_run(&self, run: NewRun) -> Result<Run, StoreError> {
         super::check_new(&run)?;
         let id = run.id;
-        let mut conn = self.pool.acquire().await?;
-        let row = insert_run_on(&mut conn, &run).await?;
-        drop(conn);
+        let run = self.writer.write(move |conn| insert_run_on(conn, &run)).await?;
         self.changed(id);
-        run_from_row(&row)
+        Ok(run)
     }
 
     async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
         super::check_pending(&run, &approval)?;
-        let mut tx = self.pool.begin_with(BEGIN).await?;
-        insert_run_on(&mut tx, &run).await?;
-        sqlx::query(
-            "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
-             skill_hash, status, requested_by, created_at, expires_at, mode) \
-             values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
-        )
-        .bind(approval.id.to_string())
-        .bind(run.id.to_string())
-        .bind(&run.skill)
-        .bind(&run.tool)
-        .bind(approval.description)
-        .bind(approval.trust)
-        .bind(approval.warning)
-        .bind(json_text(&run.arguments)?)
-        .bind(json_text(&run.argv)?)
-        .bind(&run.cwd)
-        .bind(&run.skill_hash)
-        .bind(&run.requested_by)
-        .bind(time_text(run.created_at)?)
-        .bind(time_text(approval.expires_at)?)
-        .bind(&run.mode)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        self.changed(run.id);
+        let id = run.id;
+        self.writer
+            .write(move |conn| {
+                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                insert_run_on(&tx, &run)?;
+                insert_request_on(&tx, &run, &approval)?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await?;
+        self.changed(id);
         Ok(())
     }
 
@@ -761,37 +769,34 @@ impl Store for SqliteStore {
         instance: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<Run>, StoreError> {
-        let row = sqlx::query(concat!(
-            "update runs set status = 'running', started_at = ?, pgid = ?, instance = ? \
-             where id = ? and status = 'queued' returning ",
-            run_columns!()
-        ))
-        .bind(time_text(at)?)
-        .bind(pgid)
-        .bind(instance)
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
-        match row {
-            Some(row) => {
-                self.changed(id);
-                Ok(Some(run_from_row(&row)?))
-            }
-            None => self.require(id).await.map(|()| None),
+        let (at, instance) = (time_text(at)?, instance.to_owned());
+        let started = self
+            .writer
+            .write(move |conn| {
+                let params = rusqlite::params![at, pgid, instance, id.to_string()];
+                let run = one_run(conn, START_QUEUED, params)?;
+                run_or_why(conn, id, run)
+            })
+            .await?;
+        if started.is_some() {
+            self.changed(id);
         }
+        Ok(started)
     }
 
     async fn set_pgid(&self, id: Uuid, pgid: i32) -> Result<(), StoreError> {
-        let done = sqlx::query("update runs set pgid = ? where id = ? and status = 'running'")
-            .bind(pgid)
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        self.require(id).await?;
-        Err(StoreError::Conflict(format!("run {id} is not running")))
+        self.writer
+            .write(move |conn| {
+                let set = conn
+                    .prepare_cached("update runs set pgid = ? where id = ? and status = 'running'")?
+                    .execute(rusqlite::params![pgid, id.to_string()])?;
+                if set == 1 {
+                    return Ok(());
+                }
+                run_or_why(conn, id, None)?;
+                Err(StoreError::Conflict(format!("run {id} is not running")).into())
+            })
+            .await
     }
 
     async fn finish_run(
@@ -889,61 +894,105 @@ impl SqliteStore {
         // One statement: the trigger `runs_withdraw_request` (migration
         // 0002) closes a pending request of the run in the same statement.
         let query = if waiting_only { FINISH_WAITING } else { FINISH_LIVE };
-        let row = sqlx::query(query)
-            .bind(status.as_str())
-            .bind(result)
-            .bind(time_text(at)?)
-            .bind(id.to_string())
-            .fetch_optional(&self.pool)
+        let at = time_text(at)?;
+        let finished = self
+            .writer
+            .write(move |conn| {
+                let params = rusqlite::params![status.as_str(), result, at, id.to_string()];
+                let run = one_run(conn, query, params)?;
+                run_or_why(conn, id, run)
+            })
             .await?;
-        let Some(row) = row else {
-            return self.require(id).await.map(|()| None);
-        };
-        self.changed(id);
-        run_from_row(&row).map(Some)
-    }
-
-    /// After a conditional update matched nothing: `NotFound` if the run does
-    /// not exist at all, `Ok` if it exists but was in another state. Only
-    /// tells the two apart; it decides nothing.
-    async fn require(&self, id: Uuid) -> Result<(), StoreError> {
-        let found = sqlx::query("select 1 from runs where id = ?")
-            .bind(id.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
-        found.map(|_| ()).ok_or(StoreError::NotFound { what: "run", id })
+        if finished.is_some() {
+            self.changed(id);
+        }
+        Ok(finished)
     }
 }
 
-/// The insert of a new run, on a connection or in a transaction.
-async fn insert_run_on(conn: &mut SqliteConnection, run: &NewRun) -> Result<SqliteRow, StoreError> {
+/// The insert of a new run, on the connection or in a transaction.
+fn insert_run_on(conn: &rusqlite::Connection, run: &NewRun) -> Result<Run, WriteError> {
     let started_at = run.started_at.map(time_text).transpose()?;
     let finished_at = super::finished_at_insert(run).map(time_text).transpose()?;
-    sqlx::query(concat!(
-        "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-         approval_id, created_at, started_at, finished_at, instance, mode, request_id) \
-         values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
-        run_columns!()
-    ))
-    .bind(run.id.to_string())
-    .bind(&run.skill)
-    .bind(&run.tool)
-    .bind(&run.skill_hash)
-    .bind(json_text(&run.arguments)?)
-    .bind(json_text(&run.argv)?)
-    .bind(&run.cwd)
-    .bind(run.status.as_str())
-    .bind(&run.requested_by)
-    .bind(run.approval_id.map(|id| id.to_string()))
-    .bind(time_text(run.created_at)?)
-    .bind(started_at)
-    .bind(finished_at)
-    .bind(&run.instance)
-    .bind(&run.mode)
-    .bind(&run.request_id)
-    .fetch_one(conn)
-    .await
-    .map_err(StoreError::from)
+    let params = rusqlite::params![
+        run.id.to_string(),
+        run.skill,
+        run.tool,
+        run.skill_hash,
+        json_text(&run.arguments)?,
+        json_text(&run.argv)?,
+        run.cwd,
+        run.status.as_str(),
+        run.requested_by,
+        run.approval_id.map(|id| id.to_string()),
+        time_text(run.created_at)?,
+        started_at,
+        finished_at,
+        run.instance,
+        run.mode,
+        run.request_id,
+    ];
+    one_run(conn, INSERT_RUN, params)?
+        .ok_or_else(|| StoreError::Other("the insert returned no run".into()).into())
+}
+
+/// The pending request of a held run, in its transaction.
+fn insert_request_on(
+    conn: &rusqlite::Connection,
+    run: &NewRun,
+    approval: &NewApproval,
+) -> Result<(), WriteError> {
+    conn.prepare_cached(INSERT_REQUEST)?.execute(rusqlite::params![
+        approval.id.to_string(),
+        run.id.to_string(),
+        run.skill,
+        run.tool,
+        approval.description,
+        approval.trust,
+        approval.warning,
+        json_text(&run.arguments)?,
+        json_text(&run.argv)?,
+        run.cwd,
+        run.skill_hash,
+        run.requested_by,
+        time_text(run.created_at)?,
+        time_text(approval.expires_at)?,
+        run.mode,
+    ])?;
+    Ok(())
+}
+
+/// Runs a statement that returns at most one run (`… returning` the run's
+/// columns) to its end, so that its commit, and any error of it, happens
+/// here.
+fn one_run(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<Run>, WriteError> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let mut rows = statement.query(params)?;
+    let run = match rows.next()? {
+        Some(row) => Some(run_from_row(row)?),
+        None => None,
+    };
+    while rows.next()?.is_some() {}
+    Ok(run)
+}
+
+/// After a conditional update: its run, or if it matched nothing,
+/// `NotFound` when the run does not exist at all and `None` when it exists
+/// in another state. Only tells the two apart; it decides nothing.
+fn run_or_why(conn: &rusqlite::Connection, id: Uuid, run: Option<Run>) -> Result<Option<Run>, WriteError> {
+    if run.is_some() {
+        return Ok(run);
+    }
+    let mut exists = conn.prepare_cached("select 1 from runs where id = ?")?;
+    if exists.exists([id.to_string()])? {
+        Ok(None)
+    } else {
+        Err(StoreError::NotFound { what: "run", id }.into())
+    }
 }
 
 /// Ends a run still waiting for approval as `expired`; the trigger
@@ -1030,40 +1079,64 @@ fn grant_from_row(row: &SqliteRow) -> Result<Grant, StoreError> {
     })
 }
 
-fn run_from_row(row: &SqliteRow) -> Result<Run, StoreError> {
-    let status: String = get(row, "status")?;
+/// A row of `runs` as either driver hands it over (sqlx for reads,
+/// rusqlite for the hot path's writes), so one function reads both.
+trait RunRow {
+    fn text(&self, column: &str) -> Result<String, StoreError>;
+    fn maybe_text(&self, column: &str) -> Result<Option<String>, StoreError>;
+    fn maybe_int(&self, column: &str) -> Result<Option<i32>, StoreError>;
+}
+
+impl RunRow for SqliteRow {
+    fn text(&self, column: &str) -> Result<String, StoreError> {
+        get(self, column)
+    }
+    fn maybe_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        get(self, column)
+    }
+    fn maybe_int(&self, column: &str) -> Result<Option<i32>, StoreError> {
+        get(self, column)
+    }
+}
+
+impl RunRow for rusqlite::Row<'_> {
+    fn text(&self, column: &str) -> Result<String, StoreError> {
+        Ok(self.get(column)?)
+    }
+    fn maybe_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.get(column)?)
+    }
+    fn maybe_int(&self, column: &str) -> Result<Option<i32>, StoreError> {
+        Ok(self.get(column)?)
+    }
+}
+
+fn run_from_row(row: &impl RunRow) -> Result<Run, StoreError> {
+    let time = |column: &str| row.maybe_text(column)?.as_deref().map(parse_time).transpose();
     Ok(Run {
-        id: parse_uuid(&get::<String>(row, "id")?)?,
-        skill: get(row, "skill")?,
-        tool: get(row, "tool")?,
-        skill_hash: get(row, "skill_hash")?,
-        arguments: parse_json(&get::<String>(row, "arguments")?)?,
-        argv: parse_json(&get::<String>(row, "argv")?)?,
-        cwd: get(row, "cwd")?,
-        status: super::parse_run_status(&status)?,
-        requested_by: get(row, "requested_by")?,
-        approval_id: get::<Option<String>>(row, "approval_id")?
+        id: parse_uuid(&row.text("id")?)?,
+        skill: row.text("skill")?,
+        tool: row.text("tool")?,
+        skill_hash: row.text("skill_hash")?,
+        arguments: parse_json(&row.text("arguments")?)?,
+        argv: parse_json(&row.text("argv")?)?,
+        cwd: row.text("cwd")?,
+        status: super::parse_run_status(&row.text("status")?)?,
+        requested_by: row.maybe_text("requested_by")?,
+        approval_id: row
+            .maybe_text("approval_id")?
             .as_deref()
             .map(parse_uuid)
             .transpose()?,
-        created_at: parse_time(&get::<String>(row, "created_at")?)?,
-        started_at: get::<Option<String>>(row, "started_at")?
-            .as_deref()
-            .map(parse_time)
-            .transpose()?,
-        finished_at: get::<Option<String>>(row, "finished_at")?
-            .as_deref()
-            .map(parse_time)
-            .transpose()?,
-        result: get::<Option<String>>(row, "result")?
-            .as_deref()
-            .map(parse_json)
-            .transpose()?,
-        pgid: get(row, "pgid")?,
-        instance: get(row, "instance")?,
-        mode: get(row, "mode")?,
-        request_id: get(row, "request_id")?,
-        note: get(row, "note")?,
+        created_at: parse_time(&row.text("created_at")?)?,
+        started_at: time("started_at")?,
+        finished_at: time("finished_at")?,
+        result: row.maybe_text("result")?.as_deref().map(parse_json).transpose()?,
+        pgid: row.maybe_int("pgid")?,
+        instance: row.maybe_text("instance")?,
+        mode: row.maybe_text("mode")?,
+        request_id: row.maybe_text("request_id")?,
+        note: row.maybe_text("note")?,
     })
 }
 

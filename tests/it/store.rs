@@ -1209,6 +1209,71 @@ async fn sqlite_checkpoints_in_the_background() {
     assert!(interval > 0, "a plain connection keeps SQLite's own checkpoints");
 }
 
+/// A call's writes run on the calling thread and never wait there for
+/// SQLite's lock: while another connection holds it, the write waits off
+/// the runtime (the one thread of this runtime goes on serving timers and
+/// tasks), then goes through once the lock is free.
+#[tokio::test(flavor = "current_thread")]
+async fn sqlite_writes_wait_for_another_writer_off_the_runtime() {
+    let dir = crate::common::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("skilld.db").display());
+    let store = store::connect(&url).await.unwrap();
+    let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("begin immediate").execute(&mut other).await.unwrap();
+
+    let new = new_run("git", "git_log", t0());
+    let writer = tokio::spawn({
+        let (store, new) = (store.clone(), new.clone());
+        async move { store.insert_run(new).await }
+    });
+    let ticks = tokio::spawn(async {
+        let mut ticks = 0;
+        for _ in 0..20 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            ticks += 1;
+        }
+        ticks
+    });
+    assert_eq!(ticks.await.unwrap(), 20, "the runtime kept running");
+    assert!(!writer.is_finished(), "the insert waited for the lock");
+
+    sqlx::query("commit").execute(&mut other).await.unwrap();
+    let run = writer.await.unwrap().unwrap();
+    assert_eq!(run, as_inserted(&new));
+    assert_eq!(store.get_run(new.id).await.unwrap(), run);
+}
+
+/// `sqlite::memory:` is one database for every connection of the store:
+/// what the hot path writes, the reads see.
+#[tokio::test]
+async fn sqlite_in_memory_is_one_database() {
+    let store = store::connect("sqlite::memory:").await.unwrap();
+    let run = insert(&store, new_run("git", "git_log", t0())).await;
+    let started = store
+        .start_run(run.id, Some(42), "here", t0())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(started.status, RunStatus::Running);
+    store
+        .finish_run(run.id, RunStatus::Succeeded, Some(envelope(run.id, true)), t0())
+        .await
+        .unwrap()
+        .unwrap();
+    let read = store.get_run(run.id).await.unwrap();
+    assert_eq!(read.status, RunStatus::Succeeded);
+    assert_eq!(read.pgid, Some(42));
+    let page = store.list_runs(RunFilter::default()).await.unwrap();
+    assert_eq!(ids(&page.runs), vec![run.id]);
+
+    // Another in-memory store is another database.
+    let other = store::connect("sqlite::memory:").await.unwrap();
+    assert!(matches!(
+        other.get_run(run.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
 #[tokio::test]
 async fn unreachable_postgres_is_unavailable() {
     // Nothing listens on port 1; after the pool's acquire timeout the store
