@@ -359,7 +359,9 @@ struct Statements {
     by_summary: std::collections::BTreeMap<String, u64>,
 }
 
-/// Counts sqlx's `sqlx::query` events (one per statement it runs); off
+/// Counts sqlx's `sqlx::query` events (one per statement it runs) and the
+/// SQLite hot path's `skilld::run_log` events (one per write and one per
+/// transaction, which may hold several calls' writes); off
 /// until the timed phases are over, since formatting them costs time.
 #[derive(Clone, Default)]
 struct StatementCounter(Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>);
@@ -379,7 +381,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StatementCounter {
                 }
             }
         }
-        if event.metadata().target() != "sqlx::query" {
+        if !matches!(event.metadata().target(), "sqlx::query" | "skilld::run_log") {
             return;
         }
         let mut summary = Summary(String::new());
@@ -397,9 +399,13 @@ async fn count_statements(client: &reqwest::Client, url: &str) -> Statements {
     use tracing_subscriber::layer::SubscriberExt;
     const CALLS: usize = 200;
     let counter = StatementCounter::default();
-    let subscriber = tracing_subscriber::registry().with(counter.clone().with_filter(
-        tracing_subscriber::filter::Targets::new().with_target("sqlx::query", tracing::Level::TRACE),
-    ));
+    let subscriber = tracing_subscriber::registry().with(
+        counter.clone().with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("sqlx::query", tracing::Level::TRACE)
+                .with_target("skilld::run_log", tracing::Level::TRACE),
+        ),
+    );
     tracing::subscriber::set_global_default(subscriber).expect("no subscriber yet");
     for _ in 0..CALLS {
         invoke_checked(client, url).await;
@@ -959,13 +965,13 @@ fn main() {
 
     println!();
     println!(
-        "== SQL statements per HTTP call ({} sequential calls, counted from sqlx's query events) ==",
+        "== SQL statements per HTTP call ({} sequential calls, counted from sqlx's and the hot path's events) ==",
         f.statements.calls
     );
     let per = |n: u64| n as f64 / f.statements.calls as f64;
     println!(
         "{:<44} {:>9.2}",
-        "all statements",
+        "all (sqlx statements, hot-path writes, commits)",
         per(f.statements.by_summary.values().sum())
     );
     for (summary, n) in &f.statements.by_summary {

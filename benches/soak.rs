@@ -148,6 +148,11 @@ async fn run(secs: u64) {
     let settings = RunSettings {
         workspace: tmp.path().to_path_buf(),
         data_dir: tmp.path().to_path_buf(),
+        // Runs' scratch directories elsewhere (a tmpfs, say), to tell
+        // their filesystem's cost from the run log's.
+        scratch_dir: std::env::var_os("SKILLD_SOAK_SCRATCH")
+            .map(PathBuf::from)
+            .unwrap_or(defaults.scratch_dir.clone()),
         max_concurrent: defaults.max_concurrent.max(16),
         max_concurrent_per_tool: defaults.max_concurrent_per_tool.max(16),
         ..defaults

@@ -226,7 +226,7 @@ pub struct RunPage {
 /// What can go wrong at the store boundary: narrow on purpose, mapped once to
 /// HTTP elsewhere (404, 409, 400, 503, 500). Messages of `Unavailable` and
 /// `Other` are for the log, never for a client.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// No `what` (a run, an approval, a grant) has this id.
     #[error("{what} {id} not found")]

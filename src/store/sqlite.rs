@@ -356,12 +356,10 @@ impl Store for SqliteStore {
         super::check_pending(&run, &approval)?;
         let id = run.id;
         self.writer
+            // One write: the run and its request stand or fall together.
             .write(move |conn| {
-                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                insert_run_on(&tx, &run)?;
-                insert_request_on(&tx, &run, &approval)?;
-                tx.commit()?;
-                Ok(())
+                insert_run_on(conn, &run)?;
+                insert_request_on(conn, &run, &approval)
             })
             .await?;
         self.changed(id);

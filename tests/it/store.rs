@@ -58,6 +58,7 @@ conformance! {
         invalid_cursor,
         interrupt_running_marks_only_running,
         concurrent_start_has_one_winner,
+        concurrent_writes_fail_alone,
         concurrent_finish_has_one_winner,
         ping_works,
         a_held_call_is_approved_once,
@@ -978,6 +979,47 @@ async fn concurrent_start_has_one_winner(store: Arc<dyn Store>) {
         assert_eq!(won.pgid, Some(task));
         assert_eq!(store.get_run(run.id).await.unwrap(), won);
     }
+}
+
+/// Many writes at once, some of them bound to fail (a duplicate id, a run
+/// already finished): each failure is its caller's alone, and every other
+/// write is kept, however the store groups them into transactions.
+async fn concurrent_writes_fail_alone(store: Arc<dyn Store>) {
+    let first = insert(&store, new_run("git", "git_log", t0())).await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(48));
+    let tasks: Vec<_> = (0..48)
+        .map(|i| {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let mut new = new_run("git", "git_log", t0() + Duration::milliseconds(i));
+                if i % 3 == 0 {
+                    new.id = first.id;
+                }
+                let inserted = store.insert_run(new.clone()).await;
+                if i % 3 == 0 {
+                    assert!(matches!(inserted, Err(StoreError::Conflict(_))), "{inserted:?}");
+                    return None;
+                }
+                let run = inserted.unwrap();
+                let ended = store.finish_run(run.id, RunStatus::Succeeded, None, t0()).await;
+                assert_eq!(ended.unwrap().unwrap().status, RunStatus::Succeeded);
+                let again = store.finish_run(run.id, RunStatus::Failed, None, t0()).await;
+                assert_eq!(again.unwrap(), None);
+                Some(run.id)
+            })
+        })
+        .collect();
+    let mut kept = vec![first.id];
+    for task in tasks {
+        kept.extend(task.await.unwrap());
+    }
+    let (runs, _) = all_pages(&store, RunFilter::default()).await;
+    let mut listed = ids(&runs);
+    listed.sort();
+    kept.sort();
+    assert_eq!(listed, kept);
+    assert_eq!(store.get_run(first.id).await.unwrap(), first);
 }
 
 async fn concurrent_finish_has_one_winner(store: Arc<dyn Store>) {
