@@ -1,9 +1,11 @@
 //! [`Store`] on one SQLite file: the single-machine default.
 //!
-//! The file runs in WAL mode so readers (`GET /runs`) never block the writer,
-//! with a busy timeout so that concurrent writers wait for each other instead
-//! of failing. Every state change is one autocommit statement: SQLite takes
-//! the write lock when such a statement begins, so a conditional update can
+//! The file runs in WAL mode so readers (`GET /runs`) never block the writer.
+//! The writes every call makes go through [`writer`] (rusqlite, on the
+//! calling thread); the rest through sqlx, with a busy timeout so that
+//! concurrent writers wait for each other instead of failing. Every state
+//! change holds SQLite's write lock from its first statement (an immediate
+//! transaction, or a statement that writes), so a conditional update can
 //! never act on a stale read.
 
 mod writer;
@@ -74,7 +76,7 @@ const INSERT_RUN: &str = concat!(
      values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
     run_columns!()
 );
-/// Records a pending request, with its run, in one transaction.
+/// Records a pending request, written together with its run.
 const INSERT_REQUEST: &str = "insert into approvals (id, run_id, skill, tool, description, trust, warning, \
      arguments, argv, cwd, skill_hash, status, requested_by, created_at, expires_at, mode) \
      values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)";
@@ -124,7 +126,7 @@ const WAL_SIZE_LIMIT: &str = "16777216";
 pub struct SqliteStore {
     /// Everything but the hot path: reads, approvals, grants, notifications.
     pool: SqlitePool,
-    /// The writes every call makes: a run's insert, start and end.
+    /// The writes every call makes: a run's insert, start, pgid and end.
     writer: Writer,
     /// Checkpoints off the request path; stops with the last clone.
     _checkpointer: Option<Arc<Checkpointer>>,
@@ -767,19 +769,8 @@ impl Store for SqliteStore {
         instance: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<Run>, StoreError> {
-        let (at, instance) = (time_text(at)?, instance.to_owned());
-        let started = self
-            .writer
-            .write(move |conn| {
-                let params = rusqlite::params![at, pgid, instance, id.to_string()];
-                let run = one_run(conn, START_QUEUED, params)?;
-                run_or_why(conn, id, run)
-            })
-            .await?;
-        if started.is_some() {
-            self.changed(id);
-        }
-        Ok(started)
+        let params = (time_text(at)?, pgid, instance.to_owned(), id.to_string());
+        self.update_run(id, START_QUEUED, params).await
     }
 
     async fn set_pgid(&self, id: Uuid, pgid: i32) -> Result<(), StoreError> {
@@ -892,23 +883,31 @@ impl SqliteStore {
         // One statement: the trigger `runs_withdraw_request` (migration
         // 0002) closes a pending request of the run in the same statement.
         let query = if waiting_only { FINISH_WAITING } else { FINISH_LIVE };
-        let at = time_text(at)?;
-        let finished = self
+        let params = (status.as_str(), result, time_text(at)?, id.to_string());
+        self.update_run(id, query, params).await
+    }
+
+    /// A conditional update of one run that returns it (`… returning`),
+    /// announced when it matched; see [`run_or_why`] for when it did not.
+    async fn update_run<P>(&self, id: Uuid, sql: &'static str, params: P) -> Result<Option<Run>, StoreError>
+    where
+        P: rusqlite::Params + Clone + Send + 'static,
+    {
+        let updated = self
             .writer
             .write(move |conn| {
-                let params = rusqlite::params![status.as_str(), result, at, id.to_string()];
-                let run = one_run(conn, query, params)?;
+                let run = one_run(conn, sql, params.clone())?;
                 run_or_why(conn, id, run)
             })
             .await?;
-        if finished.is_some() {
+        if updated.is_some() {
             self.changed(id);
         }
-        Ok(finished)
+        Ok(updated)
     }
 }
 
-/// The insert of a new run, on the connection or in a transaction.
+/// The insert of a new run, inside a write of the hot path.
 fn insert_run_on(conn: &rusqlite::Connection, run: &NewRun) -> Result<Run, WriteError> {
     let started_at = run.started_at.map(time_text).transpose()?;
     let finished_at = super::finished_at_insert(run).map(time_text).transpose()?;
@@ -934,7 +933,7 @@ fn insert_run_on(conn: &rusqlite::Connection, run: &NewRun) -> Result<Run, Write
         .ok_or_else(|| StoreError::Other("the insert returned no run".into()).into())
 }
 
-/// The pending request of a held run, in its transaction.
+/// The pending request of a held run, in the write that inserts the run.
 fn insert_request_on(
     conn: &rusqlite::Connection,
     run: &NewRun,

@@ -279,6 +279,10 @@ fn commit(conn: &Connection, batch: &mut [Box<dyn Job>]) -> Result<(), WriteErro
 }
 
 fn run_batch(conn: &Connection, batch: &mut [Box<dyn Job>]) -> Result<(), WriteError> {
+    if !conn.is_autocommit() {
+        // Left open by a leader that panicked mid-batch: undo its part.
+        conn.execute_batch("rollback")?;
+    }
     conn.prepare_cached("begin immediate")?.execute([])?;
     for job in batch {
         conn.prepare_cached("savepoint write")?.execute([])?;
