@@ -456,6 +456,9 @@
       members.length > 1 ? el('span', { class: 'group-count', title: `${members.length} identical requests`, text: `×${members.length}` }) : null,
       a.trust ? badge('trust', a.trust) : null,
       a.warning ? el('span', { class: 'badge flag-warning', title: a.warning, text: 'warning' }) : null,
+      permissions(a).length
+        ? el('span', { class: 'permissions', title: 'Permissions the skill declares', text: permissions(a).join(' ') })
+        : null,
       members.some((m) => m.caller_left_at) ? el('span', { class: 'badge flag-left', text: 'caller left' }) : null,
       el('span', { class: 'who muted', text: names }),
       el('span', { class: 'age muted', 'data-since': a.created_at, title: a.created_at, text: age(a.created_at) }),
@@ -480,6 +483,12 @@
     return [
       fact('Working directory', el('code', { text: a.cwd || '' })),
       fact('Mode', el('code', { text: a.mode || 'Global' })),
+      fact(
+        'Permissions',
+        permissions(a).length
+          ? permissions(a).map((p) => [el('code', { class: 'permission', text: p }), ' '])
+          : el('span', { class: 'muted', text: 'none declared' }),
+      ),
       fact('Arguments', el('pre', { class: 'arguments', text: safeJson(a.arguments ?? {}) })),
       fact('Requested by', who(a.requested_by)),
       fact('Requested', time(a.created_at)),
@@ -487,6 +496,9 @@
       hash ? fact('Skill hash', el('code', { title: hash, text: hash.length > 16 ? `${hash.slice(0, 16)}…` : hash })) : null,
     ];
   }
+
+  /** What the skill declares it may do; an approval grants it too. */
+  const permissions = (a) => (Array.isArray(a.permissions) ? a.permissions.map(String) : []);
 
   function groupNote(members) {
     return el(

@@ -51,6 +51,7 @@ impl Invoker {
             description: p.tool().description.clone(),
             trust: p.skill.trust.as_str().to_owned(),
             warning: policy::warning(&p.skill, facts),
+            permissions: p.skill.permissions.clone(),
             expires_at: run.created_at + ttl,
         };
         self.store.insert_pending(run, approval).await?;

@@ -50,6 +50,7 @@ fn json_body(event: Event, a: &Approval, f: &Facts, at: DateTime<Utc>) -> Value 
             "argv_preview": f.preview,
             "trust": a.trust,
             "warning": a.warning,
+            "permissions": a.permissions,
             "requested_by": a.requested_by,
             "status": a.status,
             "scope": a.scope,

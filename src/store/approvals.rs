@@ -108,6 +108,10 @@ pub struct Approval {
     /// The exact command line that will run once approved.
     pub argv: Vec<String>,
     pub cwd: String,
+    /// The permissions the skill declares (`file:write`, `net:fetch`, …),
+    /// which an approval grants along with the call. Part of the skill's
+    /// content, so a changed set is a changed `skill_hash`.
+    pub permissions: Vec<String>,
     /// The skill version this request (and an `always` grant) is bound to.
     pub skill_hash: String,
     pub status: ApprovalStatus,
@@ -174,6 +178,8 @@ pub struct NewApproval {
     pub description: String,
     pub trust: String,
     pub warning: Option<String>,
+    /// The skill's declared permissions.
+    pub permissions: Vec<String>,
     pub expires_at: DateTime<Utc>,
 }
 

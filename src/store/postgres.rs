@@ -37,7 +37,8 @@ macro_rules! run_columns {
 macro_rules! approval_columns {
     () => {
         "id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, skill_hash, status, \
-         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode, caller_left_at"
+         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode, caller_left_at, \
+         permissions"
     };
 }
 
@@ -187,8 +188,8 @@ impl Store for PgStore {
         insert_run_on(&mut tx, &run).await?;
         sqlx::query(
             "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
-             skill_hash, status, requested_by, created_at, expires_at, mode) \
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15)",
+             skill_hash, status, requested_by, created_at, expires_at, mode, permissions) \
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $16)",
         )
         .bind(approval.id)
         .bind(run.id)
@@ -205,6 +206,7 @@ impl Store for PgStore {
         .bind(run.created_at)
         .bind(approval.expires_at)
         .bind(&run.mode)
+        .bind(Json(&approval.permissions))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -793,6 +795,7 @@ fn approval_from_row(row: &PgRow) -> Result<Approval, StoreError> {
         arguments: get(row, "arguments")?,
         argv: get::<Json<Vec<String>>>(row, "argv")?.0,
         cwd: get(row, "cwd")?,
+        permissions: get::<Json<Vec<String>>>(row, "permissions")?.0,
         skill_hash: get(row, "skill_hash")?,
         status: parse_approval_status(&get::<String>(row, "status")?)?,
         scope: parse_scope(get(row, "scope")?)?,

@@ -45,7 +45,8 @@ macro_rules! run_columns {
 macro_rules! approval_columns {
     () => {
         "id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, skill_hash, status, \
-         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode, caller_left_at"
+         scope, requested_by, decided_by, note, created_at, decided_at, expires_at, mode, caller_left_at, \
+         permissions"
     };
 }
 
@@ -78,8 +79,8 @@ const INSERT_RUN: &str = concat!(
 );
 /// Records a pending request, written together with its run.
 const INSERT_REQUEST: &str = "insert into approvals (id, run_id, skill, tool, description, trust, warning, \
-     arguments, argv, cwd, skill_hash, status, requested_by, created_at, expires_at, mode) \
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)";
+     arguments, argv, cwd, skill_hash, status, requested_by, created_at, expires_at, mode, permissions) \
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)";
 /// Starts a queued run: the statement behind `start_run`.
 const START_QUEUED: &str = concat!(
     "update runs set status = 'running', started_at = ?, pgid = ?, instance = ? \
@@ -955,6 +956,7 @@ fn insert_request_on(
         time_text(run.created_at)?,
         time_text(approval.expires_at)?,
         run.mode,
+        json_text(&approval.permissions)?,
     ])?;
     Ok(())
 }
@@ -1017,6 +1019,7 @@ fn approval_from_row(row: &SqliteRow) -> Result<Approval, StoreError> {
         arguments: parse_json(&get::<String>(row, "arguments")?)?,
         argv: parse_json(&get::<String>(row, "argv")?)?,
         cwd: get(row, "cwd")?,
+        permissions: parse_json(&get::<String>(row, "permissions")?)?,
         skill_hash: get(row, "skill_hash")?,
         status: parse_approval_status(&get::<String>(row, "status")?)?,
         scope: parse_scope(get(row, "scope")?)?,

@@ -96,10 +96,20 @@ await drive(async (page) => {
   const line = ((await article.locator('code.argv-line').textContent()) || '').trim();
   if (line !== preview) fail(`the compact line ${JSON.stringify(line)} differs from the preview`);
   const warning = (await article.locator('.warning').count()) ? await article.locator('.warning').textContent() : null;
+  const declared = article.locator('.summary .permissions');
+  const permissions = (await declared.count()) ? ((await declared.textContent()) || '').trim() : null;
+  const permissionDetails = await article.locator('code.permission').allTextContents();
   await shoot(page, 'pending');
 
   if (process.env.INBOX_NOTE) await article.getByLabel(/^Note for /).fill(process.env.INBOX_NOTE);
   await decide(page, article);
   await article.waitFor({ state: 'detached' });
-  return { run_id: runId, preview, warning, ...(await runOutcome(page, runId)) };
+  return {
+    run_id: runId,
+    preview,
+    warning,
+    permissions,
+    permission_details: permissionDetails,
+    ...(await runOutcome(page, runId)),
+  };
 });

@@ -442,6 +442,40 @@ async fn a_changed_script_or_skill_md_voids_a_grant() {
     assert_eq!(marks(&file), 5, "nothing ran under a void grant");
 }
 
+/// The approver sees the permissions the skill declares, and an approval
+/// covers that set: a skill that declares more is another version, asked
+/// again.
+#[tokio::test]
+async fn a_request_shows_the_declared_permissions_and_a_changed_set_asks_again() {
+    let f = fixture("scoped", "permissions: [git:read]\n", Trust::User).await;
+    let (status, body) = f.api.call("scoped", &f.file).await;
+    let first = held(status, &body);
+    let (_, approval) = f
+        .api
+        .get(&format!("/approvals/{}", first["approval_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(approval["permissions"], json!(["git:read"]), "{approval}");
+    assert_eq!(f.api.approve(&first["approval_id"], "always").await.0, 200);
+    assert_eq!(f.api.finished_run(&first["run_id"]).await["status"], "succeeded");
+    ran_now(f.api.call("scoped", &f.file).await);
+
+    let md = f.skills.path().join("scoped/SKILL.md");
+    let text = std::fs::read_to_string(&md)
+        .unwrap()
+        .replace("permissions: [git:read]", "permissions: [git:read, env:read]");
+    std::fs::write(&md, text).unwrap();
+    f.server.catalog.reload();
+    let (status, body) = f.api.call("scoped", &f.file).await;
+    let second = held(status, &body);
+    let (_, again) = f
+        .api
+        .get(&format!("/approvals/{}", second["approval_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(again["permissions"], json!(["git:read", "env:read"]), "{again}");
+    assert_ne!(again["skill_hash"], approval["skill_hash"]);
+    assert_eq!(marks(&f.file), 2, "nothing ran under the old set's grant");
+}
+
 fn ran_now((status, body): (u16, Value)) {
     ran(status, &body);
 }

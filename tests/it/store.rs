@@ -1366,6 +1366,7 @@ fn held(skill: &str, tool: &str, hash: &str, at: DateTime<Utc>) -> (NewRun, NewA
         description: "Shows the log.".to_owned(),
         trust: "user".to_owned(),
         warning: Some("First run".to_owned()),
+        permissions: vec!["file:write".to_owned(), "net:fetch".to_owned()],
         expires_at: at + Duration::hours(1),
     };
     let run = NewRun {
@@ -1477,6 +1478,7 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
             arguments: run.arguments.clone(),
             argv: run.argv.clone(),
             cwd: run.cwd.clone(),
+            permissions: vec!["file:write".to_owned(), "net:fetch".to_owned()],
             skill_hash: "h1".to_owned(),
             status: ApprovalStatus::Pending,
             scope: None,

@@ -43,7 +43,8 @@ fn marker_skill(dir: &Path) {
     std::fs::create_dir_all(&skill).unwrap();
     std::fs::write(
         skill.join("SKILL.md"),
-        "---\nname: inbox-demo\nversion: 1.0.0\ndescription: Leaves a mark and says so.\n---\n\n\
+        "---\nname: inbox-demo\nversion: 1.0.0\ndescription: Leaves a mark and says so.\n\
+         permissions: [shell:exec, git:read]\n---\n\n\
          ### leave_mark\n\nAppends a line to a file and echoes a message.\n\n#### Parameters\n\n\
          | Name | Type | Required | Description |\n|---|---|---|---|\n\
          | path | string | true | The file to append to |\n\
@@ -460,6 +461,14 @@ async fn marker_server(auth: Option<Auth>) -> (TestServer, tempfile::TempDir) {
 /// After "Approve once": the run succeeded in the API as on the page, the
 /// request is decided, and the tool ran exactly once.
 async fn assert_approved_once(server: &TestServer, call: &Pending, token: Option<&str>, seen: &Value) {
+    // The approver saw what the skill declares it may do, on the card and
+    // in its details.
+    assert_eq!(seen["permissions"], "shell:exec git:read", "{seen}");
+    assert_eq!(
+        seen["permission_details"],
+        json!(["shell:exec", "git:read"]),
+        "{seen}"
+    );
     assert_eq!(seen["output"], format!("{MESSAGE}\n"), "{seen}");
     assert_eq!(seen["exit_code"], "0", "{seen}");
     let run = get_json(server, &format!("/runs/{}?wait=10", call.run_id), token).await;
