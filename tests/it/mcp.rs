@@ -149,3 +149,64 @@ async fn web_pages_cannot_drive_mcp() {
     let res = post(&[], huge).await.unwrap();
     assert_eq!(res.status(), 413);
 }
+
+/// An attacker (or a leaky client) opening session after session: past
+/// the cap a new one is refused with 503 while the open ones keep working,
+/// and ending one makes room.
+#[tokio::test]
+async fn mcp_sessions_are_capped() {
+    use skilld::http::mcp::MAX_SESSIONS;
+    let server = TestServer::start(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)])).await;
+    let client = reqwest::Client::new();
+    let post = |session: Option<&str>, body: serde_json::Value| {
+        let mut req = client
+            .post(server.url("/mcp"))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .body(body.to_string());
+        if let Some(id) = session {
+            req = req.header("Mcp-Session-Id", id);
+        }
+        req.send()
+    };
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let mut sessions = Vec::new();
+    for _ in 0..MAX_SESSIONS {
+        let res = post(None, init.clone()).await.unwrap();
+        assert_eq!(res.status(), 200);
+        let id = res.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        sessions.push(id);
+    }
+    let refused = post(None, init.clone()).await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    let problem: serde_json::Value = refused.json().await.unwrap();
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("MCP sessions are open"),
+        "{problem}"
+    );
+
+    // An open session still answers.
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let res = post(Some(&sessions[0]), initialized).await.unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    let ping = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let res = post(Some(&sessions[0]), ping).await.unwrap();
+    assert_eq!(res.status(), 200);
+
+    // Ending one makes room for one.
+    let ended = client
+        .delete(server.url("/mcp"))
+        .header("Mcp-Session-Id", &sessions[1])
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    assert_eq!(post(None, init.clone()).await.unwrap().status(), 200);
+    assert_eq!(post(None, init).await.unwrap().status(), 503);
+}
