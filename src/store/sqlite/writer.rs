@@ -36,6 +36,8 @@ const LONGEST_PAUSE: Duration = Duration::from_millis(2);
 const STATEMENT_CACHE: usize = 24;
 /// Writes per transaction at most, so one leader's turn stays short.
 const MAX_BATCH: usize = 64;
+/// Batches one caller commits for others before it hands on.
+const LEADER_TURNS: usize = 4;
 
 /// Why one attempt at a write did not finish: another writer held the lock
 /// (try again), or anything else (give up).
@@ -199,35 +201,45 @@ impl Writer {
             .map_err(|_| StoreError::Other("the run log's writer dropped a write".into()))?
     }
 
-    /// Commits what is queued, batch after batch, unless another caller
-    /// holds the connection: that leader looks at the queue again after
-    /// letting go of it, so nothing queued is left behind.
+    /// Commits what is queued, unless another caller holds the
+    /// connection: that leader looks at the queue again after letting go
+    /// of it, so nothing queued is left behind. A caller leads for
+    /// [`LEADER_TURNS`] batches at most, then hands on to a task of its
+    /// own, so that under endless writes nobody's answer waits for ever.
     fn lead(&self) {
-        loop {
-            let conn = match self.shared.conn.try_lock() {
-                Ok(conn) => conn,
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return,
-            };
-            let batch = self.take_batch();
-            if batch.is_empty() {
-                drop(conn);
-                if lock(&self.shared.queue).is_empty() {
-                    return;
-                }
-                continue;
-            }
-            let mut batch = batch;
-            match commit(&conn, &mut batch) {
-                Ok(()) => complete(batch, &Ok(())),
-                Err(WriteError::Store(err)) => complete(batch, &Err(err)),
-                Err(WriteError::Busy) => {
-                    drop(conn);
-                    let this = self.clone();
-                    tokio::task::spawn_blocking(move || this.retry(batch));
-                }
+        for _ in 0..LEADER_TURNS {
+            if !self.lead_once() {
+                return;
             }
         }
+        let this = self.clone();
+        tokio::spawn(async move { this.lead() });
+    }
+
+    /// One turn of [`Writer::lead`]: `false` when there is nothing left
+    /// for this caller to do (the queue is empty, or another leads).
+    fn lead_once(&self) -> bool {
+        let conn = match self.shared.conn.try_lock() {
+            Ok(conn) => conn,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        let mut batch = self.take_batch();
+        if batch.is_empty() {
+            drop(conn);
+            // Queued after the look but before the lock went: ours to do.
+            return !lock(&self.shared.queue).is_empty();
+        }
+        match commit(&conn, &mut batch) {
+            Ok(()) => complete(batch, &Ok(())),
+            Err(WriteError::Store(err)) => complete(batch, &Err(err)),
+            Err(WriteError::Busy) => {
+                drop(conn);
+                let this = self.clone();
+                tokio::task::spawn_blocking(move || this.retry(batch));
+            }
+        }
+        true
     }
 
     /// The oldest queued writes, [`MAX_BATCH`] at most.
