@@ -5,6 +5,8 @@
 //! resident memory, open descriptors and, on SQLite, the WAL file's size,
 //! so growth in any of them shows as a trend from the first window to the
 //! last. A bare spawn of `true` at c=8 runs first, as the baseline.
+//! `SKILLD_SOAK_SCRATCH` moves the runs' scratch directories (default:
+//! `$TMPDIR/skilld-runs`).
 //!
 //! Run with `cargo bench --bench soak`. Nothing here asserts on time;
 //! every call must return 200 with `"success": true`.
