@@ -117,7 +117,7 @@ trait Job: Send {
 struct Pending<T, F> {
     op: F,
     value: Option<Result<T, StoreError>>,
-    done: Option<oneshot::Sender<Result<T, StoreError>>>,
+    done: oneshot::Sender<Result<T, StoreError>>,
 }
 
 impl<T, F> Job for Pending<T, F>
@@ -139,16 +139,15 @@ where
         self.value = None;
     }
 
-    fn complete(mut self: Box<Self>, outcome: Result<(), StoreError>) {
-        let answer = match (outcome, self.value.take()) {
+    fn complete(self: Box<Self>, outcome: Result<(), StoreError>) {
+        let Pending { value, done, .. } = *self;
+        let answer = match (outcome, value) {
             (Err(err), _) => Err(err),
             (Ok(()), Some(value)) => value,
             (Ok(()), None) => Err(StoreError::Other("a write was committed without running".into())),
         };
-        if let Some(done) = self.done.take() {
-            // A caller that stopped waiting has nothing to be told.
-            let _ = done.send(answer);
-        }
+        // A caller that stopped waiting has nothing to be told.
+        let _ = done.send(answer);
     }
 }
 
@@ -192,7 +191,7 @@ impl Writer {
         let job = Pending {
             op,
             value: None,
-            done: Some(done),
+            done,
         };
         lock(&self.shared.queue).push(Box::new(job));
         self.lead();
@@ -230,14 +229,11 @@ impl Writer {
             // Queued after the look but before the lock went: ours to do.
             return !lock(&self.shared.queue).is_empty();
         }
-        match commit(&conn, &mut batch) {
-            Ok(()) => complete(batch, &Ok(())),
-            Err(WriteError::Store(err)) => complete(batch, &Err(err)),
-            Err(WriteError::Busy) => {
-                drop(conn);
-                let this = self.clone();
-                tokio::task::spawn_blocking(move || this.retry(batch));
-            }
+        let outcome = commit(&conn, &mut batch);
+        drop(conn);
+        if let Some(batch) = settle(batch, outcome) {
+            let this = self.clone();
+            tokio::task::spawn_blocking(move || this.retry(batch));
         }
         true
     }
@@ -258,20 +254,31 @@ impl Writer {
         loop {
             std::thread::sleep(pause);
             let outcome = commit(&lock(&self.shared.conn), &mut batch);
-            match outcome {
-                Ok(()) => return complete(batch, &Ok(())),
-                Err(WriteError::Store(err)) => return complete(batch, &Err(err)),
-                Err(WriteError::Busy) if Instant::now() >= deadline => {
-                    let why = format!(
-                        "the SQLite run log stayed locked by another writer for {} s",
-                        GIVE_UP_AFTER.as_secs()
-                    );
-                    return complete(batch, &Err(StoreError::Unavailable(why)));
-                }
-                Err(WriteError::Busy) => pause = (pause * 2).min(LONGEST_PAUSE),
+            let Some(busy) = settle(batch, outcome) else {
+                return;
+            };
+            if Instant::now() >= deadline {
+                let why = format!(
+                    "the SQLite run log stayed locked by another writer for {} s",
+                    GIVE_UP_AFTER.as_secs()
+                );
+                return complete(busy, &Err(StoreError::Unavailable(why)));
             }
+            batch = busy;
+            pause = (pause * 2).min(LONGEST_PAUSE);
         }
     }
+}
+
+/// Tells a batch's callers how its commit went, or hands the batch back
+/// when it met another writer's lock, to be tried again.
+fn settle(batch: Vec<Box<dyn Job>>, outcome: Result<(), WriteError>) -> Option<Vec<Box<dyn Job>>> {
+    match outcome {
+        Ok(()) => complete(batch, &Ok(())),
+        Err(WriteError::Store(err)) => complete(batch, &Err(err)),
+        Err(WriteError::Busy) => return Some(batch),
+    }
+    None
 }
 
 /// One transaction for the batch, a savepoint for each write, so a write
