@@ -68,6 +68,7 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
         }],
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
+        launcher: None,
     }));
     let invoker = Arc::new(Invoker::new(
         store,

@@ -120,6 +120,7 @@ fn options(root: &Path) -> CatalogOptions {
         }],
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
+        launcher: None,
     }
 }
 
@@ -227,6 +228,7 @@ fn load_all(dirs: &[PathBuf], opts: &CatalogOptions) -> Vec<Loaded> {
                     max_timeout_secs: opts.max_timeout_secs,
                     runtimes: &opts.runtimes,
                     path: &cache,
+                    launcher: None,
                 };
                 let mut local: Vec<Loaded> = Vec::new();
                 loop {

@@ -112,6 +112,7 @@ fn options(root: &Path) -> CatalogOptions {
         }],
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
+        launcher: None,
     }
 }
 

@@ -4,6 +4,7 @@
 
 use crate::export::Exports;
 pub use crate::export::ToolEntry;
+use crate::skill::backend::Launch;
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
 use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -49,6 +50,9 @@ pub struct CatalogOptions {
     pub roots: Vec<Root>,
     pub max_timeout_secs: u64,
     pub runtimes: Runtimes,
+    /// Starts the backends of manifest skills (the server's
+    /// [`crate::invoke::Invoker::launcher`]); without one they cannot load.
+    pub launcher: Option<Arc<dyn Launch>>,
 }
 
 /// A `command` alias of a prompt skill.
@@ -338,6 +342,7 @@ fn load_parallel(jobs: &[(usize, PathBuf)], opts: &CatalogOptions, path: &PathCa
                         max_timeout_secs: opts.max_timeout_secs,
                         runtimes: &opts.runtimes,
                         path,
+                        launcher: opts.launcher.as_deref(),
                     };
                     local.push((i, load_skill(dir, &lo)));
                 }

@@ -5,6 +5,7 @@ use crate::config::{self, Config, ServeArgs};
 use crate::export::Format;
 use crate::http::{AppState, serve};
 use crate::invoke::{Asked, Call, Called, Delivery, Gate, Invoker, Target};
+use crate::skill::backend::Launch;
 use crate::skill::{Code, Diagnostic, Severity, Trust};
 use crate::skill::{LoadOptions, PathCache, Runtimes, load_skill};
 use crate::store::Store;
@@ -194,10 +195,12 @@ fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
     let runtime = runtime()?;
     runtime.block_on(async move {
         let store = open_store(&config, false).await?;
-        let catalog_config = config.clone();
-        let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config)).await?);
-        let _watcher = watch(&config, &handle);
         let invoker = Arc::new(Invoker::new(store, config.run.clone()));
+        let catalog_config = config.clone();
+        let launcher = invoker.launcher();
+        let handle =
+            Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config, launcher)).await?);
+        let _watcher = watch(&config, &handle);
         let caller = crate::auth::Caller {
             name: std::env::var("USER").ok().map(|u| format!("mcp:{u}")),
             role: crate::auth::Role::Invoke,
@@ -263,11 +266,12 @@ async fn open_store(config: &Config, recover: bool) -> anyhow::Result<Arc<dyn St
     Ok(store)
 }
 
-fn load_catalog(config: &Config) -> CatalogHandle {
+fn load_catalog(config: &Config, launcher: Option<Arc<dyn Launch>>) -> CatalogHandle {
     CatalogHandle::new(CatalogOptions {
         roots: config.roots.clone(),
         max_timeout_secs: config.max_timeout_secs,
         runtimes: config.runtimes.clone(),
+        launcher,
     })
 }
 
@@ -285,9 +289,11 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         None
     };
     let store = open_store(&config, true).await?;
-    let catalog_config = config.clone();
-    let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config)).await?);
     let invoker = Arc::new(Invoker::new(store, config.run.clone()));
+    let catalog_config = config.clone();
+    let launcher = invoker.launcher();
+    let handle =
+        Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config, launcher)).await?);
     let _notifier = crate::notify::spawn(
         invoker.clone(),
         config.notify.clone(),
@@ -361,10 +367,15 @@ async fn shutdown_signal() {
 fn check(paths: &[PathBuf], format: CheckFormat) -> ExitCode {
     let runtimes = Runtimes::default();
     let path_cache = PathCache::new(std::env::var_os("PATH"));
+    // Manifests' backends are started to learn their tools, on a runtime
+    // of this command's own.
+    let backends = runtime().ok();
+    let _entered = backends.as_ref().map(tokio::runtime::Runtime::enter);
+    let launcher = crate::invoke::standalone_launcher(&standalone_settings());
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut loaded = 0usize;
     for path in paths {
-        let (skills, found) = lint(path, &runtimes, &path_cache);
+        let (skills, found) = lint(path, &runtimes, &path_cache, launcher.as_ref());
         loaded += skills;
         diagnostics.extend(found);
     }
@@ -403,8 +414,24 @@ fn check(paths: &[PathBuf], format: CheckFormat) -> ExitCode {
     }
 }
 
+/// How `check` and `tools` start manifests' backends: as a server would
+/// by default, with a data directory of their own to keep out of reach.
+fn standalone_settings() -> crate::invoke::RunSettings {
+    let scratch = std::env::temp_dir().join("skilld-runs");
+    crate::invoke::RunSettings {
+        data_dir: scratch.clone(),
+        scratch_dir: scratch,
+        ..crate::invoke::RunSettings::default()
+    }
+}
+
 /// The skills loaded from one path given to `check`, and what was found.
-fn lint(path: &Path, runtimes: &Runtimes, path_cache: &PathCache) -> (usize, Vec<Diagnostic>) {
+fn lint(
+    path: &Path,
+    runtimes: &Runtimes,
+    path_cache: &PathCache,
+    launcher: Option<&Arc<dyn Launch>>,
+) -> (usize, Vec<Diagnostic>) {
     let shown = path.display().to_string();
     let error = |code, message: &str| (0, vec![Diagnostic::error(code, &shown, message)]);
     let is_definition = path
@@ -412,7 +439,7 @@ fn lint(path: &Path, runtimes: &Runtimes, path_cache: &PathCache) -> (usize, Vec
         .is_some_and(|n| n == "SKILL.md" || n == "SKILL.yaml");
     if is_definition && path.is_file() {
         let dir = path.parent().unwrap_or(Path::new("."));
-        return lint(dir, runtimes, path_cache);
+        return lint(dir, runtimes, path_cache, launcher);
     }
     if !path.exists() {
         return error(Code::RootMissing, "no such file or directory");
@@ -430,6 +457,7 @@ fn lint(path: &Path, runtimes: &Runtimes, path_cache: &PathCache) -> (usize, Vec
             max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
             runtimes,
             path: path_cache,
+            launcher: launcher.map(Arc::as_ref),
         };
         let l = load_skill(path, &opts);
         return (usize::from(l.skill.is_some()), l.diagnostics);
@@ -445,6 +473,7 @@ fn lint(path: &Path, runtimes: &Runtimes, path_cache: &PathCache) -> (usize, Vec
             roots: vec![root],
             max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
             runtimes: runtimes.clone(),
+            launcher: launcher.cloned(),
         },
         None,
     );
@@ -469,11 +498,14 @@ fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Resul
             .collect::<Result<_, _>>()
             .map_err(anyhow::Error::msg)?
     };
+    let backends = runtime()?;
+    let _entered = backends.enter();
     let catalog = Catalog::build(
         &CatalogOptions {
             roots,
             max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
             runtimes: Runtimes::default(),
+            launcher: crate::invoke::standalone_launcher(&standalone_settings()),
         },
         None,
     );
@@ -499,8 +531,11 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
     let runtime = runtime()?;
     runtime.block_on(async move {
         let store = open_store(&config, false).await?;
-        let catalog = load_catalog(&config).current();
         let invoker = Arc::new(Invoker::new(store, config.run.clone()));
+        let catalog_config = config.clone();
+        let launcher = invoker.launcher();
+        let handle = tokio::task::spawn_blocking(move || load_catalog(&catalog_config, launcher)).await?;
+        let catalog = handle.current();
         // The person at the terminal is the one asking: `skilld run` runs
         // the tool without holding it for approval, and records it as
         // requested by the local user.

@@ -125,6 +125,8 @@ pub struct FileConfig {
     /// open (default 3600 s).
     pub max_event_streams: Option<usize>,
     pub max_event_stream_secs: Option<u64>,
+    /// A manifest's child with no call for this long is stopped.
+    pub backend_idle_secs: Option<u64>,
     /// SIGTERM → SIGKILL delay for a tool's process group (default 5 s).
     pub kill_grace_secs: Option<u64>,
     /// How long running tools may finish after SIGTERM to skilld (default 10 s).
@@ -467,6 +469,9 @@ fn run_settings(
             .max_event_stream_secs
             .map_or(defaults.max_stream, |s| secs(s.max(1))),
         wait_poll: defaults.wait_poll,
+        backend_idle: file
+            .backend_idle_secs
+            .map_or(defaults.backend_idle, |s| secs(s.max(1))),
     })
 }
 

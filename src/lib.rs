@@ -1,6 +1,7 @@
 //! skilld: serves directories of skills as an HTTP API.
 
 pub mod auth;
+pub mod backend;
 pub mod catalog;
 pub mod cli;
 pub mod config;

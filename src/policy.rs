@@ -3,7 +3,7 @@
 //! standing grants and first-run approvals. Pure functions, so the table is
 //! tested in one place.
 
-use crate::skill::{Skill, Trust};
+use crate::skill::{Skill, Tool, Trust};
 use crate::store::{GrantDecision, PolicyFacts};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -20,10 +20,11 @@ pub enum RequiresApproval {
     Always,
 }
 
-/// `docs/design.md` §4 with no standing grants: untrusted or `always_ask` always ask;
-/// a user skill asks on first run; `read_only` runs; anything else asks.
-pub fn requires_approval(skill: &Skill) -> RequiresApproval {
-    if skill.trust == Trust::Untrusted || skill.always_ask || !skill.read_only {
+/// `docs/design.md` §4 with no standing grants: untrusted or `always_ask` always ask
+/// (a manifest tool's `requires_approval` is its own `always_ask`); a user
+/// skill asks on first run; `read_only` runs; anything else asks.
+pub fn requires_approval(skill: &Skill, tool: &Tool) -> RequiresApproval {
+    if skill.trust == Trust::Untrusted || always_asks(skill, tool) || !skill.read_only {
         return RequiresApproval::Always;
     }
     match skill.trust {
@@ -52,7 +53,7 @@ pub enum Verdict {
 /// The decision for one call, before anything runs (`docs/design.md` §4), in the
 /// order of its table: a standing deny, a standing allow, untrusted or
 /// `always_ask`, a user skill's first run, read-only, else ask.
-pub fn decide(skill: &Skill, facts: &PolicyFacts) -> Decision {
+pub fn decide(skill: &Skill, tool: &Tool, facts: &PolicyFacts) -> Decision {
     let (decision, reason) = match facts.grant {
         Some(GrantDecision::Deny) => (
             Verdict::Deny,
@@ -67,6 +68,10 @@ pub fn decide(skill: &Skill, facts: &PolicyFacts) -> Decision {
             Verdict::Ask,
             "the skill asks for approval of every call (always_ask)".to_owned(),
         ),
+        None if tool.requires_approval => (
+            Verdict::Ask,
+            "the tool asks for approval of every call (requires_approval)".to_owned(),
+        ),
         None if skill.trust == Trust::User && !facts.hash_approved => (
             Verdict::Ask,
             "first run of this version of a user skill: its content was never approved".to_owned(),
@@ -75,6 +80,10 @@ pub fn decide(skill: &Skill, facts: &PolicyFacts) -> Decision {
         None => (Verdict::Ask, "the skill is not read-only".to_owned()),
     };
     Decision { decision, reason }
+}
+
+fn always_asks(skill: &Skill, tool: &Tool) -> bool {
+    skill.always_ask || tool.requires_approval
 }
 
 /// What an approver should know beyond the command itself, if anything.
@@ -119,13 +128,26 @@ mod tests {
             max_timeout_secs: 600,
             runtimes: &Runtimes::default(),
             path: &PathCache::new(std::env::var_os("PATH")),
+            launcher: None,
         };
         let loaded = load_skill(&dir, &opts);
         loaded.skill.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))
     }
 
+    fn tool(requires_approval: bool) -> Tool {
+        Tool {
+            name: "t".to_owned(),
+            description: String::new(),
+            params: Vec::new(),
+            open_object: true,
+            schema: None,
+            requires_approval,
+            action: crate::skill::Action::Backend,
+        }
+    }
+
     fn verdict(s: &Skill, grant: Option<GrantDecision>, hash_approved: bool) -> Verdict {
-        decide(s, &PolicyFacts { grant, hash_approved }).decision
+        decide(s, &tool(false), &PolicyFacts { grant, hash_approved }).decision
     }
 
     #[test]
@@ -143,9 +165,18 @@ mod tests {
         for s in [&ro_untrusted, &always, &rw_bundled] {
             assert_eq!(verdict(s, Some(Allow), false), Run);
         }
-        // 3. untrusted and always_ask ask, approved or not.
+        // 3. untrusted and always_ask ask, approved or not; so does a tool
+        // that requires approval, and an allow grant still covers it.
         assert_eq!(verdict(&ro_untrusted, None, true), Ask);
         assert_eq!(verdict(&always, None, true), Ask);
+        let asks = tool(true);
+        assert_eq!(decide(&ro_bundled, &asks, &PolicyFacts::default()).decision, Ask);
+        assert_eq!(requires_approval(&ro_bundled, &asks), RequiresApproval::Always);
+        let allowed = PolicyFacts {
+            grant: Some(Allow),
+            hash_approved: false,
+        };
+        assert_eq!(decide(&ro_bundled, &asks, &allowed).decision, Run);
         // 4. a user skill asks until its version was approved, 5. then runs read-only.
         assert_eq!(verdict(&ro_user, None, false), Ask);
         assert_eq!(verdict(&ro_user, None, true), Run);

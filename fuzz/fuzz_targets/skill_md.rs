@@ -51,6 +51,7 @@ fn load(data: &[u8]) {
         max_timeout_secs: 600,
         runtimes: runtimes(),
         path: &path,
+        launcher: None,
     };
     let loaded = load_skill(dir, &opts);
     if let Some(skill) = &loaded.skill {

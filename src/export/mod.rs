@@ -99,10 +99,10 @@ impl ToolInfo {
             description: tool.description.clone(),
             parameters,
             read_only: skill.read_only,
-            always_ask: skill.always_ask,
+            always_ask: skill.always_ask || tool.requires_approval,
             timeout_secs: skill.timeout_secs,
             trust: skill.trust,
-            requires_approval: requires_approval(skill),
+            requires_approval: requires_approval(skill, tool),
         }
     }
 }

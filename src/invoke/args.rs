@@ -21,6 +21,9 @@ pub fn validate(tool: &Tool, args: &Map<String, Value>) -> Result<Map<String, Va
                 ));
             }
         }
+        if let Some(schema) = &tool.schema {
+            errors.extend(against_schema(schema, args));
+        }
         return if errors.is_empty() {
             Ok(args.clone())
         } else {
@@ -56,6 +59,31 @@ pub fn validate(tool: &Tool, args: &Map<String, Value>) -> Result<Map<String, Va
         }
     }
     if errors.is_empty() { Ok(out) } else { Err(errors) }
+}
+
+/// Where `args` fails a manifest tool's own JSON Schema, one error per
+/// failing place (at most 20), named by its JSON pointer.
+fn against_schema(schema: &Value, args: &Map<String, Value>) -> Vec<FieldError> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        // Checked when the skill loaded; should it fail now, refuse.
+        Err(e) => return vec![field("", format!("the tool's input schema cannot be used: {e}"))],
+    };
+    let instance = Value::Object(args.clone());
+    validator
+        .iter_errors(&instance)
+        .take(20)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            let name = at
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or("")
+                .to_owned();
+            field(&name, e.to_string())
+        })
+        .collect()
 }
 
 fn field(name: &str, message: impl Into<String>) -> FieldError {
@@ -159,6 +187,8 @@ mod tests {
                 p("words", ParamType::Array, false, None),
             ],
             open_object: false,
+            schema: None,
+            requires_approval: false,
             action: Action::Command {
                 template: CommandTemplate::parse("echo").unwrap(),
                 program: "echo".into(),
@@ -226,6 +256,8 @@ mod tests {
     fn an_open_object_holds_no_nul_at_any_depth() {
         let open = Tool {
             open_object: true,
+            schema: None,
+            requires_approval: false,
             params: vec![],
             ..tool()
         };

@@ -1,8 +1,9 @@
 //! A run's directory and sandbox, made just before its spawn.
 
-use super::rundir::{RunDir, ensure_scratch_root};
+use super::rundir::RunDir;
 use super::{Invoker, Prepared};
 use crate::runner::Spec;
+use crate::sandbox::ensure_scratch_root;
 use crate::sandbox::{Allowance, Request};
 use crate::skill::Action;
 use std::path::{Path, PathBuf};

@@ -2,6 +2,7 @@
 
 use super::Prepared;
 use crate::runner::Outcome;
+use crate::skill::backend::BackendResult;
 use crate::store::{self, RunStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -80,6 +81,33 @@ impl Envelope {
             signal: o.signal.clone(),
             parsed: o.stdout_json.clone(),
             error,
+            files: None,
+        }
+    }
+
+    /// What a backend's tool gave, kept as a run's output is (head and
+    /// tail); a JSON output is `parsed` unless the text had to be cut.
+    pub(super) fn from_backend(
+        run_id: Uuid,
+        p: &Prepared,
+        r: &BackendResult,
+        took: std::time::Duration,
+    ) -> Self {
+        let (output, truncated, output_bytes) = crate::runner::clip(r.output.as_bytes());
+        Self {
+            run_id,
+            skill: p.skill.name.clone(),
+            tool: p.tool().name.clone(),
+            success: r.error.is_none(),
+            exit_code: None,
+            output,
+            truncated,
+            output_bytes,
+            duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            timed_out: r.timed_out,
+            signal: None,
+            parsed: r.parsed.clone().filter(|_| !truncated),
+            error: r.error.clone(),
             files: None,
         }
     }

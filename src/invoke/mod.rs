@@ -27,10 +27,12 @@ pub use inbox::InboxEvent;
 pub use live::{LiveRun, RunEvent, Runs};
 pub use rundir::artifacts_dir;
 
+use crate::backend::{ChildSettings, Launcher};
 use crate::catalog::Catalog;
 use crate::policy::{self, Decision};
 use crate::runner::{self, Limits, Spec};
 use crate::sandbox::Sandbox;
+use crate::skill::backend::{Backend, BackendCall, Launch};
 use crate::skill::template::RenderError;
 use crate::skill::{Action, Skill, Tool};
 use crate::store::{NewRun, PolicyFacts, RunStatus, Store};
@@ -92,6 +94,9 @@ pub struct RunSettings {
     /// Waiters re-read a run at least this often, should a notification
     /// be lost (PostgreSQL reconnecting).
     pub wait_poll: Duration,
+    /// A manifest's child with no call for this long is stopped; the next
+    /// call starts it again.
+    pub backend_idle: Duration,
 }
 
 impl Default for RunSettings {
@@ -118,6 +123,7 @@ impl Default for RunSettings {
             max_streams: 256,
             max_stream: Duration::from_secs(3600),
             wait_poll: Duration::from_secs(5),
+            backend_idle: Duration::from_secs(600),
         }
     }
 }
@@ -175,6 +181,12 @@ impl Invoker {
         }
     }
 
+    /// What starts the backends of manifest skills, in this invoker's
+    /// sandbox; `None` outside a Tokio runtime.
+    pub fn launcher(&self) -> Option<Arc<dyn Launch>> {
+        launcher(&self.settings, self.sandbox.clone())
+    }
+
     /// Validates and renders a call of catalog tool `index`. Nothing is
     /// decided, recorded or started.
     pub fn prepare(
@@ -197,7 +209,7 @@ impl Invoker {
             errors,
         })?;
         let mode = valid_mode(mode.unwrap_or("Global"))?.to_owned();
-        let (argv, cwd) = self.command_line(tool, &arguments)?;
+        let (argv, cwd) = self.command_line(&skill, tool, &arguments)?;
         let env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
         Ok(Prepared {
             timeout: Duration::from_secs(skill.timeout_secs),
@@ -214,6 +226,7 @@ impl Invoker {
     /// The exact argv and working directory of a call of `tool`.
     fn command_line(
         &self,
+        skill: &Skill,
         tool: &Tool,
         arguments: &Map<String, Value>,
     ) -> Result<(Vec<String>, PathBuf), InvokeError> {
@@ -241,6 +254,16 @@ impl Invoker {
                 // The run directory is made when the run starts.
                 (argv, self.settings.scratch_dir.clone())
             }
+            // The record names the child that runs it; the tool and its
+            // input are the run's own fields.
+            Action::Backend => (
+                skill
+                    .backend
+                    .as_ref()
+                    .map(|b| b.command_line())
+                    .unwrap_or_default(),
+                self.settings.workspace.clone(),
+            ),
         })
     }
 
@@ -252,7 +275,7 @@ impl Invoker {
             .store
             .policy_facts(&p.skill.name, &p.tool().name, &p.skill.hash)
             .await?;
-        Ok((policy::decide(&p.skill, &facts), facts))
+        Ok((policy::decide(&p.skill, p.tool(), &facts), facts))
     }
 
     /// Takes a slot for a run of `tool`, waiting a bounded time.
@@ -358,6 +381,13 @@ impl Invoker {
         let id = live.id;
         let in_flight = crate::metrics::run_started(&p.tool().name);
         live.mark_started();
+        if let (Action::Backend, Some(backend)) = (&p.tool().action, p.skill.backend.clone()) {
+            let (status, envelope, took) = self.call_backend(&live, &p, backend.as_ref()).await;
+            drop(in_flight);
+            crate::metrics::run_finished(&p.tool().name, status.as_str(), took);
+            self.end(&live, status, envelope).await;
+            return;
+        }
         let mut spec = self.spec(&p);
         let run_dir = match self.confine(id, &p, &mut spec) {
             Ok(dir) => dir,
@@ -376,6 +406,33 @@ impl Invoker {
         drop(in_flight);
         crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);
         self.end(&live, status, envelope).await;
+    }
+
+    /// Runs a call through its skill's backend.
+    async fn call_backend(
+        &self,
+        live: &LiveRun,
+        p: &Prepared,
+        backend: &dyn Backend,
+    ) -> (RunStatus, Envelope, Duration) {
+        let started = std::time::Instant::now();
+        let result = backend
+            .execute(BackendCall {
+                tool: p.tool().name.clone(),
+                input: Value::Object(p.arguments.clone()),
+                run_id: live.id,
+                timeout: p.timeout,
+                cancel: live.cancel.clone(),
+            })
+            .await;
+        let took = started.elapsed();
+        let envelope = Envelope::from_backend(live.id, p, &result, took);
+        let status = if result.cancelled {
+            RunStatus::Cancelled
+        } else {
+            envelope.run_status()
+        };
+        (status, envelope, took)
     }
 
     /// Runs the child of a live run, forwarding its output as events.
@@ -455,6 +512,27 @@ impl Invoker {
             self.runs.idle().await;
         }
     }
+}
+
+/// A launcher of backends run as `settings` say, in `sandbox`, on the
+/// current Tokio runtime (`None` outside one).
+pub fn launcher(settings: &RunSettings, sandbox: Arc<Sandbox>) -> Option<Arc<dyn Launch>> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let children = ChildSettings {
+        workspace: settings.workspace.clone(),
+        scratch_dir: settings.scratch_dir.clone(),
+        grace: settings.grace,
+        limits: settings.limits,
+        extra_env: settings.extra_env.clone(),
+        idle: settings.backend_idle,
+    };
+    Some(Arc::new(Launcher::new(sandbox, children, runtime)))
+}
+
+/// A launcher with a sandbox of its own, for commands that load skills
+/// without serving them (`skilld check`).
+pub fn standalone_launcher(settings: &RunSettings) -> Option<Arc<dyn Launch>> {
+    launcher(settings, Arc::new(Sandbox::detect(sandbox_settings(settings))))
 }
 
 /// The configured sandbox, with the data and scratch directories always

@@ -26,7 +26,7 @@ pub(super) struct RunDir {
 
 impl RunDir {
     /// Makes the directory of run `id` in a scratch root made ready by
-    /// [`ensure_scratch_root`], owned by `owner` (the sandbox's identity)
+    /// [`ensure_scratch_root`](crate::sandbox::ensure_scratch_root), owned by `owner` (the sandbox's identity)
     /// when given, and writes an entrypoint's input.
     pub fn create(
         scratch: &Path,
@@ -83,34 +83,7 @@ impl RunDir {
     }
 }
 
-/// Makes the scratch root, `rwx--x--x`: a run can enter its own directory
-/// but not list the others. One that exists must be a directory of this
-/// user's, not a symlink someone planted in a shared `/tmp`.
-pub(super) fn ensure_scratch_root(scratch: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    match std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o711)
-        .create(scratch)
-    {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let meta = std::fs::symlink_metadata(scratch)?;
-    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(std::io::Error::other(format!(
-            "the scratch directory {} is not a directory of this user's",
-            scratch.display()
-        )));
-    }
-    if meta.mode() & 0o7777 != 0o711 {
-        std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o711))?;
-    }
-    Ok(())
-}
-
-fn chown(path: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
+pub(super) fn chown(path: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
     match owner {
         Some((uid, gid)) => std::os::unix::fs::lchown(path, Some(uid), Some(gid)),
         None => Ok(()),

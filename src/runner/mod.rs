@@ -8,12 +8,14 @@
 //! a late kill can never hit a recycled id.
 
 mod capture;
+mod child;
 mod clone3;
 mod env;
 mod limits;
 mod process;
 mod spawn;
 
+pub use child::Child;
 pub use env::{DEFAULT_PATH, child_env, is_secret_name};
 pub use limits::{Limits, network_isolation_available};
 pub use process::runnable_by_anyone;
@@ -123,6 +125,16 @@ pub struct Outcome {
     pub pgid: Option<i32>,
 }
 
+/// `text` as a run's output is kept: whole up to `HEAD_BYTES +
+/// TAIL_BYTES`, else its head and tail around a `[truncated N bytes]`
+/// line. Answers the text, whether it was cut, and its length in bytes.
+pub fn clip(text: &[u8]) -> (String, bool, u64) {
+    let mut capture = Capture::new();
+    capture.push(Stream::Stderr, text);
+    let c = capture.finish();
+    (c.output, c.truncated, c.output_bytes)
+}
+
 /// Live output, for streaming to a client.
 #[derive(Debug, Clone)]
 pub enum Event {
@@ -214,7 +226,7 @@ async fn start(
     spec: &mut Spec,
     on_spawn: impl FnOnce(i32) + Send,
 ) -> Result<(Leader, pipe::Receiver, pipe::Receiver), Outcome> {
-    let spawned = spawn::spawn(spec).map_err(|message| {
+    let spawned = spawn::spawn(spec, spawn::Stdin::Null).map_err(|message| {
         tracing::debug!(program = %spec.program, %message, "tool did not start");
         Outcome {
             spawn_error: Some(message),

@@ -40,12 +40,24 @@ use tokio::io::unix::AsyncFd;
 const STACK_BYTES: usize = 64 * 1024;
 
 /// A started leader: its pid (= its process group id), a pidfd that pins
-/// the pid until reaped, and the read ends of its stdout and stderr.
+/// the pid until reaped, the read ends of its stdout and stderr, and the
+/// write end of its stdin when one was asked for.
 pub(super) struct Spawned {
     pub pid: i32,
     pub pidfd: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    pub stdin: Option<OwnedFd>,
+}
+
+/// Where the child's stdin comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stdin {
+    /// `/dev/null`: a tool run reads nothing from the server.
+    Null,
+    /// A pipe whose write end the server keeps (a long-lived child that
+    /// takes requests on stdin).
+    Pipe,
 }
 
 /// Everything the child reads, as raw pointers into memory the parent
@@ -86,7 +98,7 @@ struct ChildArgs {
 
 /// Starts `spec`'s program as the leader of a new process group, or says in
 /// one sentence why it could not be started.
-pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
+pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
     if !spec.cwd.is_dir() {
         return Err(format!("working directory not found: {}", spec.cwd.display()));
     }
@@ -126,7 +138,16 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
     // Descriptors at 3 or above, so the child's dup2 onto 0, 1 and 2 can
     // never close one it still needs (a server started with a closed
     // stdin would otherwise get a pipe at 0).
-    let stdin = open_dev_null().map_err(|e| could_not("cannot open /dev/null", e))?;
+    let (stdin, stdin_w) = match stdin {
+        Stdin::Null => (
+            open_dev_null().map_err(|e| could_not("cannot open /dev/null", e))?,
+            None,
+        ),
+        Stdin::Pipe => {
+            let (r, w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
+            (r, Some(w))
+        }
+    };
     let (stdout_r, stdout_w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
     let (stderr_r, stderr_w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
     let stack = Stack::take().map_err(|e| could_not("cannot allocate a stack", e))?;
@@ -192,6 +213,7 @@ pub(super) fn spawn(spec: &Spec) -> Result<Spawned, String> {
         pidfd,
         stdout: stdout_r,
         stderr: stderr_r,
+        stdin: stdin_w,
     })
 }
 

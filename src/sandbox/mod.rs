@@ -317,3 +317,30 @@ fn install_prefix(program: &Path) -> Option<PathBuf> {
     let system = landlock::SYSTEM.iter().any(|s| prefix.starts_with(s));
     (!system && prefix != Path::new("/")).then(|| prefix.to_path_buf())
 }
+
+/// Makes the scratch root, `rwx--x--x`: a run can enter its own directory
+/// but not list the others. One that exists must be a directory of this
+/// user's, not a symlink someone planted in a shared `/tmp`.
+pub fn ensure_scratch_root(scratch: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(scratch)
+    {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(scratch)?;
+    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(std::io::Error::other(format!(
+            "the scratch directory {} is not a directory of this user's",
+            scratch.display()
+        )));
+    }
+    if meta.mode() & 0o7777 != 0o711 {
+        std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o711))?;
+    }
+    Ok(())
+}

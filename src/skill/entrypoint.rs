@@ -56,6 +56,8 @@ impl Parse<'_, '_> {
             description: description.to_owned(),
             params: Vec::new(),
             open_object: true,
+            schema: None,
+            requires_approval: false,
             action: Action::Entrypoint {
                 path: ep.to_path_buf(),
                 runtime,

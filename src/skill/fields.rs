@@ -89,8 +89,13 @@ pub(super) struct Fields {
 
 impl Parse<'_, '_> {
     pub(super) fn unknown_keys(&mut self, fm: &Map<String, Value>) {
+        self.unknown_keys_beside(fm, &[]);
+    }
+
+    /// Warns of keys neither in [`KNOWN_KEYS`] nor in `more`.
+    pub(super) fn unknown_keys_beside(&mut self, fm: &Map<String, Value>, more: &[&str]) {
         for key in fm.keys() {
-            if !KNOWN_KEYS.contains(&key.as_str()) {
+            if !KNOWN_KEYS.contains(&key.as_str()) && !more.contains(&key.as_str()) {
                 let pos = self.key_pos(key);
                 self.warn(
                     Code::UnknownField,
@@ -221,7 +226,7 @@ impl Parse<'_, '_> {
             }
         } else if matches!(
             dialect,
-            Dialect::Markdown | Dialect::Entrypoint | Dialect::Scripts
+            Dialect::Markdown | Dialect::Entrypoint | Dialect::Scripts | Dialect::Manifest
         ) && !fm.contains_key("name")
         {
             self.missing("name", dialect);
@@ -231,7 +236,10 @@ impl Parse<'_, '_> {
     fn version(&mut self, fm: &Map<String, Value>, dialect: Dialect) -> Option<String> {
         match fm.get("version") {
             None | Some(Value::Null) => {
-                if matches!(dialect, Dialect::Markdown | Dialect::Entrypoint) {
+                if matches!(
+                    dialect,
+                    Dialect::Markdown | Dialect::Entrypoint | Dialect::Manifest
+                ) {
                     self.missing("version", dialect);
                 }
                 None
@@ -430,7 +438,7 @@ impl Parse<'_, '_> {
         self.list_in(fm.get(key), key, comma)
     }
 
-    fn list_in(&mut self, value: Option<&Value>, key: &str, comma: bool) -> Vec<String> {
+    pub(super) fn list_in(&mut self, value: Option<&Value>, key: &str, comma: bool) -> Vec<String> {
         match value {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) if comma => s

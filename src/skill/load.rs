@@ -3,6 +3,7 @@
 //! steps of a load in order; each dialect's tools, the frontmatter fields
 //! and the file helpers live in modules of their own.
 
+use super::backend::Launch;
 use super::diag::{Code, Diagnostic, Pos};
 use super::dialect;
 use super::files::{self, PathCache, read_limited};
@@ -25,6 +26,8 @@ pub struct LoadOptions<'a> {
     pub max_timeout_secs: u64,
     pub runtimes: &'a Runtimes,
     pub path: &'a PathCache,
+    /// Starts manifests' backends; without one they cannot load.
+    pub launcher: Option<&'a dyn Launch>,
 }
 
 /// The outcome for one directory: the skill unless some error excluded it,
@@ -64,9 +67,13 @@ pub fn load_skill(dir: &Path, opts: &LoadOptions<'_>) -> Loaded {
 /// The skill as read, errors and all; `None` when the definition cannot be
 /// read far enough to say what the skill is.
 fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Diagnostic>) -> Option<Skill> {
+    let manifest = dir.join("SKILL.yaml");
+    if manifest.is_file() {
+        return super::load_manifest::load(dir, name, &manifest, opts, diags);
+    }
     let def_path = dir.join("SKILL.md");
     let path = def_path.display().to_string();
-    let bytes = read_definition(dir, &def_path, &path, diags)?;
+    let bytes = read_definition(&def_path, &path, diags)?;
     let text = decode(&bytes, &path, diags)?;
     let mut p = Parse::new(path, text, diags);
     p.dir_name(name);
@@ -131,6 +138,9 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         compatibility: fields.compatibility,
         allowed_tools: fields.allowed_tools,
         dialect,
+        types: Vec::new(),
+        backend: None,
+        hooks: Vec::new(),
         dir: dir.to_path_buf(),
         definition: def_path,
         files,
@@ -145,29 +155,24 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
 /// Instructions with `{baseDir}` (the placeholder skills written for
 /// Claude use for their own directory) replaced by the skill's directory,
 /// so that the paths they give can be followed.
-fn with_base_dir(instructions: &str, dir: &Path) -> String {
+pub(super) fn with_base_dir(instructions: &str, dir: &Path) -> String {
     instructions.replace("{baseDir}", &dir.display().to_string())
 }
 
-/// The bytes of `SKILL.md`, unless the skill is a manifest (not supported)
-/// or the file is missing, unreadable or too large.
-fn read_definition(dir: &Path, def_path: &Path, path: &str, diags: &mut Vec<Diagnostic>) -> Option<Vec<u8>> {
-    let manifest = dir.join("SKILL.yaml");
-    if manifest.is_file() {
-        diags.push(Diagnostic::error(
-            Code::UnsupportedDialect,
-            manifest.display().to_string(),
-            "SKILL.yaml manifests are not supported by this version of skilld; the skill is skipped",
-        ));
-        return None;
-    }
+/// The bytes of a definition file (`SKILL.md`, `SKILL.yaml`), unless it
+/// is missing, unreadable or too large.
+pub(super) fn read_definition(def_path: &Path, path: &str, diags: &mut Vec<Diagnostic>) -> Option<Vec<u8>> {
+    let file = def_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     match read_limited(def_path, MAX_DEFINITION_BYTES) {
         Ok(Some(bytes)) => Some(bytes),
         Ok(None) => {
             diags.push(Diagnostic::error(
                 Code::TooLarge,
                 path,
-                format!("SKILL.md is larger than {MAX_DEFINITION_BYTES} bytes and is not parsed"),
+                format!("{file} is larger than {MAX_DEFINITION_BYTES} bytes and is not parsed"),
             ));
             None
         }
@@ -175,21 +180,21 @@ fn read_definition(dir: &Path, def_path: &Path, path: &str, diags: &mut Vec<Diag
             diags.push(Diagnostic::error(
                 Code::Unreadable,
                 path,
-                format!("cannot read SKILL.md: {e}"),
+                format!("cannot read {file}: {e}"),
             ));
             None
         }
     }
 }
 
-fn decode<'b>(bytes: &'b [u8], path: &str, diags: &mut Vec<Diagnostic>) -> Option<&'b str> {
+pub(super) fn decode<'b>(bytes: &'b [u8], path: &str, diags: &mut Vec<Diagnostic>) -> Option<&'b str> {
     match std::str::from_utf8(bytes) {
         Ok(t) => Some(t),
         Err(e) => {
             diags.push(Diagnostic::error(
                 Code::InvalidEncoding,
                 path,
-                format!("SKILL.md is not valid UTF-8 (at byte {})", e.valid_up_to()),
+                format!("{path} is not valid UTF-8 (at byte {})", e.valid_up_to()),
             ));
             None
         }
@@ -198,7 +203,7 @@ fn decode<'b>(bytes: &'b [u8], path: &str, diags: &mut Vec<Diagnostic>) -> Optio
 
 impl<'t> Parse<'t, '_> {
     /// The directory's name is the skill's, so it must be a valid name.
-    fn dir_name(&mut self, name: &str) {
+    pub(super) fn dir_name(&mut self, name: &str) {
         match check_name(name) {
             NameCheck::Valid => {}
             NameCheck::Underscore => self.warn(
@@ -266,7 +271,7 @@ impl<'t> Parse<'t, '_> {
 
 /// The YAML crate counts lines from the start of the frontmatter; this
 /// rewrites each `line N` of its message to count from the top of the file.
-fn shift_lines(message: &str, by: u32) -> String {
+pub(super) fn shift_lines(message: &str, by: u32) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
     while let Some(i) = rest.find("line ") {

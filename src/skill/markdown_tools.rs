@@ -98,6 +98,8 @@ impl Parse<'_, '_> {
             description: block.description.clone(),
             params,
             open_object: false,
+            schema: None,
+            requires_approval: false,
             action: Action::Command { template, program },
         })
     }

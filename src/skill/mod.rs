@@ -1,6 +1,7 @@
 //! Skills on disk: the unified model, the dialects that parse into it, and
 //! the diagnostics they produce.
 
+pub mod backend;
 pub mod diag;
 mod dialect;
 mod entrypoint;
@@ -8,6 +9,8 @@ pub mod fields;
 pub mod files;
 pub mod frontmatter;
 pub mod load;
+mod load_manifest;
+pub mod manifest;
 pub mod markdown;
 mod markdown_tools;
 pub mod model;

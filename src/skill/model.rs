@@ -119,6 +119,8 @@ pub enum Action {
     Script { path: PathBuf, runtime: Vec<String> },
     /// An entrypoint taking the arguments object as `SANDBOX_INPUT`.
     Entrypoint { path: PathBuf, runtime: Vec<String> },
+    /// A tool of a manifest's backend (`Skill::backend`), called by name.
+    Backend,
 }
 
 /// A tool as loaded; its `read_only`/`always_ask`/timeout come from its skill.
@@ -129,6 +131,11 @@ pub struct Tool {
     pub params: Vec<Param>,
     /// Entrypoint tools take any JSON object; the rest only their params.
     pub open_object: bool,
+    /// A manifest tool's own JSON Schema for its arguments (then `params`
+    /// is empty and `open_object` set): the calls are checked against it.
+    pub schema: Option<Value>,
+    /// The call always asks a person (a manifest's `requires_approval`).
+    pub requires_approval: bool,
     pub action: Action,
 }
 
@@ -197,9 +204,16 @@ pub struct Skill {
     /// (reported; skilld does not grant them).
     pub allowed_tools: Vec<String>,
     pub dialect: Dialect,
+    /// A manifest's `types` (tool, prompt, workflow, security-rule,
+    /// transform); empty for the other dialects.
+    pub types: Vec<String>,
+    /// The live backend of a manifest skill, which runs its tools.
+    pub backend: Option<std::sync::Arc<dyn super::backend::Backend>>,
+    /// The hooks its backend handles (`before_tool_call`, …).
+    pub hooks: Vec<String>,
     /// The skill's directory.
     pub dir: PathBuf,
-    /// The definition file (`SKILL.md`).
+    /// The definition file (`SKILL.md` or `SKILL.yaml`).
     pub definition: PathBuf,
     pub files: Vec<SkillFile>,
     /// Name of the root it came from.

@@ -26,6 +26,11 @@ impl<'t, 'd> Parse<'t, 'd> {
         }
     }
 
+    /// Whether an error has been found so far.
+    pub(super) fn has_errors(&self) -> bool {
+        self.diags.iter().any(Diagnostic::is_error)
+    }
+
     pub(super) fn error(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
         self.diags.push(Diagnostic::error(code, &self.path, msg).at(pos));
     }
@@ -47,13 +52,19 @@ impl<'t, 'd> Parse<'t, 'd> {
             Dialect::Markdown => "a skill with tool blocks",
             Dialect::Entrypoint => "an entrypoint skill",
             Dialect::Scripts => "a scripts skill",
+            Dialect::Manifest => "a manifest",
             _ => "this skill",
         };
         let pos = (!self.yaml.is_empty() || self.yaml_offset > 0).then_some(Pos { line: 1, column: 1 });
+        let holder = if dialect == Dialect::Manifest {
+            "SKILL.yaml"
+        } else {
+            "frontmatter"
+        };
         self.error(
             Code::MissingField,
             pos,
-            format!("frontmatter needs '{field}' for {kind}"),
+            format!("{holder} needs '{field}' for {kind}"),
         );
     }
 
@@ -72,6 +83,16 @@ impl<'t, 'd> Parse<'t, 'd> {
             at += line.len();
         }
         None
+    }
+
+    /// Position of the first `value` in the YAML text (a tool's name, a
+    /// file's), for a diagnostic about something nested.
+    pub(super) fn value_pos(&self, value: &str) -> Option<Pos> {
+        if value.is_empty() {
+            return None;
+        }
+        let at = self.yaml.find(value)?;
+        Some(self.index.pos(self.yaml_offset + at))
     }
 
     pub(super) fn invalid(&mut self, key: &str, expected: &str, got: &Value) {

@@ -38,6 +38,11 @@ impl Default for Runtimes {
 }
 
 impl Runtimes {
+    /// The runtime of files with extension `ext`, if one is set.
+    pub fn for_extension(&self, ext: &str) -> Option<&[String]> {
+        self.by_extension.get(ext).map(Vec::as_slice)
+    }
+
     /// Sets the runtime of `ext`, its program resolved on the server's `PATH`
     /// (see [`Runtimes`]).
     pub fn set(&mut self, ext: &str, mut argv: Vec<String>) {
@@ -312,6 +317,8 @@ impl Parse<'_, '_> {
                     enum_values: None,
                 }],
                 open_object: false,
+                schema: None,
+                requires_approval: false,
                 action: Action::Script {
                     path: script.clone(),
                     runtime: runtime_for(script, None, runtimes),

@@ -99,6 +99,7 @@ pub fn options(roots: Vec<Root>) -> CatalogOptions {
         roots,
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
+        launcher: None,
     }
 }
 
@@ -113,8 +114,18 @@ pub fn corpus_options() -> CatalogOptions {
     ])
 }
 
+/// The corpus catalog, its manifests' backends started (and stopped again
+/// when the runtime they ran on is dropped, on return).
 pub fn corpus_catalog() -> Catalog {
-    Catalog::build(&corpus_options(), None)
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let mut opts = corpus_options();
+    opts.launcher = skilld::invoke::standalone_launcher(&RunSettings::default());
+    Catalog::build(&opts, None)
 }
 
 /// A server on 127.0.0.1 port 0 with its own data directory and SQLite
@@ -200,7 +211,7 @@ impl TestServer {
     }
 
     async fn launch_guarded(
-        opts: CatalogOptions,
+        mut opts: CatalogOptions,
         mut settings: RunSettings,
         store: Arc<dyn Store>,
         data: tempfile::TempDir,
@@ -212,12 +223,15 @@ impl TestServer {
         if settings.workspace == Path::new(".") {
             settings.workspace = checkout().to_path_buf();
         }
+        let invoker = Arc::new(Invoker::new(store, settings));
+        if opts.launcher.is_none() {
+            opts.launcher = invoker.launcher();
+        }
         let catalog = Arc::new(
             tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
                 .await
                 .unwrap(),
         );
-        let invoker = Arc::new(Invoker::new(store, settings));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();

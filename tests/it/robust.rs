@@ -19,6 +19,7 @@ fn load_text(dir: &Path, name: &str, text: impl AsRef<[u8]>) -> Loaded {
             max_timeout_secs: 600,
             runtimes: &runtimes,
             path: &path,
+            launcher: None,
         },
     )
 }

@@ -1,0 +1,117 @@
+//! Manifest backends (`docs/design.md` §2 "Manifest backends"): what the
+//! catalog's [`Launch`] starts when a `SKILL.yaml` names `implementation`.
+//! A `process` skill is a long-lived child speaking JSON-RPC 2.0 on its
+//! stdin and stdout, started in the same sandbox as a run.
+
+mod process;
+mod rpc;
+
+pub use process::ProcessBackend;
+
+use crate::runner::Limits;
+use crate::sandbox::Sandbox;
+use crate::skill::backend::{BackendKind, Launch, LaunchRequest, Launched};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+/// How long a child has to answer `initialize` (at load and on restart).
+pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What children of every backend share: where and how they run.
+#[derive(Debug, Clone)]
+pub struct ChildSettings {
+    /// Their working directory.
+    pub workspace: PathBuf,
+    /// Each child gets a directory of its own under it (its `TMPDIR`).
+    pub scratch_dir: PathBuf,
+    pub grace: Duration,
+    pub limits: Limits,
+    pub extra_env: Vec<String>,
+    /// A child with no call for this long is stopped, and started again
+    /// by the next call.
+    pub idle: Duration,
+}
+
+/// Starts backends for the catalog, and keeps each running one so that a
+/// reload of an unchanged skill reuses it.
+#[derive(Debug)]
+pub struct Launcher {
+    sandbox: Arc<Sandbox>,
+    settings: ChildSettings,
+    runtime: tokio::runtime::Handle,
+    /// Running process backends by skill directory.
+    running: Mutex<HashMap<PathBuf, Weak<ProcessBackend>>>,
+}
+
+impl Launcher {
+    /// A launcher whose children run on `runtime`.
+    pub fn new(sandbox: Arc<Sandbox>, settings: ChildSettings, runtime: tokio::runtime::Handle) -> Self {
+        Self {
+            sandbox,
+            settings,
+            runtime,
+            running: Mutex::default(),
+        }
+    }
+
+    fn process(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
+        if let Some(reused) = self.reusable(req) {
+            return Ok(reused);
+        }
+        let backend = Arc::new(ProcessBackend::new(
+            req,
+            self.sandbox.clone(),
+            self.settings.clone(),
+        ));
+        let starting = backend.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The catalog loads on plain threads: the start runs on the server's
+        // runtime, which owns the child's pipes, and this thread waits.
+        self.runtime.spawn(async move {
+            let _ = tx.send(starting.initialize().await);
+        });
+        let answer = rx
+            .recv_timeout(INITIALIZE_TIMEOUT + Duration::from_secs(5))
+            .map_err(|_| "the child was not started in time".to_owned())??;
+        self.lock()
+            .insert(req.dir.to_path_buf(), Arc::downgrade(&backend));
+        Ok(Launched {
+            backend,
+            tools: answer.tools,
+            hooks: answer.hooks,
+        })
+    }
+
+    /// The backend already running for this skill, unchanged since.
+    fn reusable(&self, req: &LaunchRequest<'_>) -> Option<Launched> {
+        let mut running = self.lock();
+        running.retain(|_, b| b.strong_count() > 0);
+        let backend = running.get(req.dir)?.upgrade()?;
+        if backend.hash() != req.hash {
+            return None;
+        }
+        let answer = backend.declared()?;
+        Some(Launched {
+            backend,
+            tools: answer.tools,
+            hooks: answer.hooks,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Weak<ProcessBackend>>> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Launch for Launcher {
+    fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
+        match req.kind {
+            BackendKind::Process => self.process(req),
+            BackendKind::Starlark => Err("the starlark backend is not available in this build".to_owned()),
+        }
+    }
+}

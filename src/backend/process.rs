@@ -1,0 +1,436 @@
+//! The `process` backend: a skill's child, started in the run sandbox and
+//! kept, restarted with backoff after a crash (`docs/design.md` §2).
+
+use super::rpc::{Conn, ConnOptions, Death, RpcFailure};
+use super::{ChildSettings, INITIALIZE_TIMEOUT};
+use crate::runner::{Child, Spec, child_env};
+use crate::sandbox::{Request, Sandbox};
+use crate::skill::Trust;
+use crate::skill::backend::{
+    Backend, BackendCall, BackendResult, BoxFuture, DeclaredTool, HookAnswer, LaunchRequest,
+};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The first wait before a restart after a failure; it doubles with each
+/// failure in a row, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What `initialize` declared.
+#[derive(Debug, Clone)]
+pub(super) struct Declared {
+    pub tools: Vec<DeclaredTool>,
+    pub hooks: Vec<String>,
+}
+
+/// Failures in a row, and when the next start may be tried.
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    not_before: Option<Instant>,
+}
+
+/// One skill's child, started on demand and kept while its skill is loaded.
+#[derive(Debug)]
+pub struct ProcessBackend {
+    skill: String,
+    hash: String,
+    dir: PathBuf,
+    command: Vec<String>,
+    trust: Trust,
+    network: bool,
+    workspace_write: bool,
+    memory_bytes: Option<u64>,
+    manifest: Value,
+    sandbox: Arc<Sandbox>,
+    settings: ChildSettings,
+    conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
+    declared: Mutex<Option<Declared>>,
+    backoff: Mutex<Backoff>,
+    /// Cancelled on drop: the running child is shut down.
+    stopped: CancellationToken,
+}
+
+impl ProcessBackend {
+    pub(super) fn new(req: &LaunchRequest<'_>, sandbox: Arc<Sandbox>, settings: ChildSettings) -> Self {
+        Self {
+            skill: req.skill.to_owned(),
+            hash: req.hash.to_owned(),
+            dir: req.dir.to_path_buf(),
+            command: req.command.clone(),
+            trust: req.trust,
+            network: req.network,
+            workspace_write: req.permissions.iter().any(|p| p == "file:write"),
+            memory_bytes: req.memory_bytes,
+            manifest: req.manifest.clone(),
+            sandbox,
+            settings,
+            conn: tokio::sync::Mutex::new(None),
+            declared: Mutex::new(None),
+            backoff: Mutex::default(),
+            stopped: CancellationToken::new(),
+        }
+    }
+
+    pub(super) fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// What the child declared at its last `initialize`.
+    pub(super) fn declared(&self) -> Option<Declared> {
+        lock(&self.declared).clone()
+    }
+
+    /// Starts the child and asks what it offers (at catalog load).
+    pub(super) async fn initialize(&self) -> Result<Declared, String> {
+        self.connection(Instant::now() + INITIALIZE_TIMEOUT).await?;
+        self.declared()
+            .ok_or_else(|| "the child answered nothing to initialize".to_owned())
+    }
+
+    /// The live connection, started (after the backoff, if it must wait and
+    /// may by `deadline`) when there is none.
+    async fn connection(&self, deadline: Instant) -> Result<Arc<Conn>, String> {
+        let mut slot = self.conn.lock().await;
+        if let Some(conn) = slot.as_ref().filter(|c| c.is_alive()) {
+            return Ok(conn.clone());
+        }
+        if let Some(death) = slot.take().and_then(|c| c.death()) {
+            self.count(&death);
+        }
+        self.wait_backoff(deadline).await?;
+        match self.start().await {
+            Ok(conn) => {
+                *slot = Some(conn.clone());
+                Ok(conn)
+            }
+            Err(why) => {
+                self.count(&Death {
+                    reason: why.clone(),
+                    failed: true,
+                    at: Instant::now(),
+                });
+                Err(why)
+            }
+        }
+    }
+
+    /// Counts a failed child toward the backoff.
+    fn count(&self, death: &Death) {
+        if !death.failed {
+            return;
+        }
+        let mut b = lock(&self.backoff);
+        b.failures = b.failures.saturating_add(1);
+        let wait = FIRST_BACKOFF
+            .saturating_mul(1 << b.failures.saturating_sub(1).min(16))
+            .min(MAX_BACKOFF);
+        b.not_before = Some(death.at + wait);
+    }
+
+    async fn wait_backoff(&self, deadline: Instant) -> Result<(), String> {
+        let (failures, not_before) = {
+            let b = lock(&self.backoff);
+            (b.failures, b.not_before)
+        };
+        let Some(at) = not_before.filter(|at| *at > Instant::now()) else {
+            return Ok(());
+        };
+        if at > deadline {
+            let wait = at.saturating_duration_since(Instant::now());
+            return Err(format!(
+                "the skill's process failed {failures} time(s) in a row; it is started again in {:.1}s",
+                wait.as_secs_f64()
+            ));
+        }
+        tokio::time::sleep_until(at).await;
+        Ok(())
+    }
+
+    /// Starts a child in the sandbox and initializes it.
+    async fn start(&self) -> Result<Arc<Conn>, String> {
+        let scratch = self
+            .scratch_dir()
+            .map_err(|e| format!("cannot make its directory: {e}"))?;
+        let spec = self
+            .spec(&scratch)
+            .map_err(|e| format!("cannot prepare its sandbox: {e}"))?;
+        let child = Child::start(spec)?;
+        let conn = Conn::spawn(
+            child,
+            ConnOptions {
+                skill: self.skill.clone(),
+                grace: self.settings.grace,
+                idle: self.settings.idle,
+                stopped: self.stopped.child_token(),
+                scratch,
+            },
+        )?;
+        let params = json!({"protocol": "skilld.process/1", "manifest": self.manifest});
+        let answer = conn
+            .request("initialize", params, INITIALIZE_TIMEOUT, None)
+            .await
+            .map_err(|f| match f {
+                RpcFailure::TimedOut => format!(
+                    "it did not answer initialize within {}s",
+                    INITIALIZE_TIMEOUT.as_secs()
+                ),
+                other => format!("initialize failed: {}", failure_text(&other)),
+            })?;
+        let declared =
+            declared(&answer).inspect_err(|_| conn.kill_for("answered initialize wrongly".to_owned()))?;
+        *lock(&self.declared) = Some(declared);
+        Ok(conn)
+    }
+
+    /// The child's own directory under the scratch root, its `TMPDIR` and
+    /// `HOME`, owned by the sandbox's user.
+    fn scratch_dir(&self) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let root = &self.settings.scratch_dir;
+        crate::sandbox::ensure_scratch_root(root)?;
+        let dir = root.join(format!("backend-{}-{}", self.skill, uuid::Uuid::now_v7()));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        if self.sandbox.applies_to(self.trust)
+            && let Some((uid, gid)) = self.sandbox.identity()
+        {
+            std::os::unix::fs::lchown(&dir, Some(uid), Some(gid))?;
+        }
+        Ok(dir)
+    }
+
+    fn spec(&self, scratch: &std::path::Path) -> std::io::Result<Spec> {
+        let mut env = child_env(&self.skill, &self.dir, "Global", &self.settings.extra_env);
+        env.retain(|(name, _)| name != "HOME" && name != "TMPDIR");
+        let scratch_text = scratch.display().to_string();
+        env.extend([
+            ("HOME".to_owned(), scratch_text.clone()),
+            ("TMPDIR".to_owned(), scratch_text),
+        ]);
+        let request = Request {
+            trust: self.trust,
+            skill_dir: &self.dir,
+            workspace: &self.settings.workspace,
+            workspace_write: self.workspace_write,
+            scratch,
+            network: self.network,
+            programs: self
+                .command
+                .first()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .into_iter()
+                .collect(),
+            memory_bytes: self.memory_bytes.or(self.settings.limits.memory_bytes),
+        };
+        let mut limits = self.settings.limits;
+        limits.memory_bytes = request.memory_bytes;
+        // A long-lived child would spend any CPU-seconds limit over its life.
+        limits.cpu_secs = None;
+        Ok(Spec {
+            program: self.command.first().cloned().unwrap_or_default(),
+            args: self.command.iter().skip(1).cloned().collect(),
+            cwd: self.settings.workspace.clone(),
+            env,
+            timeout: Duration::MAX,
+            grace: self.settings.grace,
+            limits,
+            isolate_network: !self.network,
+            confinement: self.sandbox.confine(&request)?,
+        })
+    }
+
+    async fn call(&self, call: BackendCall) -> BackendResult {
+        let deadline = Instant::now() + call.timeout;
+        let conn = tokio::select! {
+            conn = self.connection(deadline) => conn,
+            () = call.cancel.cancelled() => return cancelled(),
+        };
+        let conn = match conn {
+            Ok(conn) => conn,
+            Err(why) => return failed(format!("the skill's process could not be started: {why}")),
+        };
+        let params = json!({"name": call.tool, "input": call.input, "run_id": call.run_id});
+        let left = deadline.saturating_duration_since(Instant::now());
+        match conn
+            .request("tool/execute", params, left, Some(&call.cancel))
+            .await
+        {
+            Ok(result) => {
+                lock(&self.backoff).failures = 0;
+                tool_result(&result)
+            }
+            Err(RpcFailure::TimedOut) => BackendResult {
+                timed_out: true,
+                error: Some(format!(
+                    "timed out after {}s; the skill's process was killed and starts again on the next call",
+                    call.timeout.as_secs()
+                )),
+                ..BackendResult::default()
+            },
+            Err(RpcFailure::Cancelled) => cancelled(),
+            Err(other) => failed(failure_text(&other)),
+        }
+    }
+
+    async fn handle_hook(
+        &self,
+        phase: &str,
+        tool: &str,
+        payload: Value,
+        timeout: Duration,
+    ) -> Result<HookAnswer, String> {
+        let conn = self.connection(Instant::now() + timeout).await?;
+        let params = json!({"phase": phase, "tool": tool, "payload": payload});
+        let answer = conn
+            .request("hook/handle", params, timeout, None)
+            .await
+            .map_err(|f| match f {
+                RpcFailure::TimedOut => format!("hook {phase} timed out after {}s", timeout.as_secs()),
+                other => format!("hook {phase} failed: {}", failure_text(&other)),
+            })?;
+        hook_answer(&answer).map_err(|why| format!("hook {phase}: {why}"))
+    }
+}
+
+impl Drop for ProcessBackend {
+    fn drop(&mut self) {
+        self.stopped.cancel();
+    }
+}
+
+impl Backend for ProcessBackend {
+    fn execute(&self, call: BackendCall) -> BoxFuture<'_, BackendResult> {
+        Box::pin(self.call(call))
+    }
+
+    fn hook(
+        &self,
+        phase: &str,
+        tool: &str,
+        payload: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<HookAnswer, String>> {
+        let (phase, tool) = (phase.to_owned(), tool.to_owned());
+        Box::pin(async move { self.handle_hook(&phase, &tool, payload, timeout).await })
+    }
+
+    fn command_line(&self) -> Vec<String> {
+        self.command.clone()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn failure_text(f: &RpcFailure) -> String {
+    match f {
+        RpcFailure::Remote(message) => message.clone(),
+        RpcFailure::Died(why) => format!("the skill's process {why}"),
+        RpcFailure::TimedOut => "timed out".to_owned(),
+        RpcFailure::Cancelled => "cancelled".to_owned(),
+    }
+}
+
+fn failed(why: String) -> BackendResult {
+    BackendResult {
+        error: Some(why),
+        ..BackendResult::default()
+    }
+}
+
+fn cancelled() -> BackendResult {
+    BackendResult {
+        cancelled: true,
+        error: Some("cancelled".to_owned()),
+        ..BackendResult::default()
+    }
+}
+
+/// `initialize`'s answer: `{"tools": [...], "hooks": [...]}`, both optional.
+fn declared(answer: &Value) -> Result<Declared, String> {
+    let bad = |what: &str| format!("its initialize answer is not valid: {what}");
+    let Value::Object(a) = answer else {
+        return Err(bad("not an object"));
+    };
+    let tools = match a.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|t| {
+                Some(DeclaredTool {
+                    name: t.get("name")?.as_str()?.to_owned(),
+                    description: t
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    input_schema: t
+                        .get("input_schema")
+                        .cloned()
+                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad("a tool without a name"))?,
+        Some(_) => return Err(bad("tools is not a list")),
+    };
+    let hooks = match a.get("hooks") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|h| h.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad("hooks is not a list of names"))?,
+        Some(_) => return Err(bad("hooks is not a list")),
+    };
+    Ok(Declared { tools, hooks })
+}
+
+/// `tool/execute`'s result: `{"output": STRING_OR_JSON, "success": bool}`.
+fn tool_result(result: &Value) -> BackendResult {
+    let output = result.get("output").cloned().unwrap_or(Value::Null);
+    let (text, parsed) = match output {
+        Value::String(s) => (s, None),
+        Value::Null => (String::new(), None),
+        json => (json.to_string(), Some(json)),
+    };
+    let success = result.get("success").and_then(Value::as_bool).unwrap_or(true);
+    let error = (!success).then(|| {
+        let first = text.lines().next().unwrap_or("").trim();
+        if first.is_empty() {
+            "the tool reported a failure".to_owned()
+        } else {
+            first.chars().take(500).collect()
+        }
+    });
+    BackendResult {
+        output: text,
+        parsed,
+        error,
+        ..BackendResult::default()
+    }
+}
+
+/// `hook/handle`'s result: `{}`, `{"payload": P}` or `{"cancel": reason}`.
+pub(crate) fn hook_answer(answer: &Value) -> Result<HookAnswer, String> {
+    match answer {
+        Value::Null => Ok(HookAnswer::Keep),
+        Value::Object(a) => {
+            if let Some(reason) = a.get("cancel").filter(|c| !c.is_null()) {
+                let reason = reason.as_str().map_or_else(|| reason.to_string(), str::to_owned);
+                return Ok(HookAnswer::Cancel(reason));
+            }
+            Ok(a.get("payload")
+                .cloned()
+                .map_or(HookAnswer::Keep, HookAnswer::Replace))
+        }
+        _ => Err("the answer is not an object".to_owned()),
+    }
+}

@@ -1,0 +1,396 @@
+//! One connection to a process backend's child: JSON-RPC 2.0 requests,
+//! one JSON object per line, multiplexed by id. A supervisor task owns the
+//! child; it reads answers, watches for the exit, and kills the child (its
+//! whole group and cgroup) on anything that breaks the protocol.
+
+use crate::runner::Child;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The longest line a child may write (DESIGN §2).
+pub const MAX_LINE: usize = 1024 * 1024;
+/// Of the child's stderr, this much is logged over its life; the rest is
+/// read and dropped, so a chatty child can neither block nor flood the log.
+const STDERR_LOG_BUDGET: usize = 64 * 1024;
+/// A logged stderr line is cut to this many characters.
+const STDERR_LINE_CHARS: usize = 512;
+
+/// Why a request got no result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RpcFailure {
+    /// The child answered with a JSON-RPC error.
+    Remote(String),
+    /// The child is gone (crashed, killed, or broke the protocol).
+    Died(String),
+    TimedOut,
+    Cancelled,
+}
+
+type Reply = Result<Value, RpcFailure>;
+
+/// How a connection ended.
+#[derive(Debug, Clone)]
+pub(super) struct Death {
+    pub reason: String,
+    /// A crash, a hang or a protocol error (counts toward the backoff), as
+    /// opposed to an idle or requested stop.
+    pub failed: bool,
+    pub at: Instant,
+}
+
+/// What the supervisor needs beside the child.
+pub(super) struct ConnOptions {
+    pub skill: String,
+    pub grace: Duration,
+    pub idle: Duration,
+    /// Fires when the backend is dropped: the child is shut down.
+    pub stopped: CancellationToken,
+    /// The child's own directory, removed when it ends.
+    pub scratch: PathBuf,
+}
+
+/// The server's side of one child.
+#[derive(Debug)]
+pub(super) struct Conn {
+    outgoing: mpsc::UnboundedSender<Vec<u8>>,
+    /// Requests awaiting their answer; `None` once the child is gone.
+    pending: Mutex<Option<HashMap<u64, oneshot::Sender<Reply>>>>,
+    next_id: AtomicU64,
+    death: Mutex<Option<Death>>,
+    /// Asks the supervisor to kill the child, for the reason in `kill_why`.
+    kill: CancellationToken,
+    kill_why: Mutex<Option<String>>,
+    last_used: Mutex<Instant>,
+}
+
+impl Conn {
+    /// Takes over `child` and starts its supervisor.
+    pub(super) fn spawn(mut child: Child, opts: ConnOptions) -> Result<Arc<Self>, String> {
+        let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+            (Some(i), Some(o), Some(e)) => (i, o, e),
+            _ => return Err("the child's pipes were not open".to_owned()),
+        };
+        let (outgoing, queued) = mpsc::unbounded_channel();
+        let conn = Arc::new(Self {
+            outgoing,
+            pending: Mutex::new(Some(HashMap::new())),
+            next_id: AtomicU64::new(1),
+            death: Mutex::new(None),
+            kill: CancellationToken::new(),
+            kill_why: Mutex::new(None),
+            last_used: Mutex::new(Instant::now()),
+        });
+        let writer_done = CancellationToken::new();
+        tokio::spawn(write_requests(stdin, queued, conn.clone(), writer_done.clone()));
+        tokio::spawn(log_stderr(stderr, opts.skill.clone()));
+        tokio::spawn(supervise(conn.clone(), child, stdout, opts, writer_done));
+        Ok(conn)
+    }
+
+    pub(super) fn is_alive(&self) -> bool {
+        lock(&self.death).is_none()
+    }
+
+    pub(super) fn death(&self) -> Option<Death> {
+        lock(&self.death).clone()
+    }
+
+    /// Sends `method` and waits for its answer, at most `timeout`: past it
+    /// the child is killed (a hung child serves no one). A cancelled wait
+    /// leaves the child running; its answer is dropped when it comes, and
+    /// it is killed should that not be within `timeout`.
+    pub(super) async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: Option<&CancellationToken>,
+    ) -> Reply {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, mut rx) = oneshot::channel();
+        match lock(&self.pending).as_mut() {
+            Some(pending) => pending.insert(id, tx),
+            None => return Err(RpcFailure::Died(self.reason())),
+        };
+        let mut line =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+                .unwrap_or_default();
+        line.push(b'\n');
+        *lock(&self.last_used) = Instant::now();
+        if self.outgoing.send(line).is_err() {
+            return Err(RpcFailure::Died(self.reason()));
+        }
+        let deadline = Instant::now() + timeout;
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        let reply = tokio::select! {
+            reply = &mut rx => reply.unwrap_or_else(|_| Err(RpcFailure::Died(self.reason()))),
+            () = tokio::time::sleep_until(deadline) => {
+                self.kill_for(format!("did not answer '{method}' within {}s", timeout.as_secs_f64()));
+                Err(RpcFailure::TimedOut)
+            }
+            () = cancel.cancelled() => {
+                self.abandon(method, rx, deadline, timeout);
+                Err(RpcFailure::Cancelled)
+            }
+        };
+        *lock(&self.last_used) = Instant::now();
+        reply
+    }
+
+    /// Waits on for an answer nobody wants any more, so that a child which
+    /// never gives it is still killed at the call's deadline.
+    fn abandon(
+        self: &Arc<Self>,
+        method: &str,
+        rx: oneshot::Receiver<Reply>,
+        deadline: Instant,
+        timeout: Duration,
+    ) {
+        let this = self.clone();
+        let why = format!("did not answer '{method}' within {}s", timeout.as_secs_f64());
+        tokio::spawn(async move {
+            if tokio::time::timeout_at(deadline, rx).await.is_err() {
+                this.kill_for(why);
+            }
+        });
+    }
+
+    /// Has the supervisor kill the child.
+    pub(super) fn kill_for(&self, why: String) {
+        lock(&self.kill_why).get_or_insert(why);
+        self.kill.cancel();
+    }
+
+    fn reason(&self) -> String {
+        self.death().map_or_else(|| "stopped".to_owned(), |d| d.reason)
+    }
+
+    /// Hands an answer to its waiter; `Err` when the line is not a
+    /// JSON-RPC answer to a request in flight.
+    fn dispatch(&self, line: &[u8]) -> Result<(), String> {
+        let msg: Value = serde_json::from_slice(line).map_err(|_| not_rpc(line))?;
+        if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(not_rpc(line));
+        }
+        if msg.get("method").is_some() {
+            // A notification or request of the child's: skilld offers it
+            // no methods, and it is not an error to send one.
+            tracing::debug!(message = %String::from_utf8_lossy(line), "a process backend sent a request; ignored");
+            return Ok(());
+        }
+        let id = msg
+            .get("id")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| not_rpc(line))?;
+        let reply = match (msg.get("result"), msg.get("error")) {
+            (_, Some(e)) => Err(RpcFailure::Remote(error_text(e))),
+            (Some(result), None) => Ok(result.clone()),
+            (None, None) => return Err(not_rpc(line)),
+        };
+        let waiter = lock(&self.pending).as_mut().and_then(|p| p.remove(&id));
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(reply);
+                Ok(())
+            }
+            None => Err(format!("answered request {id}, which was not asked")),
+        }
+    }
+
+    /// Marks the connection dead and fails every request in flight.
+    fn die(&self, death: Death) {
+        let why = death.reason.clone();
+        lock(&self.death).get_or_insert(death);
+        let pending = lock(&self.pending).take().unwrap_or_default();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(RpcFailure::Died(why.clone())));
+        }
+    }
+
+    fn idle_for(&self) -> Duration {
+        lock(&self.last_used).elapsed()
+    }
+
+    fn nothing_in_flight(&self) -> bool {
+        lock(&self.pending).as_ref().is_none_or(HashMap::is_empty)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn not_rpc(line: &[u8]) -> String {
+    let shown: String = String::from_utf8_lossy(line).chars().take(120).collect();
+    format!("wrote a line that is not a JSON-RPC 2.0 answer: {shown}")
+}
+
+fn error_text(e: &Value) -> String {
+    match (e.get("message").and_then(Value::as_str), e.get("code")) {
+        (Some(m), Some(code)) => format!("{m} (JSON-RPC error {code})"),
+        (Some(m), None) => m.to_owned(),
+        _ => format!("JSON-RPC error {e}"),
+    }
+}
+
+/// Owns the child until it ends, then fails what was in flight, stops the
+/// child (gracefully when nothing went wrong) and removes its directory.
+async fn supervise(
+    conn: Arc<Conn>,
+    child: Child,
+    stdout: pipe::Receiver,
+    opts: ConnOptions,
+    writer_done: CancellationToken,
+) {
+    let mut lines = BufReader::with_capacity(64 * 1024, stdout);
+    let death = watch(&conn, &child, &mut lines, &opts).await;
+    let failed = death.failed;
+    if failed {
+        tracing::warn!(skill = %opts.skill, pgid = child.pgid(), reason = %death.reason, "process backend killed");
+    } else {
+        tracing::debug!(skill = %opts.skill, reason = %death.reason, "process backend stopping");
+    }
+    conn.die(death);
+    if failed {
+        child.kill();
+    } else {
+        let bye = json!({"jsonrpc": "2.0", "id": 0, "method": "shutdown"});
+        let mut line = serde_json::to_vec(&bye).unwrap_or_default();
+        line.push(b'\n');
+        let _ = conn.outgoing.send(line);
+        // Time to finish and exit by itself, as `shutdown` asks; what it
+        // still writes is read (and dropped), so it never meets a closed pipe.
+        let drain = async { while let Ok(Some(_)) = read_line(&mut lines).await {} };
+        let _ = tokio::time::timeout(opts.grace, async {
+            tokio::join!(drain, child.exited());
+        })
+        .await;
+    }
+    child.stop(if failed { Duration::ZERO } else { opts.grace }).await;
+    writer_done.cancel();
+    if let Err(err) = std::fs::remove_dir_all(&opts.scratch) {
+        tracing::warn!(dir = %opts.scratch.display(), %err, "cannot remove a process backend's directory");
+    }
+}
+
+/// Reads answers until the connection must end, and says why.
+async fn watch(
+    conn: &Conn,
+    child: &Child,
+    lines: &mut BufReader<pipe::Receiver>,
+    opts: &ConnOptions,
+) -> Death {
+    let died = |reason: String, failed: bool| Death {
+        reason,
+        failed,
+        at: Instant::now(),
+    };
+    let mut tick = tokio::time::interval((opts.idle / 2).max(Duration::from_secs(1)));
+    loop {
+        tokio::select! {
+            line = read_line(lines) => match line {
+                Ok(Some(line)) => {
+                    if let Err(why) = conn.dispatch(&line) {
+                        return died(why, true);
+                    }
+                }
+                Ok(None) => return died("closed its stdout".to_owned(), true),
+                Err(why) => return died(why, true),
+            },
+            how = child.exited() => return died(how, true),
+            () = conn.kill.cancelled() => {
+                let why = lock(&conn.kill_why).clone().unwrap_or_else(|| "was killed".to_owned());
+                return died(why, true);
+            }
+            () = opts.stopped.cancelled() => return died("its skill was unloaded".to_owned(), false),
+            _ = tick.tick() => {
+                if conn.idle_for() >= opts.idle && conn.nothing_in_flight() {
+                    return died(format!("was idle for {}s", opts.idle.as_secs()), false);
+                }
+            }
+        }
+    }
+}
+
+/// One line of at most [`MAX_LINE`] bytes without its newline; `None` at
+/// the end of the stream.
+async fn read_line(reader: &mut BufReader<pipe::Receiver>) -> Result<Option<Vec<u8>>, String> {
+    let mut line = Vec::new();
+    let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX) + 1;
+    let n = (&mut *reader)
+        .take(limit)
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|e| format!("could not be read: {e}"))?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    } else if line.len() > MAX_LINE {
+        return Err(format!("wrote a line longer than {MAX_LINE} bytes"));
+    }
+    Ok(Some(line))
+}
+
+/// Writes queued requests to the child's stdin, until the connection is
+/// over. A child that stops reading its stdin is killed.
+async fn write_requests(
+    mut stdin: pipe::Sender,
+    mut queued: mpsc::UnboundedReceiver<Vec<u8>>,
+    conn: Arc<Conn>,
+    done: CancellationToken,
+) {
+    loop {
+        let line = tokio::select! {
+            line = queued.recv() => line,
+            () = done.cancelled() => None,
+        };
+        let Some(line) = line else { return };
+        let written = tokio::select! {
+            written = stdin.write_all(&line) => written.map_err(|e| e.to_string()),
+            () = done.cancelled() => return,
+        };
+        if let Err(e) = written {
+            conn.kill_for(format!("stopped reading its stdin ({e})"));
+            return;
+        }
+    }
+}
+
+/// Logs the child's stderr line by line, bounded (see [`STDERR_LOG_BUDGET`]).
+async fn log_stderr(stderr: pipe::Receiver, skill: String) {
+    let mut lines = BufReader::new(stderr);
+    let mut logged = 0usize;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match (&mut lines).take(8 * 1024).read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if logged >= STDERR_LOG_BUDGET {
+            continue;
+        }
+        let text: String = String::from_utf8_lossy(&buf)
+            .trim_end()
+            .chars()
+            .take(STDERR_LINE_CHARS)
+            .collect();
+        logged += text.len();
+        tracing::info!(skill = %skill, stderr = %text, "process backend");
+        if logged >= STDERR_LOG_BUDGET {
+            tracing::warn!(skill = %skill, "process backend: further stderr is not logged");
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! What a manifest's backend is to the rest of skilld: something that was
+//! started when the catalog loaded, lists tools and hooks, and runs them.
+//! The skill layer only reads manifests; starting children and evaluating
+//! scripts belongs to the server, which hands the catalog a [`Launch`].
+
+use super::model::Trust;
+use serde_json::Value;
+use std::fmt::Debug;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// A boxed future, for the trait objects below.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The backends a manifest may name in `implementation.backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// A child speaking JSON-RPC 2.0 on stdin and stdout.
+    Process,
+    /// A Starlark script evaluated in the server.
+    Starlark,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Process => "process",
+            BackendKind::Starlark => "starlark",
+        }
+    }
+}
+
+/// Everything a backend needs to start for one skill.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest<'a> {
+    pub skill: &'a str,
+    pub dir: &'a Path,
+    pub kind: BackendKind,
+    /// The entrypoint, inside `dir`.
+    pub entrypoint: &'a Path,
+    /// How the entrypoint is run: its extension's runtime and its path,
+    /// or its path alone.
+    pub command: Vec<String>,
+    /// The parsed manifest, as `initialize` sends it.
+    pub manifest: &'a Value,
+    pub trust: Trust,
+    /// The skill's content hash: the same hash may reuse a running backend.
+    pub hash: &'a str,
+    pub network: bool,
+    pub permissions: &'a [String],
+    pub memory_bytes: Option<u64>,
+}
+
+/// A tool a backend declared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeclaredTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// A started backend and what it declared.
+#[derive(Debug, Clone)]
+pub struct Launched {
+    pub backend: Arc<dyn Backend>,
+    pub tools: Vec<DeclaredTool>,
+    pub hooks: Vec<String>,
+}
+
+/// Starts backends. Blocking: the catalog loads on plain threads.
+pub trait Launch: Send + Sync + Debug {
+    /// Starts (or reuses) the backend of a skill and asks it what it
+    /// offers, or says in a sentence why it could not.
+    fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String>;
+}
+
+/// One call of a backend's tool.
+#[derive(Debug, Clone)]
+pub struct BackendCall {
+    pub tool: String,
+    pub input: Value,
+    pub run_id: Uuid,
+    pub timeout: Duration,
+    pub cancel: CancellationToken,
+}
+
+/// What a backend's tool gave. A failure of the tool is a result here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BackendResult {
+    /// The output as text (a JSON output as its JSON text).
+    pub output: String,
+    /// A JSON output (an object, array, number, …), as it came.
+    pub parsed: Option<Value>,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+}
+
+/// What a hook answered (`hook/handle`'s result).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookAnswer {
+    /// `{}`: nothing changes.
+    Keep,
+    /// `{"payload": P}`: the input (before) or the result (after) is P.
+    Replace(Value),
+    /// `{"cancel": reason}`: the call is refused before it runs.
+    Cancel(String),
+}
+
+/// A running backend.
+pub trait Backend: Send + Sync + Debug {
+    /// Runs one tool call to its end (or its timeout or cancellation).
+    fn execute(&self, call: BackendCall) -> BoxFuture<'_, BackendResult>;
+
+    /// Runs hook `phase` for a call of `tool`, bounded by `timeout`.
+    fn hook(
+        &self,
+        phase: &str,
+        tool: &str,
+        payload: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<HookAnswer, String>>;
+
+    /// How the backend runs, for the run log's `argv` (the child's command
+    /// line, or the script evaluated).
+    fn command_line(&self) -> Vec<String>;
+}

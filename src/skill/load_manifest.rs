@@ -1,0 +1,225 @@
+//! Loading a `SKILL.yaml` skill: its fields read as frontmatter is, its
+//! manifest parts, then its backend started for the tools it adds.
+
+use super::backend::{DeclaredTool, LaunchRequest, Launched};
+use super::diag::{Code, Diagnostic, Pos};
+use super::files;
+use super::frontmatter;
+use super::load::{LoadOptions, decode, read_definition, with_base_dir};
+use super::manifest::{MANIFEST_KEYS, ManifestParts};
+use super::model::*;
+use super::parse::Parse;
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// The skill of manifest `path` in `dir`, errors and all; `None` when the
+/// manifest cannot be read as a YAML mapping.
+pub(super) fn load(
+    dir: &Path,
+    name: &str,
+    path: &Path,
+    opts: &LoadOptions<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Skill> {
+    let shown = path.display().to_string();
+    let bytes = read_definition(path, &shown, diags)?;
+    let text = decode(&bytes, &shown, diags)?;
+    let mut p = Parse::new(shown, text, diags);
+    p.dir_name(name);
+    p.yaml = text;
+    let manifest = p.manifest(text)?;
+    p.unknown_keys_beside(&manifest, MANIFEST_KEYS);
+    let fields = p.fields(
+        &textual_compatibility(&manifest),
+        name,
+        Dialect::Manifest,
+        opts.max_timeout_secs,
+        opts.path,
+    );
+    let parts = p.manifest_parts(&manifest, dir);
+    let files = files::list_files(dir);
+    let hashed: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+    let mut skill = Skill {
+        name: name.to_owned(),
+        version: fields.version,
+        description: fields.description,
+        author: fields.author,
+        license: fields.license,
+        tags: fields.tags,
+        instructions: with_base_dir(&parts.instructions, dir),
+        modes: fields.modes,
+        read_only: fields.read_only,
+        always_ask: fields.always_ask,
+        timeout_secs: fields.timeout_secs,
+        network: fields.network,
+        resources: fields.resources,
+        lang: fields.lang,
+        invocation_mode: fields.invocation_mode,
+        command: fields.command,
+        command_tool: fields.command_tool,
+        requires_tools: fields.requires_tools,
+        eligibility: fields.eligibility,
+        triggers: fields.triggers,
+        permissions: fields.permissions,
+        compatibility: fields.compatibility,
+        allowed_tools: fields.allowed_tools,
+        dialect: Dialect::Manifest,
+        types: parts.types.clone(),
+        backend: None,
+        hooks: Vec::new(),
+        dir: dir.to_path_buf(),
+        definition: path.to_path_buf(),
+        files,
+        source: opts.source.to_owned(),
+        trust: opts.trust,
+        hash: files::content_hash(dir, &bytes, &hashed),
+        tools: parts
+            .tools
+            .iter()
+            .cloned()
+            .map(|(d, ask)| backend_tool(d, ask))
+            .collect(),
+        warnings: Vec::new(),
+    };
+    // A skill already excluded is not started: its child would serve nothing.
+    if !p.has_errors() {
+        p.launch(&mut skill, &parts, &Value::Object(manifest), opts);
+    }
+    Some(skill)
+}
+
+/// The entrypoint run by its extension's runtime, or directly.
+fn command_for(entry: &Path, opts: &LoadOptions<'_>) -> Vec<String> {
+    let ext = entry.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let mut command = opts
+        .runtimes
+        .for_extension(ext)
+        .map(<[String]>::to_vec)
+        .unwrap_or_default();
+    command.push(entry.display().to_string());
+    command
+}
+
+/// A tool a manifest or its backend declared, run by the backend.
+fn backend_tool(d: DeclaredTool, requires_approval: bool) -> Tool {
+    Tool {
+        name: d.name,
+        description: d.description,
+        params: Vec::new(),
+        open_object: true,
+        schema: Some(d.input_schema),
+        requires_approval,
+        action: Action::Backend,
+    }
+}
+
+/// Seed 002's `compatibility` is a mapping, the Agent Skills one a
+/// sentence: a mapping is kept as its `key: value` pairs in words.
+fn textual_compatibility(manifest: &Map<String, Value>) -> Map<String, Value> {
+    let mut fields = manifest.clone();
+    if let Some(Value::Object(c)) = manifest.get("compatibility") {
+        let words: Vec<String> = c
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k}: {s}"),
+                other => format!("{k}: {other}"),
+            })
+            .collect();
+        fields.insert("compatibility".to_owned(), Value::String(words.join(", ")));
+    }
+    fields
+}
+
+impl Parse<'_, '_> {
+    /// The manifest as a mapping; `None` when it is not YAML or not a
+    /// mapping.
+    fn manifest(&mut self, text: &str) -> Option<Map<String, Value>> {
+        match frontmatter::parse_yaml(text) {
+            Ok(Value::Object(map)) => Some(map),
+            Ok(_) => {
+                self.error(
+                    Code::InvalidYaml,
+                    Some(Pos { line: 1, column: 1 }),
+                    "SKILL.yaml must be a YAML mapping of keys to values",
+                );
+                None
+            }
+            Err(e) => {
+                let pos = e.location.map(|(line, column)| Pos { line, column });
+                self.error(
+                    Code::InvalidYaml,
+                    pos,
+                    format!("invalid YAML in SKILL.yaml: {}", e.message),
+                );
+                None
+            }
+        }
+    }
+
+    /// Starts the skill's backend and adds the tools it declares beside
+    /// the manifest's (the manifest's stand when both name one).
+    fn launch(&mut self, skill: &mut Skill, parts: &ManifestParts, manifest: &Value, opts: &LoadOptions<'_>) {
+        let Some((kind, entry)) = &parts.implementation else {
+            return;
+        };
+        let pos = self.key_pos("implementation");
+        let Some(launcher) = opts.launcher else {
+            self.error(
+                Code::BackendFailed,
+                pos,
+                format!("the {} backend cannot be started here", kind.as_str()),
+            );
+            return;
+        };
+        let req = LaunchRequest {
+            skill: &skill.name,
+            dir: &skill.dir,
+            kind: *kind,
+            entrypoint: entry,
+            command: command_for(entry, opts),
+            manifest,
+            trust: skill.trust,
+            hash: &skill.hash,
+            network: skill.network,
+            permissions: &skill.permissions,
+            memory_bytes: skill.resources.memory_bytes,
+        };
+        match launcher.launch(&req) {
+            Ok(launched) => self.adopt(skill, launched),
+            Err(why) => self.error(
+                Code::BackendFailed,
+                pos,
+                format!("the {} backend did not start: {why}", kind.as_str()),
+            ),
+        }
+    }
+
+    fn adopt(&mut self, skill: &mut Skill, launched: Launched) {
+        for declared in launched.tools {
+            if skill.tools.iter().any(|t| t.name == declared.name) {
+                continue;
+            }
+            if self.check_declared(&declared) {
+                skill.tools.push(backend_tool(declared, false));
+            }
+        }
+        for hook in &launched.hooks {
+            if !HOOK_PHASES.contains(&hook.as_str()) {
+                self.warn(
+                    Code::UnknownField,
+                    self.key_pos("implementation"),
+                    format!("the backend offers hook '{hook}', which skilld does not run"),
+                );
+            }
+        }
+        skill.hooks = launched
+            .hooks
+            .into_iter()
+            .filter(|h| HOOK_PHASES.contains(&h.as_str()))
+            .collect();
+        skill.backend = Some(launched.backend);
+    }
+}
+
+/// The hook phases skilld runs (seed 002's two that touch a tool call).
+pub const HOOK_PHASES: [&str; 2] = ["before_tool_call", "after_tool_result"];
