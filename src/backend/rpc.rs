@@ -304,7 +304,11 @@ async fn watch(
                         return died(why, true);
                     }
                 }
-                Ok(None) => return died("closed its stdout".to_owned(), true),
+                Ok(None) => {
+                    // Usually the exit itself: say how it ended, if it does soon.
+                    let how = tokio::time::timeout(Duration::from_secs(1), child.exited()).await;
+                    return died(how.unwrap_or_else(|_| "closed its stdout".to_owned()), true);
+                }
                 Err(why) => return died(why, true),
             },
             how = child.exited() => return died(how, true),

@@ -12,9 +12,16 @@ pub fn json_schema(tool: &Tool) -> Value {
     object(tool, Dialect::Full)
 }
 
-/// A tool's arguments as an object schema in `dialect`; an entrypoint's
-/// open object in any.
+/// A tool's arguments as an object schema in `dialect`; a manifest tool's
+/// own schema, or an entrypoint's open object, in any.
 fn object(tool: &Tool, dialect: Dialect) -> Value {
+    if let Some(schema) = &tool.schema {
+        // As the server checks a call: the schema, and no NUL anywhere.
+        return match dialect {
+            Dialect::Call => json!({"allOf": [schema, open_call_object()]}),
+            _ => schema.clone(),
+        };
+    }
     match (tool.open_object, dialect) {
         (true, Dialect::Call) => return open_call_object(),
         (true, _) => return open_object(),
@@ -120,7 +127,8 @@ pub fn gemini_parameters(tool: &Tool) -> Option<Value> {
 /// Gemini's `parameters_json_schema` (full JSON Schema), for the open
 /// object that its OpenAPI subset cannot say.
 pub fn gemini_json_schema(tool: &Tool) -> Option<Value> {
-    tool.open_object.then(open_object)
+    tool.open_object
+        .then(|| tool.schema.clone().unwrap_or_else(open_object))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -17,6 +17,7 @@ mod exports;
 mod http_api;
 mod inbox;
 mod invoke;
+mod manifests;
 mod mcp;
 mod metrics;
 mod notify;
