@@ -263,6 +263,14 @@ impl From<InvokeError> for ApiError {
                 code: "denied",
                 detail,
             },
+            InvokeError::HookCancelled { .. } => ApiError::Refused {
+                code: "hook_cancelled",
+                detail,
+            },
+            InvokeError::PermissionNotDeclared { .. } => ApiError::Refused {
+                code: "permission_not_declared",
+                detail,
+            },
             InvokeError::SelfApproval(_) => ApiError::Refused {
                 code: "self_approval",
                 detail,

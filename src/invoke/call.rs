@@ -208,6 +208,12 @@ impl Invoker {
         if let Some(result) = run.result
             && let Ok(envelope) = serde_json::from_value::<Envelope>(result)
         {
+            if let Some(reason) = envelope.cancelled_by_hook() {
+                return Err(InvokeError::HookCancelled {
+                    run_id: run.id,
+                    reason,
+                });
+            }
             return Ok(Arc::new(envelope));
         }
         Err(match run.status {
@@ -231,7 +237,13 @@ impl Invoker {
         }
         drop(events);
         match live.finished().await {
-            Some(envelope) => Ok(Called::Finished(envelope)),
+            Some(envelope) => match envelope.cancelled_by_hook() {
+                Some(reason) => Err(InvokeError::HookCancelled {
+                    run_id: live.id,
+                    reason,
+                }),
+                None => Ok(Called::Finished(envelope)),
+            },
             None => Err(InvokeError::NotRun {
                 run_id: live.id,
                 status: RunStatus::Cancelled,

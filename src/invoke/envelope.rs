@@ -39,6 +39,9 @@ pub struct Envelope {
     /// Artifacts of an entrypoint run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<Artifact>>,
+    /// What the skill's hooks did to the call, in the order they ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Vec<super::hooks::HookEffect>>,
 }
 
 /// An artifact an entrypoint wrote to `SANDBOX_FILES_DIR`.
@@ -82,6 +85,7 @@ impl Envelope {
             parsed: o.stdout_json.clone(),
             error,
             files: None,
+            hooks: None,
         }
     }
 
@@ -109,6 +113,7 @@ impl Envelope {
             parsed: r.parsed.clone().filter(|_| !truncated),
             error: r.error.clone(),
             files: None,
+            hooks: None,
         }
     }
 
@@ -129,6 +134,7 @@ impl Envelope {
             parsed: None,
             error: Some(why.to_owned()),
             files: None,
+            hooks: None,
         }
     }
 
@@ -138,6 +144,21 @@ impl Envelope {
         self.output = store::keepable_text(self.output);
         self.parsed = self.parsed.map(store::keepable);
         self
+    }
+
+    /// Why a `before_tool_call` hook cancelled the call, if one did.
+    pub fn cancelled_by_hook(&self) -> Option<String> {
+        self.hooks
+            .iter()
+            .flatten()
+            .find(|h| h.effect == "cancelled")
+            .map(|h| {
+                h.detail
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            })
     }
 
     /// The final status this envelope stands for, as far as it tells

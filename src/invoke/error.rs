@@ -55,6 +55,19 @@ pub enum InvokeError {
     /// A person denied the call while its caller waited.
     #[error("run {run_id} was denied; nothing ran{}", note.as_deref().map(|n| format!(" (note: {n})")).unwrap_or_default())]
     Denied { run_id: Uuid, note: Option<String> },
+    /// A `before_tool_call` hook of the skill cancelled the call.
+    #[error("the skill's before_tool_call hook cancelled the call (run {run_id}): {reason}")]
+    HookCancelled { run_id: Uuid, reason: String },
+    /// The call needs a permission its skill does not declare.
+    #[error(
+        "tool {tool} needs the permission '{permission}', which skill '{skill}' does not declare ({why}); nothing ran"
+    )]
+    PermissionNotDeclared {
+        skill: String,
+        tool: String,
+        permission: &'static str,
+        why: &'static str,
+    },
     #[error("run {0} expired waiting for approval; nothing ran")]
     ApprovalExpired(Uuid),
     #[error("run {run_id} ended {status} without running")]

@@ -12,6 +12,7 @@ mod confine;
 mod envelope;
 mod error;
 mod follow;
+mod hooks;
 mod inbox;
 mod live;
 mod rundir;
@@ -23,6 +24,7 @@ pub use confine::WORKSPACE_WRITE;
 pub use envelope::{Artifact, Envelope};
 pub use error::{FieldError, InvokeError};
 pub use follow::StreamPermit;
+pub use hooks::HookEffect;
 pub use inbox::InboxEvent;
 pub use live::{LiveRun, RunEvent, Runs};
 pub use rundir::artifacts_dir;
@@ -199,6 +201,14 @@ impl Invoker {
         let entry = &catalog.tools[index];
         let skill = catalog.skills[entry.skill].clone();
         let tool = &skill.tools[entry.tool];
+        if let Some(need) = skill.undeclared_need() {
+            return Err(InvokeError::PermissionNotDeclared {
+                skill: skill.name.clone(),
+                tool: tool.name.clone(),
+                permission: need.permission,
+                why: need.why,
+            });
+        }
         let args = match arguments {
             Value::Object(map) => map,
             Value::Null => &Map::new(),
@@ -381,10 +391,16 @@ impl Invoker {
         let id = live.id;
         let in_flight = crate::metrics::run_started(&p.tool().name);
         live.mark_started();
-        if let (Action::Backend, Some(backend)) = (&p.tool().action, p.skill.backend.clone()) {
-            let (status, envelope, took) = self.call_backend(&live, &p, backend.as_ref()).await;
+        if let Action::Backend = p.tool().action {
+            let Some(backend) = p.skill.backend.clone() else {
+                let why = "the skill's backend is not running; reload the skill to start it";
+                let envelope = Envelope::not_started(id, &p.skill.name, &p.tool().name, why);
+                self.end(&live, RunStatus::Failed, envelope).await;
+                return;
+            };
+            let (status, envelope, took) = self.through_backend(&live, p, backend.as_ref()).await;
             drop(in_flight);
-            crate::metrics::run_finished(&p.tool().name, status.as_str(), took);
+            crate::metrics::run_finished(&envelope.tool, status.as_str(), took);
             self.end(&live, status, envelope).await;
             return;
         }
@@ -406,6 +422,43 @@ impl Invoker {
         drop(in_flight);
         crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);
         self.end(&live, status, envelope).await;
+    }
+
+    /// Runs a call through its skill's backend, between its hooks
+    /// (`before_tool_call`, the call, `after_tool_result`).
+    async fn through_backend(
+        &self,
+        live: &LiveRun,
+        mut p: Prepared,
+        backend: &dyn Backend,
+    ) -> (RunStatus, Envelope, Duration) {
+        let mut effects = Vec::new();
+        let stopped = match hooks::before(&mut p, backend, &mut effects).await {
+            hooks::Before::Go => None,
+            hooks::Before::Cancel(reason) => Some((
+                RunStatus::Denied,
+                format!("cancelled by the skill's before_tool_call hook: {reason}"),
+            )),
+            hooks::Before::Failed(why) => Some((RunStatus::Failed, why)),
+        };
+        let (status, mut envelope, took) = match stopped {
+            Some((status, why)) => {
+                let envelope = Envelope::not_started(live.id, &p.skill.name, &p.tool().name, &why);
+                (status, envelope, Duration::ZERO)
+            }
+            None => {
+                let (status, mut envelope, took) = self.call_backend(live, &p, backend).await;
+                hooks::after(&p, backend, &mut envelope, &mut effects).await;
+                (status, envelope, took)
+            }
+        };
+        let status = if status == RunStatus::Succeeded && !envelope.success {
+            RunStatus::Failed
+        } else {
+            status
+        };
+        envelope.hooks = (!effects.is_empty()).then_some(effects);
+        (status, envelope, took)
     }
 
     /// Runs a call through its skill's backend.

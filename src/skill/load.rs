@@ -141,6 +141,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         types: Vec::new(),
         backend: None,
         hooks: Vec::new(),
+        needs: Vec::new(),
         dir: dir.to_path_buf(),
         definition: def_path,
         files,

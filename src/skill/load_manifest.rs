@@ -1,7 +1,7 @@
 //! Loading a `SKILL.yaml` skill: its fields read as frontmatter is, its
 //! manifest parts, then its backend started for the tools it adds.
 
-use super::backend::{DeclaredTool, LaunchRequest, Launched};
+use super::backend::{BackendKind, DeclaredTool, LaunchRequest, Launched};
 use super::diag::{Code, Diagnostic, Pos};
 use super::files;
 use super::frontmatter;
@@ -67,6 +67,7 @@ pub(super) fn load(
         types: parts.types.clone(),
         backend: None,
         hooks: Vec::new(),
+        needs: needs(&parts, fields.network),
         dir: dir.to_path_buf(),
         definition: path.to_path_buf(),
         files,
@@ -86,6 +87,27 @@ pub(super) fn load(
         p.launch(&mut skill, &parts, &Value::Object(manifest), opts);
     }
     Some(skill)
+}
+
+const SHELL_EXEC: &str = "shell:exec";
+
+/// The permissions a manifest's calls need: a process backend runs a
+/// program, and network access is fetching.
+fn needs(parts: &ManifestParts, network: bool) -> Vec<Need> {
+    let mut needs = Vec::new();
+    if matches!(parts.implementation, Some((BackendKind::Process, _))) {
+        needs.push(Need {
+            permission: SHELL_EXEC,
+            why: "its tools run in a child process",
+        });
+    }
+    if network {
+        needs.push(Need {
+            permission: "net:fetch",
+            why: "it asks for network access (network: true)",
+        });
+    }
+    needs
 }
 
 /// The entrypoint run by its extension's runtime, or directly.
@@ -163,6 +185,17 @@ impl Parse<'_, '_> {
             return;
         };
         let pos = self.key_pos("implementation");
+        if let Some(need) = skill.undeclared_need().filter(|n| n.permission == SHELL_EXEC) {
+            self.warn(
+                Code::InvalidPermission,
+                self.key_pos("permissions").or(pos),
+                format!(
+                    "the process backend is not started: {}, so declare '{SHELL_EXEC}'; its calls are refused until then",
+                    need.why
+                ),
+            );
+            return;
+        }
         let Some(launcher) = opts.launcher else {
             self.error(
                 Code::BackendFailed,

@@ -173,6 +173,13 @@ pub struct SkillFile {
     pub size: u64,
 }
 
+/// A permission the calls of a skill need, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    pub permission: &'static str,
+    pub why: &'static str,
+}
+
 /// One skill, whatever its dialect.
 #[derive(Debug, Clone)]
 pub struct Skill {
@@ -211,6 +218,9 @@ pub struct Skill {
     pub backend: Option<std::sync::Arc<dyn super::backend::Backend>>,
     /// The hooks its backend handles (`before_tool_call`, …).
     pub hooks: Vec<String>,
+    /// Permissions a manifest's calls need, each with why: a call is
+    /// refused while one of them is not declared (`docs/skills.md`).
+    pub needs: Vec<Need>,
     /// The skill's directory.
     pub dir: PathBuf,
     /// The definition file (`SKILL.md` or `SKILL.yaml`).
@@ -231,6 +241,14 @@ impl Skill {
         self.modes
             .iter()
             .any(|m| m.eq_ignore_ascii_case(mode) || m.eq_ignore_ascii_case("global"))
+    }
+
+    /// The first permission its calls need that it does not declare.
+    pub fn undeclared_need(&self) -> Option<Need> {
+        self.needs
+            .iter()
+            .copied()
+            .find(|n| !self.permissions.iter().any(|p| p == n.permission))
     }
 
     /// The files under `references/`, for the prompt route.

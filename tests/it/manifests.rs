@@ -138,7 +138,10 @@ async fn a_process_skill_lists_its_tools_runs_them_in_one_child_and_records_them
         .unwrap_or_else(|| panic!("no echo in {tools}"));
     assert_eq!(echo["parameters"]["required"], json!(["text"]), "{echo}");
     let openai = server.get_json("/tools?format=openai").await.to_string();
-    assert!(openai.contains("\"echo\"") && openai.contains("Answers its input."), "{openai}");
+    assert!(
+        openai.contains("\"echo\"") && openai.contains("Answers its input."),
+        "{openai}"
+    );
     let skill = server.get_json("/skills/proc").await;
     assert_eq!(skill["dialect"], "manifest", "{skill}");
 
@@ -150,7 +153,10 @@ async fn a_process_skill_lists_its_tools_runs_them_in_one_child_and_records_them
     assert_eq!(call(&server, "count", json!({})).await["output"], "call 1");
     assert_eq!(call(&server, "count", json!({})).await["output"], "call 2");
     let again = call(&server, "echo", json!({"text": "again"})).await;
-    assert_eq!(again["parsed"]["pid"], first["parsed"]["pid"], "the child was not kept");
+    assert_eq!(
+        again["parsed"]["pid"], first["parsed"]["pid"],
+        "the child was not kept"
+    );
 
     let run = server
         .get_json(&format!("/runs/{}", first["run_id"].as_str().unwrap()))
@@ -159,7 +165,11 @@ async fn a_process_skill_lists_its_tools_runs_them_in_one_child_and_records_them
     assert_eq!(run["tool"], "echo");
     assert_eq!(run["arguments"], json!({"text": "hi"}));
     assert!(
-        run["argv"].as_array().unwrap().iter().any(|a| a.as_str().unwrap().ends_with("child.py")),
+        run["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str().unwrap().ends_with("child.py")),
         "{run}"
     );
     assert_eq!(run["result"]["parsed"]["text"], "hi", "{run}");
@@ -185,7 +195,10 @@ async fn a_failure_or_an_error_of_the_tool_is_a_failed_envelope() {
     assert!(failed["output"].as_str().unwrap().contains("second line"));
     let oops = call(&server, "oops", json!({})).await;
     assert_eq!(oops["success"], false, "{oops}");
-    assert!(oops["error"].as_str().unwrap().contains("no such thing"), "{oops}");
+    assert!(
+        oops["error"].as_str().unwrap().contains("no such thing"),
+        "{oops}"
+    );
     // Neither hurt the child.
     assert_eq!(call(&server, "count", json!({})).await["output"], "call 1");
 }
@@ -199,7 +212,12 @@ async fn concurrent_calls_share_the_child_and_each_gets_its_own_answer() {
         .into_iter()
         .map(|(secs, tag)| {
             let server = server.clone();
-            tokio::spawn(async move { (tag, call(&server, "slow", json!({"secs": secs, "tag": tag})).await) })
+            tokio::spawn(async move {
+                (
+                    tag,
+                    call(&server, "slow", json!({"secs": secs, "tag": tag})).await,
+                )
+            })
         })
         .collect();
     for c in calls {
@@ -207,7 +225,11 @@ async fn concurrent_calls_share_the_child_and_each_gets_its_own_answer() {
         assert_eq!(envelope["output"], tag, "{envelope}");
     }
     // One child answered all three at once, not one after another.
-    assert!(started.elapsed() < Duration::from_millis(1400), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -216,7 +238,10 @@ async fn a_crashed_child_fails_its_call_and_the_next_call_starts_another() {
     let before = call(&server, "whoami", json!({})).await;
     let crashed = call(&server, "crash", json!({})).await;
     assert_eq!(crashed["success"], false, "{crashed}");
-    assert!(crashed["error"].as_str().unwrap().contains("exited with code 3"), "{crashed}");
+    assert!(
+        crashed["error"].as_str().unwrap().contains("exited with code 3"),
+        "{crashed}"
+    );
     let after = call(&server, "whoami", json!({})).await;
     assert_eq!(after["success"], true, "{after}");
     assert_ne!(after["parsed"]["pid"], before["parsed"]["pid"]);
@@ -242,11 +267,19 @@ async fn a_hung_child_is_killed_at_the_timeout_and_replaced() {
 #[tokio::test]
 async fn a_line_that_is_not_json_rpc_or_too_long_kills_the_child_not_the_server() {
     let (server, _skills) = server_with("", RunSettings::default()).await;
-    for (tool, says) in [("garbage", "not a JSON-RPC 2.0 answer"), ("huge", "longer than 1048576 bytes")] {
-        let pid = call(&server, "whoami", json!({})).await["parsed"]["pid"].as_i64().unwrap();
+    for (tool, says) in [
+        ("garbage", "not a JSON-RPC 2.0 answer"),
+        ("huge", "longer than 1048576 bytes"),
+    ] {
+        let pid = call(&server, "whoami", json!({})).await["parsed"]["pid"]
+            .as_i64()
+            .unwrap();
         let broken = call(&server, tool, json!({})).await;
         assert_eq!(broken["success"], false, "{broken}");
-        assert!(broken["error"].as_str().unwrap().contains(says), "{tool}: {broken}");
+        assert!(
+            broken["error"].as_str().unwrap().contains(says),
+            "{tool}: {broken}"
+        );
         wait_gone(pid).await;
     }
     let fine = call(&server, "echo", json!({"text": "still here"})).await;
@@ -267,7 +300,9 @@ async fn an_idle_child_is_stopped_and_the_next_call_starts_it_again() {
         ..RunSettings::default()
     };
     let (server, _skills) = server_with("", settings).await;
-    let pid = call(&server, "whoami", json!({})).await["parsed"]["pid"].as_i64().unwrap();
+    let pid = call(&server, "whoami", json!({})).await["parsed"]["pid"]
+        .as_i64()
+        .unwrap();
     wait_gone(pid).await;
     let again = call(&server, "whoami", json!({})).await;
     assert_eq!(again["success"], true, "{again}");
@@ -298,7 +333,10 @@ async fn a_call_of_a_user_process_skill_waits_for_approval_like_any_other() {
         .await;
     assert_eq!(request["permissions"], json!(["shell:exec"]), "{request}");
     let approved = reqwest::Client::new()
-        .post(server.url(&format!("/approvals/{}/approve", held["approval_id"].as_str().unwrap())))
+        .post(server.url(&format!(
+            "/approvals/{}/approve",
+            held["approval_id"].as_str().unwrap()
+        )))
         .json(&json!({"scope": "once"}))
         .send()
         .await
@@ -319,7 +357,7 @@ async fn a_child_that_does_not_initialize_is_an_error_diagnostic() {
     std::fs::write(
         dir.join("SKILL.yaml"),
         "name: broken\nversion: 1.0.0\ndescription: Exits at once.\ntypes: [tool]\n\
-         implementation:\n  backend: process\n  entrypoint: child.py\n",
+         permissions: [shell:exec]\nimplementation:\n  backend: process\n  entrypoint: child.py\n",
     )
     .unwrap();
     std::fs::write(dir.join("child.py"), "import sys\nsys.exit(1)\n").unwrap();
@@ -333,7 +371,7 @@ async fn a_child_that_does_not_initialize_is_an_error_diagnostic() {
         .unwrap_or_else(|| panic!("{diagnostics}"));
     assert_eq!(found["code"], "backend_failed", "{found}");
     assert_eq!(found["severity"], "error");
-    assert_eq!(found["line"], 5, "{found}");
+    assert_eq!(found["line"], 6, "{found}");
     assert_eq!(server.get_json("/skills/broken").await["status"], 404);
 }
 
@@ -344,4 +382,322 @@ async fn wait_gone(pid: i64) {
         assert!(Instant::now() < deadline, "process {pid} is still there");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A child with both hooks: `before_tool_call` cancels, rewrites or
+/// breaks the input by the name given; `after_tool_result` marks or
+/// breaks the result.
+const HOOK_CHILD: &str = r#"
+import json, sys
+
+TOOLS = [{"name": "greet", "description": "Greets.",
+          "input_schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}]
+
+def hook(params):
+    name = params["payload"]["input"].get("name")
+    if params["phase"] == "before_tool_call":
+        if name == "mallory":
+            return {"cancel": "mallory may not be greeted"}
+        if name == "shout":
+            return {"payload": {"input": {"name": "SHOUT"}}}
+        if name == "bad":
+            return {"payload": {"input": {"name": 5}}}
+        return {}
+    if name == "checked":
+        out = params["payload"]["result"]["output"]
+        return {"payload": {"result": {"output": out + " (checked)"}}}
+    if name == "boom":
+        raise ValueError("the after hook broke")
+    return {}
+
+for line in sys.stdin:
+    req = json.loads(line)
+    method, params = req["method"], req.get("params") or {}
+    try:
+        if method == "initialize":
+            result = {"tools": TOOLS, "hooks": ["before_tool_call", "after_tool_result"]}
+        elif method == "tool/execute":
+            result = {"output": "hello " + params["input"]["name"], "success": True}
+        elif method == "hook/handle":
+            result = hook(params)
+        else:
+            result = None
+        reply = {"jsonrpc": "2.0", "id": req["id"], "result": result}
+    except Exception as e:
+        reply = {"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32000, "message": str(e)}}
+    print(json.dumps(reply), flush=True)
+    if method == "shutdown":
+        break
+"#;
+
+async fn hooked_server() -> (TestServer, tempfile::TempDir) {
+    let skills = tempdir().unwrap();
+    let dir = skills.path().join("hooked");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.yaml"),
+        "name: hooked\nversion: 1.0.0\ndescription: Greets, between hooks.\ntypes: [tool]\n\
+         permissions: [shell:exec]\nimplementation:\n  backend: process\n  entrypoint: child.py\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("child.py"), HOOK_CHILD).unwrap();
+    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    server.allow_every_tool().await;
+    (server, skills)
+}
+
+#[tokio::test]
+async fn a_before_hook_cancels_with_403_and_the_run_is_recorded_denied() {
+    let (server, _skills) = hooked_server().await;
+    let (status, problem) = server.invoke("greet", json!({"name": "mallory"})).await;
+    assert_eq!(status, 403, "{problem}");
+    assert_eq!(problem["code"], "hook_cancelled", "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("mallory may not be greeted"),
+        "{problem}"
+    );
+    let runs = server.get_json("/runs?skill=hooked").await;
+    let run = &runs["runs"][0];
+    assert_eq!(run["status"], "denied", "{runs}");
+    assert_eq!(run["result"]["hooks"][0]["effect"], "cancelled", "{run}");
+    assert_eq!(run["result"]["hooks"][0]["phase"], "before_tool_call", "{run}");
+}
+
+#[tokio::test]
+async fn hooks_change_the_input_and_the_result_and_say_so_on_the_run() {
+    let (server, _skills) = hooked_server().await;
+    let shouted = call(&server, "greet", json!({"name": "shout"})).await;
+    assert_eq!(shouted["output"], "hello SHOUT", "{shouted}");
+    assert_eq!(shouted["hooks"][0]["effect"], "replaced_input", "{shouted}");
+    assert_eq!(shouted["hooks"][0]["detail"], json!({"name": "SHOUT"}));
+    assert_eq!(shouted["hooks"][1]["effect"], "kept", "{shouted}");
+    let checked = call(&server, "greet", json!({"name": "checked"})).await;
+    assert_eq!(checked["output"], "hello checked (checked)", "{checked}");
+    assert_eq!(checked["hooks"][1]["effect"], "replaced_result", "{checked}");
+    let run = server
+        .get_json(&format!("/runs/{}", checked["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["result"]["hooks"], checked["hooks"], "{run}");
+    // The run log keeps what the caller asked for; the hook's change is in
+    // the envelope.
+    assert_eq!(run["arguments"], json!({"name": "checked"}));
+}
+
+#[tokio::test]
+async fn a_failing_hook_fails_the_call_clearly() {
+    let (server, _skills) = hooked_server().await;
+    let bad = call(&server, "greet", json!({"name": "bad"})).await;
+    assert_eq!(bad["success"], false, "{bad}");
+    let error = bad["error"].as_str().unwrap();
+    assert!(
+        error.contains("before_tool_call hook failed") && error.contains("not valid"),
+        "{bad}"
+    );
+    assert_eq!(bad["hooks"][0]["effect"], "failed", "{bad}");
+    let boom = call(&server, "greet", json!({"name": "boom"})).await;
+    assert_eq!(boom["success"], false, "{boom}");
+    assert!(
+        boom["error"].as_str().unwrap().contains("the after hook broke"),
+        "{boom}"
+    );
+    assert_eq!(
+        boom["output"], "hello boom",
+        "the result is kept for the record: {boom}"
+    );
+    let run = server
+        .get_json(&format!("/runs/{}", boom["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["status"], "failed", "{run}");
+}
+
+#[tokio::test]
+async fn a_call_needing_an_undeclared_permission_is_refused_and_nothing_runs() {
+    let skills = tempdir().unwrap();
+    // Network access is fetching: without net:fetch, no call.
+    process_skill(skills.path(), "online", "network: true\n");
+    // A process backend is a program: without shell:exec it is not even
+    // started, and its declared tools are refused.
+    let quiet = skills.path().join("quiet");
+    std::fs::create_dir_all(&quiet).unwrap();
+    std::fs::write(
+        quiet.join("SKILL.yaml"),
+        "name: quiet\nversion: 1.0.0\ndescription: Declares no permission.\ntypes: [tool]\n\
+         implementation:\n  backend: process\n  entrypoint: child.py\n\
+         tools:\n  - name: quiet_ping\n    description: Pings.\n",
+    )
+    .unwrap();
+    let marker = skills.path().join("started");
+    std::fs::write(
+        quiet.join("child.py"),
+        format!("open({:?}, 'w').write('started')\n", marker.display().to_string()),
+    )
+    .unwrap();
+    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    server.allow_every_tool().await;
+    let (status, problem) = server.invoke("count", json!({})).await;
+    assert_eq!(status, 403, "{problem}");
+    assert_eq!(problem["code"], "permission_not_declared", "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("net:fetch"),
+        "{problem}"
+    );
+    let (status, problem) = server.invoke("quiet_ping", json!({})).await;
+    assert_eq!(status, 403, "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("shell:exec"),
+        "{problem}"
+    );
+    assert!(!marker.exists(), "the child ran");
+    let runs = server.get_json("/runs").await;
+    assert_eq!(runs["runs"], json!([]), "{runs}");
+    let diagnostics = server.get_json("/diagnostics").await.to_string();
+    assert!(
+        diagnostics.contains("the process backend is not started"),
+        "{diagnostics}"
+    );
+}
+
+/// Loads `files` (name → text) as skill `name`, without a launcher.
+fn load_manifest(name: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, skilld::skill::Loaded) {
+    use skilld::skill::{LoadOptions, PathCache, Runtimes, load_skill};
+    let root = tempdir().unwrap();
+    let dir = root.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, text) in files {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let loaded = load_skill(
+        &dir,
+        &LoadOptions {
+            source: "test",
+            trust: Trust::User,
+            max_timeout_secs: 600,
+            runtimes: &Runtimes::default(),
+            path: &PathCache::new(std::env::var_os("PATH")),
+            launcher: None,
+        },
+    );
+    (root, loaded)
+}
+
+/// Each diagnostic as `code@line:column`.
+fn found(l: &skilld::skill::Loaded) -> Vec<String> {
+    l.diagnostics
+        .iter()
+        .map(|d| format!("{}@{}:{}", d.code, d.line.unwrap_or(0), d.column.unwrap_or(0)))
+        .collect()
+}
+
+#[test]
+fn a_manifest_is_validated_with_positions() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "empty",
+            "{}\n",
+            &[
+                "missing_field@1:1",
+                "missing_field@1:1",
+                "missing_field@1:1",
+                "missing_field@1:1",
+            ],
+        ),
+        ("yaml", "name: yaml\nversion: [1\n", &["invalid_yaml@3:1"]),
+        (
+            "fields",
+            "name: other\nversion: one\ndescription: Bad fields.\ntypes: [tool, gadget]\nshiny: true\n\
+             implementation: {backend: plugin, entrypoint: plugin.so}\n",
+            &[
+                "unknown_field@5:1",
+                "name_mismatch@1:1",
+                "invalid_version@2:1",
+                "invalid_field@4:1",
+                "unsupported_backend@6:1",
+            ],
+        ),
+        (
+            "entry",
+            "name: entry\nversion: 1.0.0\ndescription: Missing entrypoint.\ntypes: [tool]\n\
+             implementation:\n  backend: process\n  entrypoint: ../main.py\n",
+            &["program_outside_skill@5:1"],
+        ),
+        (
+            "tools",
+            "name: tools\nversion: 1.0.0\ndescription: Bad tools.\ntypes: [prompt]\ntools:\n\
+             \x20 - name: Bad-Name\n  - name: stringy\n    input_schema: {type: string}\n\
+             \x20 - name: twice\n  - name: twice\n",
+            &[
+                "invalid_tool_name@6:11",
+                "invalid_parameter@7:11",
+                "duplicate_tool@9:11",
+                "missing_field@4:1",
+            ],
+        ),
+    ];
+    for (name, text, want) in cases {
+        let (_root, loaded) = load_manifest(name, &[("SKILL.yaml", text)]);
+        assert!(loaded.skill.is_none(), "{name} loaded");
+        assert_eq!(&found(&loaded), want, "{name}: {:#?}", loaded.diagnostics);
+        assert!(
+            loaded.diagnostics.iter().all(|d| d.path.ends_with("SKILL.yaml")),
+            "{name}: {:#?}",
+            loaded.diagnostics
+        );
+    }
+}
+
+#[test]
+fn a_prompt_manifest_serves_its_prompt_and_context_within_budget() {
+    let manifest = "name: guide\nversion: 0.1.0\ndescription: A guide.\ntypes: [prompt]\n\
+                    prompt:\n  system_prompt_file: prompts/system.md\n  context_files: [notes/a.md, notes/b.md]\n\
+                    \x20 max_context_tokens: 40\n";
+    let (_root, loaded) = load_manifest(
+        "guide",
+        &[
+            ("SKILL.yaml", manifest),
+            ("prompts/system.md", "You are a careful guide.\n"),
+            ("notes/a.md", "Short note.\n"),
+            ("notes/b.md", &"long ".repeat(100)),
+            (
+                "SKILL.md",
+                "---\nname: guide\ndescription: Not read.\n---\nIgnored body.\n",
+            ),
+        ],
+    );
+    let skill = loaded
+        .skill
+        .clone()
+        .unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics));
+    assert_eq!(
+        skill.dialect,
+        skilld::skill::Dialect::Manifest,
+        "SKILL.yaml decides"
+    );
+    assert_eq!(skill.types, ["prompt"]);
+    assert!(skill.tools.is_empty());
+    assert!(
+        skill.instructions.starts_with("You are a careful guide."),
+        "{}",
+        skill.instructions
+    );
+    assert!(
+        skill.instructions.contains("## notes/a.md\n\nShort note."),
+        "{}",
+        skill.instructions
+    );
+    assert!(
+        !skill.instructions.contains("long long"),
+        "over budget: {}",
+        skill.instructions
+    );
+    assert_eq!(
+        found(&loaded),
+        ["description_truncated@5:1"],
+        "{:#?}",
+        loaded.diagnostics
+    );
 }

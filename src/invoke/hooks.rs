@@ -1,0 +1,154 @@
+//! A manifest skill's hooks around a call of its tools (`docs/skills.md`
+//! "Hooks"): `before_tool_call` may change the input or cancel the call,
+//! `after_tool_result` may change the result. Each one's effect goes into
+//! the envelope, so the run log keeps it.
+
+use super::{Envelope, Prepared, args};
+use crate::skill::backend::{Backend, HookAnswer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+use utoipa::ToSchema;
+
+/// The longest a hook may take.
+pub const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub const BEFORE: &str = "before_tool_call";
+pub const AFTER: &str = "after_tool_result";
+
+/// What one hook did to a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HookEffect {
+    /// `before_tool_call` or `after_tool_result`.
+    pub phase: String,
+    /// `kept`, `replaced_input`, `replaced_result`, `cancelled` or `failed`.
+    pub effect: String,
+    /// The new input or result, the reason of a cancel, or why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub detail: Option<Value>,
+}
+
+/// How the call goes on after `before_tool_call`.
+pub(super) enum Before {
+    Go,
+    Cancel(String),
+    Failed(String),
+}
+
+fn effect(phase: &str, effect: &str, detail: Option<Value>) -> HookEffect {
+    HookEffect {
+        phase: phase.to_owned(),
+        effect: effect.to_owned(),
+        detail,
+    }
+}
+
+/// Runs `before_tool_call` if the skill has it, replacing `p`'s arguments
+/// with a changed input (checked again like the caller's).
+pub(super) async fn before(p: &mut Prepared, backend: &dyn Backend, effects: &mut Vec<HookEffect>) -> Before {
+    if !p.skill.hooks.iter().any(|h| h == BEFORE) {
+        return Before::Go;
+    }
+    let payload = json!({"input": p.arguments});
+    let answer = match backend.hook(BEFORE, &p.tool().name, payload, HOOK_TIMEOUT).await {
+        Ok(answer) => answer,
+        Err(why) => return failed(BEFORE, why, effects),
+    };
+    match answer {
+        HookAnswer::Keep => {
+            effects.push(effect(BEFORE, "kept", None));
+            Before::Go
+        }
+        HookAnswer::Cancel(reason) => {
+            effects.push(effect(BEFORE, "cancelled", Some(Value::String(reason.clone()))));
+            Before::Cancel(reason)
+        }
+        HookAnswer::Replace(payload) => match new_input(p, &payload) {
+            Ok(input) => {
+                effects.push(effect(
+                    BEFORE,
+                    "replaced_input",
+                    Some(Value::Object(input.clone())),
+                ));
+                p.arguments = input;
+                Before::Go
+            }
+            Err(why) => failed(BEFORE, why, effects),
+        },
+    }
+}
+
+fn failed(phase: &str, why: String, effects: &mut Vec<HookEffect>) -> Before {
+    effects.push(effect(phase, "failed", Some(Value::String(why.clone()))));
+    Before::Failed(format!("the skill's {phase} hook failed: {why}"))
+}
+
+/// The input of a `{"payload": {"input": {...}}}` answer, valid for the tool.
+fn new_input(p: &Prepared, payload: &Value) -> Result<Map<String, Value>, String> {
+    let Some(Value::Object(input)) = payload.get("input") else {
+        return Err("its payload must be {\"input\": {...}}".to_owned());
+    };
+    args::validate(p.tool(), input).map_err(|errors| {
+        let said: Vec<String> = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        format!(
+            "the input it gave is not valid for the tool ({})",
+            said.join("; ")
+        )
+    })
+}
+
+/// Runs `after_tool_result` if the skill has it: a payload's `result`
+/// replaces the envelope's `output` and `parsed` with those it gives. A
+/// failing hook fails the call, its result kept for the record.
+pub(super) async fn after(
+    p: &Prepared,
+    backend: &dyn Backend,
+    envelope: &mut Envelope,
+    effects: &mut Vec<HookEffect>,
+) {
+    if !p.skill.hooks.iter().any(|h| h == AFTER) {
+        return;
+    }
+    let payload = json!({"input": p.arguments, "result": envelope});
+    let outcome = backend
+        .hook(AFTER, &p.tool().name, payload, HOOK_TIMEOUT)
+        .await
+        .and_then(|answer| apply(answer, envelope));
+    match outcome {
+        Ok(e) => effects.push(e),
+        Err(why) => {
+            effects.push(effect(AFTER, "failed", Some(Value::String(why.clone()))));
+            envelope.success = false;
+            envelope.error = Some(format!("the skill's {AFTER} hook failed: {why}"));
+        }
+    }
+}
+
+fn apply(answer: HookAnswer, envelope: &mut Envelope) -> Result<HookEffect, String> {
+    match answer {
+        HookAnswer::Keep => Ok(effect(AFTER, "kept", None)),
+        HookAnswer::Cancel(_) => Err("a result cannot be cancelled; it ran".to_owned()),
+        HookAnswer::Replace(payload) => {
+            let Some(Value::Object(result)) = payload.get("result") else {
+                return Err("its payload must be {\"result\": {\"output\", \"parsed\"}}".to_owned());
+            };
+            if let Some(output) = result.get("output") {
+                let text = output.as_str().map_or_else(|| output.to_string(), str::to_owned);
+                let (kept, truncated, bytes) = crate::runner::clip(text.as_bytes());
+                (envelope.output, envelope.truncated, envelope.output_bytes) = (kept, truncated, bytes);
+            }
+            if let Some(parsed) = result.get("parsed") {
+                envelope.parsed = (!parsed.is_null()).then(|| parsed.clone());
+            }
+            Ok(effect(
+                AFTER,
+                "replaced_result",
+                Some(Value::Object(result.clone())),
+            ))
+        }
+    }
+}
