@@ -5,6 +5,7 @@
 
 mod process;
 mod rpc;
+mod starlark;
 
 pub use process::ProcessBackend;
 
@@ -111,7 +112,12 @@ impl Launch for Launcher {
     fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
         match req.kind {
             BackendKind::Process => self.process(req),
-            BackendKind::Starlark => Err("the starlark backend is not available in this build".to_owned()),
+            BackendKind::Starlark => starlark::launch(
+                req,
+                self.sandbox.clone(),
+                self.settings.clone(),
+                self.runtime.clone(),
+            ),
         }
     }
 }

@@ -34,6 +34,7 @@ mod server_process;
 mod skill_match;
 mod sources;
 mod standalone;
+mod starlark;
 mod store;
 mod toolserver;
 mod typescript_client;

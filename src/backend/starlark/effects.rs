@@ -1,0 +1,322 @@
+//! What the SDK functions do once their permission is checked: run a
+//! program in the run sandbox, read and write files where a run may, read
+//! the allowlisted environment, and fetch a URL. They run on the
+//! evaluation's thread (never a runtime worker), so they may block on the
+//! server's runtime.
+
+use super::Shared;
+use super::sdk::Ctx;
+use crate::runner::{Spec, child_env};
+use crate::sandbox::Request;
+use anyhow::{anyhow, bail};
+use axum::body::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use serde_json::{Value, json};
+use std::cell::OnceCell;
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+/// The largest file `read_file` reads or `write_file` writes, and the
+/// largest body `fetch` takes.
+const MAX_BYTES: usize = 1024 * 1024;
+/// The longest a fetch may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An evaluation's own directory under the scratch root (the `TMPDIR` and
+/// `HOME` of the programs it runs), made when first needed and removed
+/// with the evaluation.
+pub(super) struct Scratch {
+    path: PathBuf,
+    made: OnceCell<()>,
+}
+
+impl Scratch {
+    pub(super) fn new(shared: &Shared) -> Self {
+        let name = format!("starlark-{}-{}", shared.skill, uuid::Uuid::now_v7());
+        Self {
+            path: shared.settings.scratch_dir.join(name),
+            made: OnceCell::new(),
+        }
+    }
+
+    /// The directory, made (and given to the sandbox's user) if need be.
+    fn make(&self, shared: &Shared) -> anyhow::Result<&Path> {
+        if self.made.get().is_none() {
+            self.create(shared)
+                .map_err(|e| anyhow!("cannot make the evaluation's directory: {e}"))?;
+            let _ = self.made.set(());
+        }
+        Ok(&self.path)
+    }
+
+    fn create(&self, shared: &Shared) -> std::io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        crate::sandbox::ensure_scratch_root(&shared.settings.scratch_dir)?;
+        std::fs::DirBuilder::new().mode(0o700).create(&self.path)?;
+        if shared.sandbox.applies_to(shared.trust)
+            && let Some((uid, gid)) = shared.sandbox.identity()
+        {
+            std::os::unix::fs::lchown(&self.path, Some(uid), Some(gid))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.made.get().is_some()
+            && let Err(e) = std::fs::remove_dir_all(&self.path)
+        {
+            let dir = self.path.display();
+            tracing::warn!(%dir, error = %e, "cannot remove a Starlark evaluation's directory");
+        }
+    }
+}
+
+/// The environment a child of the skill gets: the allowlist, with `HOME`
+/// and `TMPDIR` the evaluation's directory.
+fn environment(ctx: &Ctx) -> Vec<(String, String)> {
+    let shared = &ctx.shared;
+    let mut env = child_env(&shared.skill, &shared.dir, "Global", &shared.settings.extra_env);
+    env.retain(|(name, _)| name != "HOME" && name != "TMPDIR");
+    let scratch = ctx.scratch.path.display().to_string();
+    env.extend([
+        ("HOME".to_owned(), scratch.clone()),
+        ("TMPDIR".to_owned(), scratch),
+    ]);
+    env
+}
+
+pub(super) fn env_var(ctx: &Ctx, name: &str) -> Option<String> {
+    environment(ctx)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, value)| value)
+}
+
+/// Runs `program` with `args` through the runner, in the run sandbox:
+/// `{"exit_code", "output", "success"}`.
+pub(super) fn exec(
+    ctx: &Ctx,
+    program: &str,
+    args: Vec<String>,
+    timeout: Option<f64>,
+) -> anyhow::Result<Value> {
+    let mut limit = ctx.bounds.left();
+    if let Some(secs) = timeout {
+        if !(secs.is_finite() && secs > 0.0) {
+            bail!("exec: timeout must be a positive number of seconds");
+        }
+        limit = limit.min(Duration::try_from_secs_f64(secs).unwrap_or(limit));
+    }
+    if limit.is_zero() {
+        bail!("exec: no time is left for '{program}'");
+    }
+    let program = resolve_program(&ctx.shared.dir, program)?;
+    let scratch = ctx.scratch.make(&ctx.shared)?;
+    let spec = spec(ctx, scratch, program, args, limit)
+        .map_err(|e| anyhow!("exec: cannot prepare its sandbox: {e}"))?;
+    let cancel = ctx.bounds.cancel.child_token();
+    let outcome = ctx
+        .shared
+        .runtime
+        .block_on(crate::runner::run(spec, cancel, None, |_| {}));
+    if let Some(why) = outcome.spawn_error {
+        bail!("exec: {why}");
+    }
+    let success = outcome.exit_code == Some(0) && !outcome.timed_out && !outcome.cancelled;
+    Ok(json!({"exit_code": outcome.exit_code, "output": outcome.output, "success": success}))
+}
+
+/// A bare name is looked up on the child's `PATH`; a relative path with a
+/// slash is the skill's own program and must stay inside its directory.
+fn resolve_program(dir: &Path, program: &str) -> anyhow::Result<String> {
+    if program.is_empty() || program.contains('\0') {
+        bail!("exec: the program must be a name or a path");
+    }
+    if !program.contains('/') || Path::new(program).is_absolute() {
+        return Ok(program.to_owned());
+    }
+    match crate::skill::files::resolve_inside(dir, program) {
+        Ok(path) => Ok(path.display().to_string()),
+        Err(true) => bail!("exec: '{program}' is outside the skill's directory"),
+        Err(false) => bail!("exec: '{program}' does not exist in the skill's directory"),
+    }
+}
+
+/// A confined spec, as for a run of the skill's tools.
+fn spec(
+    ctx: &Ctx,
+    scratch: &Path,
+    program: String,
+    args: Vec<String>,
+    timeout: Duration,
+) -> std::io::Result<Spec> {
+    let shared = &ctx.shared;
+    let request = Request {
+        trust: shared.trust,
+        skill_dir: &shared.dir,
+        workspace: &shared.settings.workspace,
+        workspace_write: shared.allows("file:write"),
+        scratch,
+        network: shared.network,
+        programs: Some(PathBuf::from(&program))
+            .filter(|p| p.is_absolute())
+            .into_iter()
+            .collect(),
+        memory_bytes: shared.memory_bytes.or(shared.settings.limits.memory_bytes),
+    };
+    let mut limits = shared.settings.limits;
+    limits.memory_bytes = request.memory_bytes;
+    Ok(Spec {
+        program,
+        args,
+        cwd: shared.settings.workspace.clone(),
+        env: environment(ctx),
+        timeout,
+        grace: shared.settings.grace,
+        limits,
+        isolate_network: !shared.network,
+        confinement: shared.sandbox.confine(&request)?,
+    })
+}
+
+/// The real path of `path`, refused unless it lies in the skill's
+/// directory (a relative path) or in it or the evaluation's own (an
+/// absolute one), symlinks followed.
+fn readable(ctx: &Ctx, path: &str) -> anyhow::Result<PathBuf> {
+    let outside = || anyhow!("read_file: '{path}' is outside the skill's directory and the evaluation's own");
+    if !Path::new(path).is_absolute() {
+        return crate::skill::files::resolve_inside(&ctx.shared.dir, path).map_err(|left| {
+            if left {
+                outside()
+            } else {
+                anyhow!("read_file: cannot open '{path}': no such file")
+            }
+        });
+    }
+    let real = Path::new(path)
+        .canonicalize()
+        .map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
+    let roots = [ctx.shared.dir.as_path(), ctx.scratch.path.as_path()];
+    let inside = roots
+        .iter()
+        .filter_map(|r| r.canonicalize().ok())
+        .any(|r| real.starts_with(r));
+    if inside { Ok(real) } else { Err(outside()) }
+}
+
+pub(super) fn read_file(ctx: &Ctx, path: &str) -> anyhow::Result<String> {
+    let real = readable(ctx, path)?;
+    let file = std::fs::File::open(&real).map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        bail!("read_file: '{path}' is not a file");
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| anyhow!("read_file: cannot read '{path}': {e}"))?;
+    if bytes.len() > MAX_BYTES {
+        bail!("read_file: '{path}' is larger than {MAX_BYTES} bytes");
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow!("read_file: '{path}' is not UTF-8 text"))
+}
+
+/// Writes `text` to `path` in the evaluation's own directory (relative to
+/// it, or absolute inside it). The parent must exist and lie inside after
+/// symlinks are followed; the file itself is never a symlink followed.
+pub(super) fn write_file(ctx: &Ctx, path: &str, text: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if text.len() > MAX_BYTES {
+        bail!("write_file: the text is larger than {MAX_BYTES} bytes");
+    }
+    let scratch = ctx.scratch.make(&ctx.shared)?;
+    let rel = Path::new(path).strip_prefix(scratch).unwrap_or(Path::new(path));
+    if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+        bail!(
+            "write_file: '{path}' is not a file name inside the evaluation's directory ({})",
+            scratch.display()
+        );
+    }
+    let target = scratch.join(rel);
+    let parent = target
+        .parent()
+        .and_then(|p| p.canonicalize().ok())
+        .ok_or_else(|| anyhow!("write_file: the directory of '{path}' does not exist"))?;
+    if !parent.starts_with(scratch.canonicalize()?) {
+        bail!("write_file: '{path}' is outside the evaluation's directory");
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&target)
+        .map_err(|e| anyhow!("write_file: cannot write '{path}': {e}"))?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| anyhow!("write_file: cannot write '{path}': {e}"))
+}
+
+/// An HTTP(S) GET of `url`, bounded in size and time:
+/// `{"status", "body", "success"}`. Redirects are not followed.
+pub(super) fn fetch(ctx: &Ctx, url: &str) -> anyhow::Result<Value> {
+    if !ctx.shared.network {
+        bail!(
+            "fetch is refused: skill '{}' runs without the network (network: false)",
+            ctx.shared.skill
+        );
+    }
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|e| anyhow!("fetch: '{url}' is not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        bail!("fetch: '{url}' is not an http or https URL");
+    }
+    let limit = ctx.bounds.left().min(FETCH_TIMEOUT);
+    let cancel = ctx.bounds.cancel.clone();
+    let late = format!("no answer within {}s", limit.as_secs_f64().ceil());
+    let (status, body) = ctx
+        .shared
+        .runtime
+        .block_on(async move {
+            tokio::select! {
+                got = tokio::time::timeout(limit, get(uri)) => got.unwrap_or(Err(late)),
+                () = cancel.cancelled() => Err("cancelled".to_owned()),
+            }
+        })
+        .map_err(|why| anyhow!("fetch: GET {url}: {why}"))?;
+    Ok(json!({"status": status, "body": body, "success": (200..300).contains(&status)}))
+}
+
+async fn get(uri: hyper::Uri) -> Result<(u16, String), String> {
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())
+        .map_err(|e| e.to_string())?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, Empty<Bytes>>(https);
+    let request = hyper::Request::get(uri)
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("skilld/", env!("CARGO_PKG_VERSION")),
+        )
+        .body(Empty::new())
+        .map_err(|e| e.to_string())?;
+    let response = client.request(request).await.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let body = Limited::new(response.into_body(), MAX_BYTES)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                format!("the body is larger than {MAX_BYTES} bytes")
+            } else {
+                e.to_string()
+            }
+        })?
+        .to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}

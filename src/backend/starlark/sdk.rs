@@ -1,0 +1,303 @@
+//! The globals a skill's script sees (`docs/design.md` §2, the Starlark
+//! table). Every function with an effect checks the skill's permissions
+//! before it acts.
+
+use super::Shared;
+use super::bounds::Bounds;
+use super::effects::{self, Scratch};
+use crate::skill::backend::DeclaredTool;
+use anyhow::{anyhow, bail};
+use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension};
+use starlark::eval::Evaluator;
+use starlark::starlark_module;
+use starlark::values::dict::DictMut;
+use starlark::values::float::UnpackFloat;
+use starlark::values::list_or_tuple::UnpackListOrTuple;
+use starlark::values::none::{NoneOr, NoneType};
+use starlark::values::{Heap, Value};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// The hook phases a script may register (those skilld runs).
+const PHASES: [&str; 2] = ["before_tool_call", "after_tool_result"];
+
+/// What a script registered while it loaded.
+#[derive(Debug, Default)]
+pub(super) struct Declared {
+    pub tools: Vec<DeclaredTool>,
+    pub hooks: Vec<String>,
+}
+
+/// What the SDK functions of one evaluation work with.
+pub(super) struct Ctx {
+    pub shared: Arc<Shared>,
+    pub bounds: Bounds,
+    /// `Some` while the script loads: only then may it register.
+    declared: Option<RefCell<Declared>>,
+    /// The evaluation's own directory, made when first needed.
+    pub scratch: Scratch,
+}
+
+impl Ctx {
+    pub(super) fn new(shared: Arc<Shared>, bounds: Bounds, loading: bool) -> Self {
+        let scratch = Scratch::new(&shared);
+        Self {
+            shared,
+            bounds,
+            declared: loading.then(RefCell::default),
+            scratch,
+        }
+    }
+
+    pub(super) fn take_declared(&self) -> Declared {
+        self.declared.as_ref().map(RefCell::take).unwrap_or_default()
+    }
+
+    /// Fails unless the skill declares `permission`.
+    fn require(&self, function: &str, permission: &str) -> anyhow::Result<()> {
+        if self.shared.allows(permission) {
+            return Ok(());
+        }
+        bail!(
+            "{function} needs the permission '{permission}', which skill '{}' does not declare",
+            self.shared.skill
+        )
+    }
+
+    fn registering(&self, function: &str) -> anyhow::Result<&RefCell<Declared>> {
+        self.declared.as_ref().ok_or_else(|| {
+            anyhow!("{function} may only be called while the script loads, not from a handler")
+        })
+    }
+}
+
+thread_local! {
+    /// The context of the evaluation this thread runs. Not the evaluator's
+    /// `extra`: that needs an unsafe trait implementation.
+    static CURRENT: RefCell<Option<Rc<Ctx>>> = const { RefCell::new(None) };
+}
+
+/// Makes `ctx` the thread's context until the answer is dropped.
+pub(super) fn enter(ctx: Rc<Ctx>) -> Entered {
+    Entered(CURRENT.with(|c| c.replace(Some(ctx))))
+}
+
+/// Restores the context that was current before [`enter`].
+pub(super) struct Entered(Option<Rc<Ctx>>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let before = self.0.take();
+        CURRENT.with(|c| c.replace(before));
+    }
+}
+
+/// The context of the evaluation this thread runs.
+fn ctx() -> anyhow::Result<Rc<Ctx>> {
+    CURRENT
+        .with(|c| c.borrow().clone())
+        .ok_or_else(|| anyhow!("the skilld SDK is not available in this evaluation"))
+}
+
+pub(super) fn tool_key(name: &str) -> String {
+    format!("tool:{name}")
+}
+
+pub(super) fn hook_key(phase: &str) -> String {
+    format!("hook:{phase}")
+}
+
+/// Keeps `handler` under `key` in the module's registry, so that it is
+/// frozen with the module.
+fn keep<'v>(eval: &Evaluator<'v, '_, '_>, key: &str, handler: Value<'v>) -> anyhow::Result<()> {
+    let registry = eval
+        .module()
+        .extra_value()
+        .ok_or_else(|| anyhow!("the module has no registry"))?;
+    let key = eval
+        .heap()
+        .alloc_str(key)
+        .to_value()
+        .get_hashed()
+        .map_err(starlark::Error::into_anyhow)?;
+    DictMut::from_value(registry)?.aref.insert_hashed(key, handler);
+    Ok(())
+}
+
+fn check_handler(function: &str, handler: Value<'_>) -> anyhow::Result<()> {
+    if handler.get_type() == "function" {
+        Ok(())
+    } else {
+        bail!(
+            "{function}: handler must be a function, not a {}",
+            handler.get_type()
+        )
+    }
+}
+
+/// The standard library, `print`, and the SDK.
+pub(super) fn globals() -> Globals {
+    GlobalsBuilder::extended_by(&[LibraryExtension::Print])
+        .with(sdk)
+        .build()
+}
+
+#[starlark_module]
+fn sdk(builder: &mut GlobalsBuilder) {
+    /// Declares a tool: `handler(args)` gets its validated arguments.
+    fn register_tool<'v>(
+        name: &str,
+        description: &str,
+        parameters: Value<'v>,
+        handler: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> anyhow::Result<NoneType> {
+        let ctx = ctx()?;
+        let declared = ctx.registering("register_tool")?;
+        if name.is_empty() {
+            bail!("register_tool: name must not be empty");
+        }
+        let schema = parameters
+            .to_json_value()
+            .ok()
+            .filter(serde_json::Value::is_object);
+        let Some(input_schema) = schema else {
+            bail!(
+                "register_tool: parameters of '{name}' must be a dict (a JSON Schema), not a {}",
+                parameters.get_type()
+            );
+        };
+        check_handler("register_tool", handler)?;
+        if declared.borrow().tools.iter().any(|t| t.name == name) {
+            bail!("register_tool: tool '{name}' is already registered");
+        }
+        keep(eval, &tool_key(name), handler)?;
+        declared.borrow_mut().tools.push(DeclaredTool {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            input_schema,
+        });
+        Ok(NoneType)
+    }
+
+    /// Declares a hook: `handler(payload)` answers like `hook/handle`.
+    fn register_hook<'v>(
+        phase: &str,
+        handler: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> anyhow::Result<NoneType> {
+        let ctx = ctx()?;
+        let declared = ctx.registering("register_hook")?;
+        if !PHASES.contains(&phase) {
+            bail!(
+                "register_hook: unknown phase '{phase}'; the phases are {}",
+                PHASES.join(" and ")
+            );
+        }
+        check_handler("register_hook", handler)?;
+        if declared.borrow().hooks.iter().any(|h| h == phase) {
+            bail!("register_hook: a {phase} hook is already registered");
+        }
+        keep(eval, &hook_key(phase), handler)?;
+        declared.borrow_mut().hooks.push(phase.to_owned());
+        Ok(NoneType)
+    }
+
+    /// Runs a program with arguments (never a shell) in the run sandbox.
+    fn exec<'v>(
+        program: &str,
+        #[starlark(default = UnpackListOrTuple::default())] args: UnpackListOrTuple<String>,
+        #[starlark(default = NoneOr::None)] timeout: NoneOr<UnpackFloat>,
+        heap: Heap<'v>,
+    ) -> anyhow::Result<Value<'v>> {
+        let ctx = ctx()?;
+        ctx.require("exec", "shell:exec")?;
+        let timeout = timeout.into_option().map(|t| t.0);
+        let answer = effects::exec(&ctx, program, args.items, timeout)?;
+        Ok(heap.alloc(answer))
+    }
+
+    /// A text file of the skill's directory or of the evaluation's own.
+    fn read_file(path: &str) -> anyhow::Result<String> {
+        let ctx = ctx()?;
+        ctx.require("read_file", "file:read")?;
+        effects::read_file(&ctx, path)
+    }
+
+    /// Writes a text file in the evaluation's own directory.
+    fn write_file(path: &str, text: &str) -> anyhow::Result<NoneType> {
+        let ctx = ctx()?;
+        ctx.require("write_file", "file:write")?;
+        effects::write_file(&ctx, path, text)?;
+        Ok(NoneType)
+    }
+
+    /// A variable of the environment a child of the skill would get.
+    fn env<'v>(
+        name: &str,
+        #[starlark(default = NoneOr::None)] default: NoneOr<Value<'v>>,
+        heap: Heap<'v>,
+    ) -> anyhow::Result<Value<'v>> {
+        let ctx = ctx()?;
+        ctx.require("env", "env:read")?;
+        Ok(match effects::env_var(&ctx, name) {
+            Some(value) => heap.alloc(value),
+            None => default.into_option().unwrap_or_else(Value::new_none),
+        })
+    }
+
+    /// An HTTP(S) GET: `{"status", "body", "success"}`.
+    fn fetch<'v>(url: &str, heap: Heap<'v>) -> anyhow::Result<Value<'v>> {
+        let ctx = ctx()?;
+        ctx.require("fetch", "net:fetch")?;
+        let answer = effects::fetch(&ctx, url)?;
+        Ok(heap.alloc(answer))
+    }
+
+    /// A value as JSON text.
+    fn json_encode(#[starlark(require = pos)] value: Value<'_>) -> anyhow::Result<String> {
+        super::bounds::check_json(value).map_err(|why| anyhow!("json_encode: the value {why}"))?;
+        value.to_json()
+    }
+
+    /// JSON text as a value.
+    fn json_decode<'v>(#[starlark(require = pos)] text: &str, heap: Heap<'v>) -> anyhow::Result<Value<'v>> {
+        let json: serde_json::Value = serde_json::from_str(text).map_err(|e| anyhow!("json_decode: {e}"))?;
+        Ok(heap.alloc(json))
+    }
+}
+
+/// The most lines one evaluation's `print` sends to the log.
+const MAX_PRINTS: u32 = 100;
+
+/// Sends a script's `print` to the log (its first [`MAX_PRINTS`] lines),
+/// not to the server's stderr.
+pub(super) struct Printer {
+    skill: String,
+    printed: std::cell::Cell<u32>,
+}
+
+impl Printer {
+    pub(super) fn new(skill: &str) -> Self {
+        Self {
+            skill: skill.to_owned(),
+            printed: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl starlark::PrintHandler for Printer {
+    fn println(&self, text: &str) -> starlark::Result<()> {
+        let printed = self.printed.get();
+        self.printed.set(printed.saturating_add(1));
+        if printed < MAX_PRINTS {
+            let text: String = text.chars().take(2000).collect();
+            tracing::info!(skill = %self.skill, "starlark print: {text}");
+        } else if printed == MAX_PRINTS {
+            let skill = &self.skill;
+            tracing::info!(%skill, "starlark print: further lines of this evaluation are dropped");
+        }
+        Ok(())
+    }
+}
