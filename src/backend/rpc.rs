@@ -398,3 +398,131 @@ async fn log_stderr(stderr: pipe::Receiver, skill: String) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    /// Writes `bytes` into a real pipe in pieces of `chunk` bytes and reads
+    /// lines until the end (or the first error).
+    fn read_all(bytes: Vec<u8>, chunk: usize) -> Vec<Result<Option<Vec<u8>>, String>> {
+        runtime().block_on(async move {
+            let (mut tx, rx) = pipe::pipe().unwrap();
+            let writer = tokio::spawn(async move {
+                for piece in bytes.chunks(chunk.max(1)) {
+                    if tx.write_all(piece).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            let mut reader = BufReader::new(rx);
+            let mut out = Vec::new();
+            loop {
+                let line = read_line(&mut reader).await;
+                let last = !matches!(line, Ok(Some(_)));
+                out.push(line);
+                if last {
+                    break;
+                }
+            }
+            drop(reader);
+            let _ = writer.await;
+            out
+        })
+    }
+
+    fn bare_conn() -> Arc<Conn> {
+        let (outgoing, _queued) = mpsc::unbounded_channel();
+        Arc::new(Conn {
+            outgoing,
+            pending: Mutex::new(Some(HashMap::new())),
+            next_id: AtomicU64::new(1),
+            death: Mutex::new(None),
+            kill: CancellationToken::new(),
+            kill_why: Mutex::new(None),
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// However the child's writes are cut, each line comes out whole,
+        /// in order, without its newline; then the end.
+        #[test]
+        fn lines_come_out_as_written(
+            lines in vec(vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..300), 0..20),
+            chunk in 1usize..700,
+        ) {
+            let mut bytes = Vec::new();
+            for line in &lines {
+                bytes.extend_from_slice(line);
+                bytes.push(b'\n');
+            }
+            let got = read_all(bytes, chunk);
+            let mut want: Vec<Result<Option<Vec<u8>>, String>> = lines.into_iter().map(|l| Ok(Some(l))).collect();
+            want.push(Ok(None));
+            prop_assert_eq!(got, want);
+        }
+
+        /// Bytes that are not an answer to a request in flight are refused,
+        /// never a panic, and leave the requests in flight alone.
+        #[test]
+        fn anything_but_an_answer_is_refused(bytes in vec(any::<u8>(), 0..200)) {
+            let conn = bare_conn();
+            let (tx, _rx) = oneshot::channel();
+            lock(&conn.pending).as_mut().unwrap().insert(7, tx);
+            let answered_7 = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .is_some_and(|v| v.get("jsonrpc") == Some(&json!("2.0")) && v.get("id") == Some(&json!(7)));
+            if conn.dispatch(&bytes).is_ok() && !answered_7 {
+                // Only a message of the child's own (a notification) passes.
+                let v: Value = serde_json::from_slice(&bytes).unwrap();
+                prop_assert!(v.get("method").is_some());
+            }
+        }
+
+        /// An answer reaches the request with its id, whatever the result.
+        #[test]
+        fn an_answer_reaches_its_waiter(id in 1u64..10_000, text in ".{0,40}", n in any::<i64>()) {
+            let conn = bare_conn();
+            let (tx, mut rx) = oneshot::channel();
+            lock(&conn.pending).as_mut().unwrap().insert(id, tx);
+            let result = json!({"output": text, "n": n});
+            let line = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap();
+            prop_assert!(conn.dispatch(&line).is_ok());
+            prop_assert_eq!(rx.try_recv().unwrap(), Ok(result));
+            // The same id again was not asked any more.
+            prop_assert!(conn.dispatch(&line).is_err());
+        }
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_refused_and_one_at_it_is_not() {
+        let mut at = vec![b'a'; MAX_LINE];
+        at.push(b'\n');
+        assert_eq!(read_all(at, 64 * 1024)[0].as_ref().map(|l| l.as_ref().map(Vec::len)), Ok(Some(MAX_LINE)));
+        let over = vec![b'a'; MAX_LINE + 1];
+        let got = read_all(over, 64 * 1024);
+        assert!(matches!(&got[0], Err(e) if e.contains("longer than")), "{got:?}");
+    }
+
+    #[test]
+    fn an_error_answer_fails_only_its_request() {
+        let conn = bare_conn();
+        let (tx, mut rx) = oneshot::channel();
+        lock(&conn.pending).as_mut().unwrap().insert(3, tx);
+        let line = br#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"unknown: x"}}"#;
+        assert!(conn.dispatch(line).is_ok());
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            Err(RpcFailure::Remote("unknown: x (JSON-RPC error -32601)".to_owned()))
+        );
+    }
+}

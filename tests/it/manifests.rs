@@ -30,6 +30,7 @@ TOOLS = [
     {"name": "hang", "description": "Never answers.", "input_schema": {"type": "object"}},
     {"name": "garbage", "description": "Writes a line that is not JSON-RPC.", "input_schema": {"type": "object"}},
     {"name": "huge", "description": "Writes a 2 MiB line.", "input_schema": {"type": "object"}},
+    {"name": "flood", "description": "Floods stdout with broken JSON.", "input_schema": {"type": "object"}},
     {"name": "noisy", "description": "Writes 8 MiB to stderr, then answers.", "input_schema": {"type": "object"}},
 ]
 CALLS = [0]
@@ -69,6 +70,9 @@ def execute(name, args):
             sys.stdout.write("x" * (2 * 1024 * 1024) + "\n")
             sys.stdout.flush()
         time.sleep(3600)
+    if name == "flood":
+        while True:
+            sys.stdout.write('{"jsonrpc": "2.0", "id": \n')
     if name == "noisy":
         for _ in range(8 * 1024):
             sys.stderr.write("e" * 1023 + "\n")
