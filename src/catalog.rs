@@ -384,9 +384,25 @@ fn cross_check(skills: Vec<Arc<Skill>>, diagnostics: &mut Vec<Diagnostic>) -> Ve
             .iter()
             .flat_map(|s| s.tools.iter().map(|t| t.name.clone()))
             .collect();
+        let names: HashSet<String> = skills.iter().map(|s| s.name.clone()).collect();
         let before = skills.len();
         skills.retain(|s| {
             let path = s.definition.display().to_string();
+            if let Some((dep, _)) = s
+                .dependencies
+                .iter()
+                .find(|(d, optional)| !optional && !names.contains(d))
+            {
+                diagnostics.push(
+                    Diagnostic::error(
+                        Code::MissingDependency,
+                        &path,
+                        format!("depends on skill '{dep}', which is not loaded"),
+                    )
+                    .for_skill(&s.name),
+                );
+                return false;
+            }
             let missing: Vec<&str> = s
                 .requires_tools
                 .iter()
@@ -423,7 +439,29 @@ fn cross_check(skills: Vec<Arc<Skill>>, diagnostics: &mut Vec<Diagnostic>) -> Ve
             true
         });
         if skills.len() == before {
+            warn_optional_dependencies(&skills, diagnostics);
             return skills;
+        }
+    }
+}
+
+/// A missing optional dependency is worth a warning, not an exclusion.
+fn warn_optional_dependencies(skills: &[Arc<Skill>], diagnostics: &mut Vec<Diagnostic>) {
+    let names: HashSet<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+    for s in skills {
+        for (dep, _) in s
+            .dependencies
+            .iter()
+            .filter(|(d, optional)| *optional && !names.contains(d.as_str()))
+        {
+            diagnostics.push(
+                Diagnostic::warning(
+                    Code::MissingDependency,
+                    s.definition.display().to_string(),
+                    format!("optional dependency '{dep}' is not loaded"),
+                )
+                .for_skill(&s.name),
+            );
         }
     }
 }

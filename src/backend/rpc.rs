@@ -264,7 +264,8 @@ async fn supervise(
     if failed {
         child.kill();
     } else {
-        let bye = json!({"jsonrpc": "2.0", "id": 0, "method": "shutdown"});
+        let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
+        let bye = json!({"jsonrpc": "2.0", "id": id, "method": "shutdown"});
         let mut line = serde_json::to_vec(&bye).unwrap_or_default();
         line.push(b'\n');
         let _ = conn.outgoing.send(line);
@@ -406,7 +407,10 @@ mod tests {
     use proptest::prelude::*;
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
     }
 
     /// Writes `bytes` into a real pipe in pieces of `chunk` bytes and reads
@@ -507,7 +511,12 @@ mod tests {
     fn a_line_over_the_limit_is_refused_and_one_at_it_is_not() {
         let mut at = vec![b'a'; MAX_LINE];
         at.push(b'\n');
-        assert_eq!(read_all(at, 64 * 1024)[0].as_ref().map(|l| l.as_ref().map(Vec::len)), Ok(Some(MAX_LINE)));
+        assert_eq!(
+            read_all(at, 64 * 1024)[0]
+                .as_ref()
+                .map(|l| l.as_ref().map(Vec::len)),
+            Ok(Some(MAX_LINE))
+        );
         let over = vec![b'a'; MAX_LINE + 1];
         let got = read_all(over, 64 * 1024);
         assert!(matches!(&got[0], Err(e) if e.contains("longer than")), "{got:?}");
@@ -522,7 +531,9 @@ mod tests {
         assert!(conn.dispatch(line).is_ok());
         assert_eq!(
             rx.try_recv().unwrap(),
-            Err(RpcFailure::Remote("unknown: x (JSON-RPC error -32601)".to_owned()))
+            Err(RpcFailure::Remote(
+                "unknown: x (JSON-RPC error -32601)".to_owned()
+            ))
         );
     }
 }

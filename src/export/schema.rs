@@ -18,8 +18,8 @@ fn object(tool: &Tool, dialect: Dialect) -> Value {
     if let Some(schema) = &tool.schema {
         // As the server checks a call: the schema, and no NUL anywhere.
         return match dialect {
-            Dialect::Call => json!({"allOf": [schema, open_call_object()]}),
-            _ => schema.clone(),
+            Dialect::Call => json!({"allOf": [schema.value, open_call_object()]}),
+            _ => schema.value.clone(),
         };
     }
     match (tool.open_object, dialect) {
@@ -128,7 +128,7 @@ pub fn gemini_parameters(tool: &Tool) -> Option<Value> {
 /// object that its OpenAPI subset cannot say.
 pub fn gemini_json_schema(tool: &Tool) -> Option<Value> {
     tool.open_object
-        .then(|| tool.schema.clone().unwrap_or_else(open_object))
+        .then(|| tool.schema.as_ref().map_or_else(open_object, |s| s.value.clone()))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -22,7 +22,7 @@ pub fn validate(tool: &Tool, args: &Map<String, Value>) -> Result<Map<String, Va
             }
         }
         if let Some(schema) = &tool.schema {
-            errors.extend(against_schema(schema, args));
+            errors.extend(against_schema(&schema.validator, args));
         }
         return if errors.is_empty() {
             Ok(args.clone())
@@ -63,12 +63,7 @@ pub fn validate(tool: &Tool, args: &Map<String, Value>) -> Result<Map<String, Va
 
 /// Where `args` fails a manifest tool's own JSON Schema, one error per
 /// failing place (at most 20), named by its JSON pointer.
-fn against_schema(schema: &Value, args: &Map<String, Value>) -> Vec<FieldError> {
-    let validator = match jsonschema::validator_for(schema) {
-        Ok(v) => v,
-        // Checked when the skill loaded; should it fail now, refuse.
-        Err(e) => return vec![field("", format!("the tool's input schema cannot be used: {e}"))],
-    };
+fn against_schema(validator: &jsonschema::Validator, args: &Map<String, Value>) -> Vec<FieldError> {
     let instance = Value::Object(args.clone());
     validator
         .iter_errors(&instance)

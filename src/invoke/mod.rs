@@ -448,7 +448,11 @@ impl Invoker {
             }
             None => {
                 let (status, mut envelope, took) = self.call_backend(live, &p, backend).await;
-                hooks::after(&p, backend, &mut envelope, &mut effects).await;
+                // A call that timed out or was cancelled has no result to
+                // look at, and its child may just have been killed.
+                if matches!(status, RunStatus::Succeeded | RunStatus::Failed) {
+                    hooks::after(&p, backend, &mut envelope, &mut effects).await;
+                }
                 (status, envelope, took)
             }
         };

@@ -53,6 +53,9 @@ pub enum Code {
     AmbiguousToolName,
     InvalidTrigger,
     InvalidPermission,
+    PermissionNotDeclared,
+    ContextOverBudget,
+    MissingDependency,
     NotASkill,
     RootMissing,
 }
@@ -96,6 +99,9 @@ impl Code {
             Code::AmbiguousToolName => "ambiguous_tool_name",
             Code::InvalidTrigger => "invalid_trigger",
             Code::InvalidPermission => "invalid_permission",
+            Code::PermissionNotDeclared => "permission_not_declared",
+            Code::ContextOverBudget => "context_over_budget",
+            Code::MissingDependency => "missing_dependency",
             Code::NotASkill => "not_a_skill",
             Code::RootMissing => "root_missing",
         }

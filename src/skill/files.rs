@@ -125,17 +125,29 @@ pub(super) struct Runnable {
 /// Walks `scripts/` for [`Runnable`], at most 8 levels deep and
 /// [`MAX_LISTED_FILES`] files.
 pub(super) fn runnable_files(dir: &Path) -> Runnable {
+    files_under(dir, "scripts")
+}
+
+/// Every file under `sub` of `dir` (all of `dir` when `sub` is empty),
+/// hidden ones and symlinks' targets included, split as [`Runnable`]: a
+/// manifest's child may load any file of its skill.
+pub(super) fn files_under(dir: &Path, sub: &str) -> Runnable {
     let mut found = Runnable::default();
     let Ok(real_dir) = dir.canonicalize() else {
         return found;
     };
-    let mut stack = vec![(dir.join("scripts"), "scripts".to_owned(), 0u32)];
+    let mut stack = vec![(dir.join(sub), sub.to_owned(), 0u32)];
     while let Some((path, rel, depth)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&path) else {
             continue;
         };
         for entry in entries.filter_map(Result::ok) {
-            let rel_child = format!("{rel}/{}", entry.file_name().to_string_lossy());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel_child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
             let Ok(real) = entry.path().canonicalize() else {
                 continue;
             };

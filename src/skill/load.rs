@@ -142,6 +142,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         backend: None,
         hooks: Vec::new(),
         needs: Vec::new(),
+        dependencies: Vec::new(),
         dir: dir.to_path_buf(),
         definition: def_path,
         files,

@@ -38,7 +38,14 @@ pub(super) fn load(
     );
     let parts = p.manifest_parts(&manifest, dir);
     let files = files::list_files(dir);
-    let hashed: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+    let every = files::files_under(dir, "");
+    for outside in &every.outside {
+        p.error_in(
+            Code::ProgramOutsideSkill,
+            &dir.join(outside).display().to_string(),
+            format!("{outside} resolves outside the skill directory; a manifest's files must be its own"),
+        );
+    }
     let mut skill = Skill {
         name: name.to_owned(),
         version: fields.version,
@@ -68,17 +75,18 @@ pub(super) fn load(
         backend: None,
         hooks: Vec::new(),
         needs: needs(&parts, fields.network),
+        dependencies: super::manifest::dependencies(&manifest),
         dir: dir.to_path_buf(),
         definition: path.to_path_buf(),
         files,
         source: opts.source.to_owned(),
         trust: opts.trust,
-        hash: files::content_hash(dir, &bytes, &hashed),
+        hash: files::content_hash(dir, &bytes, &every.inside),
         tools: parts
             .tools
             .iter()
             .cloned()
-            .map(|(d, ask)| backend_tool(d, ask))
+            .map(|(d, schema, ask)| backend_tool(d, schema, ask))
             .collect(),
         warnings: Vec::new(),
     };
@@ -123,13 +131,13 @@ fn command_for(entry: &Path, opts: &LoadOptions<'_>) -> Vec<String> {
 }
 
 /// A tool a manifest or its backend declared, run by the backend.
-fn backend_tool(d: DeclaredTool, requires_approval: bool) -> Tool {
+fn backend_tool(d: DeclaredTool, schema: Schema, requires_approval: bool) -> Tool {
     Tool {
         name: d.name,
         description: d.description,
         params: Vec::new(),
         open_object: true,
-        schema: Some(d.input_schema),
+        schema: Some(schema),
         requires_approval,
         action: Action::Backend,
     }
@@ -187,7 +195,7 @@ impl Parse<'_, '_> {
         let pos = self.key_pos("implementation");
         if let Some(need) = skill.undeclared_need().filter(|n| n.permission == SHELL_EXEC) {
             self.warn(
-                Code::InvalidPermission,
+                Code::PermissionNotDeclared,
                 self.key_pos("permissions").or(pos),
                 format!(
                     "the process backend is not started: {}, so declare '{SHELL_EXEC}'; its calls are refused until then",
@@ -232,8 +240,8 @@ impl Parse<'_, '_> {
             if skill.tools.iter().any(|t| t.name == declared.name) {
                 continue;
             }
-            if self.check_declared(&declared) {
-                skill.tools.push(backend_tool(declared, false));
+            if let Some(schema) = self.check_declared(&declared) {
+                skill.tools.push(backend_tool(declared, schema, false));
             }
         }
         for hook in &launched.hooks {

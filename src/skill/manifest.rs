@@ -6,6 +6,7 @@
 use super::backend::{BackendKind, DeclaredTool};
 use super::diag::Code;
 use super::files::{read_inside, resolve_inside};
+use super::model::Schema;
 use super::names::is_generated_tool_name;
 use super::parse::Parse;
 use serde_json::{Map, Value};
@@ -38,10 +39,9 @@ pub(super) struct ManifestParts {
     pub implementation: Option<(BackendKind, PathBuf)>,
     /// The system prompt and context files, for the prompt route.
     pub instructions: String,
-    /// The manifest's `tools`, with their `requires_approval`.
-    pub tools: Vec<(DeclaredTool, bool)>,
-    /// Every file the manifest names (prompts, schemas), for the hash.
-    pub named_files: Vec<String>,
+    /// The manifest's `tools`, with their compiled schema and their
+    /// `requires_approval`.
+    pub tools: Vec<(DeclaredTool, Schema, bool)>,
 }
 
 impl Parse<'_, '_> {
@@ -51,8 +51,8 @@ impl Parse<'_, '_> {
             ..ManifestParts::default()
         };
         parts.implementation = self.implementation(m, dir);
-        parts.instructions = self.prompt(m, dir, &mut parts.named_files);
-        parts.tools = self.manifest_tools(m, dir, &mut parts.named_files);
+        parts.instructions = self.prompt(m, dir);
+        parts.tools = self.manifest_tools(m, dir);
         self.dependencies(m);
         let wants_code = parts.types.iter().any(|t| t != "prompt") || !parts.tools.is_empty();
         if wants_code && parts.implementation.is_none() && !m.contains_key("implementation") {
@@ -163,7 +163,7 @@ impl Parse<'_, '_> {
     /// `prompt: {system_prompt_file, context_files, max_context_tokens}`:
     /// the system prompt, then each context file under its own heading while
     /// the budget lasts.
-    fn prompt(&mut self, m: &Map<String, Value>, dir: &Path, named: &mut Vec<String>) -> String {
+    fn prompt(&mut self, m: &Map<String, Value>, dir: &Path) -> String {
         let Some(prompt) = m.get("prompt") else {
             return String::new();
         };
@@ -197,20 +197,20 @@ impl Parse<'_, '_> {
         };
         let mut text = String::new();
         if let Some(file) = prompt.get("system_prompt_file").and_then(Value::as_str)
-            && let Some(body) = self.prompt_file(dir, file, named)
+            && let Some(body) = self.prompt_file(dir, file)
         {
             text.push_str(body.trim());
         }
         let context = self.list_in(prompt.get("context_files"), "prompt", false);
         for file in context {
-            let Some(body) = self.prompt_file(dir, &file, named) else {
+            let Some(body) = self.prompt_file(dir, &file) else {
                 continue;
             };
             let section = format!("\n\n## {file}\n\n{}", body.trim());
             if budget.is_some_and(|b| text.chars().count() + section.chars().count() > b) {
                 let pos = self.key_pos("prompt");
                 self.warn(
-                    Code::DescriptionTruncated,
+                    Code::ContextOverBudget,
                     pos,
                     format!("context file '{file}' is left out: it would pass max_context_tokens"),
                 );
@@ -222,14 +222,11 @@ impl Parse<'_, '_> {
     }
 
     /// A UTF-8 file of the skill that the manifest names.
-    fn prompt_file(&mut self, dir: &Path, rel: &str, named: &mut Vec<String>) -> Option<String> {
+    fn prompt_file(&mut self, dir: &Path, rel: &str) -> Option<String> {
         let pos = self.key_pos("prompt").or_else(|| self.key_pos("tools"));
         match read_inside(dir, rel, MAX_PROMPT_FILE) {
             Some(Some(bytes)) => match String::from_utf8(bytes) {
-                Ok(text) => {
-                    named.push(rel.trim_start_matches("./").to_owned());
-                    Some(text)
-                }
+                Ok(text) => Some(text),
                 Err(_) => {
                     self.error(Code::InvalidEncoding, pos, format!("'{rel}' is not valid UTF-8"));
                     None
@@ -256,12 +253,7 @@ impl Parse<'_, '_> {
 
     /// `tools: [{name, description, input_schema | input_schema_file,
     /// requires_approval}]`.
-    fn manifest_tools(
-        &mut self,
-        m: &Map<String, Value>,
-        dir: &Path,
-        named: &mut Vec<String>,
-    ) -> Vec<(DeclaredTool, bool)> {
+    fn manifest_tools(&mut self, m: &Map<String, Value>, dir: &Path) -> Vec<(DeclaredTool, Schema, bool)> {
         let items = match m.get("tools") {
             None | Some(Value::Null) => return Vec::new(),
             Some(Value::Array(items)) => items,
@@ -271,12 +263,12 @@ impl Parse<'_, '_> {
                 return Vec::new();
             }
         };
-        let mut tools: Vec<(DeclaredTool, bool)> = Vec::new();
+        let mut tools: Vec<(DeclaredTool, Schema, bool)> = Vec::new();
         for item in items {
-            let Some(tool) = self.manifest_tool(item, dir, named) else {
+            let Some(tool) = self.manifest_tool(item, dir) else {
                 continue;
             };
-            if tools.iter().any(|(t, _)| t.name == tool.0.name) {
+            if tools.iter().any(|(t, _, _)| t.name == tool.0.name) {
                 let pos = self.value_pos(&tool.0.name);
                 self.error(
                     Code::DuplicateTool,
@@ -290,12 +282,7 @@ impl Parse<'_, '_> {
         tools
     }
 
-    fn manifest_tool(
-        &mut self,
-        item: &Value,
-        dir: &Path,
-        named: &mut Vec<String>,
-    ) -> Option<(DeclaredTool, bool)> {
+    fn manifest_tool(&mut self, item: &Value, dir: &Path) -> Option<(DeclaredTool, Schema, bool)> {
         let Value::Object(t) = item else {
             self.invalid("tools", "a list of mappings with name and description", item);
             return None;
@@ -311,7 +298,7 @@ impl Parse<'_, '_> {
         ) {
             (Some(schema), _) => schema.clone(),
             (None, Some(file)) => {
-                let text = self.prompt_file(dir, file, named)?;
+                let text = self.prompt_file(dir, file)?;
                 match serde_json::from_str(&text)
                     .or_else(|_| super::frontmatter::parse_yaml(&text).map_err(|_| ()))
                 {
@@ -334,17 +321,27 @@ impl Parse<'_, '_> {
                 .to_owned(),
             input_schema: schema,
         };
-        let requires_approval = t
-            .get("requires_approval")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        self.check_declared(&declared)
-            .then_some((declared, requires_approval))
+        let requires_approval = match t.get("requires_approval") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                let pos = self.value_pos("requires_approval");
+                self.error(
+                    Code::InvalidField,
+                    pos,
+                    format!("tool '{name}': requires_approval must be true or false, not {other}"),
+                );
+                false
+            }
+        };
+        let schema = self.check_declared(&declared)?;
+        Some((declared, schema, requires_approval))
     }
 
-    /// A declared tool's name and schema are usable: `^[a-z0-9_]{1,64}$`
-    /// and an object schema. Also used for what a backend declares.
-    pub(super) fn check_declared(&mut self, tool: &DeclaredTool) -> bool {
+    /// A declared tool's name and schema are usable (`^[a-z0-9_]{1,64}$`,
+    /// an object schema): its schema compiled. Also used for what a
+    /// backend declares.
+    pub(super) fn check_declared(&mut self, tool: &DeclaredTool) -> Option<Schema> {
         let pos = self.value_pos(&tool.name);
         if !is_generated_tool_name(&tool.name) {
             self.error(
@@ -352,16 +349,18 @@ impl Parse<'_, '_> {
                 pos,
                 format!("tool name '{}' must match ^[a-z0-9_]{{1,64}}$", tool.name),
             );
-            return false;
+            return None;
         }
         // Compiling it proves it valid, and that no `$ref` reaches outside
         // it (the crate fetches nothing without its resolver features).
-        let is_object_schema = tool
+        let is_object = tool
             .input_schema
             .as_object()
-            .is_some_and(|s| s.get("type").is_none_or(|t| t == "object"))
-            && jsonschema::validator_for(&tool.input_schema).is_ok();
-        if !is_object_schema {
+            .is_some_and(|s| s.get("type").is_none_or(|t| t == "object"));
+        let compiled = jsonschema::validator_for(&tool.input_schema)
+            .ok()
+            .filter(|_| is_object);
+        if compiled.is_none() {
             self.error(
                 Code::InvalidParameter,
                 pos,
@@ -370,9 +369,11 @@ impl Parse<'_, '_> {
                     tool.name
                 ),
             );
-            return false;
         }
-        true
+        compiled.map(|v| Schema {
+            value: tool.input_schema.clone(),
+            validator: std::sync::Arc::new(v),
+        })
     }
 
     /// `dependencies`: a list of skill names, or of `{name, version,
@@ -410,7 +411,7 @@ impl Parse<'_, '_> {
 }
 
 /// The dependencies a manifest names: (name, optional).
-pub fn dependencies(manifest: &Value) -> Vec<(String, bool)> {
+pub fn dependencies(manifest: &Map<String, Value>) -> Vec<(String, bool)> {
     let Some(items) = manifest.get("dependencies").and_then(Value::as_array) else {
         return Vec::new();
     };

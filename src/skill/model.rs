@@ -123,6 +123,13 @@ pub enum Action {
     Backend,
 }
 
+/// A JSON Schema a manifest tool declared, compiled once when it loaded.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    pub value: Value,
+    pub validator: std::sync::Arc<jsonschema::Validator>,
+}
+
 /// A tool as loaded; its `read_only`/`always_ask`/timeout come from its skill.
 #[derive(Debug, Clone)]
 pub struct Tool {
@@ -133,7 +140,7 @@ pub struct Tool {
     pub open_object: bool,
     /// A manifest tool's own JSON Schema for its arguments (then `params`
     /// is empty and `open_object` set): the calls are checked against it.
-    pub schema: Option<Value>,
+    pub schema: Option<Schema>,
     /// The call always asks a person (a manifest's `requires_approval`).
     pub requires_approval: bool,
     pub action: Action,
@@ -218,6 +225,9 @@ pub struct Skill {
     pub backend: Option<std::sync::Arc<dyn super::backend::Backend>>,
     /// The hooks its backend handles (`before_tool_call`, …).
     pub hooks: Vec<String>,
+    /// Skills a manifest depends on: (name, optional). A missing required
+    /// one excludes it; a missing optional one is a warning.
+    pub dependencies: Vec<(String, bool)>,
     /// Permissions a manifest's calls need, each with why: a call is
     /// refused while one of them is not declared (`docs/skills.md`).
     pub needs: Vec<Need>,

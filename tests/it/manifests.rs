@@ -700,8 +700,47 @@ fn a_prompt_manifest_serves_its_prompt_and_context_within_budget() {
     );
     assert_eq!(
         found(&loaded),
-        ["description_truncated@5:1"],
+        ["context_over_budget@5:1"],
         "{:#?}",
         loaded.diagnostics
     );
+}
+
+#[test]
+fn dependencies_are_checked_across_skills() {
+    let skills = tempdir().unwrap();
+    let prompt = |name: &str, deps: &str| {
+        let dir = skills.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.yaml"),
+            format!("name: {name}\nversion: 1.0.0\ndescription: Guidance.\ntypes: [prompt]\ndependencies: {deps}\n"),
+        )
+        .unwrap();
+    };
+    prompt("base", "[]");
+    prompt("uses-base", "[base]");
+    prompt("uses-nothing-there", "[nowhere]");
+    prompt("maybe", "[{name: nowhere, optional: true}]");
+    prompt("uses-broken", "[{name: uses-nothing-there, version: 1.0.0}]");
+    let catalog = skilld::catalog::Catalog::build(&options(vec![root(skills.path(), Trust::User)]), None);
+    let loaded: Vec<&str> = catalog.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        loaded,
+        ["base", "maybe", "uses-base"],
+        "{:#?}",
+        catalog.diagnostics
+    );
+    let said: Vec<String> = catalog
+        .diagnostics
+        .iter()
+        .map(|d| format!("{} {} {:?}", d.skill.as_deref().unwrap_or(""), d.code, d.severity))
+        .collect();
+    for want in [
+        "uses-nothing-there missing_dependency Error",
+        "uses-broken missing_dependency Error",
+        "maybe missing_dependency Warning",
+    ] {
+        assert!(said.iter().any(|s| s == want), "{want} not in {said:#?}");
+    }
 }

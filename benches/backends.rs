@@ -1,0 +1,345 @@
+//! Manifest backends benchmark: what skilld adds to a call of a warm
+//! process-backend child, and to a Starlark tool that only returns a value.
+//!
+//! Baselines, measured in the same run and interleaved with the measured
+//! sides: the same Python child driven directly over its pipes (its own
+//! work plus the pipe round trip), and `GET /healthz` (HTTP's own floor on
+//! this server). Then throughput at 8 concurrent callers against one
+//! caller, for a child whose tool answers at once and for one whose tool
+//! waits 2 ms (threads in the child), so skilld's multiplexing shows.
+//!
+//! Run with `cargo bench --bench backends`. Nothing asserts on time; every
+//! call is checked to have succeeded, so the figures cannot describe errors.
+
+#![expect(
+    clippy::expect_used,
+    reason = "a benchmark that cannot measure should stop and say why"
+)]
+
+use serde_json::{Value, json};
+use skilld::AppState;
+use skilld::catalog::{CatalogHandle, CatalogOptions, Root};
+use skilld::invoke::{Invoker, RunSettings};
+use skilld::skill::{Runtimes, Trust};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const CALLS: usize = 1000;
+const ROUNDS: usize = 4;
+const WARMUP: usize = 100;
+const WORKERS: usize = 8;
+
+const CHILD: &str = r#"
+import json, sys, threading, time
+
+TOOLS = [{"name": "bench_echo", "description": "Answers at once.", "input_schema": {"type": "object"}},
+         {"name": "bench_wait", "description": "Answers after 2 ms.", "input_schema": {"type": "object"}}]
+lock = threading.Lock()
+
+def send(obj):
+    line = json.dumps(obj) + "\n"
+    with lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+def wait_then_answer(rid):
+    time.sleep(0.002)
+    send({"jsonrpc": "2.0", "id": rid, "result": {"output": "ok", "success": True}})
+
+for line in sys.stdin:
+    req = json.loads(line)
+    method = req["method"]
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": req["id"], "result": {"tools": TOOLS}})
+    elif method == "tool/execute" and req["params"]["name"] == "bench_wait":
+        threading.Thread(target=wait_then_answer, args=(req["id"],), daemon=True).start()
+    elif method == "tool/execute":
+        send({"jsonrpc": "2.0", "id": req["id"], "result": {"output": "ok", "success": True}})
+    else:
+        send({"jsonrpc": "2.0", "id": req["id"], "result": None})
+        break
+"#;
+
+const STAR: &str = r#"
+def value(args):
+    return "ok"
+
+register_tool(name = "bench_value", description = "Returns a value.",
+              parameters = {"type": "object", "properties": {}}, handler = value)
+"#;
+
+fn write_skills(root: &Path) {
+    let proc_dir = root.join("bench-proc");
+    std::fs::create_dir_all(&proc_dir).expect("skill dir");
+    std::fs::write(
+        proc_dir.join("SKILL.yaml"),
+        "name: bench-proc\nversion: 1.0.0\ndescription: Bench child.\ntypes: [tool]\n\
+         permissions: [shell:exec]\nread_only: true\nimplementation:\n  backend: process\n  entrypoint: child.py\n",
+    )
+    .expect("manifest");
+    std::fs::write(proc_dir.join("child.py"), CHILD).expect("child");
+    let star_dir = root.join("bench-star");
+    std::fs::create_dir_all(&star_dir).expect("skill dir");
+    std::fs::write(
+        star_dir.join("SKILL.yaml"),
+        "name: bench-star\nversion: 1.0.0\ndescription: Bench script.\ntypes: [tool]\n\
+         read_only: true\nimplementation:\n  backend: starlark\n  entrypoint: skill.star\n",
+    )
+    .expect("manifest");
+    std::fs::write(star_dir.join("skill.star"), STAR).expect("script");
+}
+
+/// The child driven directly: one request at a time over its pipes.
+struct Direct {
+    _child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: BufReader<tokio::process::ChildStdout>,
+    next: u64,
+}
+
+impl Direct {
+    async fn start(script: &Path) -> Self {
+        let mut child = tokio::process::Command::new("python3")
+            .arg(script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python3");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut direct = Self {
+            _child: child,
+            stdin,
+            stdout,
+            next: 0,
+        };
+        direct.request("initialize", json!({})).await;
+        direct
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}),
+        )
+        .expect("request");
+        line.push(b'\n');
+        self.stdin.write_all(&line).await.expect("write");
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).await.expect("read");
+        serde_json::from_str(&answer).expect("answer")
+    }
+
+    async fn call(&mut self) -> Duration {
+        let start = Instant::now();
+        let answer = self
+            .request("tool/execute", json!({"name": "bench_echo", "input": {}}))
+            .await;
+        let took = start.elapsed();
+        assert_eq!(answer["result"]["output"], "ok", "{answer}");
+        took
+    }
+}
+
+async fn post(client: &reqwest::Client, url: &str) -> Duration {
+    let start = Instant::now();
+    let res = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(r#"{"arguments":{}}"#)
+        .send()
+        .await
+        .expect("request");
+    let status = res.status();
+    let body = res.bytes().await.expect("body");
+    let took = start.elapsed();
+    let envelope: Value = serde_json::from_slice(&body).expect("JSON");
+    assert!(
+        status.is_success() && envelope["success"] == true,
+        "{url}: {envelope}"
+    );
+    took
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> Duration {
+    let start = Instant::now();
+    let res = client.get(url).send().await.expect("request");
+    let ok = res.status().is_success();
+    res.bytes().await.expect("body");
+    let took = start.elapsed();
+    assert!(ok, "{url}");
+    took
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+/// Median and p99 of `v`, in milliseconds.
+fn stats(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    let at = |q: f64| {
+        let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+        v[i].as_secs_f64() * 1000.0
+    };
+    (at(0.5), at(0.99))
+}
+
+/// Calls per second of `WORKERS` callers making `n` calls in all.
+async fn throughput(url: Arc<String>, n: usize) -> f64 {
+    let start = Instant::now();
+    let per = n / WORKERS;
+    let tasks: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let client = client();
+                for _ in 0..per {
+                    post(&client, &url).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("worker");
+    }
+    (per * WORKERS) as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn sequential_rate(client: &reqwest::Client, url: &str, n: usize) -> f64 {
+    let start = Instant::now();
+    for _ in 0..n {
+        post(client, url).await;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn bench(root: &Path) {
+    let data = tempfile::tempdir().expect("data dir");
+    let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+    let store = skilld::store::connect(&url).await.expect("run log");
+    let settings = RunSettings {
+        workspace: data.path().to_path_buf(),
+        data_dir: data.path().to_path_buf(),
+        max_concurrent_per_tool: 16,
+        ..RunSettings::default()
+    };
+    let invoker = Arc::new(Invoker::new(store, settings));
+    let opts = CatalogOptions {
+        roots: vec![Root {
+            name: "bench".to_owned(),
+            path: root.to_path_buf(),
+            trust: Trust::Bundled,
+            explicit: true,
+        }],
+        max_timeout_secs: 600,
+        runtimes: Runtimes::default(),
+        launcher: invoker.launcher(),
+    };
+    let catalog = Arc::new(
+        tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
+            .await
+            .expect("catalog"),
+    );
+    let current = catalog.current();
+    let starlark = current.skill("bench-star").is_some();
+    assert!(current.skill("bench-proc").is_some(), "{:?}", current.diagnostics);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let state = AppState {
+        catalog: catalog.clone(),
+        invoker,
+        auth: Default::default(),
+        web: Arc::new(skilld::http::guard::WebGuard {
+            loopback_only: true,
+            allowed_origins: Vec::new(),
+        }),
+    };
+    tokio::spawn(skilld::serve(
+        state,
+        listener,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    let echo = format!("http://{addr}/tools/bench_echo/invoke");
+    let wait = Arc::new(format!("http://{addr}/tools/bench_wait/invoke"));
+    let value = format!("http://{addr}/tools/bench_value/invoke");
+    let floor = format!("http://{addr}/healthz");
+    let http = client();
+    let mut direct = Direct::start(&root.join("bench-proc/child.py")).await;
+
+    for _ in 0..WARMUP {
+        direct.call().await;
+        post(&http, &echo).await;
+        get(&http, &floor).await;
+        if starlark {
+            post(&http, &value).await;
+        }
+    }
+    let (mut base, mut proc_http, mut floor_t, mut star) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        for _ in 0..CALLS / ROUNDS {
+            base.push(direct.call().await);
+            proc_http.push(post(&http, &echo).await);
+            floor_t.push(get(&http, &floor).await);
+            if starlark {
+                star.push(post(&http, &value).await);
+            }
+        }
+    }
+    let (b, b99) = stats(base);
+    let (f, f99) = stats(floor_t);
+    let (p, p99) = stats(proc_http);
+    println!("== c=1, {CALLS} calls each, interleaved ==");
+    println!("baseline: the child over its pipes      median {b:.3} ms  p99 {b99:.3} ms");
+    println!("baseline: GET /healthz (HTTP floor)     median {f:.3} ms  p99 {f99:.3} ms");
+    println!("process tool over HTTP                  median {p:.3} ms  p99 {p99:.3} ms");
+    println!(
+        "added by skilld (tool - child - floor)  median {:.3} ms   [goal <= 0.3 ms]",
+        p - b - f
+    );
+    if starlark {
+        let (s, s99) = stats(star);
+        println!("starlark value tool over HTTP           median {s:.3} ms  p99 {s99:.3} ms");
+        println!(
+            "added over the HTTP floor               median {:.3} ms   [goal <= 0.2 ms]",
+            s - f
+        );
+    } else {
+        println!("starlark: not loaded ({:?})", current.diagnostics);
+    }
+
+    let echo = Arc::new(echo);
+    for (label, url) in [("answers at once", echo), ("waits 2 ms", wait)] {
+        throughput(url.clone(), 4 * WORKERS).await;
+        let one = sequential_rate(&http, &url, 400).await;
+        let eight = throughput(url.clone(), 1600).await;
+        println!(
+            "== {label}: c=1 {one:.0} calls/s, c={WORKERS} {eight:.0} calls/s, x{:.2} ==",
+            eight / one
+        );
+    }
+}
+
+fn main() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The child runs as the sandbox's user, who must reach its files.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let root = tmp.path().join("skills");
+    write_skills(&root);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("{cores} cores available");
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(bench(&root));
+}
