@@ -267,10 +267,19 @@ async fn files_are_read_and_written_only_inside_the_skill_and_the_evaluation_dir
             FILES,
         );
         std::fs::write(root.join("files/notes.txt"), "notes\n").unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", root.join("files/link")).unwrap();
         std::fs::write(root.join("secret.txt"), "secret\n").unwrap();
+        // A manifest with a link out of its directory does not load.
+        star_skill(root, "linked", "", FILES);
+        std::os::unix::fs::symlink("/etc/passwd", root.join("linked/link")).unwrap();
     })
     .await;
+    let diagnostics = server.get_json("/diagnostics").await.to_string();
+    assert!(
+        diagnostics.contains("program_outside_skill") && diagnostics.contains("linked"),
+        "{diagnostics}"
+    );
+    // One planted after the load is refused when read.
+    std::os::unix::fs::symlink("/etc/passwd", skills.path().join("files/link")).unwrap();
     let notes = call(&server, "read", json!({"path": "notes.txt"})).await;
     assert_eq!(notes["output"], "notes\n", "{notes}");
     let outside = skills.path().join("secret.txt").display().to_string();
