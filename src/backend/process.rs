@@ -191,17 +191,9 @@ impl ProcessBackend {
     /// The child's own directory under the scratch root, its `TMPDIR` and
     /// `HOME`, owned by the sandbox's user.
     fn scratch_dir(&self) -> std::io::Result<PathBuf> {
-        use std::os::unix::fs::DirBuilderExt;
-        let root = &self.settings.scratch_dir;
-        crate::sandbox::ensure_scratch_root(root)?;
-        let dir = root.join(format!("backend-{}-{}", self.skill, uuid::Uuid::now_v7()));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        if self.sandbox.applies_to(self.trust)
-            && let Some((uid, gid)) = self.sandbox.identity()
-        {
-            std::os::unix::fs::lchown(&dir, Some(uid), Some(gid))?;
-        }
-        Ok(dir)
+        let name = format!("backend-{}-{}", self.skill, uuid::Uuid::now_v7());
+        self.sandbox
+            .private_dir(&self.settings.scratch_dir, &name, self.trust)
     }
 
     fn spec(&self, scratch: &std::path::Path) -> std::io::Result<Spec> {

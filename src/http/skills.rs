@@ -7,7 +7,7 @@ use super::error::{ApiError, Problem, Result};
 use super::extract::{Accept, Path, Query};
 use super::responses::{BadQuery, Binary, NoSuchSkill};
 use crate::export::ToolInfo;
-use crate::skill::load::MAX_DEFINITION_BYTES;
+use crate::skill::MAX_DEFINITION_BYTES;
 use crate::skill::{
     Diagnostic, Dialect, Eligibility, InvocationMode, Resources, Skill, SkillFile, Triggers, Trust,
 };

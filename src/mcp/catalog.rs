@@ -4,8 +4,8 @@
 
 use super::shaped;
 use crate::catalog::Catalog;
+use crate::skill::MAX_DEFINITION_BYTES;
 use crate::skill::files::served_type_of;
-use crate::skill::load::MAX_DEFINITION_BYTES;
 use crate::skill::{InvocationMode, Skill};
 use rmcp::ErrorData;
 use rmcp::model::{GetPromptResult, ListPromptsResult, ListResourcesResult, ReadResourceResult};

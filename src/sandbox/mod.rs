@@ -154,6 +154,22 @@ impl Sandbox {
         self.settings.level == Level::On || trust == Trust::Untrusted
     }
 
+    /// Makes `<root>/<name>`, `rwx------`, under a checked scratch root,
+    /// owned by the sandbox's user when a skill of `trust` runs as it: the
+    /// private directory of a backend's child or evaluation.
+    pub fn private_dir(&self, root: &Path, name: &str, trust: Trust) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        ensure_scratch_root(root)?;
+        let dir = root.join(name);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        if self.applies_to(trust)
+            && let Some((uid, gid)) = self.identity()
+        {
+            std::os::unix::fs::lchown(&dir, Some(uid), Some(gid))?;
+        }
+        Ok(dir)
+    }
+
     /// Prepares the confinement of one run, or `Ok(None)` when the skill
     /// runs unconfined (`sandbox = "off"` and not untrusted).
     pub fn confine(&self, req: &Request) -> std::io::Result<Option<Confinement>> {

@@ -3,7 +3,7 @@
 //! The skill layer only reads manifests; starting children and evaluating
 //! scripts belongs to the server, which hands the catalog a [`Launch`].
 
-use super::model::Trust;
+use super::trust::Trust;
 use serde_json::Value;
 use std::fmt::Debug;
 use std::future::Future;

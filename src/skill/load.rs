@@ -3,32 +3,16 @@
 //! steps of a load in order; each dialect's tools, the frontmatter fields
 //! and the file helpers live in modules of their own.
 
-use super::backend::Launch;
+use super::definition::{LoadOptions, decode, read_definition, with_base_dir};
 use super::diag::{Code, Diagnostic, Pos};
 use super::dialect;
-use super::files::{self, PathCache, read_limited};
+use super::files;
 use super::frontmatter::{self, Split, Unclosed};
 use super::markdown;
 use super::model::*;
-use super::names::{NameCheck, check_name};
 use super::parse::Parse;
-use super::scripts::Runtimes;
 use serde_json::{Map, Value};
 use std::path::Path;
-
-/// The largest definition file that is parsed.
-pub const MAX_DEFINITION_BYTES: u64 = 1024 * 1024;
-
-/// What a load needs to know beyond the directory itself.
-pub struct LoadOptions<'a> {
-    pub source: &'a str,
-    pub trust: Trust,
-    pub max_timeout_secs: u64,
-    pub runtimes: &'a Runtimes,
-    pub path: &'a PathCache,
-    /// Starts manifests' backends; without one they cannot load.
-    pub launcher: Option<&'a dyn Launch>,
-}
 
 /// The outcome for one directory: the skill unless some error excluded it,
 /// and every diagnostic (errors and warnings).
@@ -154,75 +138,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     })
 }
 
-/// Instructions with `{baseDir}` (the placeholder skills written for
-/// Claude use for their own directory) replaced by the skill's directory,
-/// so that the paths they give can be followed.
-pub(super) fn with_base_dir(instructions: &str, dir: &Path) -> String {
-    instructions.replace("{baseDir}", &dir.display().to_string())
-}
-
-/// The bytes of a definition file (`SKILL.md`, `SKILL.yaml`), unless it
-/// is missing, unreadable or too large.
-pub(super) fn read_definition(def_path: &Path, path: &str, diags: &mut Vec<Diagnostic>) -> Option<Vec<u8>> {
-    let file = def_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    match read_limited(def_path, MAX_DEFINITION_BYTES) {
-        Ok(Some(bytes)) => Some(bytes),
-        Ok(None) => {
-            diags.push(Diagnostic::error(
-                Code::TooLarge,
-                path,
-                format!("{file} is larger than {MAX_DEFINITION_BYTES} bytes and is not parsed"),
-            ));
-            None
-        }
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Code::Unreadable,
-                path,
-                format!("cannot read {file}: {e}"),
-            ));
-            None
-        }
-    }
-}
-
-pub(super) fn decode<'b>(bytes: &'b [u8], path: &str, diags: &mut Vec<Diagnostic>) -> Option<&'b str> {
-    match std::str::from_utf8(bytes) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Code::InvalidEncoding,
-                path,
-                format!("{path} is not valid UTF-8 (at byte {})", e.valid_up_to()),
-            ));
-            None
-        }
-    }
-}
-
 impl<'t> Parse<'t, '_> {
-    /// The directory's name is the skill's, so it must be a valid name.
-    pub(super) fn dir_name(&mut self, name: &str) {
-        match check_name(name) {
-            NameCheck::Valid => {}
-            NameCheck::Underscore => self.warn(
-                Code::NameStyle,
-                None,
-                format!("skill name '{name}' uses '_'; the convention is lowercase words joined by single hyphens"),
-            ),
-            NameCheck::Invalid => self.error(
-                Code::InvalidName,
-                None,
-                format!(
-                    "skill name '{name}' is invalid: use 1-64 lowercase letters and digits, with single hyphens between them"
-                ),
-            ),
-        }
-    }
-
     /// The frontmatter as a mapping (empty without one) and the split file;
     /// `None` when it is unclosed or not a YAML mapping.
     fn frontmatter(&mut self, text: &'t str) -> Option<(Map<String, Value>, Split<'t>)> {
@@ -273,7 +189,7 @@ impl<'t> Parse<'t, '_> {
 
 /// The YAML crate counts lines from the start of the frontmatter; this
 /// rewrites each `line N` of its message to count from the top of the file.
-pub(super) fn shift_lines(message: &str, by: u32) -> String {
+fn shift_lines(message: &str, by: u32) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
     while let Some(i) = rest.find("line ") {

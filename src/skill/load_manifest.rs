@@ -2,10 +2,10 @@
 //! manifest parts, then its backend started for the tools it adds.
 
 use super::backend::{BackendKind, DeclaredTool, LaunchRequest, Launched};
+use super::definition::{LoadOptions, decode, read_definition, with_base_dir};
 use super::diag::{Code, Diagnostic, Pos};
 use super::files;
 use super::frontmatter;
-use super::load::{LoadOptions, decode, read_definition, with_base_dir};
 use super::manifest::{MANIFEST_KEYS, ManifestParts};
 use super::model::*;
 use super::parse::Parse;

@@ -2,6 +2,7 @@
 //! the diagnostics they produce.
 
 pub mod backend;
+mod definition;
 pub mod diag;
 mod dialect;
 mod entrypoint;
@@ -19,9 +20,11 @@ mod parse;
 pub mod scripts;
 pub mod template;
 pub mod triggers;
+mod trust;
 
+pub use definition::{LoadOptions, MAX_DEFINITION_BYTES};
 pub use diag::{Code, Diagnostic, Severity};
 pub use files::PathCache;
-pub use load::{LoadOptions, Loaded, load_skill};
+pub use load::{Loaded, load_skill};
 pub use model::*;
 pub use scripts::Runtimes;

@@ -18,35 +18,7 @@ pub enum Dialect {
     Prompt,
 }
 
-/// How far a skill's source is trusted; feeds the approval decision.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Trust {
-    Bundled,
-    User,
-    Untrusted,
-}
-
-impl Trust {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trust::Bundled => "bundled",
-            Trust::User => "user",
-            Trust::Untrusted => "untrusted",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "bundled" => Some(Trust::Bundled),
-            "user" => Some(Trust::User),
-            "untrusted" => Some(Trust::Untrusted),
-            _ => None,
-        }
-    }
-}
+pub use super::trust::Trust;
 
 /// How a prompt skill's command alias is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, ToSchema)]

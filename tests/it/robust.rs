@@ -84,7 +84,7 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
 #[test]
 fn oversize_definitions_are_not_parsed() {
     let dir = crate::common::tempdir().unwrap();
-    let limit = skilld::skill::load::MAX_DEFINITION_BYTES as usize;
+    let limit = skilld::skill::MAX_DEFINITION_BYTES as usize;
     let head = "---\nname: big\nversion: 1.0.0\ndescription: Big.\n---\n";
     let mut text = head.to_owned();
     text.push_str(&"a".repeat(limit + 1 - head.len()));

@@ -4,15 +4,13 @@
 //! evaluation's thread (never a runtime worker), so they may block on the
 //! server's runtime.
 
-use super::Shared;
-use super::sdk::Ctx;
+use super::ctx::Ctx;
 use crate::runner::{Spec, child_env};
 use crate::sandbox::Request;
 use anyhow::{anyhow, bail};
 use axum::body::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use serde_json::{Value, json};
-use std::cell::OnceCell;
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -22,57 +20,6 @@ use std::time::Duration;
 const MAX_BYTES: usize = 1024 * 1024;
 /// The longest a fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// An evaluation's own directory under the scratch root (the `TMPDIR` and
-/// `HOME` of the programs it runs), made when first needed and removed
-/// with the evaluation.
-pub(super) struct Scratch {
-    path: PathBuf,
-    made: OnceCell<()>,
-}
-
-impl Scratch {
-    pub(super) fn new(shared: &Shared) -> Self {
-        let name = format!("starlark-{}-{}", shared.skill, uuid::Uuid::now_v7());
-        Self {
-            path: shared.settings.scratch_dir.join(name),
-            made: OnceCell::new(),
-        }
-    }
-
-    /// The directory, made (and given to the sandbox's user) if need be.
-    fn make(&self, shared: &Shared) -> anyhow::Result<&Path> {
-        if self.made.get().is_none() {
-            self.create(shared)
-                .map_err(|e| anyhow!("cannot make the evaluation's directory: {e}"))?;
-            let _ = self.made.set(());
-        }
-        Ok(&self.path)
-    }
-
-    fn create(&self, shared: &Shared) -> std::io::Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
-        crate::sandbox::ensure_scratch_root(&shared.settings.scratch_dir)?;
-        std::fs::DirBuilder::new().mode(0o700).create(&self.path)?;
-        if shared.sandbox.applies_to(shared.trust)
-            && let Some((uid, gid)) = shared.sandbox.identity()
-        {
-            std::os::unix::fs::lchown(&self.path, Some(uid), Some(gid))?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if self.made.get().is_some()
-            && let Err(e) = std::fs::remove_dir_all(&self.path)
-        {
-            let dir = self.path.display();
-            tracing::warn!(%dir, error = %e, "cannot remove a Starlark evaluation's directory");
-        }
-    }
-}
 
 /// The environment a child of the skill gets: the allowlist, with `HOME`
 /// and `TMPDIR` the evaluation's directory.

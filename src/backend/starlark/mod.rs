@@ -5,6 +5,7 @@
 //! cancellation ([`bounds`]).
 
 mod bounds;
+mod ctx;
 mod effects;
 mod sdk;
 
@@ -16,7 +17,7 @@ use crate::skill::backend::{
     Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, LaunchRequest, Launched,
 };
 use bounds::{Bounds, Failure};
-use sdk::{Ctx, Declared};
+use ctx::{Ctx, Declared};
 use serde_json::Value;
 use starlark::environment::{FrozenModule, Module};
 use starlark::eval::Evaluator;
@@ -177,7 +178,7 @@ fn evaluate(shared: &Arc<Shared>, name: &str, source: String) -> Result<(FrozenM
         .map_err(|e| Failure::Error(bounds::describe(&e)))?;
     let bounds = Bounds::new(INITIALIZE_TIMEOUT, CancellationToken::new());
     let ctx = Rc::new(Ctx::new(shared.clone(), bounds.clone(), true));
-    let _entered = sdk::enter(ctx.clone());
+    let _entered = ctx::enter(ctx.clone());
     let globals = sdk::globals();
     let printer = sdk::Printer::new(&shared.skill);
     let frozen = Module::with_temp_heap(|module| {
@@ -217,7 +218,7 @@ fn call_handler(
         Failure::Error(format!("the script registered no {what}"))
     })?;
     let printer = sdk::Printer::new(&shared.skill);
-    let _entered = sdk::enter(Rc::new(Ctx::new(shared, bounds.clone(), false)));
+    let _entered = ctx::enter(Rc::new(Ctx::new(shared, bounds.clone(), false)));
     Module::with_temp_heap(|module| {
         // The handler's heap lives as long as this module.
         module.frozen_heap().add_reference(frozen.frozen_heap());

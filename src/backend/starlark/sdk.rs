@@ -2,9 +2,8 @@
 //! table). Every function with an effect checks the skill's permissions
 //! before it acts.
 
-use super::Shared;
-use super::bounds::Bounds;
-use super::effects::{self, Scratch};
+use super::ctx::ctx;
+use super::effects;
 use crate::skill::backend::DeclaredTool;
 use anyhow::{anyhow, bail};
 use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension};
@@ -15,90 +14,9 @@ use starlark::values::float::UnpackFloat;
 use starlark::values::list_or_tuple::UnpackListOrTuple;
 use starlark::values::none::{NoneOr, NoneType};
 use starlark::values::{Heap, Value};
-use std::cell::RefCell;
-use std::rc::Rc;
-use std::sync::Arc;
 
 /// The hook phases a script may register (those skilld runs).
 const PHASES: [&str; 2] = ["before_tool_call", "after_tool_result"];
-
-/// What a script registered while it loaded.
-#[derive(Debug, Default)]
-pub(super) struct Declared {
-    pub tools: Vec<DeclaredTool>,
-    pub hooks: Vec<String>,
-}
-
-/// What the SDK functions of one evaluation work with.
-pub(super) struct Ctx {
-    pub shared: Arc<Shared>,
-    pub bounds: Bounds,
-    /// `Some` while the script loads: only then may it register.
-    declared: Option<RefCell<Declared>>,
-    /// The evaluation's own directory, made when first needed.
-    pub scratch: Scratch,
-}
-
-impl Ctx {
-    pub(super) fn new(shared: Arc<Shared>, bounds: Bounds, loading: bool) -> Self {
-        let scratch = Scratch::new(&shared);
-        Self {
-            shared,
-            bounds,
-            declared: loading.then(RefCell::default),
-            scratch,
-        }
-    }
-
-    pub(super) fn take_declared(&self) -> Declared {
-        self.declared.as_ref().map(RefCell::take).unwrap_or_default()
-    }
-
-    /// Fails unless the skill declares `permission`.
-    fn require(&self, function: &str, permission: &str) -> anyhow::Result<()> {
-        if self.shared.allows(permission) {
-            return Ok(());
-        }
-        bail!(
-            "{function} needs the permission '{permission}', which skill '{}' does not declare",
-            self.shared.skill
-        )
-    }
-
-    fn registering(&self, function: &str) -> anyhow::Result<&RefCell<Declared>> {
-        self.declared.as_ref().ok_or_else(|| {
-            anyhow!("{function} may only be called while the script loads, not from a handler")
-        })
-    }
-}
-
-thread_local! {
-    /// The context of the evaluation this thread runs. Not the evaluator's
-    /// `extra`: that needs an unsafe trait implementation.
-    static CURRENT: RefCell<Option<Rc<Ctx>>> = const { RefCell::new(None) };
-}
-
-/// Makes `ctx` the thread's context until the answer is dropped.
-pub(super) fn enter(ctx: Rc<Ctx>) -> Entered {
-    Entered(CURRENT.with(|c| c.replace(Some(ctx))))
-}
-
-/// Restores the context that was current before [`enter`].
-pub(super) struct Entered(Option<Rc<Ctx>>);
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        let before = self.0.take();
-        CURRENT.with(|c| c.replace(before));
-    }
-}
-
-/// The context of the evaluation this thread runs.
-fn ctx() -> anyhow::Result<Rc<Ctx>> {
-    CURRENT
-        .with(|c| c.borrow().clone())
-        .ok_or_else(|| anyhow!("the skilld SDK is not available in this evaluation"))
-}
 
 pub(super) fn tool_key(name: &str) -> String {
     format!("tool:{name}")
