@@ -80,7 +80,17 @@ impl Conn {
             _ => return Err("the child's pipes were not open".to_owned()),
         };
         let (outgoing, queued) = mpsc::unbounded_channel();
-        let conn = Arc::new(Self {
+        let conn = Arc::new(Self::new(outgoing));
+        let writer_done = CancellationToken::new();
+        tokio::spawn(write_requests(stdin, queued, conn.clone(), writer_done.clone()));
+        tokio::spawn(log_stderr(stderr, opts.skill.clone()));
+        tokio::spawn(supervise(conn.clone(), child, stdout, opts, writer_done));
+        Ok(conn)
+    }
+
+    /// A connection with nothing in flight, sending on `outgoing`.
+    fn new(outgoing: mpsc::UnboundedSender<Vec<u8>>) -> Self {
+        Self {
             outgoing,
             pending: Mutex::new(Some(HashMap::new())),
             next_id: AtomicU64::new(1),
@@ -88,12 +98,7 @@ impl Conn {
             kill: CancellationToken::new(),
             kill_why: Mutex::new(None),
             last_used: Mutex::new(Instant::now()),
-        });
-        let writer_done = CancellationToken::new();
-        tokio::spawn(write_requests(stdin, queued, conn.clone(), writer_done.clone()));
-        tokio::spawn(log_stderr(stderr, opts.skill.clone()));
-        tokio::spawn(supervise(conn.clone(), child, stdout, opts, writer_done));
-        Ok(conn)
+        }
     }
 
     pub(super) fn is_alive(&self) -> bool {
@@ -443,15 +448,7 @@ mod tests {
 
     fn bare_conn() -> Arc<Conn> {
         let (outgoing, _queued) = mpsc::unbounded_channel();
-        Arc::new(Conn {
-            outgoing,
-            pending: Mutex::new(Some(HashMap::new())),
-            next_id: AtomicU64::new(1),
-            death: Mutex::new(None),
-            kill: CancellationToken::new(),
-            kill_why: Mutex::new(None),
-            last_used: Mutex::new(Instant::now()),
-        })
+        Arc::new(Conn::new(outgoing))
     }
 
     proptest! {

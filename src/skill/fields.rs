@@ -87,6 +87,63 @@ pub(super) struct Fields {
     pub(super) script_tools: Option<Vec<String>>,
 }
 
+/// Where a skill was read from, for [`Fields::into_skill`].
+pub(super) struct Origin<'a> {
+    pub(super) name: &'a str,
+    pub(super) dialect: Dialect,
+    pub(super) dir: &'a std::path::Path,
+    pub(super) definition: std::path::PathBuf,
+    pub(super) source: &'a str,
+    pub(super) trust: Trust,
+}
+
+impl Fields {
+    /// The skill these fields describe, read from `origin`; its
+    /// instructions, tools, files, hash and the manifest's parts are for
+    /// the dialect's loader to fill in.
+    pub(super) fn into_skill(self, origin: Origin<'_>) -> Skill {
+        Skill {
+            name: origin.name.to_owned(),
+            version: self.version,
+            description: self.description,
+            author: self.author,
+            license: self.license,
+            tags: self.tags,
+            instructions: String::new(),
+            modes: self.modes,
+            read_only: self.read_only,
+            always_ask: self.always_ask,
+            timeout_secs: self.timeout_secs,
+            network: self.network,
+            resources: self.resources,
+            lang: self.lang,
+            invocation_mode: self.invocation_mode,
+            command: self.command,
+            command_tool: self.command_tool,
+            requires_tools: self.requires_tools,
+            eligibility: self.eligibility,
+            triggers: self.triggers,
+            permissions: self.permissions,
+            compatibility: self.compatibility,
+            allowed_tools: self.allowed_tools,
+            dialect: origin.dialect,
+            types: Vec::new(),
+            backend: None,
+            hooks: Vec::new(),
+            needs: Vec::new(),
+            dependencies: Vec::new(),
+            dir: origin.dir.to_path_buf(),
+            definition: origin.definition,
+            files: Vec::new(),
+            source: origin.source.to_owned(),
+            trust: origin.trust,
+            hash: String::new(),
+            tools: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
 impl Parse<'_, '_> {
     pub(super) fn unknown_keys(&mut self, fm: &Map<String, Value>) {
         self.unknown_keys_beside(fm, &[]);

@@ -6,6 +6,7 @@
 use super::definition::{LoadOptions, decode, read_definition, with_base_dir};
 use super::diag::{Code, Diagnostic, Pos};
 use super::dialect;
+use super::fields::Origin;
 use super::files;
 use super::frontmatter::{self, Split, Unclosed};
 use super::markdown;
@@ -97,45 +98,19 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     hashed.extend(runnable.inside);
     let hash = files::content_hash(dir, &bytes, &hashed);
     let files = files::list_files(dir);
-    Some(Skill {
-        name: name.to_owned(),
-        version: fields.version,
-        description: fields.description,
-        author: fields.author,
-        license: fields.license,
-        tags: fields.tags,
-        instructions: with_base_dir(split.body.trim_start_matches(['\r', '\n']), dir),
-        modes: fields.modes,
-        read_only: fields.read_only,
-        always_ask: fields.always_ask,
-        timeout_secs: fields.timeout_secs,
-        network: fields.network,
-        resources: fields.resources,
-        lang: fields.lang,
-        invocation_mode: fields.invocation_mode,
-        command: fields.command,
-        command_tool: fields.command_tool,
-        requires_tools: fields.requires_tools,
-        eligibility: fields.eligibility,
-        triggers: fields.triggers,
-        permissions: fields.permissions,
-        compatibility: fields.compatibility,
-        allowed_tools: fields.allowed_tools,
+    let mut skill = fields.into_skill(Origin {
+        name,
         dialect,
-        types: Vec::new(),
-        backend: None,
-        hooks: Vec::new(),
-        needs: Vec::new(),
-        dependencies: Vec::new(),
-        dir: dir.to_path_buf(),
+        dir,
         definition: def_path,
-        files,
-        source: opts.source.to_owned(),
+        source: opts.source,
         trust: opts.trust,
-        hash,
-        tools,
-        warnings: Vec::new(),
-    })
+    });
+    skill.instructions = with_base_dir(split.body.trim_start_matches(['\r', '\n']), dir);
+    skill.files = files;
+    skill.hash = hash;
+    skill.tools = tools;
+    Some(skill)
 }
 
 impl<'t> Parse<'t, '_> {

@@ -4,6 +4,7 @@
 use super::backend::{BackendKind, DeclaredTool, LaunchRequest, Launched};
 use super::definition::{LoadOptions, decode, read_definition, with_base_dir};
 use super::diag::{Code, Diagnostic, Pos};
+use super::fields::Origin;
 use super::files;
 use super::frontmatter;
 use super::manifest::{MANIFEST_KEYS, ManifestParts};
@@ -46,50 +47,27 @@ pub(super) fn load(
             format!("{outside} resolves outside the skill directory; a manifest's files must be its own"),
         );
     }
-    let mut skill = Skill {
-        name: name.to_owned(),
-        version: fields.version,
-        description: fields.description,
-        author: fields.author,
-        license: fields.license,
-        tags: fields.tags,
-        instructions: with_base_dir(&parts.instructions, dir),
-        modes: fields.modes,
-        read_only: fields.read_only,
-        always_ask: fields.always_ask,
-        timeout_secs: fields.timeout_secs,
-        network: fields.network,
-        resources: fields.resources,
-        lang: fields.lang,
-        invocation_mode: fields.invocation_mode,
-        command: fields.command,
-        command_tool: fields.command_tool,
-        requires_tools: fields.requires_tools,
-        eligibility: fields.eligibility,
-        triggers: fields.triggers,
-        permissions: fields.permissions,
-        compatibility: fields.compatibility,
-        allowed_tools: fields.allowed_tools,
+    let needs = needs(&parts, fields.network);
+    let mut skill = fields.into_skill(Origin {
+        name,
         dialect: Dialect::Manifest,
-        types: parts.types.clone(),
-        backend: None,
-        hooks: Vec::new(),
-        needs: needs(&parts, fields.network),
-        dependencies: super::manifest::dependencies(&manifest),
-        dir: dir.to_path_buf(),
+        dir,
         definition: path.to_path_buf(),
-        files,
-        source: opts.source.to_owned(),
+        source: opts.source,
         trust: opts.trust,
-        hash: files::content_hash(dir, &bytes, &every.inside),
-        tools: parts
-            .tools
-            .iter()
-            .cloned()
-            .map(|(d, schema, ask)| backend_tool(d, schema, ask))
-            .collect(),
-        warnings: Vec::new(),
-    };
+    });
+    skill.instructions = with_base_dir(&parts.instructions, dir);
+    skill.types = parts.types.clone();
+    skill.needs = needs;
+    skill.dependencies = super::manifest::dependencies(&manifest);
+    skill.files = files;
+    skill.hash = files::content_hash(dir, &bytes, &every.inside);
+    skill.tools = parts
+        .tools
+        .iter()
+        .cloned()
+        .map(|(d, schema, ask)| backend_tool(d, schema, ask))
+        .collect();
     // A skill already excluded is not started: its child would serve nothing.
     if !p.has_errors() {
         p.launch(&mut skill, &parts, &Value::Object(manifest), opts);
