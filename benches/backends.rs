@@ -229,6 +229,7 @@ async fn bench(root: &Path) {
         workspace: data.path().to_path_buf(),
         data_dir: data.path().to_path_buf(),
         max_concurrent_per_tool: 16,
+        starlark_host: Some(env!("CARGO_BIN_EXE_skilld").into()),
         ..RunSettings::default()
     };
     let invoker = Arc::new(Invoker::new(store, settings));

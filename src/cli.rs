@@ -71,6 +71,13 @@ pub enum Command {
     Mcp(ServeArgs),
     /// Print the OpenAPI document.
     Openapi,
+    /// Evaluate a Starlark skill's script for a server: the child it
+    /// starts in the run sandbox, speaking JSON-RPC on stdin and stdout.
+    #[command(hide = true)]
+    StarlarkHost {
+        /// The script (`*.star`).
+        entrypoint: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -89,6 +96,10 @@ fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
 /// Runs the command line; the process exits with the returned code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::StarlarkHost { entrypoint } = &cli.command {
+        // No logging set-up: stderr is the server's log of this child.
+        return crate::backend::run_starlark_host(entrypoint);
+    }
     if let Err(e) = init_tracing() {
         eprintln!("skilld: {e}");
         return ExitCode::from(2);
@@ -99,6 +110,7 @@ pub fn main() -> ExitCode {
         Command::Tools { skills, format, mode } => tools(&skills, format, mode.as_deref()),
         Command::Mcp(args) => run_mcp(&args),
         Command::Openapi => print_openapi(),
+        Command::StarlarkHost { .. } => Ok(()),
         Command::Run {
             skills,
             tool,

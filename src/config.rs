@@ -434,6 +434,7 @@ fn run_settings(
     let secs = std::time::Duration::from_secs;
     Ok(crate::invoke::RunSettings {
         scratch_dir: defaults.scratch_dir.clone(),
+        starlark_host: None,
         sandbox: sandbox_settings(args, file)?,
         workspace: workspace.to_path_buf(),
         data_dir: data_dir.to_path_buf(),

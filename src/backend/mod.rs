@@ -8,6 +8,7 @@ mod rpc;
 mod starlark;
 
 pub use process::ProcessBackend;
+pub use starlark::run_host as run_starlark_host;
 
 use crate::runner::Limits;
 use crate::sandbox::Sandbox;
@@ -33,6 +34,9 @@ pub struct ChildSettings {
     /// A child with no call for this long is stopped, and started again
     /// by the next call.
     pub idle: Duration,
+    /// The program that runs `starlark-host`: this one, or `skilld` when
+    /// the server is embedded in another program (the tests).
+    pub starlark_host: PathBuf,
 }
 
 /// Starts backends for the catalog, and keeps each running one so that a
@@ -57,15 +61,17 @@ impl Launcher {
         }
     }
 
-    fn process(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
+    /// Starts the backend `make` builds, unless one for this skill runs
+    /// unchanged.
+    fn start(
+        &self,
+        req: &LaunchRequest<'_>,
+        make: impl FnOnce() -> ProcessBackend,
+    ) -> Result<Launched, String> {
         if let Some(reused) = self.reusable(req) {
             return Ok(reused);
         }
-        let backend = Arc::new(ProcessBackend::new(
-            req,
-            self.sandbox.clone(),
-            self.settings.clone(),
-        ));
+        let backend = Arc::new(make());
         let starting = backend.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         // The catalog loads on plain threads: the start runs on the server's
@@ -110,14 +116,13 @@ impl Launcher {
 
 impl Launch for Launcher {
     fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
+        let (sandbox, settings) = (self.sandbox.clone(), self.settings.clone());
         match req.kind {
-            BackendKind::Process => self.process(req),
-            BackendKind::Starlark => starlark::launch(
-                req,
-                self.sandbox.clone(),
-                self.settings.clone(),
-                self.runtime.clone(),
-            ),
+            BackendKind::Process => self.start(req, || ProcessBackend::new(req, sandbox, settings)),
+            BackendKind::Starlark => self.start(req, || {
+                let host = settings.starlark_host.clone();
+                starlark::backend(req, sandbox, settings, self.runtime.clone(), &host)
+            }),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The `process` backend: a skill's child, started in the run sandbox and
 //! kept, restarted with backoff after a crash (`docs/design.md` §2).
 
-use super::rpc::{Conn, ConnOptions, Death, RpcFailure};
+use super::rpc::{Conn, ConnOptions, Death, RpcFailure, SCRIPT_TIMED_OUT, Serve};
 use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::{Child, Spec, child_env};
 use crate::sandbox::{Request, Sandbox};
@@ -54,6 +54,8 @@ pub struct ProcessBackend {
     backoff: Mutex<Backoff>,
     /// Cancelled on drop: the running child is shut down.
     stopped: CancellationToken,
+    /// Serves the child's own requests (the Starlark host's).
+    serve: Option<Arc<dyn Serve>>,
 }
 
 impl ProcessBackend {
@@ -74,7 +76,16 @@ impl ProcessBackend {
             declared: Mutex::new(None),
             backoff: Mutex::default(),
             stopped: CancellationToken::new(),
+            serve: None,
         }
+    }
+
+    /// The same backend, its child `command` instead, serving the child's
+    /// requests with `serve`.
+    pub(super) fn serving(mut self, command: Vec<String>, serve: Arc<dyn Serve>) -> Self {
+        self.command = command;
+        self.serve = Some(serve);
+        self
     }
 
     pub(super) fn hash(&self) -> &str {
@@ -169,6 +180,7 @@ impl ProcessBackend {
                 idle: self.settings.idle,
                 stopped: self.stopped.child_token(),
                 scratch,
+                serve: self.serve.clone(),
             },
         )?;
         let params = json!({"protocol": "skilld.process/1", "manifest": self.manifest});
@@ -265,6 +277,17 @@ impl ProcessBackend {
                 )),
                 ..BackendResult::default()
             },
+            Err(RpcFailure::Remote {
+                code: Some(SCRIPT_TIMED_OUT),
+                ..
+            }) => BackendResult {
+                timed_out: true,
+                error: Some(format!(
+                    "timed out after {}s; the script's evaluation was stopped",
+                    call.timeout.as_secs()
+                )),
+                ..BackendResult::default()
+            },
             Err(RpcFailure::Cancelled) => cancelled(),
             Err(other) => failed(failure_text(&other)),
         }
@@ -283,7 +306,11 @@ impl ProcessBackend {
             .request("hook/handle", params, timeout, None)
             .await
             .map_err(|f| match f {
-                RpcFailure::TimedOut => format!("hook {phase} timed out after {}s", timeout.as_secs()),
+                RpcFailure::TimedOut
+                | RpcFailure::Remote {
+                    code: Some(SCRIPT_TIMED_OUT),
+                    ..
+                } => format!("hook {phase} timed out after {}s", timeout.as_secs()),
                 other => format!("hook {phase} failed: {}", failure_text(&other)),
             })?;
         hook_answer(&answer).map_err(|why| format!("hook {phase}: {why}"))
@@ -323,7 +350,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn failure_text(f: &RpcFailure) -> String {
     match f {
-        RpcFailure::Remote(message) => message.clone(),
+        RpcFailure::Remote { message, .. } => message.clone(),
         RpcFailure::Died(why) => format!("the skill's process {why}"),
         RpcFailure::TimedOut => "timed out".to_owned(),
         RpcFailure::Cancelled => "cancelled".to_owned(),

@@ -4,6 +4,7 @@
 //! whole group and cgroup) on anything that breaks the protocol.
 
 use crate::runner::Child;
+use crate::skill::backend::BoxFuture;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,11 +25,37 @@ const STDERR_LOG_BUDGET: usize = 64 * 1024;
 /// A logged stderr line is cut to this many characters.
 const STDERR_LINE_CHARS: usize = 512;
 
+/// Error codes of the Starlark host's answers: the script failed (its
+/// message says how), ran out of time, or was cancelled.
+pub(super) const SCRIPT_FAILED: i64 = -32000;
+pub(super) const SCRIPT_TIMED_OUT: i64 = -32001;
+pub(super) const SCRIPT_CANCELLED: i64 = -32800;
+
+/// Requests a child may make of the server (the Starlark host's SDK
+/// effects), each on behalf of one of the server's requests in flight.
+pub(super) trait Serve: Send + Sync + std::fmt::Debug {
+    /// What the child may act within while it answers a request that must
+    /// end within `timeout` and stops on `cancel`.
+    fn open(&self, timeout: Duration, cancel: CancellationToken) -> Arc<dyn Scope>;
+}
+
+/// The server's side of one request in flight, serving the child's own.
+pub(super) trait Scope: Send + Sync {
+    fn handle(self: Arc<Self>, method: String, params: Value) -> BoxFuture<'static, Result<Value, String>>;
+}
+
+/// How long past a request's timeout a serving child has to say that it
+/// stopped, before it is killed as hung.
+const SERVED_SLACK: Duration = Duration::from_secs(1);
+
 /// Why a request got no result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum RpcFailure {
     /// The child answered with a JSON-RPC error.
-    Remote(String),
+    Remote {
+        code: Option<i64>,
+        message: String,
+    },
     /// The child is gone (crashed, killed, or broke the protocol).
     Died(String),
     TimedOut,
@@ -56,10 +83,12 @@ pub(super) struct ConnOptions {
     pub stopped: CancellationToken,
     /// The child's own directory, removed when it ends.
     pub scratch: PathBuf,
+    /// Serves the child's requests; with it, requests carry `timeout_ms`
+    /// and a cancelled one is announced (`$/cancelRequest`).
+    pub serve: Option<Arc<dyn Serve>>,
 }
 
 /// The server's side of one child.
-#[derive(Debug)]
 pub(super) struct Conn {
     outgoing: mpsc::UnboundedSender<Vec<u8>>,
     /// Requests awaiting their answer; `None` once the child is gone.
@@ -70,6 +99,20 @@ pub(super) struct Conn {
     kill: CancellationToken,
     kill_why: Mutex<Option<String>>,
     last_used: Mutex<Instant>,
+    serve: Option<Arc<dyn Serve>>,
+    /// What the child's requests may use, by the server's request id.
+    scopes: Mutex<HashMap<u64, Arc<dyn Scope>>>,
+}
+
+/// Not the scopes: they hold what the requests in flight may use.
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("next_id", &self.next_id)
+            .field("death", &self.death)
+            .field("serving", &self.serve.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Conn {
@@ -80,7 +123,7 @@ impl Conn {
             _ => return Err("the child's pipes were not open".to_owned()),
         };
         let (outgoing, queued) = mpsc::unbounded_channel();
-        let conn = Arc::new(Self::new(outgoing));
+        let conn = Arc::new(Self::new(outgoing, opts.serve.clone()));
         let writer_done = CancellationToken::new();
         tokio::spawn(write_requests(stdin, queued, conn.clone(), writer_done.clone()));
         tokio::spawn(log_stderr(stderr, opts.skill.clone()));
@@ -89,7 +132,7 @@ impl Conn {
     }
 
     /// A connection with nothing in flight, sending on `outgoing`.
-    fn new(outgoing: mpsc::UnboundedSender<Vec<u8>>) -> Self {
+    fn new(outgoing: mpsc::UnboundedSender<Vec<u8>>, serve: Option<Arc<dyn Serve>>) -> Self {
         Self {
             outgoing,
             pending: Mutex::new(Some(HashMap::new())),
@@ -98,6 +141,8 @@ impl Conn {
             kill: CancellationToken::new(),
             kill_why: Mutex::new(None),
             last_used: Mutex::new(Instant::now()),
+            serve,
+            scopes: Mutex::default(),
         }
     }
 
@@ -116,7 +161,7 @@ impl Conn {
     pub(super) async fn request(
         self: &Arc<Self>,
         method: &str,
-        params: Value,
+        mut params: Value,
         timeout: Duration,
         cancel: Option<&CancellationToken>,
     ) -> Reply {
@@ -126,17 +171,20 @@ impl Conn {
             Some(pending) => pending.insert(id, tx),
             None => return Err(RpcFailure::Died(self.reason())),
         };
-        let mut line =
-            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-                .unwrap_or_default();
-        line.push(b'\n');
-        *lock(&self.last_used) = Instant::now();
-        if self.outgoing.send(line).is_err() {
-            return Err(RpcFailure::Died(self.reason()));
-        }
-        let deadline = Instant::now() + timeout;
         let never = CancellationToken::new();
         let cancel = cancel.unwrap_or(&never);
+        let _scope = self.open_scope(id, &mut params, timeout, cancel);
+        *lock(&self.last_used) = Instant::now();
+        if !self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})) {
+            return Err(RpcFailure::Died(self.reason()));
+        }
+        // A serving child stops by itself at the timeout, and says so.
+        let slack = if self.serve.is_some() {
+            SERVED_SLACK
+        } else {
+            Duration::ZERO
+        };
+        let deadline = Instant::now() + timeout + slack;
         let reply = tokio::select! {
             reply = &mut rx => reply.unwrap_or_else(|_| Err(RpcFailure::Died(self.reason()))),
             () = tokio::time::sleep_until(deadline) => {
@@ -144,12 +192,44 @@ impl Conn {
                 Err(RpcFailure::TimedOut)
             }
             () = cancel.cancelled() => {
+                if self.serve.is_some() {
+                    self.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+                }
                 self.abandon(method, rx, deadline, timeout);
                 Err(RpcFailure::Cancelled)
             }
         };
         *lock(&self.last_used) = Instant::now();
         reply
+    }
+
+    /// Queues `message` for the child; false once the child is gone.
+    fn send(&self, message: &Value) -> bool {
+        let mut line = serde_json::to_vec(message).unwrap_or_default();
+        line.push(b'\n');
+        self.outgoing.send(line).is_ok()
+    }
+
+    /// For a serving connection: opens what the child's requests on behalf
+    /// of request `id` may use, until the answer is dropped, and tells the
+    /// child its timeout.
+    fn open_scope(
+        self: &Arc<Self>,
+        id: u64,
+        params: &mut Value,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Option<ScopeGuard> {
+        let serve = self.serve.as_ref()?;
+        if let Value::Object(p) = params {
+            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            p.insert("timeout_ms".to_owned(), json!(ms));
+        }
+        lock(&self.scopes).insert(id, serve.open(timeout, cancel.clone()));
+        Some(ScopeGuard {
+            conn: self.clone(),
+            id,
+        })
     }
 
     /// Waits on for an answer nobody wants any more, so that a child which
@@ -187,7 +267,11 @@ impl Conn {
         if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(not_rpc(line));
         }
-        if msg.get("method").is_some() {
+        if let Some(method) = msg.get("method") {
+            if self.serve.is_some() {
+                self.serve_request(method.as_str().unwrap_or_default(), &msg);
+                return Ok(());
+            }
             // A notification or request of the child's: skilld offers it
             // no methods, and it is not an error to send one.
             tracing::debug!(message = %String::from_utf8_lossy(line), "a process backend sent a request; ignored");
@@ -198,7 +282,7 @@ impl Conn {
             .and_then(Value::as_u64)
             .ok_or_else(|| not_rpc(line))?;
         let reply = match (msg.get("result"), msg.get("error")) {
-            (_, Some(e)) => Err(RpcFailure::Remote(error_text(e))),
+            (_, Some(e)) => Err(remote(e)),
             (Some(result), None) => Ok(result.clone()),
             (None, None) => return Err(not_rpc(line)),
         };
@@ -210,6 +294,35 @@ impl Conn {
             }
             None => Err(format!("answered request {id}, which was not asked")),
         }
+    }
+
+    /// Answers a request of the child's, made on behalf of the server's
+    /// request `params.call`, once its scope has handled it. A request for
+    /// a call that is over is refused; a notification gets no answer.
+    fn serve_request(&self, method: &str, msg: &Value) {
+        let Some(id) = msg.get("id").cloned() else {
+            return;
+        };
+        let params = msg.get("params").cloned().unwrap_or(Value::Null);
+        let call = params.get("call").and_then(Value::as_u64);
+        let scope = call.and_then(|c| lock(&self.scopes).get(&c).cloned());
+        let outgoing = self.outgoing.clone();
+        let method = method.to_owned();
+        tokio::spawn(async move {
+            let answer = match scope {
+                Some(scope) => scope.handle(method, params).await,
+                None => Err(format!("{method}: the call it serves is over")),
+            };
+            let message = match answer {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                Err(message) => {
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}})
+                }
+            };
+            let mut line = serde_json::to_vec(&message).unwrap_or_default();
+            line.push(b'\n');
+            let _ = outgoing.send(line);
+        });
     }
 
     /// Marks the connection dead and fails every request in flight.
@@ -231,6 +344,18 @@ impl Conn {
     }
 }
 
+/// Closes a request's scope when the request is over.
+pub(super) struct ScopeGuard {
+    conn: Arc<Conn>,
+    id: u64,
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        lock(&self.conn.scopes).remove(&self.id);
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -238,6 +363,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn not_rpc(line: &[u8]) -> String {
     let shown: String = String::from_utf8_lossy(line).chars().take(120).collect();
     format!("wrote a line that is not a JSON-RPC 2.0 answer: {shown}")
+}
+
+/// A JSON-RPC error; the Starlark host's own codes need no mention.
+fn remote(e: &Value) -> RpcFailure {
+    let code = e.get("code").and_then(Value::as_i64);
+    let message = match (code, e.get("message").and_then(Value::as_str)) {
+        (Some(SCRIPT_FAILED | SCRIPT_TIMED_OUT | SCRIPT_CANCELLED), Some(m)) => m.to_owned(),
+        _ => error_text(e),
+    };
+    RpcFailure::Remote { code, message }
 }
 
 fn error_text(e: &Value) -> String {
@@ -448,7 +583,7 @@ mod tests {
 
     fn bare_conn() -> Arc<Conn> {
         let (outgoing, _queued) = mpsc::unbounded_channel();
-        Arc::new(Conn::new(outgoing))
+        Arc::new(Conn::new(outgoing, None))
     }
 
     proptest! {
@@ -528,9 +663,10 @@ mod tests {
         assert!(conn.dispatch(line).is_ok());
         assert_eq!(
             rx.try_recv().unwrap(),
-            Err(RpcFailure::Remote(
-                "unknown: x (JSON-RPC error -32601)".to_owned()
-            ))
+            Err(RpcFailure::Remote {
+                code: Some(-32601),
+                message: "unknown: x (JSON-RPC error -32601)".to_owned()
+            })
         );
     }
 }

@@ -99,6 +99,9 @@ pub struct RunSettings {
     /// A manifest's child with no call for this long is stopped; the next
     /// call starts it again.
     pub backend_idle: Duration,
+    /// The program run as `starlark-host` for Starlark skills; `None` is
+    /// this program.
+    pub starlark_host: Option<PathBuf>,
 }
 
 impl Default for RunSettings {
@@ -126,6 +129,7 @@ impl Default for RunSettings {
             max_stream: Duration::from_secs(3600),
             wait_poll: Duration::from_secs(5),
             backend_idle: Duration::from_secs(600),
+            starlark_host: None,
         }
     }
 }
@@ -582,6 +586,11 @@ pub fn launcher(settings: &RunSettings, sandbox: Arc<Sandbox>) -> Option<Arc<dyn
         limits: settings.limits,
         extra_env: settings.extra_env.clone(),
         idle: settings.backend_idle,
+        starlark_host: settings
+            .starlark_host
+            .clone()
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_else(|| PathBuf::from("skilld")),
     };
     Some(Arc::new(Launcher::new(sandbox, children, runtime)))
 }

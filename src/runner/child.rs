@@ -51,12 +51,12 @@ impl Child {
     }
 
     /// Waits for the leader to exit and says how, in words ("exited with
-    /// code 1", "killed by SIGKILL"). The leader stays unreaped, so the
+    /// code 1", "was killed by SIGKILL"). The leader stays unreaped, so the
     /// group id cannot be reused while the rest of it is killed.
     pub async fn exited(&self) -> String {
         match self.leader.wait_exit().await {
             Ok(Exit::Code(code)) => format!("exited with code {code}"),
-            Ok(Exit::Signal(n)) => format!("killed by {}", process::signal_name(n)),
+            Ok(Exit::Signal(n)) => format!("was killed by {}", process::signal_name(n)),
             Err(e) => format!("ended, its status lost ({e})"),
         }
     }

@@ -124,7 +124,7 @@ pub fn corpus_catalog() -> Catalog {
         .unwrap();
     let _entered = runtime.enter();
     let mut opts = corpus_options();
-    opts.launcher = skilld::invoke::standalone_launcher(&RunSettings::default());
+    opts.launcher = skilld::invoke::standalone_launcher(&host_settings());
     Catalog::build(&opts, None)
 }
 
@@ -220,6 +220,9 @@ impl TestServer {
     ) -> Self {
         settings.data_dir = data.path().to_path_buf();
         settings.sandbox.write_paths.push(marks_root());
+        if settings.starlark_host.is_none() {
+            settings.starlark_host = host_settings().starlark_host;
+        }
         if settings.workspace == Path::new(".") {
             settings.workspace = checkout().to_path_buf();
         }
@@ -373,6 +376,15 @@ fn dir_with_mode(mode: u32) -> tempfile::TempDir {
 }
 
 /// Run settings whose tools work in `workspace`.
+/// The defaults, with Starlark skills evaluated by the `skilld` binary
+/// (this test binary cannot be their host).
+pub fn host_settings() -> RunSettings {
+    RunSettings {
+        starlark_host: Some(PathBuf::from(env!("CARGO_BIN_EXE_skilld"))),
+        ..RunSettings::default()
+    }
+}
+
 pub fn working_in(workspace: &Path) -> RunSettings {
     RunSettings {
         workspace: workspace.to_path_buf(),

@@ -176,9 +176,11 @@ async fn a_starlark_skill_lists_its_tools_runs_them_and_records_them() {
     assert_eq!(run["status"], "succeeded", "{run}");
     assert_eq!(run["tool"], "info");
     assert_eq!(run["arguments"], json!({"n": 1}));
-    assert_eq!(run["argv"][0], "starlark", "{run}");
+    // The script's host: the skilld binary, in the run sandbox.
+    assert!(run["argv"][0].as_str().unwrap().ends_with("skilld"), "{run}");
+    assert_eq!(run["argv"][1], "starlark-host", "{run}");
     assert!(
-        run["argv"][1].as_str().unwrap().ends_with("star/skill.star"),
+        run["argv"][2].as_str().unwrap().ends_with("star/skill.star"),
         "{run}"
     );
     assert_eq!(run["result"]["parsed"]["n"], 2, "{run}");
@@ -626,30 +628,77 @@ async fn a_call_of_a_user_starlark_skill_waits_for_approval_like_any_other() {
 }
 
 #[tokio::test]
-async fn a_starlark_skill_from_an_untrusted_source_is_not_evaluated() {
+async fn a_starlark_skill_from_an_untrusted_source_runs_confined_once_approved() {
     let skills = tempdir().unwrap();
-    let marks = marks_dir();
-    let mark = marks.path().join("evaluated");
     star_skill(
         skills.path(),
         "stranger",
-        "",
-        &format!(
-            "register_tool(name = 'x', description = 'x', parameters = {{}}, handler = lambda a: 'x')\nfail('evaluated {}')\n",
-            mark.display()
-        ),
+        "permissions: [shell:exec]\n",
+        "def who(args):\n    return {'uid': int(exec('id', ['-u'])['output'].strip())}\n\
+         register_tool(name = 'who', description = 'Says who runs it.', parameters = {}, handler = who)\n",
     );
     let server = TestServer::start(options(vec![root(skills.path(), Trust::Untrusted)])).await;
-    let diagnostics = server.get_json("/diagnostics").await;
-    let found = diagnostics["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["skill"] == "stranger")
-        .unwrap_or_else(|| panic!("{diagnostics}"));
-    assert_eq!(found["code"], "backend_failed", "{found}");
-    assert!(
-        found["message"].as_str().unwrap().contains("untrusted"),
-        "{found}"
+    assert_eq!(server.get_json("/skills/stranger").await["trust"], "untrusted");
+    let (status, held) = server.invoke("who", json!({})).await;
+    assert_eq!(
+        status, 202,
+        "an untrusted skill's call waits for a person: {held}"
     );
+    let approval = held["approval_id"].as_str().unwrap();
+    let approved = reqwest::Client::new()
+        .post(server.url(&format!("/approvals/{approval}/approve")))
+        .json(&json!({"scope": "once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 200);
+    let run = server
+        .get_json(&format!("/runs/{}?wait=30", held["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    let server_uid = nix::unistd::geteuid().as_raw();
+    if server_uid == 0 {
+        // Run as root, the sandbox gives its children an identity of their own.
+        assert_ne!(run["result"]["parsed"]["uid"], json!(0), "{run}");
+    }
+}
+
+/// One built-in operation asks for petabytes at once: the allocation
+/// fails before any of the interpreter's checks, which aborts the process
+/// that evaluates it.
+const ABORT: &str = r#"
+def boom(args):
+    s = "x" * 1000000
+    return s * 2000000000
+
+def ok(args):
+    return "still here"
+
+register_tool("boom", "Asks for petabytes.", {"type": "object"}, boom)
+register_tool("ok", "Answers.", {"type": "object"}, ok)
+"#;
+
+#[tokio::test]
+async fn an_allocation_that_aborts_takes_only_the_script_host_with_it() {
+    let (server, _skills) = server_over(|root| star_skill(root, "aborts", "", ABORT)).await;
+    let boom = call(&server, "boom", json!({})).await;
+    assert_eq!(boom["success"], false, "{boom}");
+    let error = boom["error"].as_str().unwrap_or_default();
+    assert!(error.contains("the skill's process"), "{boom}");
+    // The server answers, and the next call gets a new host.
+    assert_eq!(server.get_json("/healthz").await["status"], "ok");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let again = call(&server, "ok", json!({})).await;
+        if again["success"] == true {
+            assert_eq!(again["output"], "still here", "{again}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no new host: {again}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let run = server
+        .get_json(&format!("/runs/{}?wait=10", boom["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["status"], "failed", "{run}");
 }

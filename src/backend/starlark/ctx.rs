@@ -1,13 +1,12 @@
-//! What the SDK functions of one evaluation share: the skill, the bounds,
-//! what the script registers while it loads, and the evaluation's own
-//! directory; and the thread's current evaluation.
+//! What the SDK functions of one evaluation share: its bounds, the
+//! server's request it answers, what the script registers while it loads,
+//! and the way to the server; and the thread's current evaluation.
 
-use super::Shared;
 use super::bounds::Bounds;
 use crate::skill::backend::DeclaredTool;
-use anyhow::{anyhow, bail};
-use std::cell::{OnceCell, RefCell};
-use std::path::{Path, PathBuf};
+use anyhow::anyhow;
+use serde_json::{Map, Value};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -18,24 +17,31 @@ pub(super) struct Declared {
     pub hooks: Vec<String>,
 }
 
+/// The server, asked to act on an evaluation's behalf.
+pub(super) trait Remote: Send + Sync {
+    /// Asks for `method` (an SDK function) and waits for the answer, or
+    /// until `bounds` stop the evaluation.
+    fn ask(&self, method: &str, params: Value, bounds: &Bounds) -> Result<Value, String>;
+}
+
 /// What the SDK functions of one evaluation work with.
 pub(super) struct Ctx {
-    pub shared: Arc<Shared>,
     pub bounds: Bounds,
+    /// The id of the server's request this evaluation answers; the server
+    /// acts within that request's scope.
+    call: Value,
     /// `Some` while the script loads: only then may it register.
     declared: Option<RefCell<Declared>>,
-    /// The evaluation's own directory, made when first needed.
-    pub scratch: Scratch,
+    remote: Arc<dyn Remote>,
 }
 
 impl Ctx {
-    pub(super) fn new(shared: Arc<Shared>, bounds: Bounds, loading: bool) -> Self {
-        let scratch = Scratch::new(&shared);
+    pub(super) fn new(bounds: Bounds, call: Value, loading: bool, remote: Arc<dyn Remote>) -> Self {
         Self {
-            shared,
             bounds,
+            call,
             declared: loading.then(RefCell::default),
-            scratch,
+            remote,
         }
     }
 
@@ -43,21 +49,19 @@ impl Ctx {
         self.declared.as_ref().map(RefCell::take).unwrap_or_default()
     }
 
-    /// Fails unless the skill declares `permission`.
-    pub(super) fn require(&self, function: &str, permission: &str) -> anyhow::Result<()> {
-        if self.shared.allows(permission) {
-            return Ok(());
-        }
-        bail!(
-            "{function} needs the permission '{permission}', which skill '{}' does not declare",
-            self.shared.skill
-        )
-    }
-
     pub(super) fn registering(&self, function: &str) -> anyhow::Result<&RefCell<Declared>> {
         self.declared.as_ref().ok_or_else(|| {
             anyhow!("{function} may only be called while the script loads, not from a handler")
         })
+    }
+
+    /// Has the server perform SDK function `function` with `args`; the
+    /// server checks the skill's permission first.
+    pub(super) fn effect(&self, function: &str, mut args: Map<String, Value>) -> anyhow::Result<Value> {
+        args.insert("call".to_owned(), self.call.clone());
+        self.remote
+            .ask(function, Value::Object(args), &self.bounds)
+            .map_err(|why| anyhow!(why))
     }
 }
 
@@ -87,55 +91,4 @@ pub(super) fn ctx() -> anyhow::Result<Rc<Ctx>> {
     CURRENT
         .with(|c| c.borrow().clone())
         .ok_or_else(|| anyhow!("the skilld SDK is not available in this evaluation"))
-}
-
-/// An evaluation's own directory under the scratch root (the `TMPDIR` and
-/// `HOME` of the programs it runs), made when first needed and removed
-/// with the evaluation.
-pub(super) struct Scratch {
-    pub(super) path: PathBuf,
-    made: OnceCell<()>,
-}
-
-impl Scratch {
-    pub(super) fn new(shared: &Shared) -> Self {
-        let name = format!("starlark-{}-{}", shared.skill, uuid::Uuid::now_v7());
-        Self {
-            path: shared.settings.scratch_dir.join(name),
-            made: OnceCell::new(),
-        }
-    }
-
-    /// The directory, made (and given to the sandbox's user) if need be.
-    pub(super) fn make(&self, shared: &Shared) -> anyhow::Result<&Path> {
-        if self.made.get().is_none() {
-            self.create(shared)
-                .map_err(|e| anyhow!("cannot make the evaluation's directory: {e}"))?;
-            let _ = self.made.set(());
-        }
-        Ok(&self.path)
-    }
-
-    fn create(&self, shared: &Shared) -> std::io::Result<()> {
-        let name = self
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        shared
-            .sandbox
-            .private_dir(&shared.settings.scratch_dir, &name, shared.trust)
-            .map(drop)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if self.made.get().is_some()
-            && let Err(e) = std::fs::remove_dir_all(&self.path)
-        {
-            let dir = self.path.display();
-            tracing::warn!(%dir, error = %e, "cannot remove a Starlark evaluation's directory");
-        }
-    }
 }

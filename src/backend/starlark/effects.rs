@@ -1,18 +1,22 @@
-//! What the SDK functions do once their permission is checked: run a
-//! program in the run sandbox, read and write files where a run may, read
-//! the allowlisted environment, and fetch a URL. They run on the
-//! evaluation's thread (never a runtime worker), so they may block on the
-//! server's runtime.
+//! The server's side of the SDK: what the host asks for on an
+//! evaluation's behalf (`sdk/exec`, …), performed once the skill's
+//! permission is checked: run a program in the run sandbox, read and write
+//! files where a run may, read the allowlisted environment, and fetch a
+//! URL. They run on a blocking thread (never a runtime worker), so they
+//! may block on the server's runtime.
 
-use super::ctx::Ctx;
+use super::Shared;
+use super::bounds::Bounds;
 use crate::runner::{Spec, child_env};
 use crate::sandbox::Request;
 use anyhow::{anyhow, bail};
 use axum::body::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use serde_json::{Value, json};
+use std::cell::OnceCell;
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The largest file `read_file` reads or `write_file` writes, and the
@@ -21,13 +25,126 @@ const MAX_BYTES: usize = 1024 * 1024;
 /// The longest a fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What one of the server's requests to the host lets the host's
+/// requests use: the skill, the request's bounds, and a directory of the
+/// evaluation's own, made when first needed and removed with the scope.
+pub(super) struct Scope {
+    pub shared: Arc<Shared>,
+    pub bounds: Bounds,
+    scratch: Scratch,
+}
+
+impl Scope {
+    pub(super) fn new(shared: Arc<Shared>, bounds: Bounds) -> Self {
+        let scratch = Scratch::new(&shared);
+        Self {
+            shared,
+            bounds,
+            scratch,
+        }
+    }
+
+    /// Fails unless the skill declares `permission`.
+    fn require(&self, function: &str, permission: &str) -> anyhow::Result<()> {
+        if self.shared.allows(permission) {
+            return Ok(());
+        }
+        bail!(
+            "{function} needs the permission '{permission}', which skill '{}' does not declare",
+            self.shared.skill
+        )
+    }
+}
+
+/// Performs SDK function `method` (`sdk/exec`, …) with the host's
+/// `params`, once the skill's permission for it is checked.
+pub(super) fn perform(scope: &Scope, method: &str, params: &Value) -> anyhow::Result<Value> {
+    let function = method.strip_prefix("sdk/").unwrap_or(method);
+    let permission = match function {
+        "exec" => "shell:exec",
+        "read_file" => "file:read",
+        "write_file" => "file:write",
+        "env" => "env:read",
+        "fetch" => "net:fetch",
+        other => bail!("'{other}' is not an SDK function"),
+    };
+    scope.require(function, permission)?;
+    let text = |key: &str| {
+        params
+            .get(key)
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow!("{function}: '{key}' must be a string"))
+    };
+    match function {
+        "exec" => {
+            let args = match params.get("args") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(v) => serde_json::from_value::<Vec<String>>(v.clone())
+                    .map_err(|_| anyhow!("exec: args must be a list of strings"))?,
+            };
+            let timeout = params.get("timeout").and_then(Value::as_f64);
+            exec(scope, text("program")?, args, timeout)
+        }
+        "read_file" => read_file(scope, text("path")?).map(Value::String),
+        "write_file" => write_file(scope, text("path")?, text("text")?).map(|()| Value::Null),
+        "env" => Ok(env_var(scope, text("name")?).map_or(Value::Null, Value::String)),
+        _ => fetch(scope, text("url")?),
+    }
+}
+
+/// An evaluation's own directory under the scratch root (the `TMPDIR` and
+/// `HOME` of the programs it runs), made when first needed and removed
+/// with the evaluation.
+struct Scratch {
+    path: PathBuf,
+    made: OnceCell<()>,
+}
+
+impl Scratch {
+    fn new(shared: &Shared) -> Self {
+        let name = format!("starlark-{}-{}", shared.skill, uuid::Uuid::now_v7());
+        Self {
+            path: shared.settings.scratch_dir.join(name),
+            made: OnceCell::new(),
+        }
+    }
+
+    /// The directory, made (and given to the sandbox's user) if need be.
+    fn make(&self, shared: &Shared) -> anyhow::Result<&Path> {
+        if self.made.get().is_none() {
+            let name = self
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            shared
+                .sandbox
+                .private_dir(&shared.settings.scratch_dir, &name, shared.trust)
+                .map_err(|e| anyhow!("cannot make the evaluation's directory: {e}"))?;
+            let _ = self.made.set(());
+        }
+        Ok(&self.path)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.made.get().is_some()
+            && let Err(e) = std::fs::remove_dir_all(&self.path)
+        {
+            let dir = self.path.display();
+            tracing::warn!(%dir, error = %e, "cannot remove a Starlark evaluation's directory");
+        }
+    }
+}
+
 /// The environment a child of the skill gets: the allowlist, with `HOME`
 /// and `TMPDIR` the evaluation's directory.
-fn environment(ctx: &Ctx) -> Vec<(String, String)> {
-    let shared = &ctx.shared;
+fn environment(scope: &Scope) -> Vec<(String, String)> {
+    let shared = &scope.shared;
     let mut env = child_env(&shared.skill, &shared.dir, "Global", &shared.settings.extra_env);
     env.retain(|(name, _)| name != "HOME" && name != "TMPDIR");
-    let scratch = ctx.scratch.path.display().to_string();
+    let scratch = scope.scratch.path.display().to_string();
     env.extend([
         ("HOME".to_owned(), scratch.clone()),
         ("TMPDIR".to_owned(), scratch),
@@ -35,8 +152,8 @@ fn environment(ctx: &Ctx) -> Vec<(String, String)> {
     env
 }
 
-pub(super) fn env_var(ctx: &Ctx, name: &str) -> Option<String> {
-    environment(ctx)
+fn env_var(scope: &Scope, name: &str) -> Option<String> {
+    environment(scope)
         .into_iter()
         .find(|(n, _)| n == name)
         .map(|(_, value)| value)
@@ -44,13 +161,8 @@ pub(super) fn env_var(ctx: &Ctx, name: &str) -> Option<String> {
 
 /// Runs `program` with `args` through the runner, in the run sandbox:
 /// `{"exit_code", "output", "success"}`.
-pub(super) fn exec(
-    ctx: &Ctx,
-    program: &str,
-    args: Vec<String>,
-    timeout: Option<f64>,
-) -> anyhow::Result<Value> {
-    let mut limit = ctx.bounds.left();
+fn exec(scope: &Scope, program: &str, args: Vec<String>, timeout: Option<f64>) -> anyhow::Result<Value> {
+    let mut limit = scope.bounds.left();
     if let Some(secs) = timeout {
         if !(secs.is_finite() && secs > 0.0) {
             bail!("exec: timeout must be a positive number of seconds");
@@ -60,12 +172,12 @@ pub(super) fn exec(
     if limit.is_zero() {
         bail!("exec: no time is left for '{program}'");
     }
-    let program = resolve_program(&ctx.shared.dir, program)?;
-    let scratch = ctx.scratch.make(&ctx.shared)?;
-    let spec = spec(ctx, scratch, program, args, limit)
+    let program = resolve_program(&scope.shared.dir, program)?;
+    let scratch = scope.scratch.make(&scope.shared)?;
+    let spec = spec(scope, scratch, program, args, limit)
         .map_err(|e| anyhow!("exec: cannot prepare its sandbox: {e}"))?;
-    let cancel = ctx.bounds.cancel.child_token();
-    let outcome = ctx
+    let cancel = scope.bounds.cancel.child_token();
+    let outcome = scope
         .shared
         .runtime
         .block_on(crate::runner::run(spec, cancel, None, |_| {}));
@@ -94,13 +206,13 @@ fn resolve_program(dir: &Path, program: &str) -> anyhow::Result<String> {
 
 /// A confined spec, as for a run of the skill's tools.
 fn spec(
-    ctx: &Ctx,
+    scope: &Scope,
     scratch: &Path,
     program: String,
     args: Vec<String>,
     timeout: Duration,
 ) -> std::io::Result<Spec> {
-    let shared = &ctx.shared;
+    let shared = &scope.shared;
     let request = Request {
         trust: shared.trust,
         skill_dir: &shared.dir,
@@ -120,7 +232,7 @@ fn spec(
         program,
         args,
         cwd: shared.settings.workspace.clone(),
-        env: environment(ctx),
+        env: environment(scope),
         timeout,
         grace: shared.settings.grace,
         limits,
@@ -132,10 +244,10 @@ fn spec(
 /// The real path of `path`, refused unless it lies in the skill's
 /// directory (a relative path) or in it or the evaluation's own (an
 /// absolute one), symlinks followed.
-fn readable(ctx: &Ctx, path: &str) -> anyhow::Result<PathBuf> {
+fn readable(scope: &Scope, path: &str) -> anyhow::Result<PathBuf> {
     let outside = || anyhow!("read_file: '{path}' is outside the skill's directory and the evaluation's own");
     if !Path::new(path).is_absolute() {
-        return crate::skill::files::resolve_inside(&ctx.shared.dir, path).map_err(|left| {
+        return crate::skill::files::resolve_inside(&scope.shared.dir, path).map_err(|left| {
             if left {
                 outside()
             } else {
@@ -146,7 +258,7 @@ fn readable(ctx: &Ctx, path: &str) -> anyhow::Result<PathBuf> {
     let real = Path::new(path)
         .canonicalize()
         .map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
-    let roots = [ctx.shared.dir.as_path(), ctx.scratch.path.as_path()];
+    let roots = [scope.shared.dir.as_path(), scope.scratch.path.as_path()];
     let inside = roots
         .iter()
         .filter_map(|r| r.canonicalize().ok())
@@ -154,8 +266,8 @@ fn readable(ctx: &Ctx, path: &str) -> anyhow::Result<PathBuf> {
     if inside { Ok(real) } else { Err(outside()) }
 }
 
-pub(super) fn read_file(ctx: &Ctx, path: &str) -> anyhow::Result<String> {
-    let real = readable(ctx, path)?;
+fn read_file(scope: &Scope, path: &str) -> anyhow::Result<String> {
+    let real = readable(scope, path)?;
     let file = std::fs::File::open(&real).map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         bail!("read_file: '{path}' is not a file");
@@ -173,12 +285,12 @@ pub(super) fn read_file(ctx: &Ctx, path: &str) -> anyhow::Result<String> {
 /// Writes `text` to `path` in the evaluation's own directory (relative to
 /// it, or absolute inside it). The parent must exist and lie inside after
 /// symlinks are followed; the file itself is never a symlink followed.
-pub(super) fn write_file(ctx: &Ctx, path: &str, text: &str) -> anyhow::Result<()> {
+fn write_file(scope: &Scope, path: &str, text: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     if text.len() > MAX_BYTES {
         bail!("write_file: the text is larger than {MAX_BYTES} bytes");
     }
-    let scratch = ctx.scratch.make(&ctx.shared)?;
+    let scratch = scope.scratch.make(&scope.shared)?;
     let rel = Path::new(path).strip_prefix(scratch).unwrap_or(Path::new(path));
     if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
         bail!(
@@ -207,11 +319,11 @@ pub(super) fn write_file(ctx: &Ctx, path: &str, text: &str) -> anyhow::Result<()
 
 /// An HTTP(S) GET of `url`, bounded in size and time:
 /// `{"status", "body", "success"}`. Redirects are not followed.
-pub(super) fn fetch(ctx: &Ctx, url: &str) -> anyhow::Result<Value> {
-    if !ctx.shared.network {
+fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
+    if !scope.shared.network {
         bail!(
             "fetch is refused: skill '{}' runs without the network (network: false)",
-            ctx.shared.skill
+            scope.shared.skill
         );
     }
     let uri: hyper::Uri = url
@@ -220,10 +332,10 @@ pub(super) fn fetch(ctx: &Ctx, url: &str) -> anyhow::Result<Value> {
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
         bail!("fetch: '{url}' is not an http or https URL");
     }
-    let limit = ctx.bounds.left().min(FETCH_TIMEOUT);
-    let cancel = ctx.bounds.cancel.clone();
+    let limit = scope.bounds.left().min(FETCH_TIMEOUT);
+    let cancel = scope.bounds.cancel.clone();
     let late = format!("no answer within {}s", limit.as_secs_f64().ceil());
-    let (status, body) = ctx
+    let (status, body) = scope
         .shared
         .runtime
         .block_on(async move {

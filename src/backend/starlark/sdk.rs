@@ -3,9 +3,9 @@
 //! before it acts.
 
 use super::ctx::ctx;
-use super::effects;
 use crate::skill::backend::DeclaredTool;
 use anyhow::{anyhow, bail};
+use serde_json::json;
 use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension};
 use starlark::eval::Evaluator;
 use starlark::starlark_module;
@@ -122,32 +122,33 @@ fn sdk(builder: &mut GlobalsBuilder) {
         Ok(NoneType)
     }
 
-    /// Runs a program with arguments (never a shell) in the run sandbox.
+    /// Runs a program with arguments (never a shell) in the run sandbox:
+    /// `{"exit_code", "output", "success"}`.
     fn exec<'v>(
         program: &str,
         #[starlark(default = UnpackListOrTuple::default())] args: UnpackListOrTuple<String>,
         #[starlark(default = NoneOr::None)] timeout: NoneOr<UnpackFloat>,
         heap: Heap<'v>,
     ) -> anyhow::Result<Value<'v>> {
-        let ctx = ctx()?;
-        ctx.require("exec", "shell:exec")?;
         let timeout = timeout.into_option().map(|t| t.0);
-        let answer = effects::exec(&ctx, program, args.items, timeout)?;
+        let answer = effect(
+            "exec",
+            json!({"program": program, "args": args.items, "timeout": timeout}),
+        )?;
         Ok(heap.alloc(answer))
     }
 
     /// A text file of the skill's directory or of the evaluation's own.
     fn read_file(path: &str) -> anyhow::Result<String> {
-        let ctx = ctx()?;
-        ctx.require("read_file", "file:read")?;
-        effects::read_file(&ctx, path)
+        match effect("read_file", json!({"path": path}))? {
+            serde_json::Value::String(text) => Ok(text),
+            other => bail!("read_file: the server answered {other}"),
+        }
     }
 
     /// Writes a text file in the evaluation's own directory.
     fn write_file(path: &str, text: &str) -> anyhow::Result<NoneType> {
-        let ctx = ctx()?;
-        ctx.require("write_file", "file:write")?;
-        effects::write_file(&ctx, path, text)?;
+        effect("write_file", json!({"path": path, "text": text}))?;
         Ok(NoneType)
     }
 
@@ -157,19 +158,15 @@ fn sdk(builder: &mut GlobalsBuilder) {
         #[starlark(default = NoneOr::None)] default: NoneOr<Value<'v>>,
         heap: Heap<'v>,
     ) -> anyhow::Result<Value<'v>> {
-        let ctx = ctx()?;
-        ctx.require("env", "env:read")?;
-        Ok(match effects::env_var(&ctx, name) {
-            Some(value) => heap.alloc(value),
-            None => default.into_option().unwrap_or_else(Value::new_none),
+        Ok(match effect("env", json!({"name": name}))? {
+            serde_json::Value::Null => default.into_option().unwrap_or_else(Value::new_none),
+            value => heap.alloc(value),
         })
     }
 
     /// An HTTP(S) GET: `{"status", "body", "success"}`.
     fn fetch<'v>(url: &str, heap: Heap<'v>) -> anyhow::Result<Value<'v>> {
-        let ctx = ctx()?;
-        ctx.require("fetch", "net:fetch")?;
-        let answer = effects::fetch(&ctx, url)?;
+        let answer = effect("fetch", json!({"url": url}))?;
         Ok(heap.alloc(answer))
     }
 
@@ -186,23 +183,22 @@ fn sdk(builder: &mut GlobalsBuilder) {
     }
 }
 
+/// Has the server perform `function` for the current evaluation.
+fn effect(function: &str, args: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+    let serde_json::Value::Object(args) = args else {
+        bail!("{function}: its arguments are not an object");
+    };
+    ctx()?.effect(function, args)
+}
+
 /// The most lines one evaluation's `print` sends to the log.
 const MAX_PRINTS: u32 = 100;
 
-/// Sends a script's `print` to the log (its first [`MAX_PRINTS`] lines),
-/// not to the server's stderr.
+/// Sends a script's `print` to the host's stderr, which the server logs
+/// (its first [`MAX_PRINTS`] lines); stdout carries the protocol alone.
+#[derive(Default)]
 pub(super) struct Printer {
-    skill: String,
     printed: std::cell::Cell<u32>,
-}
-
-impl Printer {
-    pub(super) fn new(skill: &str) -> Self {
-        Self {
-            skill: skill.to_owned(),
-            printed: std::cell::Cell::new(0),
-        }
-    }
 }
 
 impl starlark::PrintHandler for Printer {
@@ -211,10 +207,9 @@ impl starlark::PrintHandler for Printer {
         self.printed.set(printed.saturating_add(1));
         if printed < MAX_PRINTS {
             let text: String = text.chars().take(2000).collect();
-            tracing::info!(skill = %self.skill, "starlark print: {text}");
+            eprintln!("print: {text}");
         } else if printed == MAX_PRINTS {
-            let skill = &self.skill;
-            tracing::info!(%skill, "starlark print: further lines of this evaluation are dropped");
+            eprintln!("print: further lines of this evaluation are dropped");
         }
         Ok(())
     }
