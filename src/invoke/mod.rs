@@ -224,7 +224,13 @@ impl Invoker {
         })?;
         let mode = valid_mode(mode.unwrap_or("Global"))?.to_owned();
         let (argv, cwd) = self.command_line(&skill, tool, &arguments)?;
-        let env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
+        // A backend's child got its environment when it started; a call
+        // sets none.
+        let env = if matches!(tool.action, Action::Backend) {
+            Vec::new()
+        } else {
+            runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env)
+        };
         Ok(Prepared {
             timeout: Duration::from_secs(skill.timeout_secs),
             tool: entry.tool,

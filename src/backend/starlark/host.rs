@@ -55,6 +55,7 @@ pub fn run(entrypoint: &Path) -> ExitCode {
         running: Mutex::default(),
         waiting: Mutex::default(),
         next: AtomicU64::new(1),
+        pool: Arc::default(),
     });
     let mut input = std::io::stdin().lock();
     loop {
@@ -123,6 +124,54 @@ struct Host {
     /// This host's requests awaiting the server's answer, by id.
     waiting: Mutex<HashMap<String, Sender<Answer>>>,
     next: AtomicU64,
+    pool: Arc<Pool>,
+}
+
+type Work = Box<dyn FnOnce() + Send>;
+
+/// Evaluation threads, kept between requests: a thread with a large stack
+/// is not free to start, and most calls are short.
+#[derive(Default)]
+struct Pool {
+    /// Threads waiting for work, each by the way to hand it some.
+    idle: Mutex<Vec<Sender<Work>>>,
+}
+
+/// The most threads kept waiting; more end when their work is done.
+const MAX_IDLE: usize = 4;
+
+impl Pool {
+    /// Runs `work` on an idle thread, or on a new one.
+    fn run(self: &Arc<Self>, mut work: Work) -> std::io::Result<()> {
+        loop {
+            let Some(thread) = lock(&self.idle).pop() else {
+                break;
+            };
+            match thread.send(work) {
+                Ok(()) => return Ok(()),
+                Err(std::sync::mpsc::SendError(back)) => work = back,
+            }
+        }
+        let (tx, rx) = channel::<Work>();
+        let pool = self.clone();
+        std::thread::Builder::new()
+            .name("starlark".to_owned())
+            .stack_size(EVAL_STACK)
+            .spawn(move || {
+                let mut next = Some(work);
+                while let Some(work) = next.take() {
+                    work();
+                    let mut idle = lock(&pool.idle);
+                    if idle.len() >= MAX_IDLE {
+                        return;
+                    }
+                    idle.push(tx.clone());
+                    drop(idle);
+                    next = rx.recv().ok();
+                }
+            })
+            .map(drop)
+    }
 }
 
 impl Host {
@@ -204,18 +253,13 @@ impl Host {
         lock(&self.running).insert(key.clone(), cancel.clone());
         let bounds = Bounds::new(timeout, cancel);
         let host = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("starlark".to_owned())
-            .stack_size(EVAL_STACK)
-            .spawn({
-                let id = id.clone();
-                move || {
-                    let outcome = host.evaluate(job, &id, &bounds);
-                    lock(&host.running).remove(&key);
-                    host.reply(&id, outcome.map_err(coded));
-                }
-            });
-        if let Err(e) = spawned {
+        let job_id = id.clone();
+        let ran = self.pool.run(Box::new(move || {
+            let outcome = host.evaluate(job, &job_id, &bounds);
+            lock(&host.running).remove(&key);
+            host.reply(&job_id, outcome.map_err(coded));
+        }));
+        if let Err(e) = ran {
             lock(&self.running).remove(&id.to_string());
             self.reply(
                 &id,
