@@ -261,14 +261,15 @@ impl ProcessBackend {
         };
         let params = json!({"name": call.tool, "input": call.input, "run_id": call.run_id});
         let left = deadline.saturating_duration_since(Instant::now());
-        match conn
+        let answer = conn
             .request("tool/execute", params, left, Some(&call.cancel))
-            .await
-        {
-            Ok(result) => {
-                lock(&self.backoff).failures = 0;
-                tool_result(&result)
-            }
+            .await;
+        if matches!(answer, Ok(_) | Err(RpcFailure::Remote { .. })) {
+            // It answered: whatever failed before, it works now.
+            lock(&self.backoff).failures = 0;
+        }
+        match answer {
+            Ok(result) => tool_result(&result),
             Err(RpcFailure::TimedOut) => BackendResult {
                 timed_out: true,
                 error: Some(format!(
