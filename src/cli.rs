@@ -71,6 +71,17 @@ pub enum Command {
     Mcp(ServeArgs),
     /// Print the OpenAPI document.
     Openapi,
+    /// Lint a skill, then write it as a zip archive: the same bytes for the
+    /// same content. Exit 1 when it does not lint, 2 when it cannot be
+    /// written.
+    Package {
+        /// The skill's directory (the one holding SKILL.md or SKILL.yaml).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Where to write the archive (default: NAME-VERSION.zip here).
+        #[arg(short = 'o', long = "output", value_name = "FILE.zip")]
+        output: Option<PathBuf>,
+    },
     /// Evaluate a Starlark skill's script for a server: the child it
     /// starts in the run sandbox, speaking JSON-RPC on stdin and stdout.
     #[command(hide = true)]
@@ -110,6 +121,7 @@ pub fn main() -> ExitCode {
         Command::Tools { skills, format, mode } => tools(&skills, format, mode.as_deref()),
         Command::Mcp(args) => run_mcp(&args),
         Command::Openapi => print_openapi(),
+        Command::Package { dir, output } => return package(&dir, output.as_deref()),
         Command::StarlarkHost { .. } => Ok(()),
         Command::Run {
             skills,
@@ -424,6 +436,65 @@ fn check(paths: &[PathBuf], format: CheckFormat) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `skilld package`: lints the skill at `dir` as `check` does, then writes
+/// its archive (through a temporary file, so a failed write leaves none).
+fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
+    if !(dir.join("SKILL.md").is_file() || dir.join("SKILL.yaml").is_file()) {
+        eprintln!("skilld: {} holds no SKILL.md or SKILL.yaml", dir.display());
+        return ExitCode::from(1);
+    }
+    let (runtimes, path_cache) = (Runtimes::default(), PathCache::new(std::env::var_os("PATH")));
+    let backends = runtime().ok();
+    let _entered = backends.as_ref().map(tokio::runtime::Runtime::enter);
+    let launcher = crate::invoke::standalone_launcher(&standalone_settings());
+    let opts = LoadOptions {
+        source: "package",
+        trust: Trust::User,
+        max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
+        runtimes: &runtimes,
+        path: &path_cache,
+        launcher: launcher.as_deref(),
+    };
+    let loaded = load_skill(dir, &opts);
+    for d in &loaded.diagnostics {
+        eprintln!("{d}");
+    }
+    let failed = loaded.diagnostics.iter().any(|d| d.severity == Severity::Error);
+    let Some(skill) = loaded.skill.filter(|_| !failed) else {
+        eprintln!("skilld: {} does not lint; nothing was written", dir.display());
+        return ExitCode::from(1);
+    };
+    let version = skill.version.as_deref().unwrap_or("0.0.0");
+    let default_name = PathBuf::from(format!("{}-{version}.zip", skill.name));
+    let output = output.unwrap_or(&default_name);
+    match write_package(dir, output) {
+        Ok(()) => {
+            println!("{}", output.display());
+            eprintln!("skill {} {version}, hash {}", skill.name, skill.hash);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("skilld: cannot write {}: {e:#}", output.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn write_package(dir: &Path, output: &Path) -> anyhow::Result<()> {
+    let parent = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let staged = tempfile::NamedTempFile::new_in(parent)?;
+    let file = crate::skill::archive::write_archive(dir, staged.reopen()?)?;
+    file.sync_all()?;
+    // A package is for others to read, not a private temporary file.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(staged.path(), std::fs::Permissions::from_mode(0o644))?;
+    staged.persist(output)?;
+    Ok(())
 }
 
 /// How `check` and `tools` start manifests' backends: as a server would

@@ -2,6 +2,7 @@
 //! document they describe, and the middleware every request passes.
 
 pub mod approvals;
+pub mod archive;
 pub mod auth;
 mod cors;
 pub mod error;
@@ -141,6 +142,7 @@ fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(health::router())
         .merge(skills::router())
+        .merge(archive::router())
         .merge(skill_match::router())
         .merge(tools::router())
         .merge(invoke::router())

@@ -1,6 +1,7 @@
 //! Skills on disk: the unified model, the dialects that parse into it, and
 //! the diagnostics they produce.
 
+pub mod archive;
 pub mod backend;
 mod definition;
 pub mod diag;

@@ -7,6 +7,7 @@
 )]
 
 mod approvals;
+mod archives;
 mod attacks;
 mod auth;
 mod cli;

@@ -10,7 +10,8 @@
 //! use under a lock file. Its command is
 //! `openapi-python-client generate --path openapi/openapi.json
 //! --output-path <tmp>/skilld_client --meta none --fail-on-warning
-//! --config <tmp>/config.yaml`, the config being `post_hooks: []` (no ruff):
+//! --config <tmp>/config.yaml`, the config being `post_hooks: []` (no ruff)
+//! with `application/zip` read as octet-stream (bytes):
 //! any warning it prints about the document fails the test.
 
 use crate::common::{TestServer, bundled_dir, options, root};
@@ -131,7 +132,12 @@ pub(crate) fn venv() -> PathBuf {
 /// Generates the package `skilld_client` into `into` from the committed spec.
 fn generate(venv: &Path, into: &Path) {
     let config = into.join("config.yaml");
-    fs::write(&config, "post_hooks: []\n").unwrap();
+    // A zip archive is bytes to this generator, as octet-stream is.
+    fs::write(
+        &config,
+        "post_hooks: []\ncontent_type_overrides:\n  application/zip: application/octet-stream\n",
+    )
+    .unwrap();
     let spec = manifest_dir().join("openapi/openapi.json");
     let output = Command::new(venv.join("bin/openapi-python-client"))
         .current_dir(into)
