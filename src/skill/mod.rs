@@ -22,6 +22,7 @@ pub mod scripts;
 pub mod template;
 pub mod triggers;
 mod trust;
+pub mod unpack;
 
 pub use definition::{LoadOptions, MAX_DEFINITION_BYTES};
 pub use diag::{Code, Diagnostic, Severity};
