@@ -449,15 +449,10 @@ fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
     let backends = runtime().ok();
     let _entered = backends.as_ref().map(tokio::runtime::Runtime::enter);
     let launcher = crate::invoke::standalone_launcher(&standalone_settings());
-    let opts = LoadOptions {
-        source: "package",
-        trust: Trust::User,
-        max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
-        runtimes: &runtimes,
-        path: &path_cache,
-        launcher: launcher.as_deref(),
-    };
-    let loaded = load_skill(dir, &opts);
+    let loaded = load_skill(
+        dir,
+        &lint_options("package", &runtimes, &path_cache, launcher.as_ref()),
+    );
     for d in &loaded.diagnostics {
         eprintln!("{d}");
     }
@@ -509,6 +504,23 @@ fn standalone_settings() -> crate::invoke::RunSettings {
 }
 
 /// The skills loaded from one path given to `check`, and what was found.
+/// How `check` and `package` load one skill: as a user skill.
+fn lint_options<'a>(
+    source: &'a str,
+    runtimes: &'a Runtimes,
+    path_cache: &'a PathCache,
+    launcher: Option<&'a Arc<dyn Launch>>,
+) -> LoadOptions<'a> {
+    LoadOptions {
+        source,
+        trust: Trust::User,
+        max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
+        runtimes,
+        path: path_cache,
+        launcher: launcher.map(Arc::as_ref),
+    }
+}
+
 fn lint(
     path: &Path,
     runtimes: &Runtimes,
@@ -534,15 +546,7 @@ fn lint(
         );
     }
     if path.join("SKILL.md").is_file() || path.join("SKILL.yaml").is_file() {
-        let opts = LoadOptions {
-            source: "check",
-            trust: Trust::User,
-            max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
-            runtimes,
-            path: path_cache,
-            launcher: launcher.map(Arc::as_ref),
-        };
-        let l = load_skill(path, &opts);
+        let l = load_skill(path, &lint_options("check", runtimes, path_cache, launcher));
         return (usize::from(l.skill.is_some()), l.diagnostics);
     }
     let root = Root {

@@ -270,25 +270,14 @@ impl ProcessBackend {
         }
         match answer {
             Ok(result) => tool_result(&result),
-            Err(RpcFailure::TimedOut) => BackendResult {
-                timed_out: true,
-                error: Some(format!(
-                    "timed out after {}s; the skill's process was killed and starts again on the next call",
-                    call.timeout.as_secs()
-                )),
-                ..BackendResult::default()
-            },
+            Err(RpcFailure::TimedOut) => timed_out(
+                call.timeout,
+                "the skill's process was killed and starts again on the next call",
+            ),
             Err(RpcFailure::Remote {
                 code: Some(SCRIPT_TIMED_OUT),
                 ..
-            }) => BackendResult {
-                timed_out: true,
-                error: Some(format!(
-                    "timed out after {}s; the script's evaluation was stopped",
-                    call.timeout.as_secs()
-                )),
-                ..BackendResult::default()
-            },
+            }) => timed_out(call.timeout, "the script's evaluation was stopped"),
             Err(RpcFailure::Cancelled) => cancelled(),
             Err(other) => failed(failure_text(&other)),
         }
@@ -361,6 +350,14 @@ fn failure_text(f: &RpcFailure) -> String {
 fn failed(why: String) -> BackendResult {
     BackendResult {
         error: Some(why),
+        ..BackendResult::default()
+    }
+}
+
+fn timed_out(timeout: Duration, then: &str) -> BackendResult {
+    BackendResult {
+        timed_out: true,
+        error: Some(format!("timed out after {}s; {then}", timeout.as_secs())),
         ..BackendResult::default()
     }
 }

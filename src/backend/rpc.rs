@@ -205,9 +205,7 @@ impl Conn {
 
     /// Queues `message` for the child; false once the child is gone.
     fn send(&self, message: &Value) -> bool {
-        let mut line = serde_json::to_vec(message).unwrap_or_default();
-        line.push(b'\n');
-        self.outgoing.send(line).is_ok()
+        self.outgoing.send(encode(message)).is_ok()
     }
 
     /// For a serving connection: opens what the child's requests on behalf
@@ -319,9 +317,7 @@ impl Conn {
                     json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}})
                 }
             };
-            let mut line = serde_json::to_vec(&message).unwrap_or_default();
-            line.push(b'\n');
-            let _ = outgoing.send(line);
+            let _ = outgoing.send(encode(&message));
         });
     }
 
@@ -342,6 +338,13 @@ impl Conn {
     fn nothing_in_flight(&self) -> bool {
         lock(&self.pending).as_ref().is_none_or(HashMap::is_empty)
     }
+}
+
+/// `message` as one line.
+fn encode(message: &Value) -> Vec<u8> {
+    let mut line = serde_json::to_vec(message).unwrap_or_default();
+    line.push(b'\n');
+    line
 }
 
 /// Closes a request's scope when the request is over.
@@ -405,10 +408,7 @@ async fn supervise(
         child.kill();
     } else {
         let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
-        let bye = json!({"jsonrpc": "2.0", "id": id, "method": "shutdown"});
-        let mut line = serde_json::to_vec(&bye).unwrap_or_default();
-        line.push(b'\n');
-        let _ = conn.outgoing.send(line);
+        conn.send(&json!({"jsonrpc": "2.0", "id": id, "method": "shutdown"}));
         // Time to finish and exit by itself, as `shutdown` asks; what it
         // still writes is read (and dropped), so it never meets a closed pipe.
         let drain = async { while let Ok(Some(_)) = read_line(&mut lines).await {} };

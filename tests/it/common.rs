@@ -286,6 +286,20 @@ impl TestServer {
     }
 
     /// `GET path`, its body as JSON, whatever the status.
+    /// Approves a held call once (answered 200), then waits for its run.
+    pub async fn approve_once_and_wait(&self, held: &serde_json::Value) -> serde_json::Value {
+        let approval = held["approval_id"].as_str().unwrap();
+        let approved = reqwest::Client::new()
+            .post(self.url(&format!("/approvals/{approval}/approve")))
+            .json(&serde_json::json!({"scope": "once"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(approved.status(), 200);
+        let run = held["run_id"].as_str().unwrap();
+        self.get_json(&format!("/runs/{run}?wait=30")).await
+    }
+
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
         reqwest::get(self.url(path)).await.unwrap().json().await.unwrap()
     }

@@ -336,19 +336,7 @@ async fn a_call_of_a_user_process_skill_waits_for_approval_like_any_other() {
         .get_json(&format!("/approvals/{}", held["approval_id"].as_str().unwrap()))
         .await;
     assert_eq!(request["permissions"], json!(["shell:exec"]), "{request}");
-    let approved = reqwest::Client::new()
-        .post(server.url(&format!(
-            "/approvals/{}/approve",
-            held["approval_id"].as_str().unwrap()
-        )))
-        .json(&json!({"scope": "once"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), 200);
-    let run = server
-        .get_json(&format!("/runs/{}?wait=30", held["run_id"].as_str().unwrap()))
-        .await;
+    let run = server.approve_once_and_wait(&held).await;
     assert_eq!(run["status"], "succeeded", "{run}");
     assert_eq!(run["result"]["parsed"]["text"], "may I", "{run}");
 }

@@ -614,16 +614,7 @@ async fn a_call_of_a_user_starlark_skill_waits_for_approval_like_any_other() {
     let approval = held["approval_id"].as_str().unwrap();
     let request = server.get_json(&format!("/approvals/{approval}")).await;
     assert_eq!(request["permissions"], json!(["shell:exec"]), "{request}");
-    let approved = reqwest::Client::new()
-        .post(server.url(&format!("/approvals/{approval}/approve")))
-        .json(&json!({"scope": "once"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), 200);
-    let run = server
-        .get_json(&format!("/runs/{}?wait=30", held["run_id"].as_str().unwrap()))
-        .await;
+    let run = server.approve_once_and_wait(&held).await;
     assert_eq!(run["status"], "succeeded", "{run}");
     assert_eq!(run["result"]["output"], "app=web", "{run}");
 }
@@ -645,17 +636,7 @@ async fn a_starlark_skill_from_an_untrusted_source_runs_confined_once_approved()
         status, 202,
         "an untrusted skill's call waits for a person: {held}"
     );
-    let approval = held["approval_id"].as_str().unwrap();
-    let approved = reqwest::Client::new()
-        .post(server.url(&format!("/approvals/{approval}/approve")))
-        .json(&json!({"scope": "once"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), 200);
-    let run = server
-        .get_json(&format!("/runs/{}?wait=30", held["run_id"].as_str().unwrap()))
-        .await;
+    let run = server.approve_once_and_wait(&held).await;
     assert_eq!(run["status"], "succeeded", "{run}");
     let server_uid = nix::unistd::geteuid().as_raw();
     if server_uid == 0 {
