@@ -592,13 +592,53 @@ pub fn launcher(settings: &RunSettings, sandbox: Arc<Sandbox>) -> Option<Arc<dyn
         limits: settings.limits,
         extra_env: settings.extra_env.clone(),
         idle: settings.backend_idle,
-        starlark_host: settings
-            .starlark_host
-            .clone()
-            .or_else(|| std::env::current_exe().ok())
-            .unwrap_or_else(|| PathBuf::from("skilld")),
+        starlark_host: starlark_host(settings),
     };
     Some(Arc::new(Launcher::new(sandbox, children, runtime)))
+}
+
+/// The program run as `starlark-host`: the configured one or this one,
+/// where the sandbox's user can run it. A server running as root from a
+/// place others cannot enter (root's home, a private temporary directory)
+/// keeps a hard link to it (or a copy) under the scratch root instead.
+fn starlark_host(settings: &RunSettings) -> PathBuf {
+    let program = settings
+        .starlark_host
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("skilld"));
+    if !nix::unistd::geteuid().is_root() || runner::runnable_by_anyone(&program) {
+        return program;
+    }
+    reachable_copy(&program, &settings.scratch_dir).unwrap_or_else(|e| {
+        let path = program.display();
+        tracing::warn!(%path, error = %e, "the Starlark host may not be reachable by the sandbox's user");
+        program
+    })
+}
+
+/// A link to `program` (or a copy) under `scratch`, named by its inode,
+/// so that servers sharing the scratch root share it.
+fn reachable_copy(program: &std::path::Path, scratch: &std::path::Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    crate::sandbox::ensure_scratch_root(scratch)?;
+    let dir = scratch.join(".starlark-host");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))?;
+    let meta = std::fs::metadata(program)?;
+    let target = dir.join(format!("skilld-{}-{}", meta.dev(), meta.ino()));
+    if target.exists() {
+        return Ok(target);
+    }
+    // A link shares the program's mode: only one others may run will do.
+    let linked = meta.mode() & 0o001 != 0 && std::fs::hard_link(program, &target).is_ok();
+    if !linked {
+        let staged = dir.join(format!(".copy-{}", std::process::id()));
+        std::fs::copy(program, &staged)?;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::rename(&staged, &target)?;
+    }
+    Ok(target)
 }
 
 /// A launcher with a sandbox of its own, for commands that load skills
