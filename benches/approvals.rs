@@ -65,6 +65,7 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
             path: root.to_path_buf(),
             trust: Trust::Bundled,
             explicit: true,
+            installed: false,
         }],
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
@@ -79,6 +80,7 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
         },
     ));
     let state = AppState {
+        installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog,
         invoker,
         auth: Arc::new(Auth::open()),

@@ -239,6 +239,7 @@ async fn bench(root: &Path) {
             path: root.to_path_buf(),
             trust: Trust::Bundled,
             explicit: true,
+            installed: false,
         }],
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
@@ -255,6 +256,7 @@ async fn bench(root: &Path) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let state = AppState {
+        installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog: catalog.clone(),
         invoker,
         auth: Default::default(),

@@ -117,6 +117,7 @@ fn options(root: &Path) -> CatalogOptions {
             path: root.to_path_buf(),
             trust: Trust::Bundled,
             explicit: true,
+            installed: false,
         }],
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
@@ -432,6 +433,7 @@ fn main() {
             skilld::invoke::RunSettings::default(),
         ));
         let state = AppState {
+            installer: skilld::install::Installer::shared(&catalog, &invoker),
             catalog,
             invoker,
             auth: Default::default(),

@@ -109,6 +109,7 @@ fn options(root: &Path) -> CatalogOptions {
             path: root.to_path_buf(),
             trust: Trust::Bundled,
             explicit: true,
+            installed: false,
         }],
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
@@ -453,6 +454,7 @@ async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
             instance: Some("bench".to_owned()),
             mode: Some("Global".to_owned()),
             request_id: None,
+            skill_version: None,
         })
         .await
         .expect("insert_run");
@@ -665,6 +667,7 @@ async fn bench(root: &Path) -> Figures {
     let addr = listener.local_addr().expect("local addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let state = AppState {
+        installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog: catalog.clone(),
         invoker: invoker.clone(),
         auth: Default::default(),

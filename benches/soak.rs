@@ -130,6 +130,7 @@ async fn run(secs: u64) {
             path: root.clone(),
             trust: Trust::Bundled,
             explicit: true,
+            installed: false,
         }],
         max_timeout_secs: 60,
         runtimes: Runtimes::default(),
@@ -164,6 +165,7 @@ async fn run(secs: u64) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let state = AppState {
+        installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog,
         invoker,
         auth: Default::default(),

@@ -6,6 +6,7 @@ use crate::export::Format;
 use crate::http::{AppState, serve};
 use crate::invoke::{Asked, Call, Called, Delivery, Gate, Invoker, Target};
 use crate::skill::backend::Launch;
+use crate::skill::scaffold::{self, ScaffoldDialect};
 use crate::skill::{Code, Diagnostic, Severity, Trust};
 use crate::skill::{LoadOptions, PathCache, Runtimes, load_skill};
 use crate::store::Store;
@@ -82,6 +83,22 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_name = "FILE.zip")]
         output: Option<PathBuf>,
     },
+    /// Make a new skill directory, PARENT/NAME, from a template of one
+    /// dialect that passes `skilld check` and whose tool runs. Prints its
+    /// path. Exit 1 when NAME is not a valid skill name or the directory
+    /// exists (nothing is overwritten), 2 when it cannot be written.
+    New {
+        /// The skill's name: lowercase letters and digits, with single
+        /// hyphens between words (`csv-stats`).
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// How the skill is written (`docs/skills.md`, "Which dialect?").
+        #[arg(long, value_enum, default_value_t = ScaffoldDialect::Markdown)]
+        dialect: ScaffoldDialect,
+        /// The directory to make it in.
+        #[arg(long = "dir", value_name = "PARENT", default_value = ".")]
+        dir: PathBuf,
+    },
     /// Evaluate a Starlark skill's script for a server: the child it
     /// starts in the run sandbox, speaking JSON-RPC on stdin and stdout.
     #[command(hide = true)]
@@ -122,6 +139,7 @@ pub fn main() -> ExitCode {
         Command::Mcp(args) => run_mcp(&args),
         Command::Openapi => print_openapi(),
         Command::Package { dir, output } => return package(&dir, output.as_deref()),
+        Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
         Command::StarlarkHost { .. } => Ok(()),
         Command::Run {
             skills,
@@ -350,7 +368,13 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
             .collect();
         tracing::info!(tokens = %tokens.join(","), "bearer tokens required");
     }
+    let installer = Arc::new(crate::install::Installer::new(
+        handle.clone(),
+        invoker.clone(),
+        config.install.clone(),
+    ));
     let state = AppState {
+        installer,
         catalog: handle,
         invoker,
         auth: config.auth.clone(),
@@ -477,6 +501,27 @@ fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
     }
 }
 
+/// `skilld new`: makes the skill `parent/name` from a template, then says
+/// on stderr how to lint and run it.
+fn new_skill(parent: &Path, name: &str, dialect: ScaffoldDialect) -> ExitCode {
+    let dir = match scaffold::scaffold(parent, name, dialect) {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!("skilld: {e}");
+            return ExitCode::from(if e.is_refusal() { 1 } else { 2 });
+        }
+    };
+    println!("{}", dir.display());
+    eprintln!("next: edit it, then `skilld check {}`", dir.display());
+    if let Some((tool, args)) = scaffold::example_call(name, dialect) {
+        eprintln!(
+            "try:  skilld run --skills {} {tool} --args '{args}'",
+            parent.display()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
 fn write_package(dir: &Path, output: &Path) -> anyhow::Result<()> {
     let parent = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -554,6 +599,7 @@ fn lint(
         path: path.to_path_buf(),
         trust: Trust::User,
         explicit: true,
+        installed: false,
     };
     let catalog = Catalog::build(
         &CatalogOptions {

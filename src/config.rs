@@ -164,6 +164,51 @@ pub struct FileConfig {
     pub sandbox_write_paths: Option<Vec<PathBuf>>,
     /// See [`ServeArgs::scratch_dir`].
     pub scratch_dir: Option<PathBuf>,
+    /// Untrusted uploads (`POST /skills`) wait for an admin's review
+    /// before they serve (default false).
+    pub review_uploads: Option<bool>,
+    /// Limits of uploads and their dependencies.
+    pub install: Option<InstallConfig>,
+}
+
+/// `[install]`: what an upload may hold, and how its dependencies install.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallConfig {
+    /// The largest upload body (default 64 MiB).
+    pub max_upload_bytes: Option<u64>,
+    /// Entries an archive may hold (default 1000).
+    pub max_entries: Option<usize>,
+    /// Bytes it may unpack to (default 64 MiB).
+    pub max_unpacked_bytes: Option<u64>,
+    /// Unpacked over packed, past 1 MiB (default 100).
+    pub max_ratio: Option<u64>,
+    /// Each dependency installer's time limit (default 300 s).
+    pub deps_timeout_secs: Option<u64>,
+    /// What one version's dependencies may take on disk (default 1 GiB).
+    pub deps_max_bytes: Option<u64>,
+}
+
+impl InstallConfig {
+    fn settings(&self, review_uploads: bool) -> crate::install::InstallSettings {
+        let d = crate::install::InstallSettings::default();
+        crate::install::InstallSettings {
+            limits: crate::skill::unpack::UnpackLimits {
+                max_entries: self.max_entries.unwrap_or(d.limits.max_entries),
+                max_bytes: self.max_unpacked_bytes.unwrap_or(d.limits.max_bytes),
+                max_ratio: self.max_ratio.unwrap_or(d.limits.max_ratio),
+            },
+            max_upload_bytes: self.max_upload_bytes.unwrap_or(d.max_upload_bytes),
+            review_uploads,
+            deps: crate::install::DepsSettings {
+                timeout: self
+                    .deps_timeout_secs
+                    .map_or(d.deps.timeout, std::time::Duration::from_secs),
+                max_bytes: self.deps_max_bytes.unwrap_or(d.deps.max_bytes),
+                ..d.deps
+            },
+        }
+    }
 }
 
 /// The resolved configuration.
@@ -192,6 +237,8 @@ pub struct Config {
     /// Environment variables the config named as holding secrets
     /// (`secret_env`), to wipe once read.
     pub secret_variables: Vec<String>,
+    /// How `POST /skills` takes uploads.
+    pub install: crate::install::InstallSettings,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -295,6 +342,11 @@ impl Config {
             allowed_origins: resolve_origins(args, &file)?,
             public_url: resolve_public_url(args, &file, bind)?,
             notify: resolve_notify(&file)?,
+            install: file
+                .install
+                .clone()
+                .unwrap_or_default()
+                .settings(file.review_uploads.unwrap_or(false)),
             secret_variables: file
                 .notify
                 .iter()
@@ -408,7 +460,17 @@ fn resolve_roots(
     if skills.is_empty() {
         return Ok(default_roots(workspace, data_dir));
     }
-    skills.iter().map(|s| Root::parse_flag(s)).collect()
+    let mut roots = skills
+        .iter()
+        .map(|s| Root::parse_flag(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    // What `POST /skills` installed serves whichever roots were named: it
+    // is the server's own, kept in its data directory.
+    let installed = installed_root(data_dir);
+    if !roots.iter().any(|r| r.path == installed.path) {
+        roots.push(installed);
+    }
+    Ok(roots)
 }
 
 /// The script runtimes, with the file's replacing the defaults by extension.
@@ -637,6 +699,7 @@ pub fn default_roots(workspace: &Path, data_dir: &Path) -> Vec<Root> {
         path: bundled_dir(),
         trust: Trust::Bundled,
         explicit: false,
+        installed: false,
     }];
     if let Some(h) = home() {
         roots.push(Root {
@@ -644,6 +707,7 @@ pub fn default_roots(workspace: &Path, data_dir: &Path) -> Vec<Root> {
             path: h.join(".config/skilld/skills"),
             trust: Trust::User,
             explicit: false,
+            installed: false,
         });
     }
     roots.push(Root {
@@ -651,14 +715,21 @@ pub fn default_roots(workspace: &Path, data_dir: &Path) -> Vec<Root> {
         path: workspace.join(".agent/skills"),
         trust: Trust::User,
         explicit: false,
+        installed: false,
     });
-    roots.push(Root {
+    roots.push(installed_root(data_dir));
+    roots
+}
+
+/// Where `POST /skills` installs: `<data dir>/installed`, untrusted.
+pub fn installed_root(data_dir: &Path) -> Root {
+    Root {
         name: "installed".to_owned(),
         path: data_dir.join("installed"),
         trust: Trust::Untrusted,
         explicit: false,
-    });
-    roots
+        installed: true,
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod config;
 mod environ;
 pub mod export;
 pub mod http;
+pub mod install;
 pub mod invoke;
 pub mod mcp;
 pub mod metrics;

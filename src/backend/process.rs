@@ -219,6 +219,7 @@ impl ProcessBackend {
         let request = Request {
             trust: self.trust,
             skill_dir: &self.dir,
+            deps: None,
             workspace: &self.settings.workspace,
             workspace_write: self.workspace_write,
             scratch,

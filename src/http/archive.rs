@@ -48,10 +48,7 @@ async fn get_skill_archive(
     State(state): State<AppState>,
     Path(p): Path<SkillPath>,
 ) -> Result<Response> {
-    let catalog = state.catalog.current();
-    let skill = catalog
-        .skill(&p.skill)
-        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
+    let skill = super::skills::named(&state, &p.skill).await?;
     let (dir, hash) = (skill.dir.clone(), skill.hash.clone());
     let version = skill.version.clone().unwrap_or_else(|| "0.0.0".to_owned());
     let filename = format!("{}-{version}.zip", skill.name);

@@ -4,7 +4,9 @@
 //! with the request id, never sent.
 
 use crate::auth::AuthError;
+use crate::install::InstallError;
 use crate::invoke::{FieldError, InvokeError};
+use crate::skill::Diagnostic;
 use crate::store::StoreError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -28,6 +30,9 @@ pub struct Problem {
     /// For an ambiguous tool name: the skills that define it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidates: Option<Vec<String>>,
+    /// For an upload that does not lint: what the linter said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<Vec<Diagnostic>>,
 }
 
 /// Everything a handler can fail with.
@@ -78,6 +83,12 @@ pub enum ApiError {
     /// A fault of the server; the cause is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
+    /// 422 for an uploaded skill that does not lint, with the diagnostics.
+    #[error("{detail}")]
+    InvalidSkill {
+        detail: String,
+        diagnostics: Vec<Diagnostic>,
+    },
 }
 
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -101,7 +112,9 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
-            ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unprocessable { .. } | ApiError::InvalidSkill { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -126,6 +139,7 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
+            ApiError::InvalidSkill { .. } => "invalid_skill",
         }
     }
 
@@ -151,6 +165,10 @@ impl ApiError {
             },
             candidates: match self {
                 ApiError::AmbiguousTool { candidates, .. } => Some(candidates.clone()),
+                _ => None,
+            },
+            diagnostics: match self {
+                ApiError::InvalidSkill { diagnostics, .. } => Some(diagnostics.clone()),
                 _ => None,
             },
         }
@@ -285,6 +303,8 @@ impl From<InvokeError> for ApiError {
             InvokeError::SkillChanged(_) => conflict("skill_changed"),
             InvokeError::RunFinished { .. } | InvokeError::RunStarted(_) => conflict("run_finished"),
             InvokeError::RunElsewhere(_) => conflict("run_elsewhere"),
+            InvokeError::VersionUnavailable(_) => conflict("version_unavailable"),
+            InvokeError::Internal(_) => ApiError::Internal(detail),
             InvokeError::Busy { retry_after_secs } => ApiError::TooManyRequests {
                 detail,
                 retry_after_secs: *retry_after_secs,
@@ -295,6 +315,47 @@ impl From<InvokeError> for ApiError {
             },
             InvokeError::ShuttingDown | InvokeError::TooManyStreams(_) => ApiError::Unavailable(detail),
             InvokeError::Store(_) => ApiError::Internal(detail),
+        }
+    }
+}
+
+impl From<InstallError> for ApiError {
+    fn from(e: InstallError) -> Self {
+        use crate::skill::unpack::UnpackError as U;
+        let detail = e.to_string();
+        let unprocessable = |code| ApiError::Unprocessable {
+            code,
+            detail: detail.clone(),
+            errors: Vec::new(),
+        };
+        let conflict = |code| ApiError::Conflict {
+            code,
+            detail: detail.clone(),
+        };
+        match e {
+            InstallError::Store(store) => store.into(),
+            InstallError::Runs(runs) => runs.into(),
+            InstallError::Io(cause) => ApiError::Internal(cause),
+            InstallError::Invalid(diagnostics) => ApiError::InvalidSkill { detail, diagnostics },
+            InstallError::Archive(U::TooLarge { .. } | U::TooManyEntries { .. } | U::Ratio { .. }) => {
+                ApiError::PayloadTooLarge(detail)
+            }
+            InstallError::Archive(U::Io(cause)) => ApiError::Internal(cause),
+            InstallError::Archive(U::NotZip(_)) => unprocessable("not_a_zip"),
+            InstallError::Archive(_) => unprocessable("unsafe_archive"),
+            InstallError::NoSkill | InstallError::Unnamed(_) => unprocessable("no_skill"),
+            InstallError::NoVersion | InstallError::BadVersion(_) => unprocessable("invalid_version"),
+            InstallError::Dependencies(_) => unprocessable("dependencies_failed"),
+            InstallError::NameTaken { .. } => conflict("name_taken"),
+            InstallError::Exists { .. } => conflict("version_exists"),
+            InstallError::NotReady { .. } | InstallError::NotPending { .. } => conflict("wrong_status"),
+            InstallError::InFlight(_) => conflict("runs_in_flight"),
+            InstallError::NoRoot => ApiError::Unavailable(detail),
+            InstallError::NotFound(name) => ApiError::not_found("installed skill", name),
+            InstallError::NoSuchVersion(name, version) => {
+                ApiError::not_found("skill version", format!("{name}@{version}"))
+            }
+            InstallError::OtherSource { .. } => ApiError::Forbidden(detail),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod error;
 mod extract;
 pub mod guard;
 pub mod health;
+pub mod install;
 pub mod invoke;
 pub mod mcp;
 pub mod metrics;
@@ -49,6 +50,8 @@ pub struct AppState {
     pub auth: Arc<crate::auth::Auth>,
     /// Without tokens: which hosts and origins may call (`guard`).
     pub web: Arc<guard::WebGuard>,
+    /// Installs uploads and manages installed versions.
+    pub installer: Arc<crate::install::Installer>,
 }
 
 /// Serves `app(state)` on a bound listener until `shutdown` completes.
@@ -143,6 +146,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(health::router())
         .merge(skills::router())
         .merge(archive::router())
+        .merge(install::router())
         .merge(skill_match::router())
         .merge(tools::router())
         .merge(invoke::router())

@@ -6,6 +6,7 @@ use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
 use super::extract::{Accept, Path, Query};
 use super::responses::{BadQuery, Binary, NoSuchSkill};
+use crate::catalog::NotFound;
 use crate::export::ToolInfo;
 use crate::skill::MAX_DEFINITION_BYTES;
 use crate::skill::{
@@ -16,6 +17,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -56,7 +58,7 @@ pub struct SkillSummary {
 }
 
 impl SkillSummary {
-    fn new(s: &Skill) -> Self {
+    pub fn new(s: &Skill) -> Self {
         Self {
             name: s.name.clone(),
             version: s.version.clone(),
@@ -117,7 +119,7 @@ pub struct SkillDetail {
 }
 
 impl SkillDetail {
-    fn new(s: &Skill) -> Self {
+    pub fn new(s: &Skill) -> Self {
         Self {
             name: s.name.clone(),
             version: s.version.clone(),
@@ -161,6 +163,10 @@ pub struct SkillFilter {
     /// Case-insensitive text to find in the name or description.
     pub q: Option<String>,
     pub trust: Option<Trust>,
+    /// Only skills from this source (`bundled`, `user`, `project`,
+    /// `installed`, or a `--skills` directory as given): `installed` lists
+    /// what another skilld can pull.
+    pub source: Option<String>,
 }
 
 /// List the loaded skills, sorted by name.
@@ -181,6 +187,7 @@ async fn list_skills(
         .iter()
         .filter(|s| filter.mode.as_deref().is_none_or(|m| s.in_mode(m)))
         .filter(|s| filter.trust.is_none_or(|t| s.trust == t))
+        .filter(|s| filter.source.as_deref().is_none_or(|src| s.source == src))
         .filter(|s| {
             q.as_deref()
                 .is_none_or(|q| s.name.to_lowercase().contains(q) || s.description.to_lowercase().contains(q))
@@ -194,8 +201,30 @@ async fn list_skills(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct SkillPath {
-    /// The skill's name.
+    /// The skill's name; `name@version` names one installed version, and
+    /// `name@latest` the highest ready one.
     pub skill: String,
+}
+
+/// The skill a path names (`name`, `name@version`, `name@latest`). Another
+/// installed version is read, and maybe loaded, on a blocking thread.
+pub(super) async fn named(state: &AppState, spec: &str) -> Result<Arc<Skill>> {
+    let catalog = state.catalog.current();
+    let found = if spec.contains('@') {
+        let owned = spec.to_owned();
+        tokio::task::spawn_blocking(move || catalog.find(&owned))
+            .await
+            .map_err(|e| ApiError::Internal(format!("finding {spec} stopped: {e}")))?
+    } else {
+        catalog.find(spec)
+    };
+    found.map(|f| f.skill).map_err(|e| match e {
+        NotFound::Broken { .. } => ApiError::Conflict {
+            code: "version_unavailable",
+            detail: e.to_string(),
+        },
+        _ => ApiError::not_found("skill", spec),
+    })
 }
 
 /// One skill with its tools, files and warnings.
@@ -210,11 +239,8 @@ async fn get_skill(
     State(state): State<AppState>,
     Path(p): Path<SkillPath>,
 ) -> Result<Json<SkillDetail>> {
-    let catalog = state.catalog.current();
-    let skill = catalog
-        .skill(&p.skill)
-        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
-    Ok(Json(SkillDetail::new(skill)))
+    let skill = named(&state, &p.skill).await?;
+    Ok(Json(SkillDetail::new(&skill)))
 }
 
 /// A skill's instructions, for prompt rewriting.
@@ -242,10 +268,7 @@ async fn get_skill_prompt(
     Path(p): Path<SkillPath>,
     accept: Accept,
 ) -> Result<Response> {
-    let catalog = state.catalog.current();
-    let skill = catalog
-        .skill(&p.skill)
-        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?;
+    let skill = named(&state, &p.skill).await?;
     if accept.prefers("text/markdown") {
         return Ok((
             [(
@@ -256,7 +279,7 @@ async fn get_skill_prompt(
         )
             .into_response());
     }
-    Ok(Json(SkillPrompt::new(skill)).into_response())
+    Ok(Json(SkillPrompt::new(&skill)).into_response())
 }
 
 impl SkillPrompt {
@@ -312,11 +335,7 @@ pub(super) async fn get_skill_file(
     Path(p): Path<SkillFilePath>,
     accept: Accept,
 ) -> Result<Response> {
-    let catalog = state.catalog.current();
-    let skill = catalog
-        .skill(&p.skill)
-        .ok_or_else(|| ApiError::not_found("skill", &p.skill))?
-        .clone();
+    let skill = named(&state, &p.skill).await?;
     let ext = crate::skill::files::extension(&p.path);
     let Some(mut content_type) = crate::skill::files::served_type(&ext) else {
         return Err(not_served(&skill.dir, &p.path, &ext).await);

@@ -2,7 +2,7 @@
 //! running the approved ones on the instance that decided, and waiting for
 //! any run to end, whichever instance ends it.
 
-use super::{Asked, InvokeError, Invoker, Prepared};
+use super::{Asked, InvokeError, Invoker, Prepared, Target};
 use crate::catalog::Catalog;
 use crate::policy;
 use crate::store::{
@@ -79,7 +79,7 @@ impl Invoker {
     /// saw: the request is voided instead (its run ends `expired`).
     pub async fn decide_request(
         self: &Arc<Self>,
-        catalog: &Catalog,
+        catalog: &Arc<Catalog>,
         id: Uuid,
         ruling: Ruling,
     ) -> Result<Approval, InvokeError> {
@@ -119,7 +119,11 @@ impl Invoker {
     /// The call behind a request about to be approved; when it can no
     /// longer be made as shown, its run ends (only while it still waits: a
     /// run someone else has just approved goes on) and the request is void.
-    async fn prepare_or_void(&self, catalog: &Catalog, request: &Approval) -> Result<Prepared, InvokeError> {
+    async fn prepare_or_void(
+        &self,
+        catalog: &Arc<Catalog>,
+        request: &Approval,
+    ) -> Result<Prepared, InvokeError> {
         match self.prepare_again(catalog, request).await {
             Ok(p) => Ok(p),
             Err(why) => {
@@ -133,17 +137,26 @@ impl Invoker {
 
     /// The call behind a request, prepared again from the current catalog
     /// and checked to be exactly what the approver was shown.
-    async fn prepare_again(&self, catalog: &Catalog, request: &Approval) -> Result<Prepared, String> {
-        let index = catalog
-            .skill_tool(&request.skill, &request.tool)
-            .ok_or_else(|| format!("tool {}/{} is no longer loaded", request.skill, request.tool))?;
+    async fn prepare_again(&self, catalog: &Arc<Catalog>, request: &Approval) -> Result<Prepared, String> {
         let run = self
             .store
             .get_run(request.run_id)
             .await
             .map_err(|e| format!("cannot read run {}: {e}", request.run_id))?;
+        // The version the call named, which need not be the one serving now.
+        let skill = match &run.skill_version {
+            Some(v) => format!("{}@{v}", request.skill),
+            None => request.skill.clone(),
+        };
+        let target = Target::SkillTool {
+            skill,
+            tool: request.tool.clone(),
+        };
+        let (skill, tool) = super::locate(catalog, &target)
+            .await
+            .map_err(|_| format!("tool {}/{} is no longer loaded", request.skill, request.tool))?;
         let p = self
-            .prepare(catalog, index, &request.arguments, run.mode.as_deref())
+            .prepare(skill, tool, &request.arguments, run.mode.as_deref())
             .map_err(|e| format!("the arguments no longer fit the tool: {e}"))?;
         if p.skill.hash != request.skill_hash {
             return Err(format!(

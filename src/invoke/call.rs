@@ -3,8 +3,9 @@
 //! the HTTP route, the command line and MCP only translate its [`Called`].
 
 use super::{Asked, Envelope, Held, InvokeError, Invoker, LiveRun, MAX_WAIT, Prepared, RunEvent};
-use crate::catalog::{Catalog, ToolLookup};
+use crate::catalog::{Catalog, NotFound, ToolLookup};
 use crate::policy::{Decision, Verdict};
+use crate::skill::Skill;
 use crate::store::{PolicyFacts, Run, RunStatus};
 use serde::Serialize;
 use serde_json::Value;
@@ -131,15 +132,57 @@ pub fn resolve(catalog: &Catalog, target: &Target) -> Result<usize, InvokeError>
     }
 }
 
+/// The skill (in the version the target names) and the index of its tool.
+/// A target naming a version (`name@1.2.0`) may load it: that happens on a
+/// blocking thread.
+pub async fn locate(catalog: &Arc<Catalog>, target: &Target) -> Result<(Arc<Skill>, usize), InvokeError> {
+    let Target::SkillTool { skill, tool } = target else {
+        let entry = &catalog.tools[resolve(catalog, target)?];
+        return Ok((catalog.skills[entry.skill].clone(), entry.tool));
+    };
+    let found = if skill.contains('@') {
+        let (catalog, spec) = (catalog.clone(), skill.clone());
+        tokio::task::spawn_blocking(move || catalog.find(&spec))
+            .await
+            .map_err(|e| InvokeError::Internal(format!("loading {skill} stopped: {e}")))?
+    } else {
+        catalog.find(skill)
+    };
+    let found = found.map_err(|e| match e {
+        NotFound::Skill(name) => InvokeError::NotFound { what: "skill", name },
+        NotFound::Version { name, version } => InvokeError::NotFound {
+            what: "skill version",
+            name: format!("{name}@{version}"),
+        },
+        broken @ NotFound::Broken { .. } => InvokeError::VersionUnavailable(broken.to_string()),
+    })?;
+    if !found.runnable() {
+        return Err(InvokeError::VersionUnavailable(format!(
+            "{skill} is {} and its tools cannot be called",
+            found.status.map_or("unavailable", |s| s.as_str())
+        )));
+    }
+    let index = found
+        .skill
+        .tools
+        .iter()
+        .position(|t| &t.name == tool)
+        .ok_or_else(|| InvokeError::NotFound {
+            what: "tool",
+            name: format!("{skill}/{tool}"),
+        })?;
+    Ok((found.skill, index))
+}
+
 impl Invoker {
     /// Resolves, validates, renders and decides a call, then refuses it,
     /// holds it for a person, or runs it, as [`Call`] asks.
-    pub async fn call(self: &Arc<Self>, catalog: &Catalog, call: Call) -> Result<Called, InvokeError> {
+    pub async fn call(self: &Arc<Self>, catalog: &Arc<Catalog>, call: Call) -> Result<Called, InvokeError> {
         if call.wait > MAX_WAIT {
             return Err(InvokeError::WaitTooLong);
         }
-        let index = resolve(catalog, &call.target)?;
-        let prepared = self.prepare(catalog, index, &call.arguments, call.mode.as_deref())?;
+        let (skill, tool) = locate(catalog, &call.target).await?;
+        let prepared = self.prepare(skill, tool, &call.arguments, call.mode.as_deref())?;
         if call.gate == Gate::Operator {
             return self.run(prepared, &call).await;
         }

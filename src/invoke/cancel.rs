@@ -1,7 +1,7 @@
 //! Cancelling a run, wherever it is in its life.
 
 use super::{InvokeError, Invoker};
-use crate::store::RunStatus;
+use crate::store::{RunFilter, RunStatus};
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -62,5 +62,61 @@ impl Invoker {
             Some(_) => Ok(Cancelled::Withdrawn),
             None => Err(InvokeError::RunStarted(id)),
         }
+    }
+}
+
+impl Invoker {
+    /// The runs of skill `name` (of one version, when given) that are
+    /// running or queued, as the run log has them.
+    pub async fn live_runs_of(&self, name: &str, version: Option<&str>) -> Result<Vec<Uuid>, InvokeError> {
+        let mut ids = Vec::new();
+        for status in [RunStatus::Running, RunStatus::Queued] {
+            let mut cursor = None;
+            loop {
+                let page = self
+                    .store
+                    .list_runs(RunFilter {
+                        tool: None,
+                        skill: Some(name.to_owned()),
+                        status: Some(status),
+                        limit: RunFilter::MAX_LIMIT,
+                        cursor,
+                    })
+                    .await?;
+                ids.extend(
+                    page.runs
+                        .iter()
+                        .filter(|r| version.is_none_or(|v| r.skill_version.as_deref() == Some(v)))
+                        .map(|r| r.id),
+                );
+                cursor = page.next_cursor;
+                if cursor.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Cancels runs as an admin would and waits, up to the grace and a
+    /// second, for each to end.
+    pub async fn cancel_and_wait(&self, ids: &[Uuid]) -> Result<(), InvokeError> {
+        let admin = Canceller {
+            name: None,
+            approver: true,
+        };
+        for &id in ids {
+            match self.cancel(id, admin).await {
+                Ok(_) | Err(InvokeError::RunFinished { .. } | InvokeError::RunStarted(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let deadline = tokio::time::Instant::now() + self.settings.grace + std::time::Duration::from_secs(1);
+        for &id in ids {
+            if let Some(live) = self.runs.get(id) {
+                let _ = tokio::time::timeout_at(deadline, live.finished()).await;
+            }
+        }
+        Ok(())
     }
 }

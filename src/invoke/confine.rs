@@ -84,6 +84,7 @@ impl Invoker {
         Request {
             trust: p.skill.trust,
             skill_dir: &p.skill.dir,
+            deps: p.skill.deps.as_deref(),
             workspace: &self.settings.workspace,
             workspace_write: p.skill.permissions.iter().any(|x| x == WORKSPACE_WRITE),
             scratch,

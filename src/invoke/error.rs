@@ -104,6 +104,12 @@ pub enum InvokeError {
     /// A token cancelling a run another caller asked for.
     #[error("token '{name}' did not ask for run {id}: only its requester or an approver may cancel it")]
     NotRequester { id: Uuid, name: String },
+    /// An installed version that exists but may not run (pending review,
+    /// rejected) or does not load.
+    #[error("{0}")]
+    VersionUnavailable(String),
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -18,7 +18,7 @@ mod live;
 mod rundir;
 
 pub use approve::{Held, Ruling};
-pub use call::{Call, Called, Delivery, DryRun, Gate, Target, resolve};
+pub use call::{Call, Called, Delivery, DryRun, Gate, Target, locate, resolve};
 pub use cancel::{Cancelled, Canceller};
 pub use confine::WORKSPACE_WRITE;
 pub use envelope::{Artifact, Envelope};
@@ -30,7 +30,6 @@ pub use live::{LiveRun, RunEvent, Runs};
 pub use rundir::artifacts_dir;
 
 use crate::backend::{ChildSettings, Launcher};
-use crate::catalog::Catalog;
 use crate::policy::{self, Decision};
 use crate::runner::{self, Limits, Spec};
 use crate::sandbox::Sandbox;
@@ -193,18 +192,17 @@ impl Invoker {
         launcher(&self.settings, self.sandbox.clone())
     }
 
-    /// Validates and renders a call of catalog tool `index`. Nothing is
+    /// Validates and renders a call of tool `tool` of `skill`. Nothing is
     /// decided, recorded or started.
     pub fn prepare(
         &self,
-        catalog: &Catalog,
-        index: usize,
+        skill: Arc<Skill>,
+        tool: usize,
         arguments: &Value,
         mode: Option<&str>,
     ) -> Result<Prepared, InvokeError> {
-        let entry = &catalog.tools[index];
-        let skill = catalog.skills[entry.skill].clone();
-        let tool = &skill.tools[entry.tool];
+        let index = tool;
+        let tool = &skill.tools[index];
         if let Some(need) = skill.undeclared_need() {
             return Err(InvokeError::PermissionNotDeclared {
                 skill: skill.name.clone(),
@@ -229,11 +227,15 @@ impl Invoker {
         let env = if matches!(tool.action, Action::Backend) {
             Vec::new()
         } else {
-            runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env)
+            let mut env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
+            if let Some(deps) = &skill.deps {
+                runner::with_deps(&mut env, deps);
+            }
+            env
         };
         Ok(Prepared {
             timeout: Duration::from_secs(skill.timeout_secs),
-            tool: entry.tool,
+            tool: index,
             skill,
             arguments,
             argv,
@@ -362,6 +364,7 @@ impl Invoker {
             instance: None,
             mode: Some(p.mode.clone()),
             request_id: asked.request_id,
+            skill_version: p.skill.version.clone(),
         }
     }
 

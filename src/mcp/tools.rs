@@ -27,7 +27,7 @@ pub(super) fn list(catalog: &Catalog) -> Result<ListToolsResult, ErrorData> {
 /// denial, a failed run) is a result it reads, with `isError` set.
 pub(super) async fn call(
     invoker: &Arc<Invoker>,
-    catalog: &Catalog,
+    catalog: &Arc<Catalog>,
     caller: &Caller,
     request: CallToolRequestParams,
     wait: Result<Duration, String>,

@@ -31,6 +31,34 @@ pub fn child_env(
     build(std::env::vars_os(), skill_name, skill_dir, mode, extra_allowed)
 }
 
+/// Puts an installed skill's dependencies (`deps`: a `venv` and a
+/// `node_modules`) first on the child's paths, so its `python3` is the
+/// virtualenv's and `require` finds its packages.
+pub fn with_deps(env: &mut Vec<(String, String)>, deps: &Path) {
+    let venv = deps.join("venv");
+    let modules = deps.join("node_modules");
+    let mut front = Vec::new();
+    if venv.is_dir() {
+        front.push(venv.join("bin").display().to_string());
+        env.push(("VIRTUAL_ENV".to_owned(), venv.display().to_string()));
+    }
+    if modules.is_dir() {
+        front.push(modules.join(".bin").display().to_string());
+        env.push(("NODE_PATH".to_owned(), modules.display().to_string()));
+    }
+    if front.is_empty() {
+        return;
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| DEFAULT_PATH.to_owned());
+    env.retain(|(k, _)| k != "PATH");
+    front.push(path);
+    env.push(("PATH".to_owned(), front.join(":")));
+}
+
 /// Whether a variable name looks like it holds a credential, or the
 /// server's own settings: `*_TOKEN`, `*_TOKENS`, `*_KEY`, `*_SECRET`,
 /// `*PASSWORD*`, `*_URL` (database URLs carry passwords), `SKILLD_*`,

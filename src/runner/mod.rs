@@ -16,7 +16,7 @@ mod process;
 mod spawn;
 
 pub use child::Child;
-pub use env::{DEFAULT_PATH, child_env, is_secret_name};
+pub use env::{DEFAULT_PATH, child_env, is_secret_name, with_deps};
 pub use limits::{Limits, network_isolation_available};
 pub use process::runnable_by_anyone;
 
@@ -511,6 +511,7 @@ mod tests {
         crate::sandbox::Request {
             trust: crate::skill::Trust::User,
             skill_dir: Path::new("/"),
+            deps: None,
             workspace: Path::new("/"),
             workspace_write: false,
             scratch,

@@ -88,6 +88,9 @@ pub struct Sandbox {
 pub struct Request<'a> {
     pub trust: Trust,
     pub skill_dir: &'a Path,
+    /// An installed version's dependencies (its virtualenv, its
+    /// `node_modules`), read and run like the skill.
+    pub deps: Option<&'a Path>,
     pub workspace: &'a Path,
     /// The skill declared `file:write`.
     pub workspace_write: bool,
@@ -226,6 +229,7 @@ impl Sandbox {
     fn grants(&self, req: &Request) -> landlock::Grants {
         let mut read = self.base_read.clone();
         read.push(req.skill_dir.to_path_buf());
+        read.extend(req.deps.map(Path::to_path_buf));
         read.extend(req.programs.iter().filter_map(|p| install_prefix(p)));
         let workspace = landlock::around(req.workspace, &self.settings.protected);
         let mut write = vec![req.scratch.to_path_buf()];

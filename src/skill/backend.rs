@@ -77,6 +77,27 @@ pub trait Launch: Send + Sync + Debug {
     /// Starts (or reuses) the backend of a skill and asks it what it
     /// offers, or says in a sentence why it could not.
     fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String>;
+
+    /// Whether backends are held back on purpose (an upload waiting for
+    /// review runs nothing): the skill loads with its declared tools only.
+    fn defers(&self) -> bool {
+        false
+    }
+}
+
+/// Starts nothing: for a skill version no one has reviewed yet, whose code
+/// must not run, not even to list its tools.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Deferred;
+
+impl Launch for Deferred {
+    fn launch(&self, _: &LaunchRequest<'_>) -> Result<Launched, String> {
+        Err("backends start once this version is reviewed".to_owned())
+    }
+
+    fn defers(&self) -> bool {
+        true
+    }
 }
 
 /// One call of a backend's tool.

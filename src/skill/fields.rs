@@ -133,6 +133,7 @@ impl Fields {
             needs: Vec::new(),
             dependencies: Vec::new(),
             dir: origin.dir.to_path_buf(),
+            deps: None,
             definition: origin.definition,
             files: Vec::new(),
             source: origin.source.to_owned(),

@@ -182,6 +182,17 @@ impl Parse<'_, '_> {
             );
             return;
         }
+        if opts.launcher.is_some_and(|l| l.defers()) {
+            self.warn(
+                Code::BackendFailed,
+                pos,
+                format!(
+                    "the {} backend is not started until this version is reviewed",
+                    kind.as_str()
+                ),
+            );
+            return;
+        }
         let Some(launcher) = opts.launcher else {
             self.error(
                 Code::BackendFailed,

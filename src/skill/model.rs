@@ -205,6 +205,9 @@ pub struct Skill {
     pub needs: Vec<Need>,
     /// The skill's directory.
     pub dir: PathBuf,
+    /// An installed version's dependencies (its virtualenv and
+    /// `node_modules`), put on its tools' paths.
+    pub deps: Option<PathBuf>,
     /// The definition file (`SKILL.md` or `SKILL.yaml`).
     pub definition: PathBuf,
     pub files: Vec<SkillFile>,

@@ -151,6 +151,8 @@ pub struct Run {
     /// What the person who decided the call wrote: why they denied it, or
     /// what they said approving it.
     pub note: Option<String>,
+    /// The version of the skill called (installed skills keep several).
+    pub skill_version: Option<String>,
 }
 
 /// A run as first recorded, before anything has started.
@@ -176,6 +178,7 @@ pub struct NewRun {
     pub instance: Option<String>,
     pub mode: Option<String>,
     pub request_id: Option<String>,
+    pub skill_version: Option<String>,
 }
 
 /// `GET /runs`'s query: every filter given must match.

@@ -29,7 +29,7 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note"
+         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note, skill_version"
     };
 }
 
@@ -745,8 +745,8 @@ impl PgStore {
 async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, StoreError> {
     sqlx::query(concat!(
         "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-         approval_id, created_at, started_at, finished_at, instance, mode, request_id) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) returning ",
+         approval_id, created_at, started_at, finished_at, instance, mode, request_id, skill_version) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) returning ",
         run_columns!()
     ))
     .bind(run.id)
@@ -765,6 +765,7 @@ async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, S
     .bind(&run.instance)
     .bind(&run.mode)
     .bind(&run.request_id)
+    .bind(&run.skill_version)
     .fetch_one(conn)
     .await
     .map_err(StoreError::from)
@@ -868,6 +869,7 @@ fn run_from_row(row: &PgRow) -> Result<Run, StoreError> {
         mode: get(row, "mode")?,
         request_id: get(row, "request_id")?,
         note: get(row, "note")?,
+        skill_version: get(row, "skill_version")?,
     })
 }
 

@@ -37,7 +37,7 @@ use writer::{WriteError, Writer};
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note"
+         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note, skill_version"
     };
 }
 
@@ -73,8 +73,8 @@ const BEGIN: &str = "begin immediate";
 /// Inserts a new run.
 const INSERT_RUN: &str = concat!(
     "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-     approval_id, created_at, started_at, finished_at, instance, mode, request_id) \
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
+     approval_id, created_at, started_at, finished_at, instance, mode, request_id, skill_version) \
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
     run_columns!()
 );
 /// Records a pending request, written together with its run.
@@ -929,6 +929,7 @@ fn insert_run_on(conn: &rusqlite::Connection, run: &NewRun) -> Result<Run, Write
         run.instance,
         run.mode,
         run.request_id,
+        run.skill_version,
     ];
     one_run(conn, INSERT_RUN, params)?
         .ok_or_else(|| StoreError::Other("the insert returned no run".into()).into())
@@ -1137,6 +1138,7 @@ fn run_from_row(row: &impl RunRow) -> Result<Run, StoreError> {
         mode: row.maybe_text("mode")?,
         request_id: row.maybe_text("request_id")?,
         note: row.maybe_text("note")?,
+        skill_version: row.maybe_text("skill_version")?,
     })
 }
 

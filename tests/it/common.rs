@@ -4,6 +4,7 @@ use skilld::AppState;
 use skilld::auth::Auth;
 use skilld::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use skilld::http::guard::WebGuard;
+use skilld::install::InstallSettings;
 use skilld::invoke::{Invoker, RunSettings};
 use skilld::skill::Runtimes;
 use skilld::skill::Trust;
@@ -91,6 +92,7 @@ pub fn root(path: impl Into<PathBuf>, trust: Trust) -> Root {
         path,
         trust,
         explicit: true,
+        installed: false,
     }
 }
 
@@ -186,7 +188,7 @@ impl TestServer {
             loopback_only: true,
             allowed_origins: Vec::new(),
         };
-        Self::launch_guarded(opts, settings, store, data, auth, web).await
+        Self::launch_guarded(opts, settings, store, data, auth, web, InstallSettings::default()).await
     }
 
     /// With web pages of `allowed_origins` let in (a server without tokens).
@@ -207,7 +209,37 @@ impl TestServer {
             loopback_only: true,
             allowed_origins,
         };
-        Self::launch_guarded(opts, RunSettings::default(), store, data, auth, web).await
+        Self::launch_guarded(
+            opts,
+            RunSettings::default(),
+            store,
+            data,
+            auth,
+            web,
+            InstallSettings::default(),
+        )
+        .await
+    }
+
+    /// Taking uploads as `install` says.
+    pub async fn start_installing(opts: CatalogOptions, install: InstallSettings) -> Self {
+        let data = tempdir().unwrap();
+        let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+        let store = skilld::store::connect(&url).await.unwrap();
+        let web = WebGuard {
+            loopback_only: true,
+            allowed_origins: Vec::new(),
+        };
+        Self::launch_guarded(
+            opts,
+            RunSettings::default(),
+            store,
+            data,
+            Auth::open(),
+            web,
+            install,
+        )
+        .await
     }
 
     async fn launch_guarded(
@@ -217,6 +249,7 @@ impl TestServer {
         data: tempfile::TempDir,
         auth: Auth,
         web: WebGuard,
+        install: InstallSettings,
     ) -> Self {
         settings.data_dir = data.path().to_path_buf();
         settings.sandbox.write_paths.push(marks_root());
@@ -239,6 +272,11 @@ impl TestServer {
         let addr = listener.local_addr().unwrap();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let state = AppState {
+            installer: Arc::new(skilld::install::Installer::new(
+                catalog.clone(),
+                invoker.clone(),
+                install,
+            )),
             catalog: catalog.clone(),
             invoker: invoker.clone(),
             auth: Arc::new(auth),

@@ -231,6 +231,7 @@ async fn skill_files_stay_inside_the_skill() {
 
     let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
     let app = skilld::app(skilld::AppState {
+        installer: skilld::install::Installer::shared(&server.catalog, &server.invoker),
         catalog: server.catalog.clone(),
         invoker: server.invoker.clone(),
         auth: std::sync::Arc::default(),

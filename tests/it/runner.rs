@@ -51,6 +51,7 @@ fn confined(mut spec: Spec) -> Spec {
         let request = Request {
             trust: Trust::User,
             skill_dir: &tmp,
+            deps: None,
             workspace: &tmp,
             workspace_write: true,
             scratch: &tmp,

@@ -188,6 +188,7 @@ fn new_run(skill: &str, tool: &str, created_at: DateTime<Utc>) -> NewRun {
         instance: None,
         mode: None,
         request_id: None,
+        skill_version: None,
     }
 }
 
@@ -213,6 +214,7 @@ fn as_inserted(new: &NewRun) -> Run {
         mode: new.mode.clone(),
         request_id: new.request_id.clone(),
         note: None,
+        skill_version: new.skill_version.clone(),
     }
 }
 
@@ -287,6 +289,7 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         instance: None,
         mode: Some("Dev".to_owned()),
         request_id: Some("01937b2e-7c1a-7d2e-9f00-5a1c2b3d4e5f".to_owned()),
+        skill_version: Some("1.2.0-rc.1".to_owned()),
     };
     let inserted = insert(&store, full.clone()).await;
     assert_eq!(store.get_run(full.id).await.unwrap(), inserted);
@@ -367,7 +370,7 @@ async fn run_json_is_the_api_shape(store: Arc<dyn Store>) {
             "status": "failed", "requested_by": "alice", "approval_id": null,
             "created_at": "2024-11-22T04:41:00.123456Z", "started_at": "2024-11-22T04:41:00.123456Z",
             "finished_at": "2024-11-22T04:41:02.123456Z", "result": {"success": false},
-            "request_id": "req-7", "note": null
+            "request_id": "req-7", "note": null, "skill_version": null
         })
     );
 }

@@ -216,6 +216,7 @@ fn spec(
     let request = Request {
         trust: shared.trust,
         skill_dir: &shared.dir,
+        deps: None,
         workspace: &shared.settings.workspace,
         workspace_write: shared.allows("file:write"),
         scratch,

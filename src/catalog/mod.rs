@@ -2,6 +2,8 @@
 //! checked, tools indexed and exports built — once per snapshot. A snapshot
 //! is immutable; reloading builds a new one and swaps it in whole.
 
+pub mod versions;
+
 use crate::export::Exports;
 pub use crate::export::ToolEntry;
 use crate::skill::backend::Launch;
@@ -11,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+pub use versions::{Found, NotFound};
 
 /// A directory of skills with a trust level. Earlier roots win collisions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +24,9 @@ pub struct Root {
     pub trust: Trust,
     /// Named explicitly (`--skills`): a missing directory is worth a warning.
     pub explicit: bool,
+    /// Laid out as [`crate::skill::installed`] says: versions side by
+    /// side, the active one served.
+    pub installed: bool,
 }
 
 impl Root {
@@ -40,6 +46,7 @@ impl Root {
             path: std::path::absolute(dir).unwrap_or_else(|_| PathBuf::from(dir)),
             trust: trust.unwrap_or(Trust::User),
             explicit: true,
+            installed: false,
         })
     }
 }
@@ -84,6 +91,8 @@ pub struct Catalog {
     pub diagnostics: Vec<Diagnostic>,
     pub exports: Exports,
     scans: Vec<RootScan>,
+    /// Installed versions other than the serving ones, loaded when named.
+    versions: versions::Versions,
 }
 
 /// What looking a tool up by name found.
@@ -98,7 +107,7 @@ pub enum ToolLookup {
 impl Catalog {
     /// An empty catalog, for a server whose roots are still being read.
     pub fn empty() -> Self {
-        Self::assemble(Vec::new(), Vec::new(), Vec::new())
+        Self::assemble(Vec::new(), Vec::new(), Vec::new(), None)
     }
 
     /// Scans every root and builds a snapshot. A root that cannot be read
@@ -106,11 +115,11 @@ impl Catalog {
     pub fn build(opts: &CatalogOptions, previous: Option<&Catalog>) -> Self {
         let path_cache = PathCache::new(std::env::var_os("PATH"));
         let mut diagnostics = Vec::new();
-        let mut jobs: Vec<(usize, PathBuf)> = Vec::new();
+        let mut jobs: Vec<Job> = Vec::new();
         let mut reused: Vec<Option<Arc<Vec<Loaded>>>> = vec![None; opts.roots.len()];
         for (i, root) in opts.roots.iter().enumerate() {
-            match skill_dirs(&root.path, &mut diagnostics) {
-                Ok(dirs) => jobs.extend(dirs.into_iter().map(|d| (i, d))),
+            match root_dirs(root, &mut diagnostics) {
+                Ok(dirs) => jobs.extend(dirs.into_iter().map(|(dir, trust)| Job { root: i, dir, trust })),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     if root.explicit {
                         diagnostics.push(Diagnostic::warning(
@@ -141,8 +150,8 @@ impl Catalog {
 
         let results = load_parallel(&jobs, opts, &path_cache);
         let mut per_root: Vec<Vec<Loaded>> = vec![Vec::new(); opts.roots.len()];
-        for ((root, _), loaded) in jobs.iter().zip(results) {
-            per_root[*root].push(loaded);
+        for (job, loaded) in jobs.iter().zip(results) {
+            per_root[job.root].push(loaded);
         }
         let scans: Vec<RootScan> = opts
             .roots
@@ -157,10 +166,15 @@ impl Catalog {
 
         let accepted = precedence(&scans, &mut diagnostics);
         let accepted = cross_check(accepted, &mut diagnostics);
-        Self::assemble(accepted, diagnostics, scans)
+        Self::assemble(accepted, diagnostics, scans, Some(opts))
     }
 
-    fn assemble(mut skills: Vec<Arc<Skill>>, mut diagnostics: Vec<Diagnostic>, scans: Vec<RootScan>) -> Self {
+    fn assemble(
+        mut skills: Vec<Arc<Skill>>,
+        mut diagnostics: Vec<Diagnostic>,
+        scans: Vec<RootScan>,
+        opts: Option<&CatalogOptions>,
+    ) -> Self {
         skills.sort_by(|a, b| a.name.cmp(&b.name));
         let ambiguous = warn_ambiguous(&mut skills, &mut diagnostics);
         let tools = index_tools(&skills, &ambiguous);
@@ -202,6 +216,7 @@ impl Catalog {
             diagnostics,
             exports,
             scans,
+            versions: versions::Versions::new(opts),
         }
     }
 
@@ -267,6 +282,35 @@ impl Catalog {
     }
 }
 
+/// One skill directory to load, and the trust it loads with.
+struct Job {
+    root: usize,
+    dir: PathBuf,
+    trust: Trust,
+}
+
+/// The skill directories of a root with their trust: an installed root's
+/// serving versions (each installed at its own trust), else every skill
+/// directory at the root's.
+fn root_dirs(root: &Root, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result<Vec<(PathBuf, Trust)>> {
+    if !root.installed {
+        let dirs = skill_dirs(&root.path, diagnostics)?;
+        return Ok(dirs.into_iter().map(|d| (d, root.trust)).collect());
+    }
+    let crate::skill::installed::Serving { dirs, unreadable } = crate::skill::installed::serving(&root.path)?;
+    for (name, why) in unreadable {
+        diagnostics.push(
+            Diagnostic::error(
+                Code::Unreadable,
+                root.path.join(&name).display().to_string(),
+                format!("cannot read which version of this installed skill serves ({why})"),
+            )
+            .for_skill(&name),
+        );
+    }
+    Ok(dirs)
+}
+
 fn is_skill_dir(path: &Path) -> bool {
     path.join("SKILL.md").is_file() || path.join("SKILL.yaml").is_file()
 }
@@ -322,7 +366,7 @@ fn skill_dirs(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result
 }
 
 /// Loads skill directories on every available core, keeping job order.
-fn load_parallel(jobs: &[(usize, PathBuf)], opts: &CatalogOptions, path: &PathCache) -> Vec<Loaded> {
+fn load_parallel(jobs: &[Job], opts: &CatalogOptions, path: &PathCache) -> Vec<Loaded> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(jobs.len().max(1));
@@ -334,17 +378,21 @@ fn load_parallel(jobs: &[(usize, PathBuf)], opts: &CatalogOptions, path: &PathCa
                 let mut local = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((root, dir)) = jobs.get(i) else { break };
-                    let root = &opts.roots[*root];
+                    let Some(job) = jobs.get(i) else { break };
+                    let root = &opts.roots[job.root];
                     let lo = LoadOptions {
                         source: &root.name,
-                        trust: root.trust,
+                        trust: job.trust,
                         max_timeout_secs: opts.max_timeout_secs,
                         runtimes: &opts.runtimes,
                         path,
                         launcher: opts.launcher.as_deref(),
                     };
-                    local.push((i, load_skill(dir, &lo)));
+                    let mut loaded = load_skill(&job.dir, &lo);
+                    if root.installed {
+                        loaded.skill = loaded.skill.map(crate::skill::installed::with_deps);
+                    }
+                    local.push((i, loaded));
                 }
                 if let Ok(mut all) = results.lock() {
                     all.extend(local);

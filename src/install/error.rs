@@ -1,0 +1,54 @@
+//! What installing or managing installed versions can fail with.
+
+use crate::skill::Diagnostic;
+use crate::skill::installed::VersionStatus;
+use crate::skill::unpack::UnpackError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("this server has no installed root to install into")]
+    NoRoot,
+    #[error("the archive is refused: {0}")]
+    Archive(#[from] UnpackError),
+    #[error("the archive holds no skill: no SKILL.md or SKILL.yaml at its root or in its one folder")]
+    NoSkill,
+    #[error("the archive's skill has no usable name: {0}")]
+    Unnamed(String),
+    #[error("the skill does not lint")]
+    Invalid(Vec<Diagnostic>),
+    #[error("an installed skill needs a version, so versions can live side by side; add `version: 1.0.0`")]
+    NoVersion,
+    #[error("version '{0}' is not semver (such as 1.0.0), which an installed skill needs")]
+    BadVersion(String),
+    #[error("skill '{name}' comes from the {root} root, which takes precedence over installed skills")]
+    NameTaken { name: String, root: String },
+    #[error("{name}@{version} is already installed; remove it first or raise the version")]
+    Exists { name: String, version: String },
+    #[error("installing the dependencies failed; the previous version still serves:\n{0}")]
+    Dependencies(String),
+    #[error("skill '{0}' is not installed")]
+    NotFound(String),
+    #[error("skill '{name}' comes from the {root} root; only installed skills can be changed here")]
+    OtherSource { name: String, root: String },
+    #[error("skill '{0}' has no installed version '{1}'")]
+    NoSuchVersion(String, String),
+    #[error("{spec} is {} and cannot serve", status.as_str())]
+    NotReady { spec: String, status: VersionStatus },
+    #[error("{spec} is {}, not pending review", status.as_str())]
+    NotPending { spec: String, status: VersionStatus },
+    #[error("{0} run(s) of it are in flight; wait for them, or pass force=true to cancel them")]
+    InFlight(usize),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Runs(#[from] crate::invoke::InvokeError),
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<std::io::Error> for InstallError {
+    fn from(e: std::io::Error) -> Self {
+        InstallError::Io(e.to_string())
+    }
+}

@@ -1,0 +1,641 @@
+//! Installing skills from archives into the installed root, and managing
+//! the versions there: which one serves, reviews, removal. The layout on
+//! disk is [`crate::skill::installed`]'s; every change ends with a catalog
+//! reload, so what serves is always what the state file says.
+
+pub mod deps;
+mod error;
+mod stage;
+
+use crate::catalog::{CatalogHandle, Found, Root};
+use crate::invoke::Invoker;
+use crate::skill::backend::Deferred;
+use crate::skill::installed::{self, Review, SkillState, VersionState, VersionStatus};
+use crate::skill::review::{Finding, scan};
+use crate::skill::unpack::UnpackLimits;
+use crate::skill::{Diagnostic, LoadOptions, PathCache, Runtimes, Skill, Trust, load_skill};
+use chrono::Utc;
+pub use deps::{DepsSettings, Log};
+pub use error::InstallError;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How uploads are taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallSettings {
+    pub limits: UnpackLimits,
+    /// The largest upload body.
+    pub max_upload_bytes: u64,
+    /// Untrusted uploads wait for an admin's review before they serve.
+    pub review_uploads: bool,
+    pub deps: DepsSettings,
+}
+
+impl Default for InstallSettings {
+    fn default() -> Self {
+        Self {
+            limits: UnpackLimits::default(),
+            max_upload_bytes: 64 * 1024 * 1024,
+            review_uploads: false,
+            deps: DepsSettings::default(),
+        }
+    }
+}
+
+/// The scanner's findings for one version, kept beside it.
+const FINDINGS_FILE: &str = "findings.json";
+
+/// One upload.
+pub struct Upload {
+    pub archive: std::fs::File,
+    /// `untrusted` unless the admin says otherwise.
+    pub trust: Trust,
+    pub by: Option<String>,
+    /// Lines of progress, for a client that follows the upload.
+    pub follow: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+}
+
+/// What an install made.
+pub struct Installed {
+    pub skill: Arc<Skill>,
+    pub status: VersionStatus,
+    pub findings: Vec<Finding>,
+}
+
+/// Installs and manages the versions of the installed root. Changes are
+/// serialised: each reads the state, writes it whole, and reloads.
+pub struct Installer {
+    catalog: Arc<CatalogHandle>,
+    invoker: Arc<Invoker>,
+    settings: InstallSettings,
+    changing: tokio::sync::Mutex<()>,
+}
+
+impl Installer {
+    pub fn new(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>, settings: InstallSettings) -> Self {
+        Self {
+            catalog,
+            invoker,
+            settings,
+            changing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// An installer with the default settings, shared.
+    pub fn shared(catalog: &Arc<CatalogHandle>, invoker: &Arc<Invoker>) -> Arc<Self> {
+        Arc::new(Self::new(
+            catalog.clone(),
+            invoker.clone(),
+            InstallSettings::default(),
+        ))
+    }
+
+    pub fn settings(&self) -> &InstallSettings {
+        &self.settings
+    }
+
+    /// The installed root: the first root laid out for versions.
+    pub fn root(&self) -> Result<Root, InstallError> {
+        self.catalog
+            .options()
+            .roots
+            .iter()
+            .find(|r| r.installed)
+            .cloned()
+            .ok_or(InstallError::NoRoot)
+    }
+
+    /// The state of an installed skill; `NotInstalled` or `NotFound` when
+    /// there is none.
+    pub fn state(&self, name: &str) -> Result<SkillState, InstallError> {
+        let root = self.root()?;
+        match installed::read_state(&root.path, name)? {
+            Some(state) => Ok(state),
+            None => Err(self.not_installed(name)),
+        }
+    }
+
+    fn not_installed(&self, name: &str) -> InstallError {
+        match self.catalog.current().skill(name) {
+            Some(s) => InstallError::OtherSource {
+                name: name.to_owned(),
+                root: s.source.clone(),
+            },
+            None => InstallError::NotFound(name.to_owned()),
+        }
+    }
+
+    /// Unpacks, checks and installs an upload; see `docs/api.md`.
+    pub async fn install(&self, upload: Upload) -> Result<Installed, InstallError> {
+        let root = self.root()?;
+        let _changing = self.changing.lock().await;
+        let log = Log::following(upload.follow.clone());
+        let limits = self.settings.limits;
+        let staging = root.path.join(installed::STAGING);
+        let options = self.catalog.options();
+        let (runtimes, max_timeout) = (options.runtimes.clone(), options.max_timeout_secs);
+        let trust = upload.trust;
+        let (staged, checked) = blocking(move || {
+            let staged = stage::stage(upload.archive, &staging, &limits)?;
+            let checked = check(&staged.dir, trust, &runtimes, max_timeout)?;
+            Ok((staged, checked))
+        })
+        .await?;
+        log.line(&format!(
+            "unpacked {} files ({} bytes) of skill {}",
+            staged.files, staged.bytes, staged.name
+        ));
+        let version = self.admissible(&root, &staged.name, &checked)?;
+        let findings = scan(&staged.dir, checked.network).unwrap_or_default();
+        log.line(&format!("review: {} finding(s)", findings.len()));
+        let gated = self.settings.review_uploads && upload.trust == Trust::Untrusted;
+        let status = if gated {
+            VersionStatus::PendingReview
+        } else {
+            VersionStatus::Ready
+        };
+        let name = staged.name.clone();
+        let place = Placement {
+            root: &root,
+            name: &name,
+            version: &version,
+        };
+        place.take(&staged.dir, &findings)?;
+        drop(staged);
+        let status = if gated {
+            log.line("waits for an admin's review before it serves");
+            status
+        } else {
+            self.dependencies(&place, &log).await
+        };
+        place.write_log(&log)?;
+        let entry = VersionState {
+            version: version.clone(),
+            hash: checked.hash.clone(),
+            status,
+            trust: upload.trust,
+            installed_at: Utc::now(),
+            review: None,
+        };
+        let skill = self.commit(&place, entry).await.map_err(|e| match e {
+            InstallError::Dependencies(_) => InstallError::Dependencies(log.tail(20)),
+            other => other,
+        })?;
+        log.line(&format!(
+            "installed {}@{version} ({})",
+            place.name,
+            status.as_str()
+        ));
+        Ok(Installed {
+            skill,
+            status,
+            findings,
+        })
+    }
+
+    /// Refuses an upload whose name another root serves, or whose version
+    /// is already installed (a failed one may be replaced).
+    fn admissible(&self, root: &Root, name: &str, checked: &Checked) -> Result<String, InstallError> {
+        let version = checked.version.clone().ok_or(InstallError::NoVersion)?;
+        if !installed::valid_version(&version) {
+            return Err(InstallError::BadVersion(version));
+        }
+        if let Some(s) = self.catalog.current().skill(name)
+            && !s.dir.starts_with(&root.path)
+        {
+            return Err(InstallError::NameTaken {
+                name: name.to_owned(),
+                root: s.source.clone(),
+            });
+        }
+        let state = installed::read_state(&root.path, name)?.unwrap_or_default();
+        if state
+            .version(&version)
+            .is_some_and(|v| v.status != VersionStatus::Failed)
+        {
+            return Err(InstallError::Exists {
+                name: name.to_owned(),
+                version,
+            });
+        }
+        Ok(version)
+    }
+
+    /// Installs a version's dependencies: its status after.
+    async fn dependencies(&self, place: &Placement<'_>, log: &Log) -> VersionStatus {
+        let dir = place.skill_dir();
+        if !deps::wanted(&dir) {
+            log.line("no dependencies");
+            return VersionStatus::Ready;
+        }
+        log.line("installing dependencies");
+        match deps::install(&dir, &place.env_dir(), &self.settings.deps, log).await {
+            Ok(()) => {
+                log.line("dependencies installed");
+                VersionStatus::Ready
+            }
+            Err(why) => {
+                log.line(&format!("dependencies failed: {why}"));
+                VersionStatus::Failed
+            }
+        }
+    }
+
+    /// Records a version in the state, makes it serve when it should, and
+    /// reloads. A ready version that then does not load is taken back out
+    /// and its diagnostics returned.
+    async fn commit(&self, place: &Placement<'_>, entry: VersionState) -> Result<Arc<Skill>, InstallError> {
+        let (root, name) = (place.root.path.clone(), place.name.to_owned());
+        let before = installed::read_state(&root, &name)?.unwrap_or_default();
+        let mut state = before.clone();
+        let version = entry.version.clone();
+        let ready = entry.status == VersionStatus::Ready;
+        state.put(entry);
+        if ready && becomes_active(&state, &version) {
+            state.active = Some(version.clone());
+        }
+        installed::write_state(&root, &name, &state)?;
+        if state
+            .version(&version)
+            .is_some_and(|v| v.status == VersionStatus::Failed)
+        {
+            // Kept for its log; nothing of it loads.
+            self.reload().await?;
+            return Err(InstallError::Dependencies(String::new()));
+        }
+        let found = self.reload_and_find(&format!("{name}@{version}")).await;
+        match found {
+            Ok(found) => Ok(found.skill),
+            Err(_) if !ready => Err(InstallError::Io(format!(
+                "{name}@{version} was recorded but cannot be read back"
+            ))),
+            Err(_) => {
+                let diagnostics = self.diagnostics_of(&name);
+                installed::write_state(&root, &name, &before)?;
+                place.remove()?;
+                self.reload().await?;
+                Err(InstallError::Invalid(diagnostics))
+            }
+        }
+    }
+
+    fn diagnostics_of(&self, name: &str) -> Vec<Diagnostic> {
+        self.catalog
+            .current()
+            .diagnostics
+            .iter()
+            .filter(|d| d.skill.as_deref() == Some(name))
+            .cloned()
+            .collect()
+    }
+
+    /// Reloads the catalog on a blocking thread.
+    pub async fn reload(&self) -> Result<(), InstallError> {
+        let catalog = self.catalog.clone();
+        blocking(move || {
+            catalog.reload();
+            Ok(())
+        })
+        .await
+    }
+
+    async fn reload_and_find(&self, spec: &str) -> Result<Found, InstallError> {
+        let (catalog, spec) = (self.catalog.clone(), spec.to_owned());
+        blocking(move || {
+            let current = catalog.reload();
+            current.find(&spec).map_err(|e| InstallError::Io(e.to_string()))
+        })
+        .await
+    }
+
+    /// Chooses the version that serves.
+    pub async fn set_active(&self, name: &str, version: &str) -> Result<String, InstallError> {
+        let root = self.root()?;
+        let _changing = self.changing.lock().await;
+        let mut state = self.state(name)?;
+        let resolved = state
+            .resolve(version)
+            .ok_or_else(|| InstallError::NoSuchVersion(name.to_owned(), version.to_owned()))?
+            .to_owned();
+        let entry = state
+            .version(&resolved)
+            .ok_or_else(|| InstallError::NoSuchVersion(name.to_owned(), resolved.clone()))?;
+        if entry.status != VersionStatus::Ready {
+            return Err(InstallError::NotReady {
+                spec: format!("{name}@{resolved}"),
+                status: entry.status,
+            });
+        }
+        state.active = Some(resolved.clone());
+        installed::write_state(&root.path, name, &state)?;
+        self.reload().await?;
+        Ok(resolved)
+    }
+
+    /// An admin's review of a version held for one: approving installs its
+    /// dependencies and lets it serve; rejecting keeps it from serving.
+    pub async fn review(
+        &self,
+        name: &str,
+        version: &str,
+        approve: bool,
+        by: Option<String>,
+        note: Option<String>,
+    ) -> Result<VersionState, InstallError> {
+        let root = self.root()?;
+        let _changing = self.changing.lock().await;
+        let state = self.state(name)?;
+        let entry = state
+            .version(version)
+            .ok_or_else(|| InstallError::NoSuchVersion(name.to_owned(), version.to_owned()))?
+            .clone();
+        if entry.status != VersionStatus::PendingReview {
+            return Err(InstallError::NotPending {
+                spec: format!("{name}@{version}"),
+                status: entry.status,
+            });
+        }
+        let place = Placement {
+            root: &root,
+            name,
+            version,
+        };
+        let log = Log::following(None);
+        log.line(&place.read_log());
+        let status = if approve {
+            log.line(&format!("approved by {}", by.as_deref().unwrap_or("an admin")));
+            self.dependencies(&place, &log).await
+        } else {
+            log.line(&format!("rejected by {}", by.as_deref().unwrap_or("an admin")));
+            VersionStatus::Rejected
+        };
+        place.write_log(&log)?;
+        let entry = VersionState {
+            status,
+            review: Some(Review {
+                approved: approve,
+                by,
+                note,
+                at: Utc::now(),
+            }),
+            ..entry
+        };
+        self.commit(&place, entry.clone()).await.map_err(|e| match e {
+            InstallError::Dependencies(_) => InstallError::Dependencies(log.tail(20)),
+            other => other,
+        })?;
+        Ok(entry)
+    }
+
+    /// Removes one version, or every version of a skill. Refused while its
+    /// runs are in flight unless `force`, which cancels them first.
+    pub async fn remove(&self, name: &str, version: Option<&str>, force: bool) -> Result<(), InstallError> {
+        let root = self.root()?;
+        let _changing = self.changing.lock().await;
+        let mut state = self.state(name)?;
+        let version = match version {
+            Some(v) => Some(
+                state
+                    .resolve(v)
+                    .filter(|r| state.version(r).is_some())
+                    .ok_or_else(|| InstallError::NoSuchVersion(name.to_owned(), v.to_owned()))?
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        self.in_flight(name, version.as_deref(), force).await?;
+        let trash = root
+            .path
+            .join(installed::STAGING)
+            .join(format!("removed-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(root.path.join(installed::STAGING))?;
+        match &version {
+            Some(v) => {
+                state.versions.retain(|e| &e.version != v);
+                if state.active.as_deref() == Some(v.as_str()) {
+                    state.active = state.latest().map(|l| l.version.clone());
+                }
+                installed::write_state(&root.path, name, &state)?;
+                std::fs::rename(installed::version_dir(&root.path, name, v), &trash)?;
+            }
+            None => std::fs::rename(root.path.join(name), &trash)?,
+        }
+        self.reload().await?;
+        let _ = tokio::fs::remove_dir_all(&trash).await;
+        Ok(())
+    }
+
+    /// Refuses (or, with `force`, cancels) the runs of a skill, or of one
+    /// of its versions, that are running or queued.
+    async fn in_flight(&self, name: &str, version: Option<&str>, force: bool) -> Result<(), InstallError> {
+        let runs = self.invoker.live_runs_of(name, version).await?;
+        if runs.is_empty() {
+            return Ok(());
+        }
+        if !force {
+            return Err(InstallError::InFlight(runs.len()));
+        }
+        self.invoker.cancel_and_wait(&runs).await?;
+        Ok(())
+    }
+
+    /// The install log of a version (the active one by default).
+    pub fn log(&self, name: &str, version: Option<&str>) -> Result<String, InstallError> {
+        let root = self.root()?;
+        let state = self.state(name)?;
+        let version = match version {
+            Some(v) => state.resolve(v).map(str::to_owned),
+            None => state.active.clone(),
+        }
+        .filter(|v| state.version(v).is_some())
+        .ok_or_else(|| {
+            InstallError::NoSuchVersion(name.to_owned(), version.unwrap_or("active").to_owned())
+        })?;
+        let place = Placement {
+            root: &root,
+            name,
+            version: &version,
+        };
+        Ok(place.read_log())
+    }
+
+    /// The scanner's findings for a version.
+    pub fn findings(&self, name: &str, version: &str) -> Result<Vec<Finding>, InstallError> {
+        let root = self.root()?;
+        let path = installed::version_dir(&root.path, name, version).join(FINDINGS_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| InstallError::Io(e.to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every version waiting for review, with the skill's state.
+    pub fn pending(&self) -> Result<Vec<(String, SkillState)>, InstallError> {
+        let root = self.root()?;
+        let names = match installed::names(&root.path) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = Vec::new();
+        for name in names {
+            if let Some(state) = installed::read_state(&root.path, &name)?
+                && state
+                    .versions
+                    .iter()
+                    .any(|v| v.status == VersionStatus::PendingReview)
+            {
+                out.push((name, state));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The skill directory of an installed version, for diffs.
+    pub fn version_skill_dir(&self, name: &str, version: &str) -> Result<PathBuf, InstallError> {
+        let root = self.root()?;
+        let state = self.state(name)?;
+        let resolved = state
+            .resolve(version)
+            .filter(|v| {
+                state
+                    .version(v)
+                    .is_some_and(|e| e.status != VersionStatus::Failed)
+            })
+            .ok_or_else(|| InstallError::NoSuchVersion(name.to_owned(), version.to_owned()))?;
+        Ok(installed::skill_dir(&root.path, name, resolved))
+    }
+}
+
+/// A newly ready version serves when none does, or when it is higher than
+/// the one that does.
+fn becomes_active(state: &SkillState, version: &str) -> bool {
+    let Some(active) = state.serving() else {
+        return true;
+    };
+    match (
+        semver::Version::parse(version),
+        semver::Version::parse(&active.version),
+    ) {
+        (Ok(new), Ok(old)) => new > old,
+        _ => false,
+    }
+}
+
+/// What the static check of an upload found.
+struct Checked {
+    version: Option<String>,
+    hash: String,
+    network: bool,
+}
+
+/// Lints a staged skill without running any of it: a manifest's backend
+/// is not started here (it starts once the version serves).
+fn check(
+    dir: &Path,
+    trust: Trust,
+    runtimes: &Runtimes,
+    max_timeout_secs: u64,
+) -> Result<Checked, InstallError> {
+    let path = PathCache::new(std::env::var_os("PATH"));
+    let opts = LoadOptions {
+        source: "installed",
+        trust,
+        max_timeout_secs,
+        runtimes,
+        path: &path,
+        launcher: Some(&Deferred),
+    };
+    let loaded = load_skill(dir, &opts);
+    match loaded.skill {
+        Some(skill) => Ok(Checked {
+            version: skill.version.clone(),
+            hash: skill.hash.clone(),
+            network: skill.network,
+        }),
+        None => Err(InstallError::Invalid(loaded.diagnostics)),
+    }
+}
+
+/// Where one version lives.
+struct Placement<'a> {
+    root: &'a Root,
+    name: &'a str,
+    version: &'a str,
+}
+
+impl Placement<'_> {
+    fn dir(&self) -> PathBuf {
+        installed::version_dir(&self.root.path, self.name, self.version)
+    }
+
+    fn skill_dir(&self) -> PathBuf {
+        installed::skill_dir(&self.root.path, self.name, self.version)
+    }
+
+    fn env_dir(&self) -> PathBuf {
+        self.dir().join(installed::ENV_DIR)
+    }
+
+    /// Moves the staged skill into place (replacing a failed version's
+    /// leftovers), with its findings beside it.
+    fn take(&self, staged: &Path, findings: &[Finding]) -> Result<(), InstallError> {
+        let dir = self.dir();
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        open_to_sandbox(&self.root.path, &dir)?;
+        std::fs::write(
+            dir.join(FINDINGS_FILE),
+            serde_json::to_vec_pretty(findings).map_err(|e| InstallError::Io(e.to_string()))?,
+        )?;
+        std::fs::rename(staged, self.skill_dir())?;
+        installed::sync_dir(&dir)?;
+        Ok(())
+    }
+
+    fn remove(&self) -> Result<(), InstallError> {
+        match std::fs::remove_dir_all(self.dir()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn write_log(&self, log: &Log) -> Result<(), InstallError> {
+        std::fs::write(self.dir().join(installed::INSTALL_LOG), log.text())?;
+        Ok(())
+    }
+
+    fn read_log(&self) -> String {
+        std::fs::read_to_string(self.dir().join(installed::INSTALL_LOG))
+            .unwrap_or_default()
+            .trim_end()
+            .to_owned()
+    }
+}
+
+/// Installed skills run as the sandbox's user: every directory from the
+/// root down to a version must let others through (files are unpacked
+/// 0644 or 0755).
+fn open_to_sandbox(root: &Path, dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for d in dir.ancestors().take_while(|d| d.starts_with(root)) {
+        let mut perms = std::fs::metadata(d)?.permissions();
+        if perms.mode() & 0o005 != 0o005 {
+            perms.set_mode(perms.mode() | 0o055);
+            std::fs::set_permissions(d, perms)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs disk work on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, InstallError> + Send + 'static,
+) -> Result<T, InstallError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| InstallError::Io(format!("the install stopped: {e}")))?
+}
