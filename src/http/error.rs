@@ -346,6 +346,7 @@ impl From<InstallError> for ApiError {
             InstallError::NoSkill | InstallError::Unnamed(_) => unprocessable("no_skill"),
             InstallError::NoVersion | InstallError::BadVersion(_) => unprocessable("invalid_version"),
             InstallError::Dependencies(_) => unprocessable("dependencies_failed"),
+            InstallError::HashMismatch { .. } => unprocessable("hash_mismatch"),
             InstallError::NameTaken { .. } => conflict("name_taken"),
             InstallError::Exists { .. } => conflict("version_exists"),
             InstallError::NotReady { .. } | InstallError::NotPending { .. } => conflict("wrong_status"),

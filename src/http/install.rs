@@ -48,6 +48,9 @@ pub struct InstallQuery {
     /// The trust the skill gets: `untrusted` (the default) or `user`.
     /// `bundled` is for the skills that ship with skilld and is refused.
     pub trust: Option<Trust>,
+    /// The hash the skill must have (as its source's `SkillDetail.hash`);
+    /// another is refused (`hash_mismatch`) and nothing is installed.
+    pub expect_hash: Option<String>,
 }
 
 /// Install a skill from a zip archive (`skilld package` writes one). It is
@@ -71,7 +74,7 @@ pub struct InstallQuery {
         (status = 408, description = "The body stopped arriving for 30 seconds", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body, or what it unpacks to, is over its limit, or it is compressed like a bomb", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/zip`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not a zip (`not_a_zip`); a hostile archive: traversal, links, devices, duplicate names, encryption (`unsafe_archive`); no skill in it (`no_skill`); no semver version (`invalid_version`); it does not lint (`invalid_skill`, with `diagnostics`); its dependencies failed (`dependencies_failed`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a zip (`not_a_zip`); a hostile archive: traversal, links, devices, duplicate names, encryption (`unsafe_archive`); no skill in it (`no_skill`); no semver version (`invalid_version`); not the expected hash (`hash_mismatch`); it does not lint (`invalid_skill`, with `diagnostics`); its dependencies failed (`dependencies_failed`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The server has no installed root", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn install_skill(
@@ -101,6 +104,7 @@ async fn install_skill(
         trust,
         by: auth.caller.name.clone(),
         follow: streaming.then_some(follow),
+        expect_hash: q.expect_hash,
     };
     let installer = state.installer.clone();
     let outcome = tokio::spawn(async move { installer.install(upload).await });

@@ -1,5 +1,7 @@
 //! `/ui`: the approvals inbox, a static page that talks to the same API as
-//! every other client (`docs/design.md` §7).
+//! every other client (`docs/design.md` §7). Beside the calls waiting for
+//! a person, it lists the uploads waiting for an admin's review
+//! (`GET /reviews`), with their findings and changes.
 //!
 //! The files under `ui/` are compiled in with `include_str!`, so the binary
 //! is the whole deployment: no asset directory to ship or to get out of step

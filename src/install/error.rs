@@ -15,6 +15,8 @@ pub enum InstallError {
     NoSkill,
     #[error("the archive's skill has no usable name: {0}")]
     Unnamed(String),
+    #[error("the archive's skill has hash {got}, not {expected} as its source says; nothing was installed")]
+    HashMismatch { expected: String, got: String },
     #[error("the skill does not lint")]
     Invalid(Vec<Diagnostic>),
     #[error("an installed skill needs a version, so versions can live side by side; add `version: 1.0.0`")]

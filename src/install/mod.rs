@@ -3,6 +3,7 @@
 //! disk is [`crate::skill::installed`]'s; every change ends with a catalog
 //! reload, so what serves is always what the state file says.
 
+pub mod client;
 pub mod deps;
 mod error;
 mod stage;
@@ -53,6 +54,9 @@ pub struct Upload {
     pub by: Option<String>,
     /// Lines of progress, for a client that follows the upload.
     pub follow: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// The hash the skill must have (its source's `SkillDetail.hash`):
+    /// anything else is refused before it is placed.
+    pub expect_hash: Option<String>,
 }
 
 /// What an install made.
@@ -145,6 +149,12 @@ impl Installer {
             "unpacked {} files ({} bytes) of skill {}",
             staged.files, staged.bytes, staged.name
         ));
+        if let Some(expected) = upload.expect_hash.as_ref().filter(|h| **h != checked.hash) {
+            return Err(InstallError::HashMismatch {
+                expected: expected.clone(),
+                got: checked.hash,
+            });
+        }
         let version = self.admissible(&root, &staged.name, &checked)?;
         let findings = scan(&staged.dir, checked.network).unwrap_or_default();
         log.line(&format!("review: {} finding(s)", findings.len()));

@@ -525,3 +525,109 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
     assert!(log.contains("skilld-no-such-package-0f3a9"), "{log}");
     write_file(&user.path().join("unused"), "");
 }
+
+/// Runs `skilld ARGS` off the runtime, which must go on serving the
+/// test's servers meanwhile.
+async fn run_cli(args: &[&str]) -> std::process::Output {
+    let mut cmd = crate::cli::skilld();
+    cmd.args(args);
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn one_skilld_installs_a_skill_from_another_and_the_hashes_match() {
+    let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+    greet_skill(user.path());
+    let a = TestServer::start(options(vec![root(user.path(), Trust::User)])).await;
+    let b = TestServer::start(options(vec![installed_root(installed.path())])).await;
+    let source = a.get_json("/skills/greet").await;
+    let out = run_cli(&[
+        "install",
+        &a.url("/skills/greet"),
+        "--to",
+        &b.url(""),
+        "--trust",
+        "user",
+    ])
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hash = source["hash"].as_str().unwrap();
+    assert_eq!(stdout.trim(), format!("greet@1.0.0 ready {hash}"));
+    let pulled = b.get_json("/skills/greet").await;
+    assert_eq!(pulled["hash"], source["hash"], "the same skill, byte for byte");
+    assert_eq!(
+        (pulled["source"].as_str(), pulled["trust"].as_str()),
+        (Some("installed"), Some("user"))
+    );
+
+    let again = run_cli(&["install", &a.url("/skills/greet"), "--to", &b.url("")]).await;
+    assert_eq!(again.status.code(), Some(1), "that version is installed already");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already installed"));
+    let gone = run_cli(&["install", "http://127.0.0.1:9/skills/greet", "--to", &b.url("")]).await;
+    assert_eq!(gone.status.code(), Some(2), "an unreachable source");
+}
+
+#[tokio::test]
+async fn an_archive_whose_hash_is_not_the_sources_is_refused_and_nothing_is_written() {
+    let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+    let server = TestServer::start(install_options(user.path(), installed.path())).await;
+    let (status, _, problem) = upload(
+        &server,
+        hello("1.0.0", "x"),
+        &format!("?expect_hash={}", "0".repeat(64)),
+    )
+    .await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (422, Some("hash_mismatch")),
+        "{problem}"
+    );
+    assert_only_staging(installed.path());
+}
+
+#[tokio::test]
+async fn skilld_install_puts_a_file_into_the_data_directory() {
+    let data = tempdir().unwrap();
+    let zip = data.path().join("hello.zip");
+    std::fs::write(&zip, hello("1.2.0", "local")).unwrap();
+    let out = crate::cli::skilld()
+        .args([
+            "install",
+            zip.to_str().unwrap(),
+            "--data-dir",
+            data.path().to_str().unwrap(),
+        ])
+        .env("HOME", data.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("hello@1.2.0 ready "), "{stdout}");
+    let state = data.path().join("installed/hello/state.json");
+    let state: Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+    assert_eq!(state["active"], "1.2.0");
+    let missing = crate::cli::skilld()
+        .args([
+            "install",
+            "/nonexistent.zip",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+        ])
+        .env("HOME", data.path())
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+}

@@ -42,4 +42,5 @@ mod store;
 mod toolserver;
 mod typescript_client;
 mod ui;
+mod ui_reviews;
 mod usability;

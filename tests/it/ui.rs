@@ -159,7 +159,7 @@ async fn the_page_and_its_assets_are_served_with_strict_headers() {
 /// What `tests/browser/inbox.mjs` needs: node, the browser and `npm ci`'s
 /// playwright-core. `None` (after a loud message) when something is missing
 /// outside CI; a failure in CI, where `.ci/run` installs them.
-fn browser_harness() -> Option<PathBuf> {
+pub(crate) fn browser_harness() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
     let chromium = std::env::var_os("CHROMIUM")
         .map(PathBuf::from)
@@ -233,7 +233,7 @@ async fn drive_inbox(harness: &Path, server: &TestServer, call: &Pending, visit:
 /// JSON line on stdout (`{"step": …}`, the last one `done`) and, when it
 /// needs the test to act (make a call, decide elsewhere), waits for a line
 /// on stdin.
-struct Script {
+pub(crate) struct Script {
     name: &'static str,
     child: tokio::process::Child,
     stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
@@ -244,7 +244,7 @@ struct Script {
 }
 
 impl Script {
-    fn start(
+    pub(crate) fn start(
         harness: &Path,
         name: &'static str,
         screenshot: &str,
@@ -283,7 +283,7 @@ impl Script {
     }
 
     /// The script's next line, which must be `step`.
-    async fn step(&mut self, step: &str) -> Value {
+    pub(crate) async fn step(&mut self, step: &str) -> Value {
         let line = tokio::time::timeout(Duration::from_secs(180), self.stdout.next_line()).await;
         let Ok(Ok(Some(line))) = line else {
             let why = self.failure().await;
@@ -296,7 +296,7 @@ impl Script {
     }
 
     /// Tells the script the test has done its part.
-    async fn tell(&mut self, what: Value) {
+    pub(crate) async fn tell(&mut self, what: Value) {
         self.stdin
             .write_all(format!("{what}\n").as_bytes())
             .await
@@ -305,7 +305,7 @@ impl Script {
     }
 
     /// The last step's report, once the script has exited cleanly.
-    async fn done(mut self) -> Value {
+    pub(crate) async fn done(mut self) -> Value {
         let seen = self.step("done").await;
         let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
         if !matches!(status, Ok(Ok(s)) if s.success()) {

@@ -1,5 +1,7 @@
 //! The `skilld` command line (`docs/api.md`, "The command line").
 
+mod install;
+
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use crate::config::{self, Config, ServeArgs};
 use crate::export::Format;
@@ -99,6 +101,15 @@ pub enum Command {
         #[arg(long = "dir", value_name = "PARENT", default_value = ".")]
         dir: PathBuf,
     },
+    /// Install a skill from another skilld (`http://HOST/skills/NAME`, or
+    /// `NAME@VERSION`) or from a zip file: into this machine's installed
+    /// root (under the data directory), or with `--to` into a running
+    /// server. A skill fetched from a skilld must have the hash its source
+    /// gives, or nothing is installed. Prints `NAME@VERSION STATUS HASH`.
+    /// Exit 0 installed; 1 refused (it does not lint, its hash differs,
+    /// that version exists, …); 2 the source, the server or the disk
+    /// cannot be reached.
+    Install(install::InstallArgs),
     /// Evaluate a Starlark skill's script for a server: the child it
     /// starts in the run sandbox, speaking JSON-RPC on stdin and stdout.
     #[command(hide = true)]
@@ -140,6 +151,7 @@ pub fn main() -> ExitCode {
         Command::Openapi => print_openapi(),
         Command::Package { dir, output } => return package(&dir, output.as_deref()),
         Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
+        Command::Install(args) => return install::run(&args),
         Command::StarlarkHost { .. } => Ok(()),
         Command::Run {
             skills,

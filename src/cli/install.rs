@@ -1,0 +1,174 @@
+//! `skilld install URL|FILE`: one skilld serving another. The archive is
+//! fetched (or read), then installed through the same [`Installer`] a
+//! server's `POST /skills` uses, here or on the server `--to` names.
+
+use super::{load_catalog, open_store, runtime};
+use crate::config::{Config, ServeArgs};
+use crate::install::client::{self, ClientError};
+use crate::install::{InstallError, Installer, Upload};
+use crate::invoke::Invoker;
+use crate::skill::Trust;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// `http://HOST/skills/NAME[@VERSION]` of another skilld, or a zip file.
+    #[arg(value_name = "URL|FILE")]
+    source: String,
+    /// Bearer token for the source skilld (its read role suffices).
+    #[arg(long, value_name = "T")]
+    token: Option<String>,
+    /// Install into this running server (`http://HOST:PORT`, its admin
+    /// role) instead of this machine's data directory.
+    #[arg(long, value_name = "URL")]
+    to: Option<String>,
+    /// Bearer token for `--to`.
+    #[arg(long = "to-token", value_name = "T")]
+    to_token: Option<String>,
+    /// The trust the skill gets: `untrusted` or `user`.
+    #[arg(long, default_value = "untrusted", value_parser = trust_parser())]
+    trust: Trust,
+    /// The data directory to install into (as `skilld serve` takes it).
+    #[arg(long = "data-dir", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// A config file, for the data directory and the install limits.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+fn trust_parser() -> impl clap::builder::TypedValueParser<Value = Trust> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["untrusted", "user"])
+        .try_map(|s| Trust::parse(&s).ok_or_else(|| format!("unknown trust '{s}'")))
+}
+
+/// Why an install did not happen, and the exit code it means.
+enum Failure {
+    Refused(String),
+    Unreachable(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        match e {
+            ClientError::Usage(_) => Failure::Refused(e.to_string()),
+            ClientError::Refused { status, .. } if status < 500 => Failure::Refused(e.to_string()),
+            other => Failure::Unreachable(other.to_string()),
+        }
+    }
+}
+
+impl From<InstallError> for Failure {
+    fn from(e: InstallError) -> Self {
+        let sentence = match &e {
+            InstallError::Invalid(diagnostics) => {
+                let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+                format!("{e}:\n{}", lines.join("\n"))
+            }
+            _ => e.to_string(),
+        };
+        match e {
+            InstallError::Io(_) | InstallError::Store(_) | InstallError::NoRoot => {
+                Failure::Unreachable(sentence)
+            }
+            _ => Failure::Refused(sentence),
+        }
+    }
+}
+
+pub fn run(args: &InstallArgs) -> ExitCode {
+    let outcome = match runtime() {
+        Ok(rt) => rt.block_on(install(args)),
+        Err(e) => Err(Failure::Unreachable(format!("{e:#}"))),
+    };
+    match outcome {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Refused(why)) => {
+            eprintln!("skilld: {why}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Unreachable(why)) => {
+            eprintln!("skilld: {why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Fetches or reads the archive, then installs it: `NAME@VERSION STATUS HASH`.
+async fn install(args: &InstallArgs) -> Result<String, Failure> {
+    let config = Config::resolve(&ServeArgs {
+        config: args.config.clone(),
+        data_dir: args.data_dir.clone(),
+        no_watch: Some(true),
+        ..ServeArgs::default()
+    })
+    .map_err(Failure::Refused)?;
+    let max = config.install.max_upload_bytes;
+    let fetched = if args.source.starts_with("http://") || args.source.starts_with("https://") {
+        client::fetch(&args.source, args.token.as_deref(), max).await?
+    } else {
+        let file = std::fs::File::open(&args.source)
+            .map_err(|e| Failure::Refused(format!("cannot read {}: {e}", args.source)))?;
+        client::Fetched { file, hash: None }
+    };
+    match &args.to {
+        Some(server) => push(args, server, fetched).await,
+        None => here(args, config, fetched).await,
+    }
+}
+
+/// Uploads to `--to`, which checks the hash itself.
+async fn push(args: &InstallArgs, server: &str, fetched: client::Fetched) -> Result<String, Failure> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &fetched.file, &mut bytes)
+        .map_err(|e| Failure::Unreachable(e.to_string()))?;
+    let mut query = format!("?trust={}", args.trust.as_str());
+    if let Some(hash) = &fetched.hash {
+        query.push_str(&format!("&expect_hash={hash}"));
+    }
+    let (detail, status) = client::push(server, args.to_token.as_deref(), bytes, &query).await?;
+    let field = |k: &str| detail[k].as_str().unwrap_or_default().to_owned();
+    Ok(format!(
+        "{}@{} {status} {}",
+        field("name"),
+        field("version"),
+        field("hash")
+    ))
+}
+
+/// Installs into this machine's data directory.
+async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> Result<String, Failure> {
+    let store = open_store(&config, false)
+        .await
+        .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
+    let invoker = Arc::new(Invoker::new(store, config.run.clone()));
+    let launcher = invoker.launcher();
+    let loading = config.clone();
+    let catalog = tokio::task::spawn_blocking(move || load_catalog(&loading, launcher))
+        .await
+        .map_err(|e| Failure::Unreachable(e.to_string()))?;
+    let installer = Installer::new(Arc::new(catalog), invoker, config.install.clone());
+    let installed = installer
+        .install(Upload {
+            archive: fetched.file,
+            trust: args.trust,
+            by: Some("skilld install".to_owned()),
+            follow: None,
+            expect_hash: fetched.hash,
+        })
+        .await?;
+    let skill = &installed.skill;
+    Ok(format!(
+        "{}@{} {} {}",
+        skill.name,
+        skill.version.as_deref().unwrap_or_default(),
+        installed.status.as_str(),
+        skill.hash
+    ))
+}

@@ -1,0 +1,205 @@
+//! `skilld install`'s side of the wire: fetching a skill's archive from
+//! another skilld (with the hash it claims), and uploading one to a
+//! server. A hand-written HTTP call on hyper's client, already a
+//! dependency for webhooks, rather than a second HTTP client crate.
+
+use axum::body::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use std::io::Write;
+
+type Client = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
+
+/// What a peer or a file gave.
+pub struct Fetched {
+    pub file: std::fs::File,
+    /// `SkillDetail.hash` of the skill at its source (`X-Skill-Hash`).
+    pub hash: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot reach {url}: {why}")]
+    Unreachable { url: String, why: String },
+    /// The peer answered with a problem: its status and detail.
+    #[error("{url} answered {status}: {detail}")]
+    Refused {
+        url: String,
+        status: u16,
+        detail: String,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn client() -> Result<Client, ClientError> {
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https))
+}
+
+/// The archive URL of a skill named by `url`: `…/skills/NAME[@VERSION]`,
+/// with or without `/archive`.
+pub fn archive_url(url: &str) -> Result<String, ClientError> {
+    let trimmed = url.trim_end_matches('/');
+    let Some((_, after)) = trimmed.rsplit_once("/skills/") else {
+        return Err(ClientError::Usage(format!(
+            "{url} names no skill; give its address as http://HOST/skills/NAME"
+        )));
+    };
+    let name = after.trim_end_matches("/archive");
+    if name.is_empty() || name.contains('/') {
+        return Err(ClientError::Usage(format!(
+            "{url} names no skill; give its address as http://HOST/skills/NAME"
+        )));
+    }
+    Ok(if after.ends_with("/archive") {
+        trimmed.to_owned()
+    } else {
+        format!("{trimmed}/archive")
+    })
+}
+
+/// Downloads a skill's archive into an unnamed temporary file.
+pub async fn fetch(url: &str, token: Option<&str>, max_bytes: u64) -> Result<Fetched, ClientError> {
+    let url = archive_url(url)?;
+    let response = send(&client()?, Method::GET, &url, token, None, &[]).await?;
+    let hash = response
+        .headers()
+        .get("x-skill-hash")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let status = response.status();
+    let mut body = response.into_body();
+    if status != StatusCode::OK {
+        let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        return Err(refused(&url, status, &bytes));
+    }
+    let mut file = tempfile::tempfile()?;
+    let mut received = 0u64;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| unreachable(&url, e))?;
+        if let Ok(data) = frame.into_data() {
+            received += data.len() as u64;
+            if received > max_bytes {
+                return Err(ClientError::Usage(format!(
+                    "{url} sent more than {max_bytes} bytes"
+                )));
+            }
+            file.write_all(&data)?;
+        }
+    }
+    std::io::Seek::rewind(&mut file)?;
+    Ok(Fetched { file, hash })
+}
+
+/// Uploads an archive to `server`'s `POST /skills`: the new skill's
+/// `SkillDetail` and its `X-Skill-Status`.
+pub async fn push(
+    server: &str,
+    token: Option<&str>,
+    archive: Vec<u8>,
+    query: &str,
+) -> Result<(serde_json::Value, String), ClientError> {
+    let url = format!("{}/skills{query}", server.trim_end_matches('/'));
+    let response = send(
+        &client()?,
+        Method::POST,
+        &url,
+        token,
+        Some(archive),
+        &[("content-type", "application/zip")],
+    )
+    .await?;
+    let status = response.status();
+    let skill_status = response
+        .headers()
+        .get("x-skill-status")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("ready")
+        .to_owned();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| unreachable(&url, e))?
+        .to_bytes();
+    if status != StatusCode::CREATED {
+        return Err(refused(&url, status, &bytes));
+    }
+    let detail = serde_json::from_slice(&bytes)
+        .map_err(|e| ClientError::Usage(format!("{url} answered with something not JSON: {e}")))?;
+    Ok((detail, skill_status))
+}
+
+async fn send(
+    client: &Client,
+    method: Method,
+    url: &str,
+    token: Option<&str>,
+    body: Option<Vec<u8>>,
+    headers: &[(&str, &str)],
+) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
+    let mut req = Request::builder().method(method).uri(url);
+    if let Some(token) = token {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| ClientError::Usage(format!("{url} is not a usable address: {e}")))?;
+    client.request(req).await.map_err(|e| unreachable(url, e))
+}
+
+fn unreachable(url: &str, why: impl std::fmt::Display) -> ClientError {
+    ClientError::Unreachable {
+        url: url.to_owned(),
+        why: why.to_string(),
+    }
+}
+
+/// A peer's refusal, with the problem's detail when it sent one.
+fn refused(url: &str, status: StatusCode, body: &[u8]) -> ClientError {
+    let detail = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|p| p["detail"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned());
+    ClientError::Refused {
+        url: url.to_owned(),
+        status: status.as_u16(),
+        detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skill_address_becomes_its_archive_address() {
+        for (given, want) in [
+            ("http://a:1/skills/git", "http://a:1/skills/git/archive"),
+            ("http://a:1/skills/git/", "http://a:1/skills/git/archive"),
+            (
+                "http://a:1/skills/git@1.0.0/archive",
+                "http://a:1/skills/git@1.0.0/archive",
+            ),
+            ("http://a:1/api/skills/git", "http://a:1/api/skills/git/archive"),
+        ] {
+            assert_eq!(archive_url(given).unwrap(), want);
+        }
+        for bad in ["http://a:1/", "http://a:1/skills/", "http://a:1/skills/a/b"] {
+            assert!(archive_url(bad).is_err(), "{bad}");
+        }
+    }
+}
