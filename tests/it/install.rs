@@ -631,3 +631,176 @@ async fn skilld_install_puts_a_file_into_the_data_directory() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(1));
 }
+
+/// `sleeper` at 1.0.0: one tool that sleeps `secs` seconds.
+fn sleeper() -> Vec<u8> {
+    let md = "---\nname: sleeper\nversion: 1.0.0\ndescription: Sleeps.\nread_only: true\n---\n\n\
+              ### nap\n\nSleeps.\n\n#### Command\n\n```\nsleep 30\n```\n";
+    zip_of(&[("SKILL.md", md, false)])
+}
+
+#[tokio::test]
+async fn removing_a_skill_with_runs_in_flight_is_refused_unless_forced_which_cancels_them() {
+    let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+    let server = TestServer::start(install_options(user.path(), installed.path())).await;
+    let (status, _, _) = upload(&server, sleeper(), "?trust=user").await;
+    assert_eq!(status, 201);
+    server.allow_every_tool().await;
+    let res = reqwest::Client::new()
+        .post(server.url("/tools/nap/invoke"))
+        .header("prefer", "respond-async")
+        .json(&json!({"arguments": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let started: Value = res.json().await.unwrap();
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    for _ in 0..100 {
+        if server.get_json(&format!("/runs/{run_id}")).await["status"] == "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (status, refused) = send(&server, reqwest::Method::DELETE, "/skills/sleeper@1.0.0", None).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (409, Some("runs_in_flight")),
+        "{refused}"
+    );
+    assert!(
+        installed.path().join("sleeper/1.0.0").exists(),
+        "nothing was removed"
+    );
+    let (status, _) = send(
+        &server,
+        reqwest::Method::DELETE,
+        "/skills/sleeper?force=true",
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let run = server.get_json(&format!("/runs/{run_id}?wait=10")).await;
+    assert_eq!(run["status"], "cancelled", "{run}");
+    assert!(!installed.path().join("sleeper").exists());
+}
+
+#[tokio::test]
+async fn an_upload_can_be_followed_as_server_sent_events() {
+    let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+    let server = TestServer::start(install_options(user.path(), installed.path())).await;
+    let res = reqwest::Client::new()
+        .post(server.url("/skills"))
+        .header("content-type", "application/zip")
+        .header("accept", "text/event-stream")
+        .body(hello("1.0.0", "streamed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let text = res.text().await.unwrap();
+    assert!(text.contains("event: progress\ndata: unpacked 1 files"), "{text}");
+    let installed_event = text
+        .split("event: installed\ndata: ")
+        .nth(1)
+        .expect("an installed event");
+    let detail: Value = serde_json::from_str(installed_event.lines().next().unwrap()).unwrap();
+    assert_eq!(detail["name"], "hello");
+    let res = reqwest::Client::new()
+        .post(server.url("/skills"))
+        .header("content-type", "application/zip")
+        .header("accept", "text/event-stream")
+        .body(hello("1.0.0", "again"))
+        .send()
+        .await
+        .unwrap();
+    let text = res.text().await.unwrap();
+    assert!(
+        text.contains("event: error") && text.contains("version_exists"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_node_dependency_installs_into_the_versions_own_node_modules() {
+    let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+    let server = TestServer::start(install_options(user.path(), installed.path())).await;
+    let md =
+        "---\nname: numbers\nversion: 1.0.0\ndescription: Checks numbers.\nread_only: true\n---\n\nChecks.\n";
+    let script = "// Says whether 5 is a number, by a package.\nconst isNumber = require('is-number');\nconsole.log(isNumber(5));\n";
+    let package =
+        r#"{"name": "numbers", "version": "1.0.0", "private": true, "dependencies": {"is-number": "7.0.0"}}"#;
+    let zip = zip_of(&[
+        ("SKILL.md", md, false),
+        ("scripts/check.js", script, false),
+        ("package.json", package, false),
+    ]);
+    let (status, _, detail) = upload(&server, zip, "?trust=user").await;
+    assert_eq!(status, 201, "{detail}");
+    assert!(
+        installed
+            .path()
+            .join("numbers/1.0.0/env/node_modules/is-number/package.json")
+            .is_file()
+    );
+    assert!(
+        !installed
+            .path()
+            .join("numbers/1.0.0/numbers/node_modules")
+            .exists(),
+        "the skill's files stay as uploaded"
+    );
+    let tool = detail["tools"][0]["name"].as_str().unwrap().to_owned();
+    let (_, envelope) = call_tool(&server, &format!("/tools/{tool}/invoke")).await;
+    assert_eq!(said(&envelope), "true", "{envelope}");
+}
+
+#[tokio::test]
+async fn a_rejected_upload_never_serves_and_latest_skips_it() {
+    let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+    let install = skilld::install::InstallSettings {
+        review_uploads: true,
+        ..Default::default()
+    };
+    let server = TestServer::start_installing(install_options(user.path(), installed.path()), install).await;
+    assert_eq!(
+        upload(&server, hello("1.0.0", "ok"), "?trust=user").await.0,
+        201,
+        "user trust skips review"
+    );
+    let (status, headers, _) = upload(&server, hello("2.0.0", "sly"), "").await;
+    assert_eq!(
+        (status, &headers["x-skill-status"]),
+        (
+            201,
+            &"pending_review".parse::<reqwest::header::HeaderValue>().unwrap()
+        )
+    );
+    let (status, decided) = send(
+        &server,
+        reqwest::Method::POST,
+        "/skills/hello@2.0.0/review",
+        Some(json!({"decision": "reject", "note": "no"})),
+    )
+    .await;
+    assert_eq!(
+        (status, decided["status"].as_str()),
+        (200, Some("rejected")),
+        "{decided}"
+    );
+    assert_eq!(server.get_json("/skills/hello").await["version"], "1.0.0");
+    assert_eq!(server.get_json("/skills/hello@latest").await["version"], "1.0.0");
+    let (status, problem) = send(
+        &server,
+        reqwest::Method::PUT,
+        "/skills/hello/active",
+        Some(json!({"version": "2.0.0"})),
+    )
+    .await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("wrong_status")),
+        "{problem}"
+    );
+}
