@@ -271,7 +271,8 @@ pub struct VersionList {
 }
 
 impl VersionList {
-    fn new(name: &str, state: SkillState) -> Self {
+    /// The list `GET /skills/{skill}/versions` answers for a state.
+    pub fn new(name: &str, state: SkillState) -> Self {
         let active = state.serving().map(|v| v.version.clone());
         let versions = state
             .versions

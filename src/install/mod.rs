@@ -133,16 +133,18 @@ impl Installer {
     pub async fn install(&self, upload: Upload) -> Result<Installed, InstallError> {
         let root = self.root()?;
         let _changing = self.changing.lock().await;
+        clear_staging(&root.path);
         let log = Log::following(upload.follow.clone());
         let limits = self.settings.limits;
         let staging = root.path.join(installed::STAGING);
         let options = self.catalog.options();
         let (runtimes, max_timeout) = (options.runtimes.clone(), options.max_timeout_secs);
         let trust = upload.trust;
-        let (staged, checked) = blocking(move || {
+        let (staged, checked, findings) = blocking(move || {
             let staged = stage::stage(upload.archive, &staging, &limits)?;
             let checked = check(&staged.dir, trust, &runtimes, max_timeout)?;
-            Ok((staged, checked))
+            let findings = scan(&staged.dir, checked.network).unwrap_or_default();
+            Ok((staged, checked, findings))
         })
         .await?;
         log.line(&format!(
@@ -156,7 +158,6 @@ impl Installer {
             });
         }
         let version = self.admissible(&root, &staged.name, &checked)?;
-        let findings = scan(&staged.dir, checked.network).unwrap_or_default();
         log.line(&format!("review: {} finding(s)", findings.len()));
         let gated = self.settings.review_uploads && upload.trust == Trust::Untrusted;
         let status = if gated {
@@ -164,14 +165,14 @@ impl Installer {
         } else {
             VersionStatus::Ready
         };
-        let name = staged.name.clone();
-        let place = Placement {
-            root: &root,
-            name: &name,
-            version: &version,
-        };
-        place.take(&staged.dir, &findings)?;
-        drop(staged);
+        let place = Placement::new(&root, &staged.name, &version);
+        let (taking, kept) = (place.clone(), findings.clone());
+        blocking(move || {
+            let taken = taking.take(&staged.dir, &kept);
+            drop(staged);
+            taken
+        })
+        .await?;
         let status = if gated {
             log.line("waits for an admin's review before it serves");
             status
@@ -232,7 +233,7 @@ impl Installer {
     }
 
     /// Installs a version's dependencies: its status after.
-    async fn dependencies(&self, place: &Placement<'_>, log: &Log) -> VersionStatus {
+    async fn dependencies(&self, place: &Placement, log: &Log) -> VersionStatus {
         let dir = place.skill_dir();
         if !deps::wanted(&dir) {
             log.line("no dependencies");
@@ -254,8 +255,8 @@ impl Installer {
     /// Records a version in the state, makes it serve when it should, and
     /// reloads. A ready version that then does not load is taken back out
     /// and its diagnostics returned.
-    async fn commit(&self, place: &Placement<'_>, entry: VersionState) -> Result<Arc<Skill>, InstallError> {
-        let (root, name) = (place.root.path.clone(), place.name.to_owned());
+    async fn commit(&self, place: &Placement, entry: VersionState) -> Result<Arc<Skill>, InstallError> {
+        let (root, name) = (place.root.clone(), place.name.clone());
         let before = installed::read_state(&root, &name)?.unwrap_or_default();
         let mut state = before.clone();
         let version = entry.version.clone();
@@ -264,7 +265,7 @@ impl Installer {
         if ready && becomes_active(&state, &version) {
             state.active = Some(version.clone());
         }
-        installed::write_state(&root, &name, &state)?;
+        save(&root, &name, &state).await?;
         if state
             .version(&version)
             .is_some_and(|v| v.status == VersionStatus::Failed)
@@ -281,7 +282,7 @@ impl Installer {
             ))),
             Err(_) => {
                 let diagnostics = self.diagnostics_of(&name);
-                installed::write_state(&root, &name, &before)?;
+                save(&root, &name, &before).await?;
                 place.remove()?;
                 self.reload().await?;
                 Err(InstallError::Invalid(diagnostics))
@@ -337,7 +338,7 @@ impl Installer {
             });
         }
         state.active = Some(resolved.clone());
-        installed::write_state(&root.path, name, &state)?;
+        save(&root.path, name, &state).await?;
         self.reload().await?;
         Ok(resolved)
     }
@@ -365,11 +366,7 @@ impl Installer {
                 status: entry.status,
             });
         }
-        let place = Placement {
-            root: &root,
-            name,
-            version,
-        };
+        let place = Placement::new(&root, name, version);
         let log = Log::following(None);
         log.line(&place.read_log());
         let status = if approve {
@@ -414,6 +411,7 @@ impl Installer {
             None => None,
         };
         self.in_flight(name, version.as_deref(), force).await?;
+        clear_staging(&root.path);
         let trash = root
             .path
             .join(installed::STAGING)
@@ -425,7 +423,7 @@ impl Installer {
                 if state.active.as_deref() == Some(v.as_str()) {
                     state.active = state.latest().map(|l| l.version.clone());
                 }
-                installed::write_state(&root.path, name, &state)?;
+                save(&root.path, name, &state).await?;
                 std::fs::rename(installed::version_dir(&root.path, name, v), &trash)?;
             }
             None => std::fs::rename(root.path.join(name), &trash)?,
@@ -461,11 +459,7 @@ impl Installer {
         .ok_or_else(|| {
             InstallError::NoSuchVersion(name.to_owned(), version.unwrap_or("active").to_owned())
         })?;
-        let place = Placement {
-            root: &root,
-            name,
-            version: &version,
-        };
+        let place = Placement::new(&root, name, &version);
         Ok(place.read_log())
     }
 
@@ -515,6 +509,26 @@ impl Installer {
             })
             .ok_or_else(|| InstallError::NoSuchVersion(name.to_owned(), version.to_owned()))?;
         Ok(installed::skill_dir(&root.path, name, resolved))
+    }
+}
+
+/// Writes a skill's state on a blocking thread: it syncs the file and its
+/// directory.
+async fn save(root: &Path, name: &str, state: &SkillState) -> Result<(), InstallError> {
+    let (root, name, state) = (root.to_path_buf(), name.to_owned(), state.clone());
+    blocking(move || Ok(installed::write_state(&root, &name, &state)?)).await
+}
+
+/// Empties the staging area: with changes serialised, whatever is there
+/// when one starts was left by a crash (an upload half unpacked, a removed
+/// version not yet deleted).
+fn clear_staging(root: &Path) {
+    let staging = root.join(installed::STAGING);
+    let Ok(entries) = std::fs::read_dir(&staging) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let _ = std::fs::remove_dir_all(entry.path());
     }
 }
 
@@ -569,19 +583,28 @@ fn check(
 }
 
 /// Where one version lives.
-struct Placement<'a> {
-    root: &'a Root,
-    name: &'a str,
-    version: &'a str,
+#[derive(Clone)]
+struct Placement {
+    root: PathBuf,
+    name: String,
+    version: String,
 }
 
-impl Placement<'_> {
+impl Placement {
+    fn new(root: &Root, name: &str, version: &str) -> Self {
+        Self {
+            root: root.path.clone(),
+            name: name.to_owned(),
+            version: version.to_owned(),
+        }
+    }
+
     fn dir(&self) -> PathBuf {
-        installed::version_dir(&self.root.path, self.name, self.version)
+        installed::version_dir(&self.root, &self.name, &self.version)
     }
 
     fn skill_dir(&self) -> PathBuf {
-        installed::skill_dir(&self.root.path, self.name, self.version)
+        installed::skill_dir(&self.root, &self.name, &self.version)
     }
 
     fn env_dir(&self) -> PathBuf {
@@ -596,7 +619,7 @@ impl Placement<'_> {
             std::fs::remove_dir_all(&dir)?;
         }
         std::fs::create_dir_all(&dir)?;
-        open_to_sandbox(&self.root.path, &dir)?;
+        open_to_sandbox(&self.root, &dir)?;
         std::fs::write(
             dir.join(FINDINGS_FILE),
             serde_json::to_vec_pretty(findings).map_err(|e| InstallError::Io(e.to_string()))?,

@@ -168,8 +168,18 @@ pub fn with_deps(skill: std::sync::Arc<super::Skill>) -> std::sync::Arc<super::S
     }
 }
 
-/// The state of skill `name`; `None` when it was never installed.
+/// Whether `name` can name an installed skill: a skill name, so it is one
+/// path component and never `..` (routes hand it in from URLs).
+pub fn is_installable_name(name: &str) -> bool {
+    !matches!(super::names::check_name(name), super::names::NameCheck::Invalid)
+}
+
+/// The state of skill `name`; `None` when it was never installed (or
+/// `name` is no skill name).
 pub fn read_state(root: &Path, name: &str) -> std::io::Result<Option<SkillState>> {
+    if !is_installable_name(name) {
+        return Ok(None);
+    }
     let path = root.join(name).join(STATE_FILE);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
@@ -187,6 +197,12 @@ pub fn read_state(root: &Path, name: &str) -> std::io::Result<Option<SkillState>
 /// Replaces the state of skill `name` whole: written beside it, synced,
 /// then renamed over it, so a crash leaves the old state or the new one.
 pub fn write_state(root: &Path, name: &str, state: &SkillState) -> std::io::Result<()> {
+    if !is_installable_name(name) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("'{name}' is not a skill name"),
+        ));
+    }
     let dir = root.join(name);
     std::fs::create_dir_all(&dir)?;
     let mut file = tempfile::NamedTempFile::new_in(&dir)?;
@@ -291,6 +307,26 @@ mod tests {
         assert_eq!(dirs, [(skill_dir(root.path(), "a", "1.0.0"), Trust::Untrusted)]);
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].0, "b");
+    }
+
+    #[test]
+    fn a_name_from_a_url_never_leaves_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        let inner = root.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        write_state(root.path(), "x", &SkillState::default()).unwrap();
+        std::fs::rename(
+            root.path().join("x").join(STATE_FILE),
+            root.path().join(STATE_FILE),
+        )
+        .unwrap();
+        for name in ["..", ".", "", "a/b", "../inner"] {
+            assert_eq!(read_state(&inner, name).unwrap(), None, "{name}");
+            assert!(
+                write_state(&inner, name, &SkillState::default()).is_err(),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -138,12 +138,13 @@ fn read_text(path: &Path) -> io::Result<Option<String>> {
 fn scan_text(rules: &Rules, rel: &str, text: &str, network_allowed: bool, out: &mut Vec<Finding>) {
     let markdown = rel.to_ascii_lowercase().ends_with(".md");
     let mut in_fence = false;
+    let hits = rules.hits(text);
     for (index, line) in text.lines().enumerate() {
         let fence = markdown && is_fence(line);
         in_fence ^= fence;
         let prose = is_comment(line) || (markdown && (fence || !in_fence));
         let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
-        for code in rules.check(line, prose, network_allowed) {
+        for code in rules.check(line, &hits, prose, network_allowed) {
             out.push(Finding {
                 code,
                 path: rel.to_owned(),
@@ -183,19 +184,45 @@ struct Rules {
     /// Writes whose named group `t` is the target path.
     writes: Vec<Regex>,
     escapes: Regex,
+    /// Every pattern above, in that order, matched over a whole file with
+    /// `^` and `$` at line ends: a pattern that matches no line matches
+    /// nowhere in the file, so most lines of most files skip most rules.
+    whole: regex::RegexSet,
+}
+
+/// Which of a file's patterns can match some line of it.
+struct Hits {
+    lines: Vec<bool>,
+    writes: bool,
+    escapes: bool,
 }
 
 impl Rules {
-    fn check(&self, line: &str, prose: bool, network_allowed: bool) -> Vec<FindingCode> {
-        let applies = |r: &&LineRule| {
-            (r.in_prose || !prose) && (r.code != FindingCode::NetworkUndeclared || !network_allowed)
+    fn hits(&self, text: &str) -> Hits {
+        let set = self.whole.matches(text);
+        let n = self.lines.len();
+        Hits {
+            lines: (0..n).map(|i| set.matched(i)).collect(),
+            writes: (n..n + self.writes.len()).any(|i| set.matched(i)),
+            escapes: set.matched(n + self.writes.len()),
+        }
+    }
+
+    fn check(&self, line: &str, hits: &Hits, prose: bool, network_allowed: bool) -> Vec<FindingCode> {
+        let applies = |(i, r): &(usize, &LineRule)| {
+            hits.lines[*i]
+                && (r.in_prose || !prose)
+                && (r.code != FindingCode::NetworkUndeclared || !network_allowed)
         };
-        let lines = self.lines.iter().filter(applies).filter(|r| r.re.is_match(line));
-        let mut found: Vec<_> = lines.map(|r| r.code).collect();
-        if self.writes_outside(line) {
+        let lines = self.lines.iter().enumerate().filter(applies);
+        let mut found: Vec<_> = lines
+            .filter(|(_, r)| r.re.is_match(line))
+            .map(|(_, r)| r.code)
+            .collect();
+        if hits.writes && self.writes_outside(line) {
             found.push(FindingCode::WritesOutsideSkill);
         }
-        if self.has_blob(line) {
+        if self.has_blob(line, hits.escapes) {
             found.push(FindingCode::ObfuscatedBlob);
         }
         found
@@ -206,10 +233,13 @@ impl Rules {
         targets.any(|c| c.name("t").is_some_and(|t| outside_skill(t.as_str())))
     }
 
-    fn has_blob(&self, line: &str) -> bool {
+    fn has_blob(&self, line: &str, escapes: bool) -> bool {
+        if line.len() < MIN_BLOB && !escapes {
+            return false;
+        }
         let mut base64 = line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '/'));
         let mut hex = line.split(|c: char| !c.is_ascii_hexdigit());
-        base64.any(is_base64_blob) || hex.any(is_hex_blob) || self.escapes.is_match(line)
+        base64.any(is_base64_blob) || hex.any(is_hex_blob) || (escapes && self.escapes.is_match(line))
     }
 }
 
@@ -293,15 +323,22 @@ impl Rules {
             let re = Regex::new(&patterns.join("|"))?;
             lines.push(LineRule { code, in_prose, re });
         }
-        let writes = write_patterns()
+        let writes: Vec<Regex> = write_patterns()
             .iter()
             .map(|p| Regex::new(p))
             .collect::<Result<_, _>>()?;
         let escapes = Regex::new(r"(?:\\x[0-9a-fA-F]{2}){20,}")?;
+        let every = lines
+            .iter()
+            .map(|r| r.re.as_str())
+            .chain(writes.iter().map(Regex::as_str))
+            .chain([escapes.as_str()]);
+        let whole = regex::RegexSetBuilder::new(every).multi_line(true).build()?;
         Ok(Self {
             lines,
             writes,
             escapes,
+            whole,
         })
     }
 }

@@ -804,3 +804,38 @@ async fn a_rejected_upload_never_serves_and_latest_skips_it() {
         "{problem}"
     );
 }
+
+#[tokio::test]
+async fn names_that_would_leave_the_installed_root_find_nothing() {
+    let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+    let server = TestServer::start(install_options(user.path(), installed.path())).await;
+    // A state file above the root, where `..` would lead.
+    std::fs::write(
+        installed.path().parent().unwrap().join("state.json"),
+        r#"{"active":null,"versions":[]}"#,
+    )
+    .ok();
+    // Sent as they are: a client library would resolve the dots away.
+    for request in [
+        "GET /skills/%2e%2e HTTP/1.1",
+        "GET /skills/%2e%2e@1.0.0 HTTP/1.1",
+        "GET /skills/%2e%2e/versions HTTP/1.1",
+        "DELETE /skills/%2e%2e HTTP/1.1",
+        "DELETE /skills/%2e%2e@1.0.0 HTTP/1.1",
+    ] {
+        let status = raw_status(&server, request).await;
+        assert_eq!(status, 404, "{request}");
+    }
+    assert!(installed.path().exists(), "the root is still there");
+}
+
+/// The status of one request line sent byte for byte.
+async fn raw_status(server: &TestServer, line: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let request = format!("{line}\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
