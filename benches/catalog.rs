@@ -228,6 +228,7 @@ fn load_all(dirs: &[PathBuf], opts: &CatalogOptions) -> Vec<Loaded> {
                     trust: root.trust,
                     max_timeout_secs: opts.max_timeout_secs,
                     runtimes: &opts.runtimes,
+                    installed: false,
                     path: &cache,
                     launcher: None,
                 };

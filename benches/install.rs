@@ -473,6 +473,7 @@ fn install_phases(
             trust: Trust::User,
             max_timeout_secs: 600,
             runtimes: &runtimes,
+            installed: false,
             path: &cache,
             launcher: None,
         };

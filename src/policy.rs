@@ -127,6 +127,7 @@ mod tests {
             trust,
             max_timeout_secs: 600,
             runtimes: &Runtimes::default(),
+            installed: false,
             path: &PathCache::new(std::env::var_os("PATH")),
             launcher: None,
         };

@@ -50,6 +50,7 @@ fn load(data: &[u8]) {
         trust: Trust::Untrusted,
         max_timeout_secs: 600,
         runtimes: runtimes(),
+        installed: false,
         path: &path,
         launcher: None,
     };

@@ -3,7 +3,7 @@
 
 use super::rpc::{Conn, ConnOptions, Death, RpcFailure, SCRIPT_TIMED_OUT, Serve};
 use super::{ChildSettings, INITIALIZE_TIMEOUT};
-use crate::runner::{Child, Spec, child_env};
+use crate::runner::{Child, Spec, child_env, with_deps};
 use crate::sandbox::{Request, Sandbox};
 use crate::skill::Trust;
 use crate::skill::backend::{
@@ -41,6 +41,7 @@ pub struct ProcessBackend {
     skill: String,
     hash: String,
     dir: PathBuf,
+    deps: Option<PathBuf>,
     command: Vec<String>,
     trust: Trust,
     network: bool,
@@ -64,7 +65,8 @@ impl ProcessBackend {
             skill: req.skill.to_owned(),
             hash: req.hash.to_owned(),
             dir: req.dir.to_path_buf(),
-            command: req.command.clone(),
+            deps: req.deps.map(std::path::Path::to_path_buf),
+            command: crate::runner::deps_command(req.command.clone(), req.deps),
             trust: req.trust,
             network: req.network,
             workspace_write: req.permissions.iter().any(|p| p == "file:write"),
@@ -210,6 +212,9 @@ impl ProcessBackend {
 
     fn spec(&self, scratch: &std::path::Path) -> std::io::Result<Spec> {
         let mut env = child_env(&self.skill, &self.dir, "Global", &self.settings.extra_env);
+        if let Some(deps) = &self.deps {
+            with_deps(&mut env, deps);
+        }
         env.retain(|(name, _)| name != "HOME" && name != "TMPDIR");
         let scratch_text = scratch.display().to_string();
         env.extend([
@@ -219,7 +224,7 @@ impl ProcessBackend {
         let request = Request {
             trust: self.trust,
             skill_dir: &self.dir,
-            deps: None,
+            deps: self.deps.as_deref(),
             workspace: &self.settings.workspace,
             workspace_write: self.workspace_write,
             scratch,

@@ -385,14 +385,11 @@ fn load_parallel(jobs: &[Job], opts: &CatalogOptions, path: &PathCache) -> Vec<L
                         trust: job.trust,
                         max_timeout_secs: opts.max_timeout_secs,
                         runtimes: &opts.runtimes,
+                        installed: root.installed,
                         path,
                         launcher: opts.launcher.as_deref(),
                     };
-                    let mut loaded = load_skill(&job.dir, &lo);
-                    if root.installed {
-                        loaded.skill = loaded.skill.map(crate::skill::installed::with_deps);
-                    }
-                    local.push((i, loaded));
+                    local.push((i, load_skill(&job.dir, &lo)));
                 }
                 if let Ok(mut all) = results.lock() {
                     all.extend(local);

@@ -173,6 +173,7 @@ impl Catalog {
             trust,
             max_timeout_secs: opts.max_timeout_secs,
             runtimes: &opts.runtimes,
+            installed: true,
             path: &path,
             launcher: if defer {
                 Some(&Deferred)
@@ -181,7 +182,7 @@ impl Catalog {
             },
         };
         let result = load_skill(&dir, &lo);
-        let skill = result.skill.map(installed::with_deps).ok_or_else(|| {
+        let skill = result.skill.ok_or_else(|| {
             let first = result.diagnostics.iter().find(|d| d.is_error());
             broken(first.map_or_else(|| "it has errors".to_owned(), |d| d.message.clone()))
         })?;

@@ -573,6 +573,7 @@ fn lint_options<'a>(
         trust: Trust::User,
         max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
         runtimes,
+        installed: false,
         path: path_cache,
         launcher: launcher.map(Arc::as_ref),
     }

@@ -568,6 +568,7 @@ fn check(
         trust,
         max_timeout_secs,
         runtimes,
+        installed: false,
         path: &path,
         launcher: Some(&Deferred),
     };

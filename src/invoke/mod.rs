@@ -263,7 +263,7 @@ impl Invoker {
                 (argv, self.settings.workspace.clone())
             }
             Action::Script { path, runtime } => {
-                let mut argv = runtime.clone();
+                let mut argv = runner::deps_command(runtime.clone(), skill.deps.as_deref());
                 argv.push(path.display().to_string());
                 if let Some(Value::Array(items)) = arguments.get("args") {
                     argv.extend(items.iter().filter_map(|v| v.as_str().map(str::to_owned)));
@@ -271,7 +271,7 @@ impl Invoker {
                 (argv, self.settings.workspace.clone())
             }
             Action::Entrypoint { path, runtime } => {
-                let mut argv = runtime.clone();
+                let mut argv = runner::deps_command(runtime.clone(), skill.deps.as_deref());
                 argv.push(path.display().to_string());
                 // The run directory is made when the run starts.
                 (argv, self.settings.scratch_dir.clone())

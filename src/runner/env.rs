@@ -59,6 +59,23 @@ pub fn with_deps(env: &mut Vec<(String, String)>, deps: &Path) {
     env.push(("PATH".to_owned(), front.join(":")));
 }
 
+/// The command with its Python interpreter swapped for the virtualenv's
+/// in `deps`, when it has one: script runtimes are absolute paths fixed at
+/// start-up, which `PATH` no longer changes.
+pub fn deps_command(mut argv: Vec<String>, deps: Option<&Path>) -> Vec<String> {
+    let venv_python = deps.map(|d| d.join("venv").join("bin").join("python3"));
+    if let (Some(program), Some(python)) = (argv.first_mut(), venv_python.filter(|p| p.exists())) {
+        let name = Path::new(program.as_str())
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name == "python" || name.starts_with("python3") {
+            *program = python.display().to_string();
+        }
+    }
+    argv
+}
+
 /// Whether a variable name looks like it holds a credential, or the
 /// server's own settings: `*_TOKEN`, `*_TOKENS`, `*_KEY`, `*_SECRET`,
 /// `*PASSWORD*`, `*_URL` (database URLs carry passwords), `SKILLD_*`,

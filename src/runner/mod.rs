@@ -16,7 +16,7 @@ mod process;
 mod spawn;
 
 pub use child::Child;
-pub use env::{DEFAULT_PATH, child_env, is_secret_name, with_deps};
+pub use env::{DEFAULT_PATH, child_env, deps_command, is_secret_name, with_deps};
 pub use limits::{Limits, network_isolation_available};
 pub use process::runnable_by_anyone;
 

@@ -40,6 +40,8 @@ impl BackendKind {
 pub struct LaunchRequest<'a> {
     pub skill: &'a str,
     pub dir: &'a Path,
+    /// An installed version's dependencies, put on the child's paths.
+    pub deps: Option<&'a Path>,
     pub kind: BackendKind,
     /// The entrypoint, inside `dir`.
     pub entrypoint: &'a Path,

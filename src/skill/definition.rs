@@ -20,6 +20,9 @@ pub struct LoadOptions<'a> {
     pub trust: Trust,
     pub max_timeout_secs: u64,
     pub runtimes: &'a Runtimes,
+    /// The skill is an installed version: its dependencies (if any) sit
+    /// beside it (`installed::deps_of`), for its tools and its backend.
+    pub installed: bool,
     pub path: &'a PathCache,
     /// Starts manifests' backends; without one they cannot load.
     pub launcher: Option<&'a dyn Launch>,

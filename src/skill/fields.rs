@@ -92,6 +92,8 @@ pub(super) struct Origin<'a> {
     pub(super) name: &'a str,
     pub(super) dialect: Dialect,
     pub(super) dir: &'a std::path::Path,
+    /// An installed version's dependencies, when it has some.
+    pub(super) deps: Option<std::path::PathBuf>,
     pub(super) definition: std::path::PathBuf,
     pub(super) source: &'a str,
     pub(super) trust: Trust,
@@ -133,7 +135,7 @@ impl Fields {
             needs: Vec::new(),
             dependencies: Vec::new(),
             dir: origin.dir.to_path_buf(),
-            deps: None,
+            deps: origin.deps,
             definition: origin.definition,
             files: Vec::new(),
             source: origin.source.to_owned(),

@@ -156,18 +156,6 @@ pub fn deps_of(skill_dir: &Path) -> Option<PathBuf> {
     env.is_dir().then_some(env)
 }
 
-/// The skill as loaded from an installed root, with its dependencies.
-pub fn with_deps(skill: std::sync::Arc<super::Skill>) -> std::sync::Arc<super::Skill> {
-    match deps_of(&skill.dir) {
-        Some(env) => {
-            let mut skill = skill;
-            std::sync::Arc::make_mut(&mut skill).deps = Some(env);
-            skill
-        }
-        None => skill,
-    }
-}
-
 /// Whether `name` can name an installed skill: a skill name, so it is one
 /// path component and never `..` (routes hand it in from URLs).
 pub fn is_installable_name(name: &str) -> bool {

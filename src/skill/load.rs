@@ -105,6 +105,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         definition: def_path,
         source: opts.source,
         trust: opts.trust,
+        deps: opts.installed.then(|| super::installed::deps_of(dir)).flatten(),
     });
     skill.instructions = with_base_dir(split.body.trim_start_matches(['\r', '\n']), dir);
     skill.files = files;

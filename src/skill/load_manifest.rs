@@ -55,6 +55,7 @@ pub(super) fn load(
         definition: path.to_path_buf(),
         source: opts.source,
         trust: opts.trust,
+        deps: opts.installed.then(|| super::installed::deps_of(dir)).flatten(),
     });
     skill.instructions = with_base_dir(&parts.instructions, dir);
     skill.types = parts.types.clone();
@@ -204,6 +205,7 @@ impl Parse<'_, '_> {
         let req = LaunchRequest {
             skill: &skill.name,
             dir: &skill.dir,
+            deps: skill.deps.as_deref(),
             kind: *kind,
             entrypoint: entry,
             command: command_for(entry, opts),

@@ -492,6 +492,7 @@ mod tests {
             trust: Trust::User,
             max_timeout_secs: 600,
             runtimes: &runtimes,
+            installed: false,
             path: &path,
             launcher: Some(&Deferred),
         };

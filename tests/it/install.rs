@@ -472,14 +472,14 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
     let server = TestServer::start(install_options(user.path(), installed.path())).await;
     let md = |version: &str| {
         format!(
-            "---\nname: sixer\nversion: {version}\ndescription: Uses six.\nread_only: true\n---\n\nPrints six's version.\n"
+            "---\nname: sixer\nversion: {version}\ndescription: Uses idna.\nread_only: true\n---\n\nPrints idna's version.\n"
         )
     };
-    let script = "\"\"\"Prints six's version.\"\"\"\nimport six\nprint(six.__version__)\n";
+    let script = "\"\"\"Prints idna's version and whether it is the virtualenv's.\"\"\"\nimport idna\nprint(idna.__version__, '/env/venv/' in idna.__file__)\n";
     let v1 = zip_of(&[
         ("SKILL.md", &md("1.0.0"), false),
         ("scripts/six_version.py", script, false),
-        ("requirements.txt", "six==1.16.0\n", false),
+        ("requirements.txt", "idna==3.7\n", false),
     ]);
     let (status, _, detail) = upload(&server, v1, "?trust=user").await;
     assert_eq!(status, 201, "{detail}");
@@ -487,8 +487,14 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
     let (_, envelope) = call_tool(&server, &format!("/tools/{tool}/invoke")).await;
     assert_eq!(
         said(&envelope),
-        "1.16.0",
-        "the tool runs with its virtualenv: {envelope}"
+        "3.7 True",
+        "the tool runs with its virtualenv: {envelope} {}",
+        reqwest::get(server.url("/skills/sixer/install-log"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
     );
     let log = reqwest::get(server.url("/skills/sixer/install-log"))
         .await
@@ -496,7 +502,7 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
         .text()
         .await
         .unwrap();
-    assert!(log.contains("six"), "{log}");
+    assert!(log.contains("idna"), "{log}");
 
     let broken = zip_of(&[
         ("SKILL.md", &md("2.0.0"), false),
@@ -838,4 +844,31 @@ async fn raw_status(server: &TestServer, line: &str) -> u16 {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
     answer.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_manifest_backend_runs_with_its_versions_dependencies() {
+    use skilld::skill::scaffold::{ScaffoldDialect, scaffold};
+    let (user, installed, work) = (tempdir().unwrap(), tempdir().unwrap(), tempdir().unwrap());
+    let server = TestServer::start(install_options(user.path(), installed.path())).await;
+    let dir = scaffold(work.path(), "six-backend", ScaffoldDialect::Manifest).unwrap();
+    let main = std::fs::read_to_string(dir.join("main.py")).unwrap().replace(
+        "    return f\"Hello, {args.get('name', 'World')}!\"",
+        "    import idna\n    return f\"{idna.__version__} {'/env/venv/' in idna.__file__}\"",
+    );
+    std::fs::write(dir.join("main.py"), main).unwrap();
+    std::fs::write(dir.join("requirements.txt"), "idna==3.7\n").unwrap();
+    let mut zip = skilld::skill::archive::write_archive(&dir, tempfile::tempfile().unwrap()).unwrap();
+    std::io::Seek::rewind(&mut zip).unwrap();
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut zip, &mut bytes).unwrap();
+    let (status, _, detail) = upload(&server, bytes, "?trust=user").await;
+    assert_eq!(status, 201, "{detail}");
+    let tool = detail["tools"][0]["name"].as_str().unwrap().to_owned();
+    let (_, envelope) = call_tool(&server, &format!("/tools/{tool}/invoke")).await;
+    assert_eq!(
+        said(&envelope),
+        "3.7 True",
+        "the backend's python is the virtualenv's: {envelope}"
+    );
 }

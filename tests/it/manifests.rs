@@ -570,6 +570,7 @@ fn load_manifest(name: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, skil
             trust: Trust::User,
             max_timeout_secs: 600,
             runtimes: &Runtimes::default(),
+            installed: false,
             path: &PathCache::new(std::env::var_os("PATH")),
             launcher: None,
         },

@@ -18,6 +18,7 @@ fn load_text(dir: &Path, name: &str, text: impl AsRef<[u8]>) -> Loaded {
             trust: Trust::User,
             max_timeout_secs: 600,
             runtimes: &runtimes,
+            installed: false,
             path: &path,
             launcher: None,
         },
