@@ -2,16 +2,14 @@
 //! fetched (or read), then installed through the same [`Installer`] a
 //! server's `POST /skills` uses, here or on the server `--to` names.
 
-use super::{load_catalog, open_store, runtime};
+use super::{pipeline, runtime};
 use crate::config::{Config, ServeArgs};
 use crate::install::client::{self, ClientError};
 use crate::install::{InstallError, Installer, Upload};
-use crate::invoke::Invoker;
 use crate::skill::Trust;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Debug, Args)]
 pub struct InstallArgs {
@@ -144,16 +142,10 @@ async fn push(args: &InstallArgs, server: &str, fetched: client::Fetched) -> Res
 
 /// Installs into this machine's data directory.
 async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> Result<String, Failure> {
-    let store = open_store(&config, false)
+    let (invoker, catalog) = pipeline(&config, false)
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
-    let invoker = Arc::new(Invoker::new(store, config.run.clone()));
-    let launcher = invoker.launcher();
-    let loading = config.clone();
-    let catalog = tokio::task::spawn_blocking(move || load_catalog(&loading, launcher))
-        .await
-        .map_err(|e| Failure::Unreachable(e.to_string()))?;
-    let installer = Installer::new(Arc::new(catalog), invoker, config.install.clone());
+    let installer = Installer::new(catalog, invoker, config.install.clone());
     let installed = installer
         .install(Upload {
             archive: fetched.file,

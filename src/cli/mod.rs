@@ -248,12 +248,7 @@ fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
     harden(&config);
     let runtime = runtime()?;
     runtime.block_on(async move {
-        let store = open_store(&config, false).await?;
-        let invoker = Arc::new(Invoker::new(store, config.run.clone()));
-        let catalog_config = config.clone();
-        let launcher = invoker.launcher();
-        let handle =
-            Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config, launcher)).await?);
+        let (invoker, handle) = pipeline(&config, false).await?;
         let _watcher = watch(&config, &handle);
         let caller = crate::auth::Caller {
             name: std::env::var("USER").ok().map(|u| format!("mcp:{u}")),
@@ -320,6 +315,18 @@ async fn open_store(config: &Config, recover: bool) -> anyhow::Result<Arc<dyn St
     Ok(store)
 }
 
+/// The run log, the pipeline over it, and the catalog its launcher loads
+/// (manifests' backends start in the pipeline's sandbox): what serving,
+/// `run`, `mcp` and `install` each start from. `recover` ends the runs a
+/// crash left running, as only a server should.
+async fn pipeline(config: &Config, recover: bool) -> anyhow::Result<(Arc<Invoker>, Arc<CatalogHandle>)> {
+    let store = open_store(config, recover).await?;
+    let invoker = Arc::new(Invoker::new(store, config.run.clone()));
+    let (loading, launcher) = (config.clone(), invoker.launcher());
+    let handle = tokio::task::spawn_blocking(move || load_catalog(&loading, launcher)).await?;
+    Ok((invoker, Arc::new(handle)))
+}
+
 fn load_catalog(config: &Config, launcher: Option<Arc<dyn Launch>>) -> CatalogHandle {
     CatalogHandle::new(CatalogOptions {
         roots: config.roots.clone(),
@@ -342,12 +349,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     } else {
         None
     };
-    let store = open_store(&config, true).await?;
-    let invoker = Arc::new(Invoker::new(store, config.run.clone()));
-    let catalog_config = config.clone();
-    let launcher = invoker.launcher();
-    let handle =
-        Arc::new(tokio::task::spawn_blocking(move || load_catalog(&catalog_config, launcher)).await?);
+    let (invoker, handle) = pipeline(&config, true).await?;
     let _notifier = crate::notify::spawn(
         invoker.clone(),
         config.notify.clone(),
@@ -676,11 +678,7 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
     harden(&config);
     let runtime = runtime()?;
     runtime.block_on(async move {
-        let store = open_store(&config, false).await?;
-        let invoker = Arc::new(Invoker::new(store, config.run.clone()));
-        let catalog_config = config.clone();
-        let launcher = invoker.launcher();
-        let handle = tokio::task::spawn_blocking(move || load_catalog(&catalog_config, launcher)).await?;
+        let (invoker, handle) = pipeline(&config, false).await?;
         let catalog = handle.current();
         // The person at the terminal is the one asking: `skilld run` runs
         // the tool without holding it for approval, and records it as

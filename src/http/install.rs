@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::{IntoParams, IntoResponses, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -39,6 +39,23 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(install_log))
         .routes(routes!(get_review, review_version))
         .routes(routes!(list_reviews))
+}
+
+/// What a route naming an installed skill answers when there is none.
+#[derive(IntoResponses)]
+pub enum NotInstalled {
+    #[response(
+        status = 403,
+        description = "The skill is not an installed one: another root serves it",
+        content_type = "application/problem+json"
+    )]
+    OtherRoot(Problem),
+    #[response(
+        status = 404,
+        description = "No such installed skill or version",
+        content_type = "application/problem+json"
+    )]
+    Missing(Problem),
 }
 
 /// `POST /skills`'s query.
@@ -227,8 +244,7 @@ pub struct RemoveQuery {
     responses(
         (status = 204, description = "Removed"),
         BadQuery,
-        (status = 403, description = "The skill is not an installed one", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill or version", body = Problem, content_type = "application/problem+json"),
+        NotInstalled,
         (status = 409, description = "Runs of it are in flight (`runs_in_flight`); retry with `force=true` to cancel them", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn remove_skill(
@@ -300,8 +316,7 @@ impl VersionList {
     responses(
         (status = 200, description = "Its versions", body = VersionList),
         BadQuery,
-        (status = 403, description = "The skill is not an installed one", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such installed skill", body = Problem, content_type = "application/problem+json"),
+        NotInstalled,
     ))]
 async fn list_versions(
     _: Require<need::Read>,
@@ -328,8 +343,7 @@ pub struct ActiveBody {
         (status = 200, description = "Its versions, the chosen one active", body = VersionList),
         BadQuery,
         BodyProblems,
-        (status = 403, description = "The skill is not an installed one", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such installed skill or version", body = Problem, content_type = "application/problem+json"),
+        NotInstalled,
         (status = 409, description = "That version may not serve: pending review, rejected or failed (`wrong_status`)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn set_active(
@@ -359,8 +373,7 @@ pub struct DiffQuery {
     responses(
         (status = 200, description = "The diff", body = DirDiff),
         BadQuery,
-        (status = 403, description = "The skill is not an installed one", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such installed skill or version", body = Problem, content_type = "application/problem+json"),
+        NotInstalled,
     ))]
 async fn diff_versions(
     _: Require<need::Read>,
@@ -392,8 +405,7 @@ pub struct LogQuery {
     responses(
         (status = 200, description = "The log", content_type = "text/plain", body = String),
         BadQuery,
-        (status = 403, description = "The skill is not an installed one", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such installed skill or version", body = Problem, content_type = "application/problem+json"),
+        NotInstalled,
     ))]
 async fn install_log(
     _: Require<need::Read>,
@@ -452,8 +464,7 @@ fn review_info(state: &AppState, spec: &str) -> Result<ReviewInfo> {
     responses(
         (status = 200, description = "The review", body = ReviewInfo),
         BadQuery,
-        (status = 403, description = "The skill is not an installed one", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such installed skill or version", body = Problem, content_type = "application/problem+json"),
+        NotInstalled,
     ))]
 async fn get_review(
     _: Require<need::Read>,
@@ -487,8 +498,7 @@ pub enum ReviewDecision {
         (status = 200, description = "Decided", body = ReviewInfo),
         BadQuery,
         BodyProblems,
-        (status = 403, description = "The skill is not an installed one", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such installed skill or version", body = Problem, content_type = "application/problem+json"),
+        NotInstalled,
         (status = 409, description = "The version is not pending review (`wrong_status`)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Approved, but its dependencies failed (`dependencies_failed`)", body = Problem, content_type = "application/problem+json"),
     ))]
