@@ -63,11 +63,19 @@ pub enum NotInstalled {
 #[into_params(parameter_in = Query)]
 pub struct InstallQuery {
     /// The trust the skill gets: `untrusted` (the default) or `user`.
-    /// `bundled` is for the skills that ship with skilld and is refused.
-    pub trust: Option<Trust>,
+    pub trust: Option<UploadTrust>,
     /// The hash the skill must have (as its source's `SkillDetail.hash`);
     /// another is refused (`hash_mismatch`) and nothing is installed.
     pub expect_hash: Option<String>,
+}
+
+/// The trusts an upload may get: `bundled` is for the skills that ship
+/// with skilld.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadTrust {
+    Untrusted,
+    User,
 }
 
 /// Install a skill from a zip archive (`skilld package` writes one). It is
@@ -102,12 +110,10 @@ async fn install_skill(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    let trust = q.trust.unwrap_or(Trust::Untrusted);
-    if trust == Trust::Bundled {
-        return Err(ApiError::BadRequest(
-            "trust must be untrusted or user; bundled is for the skills that ship with skilld".to_owned(),
-        ));
-    }
+    let trust = match q.trust {
+        Some(UploadTrust::User) => Trust::User,
+        Some(UploadTrust::Untrusted) | None => Trust::Untrusted,
+    };
     if !is_zip(&headers) {
         return Err(ApiError::UnsupportedMediaType(
             "POST /skills takes the skill as Content-Type: application/zip".to_owned(),
@@ -439,8 +445,8 @@ pub struct ReviewInfo {
 
 fn review_info(state: &AppState, spec: &str) -> Result<ReviewInfo> {
     let (name, version) = split_spec(spec);
-    let version = version
-        .ok_or_else(|| ApiError::BadRequest(format!("name the version: /skills/{name}@VERSION/review")))?;
+    // A review is of one version: a bare name names none.
+    let version = version.ok_or_else(|| ApiError::not_found("skill version", format!("{name}@?")))?;
     let skill_state = state.installer.state(name)?;
     let version = skill_state
         .resolve(version)

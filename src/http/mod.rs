@@ -128,7 +128,7 @@ const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
     // Routes axum registers with a wildcard (see `skills::router`, `runs::router`).
     paths(skills::get_skill_file, runs::get_run_file),
     // Types used only in query parameters are not collected on their own.
-    components(schemas(crate::export::Format)),
+    components(schemas(crate::export::Format, install::UploadTrust)),
     tags(
         (name = "service", description = "Health, readiness and metrics"),
         (name = "skills", description = "The skill catalog"),
