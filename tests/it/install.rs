@@ -52,18 +52,37 @@ pub fn hello(version: &str, said: &str) -> Vec<u8> {
     zip_of(&[("SKILL.md", &md, false)])
 }
 
+/// `POST` of a body to `path` with these `Content-Type` and `Accept`.
+async fn post_skills(
+    server: &TestServer,
+    path: &str,
+    content_type: &str,
+    accept: &str,
+    body: Vec<u8>,
+) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(server.url(path))
+        .header("content-type", content_type)
+        .header("accept", accept)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
 pub async fn upload(
     server: &TestServer,
     zip: Vec<u8>,
     query: &str,
 ) -> (u16, reqwest::header::HeaderMap, Value) {
-    let res = reqwest::Client::new()
-        .post(server.url(&format!("/skills{query}")))
-        .header("content-type", "application/zip")
-        .body(zip)
-        .send()
-        .await
-        .unwrap();
+    let res = post_skills(
+        server,
+        &format!("/skills{query}"),
+        "application/zip",
+        "application/json",
+        zip,
+    )
+    .await;
     let (status, headers) = (res.status().as_u16(), res.headers().clone());
     (status, headers, res.json().await.unwrap_or(Value::Null))
 }
@@ -250,13 +269,14 @@ const BAD_TYPE: &str = "---\nname: bad\nversion: 1.0.0\ndescription: Bad.\n---\n
 async fn uploads_are_refused_clearly_without_the_right_type_name_or_version() {
     let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
     let server = TestServer::start(install_options(user.path(), installed.path())).await;
-    let res = reqwest::Client::new()
-        .post(server.url("/skills"))
-        .header("content-type", "application/json")
-        .body(hello("1.0.0", "x"))
-        .send()
-        .await
-        .unwrap();
+    let res = post_skills(
+        &server,
+        "/skills",
+        "application/json",
+        "application/json",
+        hello("1.0.0", "x"),
+    )
+    .await;
     assert_eq!(res.status(), 415);
     let greet = "---\nname: greet\nversion: 3.0.0\ndescription: Mine now.\n---\nHi.\n";
     let cases: [(Vec<u8>, u16, &str); 5] = [
@@ -695,14 +715,14 @@ async fn removing_a_skill_with_runs_in_flight_is_refused_unless_forced_which_can
 async fn an_upload_can_be_followed_as_server_sent_events() {
     let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
     let server = TestServer::start(install_options(user.path(), installed.path())).await;
-    let res = reqwest::Client::new()
-        .post(server.url("/skills"))
-        .header("content-type", "application/zip")
-        .header("accept", "text/event-stream")
-        .body(hello("1.0.0", "streamed"))
-        .send()
-        .await
-        .unwrap();
+    let res = post_skills(
+        &server,
+        "/skills",
+        "application/zip",
+        "text/event-stream",
+        hello("1.0.0", "streamed"),
+    )
+    .await;
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["content-type"], "text/event-stream");
     let text = res.text().await.unwrap();
@@ -713,14 +733,14 @@ async fn an_upload_can_be_followed_as_server_sent_events() {
         .expect("an installed event");
     let detail: Value = serde_json::from_str(installed_event.lines().next().unwrap()).unwrap();
     assert_eq!(detail["name"], "hello");
-    let res = reqwest::Client::new()
-        .post(server.url("/skills"))
-        .header("content-type", "application/zip")
-        .header("accept", "text/event-stream")
-        .body(hello("1.0.0", "again"))
-        .send()
-        .await
-        .unwrap();
+    let res = post_skills(
+        &server,
+        "/skills",
+        "application/zip",
+        "text/event-stream",
+        hello("1.0.0", "again"),
+    )
+    .await;
     let text = res.text().await.unwrap();
     assert!(
         text.contains("event: error") && text.contains("version_exists"),
