@@ -42,8 +42,11 @@ use std::fmt::Write as _;
 use std::io::{Seek, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+#[path = "support/rss.rs"]
+mod rss;
+
+use rss::{RssSampler, SAMPLE_EVERY, vm_rss_kib};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -67,7 +70,6 @@ const PROSE_INSTALLS: usize = 10;
 /// Goal 2: the file inside the large skill.
 const BIG_FILE: u64 = 50 * 1024 * 1024;
 const CLIENT_BUFFER: usize = 16 * 1024;
-const SAMPLE_EVERY: Duration = Duration::from_millis(2);
 
 /// Goal 3.
 const LISTED_VERSIONS: usize = 1_000;
@@ -590,73 +592,6 @@ async fn goal_install(
 }
 
 // ----------------------------------------------------- goal 2: archive RSS
-
-/// This process's resident set, in KiB.
-fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
-}
-
-/// Samples VmRSS every `SAMPLE_EVERY` on a thread of its own, keeping the
-/// highest value seen since the last [`RssSampler::reset`].
-struct RssSampler {
-    peak: Arc<AtomicU64>,
-    samples: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RssSampler {
-    fn start() -> Self {
-        let peak = Arc::new(AtomicU64::new(0));
-        let samples = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (peak, samples, stop) = (peak.clone(), samples.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("rss-sampler".to_owned())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        peak.fetch_max(vm_rss_kib(), Ordering::Relaxed);
-                        samples.fetch_add(1, Ordering::Relaxed);
-                        std::thread::sleep(SAMPLE_EVERY);
-                    }
-                })
-                .expect("sampler thread")
-        };
-        Self {
-            peak,
-            samples,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn reset(&self, now: u64) {
-        self.peak.store(now, Ordering::Relaxed);
-        self.samples.store(0, Ordering::Relaxed);
-    }
-
-    fn read(&self) -> (u64, u64) {
-        (
-            self.peak.load(Ordering::Relaxed).max(vm_rss_kib()),
-            self.samples.load(Ordering::Relaxed),
-        )
-    }
-}
-
-impl Drop for RssSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 /// What the bare client saw of one download.
 struct Download {

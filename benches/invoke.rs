@@ -34,8 +34,12 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::path::Path;
 use std::process::Stdio;
+#[path = "support/rss.rs"]
+mod rss;
+
+use rss::{RssSampler, SAMPLE_EVERY, vm_rss_kib};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
@@ -468,77 +472,6 @@ async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
 }
 
 // --------------------------------------------------------------------- RSS
-
-/// This process's resident set, in KiB.
-fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
-}
-
-/// Samples VmRSS every `SAMPLE_EVERY` on a thread of its own, keeping the
-/// highest value seen since the last [`RssSampler::reset`].
-struct RssSampler {
-    peak: Arc<AtomicU64>,
-    samples: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-const SAMPLE_EVERY: Duration = Duration::from_millis(2);
-
-impl RssSampler {
-    fn start() -> Self {
-        let peak = Arc::new(AtomicU64::new(0));
-        let samples = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (peak, samples, stop) = (peak.clone(), samples.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("rss-sampler".to_owned())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        peak.fetch_max(vm_rss_kib(), Ordering::Relaxed);
-                        samples.fetch_add(1, Ordering::Relaxed);
-                        std::thread::sleep(SAMPLE_EVERY);
-                    }
-                })
-                .expect("sampler thread")
-        };
-        Self {
-            peak,
-            samples,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// Starts a new window at `now` KiB.
-    fn reset(&self, now: u64) {
-        self.peak.store(now, Ordering::Relaxed);
-        self.samples.store(0, Ordering::Relaxed);
-    }
-
-    /// The peak and the number of samples since the last reset.
-    fn read(&self) -> (u64, u64) {
-        (
-            self.peak.load(Ordering::Relaxed).max(vm_rss_kib()),
-            self.samples.load(Ordering::Relaxed),
-        )
-    }
-}
-
-impl Drop for RssSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 // -------------------------------------------------------------------- main
 
