@@ -27,6 +27,49 @@ pub fn install_options(user: &Path, installed: &Path) -> CatalogOptions {
     options(vec![root(user, Trust::User), installed_root(installed)])
 }
 
+/// What the generated clients' install scenarios run against: a server
+/// with an `admin` and a `reader` token, an installed root, and two
+/// versions of `hello` written as zip files into `dir`.
+pub struct ClientInstalls {
+    pub server: TestServer,
+    pub installed: tempfile::TempDir,
+    _user: tempfile::TempDir,
+    pub v1: std::path::PathBuf,
+    pub v2: std::path::PathBuf,
+}
+
+impl ClientInstalls {
+    pub async fn start(dir: &Path, admin: &str, reader: &str) -> Self {
+        use skilld::auth::{Auth, Role, Token};
+        let (v1, v2) = (dir.join("hello-1.zip"), dir.join("hello-2.zip"));
+        std::fs::write(&v1, hello("1.0.0", "one")).unwrap();
+        std::fs::write(&v2, hello("2.0.0", "two")).unwrap();
+        let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+        let auth = Auth::new(vec![
+            Token::with_secret("admin", Role::Admin, admin, "test").unwrap(),
+            Token::with_secret("reader", Role::Read, reader, "test").unwrap(),
+        ])
+        .unwrap();
+        let server = TestServer::start_with_auth(install_options(user.path(), installed.path()), auth).await;
+        Self {
+            server,
+            installed,
+            _user: user,
+            v1,
+            v2,
+        }
+    }
+
+    /// Nothing is left of the removed skill, nor in staging.
+    pub fn assert_removed(&self) {
+        assert!(
+            !self.installed.path().join("hello").exists(),
+            "nothing is left of the removed skill"
+        );
+        assert_only_staging(self.installed.path());
+    }
+}
+
 /// A zip of `files` (path, text, executable), as `zip -r` would make it.
 pub fn zip_of(files: &[(&str, &str, bool)]) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());

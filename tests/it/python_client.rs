@@ -19,7 +19,7 @@
 //! any warning it prints about the document fails the test.
 
 use crate::common::{TestServer, bundled_dir, options, root};
-use crate::install::{assert_only_staging, hello, install_options};
+use crate::install::ClientInstalls;
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
 use std::fs::{self, File};
@@ -401,22 +401,10 @@ async fn generated_python_client_installs_switches_and_removes_a_skill() {
     generate(&venv, tmp.path());
     let script = tmp.path().join("install_client.py");
     fs::write(&script, INSTALL_SCRIPT).unwrap();
-    let (v1, v2) = (tmp.path().join("hello-1.zip"), tmp.path().join("hello-2.zip"));
-    fs::write(&v1, hello("1.0.0", "one")).unwrap();
-    fs::write(&v2, hello("2.0.0", "two")).unwrap();
-
-    let (user, installed) = (
-        crate::common::tempdir().unwrap(),
-        crate::common::tempdir().unwrap(),
-    );
-    let auth = Auth::new(vec![
-        Token::with_secret("admin", Role::Admin, ADMIN, "test").unwrap(),
-        Token::with_secret("reader", Role::Read, READER, "test").unwrap(),
-    ])
-    .unwrap();
-    let server = TestServer::start_with_auth(install_options(user.path(), installed.path()), auth).await;
+    let fixture = ClientInstalls::start(tmp.path(), ADMIN, READER).await;
+    let server = &fixture.server;
     let pythonpath = tmp.path().display().to_string();
-    let (v1, v2) = (v1.display().to_string(), v2.display().to_string());
+    let (v1, v2) = (fixture.v1.display().to_string(), fixture.v2.display().to_string());
     run_python(
         &script,
         &[&server.url(""), ADMIN, READER, &v1, &v2],
@@ -424,9 +412,5 @@ async fn generated_python_client_installs_switches_and_removes_a_skill() {
         Duration::from_secs(120),
     )
     .await;
-    assert!(
-        !installed.path().join("hello").exists(),
-        "nothing is left of the removed skill"
-    );
-    assert_only_staging(installed.path());
+    fixture.assert_removed();
 }

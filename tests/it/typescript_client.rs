@@ -12,7 +12,7 @@
 //! borrows `tests/typescript/node_modules`.
 
 use crate::common::{TestServer, bundled_dir, options, root};
-use crate::install::{assert_only_staging, hello, install_options};
+use crate::install::ClientInstalls;
 use crate::python_client::{manifest_dir, show};
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
@@ -285,26 +285,14 @@ async fn typed_typescript_client_installs_switches_and_removes_a_skill() {
             .current_dir(work)
             .args(["-p", "tsconfig.json"]),
     );
-    let (v1, v2) = (work.join("hello-1.zip"), work.join("hello-2.zip"));
-    fs::write(&v1, hello("1.0.0", "one")).unwrap();
-    fs::write(&v2, hello("2.0.0", "two")).unwrap();
-
-    let (user, installed) = (
-        crate::common::tempdir().unwrap(),
-        crate::common::tempdir().unwrap(),
-    );
-    let auth = Auth::new(vec![
-        Token::with_secret("admin", Role::Admin, ADMIN, "test").unwrap(),
-        Token::with_secret("reader", Role::Read, READER, "test").unwrap(),
-    ])
-    .unwrap();
-    let server = TestServer::start_with_auth(install_options(user.path(), installed.path()), auth).await;
+    let fixture = ClientInstalls::start(work, ADMIN, READER).await;
+    let server = &fixture.server;
     let output = tokio::process::Command::new("node")
         .current_dir(work)
         .arg("dist/install.js")
         .arg(server.url("").trim_end_matches('/'))
         .args([ADMIN, READER])
-        .args([&v1, &v2])
+        .args([&fixture.v1, &fixture.v2])
         .kill_on_drop(true)
         .output()
         .await
@@ -315,9 +303,5 @@ async fn typed_typescript_client_installs_switches_and_removes_a_skill() {
         show(&output)
     );
     print!("{}", String::from_utf8_lossy(&output.stdout));
-    assert!(
-        !installed.path().join("hello").exists(),
-        "nothing is left of the removed skill"
-    );
-    assert_only_staging(installed.path());
+    fixture.assert_removed();
 }
