@@ -275,6 +275,29 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// The secrets a database URL carries: the password of its user
+/// (`scheme://user:PASSWORD@host`) and any `password=` parameter.
+pub fn url_passwords(url: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    if let Some((_, rest)) = url.split_once("://")
+        && let Some((auth, _)) = rest.split_once('@')
+        && let Some((_, password)) = auth.split_once(':')
+    {
+        found.push(password);
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        found.extend(
+            query
+                .split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .filter(|(key, _)| key.eq_ignore_ascii_case("password"))
+                .map(|(_, value)| value),
+        );
+    }
+    found.retain(|p| !p.is_empty());
+    found
+}
+
 impl Config {
     /// Resolves flags (and their environment variables) over the file over
     /// the defaults, and validates the result.
@@ -323,6 +346,12 @@ impl Config {
         let mut protected = vec![data_dir.clone(), scratch_dir.clone()];
         protected.extend(args.config.iter().map(|c| absolute(c.clone())));
         protected.extend(roots.iter().map(|r| r.path.clone()));
+        // A run log kept outside the data directory is no tool's either.
+        protected.extend(
+            crate::store::sqlite_files(&database_url)
+                .into_iter()
+                .map(absolute),
+        );
         let mut run = run_settings(args, &file, &workspace, &data_dir)?;
         run.scratch_dir = scratch_dir;
         run.sandbox.protected = protected;

@@ -1,4 +1,5 @@
-//! Wiping secrets from this process's environment once they are read.
+//! Wiping secrets from this process's environment and command line once
+//! they are read.
 //!
 //! Why by hand: `/proc/<pid>/environ` shows the environment block the
 //! kernel laid out at exec, not the one `std::env` edits. Removing a
@@ -19,12 +20,7 @@ use std::ffi::CStr;
 /// thread (before any runtime starts), so that nothing reads or changes
 /// the environment meanwhile; otherwise it does nothing and says so.
 pub fn wipe(names: &[&str]) -> Result<(), String> {
-    let threads = std::fs::read_dir("/proc/self/task")
-        .map_err(|e| format!("cannot count this process's threads: {e}"))?
-        .count();
-    if threads != 1 {
-        return Err(format!("{threads} threads are running"));
-    }
+    single_threaded()?;
     // SAFETY: single-threaded (checked above: only this thread could start
     // another, and it does not), so the array and the
     // strings it points to are not read or changed meanwhile; each entry is
@@ -48,6 +44,74 @@ pub fn wipe(names: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// Overwrites each of `secrets` with `*` wherever it appears in this
+/// process's command line, as `/proc/<pid>/cmdline` shows it (a database
+/// password given with `--database`). Like [`wipe`], only while the
+/// process has one thread.
+pub fn mask_arguments(secrets: &[&str]) -> Result<(), String> {
+    if secrets.iter().all(|s| s.is_empty()) {
+        return Ok(());
+    }
+    single_threaded()?;
+    let shown =
+        std::fs::read("/proc/self/cmdline").map_err(|e| format!("cannot read the command line: {e}"))?;
+    let (start, end) = argument_area()?;
+    if end.saturating_sub(start) < shown.len() {
+        return Err("the command line is not where the kernel says".to_owned());
+    }
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        for at in occurrences(&shown, secret.as_bytes()) {
+            // SAFETY: single-threaded (checked above); `start..end` is the
+            // argument area the kernel laid out at exec in this process's
+            // own writable stack, which `/proc/self/cmdline` reads, and
+            // `at + len` lies within what it read, so within the area.
+            unsafe {
+                std::ptr::write_bytes((start + at) as *mut u8, b'*', secret.len());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where the kernel keeps this process's arguments: `arg_start` and
+/// `arg_end`, fields 48 and 49 of `/proc/self/stat`.
+fn argument_area() -> Result<(usize, usize), String> {
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|e| format!("cannot read /proc/self/stat: {e}"))?;
+    // Fields after the command name, which may hold spaces, start at 3.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, r)| r)
+        .split_whitespace()
+        .collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<usize>().ok());
+    match (field(48), field(49)) {
+        (Some(start), Some(end)) if start > 0 && end > start => Ok((start, end)),
+        _ => Err("/proc/self/stat does not say where the arguments are".to_owned()),
+    }
+}
+
+/// Where `needle` begins in `haystack`, for each time it does.
+fn occurrences(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    if needle.is_empty() || needle.len() > haystack.len() {
+        return Vec::new();
+    }
+    (0..=haystack.len() - needle.len())
+        .filter(|&i| &haystack[i..i + needle.len()] == needle)
+        .collect()
+}
+
+fn single_threaded() -> Result<(), String> {
+    let threads = std::fs::read_dir("/proc/self/task")
+        .map_err(|e| format!("cannot count this process's threads: {e}"))?
+        .count();
+    if threads == 1 {
+        Ok(())
+    } else {
+        Err(format!("{threads} threads are running"))
+    }
+}
+
 /// Whether `NAME=value` is an entry of `name`.
 fn is_entry_of(entry: &[u8], name: &str) -> bool {
     entry.len() > name.len() && entry.starts_with(name.as_bytes()) && entry[name.len()] == b'='
@@ -55,7 +119,14 @@ fn is_entry_of(entry: &[u8], name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_entry_of;
+    use super::{is_entry_of, occurrences};
+
+    #[test]
+    fn finds_every_occurrence() {
+        assert_eq!(occurrences(b"a:pw@x pw", b"pw"), vec![2, 7]);
+        assert_eq!(occurrences(b"short", b"longer than it"), Vec::<usize>::new());
+        assert_eq!(occurrences(b"abc", b""), Vec::<usize>::new());
+    }
 
     #[test]
     fn matches_whole_names_only() {

@@ -220,7 +220,8 @@ const SECRET_VARIABLES: [&str; 2] = ["SKILLD_TOKENS", "SKILLD_DATABASE_URL"];
 /// Makes this process non-dumpable: its `/proc/<pid>` entries (memory,
 /// environment, file descriptors) then belong to root, so a tool running
 /// as the same user cannot read them. And wipes the secrets, already
-/// parsed, from its environment, so that not even root reads them there.
+/// parsed, from its environment and its command line, so that not even
+/// root reads them there.
 fn harden(config: &Config) {
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         tracing::warn!(error = %e, "cannot make the process non-dumpable; tools of the same user can read its memory");
@@ -229,6 +230,10 @@ fn harden(config: &Config) {
     secrets.extend(config.secret_variables.iter().map(String::as_str));
     if let Err(why) = crate::environ::wipe(&secrets) {
         tracing::warn!(%why, "cannot wipe the secrets from this process's environment");
+    }
+    let passwords = crate::config::url_passwords(&config.database_url);
+    if let Err(why) = crate::environ::mask_arguments(&passwords) {
+        tracing::warn!(%why, "cannot mask the database password in this process's command line");
     }
 }
 

@@ -31,22 +31,24 @@ pub fn child_env(
     build(std::env::vars_os(), skill_name, skill_dir, mode, extra_allowed)
 }
 
-/// Puts an installed skill's dependencies (`deps`: a `venv` and a
-/// `node_modules`) first on the child's paths, so its `python3` is the
-/// virtualenv's and `require` finds its packages.
+/// Adds an installed skill's dependencies (`deps`: a `venv` and a
+/// `node_modules`) to the child's paths, so `require` finds its packages
+/// and their commands are found. After the system's `PATH`, never before:
+/// the approver saw `ls`, and a package's `ls` must not be what runs (a
+/// script's `python3` becomes the virtualenv's by [`deps_command`]).
 pub fn with_deps(env: &mut Vec<(String, String)>, deps: &Path) {
     let venv = deps.join("venv");
     let modules = deps.join("node_modules");
-    let mut front = Vec::new();
+    let mut back = Vec::new();
     if venv.is_dir() {
-        front.push(venv.join("bin").display().to_string());
+        back.push(venv.join("bin").display().to_string());
         env.push(("VIRTUAL_ENV".to_owned(), venv.display().to_string()));
     }
     if modules.is_dir() {
-        front.push(modules.join(".bin").display().to_string());
+        back.push(modules.join(".bin").display().to_string());
         env.push(("NODE_PATH".to_owned(), modules.display().to_string()));
     }
-    if front.is_empty() {
+    if back.is_empty() {
         return;
     }
     let path = env
@@ -55,8 +57,8 @@ pub fn with_deps(env: &mut Vec<(String, String)>, deps: &Path) {
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| DEFAULT_PATH.to_owned());
     env.retain(|(k, _)| k != "PATH");
-    front.push(path);
-    env.push(("PATH".to_owned(), front.join(":")));
+    back.insert(0, path);
+    env.push(("PATH".to_owned(), back.join(":")));
 }
 
 /// The command with its Python interpreter swapped for the virtualenv's

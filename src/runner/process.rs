@@ -22,6 +22,7 @@ pub(super) enum Step {
     Identity = 8,
     Landlock = 9,
     Seccomp = 10,
+    Mounts = 11,
 }
 
 impl Step {
@@ -37,6 +38,7 @@ impl Step {
             8 => Self::Identity,
             9 => Self::Landlock,
             10 => Self::Seccomp,
+            11 => Self::Mounts,
             _ => Self::None,
         }
     }
@@ -124,11 +126,12 @@ pub(super) fn describe_errno(errno: i32, step: Step, program: &str, path: &Path)
         Step::Limits => format!("could not apply resource limits to {program}: {err}"),
         Step::Network => format!("could not isolate the network of {program}: {err}"),
         Step::Directory => format!("could not enter the working directory of {program}: {err}"),
-        Step::Group => format!("could not give {program} its own process group: {err}"),
+        Step::Group => format!("could not give {program} its own session: {err}"),
         Step::Cgroup => format!("could not put {program} into its cgroup: {err}"),
         Step::Identity => format!("could not drop the privileges of {program}: {err}"),
         Step::Landlock => format!("could not confine the files of {program}: {err}"),
         Step::Seccomp => format!("could not filter the system calls of {program}: {err}"),
+        Step::Mounts => format!("could not enter the runs' mount namespace for {program}: {err}"),
         Step::Redirect | Step::None => format!("could not start {program}: {err}"),
     }
 }

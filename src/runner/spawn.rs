@@ -75,6 +75,8 @@ struct ChildArgs {
     rlimit_count: usize,
     /// A network namespace to enter, or -1.
     netns: c_int,
+    /// The runs' mount namespace to enter, or -1.
+    mountns: c_int,
     /// One past the highest signal number.
     signal_end: c_int,
     /// The run's cgroup files to write `0` to (`cgroup.procs`, v1 `tasks`).
@@ -90,8 +92,9 @@ struct ChildArgs {
     last_cap: c_int,
     /// A Landlock ruleset to restrict to, or -1.
     landlock: c_int,
-    /// A seccomp program to install, or null.
+    /// Seccomp programs to install, in order.
     seccomp: *const libc::sock_fprog,
+    seccomp_count: usize,
     failed_step: AtomicI32,
     errno: AtomicI32,
 }
@@ -127,12 +130,15 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
     let rlimits = setup.rlimits();
     let confine = spec.confinement.as_ref();
     let joins = Joins::of(confine.and_then(|c| c.cgroup.as_ref()));
-    let seccomp = confine
-        .and_then(|c| c.seccomp.as_deref())
+    let seccomp: Vec<libc::sock_fprog> = confine
+        .map(|c| c.seccomp.as_slice())
+        .unwrap_or_default()
+        .iter()
         .map(|program| libc::sock_fprog {
             len: u16::try_from(program.len()).unwrap_or(u16::MAX),
             filter: program.as_ptr().cast_mut().cast::<libc::sock_filter>(),
-        });
+        })
+        .collect();
     let could_not = |what: &str, err: io::Error| format!("could not start {}: {what}: {err}", spec.program);
 
     // Descriptors at 3 or above, so the child's dup2 onto 0, 1 and 2 can
@@ -163,6 +169,9 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         rlimits: rlimits.as_ptr(),
         rlimit_count: rlimits.len(),
         netns: setup.netns().unwrap_or(-1),
+        mountns: confine
+            .and_then(|c| c.mount_ns.as_deref())
+            .map_or(-1, AsRawFd::as_raw_fd),
         signal_end: libc::SIGRTMAX() + 1,
         cgroups: ptr::null(),
         cgroup_count: 0,
@@ -174,7 +183,8 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         landlock: confine
             .and_then(|c| c.landlock.as_ref())
             .map_or(-1, AsRawFd::as_raw_fd),
-        seccomp: seccomp.as_ref().map_or(ptr::null(), ptr::from_ref),
+        seccomp: seccomp.as_ptr(),
+        seccomp_count: seccomp.len(),
         failed_step: AtomicI32::new(Step::None as i32),
         errno: AtomicI32::new(0),
     };
@@ -320,7 +330,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             }
         }
 
-        if libc::setpgid(0, 0) != 0 {
+        // A session of its own, not only a group: the child must not keep
+        // the server's controlling terminal, through which it could read
+        // what the operator types or push input into their shell.
+        if libc::setsid() < 0 {
             fail(a, Step::Group);
         }
         // Into the run's cgroups while still privileged: "0" moves the
@@ -348,6 +361,11 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(a, Step::Redirect);
             }
         }
+        // Joining a mount namespace moves the working directory to its
+        // root, so this comes before the chdir.
+        if a.mountns >= 0 && libc::setns(a.mountns, libc::CLONE_NEWNS) != 0 {
+            fail(a, Step::Mounts);
+        }
         // Before the identity changes: the new one may not be able to
         // reach the directory, though it may work inside it.
         if libc::chdir(a.cwd) != 0 {
@@ -374,7 +392,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
 }
 
 /// The sandbox, in the child: another identity without capabilities,
-/// `no_new_privs`, the Landlock ruleset, the seccomp filter. Raw system
+/// `no_new_privs`, the Landlock ruleset, the seccomp filters. Raw system
 /// calls for the identity: glibc's `setresuid` would signal the parent's
 /// threads, which share this memory, to change theirs too.
 ///
@@ -411,10 +429,11 @@ unsafe fn confine(a: &ChildArgs) {
         if a.landlock >= 0 && libc::syscall(libc::SYS_landlock_restrict_self, a.landlock, 0) != 0 {
             fail(a, Step::Landlock);
         }
-        if !a.seccomp.is_null()
-            && libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, a.seccomp) != 0
-        {
-            fail(a, Step::Seccomp);
+        for i in 0..a.seccomp_count {
+            let program = a.seccomp.add(i);
+            if libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, program) != 0 {
+                fail(a, Step::Seccomp);
+            }
         }
     }
 }

@@ -5,7 +5,7 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, Scope,
 };
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The ABI this code is written and tested against: files, TCP ports,
@@ -22,8 +22,12 @@ pub(super) const SYSTEM: [&str; 10] = [
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc",
 ];
 
-/// Device files a program may read and write.
-const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+/// Device files a program may read and write. Not `/dev/tty`: a run has
+/// no controlling terminal, and no other terminal is its business.
+const DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
+
+/// Device files a program may only read.
+const READ_DEVICES: [&str; 2] = ["/dev/random", "/dev/urandom"];
 
 /// What one run may touch, by path.
 #[derive(Debug, Default)]
@@ -61,12 +65,18 @@ pub(super) fn probe() -> RulesetStatus {
 }
 
 /// The rules of every run that name fixed system places: the [`SYSTEM`]
-/// directories, the [`DEVICES`] and `/dev`, opened once and held, so a
+/// directories, the [`DEVICES`] and `/dev`'s listing (not its other
+/// devices: a terminal or a disk is no tool's to read), opened once and held, so a
 /// run adds them without opening, checking and closing each again.
 /// Configured paths are opened per run: a symlink switched under one is
 /// followed.
 #[derive(Debug, Default)]
-pub(super) struct Fixed(Vec<(PathBuf, PathFd, BitFlags<AccessFs>)>);
+pub(super) struct Fixed {
+    places: Vec<(PathBuf, PathFd, BitFlags<AccessFs>)>,
+    /// The host's `/proc`, apart: a run in the runs' mount namespace sees
+    /// another instance of it, which needs a rule of its own.
+    proc: Option<PathFd>,
+}
 
 impl Fixed {
     /// Opens the places that exist here.
@@ -77,9 +87,11 @@ impl Fixed {
             .iter()
             .map(|p| (*p, read))
             .chain(DEVICES.iter().map(|d| (*d, file)))
-            .chain([("/dev", read)]);
-        Self(
-            places
+            .chain(READ_DEVICES.iter().map(|d| (*d, file & AccessFs::ReadFile)))
+            .chain([("/dev", BitFlags::from(AccessFs::ReadDir))]);
+        Self {
+            places: places
+                .filter(|(path, _)| *path != PROC)
                 .filter_map(|(path, rights)| {
                     let path = PathBuf::from(path);
                     let fd = PathFd::new(&path).ok()?;
@@ -87,17 +99,25 @@ impl Fixed {
                     Some((path, fd, rights))
                 })
                 .collect(),
-        )
+            proc: PathFd::new(PROC).ok(),
+        }
     }
 
     fn holds(&self, path: &Path) -> bool {
-        self.0.iter().any(|(held, _, _)| held == path)
+        path == Path::new(PROC) || self.places.iter().any(|(held, _, _)| held == path)
     }
 }
 
+const PROC: &str = "/proc";
+
 /// Builds the ruleset; the child applies it with `landlock_restrict_self`.
 /// `None` when the kernel has no Landlock.
-pub(super) fn ruleset(access: &Grants, fixed: &Fixed) -> Result<Option<OwnedFd>, landlock::RulesetError> {
+/// `proc`: the `/proc` the run will see, when it is not the host's.
+pub(super) fn ruleset(
+    access: &Grants,
+    fixed: &Fixed,
+    proc: Option<BorrowedFd>,
+) -> Result<Option<OwnedFd>, landlock::RulesetError> {
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(TARGET))?
         .scope(Scope::from_all(TARGET))?;
@@ -105,10 +125,13 @@ pub(super) fn ruleset(access: &Grants, fixed: &Fixed) -> Result<Option<OwnedFd>,
         ruleset = ruleset.handle_access(AccessNet::from_all(TARGET))?;
     }
     let mut created = ruleset.create()?;
-    for (_, fd, rights) in &fixed.0 {
+    for (_, fd, rights) in &fixed.places {
         created = created.add_rule(PathBeneath::new(fd.as_fd(), *rights))?;
     }
     let read = AccessFs::from_read(TARGET);
+    if let Some(proc) = proc.or(fixed.proc.as_ref().map(AsFd::as_fd)) {
+        created = created.add_rule(PathBeneath::new(proc, read))?;
+    }
     let all = AccessFs::from_all(TARGET);
     for path in access.read.iter().filter(|p| !fixed.holds(p)) {
         created = add(created, path, read)?;

@@ -5,6 +5,7 @@
 
 mod cgroup;
 mod landlock;
+mod mounts;
 mod seccomp;
 
 pub use cgroup::RunCgroup;
@@ -81,6 +82,9 @@ pub struct Sandbox {
     base_read: Vec<PathBuf>,
     /// The Landlock rules for the system's fixed places, opened once.
     fixed_rules: landlock::Fixed,
+    /// The mount namespace runs join, made on the first confined run;
+    /// `None` where it cannot be made (a server that is not root).
+    mounts: std::sync::OnceLock<Option<mounts::Mounts>>,
 }
 
 /// One run's request to the sandbox.
@@ -110,8 +114,12 @@ pub struct Confinement {
     pub identity: Option<(u32, u32)>,
     pub last_cap: u32,
     pub landlock: Option<OwnedFd>,
-    pub seccomp: Option<Arc<BpfProgram>>,
+    /// Seccomp programs to install, in order.
+    pub seccomp: Vec<Arc<BpfProgram>>,
     pub cgroup: Option<RunCgroup>,
+    /// The mount namespace to join, hiding the host's sockets and
+    /// processes.
+    pub mount_ns: Option<Arc<OwnedFd>>,
 }
 
 impl Sandbox {
@@ -129,15 +137,23 @@ impl Sandbox {
                 *p = real;
             }
         }
+        // `/etc/resolv.conf` often links into `/run`: a run with the
+        // network reads it there (the file alone, never its directory).
+        let resolver = Path::new("/etc/resolv.conf")
+            .canonicalize()
+            .ok()
+            .filter(|real| !landlock::SYSTEM.iter().any(|s| real.starts_with(s)));
         let base_read = landlock::SYSTEM
             .iter()
             .map(PathBuf::from)
             .filter(|p| p.exists())
+            .chain(resolver)
             .chain(settings.read_paths.iter().cloned())
             .collect();
         Self {
             landlock: landlock::probe(),
             fixed_rules: landlock::Fixed::open(),
+            mounts: std::sync::OnceLock::new(),
             cgroups: cgroup::Cgroups::detect(),
             switch_identity,
             last_cap,
@@ -180,7 +196,13 @@ impl Sandbox {
             return Ok(None);
         }
         let grants = self.grants(req);
-        let landlock = landlock::ruleset(&grants, &self.fixed_rules).map_err(std::io::Error::other)?;
+        let mounts = self.mounts();
+        if let Some(mounts) = mounts {
+            mounts.reveal(self.visible(req).iter().map(PathBuf::as_path))?;
+        }
+        let landlock = landlock::ruleset(&grants, &self.fixed_rules, mounts.map(mounts::Mounts::proc))
+            .map_err(std::io::Error::other)?;
+        let mount_ns = mounts.map(mounts::Mounts::namespace);
         let bounds = cgroup::Bounds {
             pids: self.settings.pids_max,
             memory: req.memory_bytes.unwrap_or(self.settings.memory_max),
@@ -196,9 +218,36 @@ impl Sandbox {
             identity: self.identity(),
             last_cap: self.last_cap,
             landlock,
-            seccomp: if req.network { None } else { seccomp::no_inet() },
+            seccomp: seccomp::filters().for_run(req.network),
             cgroup,
+            mount_ns,
         }))
+    }
+
+    /// The runs' mount namespace, made on first use.
+    fn mounts(&self) -> Option<&mounts::Mounts> {
+        self.mounts
+            .get_or_init(|| match mounts::Mounts::make() {
+                Ok(made) => Some(made),
+                Err(err) => {
+                    tracing::info!(%err, "no mount namespace for runs: the host's /tmp, /run and processes stay in their sight");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// The places a run must find in its mount namespace: whatever it is
+    /// granted, before any carving (Landlock still decides the access).
+    fn visible(&self, req: &Request) -> Vec<PathBuf> {
+        [req.skill_dir, req.workspace, req.scratch]
+            .into_iter()
+            .chain(req.deps)
+            .map(Path::to_path_buf)
+            .chain(req.programs.iter().flat_map(|p| program_dirs(p)))
+            .chain(self.settings.read_paths.iter().cloned())
+            .chain(self.settings.write_paths.iter().cloned())
+            .collect()
     }
 
     /// What a run would be allowed, without preparing anything.
@@ -230,7 +279,11 @@ impl Sandbox {
         let mut read = self.base_read.clone();
         read.push(req.skill_dir.to_path_buf());
         read.extend(req.deps.map(Path::to_path_buf));
-        read.extend(req.programs.iter().filter_map(|p| install_prefix(p)));
+        for program in &req.programs {
+            for dir in program_dirs(program) {
+                read.extend(landlock::around(&dir, &self.settings.protected));
+            }
+        }
         let workspace = landlock::around(req.workspace, &self.settings.protected);
         let mut write = vec![req.scratch.to_path_buf()];
         write.extend(self.settings.write_paths.iter().cloned());
@@ -281,7 +334,9 @@ impl Sandbox {
                 .memory()
                 .map_or_else(|| "rlimit".to_owned(), |v| format!("enforced (cgroup {v})")),
             network: on(network_isolated),
-            seccomp: on(seccomp::no_inet().is_some()),
+            seccomp: on(seccomp::filters().available()),
+            mounts: on(self.mounts().is_some()),
+            processes: on(self.mounts().is_some_and(|m| m.hides_processes)),
         }
     }
 }
@@ -303,8 +358,16 @@ pub struct Report {
     pub memory: String,
     /// `network: false` gets an empty network namespace.
     pub network: String,
-    /// `network: false` gets a filter refusing IPv4 and IPv6 sockets.
+    /// Every run gets filters refusing terminal injection, user
+    /// namespaces and io_uring; `network: false` also every socket family
+    /// but `AF_UNIX`.
     pub seccomp: String,
+    /// Runs join a mount namespace where the host's `/tmp`, `/var/tmp`,
+    /// `/run` and `/dev/shm` (and the unix sockets in them) are hidden.
+    pub mounts: String,
+    /// `/proc` shows a run only its own processes (`hidepid`), not the
+    /// server's or other runs' command lines.
+    pub processes: String,
 }
 
 /// What one run may do, as a dry run shows it.
@@ -328,15 +391,32 @@ pub struct Allowance {
     pub memory_max: Option<u64>,
 }
 
-/// The directory a program is installed under: `/opt/py/bin/python3` →
-/// `/opt/py`, so its libraries come with it; system programs need nothing.
-fn install_prefix(program: &Path) -> Option<PathBuf> {
-    let real = program.canonicalize().ok()?;
-    let dir = real.parent()?;
-    let prefix = if dir.ends_with("bin") { dir.parent()? } else { dir };
-    let system = landlock::SYSTEM.iter().any(|s| prefix.starts_with(s));
-    (!system && prefix != Path::new("/")).then(|| prefix.to_path_buf())
+/// What a program outside the system directories needs beside itself:
+/// for one in a `bin` or `sbin` directory (`/opt/py/bin/python3`), that
+/// directory and the library directories next to it (`/opt/py/lib`), so
+/// its libraries come with it; for any other, the file alone. Never the
+/// prefix itself: `~/bin/python3`'s is the home directory, with the
+/// config, the run log and `~/.ssh` in it. System programs need nothing.
+fn program_dirs(program: &Path) -> Vec<PathBuf> {
+    let Ok(real) = program.canonicalize() else {
+        return Vec::new();
+    };
+    if landlock::SYSTEM.iter().any(|s| real.starts_with(s)) {
+        return Vec::new();
+    }
+    let Some(dir) = real.parent() else {
+        return Vec::new();
+    };
+    match dir.parent() {
+        Some(prefix) if dir.ends_with("bin") || dir.ends_with("sbin") => std::iter::once(dir.to_path_buf())
+            .chain(LIBRARY_DIRS.iter().map(|lib| prefix.join(lib)))
+            .collect(),
+        _ => vec![real],
+    }
 }
+
+/// The directories beside a program's `bin` that hold what it loads.
+const LIBRARY_DIRS: [&str; 3] = ["lib", "lib64", "libexec"];
 
 /// Makes the scratch root, `rwx--x--x`: a run can enter its own directory
 /// but not list the others. One that exists must be a directory of this

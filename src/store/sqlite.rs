@@ -24,7 +24,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection as _, QueryBuilder, Row, Sqlite, SqliteConnection};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -320,6 +320,27 @@ pub fn claim_for_serving(url: &str) -> Result<Option<nix::fcntl::Flock<std::fs::
             path.display()
         ))),
     }
+}
+
+/// The files a `sqlite:` URL keeps the run log in: the database and the
+/// journal, shared memory and lock files beside it. None for an in-memory
+/// database or a URL that is not SQLite's.
+pub fn files_of(url: &str) -> Vec<PathBuf> {
+    if !url.starts_with("sqlite:") || url.contains(":memory:") || url.contains("mode=memory") {
+        return Vec::new();
+    }
+    let Ok(options) = SqliteConnectOptions::from_str(url) else {
+        return Vec::new();
+    };
+    let db = options.get_filename();
+    let beside = |suffix: &str| {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    let mut files = vec![db.to_path_buf()];
+    files.extend(["-wal", "-shm", "-journal", ".serve-lock"].map(beside));
+    files
 }
 
 /// Creates the database's directory, so a fresh `--store sqlite://…` works

@@ -433,6 +433,9 @@ fn dir_with_mode(mode: u32) -> tempfile::TempDir {
 pub fn host_settings() -> RunSettings {
     RunSettings {
         starlark_host: Some(PathBuf::from(env!("CARGO_BIN_EXE_skilld"))),
+        // Not the default `.`: the checkout holds the Starlark host, and
+        // no tool may run what lies in the data directory.
+        data_dir: std::env::temp_dir().join(format!("skilld-test-data-{}", std::process::id())),
         ..RunSettings::default()
     }
 }

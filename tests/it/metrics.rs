@@ -183,7 +183,10 @@ async fn invoke(server: &TestServer, tool: &str) -> Value {
 #[tokio::test]
 async fn runs_are_counted_by_tool_and_status_timed_and_in_flight() {
     let skills = crate::common::tempdir().unwrap();
-    let release = skills.path().join("release");
+    // Where the tool can see it: runs see only what they are granted of
+    // the host's /tmp.
+    let marks = crate::common::marks_dir();
+    let release = marks.path().join("release");
     probe_skill(skills.path(), &release);
     let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
 

@@ -129,7 +129,7 @@ where
 /// `SKILLD_TEST_POSTGRES_URL`, which CI always sets. Unset outside CI, the
 /// PostgreSQL half of the suite is skipped with a notice; unset in CI, it
 /// fails, so the backend can never go untested there by accident.
-fn postgres_url() -> Option<String> {
+pub(crate) fn postgres_url() -> Option<String> {
     match std::env::var("SKILLD_TEST_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var_os("CI").is_some() => panic!(
