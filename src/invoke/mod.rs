@@ -404,6 +404,14 @@ impl Invoker {
         let id = live.id;
         let in_flight = crate::metrics::run_started(&p.tool().name);
         live.mark_started();
+        if !still_the_same(&p.skill).await {
+            let why = "the skill's files changed since this call was prepared, so what was decided (or \
+                       approved) is not what would run; nothing ran: call it again";
+            tracing::warn!(run = %id, skill = %p.skill.name, "a skill changed on disk under a call; refused");
+            let envelope = Envelope::not_started(id, &p.skill.name, &p.tool().name, why);
+            self.end(&live, RunStatus::Failed, envelope).await;
+            return;
+        }
         if let Action::Backend = p.tool().action {
             let Some(backend) = p.skill.backend.clone() else {
                 let why = "the skill's backend is not running; reload the skill to start it";
@@ -642,6 +650,19 @@ fn reachable_copy(program: &std::path::Path, scratch: &std::path::Path) -> std::
         std::fs::rename(&staged, &target)?;
     }
     Ok(target)
+}
+
+/// Whether `skill`'s files still hash to its hash, as the call was decided
+/// on: an edit the watcher missed (through a hard link, say), or one made
+/// while an approved call waited for a slot, is caught here.
+async fn still_the_same(skill: &Arc<Skill>) -> bool {
+    if skill.fingerprint.unchanged() {
+        return true;
+    }
+    let (fingerprint, hash) = (skill.fingerprint.clone(), skill.hash.clone());
+    tokio::task::spawn_blocking(move || fingerprint.still(&hash))
+        .await
+        .unwrap_or(false)
 }
 
 /// A launcher with a sandbox of its own, for commands that load skills

@@ -141,6 +141,7 @@ impl Fields {
             source: origin.source.to_owned(),
             trust: origin.trust,
             hash: String::new(),
+            fingerprint: std::sync::Arc::default(),
             tools: Vec::new(),
             warnings: Vec::new(),
         }

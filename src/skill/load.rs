@@ -95,8 +95,15 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
             format!("{outside} resolves outside the skill directory; a skill may run only its own files"),
         );
     }
+    if runnable.incomplete {
+        p.error_in(
+            Code::TooLarge,
+            &dir.join("scripts").display().to_string(),
+            files::too_deep("scripts/"),
+        );
+    }
     hashed.extend(runnable.inside);
-    let hash = files::content_hash(dir, &bytes, &hashed);
+    let (hash, fingerprint) = files::content_hash(dir, &def_path, &bytes, &hashed);
     let files = files::list_files(dir);
     let mut skill = fields.into_skill(Origin {
         name,
@@ -110,6 +117,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     skill.instructions = with_base_dir(split.body.trim_start_matches(['\r', '\n']), dir);
     skill.files = files;
     skill.hash = hash;
+    skill.fingerprint = std::sync::Arc::new(fingerprint);
     skill.tools = tools;
     Some(skill)
 }

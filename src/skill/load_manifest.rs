@@ -47,6 +47,13 @@ pub(super) fn load(
             format!("{outside} resolves outside the skill directory; a manifest's files must be its own"),
         );
     }
+    if every.incomplete {
+        p.error_in(
+            Code::TooLarge,
+            &dir.display().to_string(),
+            files::too_deep("the skill"),
+        );
+    }
     let needs = needs(&parts, fields.network);
     let mut skill = fields.into_skill(Origin {
         name,
@@ -62,7 +69,9 @@ pub(super) fn load(
     skill.needs = needs;
     skill.dependencies = super::manifest::dependencies(&manifest);
     skill.files = files;
-    skill.hash = files::content_hash(dir, &bytes, &every.inside);
+    let (hash, fingerprint) = files::content_hash(dir, path, &bytes, &every.inside);
+    skill.hash = hash;
+    skill.fingerprint = std::sync::Arc::new(fingerprint);
     skill.tools = parts
         .tools
         .iter()

@@ -216,6 +216,9 @@ pub struct Skill {
     pub trust: Trust,
     /// SHA-256 (hex) over what the skill would execute (`docs/design.md` §2).
     pub hash: String,
+    /// How the hashed files looked, to tell at a run's start whether they
+    /// still hash to `hash`.
+    pub fingerprint: std::sync::Arc<super::files::Fingerprint>,
     pub tools: Vec<Tool>,
     pub warnings: Vec<Diagnostic>,
 }
