@@ -158,6 +158,10 @@ pub struct FileConfig {
     pub sandbox_pids_max: Option<u64>,
     /// Memory one run may use unless its skill says (default 2 GiB).
     pub sandbox_memory_bytes: Option<u64>,
+    /// Memory all runs together may use (default half the host's).
+    pub sandbox_total_memory_bytes: Option<u64>,
+    /// Processes all runs together may have (default 8192).
+    pub sandbox_total_pids_max: Option<u64>,
     /// Directories tools may also read and execute, beyond the system's.
     pub sandbox_read_paths: Option<Vec<PathBuf>>,
     /// Directories tools may also write, beyond their scratch directory.
@@ -601,6 +605,13 @@ fn sandbox_settings(args: &ServeArgs, file: &FileConfig) -> Result<crate::sandbo
         gid,
         pids_max: file.sandbox_pids_max.unwrap_or(defaults.pids_max).max(1),
         memory_max: file.sandbox_memory_bytes.unwrap_or(defaults.memory_max),
+        total_memory_max: file
+            .sandbox_total_memory_bytes
+            .unwrap_or(defaults.total_memory_max),
+        total_pids_max: file
+            .sandbox_total_pids_max
+            .unwrap_or(defaults.total_pids_max)
+            .max(1),
         read_paths: file
             .sandbox_read_paths
             .iter()

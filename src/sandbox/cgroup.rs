@@ -88,8 +88,41 @@ pub struct RunCgroup {
 }
 
 impl Cgroups {
-    /// Finds the hierarchies this process may make cgroups in.
-    pub(super) fn detect() -> Self {
+    /// Finds the hierarchies this process may make cgroups in, and bounds
+    /// all runs together by `total`.
+    pub(super) fn detect(total: Bounds) -> Self {
+        let found = Self::find();
+        found.bound_all(total);
+        found
+    }
+
+    /// Writes `total` on the parent of the run cgroups: each run's own
+    /// limits could otherwise add up past the host (64 runs of 2 GiB).
+    fn bound_all(&self, total: Bounds) {
+        let (pids, memory) = (total.pids.to_string(), total.memory.to_string());
+        let mut writes = Vec::new();
+        if let Some(parent) = &self.v2 {
+            if self.v2_pids {
+                writes.push((parent.join("pids.max"), pids.clone()));
+            }
+            if self.v2_memory {
+                writes.push((parent.join("memory.max"), memory.clone()));
+            }
+        }
+        writes.extend(self.v1_pids.as_ref().map(|p| (p.join("pids.max"), pids)));
+        writes.extend(
+            self.v1_memory
+                .as_ref()
+                .map(|p| (p.join("memory.limit_in_bytes"), memory)),
+        );
+        for (path, value) in writes {
+            if let Err(err) = write(&path, &value) {
+                tracing::warn!(path = %path.display(), %err, "cannot bound all runs together");
+            }
+        }
+    }
+
+    fn find() -> Self {
         let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mut found = Self::default();

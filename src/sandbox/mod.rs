@@ -42,6 +42,10 @@ pub struct Settings {
     /// Memory one run may use when neither its skill nor the server's
     /// `max_memory_bytes` says.
     pub memory_max: u64,
+    /// Memory all runs together may use (the parent of their cgroups).
+    pub total_memory_max: u64,
+    /// Processes all runs together may have.
+    pub total_pids_max: u64,
     /// Directories tools may also read and execute (a runtime outside the
     /// system directories, say).
     pub read_paths: Vec<PathBuf>,
@@ -60,6 +64,8 @@ impl Default for Settings {
             gid: 65534,
             pids_max: 512,
             memory_max: 2 * 1024 * 1024 * 1024,
+            total_memory_max: half_the_memory(),
+            total_pids_max: 8192,
             read_paths: Vec::new(),
             write_paths: Vec::new(),
             protected: Vec::new(),
@@ -154,7 +160,10 @@ impl Sandbox {
             landlock: landlock::probe(),
             fixed_rules: landlock::Fixed::open(),
             mounts: std::sync::OnceLock::new(),
-            cgroups: cgroup::Cgroups::detect(),
+            cgroups: cgroup::Cgroups::detect(cgroup::Bounds {
+                pids: settings.total_pids_max,
+                memory: settings.total_memory_max,
+            }),
             switch_identity,
             last_cap,
             base_read,
@@ -417,6 +426,17 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
 
 /// The directories beside a program's `bin` that hold what it loads.
 const LIBRARY_DIRS: [&str; 3] = ["lib", "lib64", "libexec"];
+
+/// Half of this host's memory, the default bound of all runs together;
+/// 8 GiB where `/proc/meminfo` does not say.
+fn half_the_memory() -> u64 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|info| {
+        info.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    });
+    total_kib.map_or(8 << 30, |kib| kib * 1024 / 2)
+}
 
 /// Makes the scratch root, `rwx--x--x`: a run can enter its own directory
 /// but not list the others. One that exists must be a directory of this

@@ -503,3 +503,46 @@ async fn installed_dependencies_do_not_replace_the_program_the_approver_saw() {
     assert_eq!(status, 200, "{deps}");
     assert_eq!(deps["output"], "from the dependencies\n", "{deps}");
 }
+
+/// Each run had its memory bound, but 64 runs of 2 GiB could take more
+/// than the host has. All runs together are bounded too: three runs of
+/// 48 MiB under a 100 MiB total cannot all hold their memory, though one
+/// alone can.
+#[tokio::test]
+async fn all_runs_together_are_bounded() {
+    let skills = crate::common::tempdir().unwrap();
+    python_skill(skills.path(), "hog", "");
+    let mut settings = RunSettings::default();
+    settings.sandbox.memory_max = 64 << 20;
+    settings.sandbox.total_memory_max = 100 << 20;
+    let server = std::sync::Arc::new(
+        TestServer::start_with(options(vec![root(skills.path(), Trust::Bundled)]), settings).await,
+    );
+    if server.invoker.sandbox.report(true).memory == "rlimit" {
+        assert!(std::env::var_os("CI").is_none(), "CI hosts have memory cgroups");
+        eprintln!("skipped: no memory cgroup here");
+        return;
+    }
+    let code = "import time\nb = b'x' * (48 << 20)\ntime.sleep(2)\nprint('held', len(b) >> 20)";
+    let (status, alone) = server.invoke("hog", json!({ "code": code })).await;
+    assert_eq!(
+        (status, alone["output"].as_str()),
+        (200, Some("held 48\n")),
+        "{alone}"
+    );
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let server = server.clone();
+            tokio::spawn(async move { server.invoke("hog", json!({ "code": code })).await })
+        })
+        .collect();
+    let mut held = 0;
+    for call in calls {
+        let (status, envelope) = call.await.unwrap();
+        assert_eq!(status, 200, "{envelope}");
+        if envelope["output"] == "held 48\n" {
+            held += 1;
+        }
+    }
+    assert!(held < 3, "three runs held 144 MiB under a 100 MiB bound");
+}
