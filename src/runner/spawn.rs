@@ -77,6 +77,8 @@ struct ChildArgs {
     netns: c_int,
     /// The runs' mount namespace to enter, or -1.
     mountns: c_int,
+    /// The user namespace that owns it, to enter first, or -1.
+    userns: c_int,
     /// One past the highest signal number.
     signal_end: c_int,
     /// The run's cgroup files to write `0` to (`cgroup.procs`, v1 `tasks`).
@@ -171,6 +173,9 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         netns: setup.netns().unwrap_or(-1),
         mountns: confine
             .and_then(|c| c.mount_ns.as_deref())
+            .map_or(-1, AsRawFd::as_raw_fd),
+        userns: confine
+            .and_then(|c| c.user_ns.as_deref())
             .map_or(-1, AsRawFd::as_raw_fd),
         signal_end: libc::SIGRTMAX() + 1,
         cgroups: ptr::null(),
@@ -361,6 +366,12 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(a, Step::Redirect);
             }
         }
+        // After everything that needs the host's privileges (the cgroups,
+        // the limits): in its own user namespace, a server that is not
+        // root holds every capability, over that namespace only.
+        if a.userns >= 0 && libc::setns(a.userns, libc::CLONE_NEWUSER) != 0 {
+            fail(a, Step::Mounts);
+        }
         // Joining a mount namespace moves the working directory to its
         // root, so this comes before the chdir.
         if a.mountns >= 0 && libc::setns(a.mountns, libc::CLONE_NEWNS) != 0 {
@@ -402,12 +413,15 @@ unsafe fn confine(a: &ChildArgs) {
     // SAFETY: system calls on plain values and pointers prepared by the
     // parent, valid until exec (see `child_main`).
     unsafe {
-        if a.has_identity {
-            // The bounding set first: dropping it needs CAP_SETPCAP,
-            // which the new identity will not have.
+        // The bounding set first: dropping it needs CAP_SETPCAP, which
+        // the new identity will not have (a child in its own user
+        // namespace has it there).
+        if a.has_identity || a.userns >= 0 {
             for cap in 0..=a.last_cap {
                 libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
             }
+        }
+        if a.has_identity {
             let ok = libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()) == 0
                 && libc::syscall(libc::SYS_setresgid, a.gid, a.gid, a.gid) == 0
                 && libc::syscall(libc::SYS_setresuid, a.uid, a.uid, a.uid) == 0;

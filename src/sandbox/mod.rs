@@ -7,6 +7,7 @@ mod cgroup;
 mod landlock;
 mod mounts;
 mod seccomp;
+mod userns;
 
 pub use cgroup::RunCgroup;
 pub use seccompiler::BpfProgram;
@@ -126,6 +127,8 @@ pub struct Confinement {
     /// The mount namespace to join, hiding the host's sockets and
     /// processes.
     pub mount_ns: Option<Arc<OwnedFd>>,
+    /// The user namespace to join before it (a server that is not root).
+    pub user_ns: Option<Arc<OwnedFd>>,
 }
 
 impl Sandbox {
@@ -209,9 +212,10 @@ impl Sandbox {
         if let Some(mounts) = mounts {
             mounts.reveal(self.visible(req).iter().map(PathBuf::as_path))?;
         }
-        let landlock = landlock::ruleset(&grants, &self.fixed_rules, mounts.map(mounts::Mounts::proc))
+        let landlock = landlock::ruleset(&grants, &self.fixed_rules, mounts.and_then(mounts::Mounts::proc))
             .map_err(std::io::Error::other)?;
         let mount_ns = mounts.map(mounts::Mounts::namespace);
+        let user_ns = mounts.and_then(mounts::Mounts::user_namespace);
         let bounds = cgroup::Bounds {
             pids: self.settings.pids_max,
             memory: req.memory_bytes.unwrap_or(self.settings.memory_max),
@@ -230,6 +234,7 @@ impl Sandbox {
             seccomp: seccomp::filters().for_run(req.network),
             cgroup,
             mount_ns,
+            user_ns,
         }))
     }
 

@@ -29,13 +29,16 @@ use std::sync::{Arc, Mutex};
 /// The places covered in the namespace, when they are directories here.
 const COVERED: [&str; 5] = ["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm"];
 
-/// A shared namespace, and the thread that binds paths into it.
+/// A shared namespace, and what binds paths into it.
 #[derive(Debug)]
 pub(super) struct Mounts {
     ns: Arc<OwnedFd>,
+    /// The user namespace that owns `ns`, for a server that is not root;
+    /// a run joins it first.
+    user: Option<Arc<OwnedFd>>,
     /// The covered places, by real path.
     covered: Vec<PathBuf>,
-    binder: Mutex<mpsc::Sender<Bind>>,
+    binder: Binder,
     /// What has been bound back, with the device and inode it had then:
     /// a place removed and made again on the host is bound again.
     shown: Mutex<HashMap<PathBuf, (u64, u64)>>,
@@ -43,7 +46,18 @@ pub(super) struct Mounts {
     pub(super) hides_processes: bool,
     /// The namespace's `/proc`, for the run's Landlock rule: another
     /// instance than the host's, so the host's rule would not reach it.
-    proc: OwnedFd,
+    /// `None` where it is the host's.
+    proc: Option<OwnedFd>,
+}
+
+/// How paths are bound into the namespace.
+#[derive(Debug)]
+enum Binder {
+    /// A root server's thread that lives in the namespace.
+    Thread(Mutex<mpsc::Sender<Bind>>),
+    /// A server that is not root: a child cloned into the namespaces for
+    /// each binding, with a descriptor of each covered place's original.
+    Clone(Vec<(PathBuf, OwnedFd)>),
 }
 
 /// One request to the binder: show `path` (a real path under a covered
@@ -54,8 +68,42 @@ struct Bind {
 }
 
 impl Mounts {
-    /// Makes the namespace; needs `CAP_SYS_ADMIN` (a root server).
+    /// Makes the namespace: in the host's user namespace for a root
+    /// server, else in one of its own.
     pub(super) fn make() -> io::Result<Self> {
+        if nix::unistd::geteuid().is_root() {
+            Self::make_as_root()
+        } else {
+            Self::make_in_user_namespace()
+        }
+    }
+
+    fn make_in_user_namespace() -> io::Result<Self> {
+        let places: Vec<&Path> = COVERED
+            .iter()
+            .map(Path::new)
+            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+            .collect();
+        let made = super::userns::make(&places)?;
+        let under = places.iter().map(|p| p.to_path_buf()).zip(made.under).collect();
+        let mounts = Self {
+            ns: Arc::new(made.mnt),
+            user: Some(Arc::new(made.user)),
+            covered: places.iter().map(|p| p.to_path_buf()).collect(),
+            binder: Binder::Clone(under),
+            shown: Mutex::default(),
+            hides_processes: false,
+            proc: None,
+        };
+        if let Ok(resolver) = Path::new("/etc/resolv.conf").canonicalize()
+            && let Err(err) = mounts.reveal([resolver.as_path()])
+        {
+            tracing::info!(%err, "runs will not see the host's resolver configuration");
+        }
+        Ok(mounts)
+    }
+
+    fn make_as_root() -> io::Result<Self> {
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (bind_tx, bind_rx) = mpsc::channel::<Bind>();
         std::thread::Builder::new()
@@ -74,23 +122,29 @@ impl Mounts {
             .map_err(|_| io::Error::other("the mount namespace's thread ended"))??;
         Ok(Self {
             ns: Arc::new(made.fd),
+            user: None,
             covered: made.covered,
-            binder: Mutex::new(bind_tx),
+            binder: Binder::Thread(Mutex::new(bind_tx)),
             shown: Mutex::default(),
             hides_processes: made.hides_processes,
-            proc: made.proc,
+            proc: Some(made.proc),
         })
     }
 
-    /// `/proc` as runs in the namespace see it.
-    pub(super) fn proc(&self) -> std::os::fd::BorrowedFd<'_> {
+    /// `/proc` as runs in the namespace see it, when it is not the host's.
+    pub(super) fn proc(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
-        self.proc.as_fd()
+        self.proc.as_ref().map(AsFd::as_fd)
     }
 
     /// The namespace, for the child to join.
     pub(super) fn namespace(&self) -> Arc<OwnedFd> {
         self.ns.clone()
+    }
+
+    /// The user namespace to join before it, if any.
+    pub(super) fn user_namespace(&self) -> Option<Arc<OwnedFd>> {
+        self.user.clone()
     }
 
     /// Makes each of `paths` (and what lies beneath it) visible in the
@@ -131,12 +185,39 @@ impl Mounts {
     }
 
     fn bind(&self, real: &Path) -> io::Result<()> {
+        match &self.binder {
+            Binder::Thread(sender) => Self::bind_by_thread(sender, real),
+            Binder::Clone(under) => self.bind_by_clone(under, real),
+        }
+    }
+
+    fn bind_by_clone(&self, under: &[(PathBuf, OwnedFd)], real: &Path) -> io::Result<()> {
+        let (Some(user), Some((place, fd))) = (&self.user, under.iter().find(|(p, _)| real.starts_with(p)))
+        else {
+            return Ok(());
+        };
+        let rel = real.strip_prefix(place).map_err(io::Error::other)?;
+        let is_dir = std::fs::metadata(real)?.is_dir();
+        // The mount point's directories, outermost first, below the place.
+        let last = if is_dir { Some(real) } else { real.parent() };
+        let mut dirs: Vec<&Path> = last
+            .into_iter()
+            .flat_map(Path::ancestors)
+            .take_while(|a| a.starts_with(place) && *a != place.as_path())
+            .collect();
+        dirs.reverse();
+        let source = original(fd.as_raw_fd(), rel);
+        super::userns::bind(user, &self.ns, &dirs, !is_dir, &source, real)
+            .map_err(|e| io::Error::other(format!("cannot show {} to runs: {e}", real.display())))
+    }
+
+    fn bind_by_thread(binder: &Mutex<mpsc::Sender<Bind>>, real: &Path) -> io::Result<()> {
         let (done, answer) = mpsc::sync_channel(1);
         let request = Bind {
             path: real.to_path_buf(),
             done,
         };
-        self.binder
+        binder
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .send(request)
@@ -305,7 +386,8 @@ fn remount_proc() -> bool {
 }
 
 /// The path of `rel` beneath the covered directory `fd`, through the
-/// descriptor's link in `/proc`.
+/// descriptor's link in `/proc` (the descriptor table is the server's,
+/// shared by the thread or child that binds).
 fn original(fd: RawFd, rel: &Path) -> PathBuf {
-    Path::new(&format!("/proc/thread-self/fd/{fd}")).join(rel)
+    Path::new(&format!("/proc/self/fd/{fd}")).join(rel)
 }

@@ -546,3 +546,79 @@ async fn all_runs_together_are_bounded() {
     }
     assert!(held < 3, "three runs held 144 MiB under a 100 MiB bound");
 }
+
+/// A server that is not root (the quick start on a laptop) could not hide
+/// the host's `/tmp` and `/run`, and its tools run as its own user: the
+/// user's agent, multiplexer and session-bus sockets were all in reach.
+/// It now makes the runs' mount namespace inside a user namespace of its
+/// own: a socket its user owns in `/tmp` is out of sight, while the
+/// tool still reads its skill and writes its scratch directory.
+#[tokio::test]
+async fn a_server_that_is_not_root_hides_the_users_sockets_too() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    if needs_root() {
+        return;
+    }
+    let (uid, gid) = (65534, 65534);
+    let skills = crate::common::tempdir().unwrap();
+    python_skill(skills.path(), "sockets_nonroot", "");
+    let data = crate::common::tempdir().unwrap();
+    chown(data.path(), Some(uid), Some(gid)).unwrap();
+    // The user's own socket, as an agent's or tmux's would be.
+    let sockets = crate::common::tempdir().unwrap();
+    chown(sockets.path(), Some(uid), Some(gid)).unwrap();
+    let path = sockets.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    chown(&path, Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let mut cmd = std::process::Command::new("/usr/bin/setpriv");
+    cmd.args([
+        &format!("--reuid={uid}"),
+        &format!("--regid={gid}"),
+        "--clear-groups",
+        "--",
+        env!("CARGO_BIN_EXE_skilld"),
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--no-watch",
+        "--skills",
+    ])
+    .arg(format!("bundled={}", skills.path().display()))
+    .arg("--data-dir")
+    .arg(data.path())
+    .arg("--workspace")
+    .arg(skills.path())
+    .env("SKILLD_LOG", "warn")
+    .env_remove("SKILLD_TOKENS")
+    .env_remove("SKILLD_DATABASE_URL");
+    let (child, addr) = crate::cli::serve(&mut cmd);
+    let ready: Value = reqwest::get(format!("http://{addr}/readyz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let code = format!(
+        "{ATTEMPTS}
+import socket
+def connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+attempt('own socket', lambda: connect('{path}'))
+open(os.environ['TMPDIR'] + '/scratch', 'w').write('x')
+print('scratch: ok')
+print('uid: ' + str(os.getuid()))
+",
+        path = path.display()
+    );
+    let envelope = crate::cli::invoke_envelope(&addr, "sockets_nonroot", None, json!({ "code": code })).await;
+    crate::cli::stop(child);
+    assert_eq!(ready["sandbox"]["mounts"], "enforced", "{ready}");
+    assert_eq!(
+        envelope["output"], "own socket: ENOENT\nscratch: ok\nuid: 65534\n",
+        "{envelope}"
+    );
+    assert!(listener.accept().is_err(), "the tool reached its user's socket");
+}
