@@ -915,7 +915,10 @@ async fn names_that_would_leave_the_installed_root_find_nothing() {
 async fn raw_status(server: &TestServer, line: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    let request = format!("{line}\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    // As the person, who may remove skills.
+    let secret = server.secret.as_deref().unwrap_or_default();
+    let request =
+        format!("{line}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {secret}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
