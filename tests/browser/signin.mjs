@@ -7,7 +7,7 @@
 //
 //   INBOX_APPROVAL_ID=<id> INBOX_SECRET=<secret> node signin.mjs <base_url>
 
-import { cardOf, drive, fail } from './lib.mjs';
+import { cardOf, drive, expand, fail, shoot } from './lib.mjs';
 
 const approvalId = process.env.INBOX_APPROVAL_ID || fail('INBOX_APPROVAL_ID is required');
 const secret = process.env.INBOX_SECRET || fail('INBOX_SECRET is required');
@@ -26,6 +26,7 @@ await drive(async (page, base) => {
   await page.context().clearCookies();
   await page.goto(`${base}/ui`);
   const message = await locked(page, article);
+  await shoot(page, 'locked');
 
   await page.goto(`${base}/ui?secret=not-the-secret`);
   if (page.url() !== `${base}/ui`) fail(`a wrong link led to ${page.url()}`);
@@ -40,6 +41,7 @@ await drive(async (page, base) => {
   const [cookie] = kept;
   await article.waitFor();
   await page.locator('#notice').waitFor({ state: 'hidden' });
+  await expand(article);
   await article.getByRole('button', { name: 'Approve once', exact: true }).click();
   await article.waitFor({ state: 'detached' });
   const scriptSees = await page.evaluate(() => document.cookie);
