@@ -46,7 +46,7 @@ pub struct AppState {
     pub catalog: Arc<CatalogHandle>,
     pub invoker: Arc<crate::invoke::Invoker>,
     /// The bearer tokens every protected handler checks (`auth::Require`);
-    /// `Auth::open()` when none are configured.
+    /// without any, the local secret (`Auth::open_with_secret`).
     pub auth: Arc<crate::auth::Auth>,
     /// Without tokens: which hosts and origins may call (`guard`).
     pub web: Arc<guard::WebGuard>,
