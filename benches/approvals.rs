@@ -37,6 +37,8 @@ use std::time::{Duration, Instant};
 const WARMUP: usize = 30;
 const N: usize = 300;
 const GOAL: Duration = Duration::from_millis(2);
+/// The local secret of the benched server, which the deciding client sends.
+const SECRET: &str = "bench-local-secret-0123456789abcdef";
 
 fn write_skill(root: &Path) {
     let dir = root.join("bench-ask");
@@ -83,7 +85,7 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
         installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog,
         invoker,
-        auth: Arc::new(Auth::open()),
+        auth: Arc::new(Auth::open_with_secret(SECRET).expect("secret")),
         web: Arc::new(skilld::http::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),
@@ -101,9 +103,14 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
         Duration::from_secs(5),
     ));
 
+    // The person deciding holds the server's local secret.
+    let mut person = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {SECRET}").parse().expect("header");
+    person.insert(reqwest::header::AUTHORIZATION, bearer);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1)
         .no_proxy()
+        .default_headers(person)
         .build()
         .expect("client");
     let mut f = Figures {

@@ -343,10 +343,18 @@ fn options(user: &Path, installed: &Path) -> CatalogOptions {
     }
 }
 
+/// The local secret of the benched server: installing is the admin's.
+const SECRET: &str = "bench-local-secret-0123456789abcdef";
+
+/// A client of the person holding the server's local secret.
 fn client() -> reqwest::Client {
+    let mut person = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {SECRET}").parse().expect("header");
+    person.insert(reqwest::header::AUTHORIZATION, bearer);
     reqwest::Client::builder()
         .pool_max_idle_per_host(1)
         .no_proxy()
+        .default_headers(person)
         .build()
         .expect("client")
 }
@@ -994,7 +1002,7 @@ fn main() {
             )),
             catalog: catalog.clone(),
             invoker,
-            auth: Default::default(),
+            auth: Arc::new(skilld::auth::Auth::open_with_secret(SECRET).expect("secret")),
             web: Default::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

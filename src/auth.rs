@@ -6,9 +6,16 @@
 //! digest in constant time, so neither the comparison nor the number of
 //! tokens tried reveals how close a guess came or which token matched.
 //!
+//! A server without tokens has a *local secret* instead ([`crate::local_secret`]):
+//! anyone who reaches it lists and invokes, as the anonymous caller with
+//! the `invoke` role, but only the holder of the secret (the person who
+//! started it, through the link it printed) decides approvals, grants
+//! and admin work, as `admin`. It is kept and compared as a token is.
+//!
 //! This module knows nothing of HTTP beyond the `Authorization` header's
-//! text: the HTTP layer's `Require` extractor calls [`Auth::authenticate`]
-//! and [`Caller::require`], and renders an [`AuthError`] as 401 or 403.
+//! text and the secret a cookie carried: the HTTP layer's `Require`
+//! extractor calls [`Auth::authenticate`] and [`Caller::require`], and
+//! renders an [`AuthError`] as 401 or 403.
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -242,16 +249,39 @@ impl TokenList {
 }
 
 /// The configured tokens. Empty means the server is open: every request
-/// is allowed, as an anonymous caller with every role.
-#[derive(Debug, Clone, Default)]
+/// is allowed to list and invoke, as the anonymous caller, and the holder
+/// of the local secret (if there is one) may do everything.
+#[derive(Clone, Default)]
 pub struct Auth {
     tokens: Vec<Token>,
+    /// Without tokens: the SHA-256 of the local secret.
+    local: Option<[u8; 32]>,
+}
+
+/// Names the tokens, and whether there is a local secret, never a digest.
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Auth")
+            .field("tokens", &self.tokens)
+            .field("local_secret", &self.local.is_some())
+            .finish()
+    }
 }
 
 impl Auth {
-    /// No tokens: every request is allowed.
+    /// No tokens and no local secret: anyone lists and invokes, and nobody
+    /// decides approvals or administers.
     pub fn open() -> Self {
         Self::default()
+    }
+
+    /// No tokens, and `secret` as the local secret, whose holder is admin.
+    pub fn open_with_secret(secret: &str) -> Result<Self, String> {
+        let token = Token::with_secret("local", Role::Admin, secret, "the local secret")?;
+        Ok(Self {
+            tokens: Vec::new(),
+            local: Some(token.digest),
+        })
     }
 
     /// Refuses two tokens with one name (the run log could not tell their
@@ -273,12 +303,29 @@ impl Auth {
                 }
             }
         }
-        Ok(Self { tokens })
+        Ok(Self { tokens, local: None })
     }
 
-    /// Whether no token is configured (and so nothing is enforced).
+    /// Whether no token is configured: anyone lists and invokes.
     pub fn is_open(&self) -> bool {
         self.tokens.is_empty()
+    }
+
+    /// Whether `secret` is the local secret (in constant time).
+    pub fn is_local_secret(&self, secret: &str) -> bool {
+        let Some(local) = &self.local else {
+            return false;
+        };
+        let digest: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
+        bool::from(digest.ct_eq(local))
+    }
+
+    /// A short name for the local secret that reveals nothing of it (a
+    /// hash of its digest), so that two servers on one host keep their
+    /// browser cookies apart; `None` without one.
+    pub fn local_id(&self) -> Option<String> {
+        let local = self.local.as_ref()?;
+        Some(hex::encode(&Sha256::digest(local)[..6]))
     }
 
     /// The configured tokens (names and roles; secrets are not kept).
@@ -303,26 +350,26 @@ impl Auth {
     }
 
     /// Who sent these `Authorization` header values (every one the
-    /// request carried): the anonymous caller when the server is open,
-    /// else the token named by `Bearer <secret>`.
+    /// request carried) and this cookie's secret: the token named by
+    /// `Bearer <secret>`; on a server without tokens, the holder of the
+    /// local secret (by either way), else the anonymous caller.
     pub fn authenticate<'a>(
         &self,
         authorization: impl IntoIterator<Item = &'a [u8]>,
+        cookie: Option<&str>,
     ) -> Result<Caller, AuthError> {
         if self.is_open() {
-            return Ok(Caller::anonymous());
+            // Whatever else a request sends, it may still list and invoke.
+            let bearer = bearer(authorization).ok();
+            let local = bearer.is_some_and(|s| self.is_local_secret(s))
+                | cookie.is_some_and(|s| self.is_local_secret(s));
+            return Ok(if local {
+                Caller::local()
+            } else {
+                Caller::anonymous()
+            });
         }
-        let mut values = authorization.into_iter();
-        let value = values.next().ok_or(AuthError::Missing)?;
-        if values.next().is_some() {
-            return Err(AuthError::Malformed);
-        }
-        let text = std::str::from_utf8(value).map_err(|_| AuthError::Malformed)?;
-        let (scheme, secret) = text.trim().split_once(' ').ok_or(AuthError::Malformed)?;
-        let secret = secret.trim_start_matches(' ');
-        if !scheme.eq_ignore_ascii_case("bearer") || secret.is_empty() {
-            return Err(AuthError::Malformed);
-        }
+        let secret = bearer(authorization)?;
         let token = self.find(secret).ok_or(AuthError::Unknown)?;
         Ok(Caller {
             name: Some(token.name.clone()),
@@ -331,8 +378,25 @@ impl Auth {
     }
 }
 
+/// The secret of the one `Authorization: Bearer <secret>` value.
+fn bearer<'a>(authorization: impl IntoIterator<Item = &'a [u8]>) -> Result<&'a str, AuthError> {
+    let mut values = authorization.into_iter();
+    let value = values.next().ok_or(AuthError::Missing)?;
+    if values.next().is_some() {
+        return Err(AuthError::Malformed);
+    }
+    let text = std::str::from_utf8(value).map_err(|_| AuthError::Malformed)?;
+    let (scheme, secret) = text.trim().split_once(' ').ok_or(AuthError::Malformed)?;
+    let secret = secret.trim_start_matches(' ');
+    if !scheme.eq_ignore_ascii_case("bearer") || secret.is_empty() {
+        return Err(AuthError::Malformed);
+    }
+    Ok(secret)
+}
+
 /// Who made a request: the token's name (passed on as `requested_by` or
-/// `decided_by`), or no name when the server has no tokens.
+/// `decided_by`), or no name when the server has no tokens (the anonymous
+/// caller, or the holder of the local secret).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     pub name: Option<String>,
@@ -340,18 +404,32 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// The caller of an open server: nobody in particular, allowed all.
+    /// The caller of a server without tokens who shows no local secret:
+    /// any process of the machine (a tool's too), so it lists and invokes,
+    /// and decides nothing.
     pub fn anonymous() -> Self {
+        Self {
+            name: None,
+            role: Role::Invoke,
+        }
+    }
+
+    /// The holder of a server's local secret: the person who started it.
+    pub fn local() -> Self {
         Self {
             name: None,
             role: Role::Admin,
         }
     }
 
-    /// `Forbidden` unless the caller's role includes `need`.
+    /// `Forbidden` unless the caller's role includes `need`; for the
+    /// anonymous caller, `NeedsLocalSecret`.
     pub fn require(&self, need: Role) -> Result<(), AuthError> {
         if self.role >= need {
             return Ok(());
+        }
+        if self.name.is_none() {
+            return Err(AuthError::NeedsLocalSecret { need });
         }
         Err(AuthError::Forbidden {
             name: self.name.clone().unwrap_or_default(),
@@ -375,6 +453,16 @@ pub enum AuthError {
     /// The token's role is below the one needed.
     #[error("the token '{name}' has the role '{role}'; this needs '{need}' or above")]
     Forbidden { name: String, role: Role, need: Role },
+    /// A server without tokens, and a request without its local secret,
+    /// for something only a person may do.
+    #[error(
+        "this server has no tokens: anyone on this machine may list and invoke, but this needs the \
+         '{need}' role, which only the holder of its local secret has. Open the inbox through the \
+         link `skilld serve` printed when it started (http://…/ui?secret=…), or send \
+         `Authorization: Bearer <secret>` with the secret kept in the file local-secret of the \
+         server's data directory"
+    )]
+    NeedsLocalSecret { need: Role },
 }
 
 #[cfg(test)]
@@ -441,7 +529,7 @@ mod tests {
     #[test]
     fn authenticate_reads_the_bearer_header() {
         let a = auth();
-        let caller = a.authenticate(headers(&["Bearer i-secret"])).unwrap();
+        let caller = a.authenticate(headers(&["Bearer i-secret"]), None).unwrap();
         assert_eq!(
             caller,
             Caller {
@@ -451,10 +539,12 @@ mod tests {
         );
         // The scheme is case-insensitive; extra spaces are tolerated.
         assert_eq!(
-            a.authenticate(headers(&["bearer   a-secret"])).unwrap().role,
+            a.authenticate(headers(&["bearer   a-secret"]), None)
+                .unwrap()
+                .role,
             Role::Admin
         );
-        let code = |h: Vec<&[u8]>| match a.authenticate(h) {
+        let code = |h: Vec<&[u8]>| match a.authenticate(h, None) {
             Err(AuthError::Missing) => false,
             Err(AuthError::Malformed | AuthError::Unknown) => true,
             other => panic!("{other:?}"),
@@ -471,11 +561,52 @@ mod tests {
             assert!(code(headers(&[bad])), "{bad}");
         }
         assert!(code(headers(&["Bearer r-secret", "Bearer i-secret"])));
-        // An open server lets everyone in, whatever they send.
+        // A cookie is no way in with tokens.
+        assert!(matches!(
+            a.authenticate(headers(&[]), Some("a-secret")),
+            Err(AuthError::Missing)
+        ));
+        // An open server lets everyone in to invoke, whatever they send.
         assert_eq!(
-            Auth::open().authenticate(headers(&["Bearer junk"])).unwrap(),
+            Auth::open()
+                .authenticate(headers(&["Bearer junk"]), None)
+                .unwrap(),
             Caller::anonymous()
         );
+    }
+
+    #[test]
+    fn the_local_secret_makes_its_holder_admin_and_no_one_else() {
+        let a = Auth::open_with_secret("local-0123").unwrap();
+        assert!(a.is_open());
+        let who = |h: &[&str], cookie: Option<&str>| a.authenticate(headers(h), cookie).unwrap();
+        assert_eq!(who(&["Bearer local-0123"], None), Caller::local());
+        assert_eq!(who(&[], Some("local-0123")), Caller::local());
+        assert_eq!(who(&["Bearer wrong"], Some("local-0123")), Caller::local());
+        for (h, cookie) in [
+            (&[][..], None),
+            (&["Bearer local-012"][..], None),
+            (&["Bearer local-01234"][..], Some("local-01234")),
+            (&["Bearer local-0123", "Bearer local-0123"][..], None),
+            (&["local-0123"][..], None),
+        ] {
+            assert_eq!(who(h, cookie), Caller::anonymous(), "{h:?} {cookie:?}");
+        }
+        assert!(a.is_local_secret("local-0123") && !a.is_local_secret("local-0123 "));
+        assert!(!Auth::open().is_local_secret(""));
+        // Its cookie's name says nothing of it, and differs between servers.
+        let id = a.local_id().unwrap();
+        assert_eq!(id.len(), 12);
+        assert_ne!(Some(id), Auth::open_with_secret("other").unwrap().local_id());
+        assert!(!format!("{a:?}").contains(&hex::encode(Sha256::digest(b"local-0123"))[..8]));
+        // The anonymous caller invokes; the rest asks for the secret.
+        let anonymous = Caller::anonymous();
+        assert!(anonymous.require(Role::Invoke).is_ok());
+        assert_eq!(
+            anonymous.require(Role::Approve),
+            Err(AuthError::NeedsLocalSecret { need: Role::Approve })
+        );
+        assert!(Caller::local().require(Role::Admin).is_ok());
     }
 
     #[test]
@@ -498,7 +629,6 @@ mod tests {
             "{err:?}"
         );
         assert!(err.to_string().contains("'agent' has the role 'invoke'"), "{err}");
-        assert!(Caller::anonymous().require(Role::Admin).is_ok());
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod export;
 pub mod http;
 pub mod install;
 pub mod invoke;
+pub mod local_secret;
 pub mod mcp;
 pub mod metrics;
 pub mod notify;

@@ -89,6 +89,14 @@
   function describeProblem(status, problem) {
     const detail = (problem && (problem.detail || problem.title)) || '';
     const suffix = detail ? ` Server says: ${detail}` : '';
+    if (status === 401 && problem && problem.code === 'local_secret_required') {
+      // A server without tokens: the person who started it holds the link.
+      return 'Not signed in (401): this server has no tokens, so approvals are for the person who ' +
+        'started it. Open this page through the link `skilld serve` printed when it started ' +
+        '("approve at http://…/ui?secret=…", also in its log); this browser then keeps the secret ' +
+        'as a cookie. Or enter the secret from the file local-secret in the server\'s data ' +
+        'directory above, as the token.';
+    }
     if (status === 401) {
       return getToken()
         ? `Unauthorized (401): the server did not accept this token. Check it and save it again.${suffix}`
@@ -116,7 +124,7 @@
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         cache: 'no-store',
-        credentials: 'omit',
+        credentials: 'same-origin',
       });
     } catch (err) {
       throw new ApiError(0, null, `Cannot reach skilld: ${err.message}`);
@@ -754,7 +762,7 @@
       const res = await fetch(new URL('approvals/events', BASE), {
         headers: authHeaders('text/event-stream'),
         cache: 'no-store',
-        credentials: 'omit',
+        credentials: 'same-origin',
         signal: abort.signal,
       });
       if (!res.ok) outcome.refused = await streamRefused(res);

@@ -12,7 +12,7 @@ pub use starlark::run_host as run_starlark_host;
 
 use crate::runner::Limits;
 use crate::sandbox::Sandbox;
-use crate::skill::backend::{BackendKind, Launch, LaunchRequest, Launched};
+use crate::skill::backend::{Backend, BackendKind, Launch, LaunchRequest, Launched};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
@@ -93,18 +93,33 @@ impl Launcher {
 
     /// The backend already running for this skill, unchanged since.
     fn reusable(&self, req: &LaunchRequest<'_>) -> Option<Launched> {
-        let mut running = self.lock();
-        running.retain(|_, b| b.strong_count() > 0);
-        let backend = running.get(req.dir)?.upgrade()?;
-        if backend.hash() != req.hash {
-            return None;
-        }
+        let backend = self.kept(req)?;
         let answer = backend.declared()?;
         Some(Launched {
             backend,
             tools: answer.tools,
             hooks: answer.hooks,
         })
+    }
+
+    /// The backend kept for this skill, unchanged since, started or not.
+    fn kept(&self, req: &LaunchRequest<'_>) -> Option<Arc<ProcessBackend>> {
+        let mut running = self.lock();
+        running.retain(|_, b| b.strong_count() > 0);
+        let backend = running.get(req.dir)?.upgrade()?;
+        (backend.hash() == req.hash).then_some(backend)
+    }
+
+    /// The backend of `req`, as `launch` would start it.
+    fn make(&self, req: &LaunchRequest<'_>) -> ProcessBackend {
+        let (sandbox, settings) = (self.sandbox.clone(), self.settings.clone());
+        match req.kind {
+            BackendKind::Process => ProcessBackend::new(req, sandbox, settings),
+            BackendKind::Starlark => {
+                let host = settings.starlark_host.clone();
+                starlark::backend(req, sandbox, settings, self.runtime.clone(), &host)
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Weak<ProcessBackend>>> {
@@ -116,13 +131,16 @@ impl Launcher {
 
 impl Launch for Launcher {
     fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
-        let (sandbox, settings) = (self.sandbox.clone(), self.settings.clone());
-        match req.kind {
-            BackendKind::Process => self.start(req, || ProcessBackend::new(req, sandbox, settings)),
-            BackendKind::Starlark => self.start(req, || {
-                let host = settings.starlark_host.clone();
-                starlark::backend(req, sandbox, settings, self.runtime.clone(), &host)
-            }),
+        self.start(req, || self.make(req))
+    }
+
+    fn unstarted(&self, req: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String> {
+        if let Some(kept) = self.kept(req) {
+            return Ok(kept);
         }
+        let backend = Arc::new(self.make(req).started_by_first_call());
+        self.lock()
+            .insert(req.dir.to_path_buf(), Arc::downgrade(&backend));
+        Ok(backend)
     }
 }

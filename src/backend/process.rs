@@ -5,6 +5,7 @@ use super::rpc::{Conn, ConnOptions, Death, RpcFailure, SCRIPT_TIMED_OUT, Serve};
 use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::{Child, Spec, child_env, with_deps};
 use crate::sandbox::{Request, Sandbox};
+use crate::skill::HOOK_PHASES;
 use crate::skill::Trust;
 use crate::skill::backend::{
     Backend, BackendCall, BackendResult, BoxFuture, DeclaredTool, HookAnswer, LaunchRequest,
@@ -57,6 +58,9 @@ pub struct ProcessBackend {
     stopped: CancellationToken,
     /// Serves the child's own requests (the Starlark host's).
     serve: Option<Arc<dyn Serve>>,
+    /// Started by its first call rather than at load: its hooks are those
+    /// it declares then ([`Backend::wake`]).
+    by_first_call: bool,
 }
 
 impl ProcessBackend {
@@ -79,7 +83,14 @@ impl ProcessBackend {
             backoff: Mutex::default(),
             stopped: CancellationToken::new(),
             serve: None,
+            by_first_call: false,
         }
+    }
+
+    /// The same backend, left for its first call to start.
+    pub(super) fn started_by_first_call(mut self) -> Self {
+        self.by_first_call = true;
+        self
     }
 
     /// The same backend, its child `command` instead, serving the child's
@@ -337,6 +348,22 @@ impl Backend for ProcessBackend {
 
     fn command_line(&self) -> Vec<String> {
         self.command.clone()
+    }
+
+    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Option<Result<Vec<String>, String>>> {
+        Box::pin(async move {
+            if !self.by_first_call {
+                return None;
+            }
+            let started = self.connection(Instant::now() + timeout).await.map(|_| {
+                let declared = self.declared().map(|d| d.hooks).unwrap_or_default();
+                declared
+                    .into_iter()
+                    .filter(|h| HOOK_PHASES.contains(&h.as_str()))
+                    .collect()
+            });
+            Some(started.map_err(|why| format!("the skill's process could not be started: {why}")))
+        })
     }
 }
 

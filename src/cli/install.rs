@@ -23,7 +23,8 @@ pub struct InstallArgs {
     /// role) instead of this machine's data directory.
     #[arg(long, value_name = "URL")]
     to: Option<String>,
-    /// Bearer token for `--to`.
+    /// Bearer token for `--to`. Without one, a server on this machine
+    /// (a loopback address) gets the local secret of the data directory.
     #[arg(long = "to-token", value_name = "T")]
     to_token: Option<String>,
     /// The trust the skill gets: `untrusted` or `user`.
@@ -116,13 +117,39 @@ async fn install(args: &InstallArgs) -> Result<String, Failure> {
         client::Fetched { file, hash: None }
     };
     match &args.to {
-        Some(server) => push(args, server, fetched).await,
+        Some(server) => {
+            let token = match &args.to_token {
+                Some(token) => Some(token.clone()),
+                None => local_secret(server, &config)?,
+            };
+            push(args, server, token.as_deref(), fetched).await
+        }
         None => here(args, config, fetched).await,
     }
 }
 
+/// The local secret for `server` when it is on this machine: a server
+/// without tokens takes installs only from its holder. Never sent to
+/// another host, which would learn it.
+fn local_secret(server: &str, config: &Config) -> Result<Option<String>, Failure> {
+    if !client::is_loopback_url(server) {
+        return Ok(None);
+    }
+    crate::local_secret::read(&config.data_dir).map_err(|e| {
+        Failure::Refused(format!(
+            "cannot read the local secret of {}: {e}",
+            config.data_dir.display()
+        ))
+    })
+}
+
 /// Uploads to `--to`, which checks the hash itself.
-async fn push(args: &InstallArgs, server: &str, fetched: client::Fetched) -> Result<String, Failure> {
+async fn push(
+    args: &InstallArgs,
+    server: &str,
+    token: Option<&str>,
+    fetched: client::Fetched,
+) -> Result<String, Failure> {
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut &fetched.file, &mut bytes)
         .map_err(|e| Failure::Unreachable(e.to_string()))?;
@@ -130,7 +157,7 @@ async fn push(args: &InstallArgs, server: &str, fetched: client::Fetched) -> Res
     if let Some(hash) = &fetched.hash {
         query.push_str(&format!("&expect_hash={hash}"));
     }
-    let (detail, status) = client::push(server, args.to_token.as_deref(), bytes, &query).await?;
+    let (detail, status) = client::push(server, token, bytes, &query).await?;
     let field = |k: &str| detail[k].as_str().unwrap_or_default().to_owned();
     Ok(format!(
         "{}@{} {status} {}",

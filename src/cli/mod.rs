@@ -7,7 +7,7 @@ use crate::config::{self, Config, ServeArgs};
 use crate::export::Format;
 use crate::http::{AppState, serve};
 use crate::invoke::{Asked, Call, Called, Delivery, Gate, Invoker, Target};
-use crate::skill::backend::Launch;
+use crate::skill::backend::{Launch, Linting};
 use crate::skill::scaffold::{self, ScaffoldDialect};
 use crate::skill::{Code, Diagnostic, Severity, Trust};
 use crate::skill::{LoadOptions, PathCache, Runtimes, load_skill};
@@ -369,24 +369,13 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         "catalog loaded"
     );
     let _watcher = watch(&config, &handle);
+    let (auth, secret) = authority(&config)?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on http://{addr}")?;
         out.flush()?;
     }
-    if config.auth.is_open() && !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "no tokens are configured (--insecure): anyone who can reach this address can run tools");
-    } else if config.auth.is_open() {
-        tracing::info!("no tokens are configured: every local request is allowed");
-    } else {
-        let tokens: Vec<String> = config
-            .auth
-            .tokens()
-            .iter()
-            .map(|t| format!("{}:{}", t.name(), t.role()))
-            .collect();
-        tracing::info!(tokens = %tokens.join(","), "bearer tokens required");
-    }
+    announce_auth(&config, addr, secret.as_deref());
     let installer = Arc::new(crate::install::Installer::new(
         handle.clone(),
         invoker.clone(),
@@ -396,7 +385,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         installer,
         catalog: handle,
         invoker,
-        auth: config.auth.clone(),
+        auth,
         web: Arc::new(crate::http::guard::WebGuard {
             loopback_only: addr.ip().is_loopback(),
             allowed_origins: config.allowed_origins.clone(),
@@ -405,6 +394,55 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     serve(state, listener, shutdown_signal(), config.shutdown_grace).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Who may do what on this server: its tokens; without any, the local
+/// secret kept in the data directory (made on first start), returned too.
+fn authority(config: &Config) -> anyhow::Result<(Arc<crate::auth::Auth>, Option<String>)> {
+    if !config.auth.is_open() {
+        return Ok((config.auth.clone(), None));
+    }
+    let secret = crate::local_secret::load_or_create(&config.data_dir)
+        .with_context(|| format!("cannot keep the local secret in {}", config.data_dir.display()))?;
+    let auth = crate::auth::Auth::open_with_secret(&secret).map_err(anyhow::Error::msg)?;
+    Ok((Arc::new(auth), Some(secret)))
+}
+
+/// Says who may do what: without tokens, the inbox's link that carries the
+/// local secret, on stdout after the address and in the log (the one place
+/// the log holds it).
+fn announce_auth(config: &Config, addr: std::net::SocketAddr, secret: Option<&str>) {
+    if !config.auth.is_open() {
+        let tokens: Vec<String> = config
+            .auth
+            .tokens()
+            .iter()
+            .map(|t| format!("{}:{}", t.name(), t.role()))
+            .collect();
+        tracing::info!(tokens = %tokens.join(","), "bearer tokens required");
+        return;
+    }
+    if addr.ip().is_loopback() {
+        tracing::info!("no tokens are configured: every local request may list and invoke");
+    } else {
+        tracing::warn!(%addr, "no tokens are configured (--insecure): anyone who can reach this address can run tools");
+    }
+    let Some(secret) = secret else { return };
+    let link = format!("http://{}/ui?secret={secret}", link_host(addr));
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "approve at {link}").and_then(|()| out.flush());
+    tracing::info!(%link, "deciding approvals needs the local secret: open the inbox with this link");
+}
+
+/// The address a browser on this machine opens for `addr`: loopback for a
+/// server listening on every address.
+fn link_host(addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    let ip: std::net::IpAddr = match addr.ip() {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    std::net::SocketAddr::new(ip, addr.port())
 }
 
 /// Completes on Ctrl-C or SIGTERM.
@@ -434,15 +472,12 @@ async fn shutdown_signal() {
 fn check(paths: &[PathBuf], format: CheckFormat) -> ExitCode {
     let runtimes = Runtimes::default();
     let path_cache = PathCache::new(std::env::var_os("PATH"));
-    // Manifests' backends are started to learn their tools, on a runtime
-    // of this command's own.
-    let backends = runtime().ok();
-    let _entered = backends.as_ref().map(tokio::runtime::Runtime::enter);
-    let launcher = crate::invoke::standalone_launcher(&standalone_settings());
+    // A linter runs no skill's code: manifests are read as written.
+    let launcher: Arc<dyn Launch> = Arc::new(Linting);
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut loaded = 0usize;
     for path in paths {
-        let (skills, found) = lint(path, &runtimes, &path_cache, launcher.as_ref());
+        let (skills, found) = lint(path, &runtimes, &path_cache, Some(&launcher));
         loaded += skills;
         diagnostics.extend(found);
     }
@@ -489,12 +524,10 @@ fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
         return ExitCode::from(1);
     }
     let (runtimes, path_cache) = (Runtimes::default(), PathCache::new(std::env::var_os("PATH")));
-    let backends = runtime().ok();
-    let _entered = backends.as_ref().map(tokio::runtime::Runtime::enter);
-    let launcher = crate::invoke::standalone_launcher(&standalone_settings());
+    let launcher: Arc<dyn Launch> = Arc::new(Linting);
     let loaded = load_skill(
         dir,
-        &lint_options("package", &runtimes, &path_cache, launcher.as_ref()),
+        &lint_options("package", &runtimes, &path_cache, Some(&launcher)),
     );
     for d in &loaded.diagnostics {
         eprintln!("{d}");
@@ -556,8 +589,8 @@ fn write_package(dir: &Path, output: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How `check` and `tools` start manifests' backends: as a server would
-/// by default, with a data directory of their own to keep out of reach.
+/// How `tools` starts manifests' backends: as a server would by default,
+/// with a data directory of their own to keep out of reach.
 fn standalone_settings() -> crate::invoke::RunSettings {
     let scratch = std::env::temp_dir().join("skilld-runs");
     crate::invoke::RunSettings {
@@ -567,8 +600,8 @@ fn standalone_settings() -> crate::invoke::RunSettings {
     }
 }
 
-/// The skills loaded from one path given to `check`, and what was found.
-/// How `check` and `package` load one skill: as a user skill.
+/// How `check` and `package` load one skill: as a user skill, its
+/// backend never started.
 fn lint_options<'a>(
     source: &'a str,
     runtimes: &'a Runtimes,
@@ -586,6 +619,7 @@ fn lint_options<'a>(
     }
 }
 
+/// The skills loaded from one path given to `check`, and what was found.
 fn lint(
     path: &Path,
     runtimes: &Runtimes,

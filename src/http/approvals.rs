@@ -64,7 +64,7 @@ pub struct ApprovalList {
         StoreUnavailable,
     ))]
 async fn list_approvals(
-    _: Require<need::Invoke>,
+    _: Require<need::Inbox>,
     State(state): State<AppState>,
     Query(q): Query<ApprovalQuery>,
 ) -> Result<Json<ApprovalList>> {
@@ -80,7 +80,7 @@ async fn list_approvals(
         BadQuery,
         (status = 503, description = "The store is unreachable, or too many event streams are open", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn approval_events(_: Require<need::Invoke>, State(state): State<AppState>) -> Result<Response> {
+async fn approval_events(_: Require<need::Inbox>, State(state): State<AppState>) -> Result<Response> {
     let events = state.invoker.inbox_events()?;
     let stream = events.map(|event| Ok::<_, Infallible>(inbox_event(&event)));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
@@ -121,7 +121,7 @@ pub struct HistoryQuery {
         StoreUnavailable,
     ))]
 async fn approval_history(
-    _: Require<need::Invoke>,
+    _: Require<need::Inbox>,
     State(state): State<AppState>,
     Query(q): Query<HistoryQuery>,
 ) -> Result<Json<DecisionPage>> {
@@ -151,7 +151,7 @@ pub struct ApprovalPath {
         StoreUnavailable,
     ))]
 async fn get_approval(
-    _: Require<need::Invoke>,
+    _: Require<need::Inbox>,
     State(state): State<AppState>,
     Path(p): Path<ApprovalPath>,
 ) -> Result<Json<Approval>> {
@@ -250,7 +250,7 @@ pub struct GrantList {
         BadQuery,
         StoreUnavailable,
     ))]
-async fn list_grants(_: Require<need::Invoke>, State(state): State<AppState>) -> Result<Json<GrantList>> {
+async fn list_grants(_: Require<need::Inbox>, State(state): State<AppState>) -> Result<Json<GrantList>> {
     let grants = state.invoker.store.list_grants().await?;
     Ok(Json(GrantList { grants }))
 }

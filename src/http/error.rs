@@ -59,6 +59,10 @@ pub enum ApiError {
     /// (RFC 6750 §3: none when no credentials came at all).
     #[error("{detail}")]
     Unauthorized { detail: String, token_sent: bool },
+    /// 401 on a server without tokens: only the holder of its local secret
+    /// may do this.
+    #[error("{0}")]
+    NeedsLocalSecret(String),
     #[error("{0}")]
     Forbidden(String),
     /// 403 for a reason with its own code: a standing deny (`denied`), an
@@ -110,7 +114,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized { .. } | ApiError::NeedsLocalSecret(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
             ApiError::Unprocessable { .. } | ApiError::InvalidSkill { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -132,6 +136,7 @@ impl ApiError {
             ApiError::RequestTimeout(_) => "request_timeout",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Unauthorized { .. } => "unauthorized",
+            ApiError::NeedsLocalSecret(_) => "local_secret_required",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::Refused { code, .. } => code,
             ApiError::Unprocessable { code, .. } => code,
@@ -188,12 +193,14 @@ impl IntoResponse for ApiError {
         {
             res.headers_mut().insert(header::RETRY_AFTER, v);
         }
-        if let ApiError::Unauthorized { token_sent, .. } = &self {
-            let challenge = if *token_sent {
-                r#"Bearer realm="skilld", error="invalid_token""#
-            } else {
-                r#"Bearer realm="skilld""#
-            };
+        let challenge = match &self {
+            ApiError::Unauthorized { token_sent: true, .. } => {
+                Some(r#"Bearer realm="skilld", error="invalid_token""#)
+            }
+            ApiError::Unauthorized { .. } | ApiError::NeedsLocalSecret(_) => Some(r#"Bearer realm="skilld""#),
+            _ => None,
+        };
+        if let Some(challenge) = challenge {
             res.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
         }
@@ -217,6 +224,7 @@ impl From<AuthError> for ApiError {
                 detail: e.to_string(),
                 token_sent: true,
             },
+            AuthError::NeedsLocalSecret { .. } => ApiError::NeedsLocalSecret(e.to_string()),
         }
     }
 }

@@ -1,9 +1,10 @@
 //! What keeps web pages from driving a server that has no tokens.
 //!
-//! Without tokens every caller is an admin, so any page a person has open
-//! could call `http://localhost:8080` from their browser (a cross-site
-//! request), or point a name it controls at 127.0.0.1 and call the server
-//! as its own origin (DNS rebinding). A browser always says who is asking:
+//! Without tokens every caller may invoke (and a browser holding the local
+//! secret's cookie may decide), so any page a person has open could call
+//! `http://localhost:8080` from their browser (a cross-site request), or
+//! point a name it controls at 127.0.0.1 and call the server as its own
+//! origin (DNS rebinding). A browser always says who is asking:
 //! `Host` names the server as the page addressed it, and `Origin` the page.
 //! So a server without tokens that listens on loopback answers only
 //! requests addressed to a loopback host, and never a page of a foreign

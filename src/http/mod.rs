@@ -46,7 +46,7 @@ pub struct AppState {
     pub catalog: Arc<CatalogHandle>,
     pub invoker: Arc<crate::invoke::Invoker>,
     /// The bearer tokens every protected handler checks (`auth::Require`);
-    /// `Auth::open()` when none are configured.
+    /// without any, the local secret (`Auth::open_with_secret`).
     pub auth: Arc<crate::auth::Auth>,
     /// Without tokens: which hosts and origins may call (`guard`).
     pub web: Arc<guard::WebGuard>,
@@ -201,7 +201,9 @@ fn describe_auth(doc: &mut Document) {
                     .description(Some(
                         "`Authorization: Bearer <token>`, required once the server has tokens configured. \
                      Each operation lists the least role it needs; roles include the ones before them: \
-                     read < invoke < approve < admin.",
+                     read < invoke < approve < admin. A server without tokens lets anyone list and \
+                     invoke; the rest (deciding approvals, reading them and the grants, admin) needs \
+                     its local secret, as this bearer token or in the cookie its start link sets.",
                     ))
                     .build(),
             ),
@@ -231,7 +233,8 @@ fn describe_auth(doc: &mut Document) {
             let Some(role) = roles.first() else { continue };
             let unauthorized = ResponseBuilder::new()
                 .description(
-                    "Tokens are configured, and the request sent none, or an unknown or malformed one",
+                    "Tokens are configured, and the request sent none, or an unknown or malformed one; \
+                     or the server has none, and this needs its local secret (`local_secret_required`)",
                 )
                 .header(
                     "WWW-Authenticate",
@@ -302,8 +305,8 @@ pub fn app(state: AppState) -> Router {
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("");
                     // `caller` is filled in by `auth::Require` once the token is known.
-                    tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id,
-                        caller = tracing::field::Empty)
+                    tracing::info_span!("request", method = %req.method(), uri = %shown_uri(req.uri()),
+                        request_id = %id, caller = tracing::field::Empty)
                 })
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
@@ -312,6 +315,23 @@ pub fn app(state: AppState) -> Router {
         // Outermost: a preflight is answered before any check, and every
         // answer (a 401 too) carries the headers a page needs to read it.
         .layer(tower::util::option_layer(cors))
+}
+
+/// The URI as the log shows it: a `secret` in the query (the start link's,
+/// `/ui?secret=…`) is replaced by `***`, so the log never holds it.
+fn shown_uri(uri: &axum::http::Uri) -> std::borrow::Cow<'_, str> {
+    let Some(query) = uri.query() else {
+        return uri.to_string().into();
+    };
+    let pairs = form_urlencoded::parse(query.as_bytes());
+    if !pairs.clone().any(|(name, _)| name == "secret") {
+        return uri.to_string().into();
+    }
+    let mut shown = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in pairs {
+        shown.append_pair(&name, if name == "secret" { "***" } else { &value });
+    }
+    format!("{}?{}", uri.path(), shown.finish()).into()
 }
 
 /// 404 for a path no route serves, naming it.
@@ -355,5 +375,22 @@ impl MakeRequestId for MakeUuid7 {
         HeaderValue::from_str(&uuid::Uuid::now_v7().to_string())
             .ok()
             .map(RequestId::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_uri;
+
+    #[test]
+    fn the_log_never_shows_a_secret_in_a_query() {
+        let shown = |u: &str| shown_uri(&u.parse().unwrap()).into_owned();
+        assert_eq!(shown("/ui?secret=abc123"), "/ui?secret=***");
+        assert_eq!(
+            shown("/ui?x=1&secret=abc&secret=d"),
+            "/ui?x=1&secret=***&secret=***"
+        );
+        assert_eq!(shown("/runs?limit=5"), "/runs?limit=5");
+        assert_eq!(shown("/healthz"), "/healthz");
     }
 }

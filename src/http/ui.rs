@@ -6,8 +6,14 @@
 //! The files under `ui/` are compiled in with `include_str!`, so the binary
 //! is the whole deployment: no asset directory to ship or to get out of step
 //! with the server. The page holds no data and needs no token to load; every
-//! call it makes carries the token the person typed in, so the API's own
-//! auth decides what it may see and do.
+//! call it makes carries the token the person typed in, or the cookie of a
+//! server without tokens, so the API's own auth decides what it may see and
+//! do.
+//!
+//! That cookie comes from the link `skilld serve` prints at start,
+//! `/ui?secret=…`: its answer sets the cookie (HttpOnly, so no script reads
+//! it; SameSite=Strict, so no other site's page sends it) and sends the
+//! browser back to `/ui`, so the secret leaves the address bar and history.
 //!
 //! It is not in the OpenAPI document (like `/docs`): it is a page for
 //! people, not part of the API's contract.
@@ -16,7 +22,8 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::Path;
 use axum::Router;
-use axum::http::{HeaderName, HeaderValue, header};
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
@@ -40,8 +47,42 @@ pub fn router() -> Router<AppState> {
         .route("/ui/{asset}", get(asset))
 }
 
-async fn index() -> Response {
-    page(INDEX_HTML, "text/html; charset=utf-8")
+async fn index(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    let secret = query.as_deref().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(name, _)| name == "secret")
+            .map(|(_, value)| value.into_owned())
+    });
+    match secret {
+        Some(secret) => sign_in(&state, &secret),
+        None => page(INDEX_HTML, "text/html; charset=utf-8"),
+    }
+}
+
+/// The start link's answer: back to the page, with the secret as a cookie
+/// when it is the right one (a wrong one is dropped, and the page then says
+/// how to get in).
+fn sign_in(state: &AppState, secret: &str) -> Response {
+    let mut res = (StatusCode::SEE_OTHER, [(header::LOCATION, "ui")]).into_response();
+    res.headers_mut()
+        .insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let Some(id) = state
+        .auth
+        .local_id()
+        .filter(|_| state.auth.is_local_secret(secret))
+    else {
+        return res;
+    };
+    let cookie = format!(
+        "{}{id}={secret}; HttpOnly; SameSite=Strict; Path=/",
+        super::auth::COOKIE_PREFIX
+    );
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        res.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    res
 }
 
 async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {

@@ -68,6 +68,20 @@ pub fn archive_url(url: &str) -> Result<String, ClientError> {
     })
 }
 
+/// Whether `url` names a server on this machine: `localhost` or a
+/// loopback address.
+pub fn is_loopback_url(url: &str) -> bool {
+    let Ok(uri) = url.parse::<hyper::Uri>() else {
+        return false;
+    };
+    let Some(host) = uri.host() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Downloads a skill's archive into an unnamed temporary file.
 pub async fn fetch(url: &str, token: Option<&str>, max_bytes: u64) -> Result<Fetched, ClientError> {
     let url = archive_url(url)?;
@@ -184,6 +198,27 @@ fn refused(url: &str, status: StatusCode, body: &[u8]) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_servers_are_told_apart_from_others() {
+        for yes in [
+            "http://127.0.0.1:8080",
+            "http://localhost:1/",
+            "http://[::1]:9",
+            "http://127.9.9.9",
+        ] {
+            assert!(is_loopback_url(yes), "{yes}");
+        }
+        for no in [
+            "http://10.0.0.1:8080",
+            "https://example.com",
+            "http://localhost.evil.com",
+            "nonsense",
+            "/x",
+        ] {
+            assert!(!is_loopback_url(no), "{no}");
+        }
+    }
 
     #[test]
     fn a_skill_address_becomes_its_archive_address() {

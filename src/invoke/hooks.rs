@@ -44,10 +44,16 @@ fn effect(phase: &str, effect: &str, detail: Option<Value>) -> HookEffect {
     }
 }
 
-/// Runs `before_tool_call` if the skill has it, replacing `p`'s arguments
-/// with a changed input (checked again like the caller's).
-pub(super) async fn before(p: &mut Prepared, backend: &dyn Backend, effects: &mut Vec<HookEffect>) -> Before {
-    if !p.skill.hooks.iter().any(|h| h == BEFORE) {
+/// Runs `before_tool_call` if the backend has it (among `hooks`),
+/// replacing `p`'s arguments with a changed input (checked again like the
+/// caller's).
+pub(super) async fn before(
+    p: &mut Prepared,
+    backend: &dyn Backend,
+    hooks: &[String],
+    effects: &mut Vec<HookEffect>,
+) -> Before {
+    if !hooks.iter().any(|h| h == BEFORE) {
         return Before::Go;
     }
     let payload = json!({"input": p.arguments});
@@ -101,16 +107,18 @@ fn new_input(p: &Prepared, payload: &Value) -> Result<Map<String, Value>, String
     })
 }
 
-/// Runs `after_tool_result` if the skill has it: a payload's `result`
-/// replaces the envelope's `output` and `parsed` with those it gives. A
-/// failing hook fails the call, its result kept for the record.
+/// Runs `after_tool_result` if the backend has it (among `hooks`): a
+/// payload's `result` replaces the envelope's `output` and `parsed` with
+/// those it gives. A failing hook fails the call, its result kept for the
+/// record.
 pub(super) async fn after(
     p: &Prepared,
     backend: &dyn Backend,
+    hooks: &[String],
     envelope: &mut Envelope,
     effects: &mut Vec<HookEffect>,
 ) {
-    if !p.skill.hooks.iter().any(|h| h == AFTER) {
+    if !hooks.iter().any(|h| h == AFTER) {
         return;
     }
     let payload = json!({"input": p.arguments, "result": envelope});

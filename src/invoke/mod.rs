@@ -454,7 +454,17 @@ impl Invoker {
         backend: &dyn Backend,
     ) -> (RunStatus, Envelope, Duration) {
         let mut effects = Vec::new();
-        let stopped = match hooks::before(&mut p, backend, &mut effects).await {
+        // An untrusted skill's backend starts here, for a call a person let
+        // run, and only then says which hooks it has.
+        let hooks = match backend.wake(p.timeout).await {
+            None => p.skill.hooks.clone(),
+            Some(Ok(hooks)) => hooks,
+            Some(Err(why)) => {
+                let envelope = Envelope::not_started(live.id, &p.skill.name, &p.tool().name, &why);
+                return (RunStatus::Failed, envelope, Duration::ZERO);
+            }
+        };
+        let stopped = match hooks::before(&mut p, backend, &hooks, &mut effects).await {
             hooks::Before::Go => None,
             hooks::Before::Cancel(reason) => Some((
                 RunStatus::Denied,
@@ -472,7 +482,7 @@ impl Invoker {
                 // A call that timed out or was cancelled has no result to
                 // look at, and its child may just have been killed.
                 if matches!(status, RunStatus::Succeeded | RunStatus::Failed) {
-                    hooks::after(&p, backend, &mut envelope, &mut effects).await;
+                    hooks::after(&p, backend, &hooks, &mut envelope, &mut effects).await;
                 }
                 (status, envelope, took)
             }
@@ -666,7 +676,7 @@ async fn still_the_same(skill: &Arc<Skill>) -> bool {
 }
 
 /// A launcher with a sandbox of its own, for commands that load skills
-/// without serving them (`skilld check`).
+/// without serving them (`skilld tools`).
 pub fn standalone_launcher(settings: &RunSettings) -> Option<Arc<dyn Launch>> {
     launcher(settings, Arc::new(Sandbox::detect(sandbox_settings(settings))))
 }

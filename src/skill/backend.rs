@@ -1,7 +1,9 @@
 //! What a manifest's backend is to the rest of skilld: something that was
-//! started when the catalog loaded, lists tools and hooks, and runs them.
-//! The skill layer only reads manifests; starting children and evaluating
-//! scripts belongs to the server, which hands the catalog a [`Launch`].
+//! started when the catalog loaded, lists tools and hooks, and runs them;
+//! or, for an untrusted skill, something its first call starts, once a
+//! person approved it, whose tools are those the manifest lists. The skill
+//! layer only reads manifests; starting children and evaluating scripts
+//! belongs to the server, which hands the catalog a [`Launch`].
 
 use super::trust::Trust;
 use serde_json::Value;
@@ -74,16 +76,30 @@ pub struct Launched {
     pub hooks: Vec<String>,
 }
 
+/// Why a launcher starts no backend at all: the skill loads with the
+/// tools its manifest lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldBack {
+    /// An upload waiting for review runs nothing (said as a warning).
+    UntilReviewed,
+    /// A linter runs nothing, whatever the skill (nothing is said).
+    Linting,
+}
+
 /// Starts backends. Blocking: the catalog loads on plain threads.
 pub trait Launch: Send + Sync + Debug {
     /// Starts (or reuses) the backend of a skill and asks it what it
     /// offers, or says in a sentence why it could not.
     fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String>;
 
-    /// Whether backends are held back on purpose (an upload waiting for
-    /// review runs nothing): the skill loads with its declared tools only.
-    fn defers(&self) -> bool {
-        false
+    /// The backend of a skill, not started: its first call starts it (an
+    /// untrusted skill's, whose code runs only for a call a person let
+    /// run). Reuses one running unchanged, as [`Launch::launch`] does.
+    fn unstarted(&self, req: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String>;
+
+    /// Whether backends are held back on purpose, and why.
+    fn held_back(&self) -> Option<HeldBack> {
+        None
     }
 }
 
@@ -97,8 +113,31 @@ impl Launch for Deferred {
         Err("backends start once this version is reviewed".to_owned())
     }
 
-    fn defers(&self) -> bool {
-        true
+    fn unstarted(&self, _: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String> {
+        Err("backends start once this version is reviewed".to_owned())
+    }
+
+    fn held_back(&self) -> Option<HeldBack> {
+        Some(HeldBack::UntilReviewed)
+    }
+}
+
+/// Starts nothing and says nothing of it: `skilld check` and `skilld
+/// package` lint a manifest as it is written, never running its code.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Linting;
+
+impl Launch for Linting {
+    fn launch(&self, _: &LaunchRequest<'_>) -> Result<Launched, String> {
+        Err("a linter starts no backend".to_owned())
+    }
+
+    fn unstarted(&self, _: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String> {
+        Err("a linter starts no backend".to_owned())
+    }
+
+    fn held_back(&self) -> Option<HeldBack> {
+        Some(HeldBack::Linting)
     }
 }
 
@@ -153,4 +192,12 @@ pub trait Backend: Send + Sync + Debug {
     /// How the backend runs, for the run log's `argv` (the child's command
     /// line, or the script evaluated).
     fn command_line(&self) -> Vec<String>;
+
+    /// For a backend its first call starts ([`Launch::unstarted`]): starts
+    /// it, within `timeout`, and says the hooks it declared then. `None`
+    /// for one started at load, whose hooks are its skill's.
+    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Option<Result<Vec<String>, String>>> {
+        let _ = timeout;
+        Box::pin(std::future::ready(None))
+    }
 }

@@ -1,7 +1,7 @@
 //! Loading a `SKILL.yaml` skill: its fields read as frontmatter is, its
 //! manifest parts, then its backend started for the tools it adds.
 
-use super::backend::{BackendKind, DeclaredTool, LaunchRequest, Launched};
+use super::backend::{BackendKind, DeclaredTool, HeldBack, LaunchRequest, Launched};
 use super::definition::{LoadOptions, decode, read_definition, with_base_dir};
 use super::diag::{Code, Diagnostic, Pos};
 use super::fields::Origin;
@@ -10,6 +10,7 @@ use super::frontmatter;
 use super::manifest::{MANIFEST_KEYS, ManifestParts};
 use super::model::*;
 use super::parse::Parse;
+use super::trust::Trust;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -192,16 +193,20 @@ impl Parse<'_, '_> {
             );
             return;
         }
-        if opts.launcher.is_some_and(|l| l.defers()) {
-            self.warn(
-                Code::BackendFailed,
-                pos,
-                format!(
-                    "the {} backend is not started until this version is reviewed",
-                    kind.as_str()
-                ),
-            );
-            return;
+        match opts.launcher.and_then(|l| l.held_back()) {
+            Some(HeldBack::UntilReviewed) => {
+                self.warn(
+                    Code::BackendFailed,
+                    pos,
+                    format!(
+                        "the {} backend is not started until this version is reviewed",
+                        kind.as_str()
+                    ),
+                );
+                return;
+            }
+            Some(HeldBack::Linting) => return,
+            None => {}
         }
         let Some(launcher) = opts.launcher else {
             self.error(
@@ -225,6 +230,10 @@ impl Parse<'_, '_> {
             permissions: &skill.permissions,
             memory_bytes: skill.resources.memory_bytes,
         };
+        if skill.trust == Trust::Untrusted {
+            let backend = launcher.unstarted(&req);
+            return self.await_first_call(skill, parts, *kind, backend);
+        }
         match launcher.launch(&req) {
             Ok(launched) => self.adopt(skill, launched),
             Err(why) => self.error(
@@ -232,6 +241,34 @@ impl Parse<'_, '_> {
                 pos,
                 format!("the {} backend did not start: {why}", kind.as_str()),
             ),
+        }
+    }
+
+    /// An untrusted skill's backend, kept unstarted until a call a person
+    /// let run: its code must not run before, not even to list its tools,
+    /// so its tools are the manifest's.
+    fn await_first_call(
+        &mut self,
+        skill: &mut Skill,
+        parts: &ManifestParts,
+        kind: BackendKind,
+        backend: Result<std::sync::Arc<dyn super::backend::Backend>, String>,
+    ) {
+        let pos = self.key_pos("implementation");
+        match backend {
+            Ok(backend) => skill.backend = Some(backend),
+            Err(why) => {
+                let why = format!("the {} backend cannot be prepared: {why}", kind.as_str());
+                return self.error(Code::BackendFailed, pos, why);
+            }
+        }
+        if parts.tools.is_empty() {
+            self.warn(
+                Code::BackendFailed,
+                self.key_pos("tools").or(pos),
+                "an untrusted skill's backend starts only for a call a person approved, so its \
+                 tools are those `tools` lists, and it lists none",
+            );
         }
     }
 

@@ -32,6 +32,9 @@ export async function hear() {
 
 /**
  * Opens `<base>/ui` in a fresh browser and runs `scenario(page, base)`.
+ * With INBOX_SECRET (a server without tokens), it opens the link
+ * `skilld serve` prints, `<base>/ui?secret=…`, which must set the cookie
+ * and land on `/ui` without the secret in the address.
  * With `token`, the page finds it saved, as after a person typed it. With
  * `notifications`, the page may notify, and each notification it shows is
  * recorded in `window.__notes`. A script error or a CSP violation fails
@@ -57,8 +60,11 @@ export async function drive(scenario, { token, notifications } = {}) {
     page.on('console', (msg) => {
       if (msg.type() === 'error' && !/status of 40[13]/.test(msg.text())) problems.push(`console error: ${msg.text()}`);
     });
-    const response = await page.goto(`${base}/ui`);
+    const secret = process.env.INBOX_SECRET;
+    const link = secret ? `${base}/ui?secret=${encodeURIComponent(secret)}` : `${base}/ui`;
+    const response = await page.goto(link);
     if (!response || response.status() !== 200) fail(`GET /ui answered ${response && response.status()}`);
+    if (page.url() !== `${base}/ui`) fail(`the link led to ${page.url()}, not ${base}/ui`);
     const result = await scenario(page, base);
     await shoot(page);
     if (problems.length) fail(problems.join('\n'));

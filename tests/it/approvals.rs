@@ -91,8 +91,10 @@ impl Api {
         }
     }
 
+    /// The person at the inbox (with the local secret of a server without
+    /// tokens), who also makes the calls.
     fn of(server: &TestServer) -> Self {
-        Self::new(server.url(""), None)
+        Self::new(server.url(""), server.secret.as_deref())
     }
 
     fn as_(&self, token: &str) -> Self {

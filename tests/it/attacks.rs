@@ -227,7 +227,8 @@ async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberatel
         vec![trusted.clone()],
     )
     .await;
-    let client = reqwest::Client::new();
+    // Even with the local secret, a foreign page is refused.
+    let client = server.person();
     let held: Value = client
         .post(server.url("/tools/mark/invoke"))
         .json(&json!({"arguments": {"path": marker}}))
@@ -296,7 +297,8 @@ fn scripts_skill(dir: &Path, name: &str) -> std::path::PathBuf {
 }
 
 async fn reload(server: &TestServer) {
-    let res = reqwest::Client::new()
+    let res = server
+        .person()
         .post(server.url("/skills/reload"))
         .send()
         .await

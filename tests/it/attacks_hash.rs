@@ -36,7 +36,8 @@ fn marked(mark: &Path) -> String {
 }
 
 async fn reload(server: &TestServer) {
-    let res = reqwest::Client::new()
+    let res = server
+        .person()
         .post(server.url("/skills/reload"))
         .send()
         .await

@@ -131,11 +131,14 @@ pub fn corpus_catalog() -> Catalog {
 }
 
 /// A server on 127.0.0.1 port 0 with its own data directory and SQLite
-/// run log, stopped when dropped.
+/// run log, stopped when dropped. Without tokens it has a local secret,
+/// as `skilld serve` does, which its helpers for people send.
 pub struct TestServer {
     pub addr: SocketAddr,
     pub catalog: Arc<CatalogHandle>,
     pub invoker: Arc<Invoker>,
+    /// The local secret of a server without tokens: the person's.
+    pub secret: Option<String>,
     /// Holds the data directory (and SQLite file) for the server's life.
     data: Option<tempfile::TempDir>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -174,7 +177,7 @@ impl TestServer {
         store: Arc<dyn Store>,
         data: tempfile::TempDir,
     ) -> Self {
-        Self::launch_with_auth(opts, settings, store, data, Auth::open()).await
+        Self::launch_with_auth(opts, settings, store, data, open_auth()).await
     }
 
     pub async fn launch_with_auth(
@@ -193,7 +196,7 @@ impl TestServer {
 
     /// With web pages of `allowed_origins` let in (a server without tokens).
     pub async fn start_with_origins(opts: CatalogOptions, allowed_origins: Vec<String>) -> Self {
-        Self::start_with_auth_and_origins(opts, Auth::open(), allowed_origins).await
+        Self::start_with_auth_and_origins(opts, open_auth(), allowed_origins).await
     }
 
     /// With tokens, and web pages of `allowed_origins` let in by CORS.
@@ -235,7 +238,7 @@ impl TestServer {
             RunSettings::default(),
             store,
             data,
-            Auth::open(),
+            open_auth(),
             web,
             install,
         )
@@ -258,6 +261,13 @@ impl TestServer {
         }
         if settings.workspace == Path::new(".") {
             settings.workspace = checkout().to_path_buf();
+        }
+        let secret = auth.is_local_secret(TEST_SECRET).then(|| TEST_SECRET.to_owned());
+        if secret.is_some() {
+            // Where `skilld serve` keeps it, for the command line to find.
+            let file = skilld::local_secret::path(data.path());
+            std::fs::write(&file, TEST_SECRET).unwrap();
+            set_mode(&file, 0o600);
         }
         let invoker = Arc::new(Invoker::new(store, settings));
         if opts.launcher.is_none() {
@@ -294,6 +304,7 @@ impl TestServer {
             addr,
             catalog,
             invoker,
+            secret,
             data: Some(data),
             stop: Some(stop),
             stopped: Some(stopped),
@@ -323,11 +334,32 @@ impl TestServer {
         (res.status().as_u16(), res.json().await.unwrap())
     }
 
-    /// `GET path`, its body as JSON, whatever the status.
+    /// The server's data directory (its run log, its local secret).
+    pub fn data_dir(&self) -> &Path {
+        self.data.as_ref().map_or(Path::new("/nonexistent"), |d| d.path())
+    }
+
+    /// A client for the person at the inbox: it sends the local secret
+    /// of a server without tokens (and nothing with tokens).
+    pub fn person(&self) -> reqwest::Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(secret) = &self.secret {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {secret}").parse().unwrap(),
+            );
+        }
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap()
+    }
+
     /// Approves a held call once (answered 200), then waits for its run.
     pub async fn approve_once_and_wait(&self, held: &serde_json::Value) -> serde_json::Value {
         let approval = held["approval_id"].as_str().unwrap();
-        let approved = reqwest::Client::new()
+        let approved = self
+            .person()
             .post(self.url(&format!("/approvals/{approval}/approve")))
             .json(&serde_json::json!({"scope": "once"}))
             .send()
@@ -338,8 +370,10 @@ impl TestServer {
         self.get_json(&format!("/runs/{run}?wait=30")).await
     }
 
+    /// `GET path` as the person, its body as JSON, whatever the status.
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
-        reqwest::get(self.url(path)).await.unwrap().json().await.unwrap()
+        let res = self.person().get(self.url(path)).send().await.unwrap();
+        res.json().await.unwrap()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -360,6 +394,15 @@ impl TestServer {
     pub async fn allow_every_tool(&self) {
         allow_every_tool(&self.catalog, &self.invoker.store).await;
     }
+}
+
+/// The local secret of every test server without tokens: tests hold it
+/// as the person who started the server would.
+pub const TEST_SECRET: &str = "7e57c0de7e57c0de7e57c0de7e57c0de7e57c0de7e57c0de7e57c0de7e57c0de";
+
+/// A server without tokens, its local secret [`TEST_SECRET`].
+pub fn open_auth() -> Auth {
+    Auth::open_with_secret(TEST_SECRET).unwrap()
 }
 
 /// See [`TestServer::allow_every_tool`].

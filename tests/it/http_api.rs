@@ -510,7 +510,8 @@ async fn reload_on_demand() {
         &corpus_dir().join("invalid/bad-version"),
         &dir.path().join("bad-version"),
     );
-    let res = reqwest::Client::new()
+    let res = server
+        .person()
         .post(server.url("/skills/reload"))
         .send()
         .await

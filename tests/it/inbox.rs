@@ -16,7 +16,8 @@ struct Events {
 
 impl Events {
     async fn open(server: &TestServer) -> Self {
-        let res = reqwest::get(server.url("/approvals/events")).await.unwrap();
+        let url = server.url("/approvals/events");
+        let res = server.person().get(url).send().await.unwrap();
         assert_eq!(res.status(), 200);
         let kind = res.headers()["content-type"].to_str().unwrap();
         assert!(kind.starts_with("text/event-stream"), "{kind}");
@@ -64,7 +65,8 @@ async fn hold_stamp(server: &TestServer, marks: &std::path::Path) -> Value {
 }
 
 async fn decide(server: &TestServer, approval: &Value, verb: &str, note: &str) {
-    let res = reqwest::Client::new()
+    let res = server
+        .person()
         .post(server.url(&format!("/approvals/{}/{verb}", approval.as_str().unwrap())))
         .json(&json!({"note": note}))
         .send()
@@ -179,8 +181,7 @@ async fn the_history_says_who_decided_what_and_how_it_ended() {
 
     let none = server.get_json("/approvals/history?skill=other").await;
     assert_eq!(none["decisions"], json!([]));
-    let res = reqwest::get(server.url("/approvals/history?limit=0"))
-        .await
-        .unwrap();
+    let url = server.url("/approvals/history?limit=0");
+    let res = server.person().get(url).send().await.unwrap();
     assert_eq!(res.status(), 400);
 }

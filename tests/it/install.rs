@@ -103,7 +103,8 @@ async fn post_skills(
     accept: &str,
     body: Vec<u8>,
 ) -> reqwest::Response {
-    reqwest::Client::new()
+    server
+        .person()
         .post(server.url(path))
         .header("content-type", content_type)
         .header("accept", accept)
@@ -152,7 +153,7 @@ async fn call_tool(server: &TestServer, path: &str) -> (u16, Value) {
 }
 
 async fn send(server: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = reqwest::Client::new().request(method, server.url(path));
+    let mut req = server.person().request(method, server.url(path));
     if let Some(body) = body {
         req = req.json(&body);
     }
@@ -612,6 +613,8 @@ async fn one_skilld_installs_a_skill_from_another_and_the_hashes_match() {
     let a = TestServer::start(options(vec![root(user.path(), Trust::User)])).await;
     let b = TestServer::start(options(vec![installed_root(installed.path())])).await;
     let source = a.get_json("/skills/greet").await;
+    // The command line finds the local secret of `b` in its data directory.
+    let b_data = b.data_dir().to_str().unwrap().to_owned();
     let out = run_cli(&[
         "install",
         &a.url("/skills/greet"),
@@ -619,6 +622,8 @@ async fn one_skilld_installs_a_skill_from_another_and_the_hashes_match() {
         &b.url(""),
         "--trust",
         "user",
+        "--data-dir",
+        &b_data,
     ])
     .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -637,7 +642,15 @@ async fn one_skilld_installs_a_skill_from_another_and_the_hashes_match() {
         (Some("installed"), Some("user"))
     );
 
-    let again = run_cli(&["install", &a.url("/skills/greet"), "--to", &b.url("")]).await;
+    let again = run_cli(&[
+        "install",
+        &a.url("/skills/greet"),
+        "--to",
+        &b.url(""),
+        "--data-dir",
+        &b_data,
+    ])
+    .await;
     assert_eq!(again.status.code(), Some(1), "that version is installed already");
     assert!(String::from_utf8_lossy(&again.stderr).contains("already installed"));
     let gone = run_cli(&["install", "http://127.0.0.1:9/skills/greet", "--to", &b.url("")]).await;
@@ -902,7 +915,10 @@ async fn names_that_would_leave_the_installed_root_find_nothing() {
 async fn raw_status(server: &TestServer, line: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    let request = format!("{line}\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    // As the person, who may remove skills.
+    let secret = server.secret.as_deref().unwrap_or_default();
+    let request =
+        format!("{line}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {secret}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();

@@ -11,13 +11,9 @@ fn client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// `GET path` as the person (who may read approvals), as JSON.
 async fn get_json(server: &TestServer, path: &str) -> Value {
-    reqwest::get(server.url(path))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    server.get_json(path).await
 }
 
 /// A skills root with one markdown skill whose single tool runs `command`.

@@ -9,6 +9,7 @@
 mod approvals;
 mod archives;
 mod attacks;
+mod attacks_approve;
 mod attacks_hash;
 mod attacks_sandbox;
 mod auth;

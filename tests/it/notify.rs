@@ -122,7 +122,8 @@ async fn decide(server: &TestServer, held: &Value, verb: &str) {
         "/approvals/{}/{verb}",
         held["approval_id"].as_str().unwrap()
     ));
-    let res = reqwest::Client::new()
+    let res = server
+        .person()
         .post(url)
         .json(&json!({"note": "ok by me"}))
         .send()

@@ -27,7 +27,8 @@ fn nul_skill(dir: &Path) {
 }
 
 async fn post(server: &TestServer, path: &str, body: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
+    let res = server
+        .person()
         .post(server.url(path))
         .json(&body)
         .send()

@@ -625,10 +625,13 @@ async fn a_call_of_a_user_starlark_skill_waits_for_approval_like_any_other() {
 #[tokio::test]
 async fn a_starlark_skill_from_an_untrusted_source_runs_confined_once_approved() {
     let skills = tempdir().unwrap();
+    // An untrusted script is not evaluated before a call is approved, so
+    // its manifest lists its tools.
     star_skill(
         skills.path(),
         "stranger",
-        "permissions: [shell:exec]\n",
+        "permissions: [shell:exec]\ntools:\n  - name: who\n    description: Says who runs it.\n    \
+         input_schema: {type: object}\n",
         "def who(args):\n    return {'uid': int(exec('id', ['-u'])['output'].strip())}\n\
          register_tool(name = 'who', description = 'Says who runs it.', parameters = {}, handler = who)\n",
     );

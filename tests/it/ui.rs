@@ -259,6 +259,8 @@ impl Script {
             .arg(server.url(""))
             .args(token)
             .envs(env.iter().copied())
+            // Without tokens, the page is opened through the start link.
+            .envs(server.secret.as_deref().map(|s| ("INBOX_SECRET", s)))
             .env("INBOX_SCREENSHOT", &shot)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -431,7 +433,8 @@ fn api(
     token: Option<&str>,
 ) -> reqwest::RequestBuilder {
     let req = reqwest::Client::new().request(method, server.url(path));
-    match token {
+    // Without tokens, the person holds the server's local secret.
+    match token.or(server.secret.as_deref()) {
         Some(t) => req.bearer_auth(t),
         None => req,
     }
@@ -873,4 +876,32 @@ async fn the_page_reads_the_stream_format_follows_again_and_shows_a_refusal() {
         let gap = gap.as_u64().unwrap();
         assert!((500..20_000).contains(&gap), "{seen}");
     }
+}
+
+/// A server without tokens: the page opened without the start link says
+/// how to get in and shows nothing to decide; the link signs the browser in
+/// (a cookie no script reads, sent to this site only) and the person
+/// approves; the call ran once.
+#[tokio::test]
+async fn without_tokens_the_page_says_how_to_get_in_and_the_start_link_signs_in() {
+    let Some(harness) = browser_harness() else { return };
+    let (server, _skills) = marker_server(None).await;
+    let call = pending_call(&server, None).await;
+    let env = [("INBOX_APPROVAL_ID", call.approval_id.as_str())];
+    let page = Script::start(&harness, "signin.mjs", "ui-signin.png", &server, None, &env);
+    let seen = page.done().await;
+    let message = seen["message"].as_str().unwrap();
+    assert!(
+        message.contains("Not signed in (401)") && message.contains("?secret="),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["cookie"],
+        json!({"http_only": true, "same_site": "Strict", "path": "/"}),
+        "{seen}"
+    );
+    assert_eq!(seen["script_sees"], "", "{seen}");
+    let run = get_json(&server, &format!("/runs/{}?wait=30", call.run_id), None).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(std::fs::read_to_string(&call.marker).unwrap(), "ran\n");
 }

@@ -107,7 +107,8 @@ async fn an_unknown_query_parameter_is_refused_by_name_and_nothing_runs() {
 #[tokio::test]
 async fn bodies_of_the_wrong_shape_are_explained_by_field() {
     let server = TestServer::start(options(vec![root(bundled_dir(), Trust::Bundled)])).await;
-    let client = reqwest::Client::new();
+    // The person, who may decide approvals.
+    let client = server.person();
     let detail = |path: String, body: &'static str| {
         let request = client
             .post(server.url(&path))
