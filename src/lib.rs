@@ -10,6 +10,7 @@ pub mod export;
 pub mod http;
 pub mod install;
 pub mod invoke;
+mod logline;
 pub mod mcp;
 pub mod metrics;
 pub mod notify;
