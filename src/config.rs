@@ -71,7 +71,8 @@ pub struct ServeArgs {
     )]
     pub allowed_origins: Vec<String>,
     /// The address people reach this server at (`https://skilld.example`),
-    /// for the links in notifications; default `http://` and `--bind`.
+    /// for the links in notifications; default `http://` and the address
+    /// it listens on (the real port when `--bind` names port 0).
     #[arg(long, env = "SKILLD_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
     /// `on` (default): every tool runs sandboxed. `off`: only untrusted
@@ -230,8 +231,9 @@ pub struct Config {
     /// Origins whose pages may call a server without tokens, as
     /// `scheme://host[:port]`, lowercased.
     pub allowed_origins: Vec<String>,
-    /// Where people reach this server, without a trailing `/`.
-    pub public_url: String,
+    /// Where people reach this server, without a trailing `/`; `None`:
+    /// the address it listens on, once bound (`--bind` may name port 0).
+    pub public_url: Option<String>,
     /// The `[[notify]]` webhooks.
     pub notify: Vec<crate::notify::Target>,
     /// Environment variables the config named as holding secrets
@@ -340,7 +342,7 @@ impl Config {
             data_dir,
             auth: std::sync::Arc::new(auth),
             allowed_origins: resolve_origins(args, &file)?,
-            public_url: resolve_public_url(args, &file, bind)?,
+            public_url: resolve_public_url(args, &file)?,
             notify: resolve_notify(&file)?,
             install: file
                 .install
@@ -357,10 +359,10 @@ impl Config {
     }
 }
 
-/// `--public-url` over the file's, else this server's own address.
-fn resolve_public_url(args: &ServeArgs, file: &FileConfig, bind: SocketAddr) -> Result<String, String> {
+/// `--public-url` over the file's, if either is given.
+fn resolve_public_url(args: &ServeArgs, file: &FileConfig) -> Result<Option<String>, String> {
     let Some(url) = args.public_url.clone().or(file.public_url.clone()) else {
-        return Ok(format!("http://{bind}"));
+        return Ok(None);
     };
     let ok = url
         .split_once("://")
@@ -368,7 +370,7 @@ fn resolve_public_url(args: &ServeArgs, file: &FileConfig, bind: SocketAddr) -> 
     if !ok {
         return Err(format!("public_url '{url}' must be an http:// or https:// URL"));
     }
-    Ok(url.trim_end_matches('/').to_owned())
+    Ok(Some(url.trim_end_matches('/').to_owned()))
 }
 
 /// The `[[notify]]` entries, each checked; names must differ, since a

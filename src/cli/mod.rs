@@ -354,7 +354,11 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         invoker.clone(),
         config.notify.clone(),
         config.run.instance.clone(),
-        config.public_url.clone(),
+        // The bound address: `--bind` may have asked for port 0.
+        config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}")),
     );
     let catalog = handle.current();
     tracing::info!(
