@@ -84,6 +84,7 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
         catalog,
         invoker,
         auth: Arc::new(Auth::open()),
+        limits: skilld::http::ServerLimits::default(),
         web: Arc::new(skilld::http::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),

@@ -995,6 +995,7 @@ fn main() {
             catalog: catalog.clone(),
             invoker,
             auth: Default::default(),
+            limits: skilld::http::ServerLimits::default(),
             web: Default::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

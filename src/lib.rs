@@ -17,6 +17,7 @@ pub mod notify;
 pub mod policy;
 pub mod runner;
 pub mod sandbox;
+pub mod share;
 pub mod skill;
 pub mod store;
 pub mod watch;

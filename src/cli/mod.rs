@@ -337,6 +337,7 @@ fn load_catalog(config: &Config, launcher: Option<Arc<dyn Launch>>) -> CatalogHa
 }
 
 async fn serve_main(config: Config) -> anyhow::Result<()> {
+    let limits = connection_limits(&config.limits);
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
@@ -396,6 +397,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         catalog: handle,
         invoker,
         auth: config.auth.clone(),
+        limits,
         web: Arc::new(crate::http::guard::WebGuard {
             loopback_only: addr.ip().is_loopback(),
             allowed_origins: config.allowed_origins.clone(),
@@ -404,6 +406,26 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     serve(state, listener, shutdown_signal(), config.shutdown_grace).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `limits`, with as many descriptors as this process may have, and at
+/// most half of them for connections: the rest are for runs' pipes, the
+/// run log and the skills.
+fn connection_limits(limits: &crate::http::ServerLimits) -> crate::http::ServerLimits {
+    let mut limits = limits.clone();
+    let Some(files) = crate::http::raise_open_files_limit() else {
+        return limits;
+    };
+    let most = usize::try_from(files / 2).unwrap_or(usize::MAX).max(1);
+    if limits.max_connections > most {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            open_files = files,
+            "max_connections is more than half the open files limit; using {most}"
+        );
+        limits.max_connections = most;
+    }
+    limits
 }
 
 /// Completes on Ctrl-C or SIGTERM.
