@@ -81,10 +81,27 @@ struct Served {
 
 impl Served {
     fn start(skills: &Path, config: &str) -> Self {
+        Self::start_with_files(skills, config, None)
+    }
+
+    /// With the soft limit of open files at `soft_files`, when given.
+    fn start_with_files(skills: &Path, config: &str, soft_files: Option<u64>) -> Self {
         let data = tempdir().unwrap();
         let file = data.path().join("skilld.toml");
         std::fs::write(&file, config).unwrap();
         let mut cmd = crate::cli::skilld();
+        if let Some(soft) = soft_files {
+            // The same environment, run through a shell that lowers the limit.
+            let program = cmd.get_program().to_owned();
+            cmd = std::process::Command::new("sh");
+            cmd.arg("-c")
+                .arg(format!("ulimit -Sn {soft} && exec \"$0\" \"$@\""))
+                .arg(program)
+                .env_remove("SKILLD_BIND")
+                .env_remove("SKILLD_SKILLS")
+                .env_remove("SKILLD_CONFIG")
+                .env_remove("SKILLD_TOKENS");
+        }
         cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch"])
             .arg("--config")
             .arg(&file)
@@ -117,6 +134,22 @@ impl Served {
 
     fn base(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Stops the server as SIGTERM does; fails if it takes over 5 s.
+    fn stop(mut self) -> std::process::ExitStatus {
+        crate::cli::stop(self.child.take().unwrap())
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// How many descriptors the server has open.
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .unwrap()
+            .count()
     }
 
     fn log(&self) -> String {
@@ -409,4 +442,352 @@ async fn approve_all_of_an_entrypoint_tool_approves_only_identical_calls() {
     assert_eq!(a["status"], "pending", "{a}");
     // The identical pair ran, each once; the unseen call did not.
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "same\nsame\n");
+}
+
+/// The soft and hard limits of open files of process `pid`.
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[3].to_owned(), words[4].to_owned())
+}
+
+/// This test process may open as many descriptors as it is allowed.
+fn raise_own_open_files() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    hard
+}
+
+/// `GET /healthz` on a connection of its own, within `within`: whether it
+/// answered 200.
+async fn healthz(base: &str, within: Duration) -> Result<(), String> {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(within)
+        .build()
+        .unwrap();
+    match client.get(format!("{base}/healthz")).send().await {
+        Ok(res) if res.status() == 200 => Ok(()),
+        Ok(res) => Err(format!("answered {}", res.status())),
+        Err(e) => Err(format!("{e:?}")),
+    }
+}
+
+/// Whether the server closes `stream` within its read timeout: reads see
+/// the end, or a reset, rather than time out.
+fn closed_by_server(stream: &mut std::net::TcpStream) -> bool {
+    use std::io::ErrorKind::{TimedOut, WouldBlock};
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) => return !matches!(e.kind(), WouldBlock | TimedOut),
+        }
+    }
+}
+
+/// Point 11: a connection that never sent a byte stayed open (hyper's
+/// header timeout starts at the first byte), so about 20,000 silent ones,
+/// the descriptor limit, stopped the server, before any authentication.
+/// Now the server holds at most `max_connections`, closes the silent ones
+/// (the idlest first when a new one comes, and any after the header
+/// timeout from its accept), and `/healthz` answers all along.
+#[tokio::test]
+async fn silent_connections_are_closed_and_cannot_exhaust_descriptors() {
+    const CAP: usize = 200;
+    const SILENT: usize = 1500;
+    let own_limit = raise_own_open_files();
+    assert!(
+        own_limit > SILENT as u64 + 200,
+        "this test needs {SILENT} descriptors; the limit is {own_limit}"
+    );
+    let skills = tempdir().unwrap();
+    let config = format!("max_connections = {CAP}\nheader_timeout_secs = 2\n");
+    // Started with a low soft limit, which it raises to the hard one.
+    let server = Served::start_with_files(skills.path(), &config, Some(512));
+    let (soft, hard) = open_files_limits(server.pid());
+    assert_eq!(soft, hard, "the soft limit of open files was not raised");
+    let base = server.base();
+    healthz(&base, Duration::from_secs(5)).await.unwrap();
+    let idle_fds = server.fds();
+
+    // The attack: connections that never send a byte, as fast as one
+    // thread opens them, while /healthz is asked every 100 ms.
+    let addr = server.addr.clone();
+    let opening = tokio::task::spawn_blocking(move || {
+        (0..SILENT)
+            .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+            .collect::<Vec<_>>()
+    });
+    let mut answers = Vec::new();
+    let mut most_fds = 0;
+    while !opening.is_finished() {
+        answers.push(healthz(&base, Duration::from_secs(3)).await);
+        most_fds = most_fds.max(server.fds());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut silent = opening.await.unwrap();
+    for _ in 0..10 {
+        answers.push(healthz(&base, Duration::from_secs(3)).await);
+        most_fds = most_fds.max(server.fds());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let failed: Vec<&String> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
+    assert!(
+        failed.is_empty(),
+        "/healthz failed {} of {} times: {failed:?}",
+        failed.len(),
+        answers.len()
+    );
+    assert!(
+        most_fds <= idle_fds + CAP + 64,
+        "the server held {most_fds} descriptors ({idle_fds} when idle, at most {CAP} connections)"
+    );
+
+    // Every silent connection is closed by the server: at the cap, or
+    // once the header timeout from its accept has passed.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let closed = tokio::task::spawn_blocking(move || {
+        let mut closed = 0;
+        for stream in &mut silent {
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            stream.set_read_timeout(Some(left)).unwrap();
+            closed += usize::from(closed_by_server(stream));
+        }
+        closed
+    })
+    .await
+    .unwrap();
+    assert_eq!(closed, SILENT, "silent connections the server left open");
+    assert!(
+        server.fds() <= idle_fds + 8,
+        "{} descriptors still open",
+        server.fds()
+    );
+    healthz(&base, Duration::from_secs(3)).await.unwrap();
+}
+
+/// Point 11, once a connection has spoken: HTTP/2 has no idle timeout of
+/// its own, so a connection that sent the HTTP/2 preface and then nothing
+/// stayed open for ever. It is closed after the header timeout, as are a
+/// kept-alive HTTP/1.1 connection gone silent after a request and one that
+/// sent half a request head.
+#[tokio::test]
+async fn connections_that_stop_talking_are_closed() {
+    use std::io::Write;
+    // The HTTP/2 preface, then an empty SETTINGS frame.
+    const H2_HELLO: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+    let skills = tempdir().unwrap();
+    let server = Served::start(skills.path(), "header_timeout_secs = 2\n");
+    let connect = || std::net::TcpStream::connect(&server.addr).unwrap();
+    let mut h2 = connect();
+    h2.write_all(H2_HELLO).unwrap();
+    let mut kept = connect();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut half = connect();
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: loc").unwrap();
+    let started = Instant::now();
+    let (h2_closed, answer, kept_closed, half_closed) = tokio::task::spawn_blocking(move || {
+        for s in [&h2, &kept, &half] {
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        }
+        // The server's SETTINGS first; then the end.
+        let mut settings = [0u8; 9];
+        h2.read_exact(&mut settings).unwrap();
+        assert_eq!(settings[3], 4, "{settings:?}");
+        let h2_closed = closed_by_server(&mut h2);
+        let mut answer = vec![0u8; 4096];
+        let n = kept.read(&mut answer).unwrap();
+        answer.truncate(n);
+        (
+            h2_closed,
+            answer,
+            closed_by_server(&mut kept),
+            closed_by_server(&mut half),
+        )
+    })
+    .await
+    .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        h2_closed && kept_closed && half_closed,
+        "closed: HTTP/2 {h2_closed}, kept-alive {kept_closed}, half-sent {half_closed}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// An MCP `initialize` (handshake era) as `token`: the status, the
+/// session id when one was opened, and the body.
+async fn open_mcp_session(base: &str, token: &str) -> (u16, Option<String>, String) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let res = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .bearer_auth(token)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let session = res
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let problem = res
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v == "application/problem+json");
+    let body = if problem {
+        res.text().await.unwrap()
+    } else {
+        String::new()
+    };
+    (status, session, body)
+}
+
+/// `GET /approvals/events` as `token`: the open stream (held while the
+/// response lives), or the refusal.
+async fn open_stream(base: &str, token: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("{base}/approvals/events"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Point 15: one `read` token could open all 1,000 MCP sessions, and one
+/// caller all 256 event streams, locking everyone else out. Each caller
+/// now has a share: past it, 429 (and nothing opened), while another
+/// token still opens a session and a stream.
+#[tokio::test]
+async fn one_token_cannot_take_every_mcp_session_or_event_stream() {
+    let skills = tempdir().unwrap();
+    let config = "max_mcp_sessions = 10\nmax_mcp_sessions_per_caller = 3\n\
+                  max_event_streams = 8\nmax_event_streams_per_caller = 2\n\
+                  [[tokens]]\nname = \"reader\"\nrole = \"read\"\nsecret = \"reader-secret-0123456789\"\n\
+                  [[tokens]]\nname = \"agent\"\nrole = \"invoke\"\nsecret = \"agent-secret-0123456789\"\n\
+                  [[tokens]]\nname = \"other\"\nrole = \"invoke\"\nsecret = \"other-secret-0123456789\"\n";
+    let server = Served::start(skills.path(), config);
+    let base = server.base();
+    let (reader, agent, other) = (
+        "reader-secret-0123456789",
+        "agent-secret-0123456789",
+        "other-secret-0123456789",
+    );
+
+    // MCP sessions: the read token gets its share, then 429 and no session.
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let (status, session, body) = open_mcp_session(&base, reader).await;
+        assert_eq!(status, 200, "{body}");
+        sessions.push(session.unwrap());
+    }
+    for _ in 0..5 {
+        let (status, session, body) = open_mcp_session(&base, reader).await;
+        assert_eq!((status, session), (429, None), "{body}");
+        let problem: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(problem["code"], "too_many_requests", "{problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("3 MCP sessions open, the most one caller may hold"),
+            "{detail}"
+        );
+    }
+    // Another token still opens one.
+    let (status, session, body) = open_mcp_session(&base, other).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(session.is_some());
+    // Ending one of the reader's sessions gives its place back.
+    let ended = reqwest::Client::new()
+        .delete(format!("{base}/mcp"))
+        .bearer_auth(reader)
+        .header("Mcp-Session-Id", &sessions[0])
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    assert_eq!(open_mcp_session(&base, reader).await.0, 200);
+
+    // Event streams: an invoke token gets its share, then 429.
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let res = open_stream(&base, agent).await;
+        assert_eq!(res.status(), 200);
+        streams.push(res);
+    }
+    let refused = open_stream(&base, agent).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    assert!(refused.headers().contains_key("retry-after"));
+    let problem: Value = refused.json().await.unwrap();
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("2 event streams open, the most one caller may hold"),
+        "{detail}"
+    );
+    // Another token still opens one, and the open ones still stream.
+    let res = open_stream(&base, other).await;
+    assert_eq!(res.status(), 200);
+    let mut first = streams.remove(0);
+    let chunk = tokio::time::timeout(Duration::from_secs(10), first.chunk())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&chunk.unwrap()).contains("snapshot"));
+    // Closing one gives its place back.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let res = open_stream(&base, agent).await;
+        if res.status() == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a closed stream's place never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An open inbox stream held the graceful shutdown for as long as the page
+/// stayed open (up to `max_event_stream_secs`): SIGTERM did not stop the
+/// server. The stream now ends when the server stops taking calls.
+#[tokio::test]
+async fn an_open_inbox_stream_does_not_hold_the_shutdown() {
+    let skills = tempdir().unwrap();
+    let server = Served::start(skills.path(), "");
+    let mut inbox = reqwest::get(format!("{}/approvals/events", server.base()))
+        .await
+        .unwrap();
+    assert_eq!(inbox.status(), 200);
+    let first = tokio::time::timeout(Duration::from_secs(10), inbox.chunk())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first.unwrap()).contains("snapshot"));
+    let status = tokio::task::spawn_blocking(move || server.stop()).await.unwrap();
+    assert!(status.success(), "{status:?}");
+    // The stream ended with it.
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(_)) = inbox.chunk().await {}
+    })
+    .await;
+    assert!(rest.is_ok(), "the inbox stream outlived the server");
 }
