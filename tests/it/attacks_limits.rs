@@ -277,10 +277,24 @@ async fn webhook_links_of_a_server_on_port_0_name_the_port_it_listens_on() {
 /// escaped as the inbox escapes them.
 #[tokio::test]
 async fn webhooks_show_the_arguments_of_an_entrypoint_tools_calls() {
+    webhooks_show_arguments(None).await;
+}
+
+#[tokio::test]
+async fn webhooks_show_the_arguments_of_an_entrypoint_tools_calls_on_postgres() {
+    crate::store::on_postgres(|url| async move { webhooks_show_arguments(Some(&url)).await }).await;
+}
+
+/// The webhook test on the run log at `database` (SQLite when `None`).
+async fn webhooks_show_arguments(database: Option<&str>) {
     let receiver = Receiver::start(vec![]).await;
     let skills = tempdir().unwrap();
     note_skill(skills.path());
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    let opts = options(vec![root(skills.path(), Trust::Bundled)]);
+    let server = match database {
+        Some(url) => TestServer::start_on(opts, url).await,
+        None => TestServer::start(opts).await,
+    };
     let slack = NotifyConfig {
         name: Some("chat".into()),
         url: receiver.url.clone(),
@@ -771,8 +785,21 @@ async fn one_token_cannot_take_every_mcp_session_or_event_stream() {
 /// server. The stream now ends when the server stops taking calls.
 #[tokio::test]
 async fn an_open_inbox_stream_does_not_hold_the_shutdown() {
+    inbox_stream_ends_at_shutdown("").await;
+}
+
+#[tokio::test]
+async fn an_open_inbox_stream_does_not_hold_the_shutdown_on_postgres() {
+    crate::store::on_postgres(|url| async move {
+        inbox_stream_ends_at_shutdown(&format!("database = \"{url}\"\n")).await;
+    })
+    .await;
+}
+
+/// The shutdown test with `config`.
+async fn inbox_stream_ends_at_shutdown(config: &str) {
     let skills = tempdir().unwrap();
-    let server = Served::start(skills.path(), "");
+    let server = Served::start(skills.path(), config);
     let mut inbox = reqwest::get(format!("{}/approvals/events", server.base()))
         .await
         .unwrap();
