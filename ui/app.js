@@ -420,7 +420,7 @@
       { class: 'approval-head' },
       el('div', { class: 'line' }, card.toggle, title, card.summary, card.all),
       el('code', { class: 'argv-line', title: command, text: command }),
-      el('code', { class: 'argv-line args-line', title: args, text: args, 'aria-label': 'Arguments' }),
+      el('code', { class: 'args-line', title: args, text: args, 'aria-label': 'Arguments' }),
     );
   }
 
@@ -696,7 +696,7 @@
     if (!$('#notify').checked || !canNotify() || Notification.permission !== 'granted') return;
     try {
       const note = new Notification(`Approval requested: ${a.skill} / ${a.tool}`, {
-        body: `${commandLine(a.argv).slice(0, 200)}\nby ${a.requested_by || 'anonymous'}`,
+        body: `${commandLine(a.argv).slice(0, 200)}\n${argumentsLine(a.arguments).slice(0, 200)}\nby ${a.requested_by || 'anonymous'}`,
         tag: `skilld-${a.id}`,
       });
       note.addEventListener('click', () => {
