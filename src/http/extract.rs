@@ -14,14 +14,17 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let info = parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
-        Ok(Self(info.map(|i| i.0.ip())))
+        Ok(Self::of(&parts.extensions))
     }
 }
 
 impl Peer {
+    /// The peer a request's `extensions` name.
+    pub fn of(extensions: &axum::http::Extensions) -> Self {
+        let info = extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+        Self(info.map(|i| i.0.ip()))
+    }
+
     /// Who holds what `caller` opens over this connection (see
     /// [`crate::share::holder`]).
     pub fn holder(&self, caller: &crate::auth::Caller) -> String {

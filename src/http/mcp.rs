@@ -6,6 +6,7 @@
 
 use super::AppState;
 use super::error::ApiError;
+use super::extract::Peer;
 use crate::auth::Role;
 use crate::mcp::McpServer;
 use crate::share::{Pool, Refused, Share};
@@ -107,7 +108,7 @@ async fn cap_sessions(
         .extensions()
         .get::<crate::auth::Caller>()
         .and_then(|caller| caller.name.clone());
-    let holder = crate::share::holder(name.as_deref(), peer_of(&req));
+    let holder = crate::share::holder(name.as_deref(), Peer::of(req.extensions()).0);
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, super::extract::MAX_BODY_BYTES)
         .await
@@ -128,12 +129,6 @@ async fn cap_sessions(
         lock(&sessions.shares).insert(id.to_owned(), share);
     }
     Ok(res)
-}
-
-fn peer_of(req: &Request) -> Option<std::net::IpAddr> {
-    req.extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|info| info.0.ip())
 }
 
 fn is_initialize(body: &[u8]) -> bool {

@@ -62,10 +62,10 @@ impl InboxFeed {
 
 impl Invoker {
     /// The inbox's events until the subscriber goes (or the longest
-    /// stream time passes; a client reconnects). Counts as an open stream
-    /// of `holder`'s (see [`crate::share::holder`]).
-    /// It ends when the server stops taking calls: it would hold the
-    /// graceful shutdown for as long as the page stays open.
+    /// stream time passes; a client reconnects), or the server stops
+    /// taking calls (else it would hold the graceful shutdown for as long
+    /// as the page stays open). Counts as an open stream of `holder`'s
+    /// (see [`crate::share::holder`]).
     pub fn inbox_events(&self, holder: &str) -> Result<BoxStream<'static, InboxEvent>, InvokeError> {
         let permit = self.stream_permit(holder)?;
         let runs = self.runs.clone();
