@@ -86,6 +86,7 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
         catalog,
         invoker,
         auth: Arc::new(Auth::open_with_secret(SECRET).expect("secret")),
+        limits: skilld::http::ServerLimits::default(),
         web: Arc::new(skilld::http::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),

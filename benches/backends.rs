@@ -260,6 +260,7 @@ async fn bench(root: &Path) {
         catalog: catalog.clone(),
         invoker,
         auth: Default::default(),
+        limits: skilld::http::ServerLimits::default(),
         web: Arc::new(skilld::http::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),

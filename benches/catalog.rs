@@ -438,6 +438,7 @@ fn main() {
             catalog,
             invoker,
             auth: Default::default(),
+            limits: skilld::http::ServerLimits::default(),
             web: Default::default(),
         };
         let signal = async {

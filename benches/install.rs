@@ -1003,6 +1003,7 @@ fn main() {
             catalog: catalog.clone(),
             invoker,
             auth: Arc::new(skilld::auth::Auth::open_with_secret(SECRET).expect("secret")),
+            limits: skilld::http::ServerLimits::default(),
             web: Default::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -604,6 +604,7 @@ async fn bench(root: &Path) -> Figures {
         catalog: catalog.clone(),
         invoker: invoker.clone(),
         auth: Default::default(),
+        limits: skilld::http::ServerLimits::default(),
         web: Arc::new(skilld::http::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),

@@ -169,6 +169,7 @@ async fn run(secs: u64) {
         catalog,
         invoker,
         auth: Default::default(),
+        limits: skilld::http::ServerLimits::default(),
         web: Arc::new(skilld::http::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),

@@ -71,7 +71,8 @@ pub struct ServeArgs {
     )]
     pub allowed_origins: Vec<String>,
     /// The address people reach this server at (`https://skilld.example`),
-    /// for the links in notifications; default `http://` and `--bind`.
+    /// for the links in notifications; default `http://` and the address
+    /// it listens on (the real port when `--bind` names port 0).
     #[arg(long, env = "SKILLD_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
     /// `on` (default): every tool runs sandboxed. `off`: only untrusted
@@ -121,10 +122,23 @@ pub struct FileConfig {
     pub approval_ttl_secs: Option<u64>,
     /// Requests one caller may have waiting for a person at once (default 20).
     pub max_pending_approvals_per_caller: Option<u64>,
-    /// Event streams open at once (default 256), and how long one may stay
-    /// open (default 3600 s).
+    /// Event streams open at once (default 256), how many of them one
+    /// caller may hold (default 32), and how long one may stay open
+    /// (default 3600 s).
     pub max_event_streams: Option<usize>,
+    pub max_event_streams_per_caller: Option<usize>,
     pub max_event_stream_secs: Option<u64>,
+    /// Connections open at once (default 1024, and at most half the open
+    /// files limit).
+    pub max_connections: Option<usize>,
+    /// How long a connection may go with no request in flight: from its
+    /// accept to a whole request head, or idle between requests (default
+    /// 10 s).
+    pub header_timeout_secs: Option<u64>,
+    /// MCP sessions open at once (default 1000), and how many of them one
+    /// caller may hold (default 100).
+    pub max_mcp_sessions: Option<usize>,
+    pub max_mcp_sessions_per_caller: Option<usize>,
     /// A manifest's child with no call for this long is stopped.
     pub backend_idle_secs: Option<u64>,
     /// SIGTERM → SIGKILL delay for a tool's process group (default 5 s).
@@ -234,8 +248,9 @@ pub struct Config {
     /// Origins whose pages may call a server without tokens, as
     /// `scheme://host[:port]`, lowercased.
     pub allowed_origins: Vec<String>,
-    /// Where people reach this server, without a trailing `/`.
-    pub public_url: String,
+    /// Where people reach this server, without a trailing `/`; `None`:
+    /// the address it listens on, once bound (`--bind` may name port 0).
+    pub public_url: Option<String>,
     /// The `[[notify]]` webhooks.
     pub notify: Vec<crate::notify::Target>,
     /// Environment variables the config named as holding secrets
@@ -243,6 +258,8 @@ pub struct Config {
     pub secret_variables: Vec<String>,
     /// How `POST /skills` takes uploads.
     pub install: crate::install::InstallSettings,
+    /// Connections and MCP sessions clients may hold.
+    pub limits: crate::http::ServerLimits,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -373,8 +390,9 @@ impl Config {
             data_dir,
             auth: std::sync::Arc::new(auth),
             allowed_origins: resolve_origins(args, &file)?,
-            public_url: resolve_public_url(args, &file, bind)?,
+            public_url: resolve_public_url(args, &file)?,
             notify: resolve_notify(&file)?,
+            limits: resolve_limits(&file)?,
             install: file
                 .install
                 .clone()
@@ -390,10 +408,10 @@ impl Config {
     }
 }
 
-/// `--public-url` over the file's, else this server's own address.
-fn resolve_public_url(args: &ServeArgs, file: &FileConfig, bind: SocketAddr) -> Result<String, String> {
+/// `--public-url` over the file's, if either is given.
+fn resolve_public_url(args: &ServeArgs, file: &FileConfig) -> Result<Option<String>, String> {
     let Some(url) = args.public_url.clone().or(file.public_url.clone()) else {
-        return Ok(format!("http://{bind}"));
+        return Ok(None);
     };
     let ok = url
         .split_once("://")
@@ -401,7 +419,7 @@ fn resolve_public_url(args: &ServeArgs, file: &FileConfig, bind: SocketAddr) -> 
     if !ok {
         return Err(format!("public_url '{url}' must be an http:// or https:// URL"));
     }
-    Ok(url.trim_end_matches('/').to_owned())
+    Ok(Some(url.trim_end_matches('/').to_owned()))
 }
 
 /// The `[[notify]]` entries, each checked; names must differ, since a
@@ -561,6 +579,13 @@ fn run_settings(
             .unwrap_or(defaults.max_pending_per_caller)
             .max(1),
         max_streams: file.max_event_streams.unwrap_or(defaults.max_streams).max(1),
+        max_streams_per_caller: share_of(
+            "max_event_streams_per_caller",
+            file.max_event_streams_per_caller,
+            defaults.max_streams_per_caller,
+            "max_event_streams",
+            file.max_event_streams.unwrap_or(defaults.max_streams),
+        )?,
         max_stream: file
             .max_event_stream_secs
             .map_or(defaults.max_stream, |s| secs(s.max(1))),
@@ -569,6 +594,41 @@ fn run_settings(
             .backend_idle_secs
             .map_or(defaults.backend_idle, |s| secs(s.max(1))),
     })
+}
+
+/// What clients may hold of the server: the file's over the defaults.
+fn resolve_limits(file: &FileConfig) -> Result<crate::http::ServerLimits, String> {
+    let d = crate::http::ServerLimits::default();
+    let secs = |s: u64| std::time::Duration::from_secs(s.max(1));
+    let max_mcp_sessions = file.max_mcp_sessions.unwrap_or(d.max_mcp_sessions).max(1);
+    Ok(crate::http::ServerLimits {
+        max_connections: file.max_connections.unwrap_or(d.max_connections).max(1),
+        header_timeout: file.header_timeout_secs.map_or(d.header_timeout, secs),
+        max_mcp_sessions,
+        max_mcp_sessions_per_caller: share_of(
+            "max_mcp_sessions_per_caller",
+            file.max_mcp_sessions_per_caller,
+            d.max_mcp_sessions_per_caller,
+            "max_mcp_sessions",
+            max_mcp_sessions,
+        )?,
+    })
+}
+
+/// One caller's share of a whole of `total`: `given` (named `name`), which
+/// may not be more than the whole (named `of`), else `default`, cut to the
+/// whole; at least 1.
+fn share_of(
+    name: &str,
+    given: Option<usize>,
+    default: usize,
+    of: &str,
+    total: usize,
+) -> Result<usize, String> {
+    match given {
+        Some(share) if share > total => Err(format!("{name} ({share}) is more than {of} ({total})")),
+        given => Ok(given.unwrap_or(default).clamp(1, total.max(1))),
+    }
 }
 
 /// `<data dir>-runs`: outside the data directory, which no tool may read,
@@ -916,6 +976,25 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(Config::resolve(&args).unwrap_err().contains("bnid"));
+    }
+
+    #[test]
+    fn connection_and_share_limits_are_read_and_checked() {
+        let (_dir, args) = with_file(
+            "max_connections = 50\nheader_timeout_secs = 3\nmax_event_streams = 8\n\
+             max_mcp_sessions = 20\nmax_mcp_sessions_per_caller = 5\n",
+        );
+        let c = Config::resolve(&args).unwrap();
+        assert_eq!(c.limits.max_connections, 50);
+        assert_eq!(c.limits.header_timeout, std::time::Duration::from_secs(3));
+        assert_eq!(c.limits.max_mcp_sessions_per_caller, 5);
+        // The default share, above a smaller whole, is the whole.
+        assert_eq!(c.run.max_streams_per_caller, 8);
+        let (_dir, args) = with_file("max_event_streams = 8\nmax_event_streams_per_caller = 9\n");
+        assert_eq!(
+            Config::resolve(&args).unwrap_err(),
+            "max_event_streams_per_caller (9) is more than max_event_streams (8)"
+        );
     }
 
     #[test]

@@ -176,6 +176,20 @@
   const safeJson = (value) =>
     JSON.stringify(value, null, 2).replace(new RegExp(HIDDEN.source, 'g'), (ch) => `\\u${ch.codePointAt(0).toString(16).padStart(4, '0')}`);
   const commandLine = (argv) => (Array.isArray(argv) ? argv.map((w) => shellQuote(String(w))).join(' ') : '');
+  /**
+   * A value as JSON with object keys sorted at every depth: two calls with
+   * the same arguments read the same whatever order their keys came in.
+   */
+  function canonicalJson(value) {
+    if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+    if (value && typeof value === 'object') {
+      return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(',')}}`;
+    }
+    return JSON.stringify(value ?? null);
+  }
+  /** The arguments on one line, hiding characters escaped as in the details. */
+  const argumentsLine = (value) =>
+    canonicalJson(value ?? {}).replace(new RegExp(HIDDEN.source, 'g'), (ch) => `\\u${ch.codePointAt(0).toString(16).padStart(4, '0')}`);
 
   function time(iso) {
     if (!iso) return el('span', { class: 'muted', text: '—' });
@@ -358,12 +372,17 @@
     primed = true;
   }
 
-  /** Oldest first; identical requests (same command, same skill version) together. */
+  /**
+   * Oldest first; only truly identical requests together: the same skill
+   * version, tool, command, directory, mode and arguments. The arguments
+   * count for every tool: an entrypoint's or a manifest tool's command is
+   * the same for every call, so they alone tell its calls apart.
+   */
   function groups() {
     const at = (a) => Date.parse(a.created_at) || 0;
     const byKey = new Map();
     for (const a of [...pending.values()].sort((x, y) => at(x) - at(y))) {
-      const key = JSON.stringify([a.skill, a.tool, a.skill_hash, a.cwd, a.mode || '', a.argv]);
+      const key = JSON.stringify([a.skill, a.tool, a.skill_hash, a.cwd, a.mode || '', a.argv, canonicalJson(a.arguments ?? {})]);
       if (!byKey.has(key)) byKey.set(key, []);
       byKey.get(key).push(a);
     }
@@ -403,11 +422,13 @@
   function headPart(card, a) {
     const title = el('h3', { id: `${card.id}-title` }, el('span', { class: 'skill', text: a.skill }), ' / ', el('span', { class: 'tool', text: a.tool }));
     const command = commandLine(a.argv);
+    const args = argumentsLine(a.arguments);
     return el(
       'header',
       { class: 'approval-head' },
       el('div', { class: 'line' }, card.toggle, title, card.summary, card.all),
       el('code', { class: 'argv-line', title: command, text: command }),
+      el('code', { class: 'args-line', title: args, text: args, 'aria-label': 'Arguments' }),
     );
   }
 
@@ -683,7 +704,7 @@
     if (!$('#notify').checked || !canNotify() || Notification.permission !== 'granted') return;
     try {
       const note = new Notification(`Approval requested: ${a.skill} / ${a.tool}`, {
-        body: `${commandLine(a.argv).slice(0, 200)}\nby ${a.requested_by || 'anonymous'}`,
+        body: `${commandLine(a.argv).slice(0, 200)}\n${argumentsLine(a.arguments).slice(0, 200)}\nby ${a.requested_by || 'anonymous'}`,
         tag: `skilld-${a.id}`,
       });
       note.addEventListener('click', () => {

@@ -272,7 +272,8 @@ impl Conn {
             }
             // A notification or request of the child's: skilld offers it
             // no methods, and it is not an error to send one.
-            tracing::debug!(message = %String::from_utf8_lossy(line), "a process backend sent a request; ignored");
+            let shown = crate::logline::escape(&String::from_utf8_lossy(line), STDERR_LINE_CHARS);
+            tracing::debug!(message = %shown, "a process backend sent a request; ignored");
             return Ok(());
         }
         let id = msg
@@ -364,7 +365,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn not_rpc(line: &[u8]) -> String {
-    let shown: String = String::from_utf8_lossy(line).chars().take(120).collect();
+    // Part of the reason the death is logged with.
+    let shown = crate::logline::escape(&String::from_utf8_lossy(line), 120);
     format!("wrote a line that is not a JSON-RPC 2.0 answer: {shown}")
 }
 
@@ -513,7 +515,9 @@ async fn write_requests(
     }
 }
 
-/// Logs the child's stderr line by line, bounded (see [`STDERR_LOG_BUDGET`]).
+/// Logs the child's stderr, one event per line, bounded (see
+/// [`STDERR_LOG_BUDGET`]) and escaped, so no line of it reads as the
+/// server's own or reaches the operator's terminal as control codes.
 async fn log_stderr(stderr: pipe::Receiver, skill: String) {
     let mut lines = BufReader::new(stderr);
     let mut logged = 0usize;
@@ -527,11 +531,8 @@ async fn log_stderr(stderr: pipe::Receiver, skill: String) {
         if logged >= STDERR_LOG_BUDGET {
             continue;
         }
-        let text: String = String::from_utf8_lossy(&buf)
-            .trim_end()
-            .chars()
-            .take(STDERR_LINE_CHARS)
-            .collect();
+        let line = String::from_utf8_lossy(&buf);
+        let text = crate::logline::escape(line.trim_end_matches(['\r', '\n']), STDERR_LINE_CHARS);
         logged += text.len();
         tracing::info!(skill = %skill, stderr = %text, "process backend");
         if logged >= STDERR_LOG_BUDGET {

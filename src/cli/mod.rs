@@ -342,6 +342,7 @@ fn load_catalog(config: &Config, launcher: Option<Arc<dyn Launch>>) -> CatalogHa
 }
 
 async fn serve_main(config: Config) -> anyhow::Result<()> {
+    let limits = connection_limits(&config.limits);
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
@@ -359,7 +360,11 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         invoker.clone(),
         config.notify.clone(),
         config.run.instance.clone(),
-        config.public_url.clone(),
+        // The bound address: `--bind` may have asked for port 0.
+        config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}")),
     );
     let catalog = handle.current();
     tracing::info!(
@@ -386,6 +391,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         catalog: handle,
         invoker,
         auth,
+        limits,
         web: Arc::new(crate::http::guard::WebGuard {
             loopback_only: addr.ip().is_loopback(),
             allowed_origins: config.allowed_origins.clone(),
@@ -443,6 +449,26 @@ fn link_host(addr: std::net::SocketAddr) -> std::net::SocketAddr {
         ip => ip,
     };
     std::net::SocketAddr::new(ip, addr.port())
+}
+
+/// `limits`, with as many descriptors as this process may have, and at
+/// most half of them for connections: the rest are for runs' pipes, the
+/// run log and the skills.
+fn connection_limits(limits: &crate::http::ServerLimits) -> crate::http::ServerLimits {
+    let mut limits = limits.clone();
+    let Some(files) = crate::http::raise_open_files_limit() else {
+        return limits;
+    };
+    let most = usize::try_from(files / 2).unwrap_or(usize::MAX).max(1);
+    if limits.max_connections > most {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            open_files = files,
+            "max_connections is more than half the open files limit; using {most}"
+        );
+        limits.max_connections = most;
+    }
+    limits
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -4,7 +4,7 @@
 use super::AppState;
 use super::auth::{Require, need};
 use super::error::{Problem, Result};
-use super::extract::{JsonBody, Path, Query, page_limit};
+use super::extract::{JsonBody, Path, Peer, Query, page_limit};
 use super::responses::{
     BadQuery, BodyProblems, DecisionProblems, StoreUnavailable, describe_inbox_stream, empty_bodies_allowed,
 };
@@ -78,10 +78,15 @@ async fn list_approvals(
     responses(
         (status = 200, description = "The inbox's events, as server-sent events", content_type = "text/event-stream", body = String),
         BadQuery,
+        (status = 429, description = "This caller holds its share of the event streams (`max_event_streams_per_caller`); see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store is unreachable, or too many event streams are open", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn approval_events(_: Require<need::Inbox>, State(state): State<AppState>) -> Result<Response> {
-    let events = state.invoker.inbox_events()?;
+async fn approval_events(
+    auth: Require<need::Inbox>,
+    peer: Peer,
+    State(state): State<AppState>,
+) -> Result<Response> {
+    let events = state.invoker.inbox_events(&peer.holder(&auth))?;
     let stream = events.map(|event| Ok::<_, Infallible>(inbox_event(&event)));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }

@@ -321,6 +321,10 @@ impl From<InvokeError> for ApiError {
                 detail,
                 retry_after_secs: 60,
             },
+            InvokeError::StreamShare(_) => ApiError::TooManyRequests {
+                detail,
+                retry_after_secs: 10,
+            },
             InvokeError::ShuttingDown | InvokeError::TooManyStreams(_) => ApiError::Unavailable(detail),
             InvokeError::Store(_) => ApiError::Internal(detail),
         }

@@ -6,6 +6,32 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+/// The address of the client at the other end of the request's
+/// connection (`serve` records it), when there is one.
+pub struct Peer(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self::of(&parts.extensions))
+    }
+}
+
+impl Peer {
+    /// The peer a request's `extensions` name.
+    pub fn of(extensions: &axum::http::Extensions) -> Self {
+        let info = extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+        Self(info.map(|i| i.0.ip()))
+    }
+
+    /// Who holds what `caller` opens over this connection (see
+    /// [`crate::share::holder`]).
+    pub fn holder(&self, caller: &crate::auth::Caller) -> String {
+        crate::share::holder(caller.name.as_deref(), self.0)
+    }
+}
+
 /// `axum::extract::Query`, rejecting with a 400 problem.
 pub struct Query<T>(pub T);
 

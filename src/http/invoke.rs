@@ -3,7 +3,7 @@
 use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
-use super::extract::{JsonBody, Path, Query};
+use super::extract::{JsonBody, Path, Peer, Query};
 use super::responses::{BodyProblems, InvokeProblems, describe_streams, empty_bodies_allowed};
 use super::runs::sse;
 use crate::auth::Caller;
@@ -198,10 +198,21 @@ async fn invoke_tool(
     State(state): State<AppState>,
     Path(p): Path<ToolPath>,
     Query(q): Query<InvokeQuery>,
+    peer: Peer,
     headers: HeaderMap,
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
-    invoke(&state, Target::Tool(p.tool), q, &headers, body, &auth.caller).await
+    let holder = peer.holder(&auth);
+    invoke(
+        &state,
+        Target::Tool(p.tool),
+        q,
+        &headers,
+        body,
+        &auth.caller,
+        &holder,
+    )
+    .await
 }
 
 /// Run a tool of a given skill: the way to call a tool whose bare name
@@ -224,6 +235,7 @@ async fn invoke_skill_tool(
     State(state): State<AppState>,
     Path(p): Path<SkillToolPath>,
     Query(q): Query<InvokeQuery>,
+    peer: Peer,
     headers: HeaderMap,
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
@@ -231,7 +243,16 @@ async fn invoke_skill_tool(
         skill: p.skill,
         tool: p.tool,
     };
-    invoke(&state, target, q, &headers, body, &auth.caller).await
+    invoke(
+        &state,
+        target,
+        q,
+        &headers,
+        body,
+        &auth.caller,
+        &peer.holder(&auth),
+    )
+    .await
 }
 
 /// A command alias in a path.
@@ -263,6 +284,7 @@ async fn run_command(
     State(state): State<AppState>,
     Path(p): Path<CommandPath>,
     Query(q): Query<InvokeQuery>,
+    peer: Peer,
     headers: HeaderMap,
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
@@ -281,6 +303,7 @@ async fn run_command(
                 &headers,
                 body,
                 &auth.caller,
+                &peer.holder(&auth),
             )
             .await
         }
@@ -300,6 +323,7 @@ async fn invoke(
     headers: &HeaderMap,
     body: InvokeRequest,
     caller: &Caller,
+    holder: &str,
 ) -> Result<Response> {
     let streaming = wants(headers, header::ACCEPT, "text/event-stream");
     let asynchronous = wants(
@@ -310,7 +334,7 @@ async fn invoke(
     let dry_run = q.dry_run.unwrap_or(false);
     // Taken first: a call must not start for a stream that cannot open.
     let permit = (streaming && !dry_run)
-        .then(|| state.invoker.stream_permit())
+        .then(|| state.invoker.stream_permit(holder))
         .transpose()?;
     let call = Call {
         target,

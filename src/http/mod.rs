@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod archive;
 pub mod auth;
+mod conn;
 mod cors;
 pub mod error;
 mod extract;
@@ -29,6 +30,7 @@ use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{Redirect, Response};
+pub use conn::{ServerLimits, raise_open_files_limit};
 use error::{ApiError, InternalCause};
 use std::future::Future;
 use std::sync::Arc;
@@ -52,6 +54,9 @@ pub struct AppState {
     pub web: Arc<guard::WebGuard>,
     /// Installs uploads and manages installed versions.
     pub installer: Arc<crate::install::Installer>,
+    /// How many connections and MCP sessions clients may hold, and for how
+    /// long a connection may stay silent.
+    pub limits: ServerLimits,
 }
 
 /// Serves `app(state)` on a bound listener until `shutdown` completes.
@@ -60,8 +65,8 @@ pub struct AppState {
 /// every run has ended and been recorded.
 ///
 /// Connections are served by hyper directly rather than `axum::serve`,
-/// which sets no timer: without one a client may take as long as it likes
-/// to send its headers, holding a connection and a task.
+/// which bounds neither how many are open nor how long one may stay
+/// silent: `conn` does, as `state.limits` says.
 pub async fn serve(
     state: AppState,
     listener: tokio::net::TcpListener,
@@ -72,38 +77,32 @@ pub async fn serve(
     tokio::spawn(state.invoker.clone().housekeeping(housekeeping.clone()));
     let _stop_housekeeping = housekeeping.drop_guard();
     let app = app(state.clone());
+    let open = conn::Connections::new(state.limits.clone());
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
     builder
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
+        .header_read_timeout(state.limits.header_timeout);
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Out of descriptors, most likely: wait rather than spin.
-                    tracing::warn!(error = %e, "cannot accept a connection");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let (stream, peer) = tokio::select! {
+            accepted = accept(&listener) => accepted,
             () = &mut shutdown => break,
         };
-        let service = hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
-            app.clone(),
-            |req: Request<hyper::body::Incoming>| req.map(axum::body::Body::new),
-        ));
+        // While this one waits for room, the next wait in the backlog.
+        let slot = tokio::select! {
+            slot = open.admit() => slot,
+            () = &mut shutdown => break,
+        };
         let connection = builder
-            .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service)
+            .serve_connection_with_upgrades(
+                hyper_util::rt::TokioIo::new(stream),
+                slot.service(app.clone(), peer),
+            )
             .into_owned();
-        let connection = connections.watch(connection);
-        tokio::spawn(async move {
-            // A client that goes away mid-request is not the server's fault.
-            let _ = connection.await;
-        });
+        // A client that goes away mid-request is not the server's fault.
+        tokio::spawn(slot.serve(connections.watch(connection)));
     }
     drop(listener);
     // Runs end within the grace (or are killed), which lets the requests
@@ -115,8 +114,19 @@ pub async fn serve(
     Ok(())
 }
 
-/// The longest a client may take to send a request's headers.
-const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The next connection and its peer's address.
+async fn accept(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStream, std::net::SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(e) => {
+                // Out of descriptors, most likely: wait rather than spin.
+                tracing::warn!(error = %e, "cannot accept a connection");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
 
 #[derive(OpenApi)]
 #[openapi(

@@ -82,7 +82,7 @@ pub enum InvokeProblems {
     InvalidArguments(Problem),
     #[response(
         status = 429,
-        description = "Too many runs at once, or too many of this caller's calls wait for a person; see Retry-After",
+        description = "Too many runs at once, too many of this caller's calls wait for a person, or (`Accept: text/event-stream`) this caller holds its share of the event streams; see Retry-After",
         content_type = "application/problem+json"
     )]
     Busy(Problem),

@@ -4,7 +4,7 @@
 use super::AppState;
 use super::auth::{Require, need};
 use super::error::{Problem, Result};
-use super::extract::{Path, Query, page_limit};
+use super::extract::{Path, Peer, Query, page_limit};
 use super::responses::{BadQuery, Binary, StoreUnavailable, describe_streams};
 use crate::auth::Role;
 use crate::invoke::{Cancelled, Canceller, RunEvent, artifacts_dir};
@@ -132,14 +132,16 @@ async fn get_run(
         (status = 200, description = "The run's events, as server-sent events; a finished run's stream has its `result` alone", content_type = "text/event-stream", body = String),
         BadQuery,
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "This caller holds its share of the event streams (`max_event_streams_per_caller`); see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store is unreachable, or too many event streams are open", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn run_events(
-    _: Require<need::Invoke>,
+    auth: Require<need::Invoke>,
+    peer: Peer,
     State(state): State<AppState>,
     Path(p): Path<RunPath>,
 ) -> Result<Response> {
-    Ok(sse(state.invoker.events(p.id).await?))
+    Ok(sse(state.invoker.events(p.id, &peer.holder(&auth)).await?))
 }
 
 /// A run's events as server-sent events: `status` (with the approval of a

@@ -80,6 +80,11 @@ pub enum InvokeError {
         "{0} event streams are open, the most this server keeps; follow the run with GET /runs/{{id}}?wait=N"
     )]
     TooManyStreams(usize),
+    /// The caller holds its share of the event streams already.
+    #[error(
+        "you have {0} event streams open, the most one caller may hold; close one, or follow the run with GET /runs/{{id}}?wait=N"
+    )]
+    StreamShare(usize),
     /// The caller has this many requests waiting already.
     #[error(
         "{waiting} of your calls already wait for a person (at most {max}); wait for decisions before asking again"

@@ -15,7 +15,7 @@ use uuid::Uuid;
 /// Room for one open event stream (see [`Invoker::stream_permit`]): the
 /// room is given back when this is dropped with its stream.
 pub struct StreamPermit {
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    _share: crate::share::Share,
 }
 
 /// How long `follow` waits for a change before checking that its
@@ -89,8 +89,13 @@ impl Invoker {
     /// it runs here (subscribed before anything else, so no output is
     /// missed), its stored end when it is over, else followed through the
     /// store, since a run still waiting may end without ever running.
-    pub async fn events(self: &Arc<Self>, id: Uuid) -> Result<BoxStream<'static, RunEvent>, InvokeError> {
-        let permit = self.stream_permit()?;
+    /// The stream is `holder`'s (see [`crate::share::holder`]).
+    pub async fn events(
+        self: &Arc<Self>,
+        id: Uuid,
+        holder: &str,
+    ) -> Result<BoxStream<'static, RunEvent>, InvokeError> {
+        let permit = self.stream_permit(holder)?;
         if let Some(live) = self.runs.get(id)
             && live.has_started()
         {
@@ -126,15 +131,19 @@ impl Invoker {
         self.bounded(live_events(live, rx, None), permit)
     }
 
-    /// Room for one more event stream: take it before starting a call
-    /// whose events will be streamed, so a call never runs for a stream
-    /// that cannot be opened.
-    pub fn stream_permit(&self) -> Result<StreamPermit, InvokeError> {
+    /// Room for one more event stream of `holder`'s (see
+    /// [`crate::share::holder`]): take it before starting a call whose
+    /// events will be streamed, so a call never runs for a stream that
+    /// cannot be opened.
+    pub fn stream_permit(&self, holder: &str) -> Result<StreamPermit, InvokeError> {
+        use crate::share::Refused;
         self.streams
-            .clone()
-            .try_acquire_owned()
-            .map(|permit| StreamPermit { _permit: permit })
-            .map_err(|_| InvokeError::TooManyStreams(self.settings.max_streams))
+            .take(holder)
+            .map(|share| StreamPermit { _share: share })
+            .map_err(|refused| match refused {
+                Refused::Full { total } => InvokeError::TooManyStreams(total),
+                Refused::OverShare { per_holder } => InvokeError::StreamShare(per_holder),
+            })
     }
 
     /// A stream that holds its permit while it lasts and ends after

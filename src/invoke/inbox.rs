@@ -62,10 +62,18 @@ impl InboxFeed {
 
 impl Invoker {
     /// The inbox's events until the subscriber goes (or the longest
-    /// stream time passes; a client reconnects). Counts as an open stream.
-    pub fn inbox_events(&self) -> Result<BoxStream<'static, InboxEvent>, InvokeError> {
-        let permit = self.stream_permit()?;
-        Ok(self.bounded(self.watch_inbox(), permit))
+    /// stream time passes; a client reconnects), or the server stops
+    /// taking calls (else it would hold the graceful shutdown for as long
+    /// as the page stays open). Counts as an open stream of `holder`'s
+    /// (see [`crate::share::holder`]).
+    pub fn inbox_events(&self, holder: &str) -> Result<BoxStream<'static, InboxEvent>, InvokeError> {
+        let permit = self.stream_permit(holder)?;
+        let runs = self.runs.clone();
+        let events = self
+            .watch_inbox()
+            .take_until(async move { runs.closing().await })
+            .boxed();
+        Ok(self.bounded(events, permit))
     }
 
     /// The inbox's events for as long as they are read: a snapshot, then

@@ -89,6 +89,9 @@ pub struct RunSettings {
     /// Event streams open at once (then 503): each holds a task and a
     /// connection.
     pub max_streams: usize,
+    /// Event streams one caller may hold at once (then 429), so one
+    /// caller cannot take them all (see [`crate::share`]).
+    pub max_streams_per_caller: usize,
     /// The longest an event stream stays open; a client that still wants
     /// to follow the run connects again.
     pub max_stream: Duration,
@@ -125,6 +128,7 @@ impl Default for RunSettings {
             approval_ttl: Duration::from_secs(3600),
             max_pending_per_caller: 20,
             max_streams: 256,
+            max_streams_per_caller: 32,
             max_stream: Duration::from_secs(3600),
             wait_poll: Duration::from_secs(5),
             backend_idle: Duration::from_secs(600),
@@ -161,8 +165,8 @@ pub struct Invoker {
     pub settings: RunSettings,
     global: Arc<Semaphore>,
     per_tool: Mutex<HashMap<String, Arc<Semaphore>>>,
-    /// One permit per open event stream.
-    streams: Arc<Semaphore>,
+    /// One share per open event stream.
+    streams: Arc<crate::share::Pool>,
     /// What confines each run, as this host allows.
     pub sandbox: Arc<Sandbox>,
     /// The scratch root has been made and checked.
@@ -178,7 +182,7 @@ impl Invoker {
             runs: Arc::new(Runs::default()),
             global: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             per_tool: Mutex::default(),
-            streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
+            streams: crate::share::Pool::new(settings.max_streams, settings.max_streams_per_caller),
             sandbox: Arc::new(Sandbox::detect(sandbox_settings(&settings))),
             scratch_ready: AtomicBool::new(false),
             inbox: std::sync::OnceLock::new(),

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 
 /// The longest command line shown; a longer one is cut with `…`.
 const MAX_PREVIEW_CHARS: usize = 500;
+/// The longest arguments shown; longer ones are cut with `…`.
+const MAX_ARGUMENTS_CHARS: usize = 1000;
 
 /// The body for `event` of `approval`, in `format`; links start at
 /// `public_url`.
@@ -22,6 +24,9 @@ pub fn body(format: Format, event: Event, approval: &Approval, public_url: &str,
 /// What both shapes say beyond the request itself.
 struct Facts {
     preview: String,
+    /// An entrypoint's or a manifest tool's command line is the same for
+    /// every call: what differs is here, so it is always shown.
+    arguments: String,
     approval_url: String,
     inbox_url: String,
 }
@@ -31,6 +36,7 @@ impl Facts {
         let base = public_url.trim_end_matches('/');
         Self {
             preview: preview(&a.argv),
+            arguments: arguments_preview(&a.arguments),
             approval_url: format!("{base}/approvals/{}", a.id),
             inbox_url: format!("{base}/ui"),
         }
@@ -48,6 +54,7 @@ fn json_body(event: Event, a: &Approval, f: &Facts, at: DateTime<Utc>) -> Value 
             "tool": a.tool,
             "description": a.description,
             "argv_preview": f.preview,
+            "arguments_preview": f.arguments,
             "trust": a.trust,
             "warning": a.warning,
             "permissions": a.permissions,
@@ -78,10 +85,9 @@ fn slack_body(event: Event, a: &Approval, f: &Facts) -> Value {
         ),
     };
     let mut lines = vec![format!("*{}*", mrkdwn(&headline))];
-    lines.push(format!(
-        "```{}```",
-        mrkdwn(&f.preview.replace("```", "`\u{200b}``"))
-    ));
+    lines.push(code_block(&f.preview));
+    lines.push("Arguments:".to_owned());
+    lines.push(code_block(&f.arguments));
     if let Some(w) = &a.warning {
         lines.push(format!(":warning: {}", mrkdwn(w)));
     }
@@ -100,6 +106,11 @@ fn slack_body(event: Event, a: &Approval, f: &Facts) -> Value {
     })
 }
 
+/// `text` as a Slack code block that nothing inside can close.
+fn code_block(text: &str) -> String {
+    format!("```{}```", mrkdwn(&text.replace("```", "`\u{200b}``")))
+}
+
 /// Slack's three control characters, escaped as it asks.
 fn mrkdwn(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
@@ -116,6 +127,26 @@ pub fn preview(argv: &[String]) -> String {
     let mut cut: String = line.chars().take(MAX_PREVIEW_CHARS).collect();
     cut.push('…');
     cut
+}
+
+/// The call's arguments as compact JSON, keys sorted, with every
+/// character [`preview`] escapes written as a `\u` escape (still JSON, and
+/// what the inbox shows), cut with `…` past [`MAX_ARGUMENTS_CHARS`].
+pub fn arguments_preview(arguments: &Value) -> String {
+    let text = serde_json::to_string(arguments).unwrap_or_default();
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_ARGUMENTS_CHARS {
+            out.push('…');
+            break;
+        }
+        if hidden(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn quote(word: &str) -> String {
@@ -163,6 +194,16 @@ mod tests {
         assert_eq!(preview(&argv(&["true", ""])), "true ''");
         let long = preview(&argv(&[&"x".repeat(600)]));
         assert_eq!(long.chars().count(), MAX_PREVIEW_CHARS + 1);
+    }
+
+    #[test]
+    fn arguments_read_as_sent_and_stay_json() {
+        let args = serde_json::json!({"b": "x\u{202e}y\u{85}", "a": [1, "q\n"]});
+        let shown = arguments_preview(&args);
+        assert_eq!(shown, r#"{"a":[1,"q\n"],"b":"x\u202ey\u0085"}"#);
+        assert_eq!(serde_json::from_str::<Value>(&shown).unwrap(), args);
+        let long = arguments_preview(&serde_json::json!({"x": "y".repeat(2000)}));
+        assert_eq!(long.chars().count(), MAX_ARGUMENTS_CHARS + 1);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use skilld::AppState;
 use skilld::auth::Auth;
 use skilld::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
+use skilld::http::ServerLimits;
 use skilld::http::guard::WebGuard;
 use skilld::install::InstallSettings;
 use skilld::invoke::{Invoker, RunSettings};
@@ -191,7 +192,17 @@ impl TestServer {
             loopback_only: true,
             allowed_origins: Vec::new(),
         };
-        Self::launch_guarded(opts, settings, store, data, auth, web, InstallSettings::default()).await
+        Self::launch_guarded(
+            opts,
+            settings,
+            store,
+            data,
+            auth,
+            web,
+            InstallSettings::default(),
+            ServerLimits::default(),
+        )
+        .await
     }
 
     /// With web pages of `allowed_origins` let in (a server without tokens).
@@ -220,6 +231,7 @@ impl TestServer {
             auth,
             web,
             InstallSettings::default(),
+            ServerLimits::default(),
         )
         .await
     }
@@ -241,10 +253,35 @@ impl TestServer {
             open_auth(),
             web,
             install,
+            ServerLimits::default(),
         )
         .await
     }
 
+    /// With `limits` on connections and MCP sessions, and tokens if `auth`
+    /// has some.
+    pub async fn start_limited(opts: CatalogOptions, auth: Auth, limits: ServerLimits) -> Self {
+        let data = tempdir().unwrap();
+        let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+        let store = skilld::store::connect(&url).await.unwrap();
+        let web = WebGuard {
+            loopback_only: true,
+            allowed_origins: Vec::new(),
+        };
+        Self::launch_guarded(
+            opts,
+            RunSettings::default(),
+            store,
+            data,
+            auth,
+            web,
+            InstallSettings::default(),
+            limits,
+        )
+        .await
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "each constructor above passes its own")]
     async fn launch_guarded(
         mut opts: CatalogOptions,
         mut settings: RunSettings,
@@ -253,6 +290,7 @@ impl TestServer {
         auth: Auth,
         web: WebGuard,
         install: InstallSettings,
+        limits: ServerLimits,
     ) -> Self {
         settings.data_dir = data.path().to_path_buf();
         settings.sandbox.write_paths.push(marks_root());
@@ -291,6 +329,7 @@ impl TestServer {
             invoker: invoker.clone(),
             auth: Arc::new(auth),
             web: Arc::new(web),
+            limits,
         };
         let stopped = tokio::spawn(async move {
             let signal = async {

@@ -236,6 +236,7 @@ async fn skill_files_stay_inside_the_skill() {
         invoker: server.invoker.clone(),
         auth: std::sync::Arc::default(),
         // In-process requests carry no Host header.
+        limits: skilld::http::ServerLimits::default(),
         web: std::sync::Arc::default(),
     });
 

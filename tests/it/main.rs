@@ -11,6 +11,7 @@ mod archives;
 mod attacks;
 mod attacks_approve;
 mod attacks_hash;
+mod attacks_limits;
 mod attacks_sandbox;
 mod auth;
 mod cli;

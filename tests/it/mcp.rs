@@ -155,8 +155,16 @@ async fn web_pages_cannot_drive_mcp() {
 /// and ending one makes room.
 #[tokio::test]
 async fn mcp_sessions_are_capped() {
-    use skilld::http::mcp::MAX_SESSIONS;
-    let server = TestServer::start(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)])).await;
+    // One caller may hold all of them here; `attacks_limits` shows the
+    // share of each caller.
+    const MAX_SESSIONS: usize = 40;
+    let limits = skilld::http::ServerLimits {
+        max_mcp_sessions: MAX_SESSIONS,
+        max_mcp_sessions_per_caller: MAX_SESSIONS,
+        ..Default::default()
+    };
+    let opts = options(vec![root(crate::common::bundled_dir(), Trust::Bundled)]);
+    let server = TestServer::start_limited(opts, skilld::auth::Auth::open(), limits).await;
     let client = reqwest::Client::new();
     let post = |session: Option<&str>, body: serde_json::Value| {
         let mut req = client

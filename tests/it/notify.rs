@@ -18,22 +18,22 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
-struct Received {
-    headers: HeaderMap,
-    body: Value,
+pub(crate) struct Received {
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Value,
     raw: Bytes,
 }
 
 /// A local webhook receiver answering from a script of statuses (then
 /// 200), recording every request.
 #[derive(Clone)]
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     got: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Receiver {
-    async fn start(script: Vec<StatusCode>) -> Self {
+    pub(crate) async fn start(script: Vec<StatusCode>) -> Self {
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let script = Arc::new(Mutex::new(script.into_iter()));
         let seen = got.clone();
@@ -59,7 +59,7 @@ impl Receiver {
     }
 
     /// Waits until `n` requests have arrived, then returns them all.
-    async fn wait_for(&self, n: usize) -> Vec<Received> {
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Received> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while self.got().len() < n {
             assert!(
@@ -74,7 +74,7 @@ impl Receiver {
     }
 }
 
-fn target(url: &str, extra: NotifyConfig) -> Target {
+pub(crate) fn target(url: &str, extra: NotifyConfig) -> Target {
     let config = NotifyConfig {
         name: Some("team".into()),
         url: url.to_owned(),
