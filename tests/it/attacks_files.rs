@@ -198,33 +198,69 @@ async fn output_json_as_a_link_leaks_nothing_into_parsed() {
 }
 
 /// `output.json` as a FIFO blocked a runtime worker; three such runs on
-/// two cores stopped `/healthz` from answering.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn output_json_as_a_fifo_blocks_nothing() {
+/// two cores stopped `/healthz` from answering. The server gets a runtime
+/// of two workers of its own, and the test asks from another, so that a
+/// blocked server fails the test rather than hanging it.
+#[test]
+fn output_json_as_a_fifo_blocks_nothing() {
     let skills = crate::common::tempdir().unwrap();
     entrypoint_skill(
         skills.path(),
         "fifo",
         "mkfifo \"$SANDBOX_OUTPUT\" \"$SANDBOX_FILES_DIR/pipe\" && echo made\n",
     );
-    let server = server(skills.path(), RunSettings::default()).await;
-    let mut ids = Vec::new();
-    for _ in 0..4 {
-        ids.push(start(&server, "fifo", json!({})).await);
-    }
+    let served = ServerRuntime::new();
+    let server = served
+        .0
+        .as_ref()
+        .unwrap()
+        .block_on(server(skills.path(), RunSettings::default()));
+    let asking = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    asking.block_on(async {
+        let mut ids = Vec::new();
+        for _ in 0..4 {
+            ids.push(start(&server, "fifo", json!({})).await);
+        }
+        healthy_until_finished(&server, &ids).await;
+        for id in &ids {
+            let run = finished(&server, id).await;
+            assert_eq!(run["status"], "succeeded", "{run}");
+            assert_eq!(run["result"]["output"], "made\n", "{run}");
+            assert!(run["result"].get("parsed").is_none(), "{run}");
+            assert_eq!(run["result"]["files"], json!([]), "{run}");
+            let started = Instant::now();
+            not_served(&server, id, "pipe", "\u{0}").await;
+            assert!(started.elapsed() < Duration::from_secs(2));
+        }
+    });
+}
+
+/// Polls `/healthz` (each answer within 2 s) until every run of `ids` has
+/// finished.
+async fn healthy_until_finished(server: &TestServer, ids: &[String]) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut pending = ids.clone();
+    let mut pending = ids.to_vec();
     while !pending.is_empty() {
         assert!(Instant::now() < deadline, "runs never ended: {pending:?}");
         let health = client.get(server.url("/healthz")).send().await;
         assert!(health.is_ok_and(|r| r.status() == 200), "/healthz did not answer");
         let mut still = Vec::new();
         for id in pending {
-            let run = server.get_json(&format!("/runs/{id}")).await;
+            let run: Value = client
+                .get(server.url(&format!("/runs/{id}")))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("GET /runs/{id} did not answer: {e}"))
+                .json()
+                .await
+                .unwrap();
             if run["finished_at"].is_null() {
                 still.push(id);
             }
@@ -232,15 +268,28 @@ async fn output_json_as_a_fifo_blocks_nothing() {
         pending = still;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for id in &ids {
-        let run = finished(&server, id).await;
-        assert_eq!(run["status"], "succeeded", "{run}");
-        assert_eq!(run["result"]["output"], "made\n", "{run}");
-        assert!(run["result"].get("parsed").is_none(), "{run}");
-        assert_eq!(run["result"]["files"], json!([]), "{run}");
-        let started = Instant::now();
-        not_served(&server, id, "pipe", "\u{0}").await;
-        assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// A runtime with two workers, as the server has on two cores; dropped in
+/// the background, so that workers a test found blocked do not hang it.
+struct ServerRuntime(Option<tokio::runtime::Runtime>);
+
+impl ServerRuntime {
+    fn new() -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        Self(Some(rt))
+    }
+}
+
+impl Drop for ServerRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
@@ -314,6 +363,65 @@ async fn a_directory_swapped_for_a_link_lists_only_real_files() {
     ] {
         not_served(&server, id, rel, "root:").await;
         not_served(&server, id, rel, "input-7c1e").await;
+    }
+}
+
+/// A process of the tool that outlives it (where no cgroup kills it)
+/// swaps directories of its artifacts with links to `/`, atomically and
+/// over and over, while the server lists them: no listing ever reaches
+/// past a link. The test plays that process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_while_it_is_listed_is_never_followed() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let skills = crate::common::tempdir().unwrap();
+    entrypoint_skill(
+        skills.path(),
+        "racer",
+        "cd \"$SANDBOX_FILES_DIR\" && for i in $(seq 100); do mkdir d$i && echo a > d$i/a.txt && ln -s / l$i; done; \
+         sleep 0.3\n",
+    );
+    let server = server(skills.path(), RunSettings::default()).await;
+    let scratch = server.invoker.settings.scratch_dir.clone();
+    for _ in 0..5 {
+        let id = start(&server, "racer", json!({})).await;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = std::thread::spawn(swap_until(scratch.join(&id).join("out/files"), stop.clone()));
+        let run = finished(&server, &id).await;
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        let listed: Vec<&str> = run["result"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        let own = |p: &&str| {
+            let dir = p.strip_suffix("/a.txt").unwrap_or("");
+            let n = dir.strip_prefix('d').or_else(|| dir.strip_prefix('l'));
+            n.is_some_and(|n| n.parse::<u32>().is_ok())
+        };
+        let followed: Vec<&&str> = listed.iter().filter(|p| !own(p)).collect();
+        assert!(followed.is_empty(), "the listing followed a link: {followed:?}");
+        for rel in ["d1/etc/passwd", "l1/etc/passwd"] {
+            not_served(&server, &id, rel, "root:").await;
+        }
+    }
+}
+
+/// Exchanges each `d<i>` with `l<i>` under `files`, round after round,
+/// until `stop`.
+fn swap_until(
+    files: std::path::PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> impl FnOnce() {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    move || {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for i in 1..=100 {
+                let (d, l) = (files.join(format!("d{i}")), files.join(format!("l{i}")));
+                let _ = renameat2(AT_FDCWD, &d, AT_FDCWD, &l, RenameFlags::RENAME_EXCHANGE);
+            }
+        }
     }
 }
 
