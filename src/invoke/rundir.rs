@@ -304,3 +304,50 @@ fn run_id(name: &str) -> Option<Uuid> {
         .ok()
         .filter(|id| id.hyphenated().to_string() == bare)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_run_ids_are_swept() {
+        let id = Uuid::now_v7();
+        assert_eq!(run_id(&id.to_string()), Some(id));
+        assert_eq!(run_id(&format!("{id}.keep")), Some(id));
+        for other in [
+            format!("backend-notes-{id}"),
+            ".starlark-host".to_owned(),
+            id.simple().to_string(),
+            id.to_string().to_uppercase(),
+            format!("{id}.old"),
+        ] {
+            assert_eq!(run_id(&other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_sweep_spares_live_runs_other_names_and_link_targets() {
+        let scratch = tempfile::tempdir().unwrap();
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("precious"), "keep me").unwrap();
+        let (done, live, linked) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        for dir in [done.to_string(), live.to_string(), "backend-x".to_owned()] {
+            std::fs::create_dir_all(scratch.path().join(&dir).join("out/files")).unwrap();
+        }
+        std::os::unix::fs::symlink(target.path(), scratch.path().join(linked.to_string())).unwrap();
+        assert_eq!(sweep(scratch.path(), Duration::from_secs(3600), |_| false), 0);
+        assert_eq!(sweep(scratch.path(), Duration::ZERO, |id| id == live), 2);
+        let mut left: Vec<String> = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want = vec!["backend-x".to_owned(), live.to_string()];
+        want.sort();
+        assert_eq!(left, want);
+        assert_eq!(
+            std::fs::read_to_string(target.path().join("precious")).unwrap(),
+            "keep me"
+        );
+    }
+}
