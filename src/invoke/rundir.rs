@@ -335,6 +335,12 @@ mod tests {
             std::fs::create_dir_all(scratch.path().join(&dir).join("out/files")).unwrap();
         }
         std::os::unix::fs::symlink(target.path(), scratch.path().join(linked.to_string())).unwrap();
+        // A link inside a run's tree too: std's remove_dir_all must not follow it.
+        std::os::unix::fs::symlink(
+            target.path(),
+            scratch.path().join(done.to_string()).join("out/files/t"),
+        )
+        .unwrap();
         assert_eq!(sweep(scratch.path(), Duration::from_secs(3600), |_| false), 0);
         assert_eq!(sweep(scratch.path(), Duration::ZERO, |id| id == live), 2);
         let mut left: Vec<String> = std::fs::read_dir(scratch.path())
