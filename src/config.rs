@@ -141,6 +141,9 @@ pub struct FileConfig {
     pub max_mcp_sessions_per_caller: Option<usize>,
     /// A manifest's child with no call for this long is stopped.
     pub backend_idle_secs: Option<u64>,
+    /// How long an entrypoint's artifacts are kept after its run (default
+    /// 3600 s).
+    pub artifact_ttl_secs: Option<u64>,
     /// SIGTERM → SIGKILL delay for a tool's process group (default 5 s).
     pub kill_grace_secs: Option<u64>,
     /// How long running tools may finish after SIGTERM to skilld (default 10 s).
@@ -547,6 +550,9 @@ fn run_settings(
     let secs = std::time::Duration::from_secs;
     Ok(crate::invoke::RunSettings {
         scratch_dir: defaults.scratch_dir.clone(),
+        artifact_ttl: file
+            .artifact_ttl_secs
+            .map_or(defaults.artifact_ttl, |s| secs(s.max(1))),
         starlark_host: None,
         sandbox: sandbox_settings(args, file)?,
         workspace: workspace.to_path_buf(),

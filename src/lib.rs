@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 mod environ;
 pub mod export;
+pub mod fsafe;
 pub mod http;
 pub mod install;
 pub mod invoke;

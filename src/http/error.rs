@@ -84,6 +84,9 @@ pub enum ApiError {
     TooManyRequests { detail: String, retry_after_secs: u64 },
     #[error("{0}")]
     Unavailable(String),
+    /// 504: the server's own file system did not answer in time.
+    #[error("{0}")]
+    Timeout(String),
     /// A fault of the server; the cause is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -122,6 +125,7 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -143,6 +147,7 @@ impl ApiError {
             ApiError::Conflict { code, .. } => code,
             ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Timeout(_) => "timeout",
             ApiError::Internal(_) => "internal",
             ApiError::InvalidSkill { .. } => "invalid_skill",
         }

@@ -352,19 +352,30 @@ async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> ApiError 
     }
 }
 
-/// Reads `rel` inside `dir` off the async threads: 404 when it leaves the
-/// directory (before or after symlinks) or is not a file, 413 over `limit`.
-pub(crate) async fn read_file_inside(
-    dir: std::path::PathBuf,
-    rel: &str,
+/// The longest a file route waits for the disk.
+pub(crate) const FILE_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads `rel` beneath the directory `base` as [`crate::fsafe::read`]
+/// does (no link followed, regular single-link files only), off the async
+/// threads: 404 naming `shown` when refused, 413 over `limit`, 504 when
+/// the disk does not answer within [`FILE_READ_TIMEOUT`].
+pub(crate) async fn read_file_beneath(
+    base: std::path::PathBuf,
+    rel: String,
+    shown: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ApiError> {
-    let owned = rel.to_owned();
-    tokio::task::spawn_blocking(move || crate::skill::files::read_inside(&dir, &owned, limit))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .ok_or_else(|| ApiError::not_found("file", rel))?
-        .ok_or_else(|| ApiError::PayloadTooLarge(format!("{rel} is larger than {limit} bytes")))
+    use crate::fsafe::Refused;
+    match crate::fsafe::read(base, rel, limit, FILE_READ_TIMEOUT).await {
+        Ok(bytes) => Ok(bytes),
+        Err(Refused::NotFound) => Err(ApiError::not_found("file", shown)),
+        Err(Refused::TooLarge(_)) => Err(ApiError::PayloadTooLarge(format!(
+            "{shown} is larger than {limit} bytes"
+        ))),
+        Err(Refused::TimedOut(after)) => Err(ApiError::Timeout(format!(
+            "{shown} could not be read within {after:?}; try again later"
+        ))),
+    }
 }
 
 /// Logs the hidden cause of a 500 inside the request's span.

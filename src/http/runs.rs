@@ -7,7 +7,7 @@ use super::error::{Problem, Result};
 use super::extract::{Path, Peer, Query, page_limit};
 use super::responses::{BadQuery, Binary, StoreUnavailable, describe_streams};
 use crate::auth::Role;
-use crate::invoke::{Cancelled, Canceller, RunEvent, artifacts_dir};
+use crate::invoke::{Cancelled, Canceller, RunEvent, artifact_path};
 use crate::store::{Run, RunFilter, RunStatus};
 use axum::Json;
 use axum::extract::State;
@@ -243,16 +243,21 @@ pub struct RunFilePath {
     responses(
         (status = 200, description = "The file's bytes, as an attachment", content_type = "application/octet-stream", body = inline(Binary)),
         BadQuery,
-        (status = 404, description = "No such run or file", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The file is too large to serve", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run or file; or a path with `..`, a symbolic link on the way, \
+or something other than a regular file with a single link", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The file is over 64 MiB", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "The server's disk did not give the file within 10 s", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_run_file(
     _: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<RunFilePath>,
 ) -> Result<Response> {
-    let dir = artifacts_dir(&state.invoker.settings.scratch_dir, p.id);
-    let bytes = super::read_file_inside(dir, &p.path, MAX_ARTIFACT_BYTES).await?;
+    // Beneath the scratch root, which is the server's: the run's own
+    // directories are the tool's, and a link among them is refused.
+    let scratch = state.invoker.settings.scratch_dir.clone();
+    let rel = artifact_path(p.id, &p.path);
+    let bytes = super::read_file_beneath(scratch, rel, &p.path, MAX_ARTIFACT_BYTES).await?;
     let name = p
         .path
         .rsplit('/')

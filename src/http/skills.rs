@@ -302,8 +302,9 @@ pub struct SkillFilePath {
     pub path: String,
 }
 
-/// A file of a skill (references, assets, scripts). Paths that leave the
-/// skill, before or after resolving symlinks, are not found.
+/// A file of a skill (references, assets, scripts). A path with `..`, or
+/// through a symbolic link anywhere, is not found, nor is anything but a
+/// regular file with a single link.
 #[utoipa::path(get, path = "/skills/{skill}/files/{path}", tag = "skills", security(("bearer" = ["read"])), params(SkillFilePath),
     responses(
         (status = 200, description = "The file, as the type of its extension (`md` is `text/markdown`, `txt`, `ts`, \
@@ -326,8 +327,10 @@ prefers `application/octet-stream`, as a download of that type", content(
             (String = "application/toml"),
         )),
         BadQuery,
-        (status = 404, description = "No such skill or file, or an extension that is not served", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such skill or file, an extension that is not served; or a path with `..`, \
+a symbolic link on the way, or something other than a regular file with a single link", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The file is over 1 MiB", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "The server's disk did not give the file within 10 s", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_skill_file(
     _: Require<need::Read>,
@@ -345,7 +348,8 @@ pub(super) async fn get_skill_file(
     if accept.prefers(OCTET_STREAM) {
         content_type = OCTET_STREAM;
     }
-    let bytes = super::read_file_inside(skill.dir.clone(), &p.path, MAX_DEFINITION_BYTES).await?;
+    let bytes =
+        super::read_file_beneath(skill.dir.clone(), p.path.clone(), &p.path, MAX_DEFINITION_BYTES).await?;
     Ok((
         [
             (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
@@ -370,11 +374,15 @@ const OCTET_STREAM: &str = "application/octet-stream";
 /// that are when the file exists (the skill's `files` lists it), else 404.
 async fn not_served(dir: &std::path::Path, rel: &str, ext: &str) -> ApiError {
     let (dir, owned) = (dir.to_path_buf(), rel.to_owned());
-    let exists = tokio::task::spawn_blocking(move || {
-        crate::skill::files::resolve_inside(&dir, &owned).is_ok_and(|real| real.is_file())
-    })
-    .await
-    .unwrap_or(false);
+    let check = tokio::task::spawn_blocking(move || {
+        use std::os::fd::AsFd;
+        crate::fsafe::open_base(&dir).is_ok_and(|base| crate::fsafe::is_file_beneath(base.as_fd(), &owned))
+    });
+    // A disk that does not answer shows nothing rather than hold the request.
+    let exists = matches!(
+        tokio::time::timeout(super::FILE_READ_TIMEOUT, check).await,
+        Ok(Ok(true))
+    );
     if !exists {
         return ApiError::not_found("file", rel);
     }

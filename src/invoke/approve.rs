@@ -217,8 +217,10 @@ impl Invoker {
 
     /// Expires requests past their time (their runs end `expired`) and
     /// keeps the pending-approvals gauge current, until `stop`. Every
-    /// instance may run this: the updates are conditional.
+    /// instance may run this: the updates are conditional. Expired run
+    /// directories are swept beside it (`expire_artifacts`).
     pub async fn housekeeping(self: Arc<Self>, stop: CancellationToken) {
+        tokio::spawn(self.clone().expire_artifacts(stop.clone()));
         let every =
             (self.settings.approval_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
         loop {

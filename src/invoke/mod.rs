@@ -27,7 +27,7 @@ pub use follow::StreamPermit;
 pub use hooks::HookEffect;
 pub use inbox::InboxEvent;
 pub use live::{LiveRun, RunEvent, Runs};
-pub use rundir::artifacts_dir;
+pub use rundir::artifact_path;
 
 use crate::backend::{ChildSettings, Launcher};
 use crate::policy::{self, Decision};
@@ -63,8 +63,11 @@ pub struct RunSettings {
     pub data_dir: PathBuf,
     /// Each run gets `<scratch_dir>/<run id>`, its only writable place
     /// besides a workspace it declared it writes (`file:write`); an
-    /// entrypoint's artifacts stay there.
+    /// entrypoint's artifacts stay there, in `out/files`.
     pub scratch_dir: PathBuf,
+    /// How long a finished run's directory (an entrypoint's artifacts)
+    /// is kept.
+    pub artifact_ttl: Duration,
     /// How tools are confined (`docs/design.md` §9).
     pub sandbox: crate::sandbox::Settings,
     /// SIGTERM → SIGKILL delay.
@@ -112,6 +115,7 @@ impl Default for RunSettings {
             workspace: PathBuf::from("."),
             data_dir: PathBuf::from("."),
             scratch_dir: std::env::temp_dir().join("skilld-runs"),
+            artifact_ttl: Duration::from_secs(3600),
             sandbox: crate::sandbox::Settings::default(),
             grace: Duration::from_secs(5),
             limits: Limits {
@@ -442,7 +446,7 @@ impl Invoker {
         };
         let outcome = self.run_child(&live, spec).await;
         let mut envelope = Envelope::from_outcome(id, &p, &outcome);
-        run_dir.finish(&mut envelope);
+        run_dir.finish(&mut envelope).await;
         let status = envelope.status(&outcome);
         drop(in_flight);
         crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);

@@ -376,12 +376,18 @@ pub fn served_type(ext: &str) -> Option<&'static str> {
     SERVED_TYPES.iter().find(|(e, _)| *e == ext).map(|(_, t)| *t)
 }
 
-/// The bytes of `rel` inside `dir` (blocking): `None` when it leaves the
-/// directory (before or after symlinks), is not a file or cannot be read;
-/// `Some(None)` when it is over `limit` bytes.
+/// The bytes of `rel` inside `dir` (blocking), opened as
+/// [`crate::fsafe`] does: `None` when it is missing, climbs with `..`,
+/// passes a symbolic link anywhere, is not a regular file or has another
+/// hard link; `Some(None)` when it is over `limit` bytes.
 pub fn read_inside(dir: &Path, rel: &str, limit: u64) -> Option<Option<Vec<u8>>> {
-    let real = resolve_inside(dir, rel).ok().filter(|r| r.is_file())?;
-    read_limited(&real, limit).ok()
+    use std::os::fd::AsFd;
+    let base = crate::fsafe::open_base(dir).ok()?;
+    match crate::fsafe::read_beneath(base.as_fd(), rel, limit) {
+        Ok(bytes) => Some(Some(bytes)),
+        Err(crate::fsafe::Refused::TooLarge(_)) => Some(None),
+        Err(_) => None,
+    }
 }
 
 /// The content type a skill file at `rel` is served as, by its extension

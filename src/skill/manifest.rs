@@ -244,7 +244,10 @@ impl Parse<'_, '_> {
                 self.error(
                     Code::MissingField,
                     pos,
-                    format!("'{rel}' is not a readable file inside the skill"),
+                    format!(
+                        "'{rel}' is not a readable file inside the skill (a regular file, \
+                         reached without `..` or a symbolic link)"
+                    ),
                 );
                 None
             }

@@ -247,11 +247,10 @@ async fn skill_files_stay_inside_the_skill() {
     );
     let (s, _, ct) = raw(&app, "/skills/docs/files/assets/data.csv").await;
     assert_eq!((s, ct.as_str()), (StatusCode::OK, "text/csv; charset=utf-8"));
-    // A symlink that stays inside the skill is served.
-    let (s, body, _) = raw(&app, "/skills/docs/files/references/alias.md").await;
-    assert_eq!((s, body.as_slice()), (StatusCode::OK, &b"# Guide\n"[..]));
-
     for path in [
+        // A symlink is not served even when it stays inside the skill: a
+        // tool that may write the skill could point one anywhere.
+        "/skills/docs/files/references/alias.md",
         "/skills/docs/files/../secret.md",
         "/skills/docs/files/references/../../secret.md",
         "/skills/docs/files/%2e%2e/secret.md",

@@ -10,6 +10,7 @@ mod approvals;
 mod archives;
 mod attacks;
 mod attacks_approve;
+mod attacks_files;
 mod attacks_hash;
 mod attacks_limits;
 mod attacks_sandbox;
