@@ -132,6 +132,23 @@ impl Served {
         }
     }
 
+    /// A client that sends the server's local secret, as the person who
+    /// decides.
+    fn person(&self) -> reqwest::Client {
+        let secret = skilld::local_secret::read(&self._data.path().join("data"))
+            .unwrap()
+            .expect("an open server keeps its local secret");
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {secret}").parse().unwrap(),
+        );
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap()
+    }
+
     fn base(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -264,8 +281,11 @@ async fn webhook_links_of_a_server_on_port_0_name_the_port_it_listens_on() {
     assert_eq!(data["approval_id"], id.as_str());
     assert_eq!(data["approval_url"], format!("{}/approvals/{id}", server.base()));
     assert_eq!(data["inbox_url"], format!("{}/ui", server.base()));
-    // The link works.
-    let approval = reqwest::get(data["approval_url"].as_str().unwrap())
+    // The link works, for the person who decides.
+    let approval = server
+        .person()
+        .get(data["approval_url"].as_str().unwrap())
+        .send()
         .await
         .unwrap();
     assert_eq!(approval.status(), 200);
@@ -800,7 +820,10 @@ async fn an_open_inbox_stream_does_not_hold_the_shutdown_on_postgres() {
 async fn inbox_stream_ends_at_shutdown(config: &str) {
     let skills = tempdir().unwrap();
     let server = Served::start(skills.path(), config);
-    let mut inbox = reqwest::get(format!("{}/approvals/events", server.base()))
+    let mut inbox = server
+        .person()
+        .get(format!("{}/approvals/events", server.base()))
+        .send()
         .await
         .unwrap();
     assert_eq!(inbox.status(), 200);
