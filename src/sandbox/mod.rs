@@ -91,7 +91,10 @@ pub struct Request<'a> {
     /// An installed version's dependencies (its virtualenv, its
     /// `node_modules`), read and run like the skill.
     pub deps: Option<&'a Path>,
-    pub workspace: &'a Path,
+    /// The workspace; `None` for a dependency installer, which gets no
+    /// workspace and none of the configured `write_paths`: it writes only
+    /// its `scratch`.
+    pub workspace: Option<&'a Path>,
     /// The skill declared `file:write`.
     pub workspace_write: bool,
     pub scratch: &'a Path,
@@ -231,13 +234,15 @@ impl Sandbox {
         read.push(req.skill_dir.to_path_buf());
         read.extend(req.deps.map(Path::to_path_buf));
         read.extend(req.programs.iter().filter_map(|p| install_prefix(p)));
-        let workspace = landlock::around(req.workspace, &self.settings.protected);
         let mut write = vec![req.scratch.to_path_buf()];
-        write.extend(self.settings.write_paths.iter().cloned());
-        if req.workspace_write {
-            write.extend(workspace);
-        } else {
-            read.extend(workspace);
+        if let Some(workspace) = req.workspace {
+            let workspace = landlock::around(workspace, &self.settings.protected);
+            write.extend(self.settings.write_paths.iter().cloned());
+            if req.workspace_write {
+                write.extend(workspace);
+            } else {
+                read.extend(workspace);
+            }
         }
         landlock::Grants {
             read,
