@@ -406,15 +406,16 @@ pub struct LogQuery {
 }
 
 /// What installing a version said: unpacking, the review scan, and the
-/// dependency installers' output (at most 256 KiB).
-#[utoipa::path(get, path = "/skills/{skill}/install-log", tag = "skills", security(("bearer" = ["read"])), params(SkillPath, LogQuery),
+/// dependency installers' output (at most 256 KiB). Admins only: an
+/// installer's output is the upload's to shape, and may quote files.
+#[utoipa::path(get, path = "/skills/{skill}/install-log", tag = "skills", security(("bearer" = ["admin"])), params(SkillPath, LogQuery),
     responses(
         (status = 200, description = "The log", content_type = "text/plain", body = String),
         BadQuery,
         NotInstalled,
     ))]
 async fn install_log(
-    _: Require<need::Read>,
+    _: Require<need::Admin>,
     State(state): State<AppState>,
     Path(p): Path<SkillPath>,
     Query(q): Query<LogQuery>,
