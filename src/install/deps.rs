@@ -376,7 +376,12 @@ impl Job<'_> {
 
 /// Variables of the server's that say which certificate authorities the
 /// host trusts (a TLS-inspecting gateway's, say): paths, no secret.
-const TRUST_STORE: [&str; 4] = ["SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE"];
+const TRUST_STORE: [&str; 4] = [
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+];
 
 /// The whole environment of an installer: a `PATH`, a home and temporary
 /// directory inside `env/`, the host's trusted authorities, and settings

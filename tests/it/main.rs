@@ -9,6 +9,7 @@
 mod approvals;
 mod archives;
 mod attacks;
+mod attacks_install;
 mod auth;
 mod cli;
 mod common;
