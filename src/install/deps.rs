@@ -222,6 +222,12 @@ impl Job<'_> {
                 }
             }
             if let Some((uid, gid)) = owner {
+                if !runner::runnable_by_anyone(&env) {
+                    return Err(std::io::Error::other(format!(
+                        "the sandbox's user (uid {uid}), who runs the installers, cannot reach it: give \
+                         others access (o+x on each directory above it) or set sandbox_user"
+                    )));
+                }
                 for path in &made {
                     std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
                 }

@@ -66,9 +66,9 @@ type Check<'a> = dyn Fn(&str) -> Vec<Refusal> + 'a;
 /// package of a `package-lock.json` must come from.
 pub fn check_dir(dir: &Path, npm_registry: &str) -> std::io::Result<Vec<Refusal>> {
     let checks: [(&'static str, &Check); 3] = [
-        (REQUIREMENTS, &pip::check),
-        (PACKAGE, &npm::check_package),
-        (PACKAGE_LOCK, &|text| npm::check_lock(text, npm_registry)),
+        (REQUIREMENTS, &check_requirements),
+        (PACKAGE, &check_package),
+        (PACKAGE_LOCK, &|text| check_lock(text, npm_registry)),
     ];
     let mut refused = Vec::new();
     for (file, check) in checks {
@@ -84,6 +84,21 @@ pub fn check_dir(dir: &Path, npm_registry: &str) -> std::io::Result<Vec<Refusal>
         }
     }
     Ok(refused)
+}
+
+/// The refusals of a `requirements.txt`'s text.
+pub fn check_requirements(text: &str) -> Vec<Refusal> {
+    pip::check(text)
+}
+
+/// The refusals of a `package.json`'s text.
+pub fn check_package(text: &str) -> Vec<Refusal> {
+    npm::check_package(text)
+}
+
+/// The refusals of a `package-lock.json`'s text, against `npm_registry`.
+pub fn check_lock(text: &str, npm_registry: &str) -> Vec<Refusal> {
+    npm::check_lock(text, npm_registry)
 }
 
 /// The file's text; `None` when the skill has none, an error when it is

@@ -468,6 +468,25 @@ mod tests {
         assert_eq!(check_package("{not json").len(), 1);
     }
 
+    proptest::proptest! {
+        /// A spec that passes has no scheme, path or host in it, and is
+        /// no tarball's file name.
+        #[test]
+        fn a_taken_spec_names_no_other_source(spec in "[0-9a-z .*^~<>=|:/@#\\\\-]{0,20}") {
+            if registry_spec(&spec).is_ok() {
+                proptest::prop_assert!(!spec.contains([':', '/', '\\', '@', '#']), "{spec:?}");
+                let lower = spec.trim().to_ascii_lowercase();
+                proptest::prop_assert!(![".tgz", ".tar", ".gz"].iter().any(|e| lower.ends_with(e)), "{spec:?}");
+            }
+        }
+
+        #[test]
+        fn any_text_is_checked_without_panicking(text in "\\PC{0,200}") {
+            let _ = check_package(&text);
+            let _ = check_lock(&text, REGISTRY);
+        }
+    }
+
     fn lock(packages: Value) -> String {
         serde_json::to_string_pretty(&json!({"name": "x", "lockfileVersion": 3, "packages": packages}))
             .unwrap()

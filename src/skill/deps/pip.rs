@@ -510,6 +510,27 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever a line holds, it is checked without a panic, and a
+        /// line that passes names nothing pip would read as a path, a
+        /// URL, a reference or an option.
+        #[test]
+        fn a_taken_line_is_never_a_path_url_or_option(line in "[a-z0-9 \t=<>!~.,;'\"()\\[\\]/@:#$\\\\-]{0,40}") {
+            let taken = check(&line).is_empty();
+            let body = strip_comment(&line);
+            if taken {
+                proptest::prop_assert!(!body.contains(['/', '\\', '@', '$']) && !body.contains("://"), "{line:?}");
+                proptest::prop_assert!(!body.split([' ', '\t']).any(|w| w.starts_with('-')), "{line:?}");
+                proptest::prop_assert!(!line.ends_with('\\'), "{line:?}");
+            }
+        }
+
+        #[test]
+        fn any_text_is_checked_without_panicking(text in "\\PC{0,200}") {
+            let _ = check(&text);
+        }
+    }
+
     #[test]
     fn a_refusal_names_the_line() {
         let refused = check("idna\n\n# fine\n-r /etc/shadow\nsix\n");
