@@ -208,6 +208,9 @@ pub struct InstallConfig {
     pub deps_timeout_secs: Option<u64>,
     /// What one version's dependencies may take on disk (default 1 GiB).
     pub deps_max_bytes: Option<u64>,
+    /// The registry npm installs from, and every package of a
+    /// `package-lock.json` must come from (default the npm registry).
+    pub npm_registry: Option<String>,
 }
 
 impl InstallConfig {
@@ -226,6 +229,7 @@ impl InstallConfig {
                     .deps_timeout_secs
                     .map_or(d.deps.timeout, std::time::Duration::from_secs),
                 max_bytes: self.deps_max_bytes.unwrap_or(d.deps.max_bytes),
+                npm_registry: self.npm_registry.clone().unwrap_or(d.deps.npm_registry),
                 ..d.deps
             },
         }

@@ -236,7 +236,7 @@ impl ProcessBackend {
             trust: self.trust,
             skill_dir: &self.dir,
             deps: self.deps.as_deref(),
-            workspace: &self.settings.workspace,
+            workspace: Some(&self.settings.workspace),
             workspace_write: self.workspace_write,
             scratch,
             network: self.network,

@@ -363,6 +363,17 @@ impl From<InstallError> for ApiError {
             InstallError::NoSkill | InstallError::Unnamed(_) => unprocessable("no_skill"),
             InstallError::NoVersion | InstallError::BadVersion(_) => unprocessable("invalid_version"),
             InstallError::Dependencies(_) => unprocessable("dependencies_failed"),
+            InstallError::UnsafeDependencies(refused) => ApiError::Unprocessable {
+                code: "unsafe_dependencies",
+                detail,
+                errors: refused
+                    .iter()
+                    .map(|r| FieldError {
+                        field: format!("{}:{}", r.file, r.line),
+                        message: r.why.clone(),
+                    })
+                    .collect(),
+            },
             InstallError::HashMismatch { .. } => unprocessable("hash_mismatch"),
             InstallError::NameTaken { .. } => conflict("name_taken"),
             InstallError::Exists { .. } => conflict("version_exists"),

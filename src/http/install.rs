@@ -99,7 +99,7 @@ pub enum UploadTrust {
         (status = 408, description = "The body stopped arriving for 30 seconds", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body, or what it unpacks to, is over its limit, or it is compressed like a bomb", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/zip`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not a zip (`not_a_zip`); a hostile archive: traversal, links, devices, duplicate names, encryption (`unsafe_archive`); no skill in it (`no_skill`); no semver version (`invalid_version`); not the expected hash (`hash_mismatch`); it does not lint (`invalid_skill`, with `diagnostics`); its dependencies failed (`dependencies_failed`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a zip (`not_a_zip`); a hostile archive: traversal, links, devices, duplicate names, encryption (`unsafe_archive`); no skill in it (`no_skill`); no semver version (`invalid_version`); not the expected hash (`hash_mismatch`); it does not lint (`invalid_skill`, with `diagnostics`); its dependency files ask for a path, a URL, a VCS source or an installer option (`unsafe_dependencies`, with `errors` naming each file and line); its dependencies failed (`dependencies_failed`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The server has no installed root", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn install_skill(
@@ -406,15 +406,16 @@ pub struct LogQuery {
 }
 
 /// What installing a version said: unpacking, the review scan, and the
-/// dependency installers' output (at most 256 KiB).
-#[utoipa::path(get, path = "/skills/{skill}/install-log", tag = "skills", security(("bearer" = ["read"])), params(SkillPath, LogQuery),
+/// dependency installers' output (at most 256 KiB). Admins only: an
+/// installer's output is the upload's to shape, and may quote files.
+#[utoipa::path(get, path = "/skills/{skill}/install-log", tag = "skills", security(("bearer" = ["admin"])), params(SkillPath, LogQuery),
     responses(
         (status = 200, description = "The log", content_type = "text/plain", body = String),
         BadQuery,
         NotInstalled,
     ))]
 async fn install_log(
-    _: Require<need::Read>,
+    _: Require<need::Admin>,
     State(state): State<AppState>,
     Path(p): Path<SkillPath>,
     Query(q): Query<LogQuery>,
@@ -506,7 +507,7 @@ pub enum ReviewDecision {
         BodyProblems,
         NotInstalled,
         (status = 409, description = "The version is not pending review (`wrong_status`)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Approved, but its dependencies failed (`dependencies_failed`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Approved, but its dependency files ask for what is not installed (`unsafe_dependencies`; nothing ran, the version is `failed`), or its dependencies failed (`dependencies_failed`)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn review_version(
     auth: Require<need::Admin>,

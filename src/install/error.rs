@@ -1,6 +1,7 @@
 //! What installing or managing installed versions can fail with.
 
 use crate::skill::Diagnostic;
+use crate::skill::deps::Refusal;
 use crate::skill::installed::VersionStatus;
 use crate::skill::unpack::UnpackError;
 use crate::store::StoreError;
@@ -29,6 +30,14 @@ pub enum InstallError {
     Exists { name: String, version: String },
     #[error("installing the dependencies failed; the previous version still serves:\n{0}")]
     Dependencies(String),
+    /// Dependency files that ask for a path, a URL, a VCS source or an
+    /// installer option; nothing of them was run.
+    #[error(
+        "the skill's dependencies may only be packages of the index or registry by name and version; \
+         nothing was installed: {}",
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    UnsafeDependencies(Vec<Refusal>),
     #[error("skill '{0}' is not installed")]
     NotFound(String),
     #[error("skill '{name}' comes from the {root} root; only installed skills can be changed here")]

@@ -6,17 +6,19 @@
 pub mod client;
 pub mod deps;
 mod error;
+mod handback;
 mod stage;
 
 use crate::catalog::{CatalogHandle, Found, Root};
 use crate::invoke::Invoker;
 use crate::skill::backend::Deferred;
+use crate::skill::deps::Refusal;
 use crate::skill::installed::{self, Review, SkillState, VersionState, VersionStatus};
-use crate::skill::review::{Finding, scan};
+use crate::skill::review::{Finding, dependency_findings, scan_with_registry};
 use crate::skill::unpack::UnpackLimits;
 use crate::skill::{Diagnostic, LoadOptions, PathCache, Runtimes, Skill, Trust, load_skill};
 use chrono::Utc;
-pub use deps::{DepsSettings, Log};
+pub use deps::{Confines, DepsSettings, Log};
 pub use error::InstallError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -140,10 +142,12 @@ impl Installer {
         let options = self.catalog.options();
         let (runtimes, max_timeout) = (options.runtimes.clone(), options.max_timeout_secs);
         let trust = upload.trust;
+        let registry = self.settings.deps.npm_registry.clone();
         let (staged, checked, findings) = blocking(move || {
             let staged = stage::stage(upload.archive, &staging, &limits)?;
             let checked = check(&staged.dir, trust, &runtimes, max_timeout)?;
-            let findings = scan(&staged.dir, checked.network).unwrap_or_default();
+            vet_dependencies(&staged.dir, &registry)?;
+            let findings = scan_with_registry(&staged.dir, checked.network, &registry).unwrap_or_default();
             Ok((staged, checked, findings))
         })
         .await?;
@@ -240,7 +244,12 @@ impl Installer {
             return VersionStatus::Ready;
         }
         log.line("installing dependencies");
-        match deps::install(&dir, &place.env_dir(), &self.settings.deps, log).await {
+        let confines = Confines {
+            sandbox: self.invoker.sandbox.clone(),
+            limits: self.invoker.settings.limits,
+            grace: self.invoker.settings.grace,
+        };
+        match deps::install(&dir, &place.env_dir(), &self.settings.deps, &confines, log).await {
             Ok(()) => {
                 log.line("dependencies installed");
                 VersionStatus::Ready
@@ -369,9 +378,18 @@ impl Installer {
         let place = Placement::new(&root, name, version);
         let log = Log::following(None);
         log.line(&place.read_log());
+        let mut refused = Vec::new();
         let status = if approve {
             log.line(&format!("approved by {}", by.as_deref().unwrap_or("an admin")));
-            self.dependencies(&place, &log).await
+            // Held by an older skilld, it was never checked: an approval
+            // does not run what an upload would be refused for.
+            refused = self.refusals(&place, &log).await?;
+            if refused.is_empty() {
+                self.dependencies(&place, &log).await
+            } else {
+                log.line("dependencies refused; nothing was installed");
+                VersionStatus::Failed
+            }
         } else {
             log.line(&format!("rejected by {}", by.as_deref().unwrap_or("an admin")));
             VersionStatus::Rejected
@@ -388,10 +406,18 @@ impl Installer {
             ..entry
         };
         self.commit(&place, entry.clone()).await.map_err(|e| match e {
+            InstallError::Dependencies(_) if !refused.is_empty() => InstallError::UnsafeDependencies(refused),
             InstallError::Dependencies(_) => InstallError::Dependencies(log.tail(20)),
             other => other,
         })?;
         Ok(entry)
+    }
+
+    /// What a placed version's dependency files ask for that is not
+    /// installed, each logged.
+    async fn refusals(&self, place: &Placement, log: &Log) -> Result<Vec<Refusal>, InstallError> {
+        let (dir, settings, log) = (place.skill_dir(), self.settings.deps.clone(), log.clone());
+        blocking(move || deps::refused(&dir, &settings, &log).map_err(InstallError::Io)).await
     }
 
     /// Removes one version, or every version of a skill. Refused while its
@@ -467,11 +493,21 @@ impl Installer {
     pub fn findings(&self, name: &str, version: &str) -> Result<Vec<Finding>, InstallError> {
         let root = self.root()?;
         let path = installed::version_dir(&root.path, name, version).join(FINDINGS_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| InstallError::Io(e.to_string())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e.into()),
+        let mut findings: Vec<Finding> = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| InstallError::Io(e.to_string()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        // A version held by an older skilld was scanned without its
+        // dependency files: they are checked afresh (two small files).
+        let dir = installed::skill_dir(&root.path, name, version);
+        for fresh in dependency_findings(&dir, &self.settings.deps.npm_registry)? {
+            if !findings.contains(&fresh) {
+                findings.push(fresh);
+            }
         }
+        findings.sort_by(|a, b| (&a.path, a.line, a.code).cmp(&(&b.path, b.line, b.code)));
+        Ok(findings)
     }
 
     /// Every version waiting for review, with the skill's state.
@@ -544,6 +580,17 @@ fn becomes_active(state: &SkillState, version: &str) -> bool {
     ) {
         (Ok(new), Ok(old)) => new > old,
         _ => false,
+    }
+}
+
+/// Refuses an upload whose dependency files ask for anything but
+/// packages by name and version, before anything of it runs.
+fn vet_dependencies(dir: &Path, npm_registry: &str) -> Result<(), InstallError> {
+    let refused = crate::skill::deps::check_dir(dir, npm_registry)?;
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(InstallError::UnsafeDependencies(refused))
     }
 }
 

@@ -85,7 +85,7 @@ impl Invoker {
             trust: p.skill.trust,
             skill_dir: &p.skill.dir,
             deps: p.skill.deps.as_deref(),
-            workspace: &self.settings.workspace,
+            workspace: Some(&self.settings.workspace),
             workspace_write: p.skill.permissions.iter().any(|x| x == WORKSPACE_WRITE),
             scratch,
             network: p.skill.network,

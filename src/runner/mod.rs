@@ -512,7 +512,7 @@ mod tests {
             trust: crate::skill::Trust::User,
             skill_dir: Path::new("/"),
             deps: None,
-            workspace: Path::new("/"),
+            workspace: Some(Path::new("/")),
             workspace_write: false,
             scratch,
             network: false,

@@ -102,7 +102,10 @@ pub struct Request<'a> {
     /// An installed version's dependencies (its virtualenv, its
     /// `node_modules`), read and run like the skill.
     pub deps: Option<&'a Path>,
-    pub workspace: &'a Path,
+    /// The workspace; `None` for a dependency installer, which gets no
+    /// workspace and none of the configured `write_paths`: it writes only
+    /// its `scratch`.
+    pub workspace: Option<&'a Path>,
     /// The skill declared `file:write`.
     pub workspace_write: bool,
     pub scratch: &'a Path,
@@ -254,8 +257,9 @@ impl Sandbox {
     /// The places a run must find in its mount namespace: whatever it is
     /// granted, before any carving (Landlock still decides the access).
     fn visible(&self, req: &Request) -> Vec<PathBuf> {
-        [req.skill_dir, req.workspace, req.scratch]
+        [req.skill_dir, req.scratch]
             .into_iter()
+            .chain(req.workspace)
             .chain(req.deps)
             .map(Path::to_path_buf)
             .chain(req.programs.iter().flat_map(|p| program_dirs(p)))
@@ -298,13 +302,15 @@ impl Sandbox {
                 read.extend(landlock::around(&dir, &self.settings.protected));
             }
         }
-        let workspace = landlock::around(req.workspace, &self.settings.protected);
         let mut write = vec![req.scratch.to_path_buf()];
-        write.extend(self.settings.write_paths.iter().cloned());
-        if req.workspace_write {
-            write.extend(workspace);
-        } else {
-            read.extend(workspace);
+        if let Some(workspace) = req.workspace {
+            let workspace = landlock::around(workspace, &self.settings.protected);
+            write.extend(self.settings.write_paths.iter().cloned());
+            if req.workspace_write {
+                write.extend(workspace);
+            } else {
+                read.extend(workspace);
+            }
         }
         landlock::Grants {
             read,

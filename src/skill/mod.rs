@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod backend;
 mod definition;
+pub mod deps;
 pub mod diag;
 mod dialect;
 pub mod diff;

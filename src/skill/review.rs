@@ -2,11 +2,13 @@
 //! patterns installers and droppers use (piping the network into a shell,
 //! running decoded payloads, reading credentials, writing outside the
 //! skill, hiding code in encoded blobs), and network use the skill did not
-//! declare.
+//! declare; and dependency files that ask for more than registry
+//! packages by name and version ([`super::deps`]).
 //!
 //! It reads line by line and tells an admin where to look; it proves
 //! nothing safe. A pattern spread over several lines goes unseen.
 
+use super::deps;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -59,6 +61,10 @@ pub enum FindingCode {
     ObfuscatedBlob,
     ShellTrue,
     NetworkUndeclared,
+    /// A `requirements.txt` line or a `package.json` dependency that is a
+    /// path, a URL, a VCS source or an option: the upload is refused, and
+    /// no installer ever runs it.
+    UnsafeDependency,
 }
 
 impl FindingCode {
@@ -72,6 +78,7 @@ impl FindingCode {
             Self::ObfuscatedBlob => "obfuscated_blob",
             Self::ShellTrue => "shell_true",
             Self::NetworkUndeclared => "network_undeclared",
+            Self::UnsafeDependency => "unsafe_dependency",
         }
     }
 }
@@ -82,9 +89,17 @@ impl FindingCode {
 /// ([`FindingCode::NetworkUndeclared`]). Findings are sorted by (path,
 /// line, code), one per code and line. Files over 1 MiB or not UTF-8 are
 /// skipped, symlinks are not followed, and at most 10,000 files are read.
+/// Dependency files are checked against the default npm registry
+/// ([`scan_with_registry`] names another).
 pub fn scan(dir: &Path, network_allowed: bool) -> io::Result<Vec<Finding>> {
+    scan_with_registry(dir, network_allowed, deps::DEFAULT_NPM_REGISTRY)
+}
+
+/// [`scan`], with `npm_registry` the one a `package-lock.json` must fetch
+/// every package from.
+pub fn scan_with_registry(dir: &Path, network_allowed: bool, npm_registry: &str) -> io::Result<Vec<Finding>> {
     let rules = RULES.as_ref().map_err(|e| io::Error::other(e.clone()))?;
-    let mut findings = Vec::new();
+    let mut findings = dependency_findings(dir, npm_registry)?;
     for (rel, path) in skill_files(dir)? {
         if let Some(text) = read_text(&path)? {
             scan_text(rules, &rel, &text, network_allowed, &mut findings);
@@ -93,6 +108,22 @@ pub fn scan(dir: &Path, network_allowed: bool) -> io::Result<Vec<Finding>> {
     findings.sort_by(|a, b| (&a.path, a.line, a.code).cmp(&(&b.path, b.line, b.code)));
     findings.dedup_by(|a, b| (&a.path, a.line, a.code) == (&b.path, b.line, b.code));
     Ok(findings)
+}
+
+/// An [`FindingCode::UnsafeDependency`] for each thing the skill's
+/// dependency files ask for that no installer is given.
+pub fn dependency_findings(dir: &Path, npm_registry: &str) -> io::Result<Vec<Finding>> {
+    let refused = deps::check_dir(dir, npm_registry)?;
+    Ok(refused
+        .into_iter()
+        .map(|r| Finding {
+            code: FindingCode::UnsafeDependency,
+            path: r.file.to_owned(),
+            line: r.line,
+            message: r.why,
+            excerpt: r.excerpt,
+        })
+        .collect())
 }
 
 /// Regular files under `dir` with their '/'-separated relative paths.
@@ -253,6 +284,7 @@ impl FindingCode {
             Self::ObfuscatedBlob => "contains a long encoded blob",
             Self::ShellTrue => "runs a command built at run time through the shell",
             Self::NetworkUndeclared => "uses the network, but the skill declares `network: false`",
+            Self::UnsafeDependency => "names a dependency that is not a registry package by name and version",
         }
     }
 }
@@ -520,6 +552,7 @@ mod tests {
             ObfuscatedBlob,
             ShellTrue,
             NetworkUndeclared,
+            UnsafeDependency,
         ];
         for code in all {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());

@@ -281,6 +281,32 @@ impl TestServer {
         .await
     }
 
+    /// With tokens, taking uploads as `install` says.
+    pub async fn start_installing_with_auth(
+        opts: CatalogOptions,
+        install: InstallSettings,
+        auth: Auth,
+    ) -> Self {
+        let data = tempdir().unwrap();
+        let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+        let store = skilld::store::connect(&url).await.unwrap();
+        let web = WebGuard {
+            loopback_only: true,
+            allowed_origins: Vec::new(),
+        };
+        Self::launch_guarded(
+            opts,
+            RunSettings::default(),
+            store,
+            data,
+            auth,
+            web,
+            install,
+            ServerLimits::default(),
+        )
+        .await
+    }
+
     #[expect(clippy::too_many_arguments, reason = "each constructor above passes its own")]
     async fn launch_guarded(
         mut opts: CatalogOptions,

@@ -12,6 +12,7 @@ mod attacks;
 mod attacks_approve;
 mod attacks_files;
 mod attacks_hash;
+mod attacks_install;
 mod attacks_limits;
 mod attacks_sandbox;
 mod auth;

@@ -375,6 +375,8 @@ def main() -> None:
         expect(diff.binary_changed == [] and diff.truncated is False, f"the diff: {diff.to_dict()}")
 
         r = install_log.sync_detailed("hello", client=reader, version="2.0.0")
+        expect(r.status_code == 403, f"GET /skills/hello/install-log with a read token: status {r.status_code}")
+        r = install_log.sync_detailed("hello", client=admin, version="2.0.0")
         expect(r.status_code == 200, f"GET /skills/hello/install-log: status {r.status_code}: {r.content!r}")
         expect(isinstance(r.parsed, str) and "no dependencies" in r.parsed, f"the install log: {r.parsed!r}")
 

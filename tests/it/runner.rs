@@ -52,7 +52,7 @@ fn confined(mut spec: Spec) -> Spec {
             trust: Trust::User,
             skill_dir: &tmp,
             deps: None,
-            workspace: &tmp,
+            workspace: Some(&tmp),
             workspace_write: true,
             scratch: &tmp,
             network: !spec.isolate_network,

@@ -224,7 +224,12 @@ const { text, binary_changed, truncated } = diff.data;
 expect(text.includes("-echo one") && text.includes("+echo two"), "the diff", text);
 expect(binary_changed.length === 0 && !truncated, "the diff", diff.data);
 
-const log = await reader.GET("/skills/{skill}/install-log", {
+const logOfReader = await reader.GET("/skills/{skill}/install-log", {
+  params: { path: { skill: "hello" }, query: { version: "2.0.0" } },
+  parseAs: "text",
+});
+expect(logOfReader.response.status === 403, "the install log is admin-only", logOfReader.response.status);
+const log = await admin.GET("/skills/{skill}/install-log", {
   params: { path: { skill: "hello" }, query: { version: "2.0.0" } },
   parseAs: "text",
 });

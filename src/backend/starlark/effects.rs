@@ -217,7 +217,7 @@ fn spec(
         trust: shared.trust,
         skill_dir: &shared.dir,
         deps: None,
-        workspace: &shared.settings.workspace,
+        workspace: Some(&shared.settings.workspace),
         workspace_write: shared.allows("file:write"),
         scratch,
         network: shared.network,
