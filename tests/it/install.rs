@@ -259,7 +259,10 @@ async fn lifecycle(server: &TestServer, installed: &Path) {
     assert!(text.contains("-echo one") && text.contains("+echo two"), "{text}");
     assert_eq!(diff["binary_changed"], json!([]));
 
-    let log = reqwest::get(server.url("/skills/hello/install-log?version=2.0.0"))
+    let log = server
+        .person()
+        .get(server.url("/skills/hello/install-log?version=2.0.0"))
+        .send()
         .await
         .unwrap();
     assert_eq!(log.status(), 200);
@@ -553,14 +556,20 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
         said(&envelope),
         "3.7 True",
         "the tool runs with its virtualenv: {envelope} {}",
-        reqwest::get(server.url("/skills/sixer/install-log"))
+        server
+            .person()
+            .get(server.url("/skills/sixer/install-log"))
+            .send()
             .await
             .unwrap()
             .text()
             .await
             .unwrap()
     );
-    let log = reqwest::get(server.url("/skills/sixer/install-log"))
+    let log = server
+        .person()
+        .get(server.url("/skills/sixer/install-log"))
+        .send()
         .await
         .unwrap()
         .text()
@@ -586,7 +595,10 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
     );
     let versions = server.get_json("/skills/sixer/versions").await;
     assert_eq!(versions["versions"][1]["status"], "failed", "{versions}");
-    let log = reqwest::get(server.url("/skills/sixer/install-log?version=2.0.0"))
+    let log = server
+        .person()
+        .get(server.url("/skills/sixer/install-log?version=2.0.0"))
+        .send()
         .await
         .unwrap()
         .text()
