@@ -117,8 +117,11 @@ async fn a_link_to_root_as_the_files_directory_serves_nothing() {
         "mv out out.real && ln -s / out && echo linked\n",
     );
     let server = server(skills.path(), RunSettings::default()).await;
-    let db = server.invoker.settings.data_dir.join("skilld.db");
-    assert!(db.is_file());
+    // The run log, when it is a file (SQLite), and the local secret.
+    let data = &server.invoker.settings.data_dir;
+    let db = data.join("skilld.db");
+    let secret = skilld::local_secret::path(data);
+    assert!(secret.is_file() && (db.is_file() || crate::common::test_postgres().is_some()));
     for tool in ["link_files", "link_out"] {
         let envelope = run(&server, tool, json!({})).await;
         assert_eq!(
@@ -132,6 +135,8 @@ async fn a_link_to_root_as_the_files_directory_serves_nothing() {
         }
         let (status, body) = fetch(&server, id, &below_root(&db)).await;
         assert!(status == 404 && !body.contains("SQLite format"), "{body}");
+        let (status, _) = fetch(&server, id, &below_root(&secret)).await;
+        assert_eq!(status, 404, "the local secret was served");
     }
 }
 

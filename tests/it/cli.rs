@@ -110,6 +110,17 @@ pub(crate) fn serve(cmd: &mut Command) -> (std::process::Child, String) {
 
 /// [`serve`], with the server's stderr (its log) going to `log`.
 pub(crate) fn serve_logging_to(cmd: &mut Command, log: Stdio) -> (std::process::Child, String) {
+    // The same server on PostgreSQL when the suite runs so, unless the
+    // test chose its run log itself.
+    let chosen = cmd.get_args().any(|a| a == "--database")
+        || cmd
+            .get_envs()
+            .any(|(k, v)| k == "SKILLD_DATABASE_URL" && v.is_some());
+    if let Some(base) = crate::common::test_postgres()
+        && !chosen
+    {
+        cmd.arg("--database").arg(crate::common::fresh_schema(base));
+    }
     let mut child = cmd
         .env("SKILLD_SANDBOX_WRITE_PATHS", crate::common::marks_root())
         .stdout(Stdio::piped())
