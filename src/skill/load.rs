@@ -9,6 +9,7 @@ use super::dialect;
 use super::fields::Origin;
 use super::files;
 use super::frontmatter::{self, Split, Unclosed};
+use super::hash;
 use super::markdown;
 use super::model::*;
 use super::parse::Parse;
@@ -103,7 +104,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         );
     }
     hashed.extend(runnable.inside);
-    let (hash, fingerprint) = files::content_hash(dir, &def_path, &bytes, &hashed);
+    let (hash, fingerprint) = hash::content_hash(dir, &def_path, &bytes, &hashed);
     let files = files::list_files(dir);
     let mut skill = fields.into_skill(Origin {
         name,

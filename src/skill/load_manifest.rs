@@ -7,6 +7,7 @@ use super::diag::{Code, Diagnostic, Pos};
 use super::fields::Origin;
 use super::files;
 use super::frontmatter;
+use super::hash;
 use super::manifest::{MANIFEST_KEYS, ManifestParts};
 use super::model::*;
 use super::parse::Parse;
@@ -70,7 +71,7 @@ pub(super) fn load(
     skill.needs = needs;
     skill.dependencies = super::manifest::dependencies(&manifest);
     skill.files = files;
-    let (hash, fingerprint) = files::content_hash(dir, path, &bytes, &every.inside);
+    let (hash, fingerprint) = hash::content_hash(dir, path, &bytes, &every.inside);
     skill.hash = hash;
     skill.fingerprint = std::sync::Arc::new(fingerprint);
     skill.tools = parts

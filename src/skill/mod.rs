@@ -12,6 +12,7 @@ mod entrypoint;
 pub mod fields;
 pub mod files;
 pub mod frontmatter;
+pub mod hash;
 pub mod installed;
 pub mod load;
 mod load_manifest;

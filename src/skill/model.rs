@@ -218,7 +218,7 @@ pub struct Skill {
     pub hash: String,
     /// How the hashed files looked, to tell at a run's start whether they
     /// still hash to `hash`.
-    pub fingerprint: std::sync::Arc<super::files::Fingerprint>,
+    pub fingerprint: std::sync::Arc<super::hash::Fingerprint>,
     pub tools: Vec<Tool>,
     pub warnings: Vec<Diagnostic>,
 }
