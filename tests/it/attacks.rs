@@ -111,27 +111,8 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
     let data = crate::common::tempdir().unwrap();
     chown(data.path(), Some(uid), Some(gid)).unwrap();
     let secret = "s3cret-token-never-leaks";
-    let mut cmd = std::process::Command::new(setpriv);
-    cmd.args([
-        &format!("--reuid={uid}"),
-        &format!("--regid={gid}"),
-        "--clear-groups",
-        "--",
-        env!("CARGO_BIN_EXE_skilld"),
-        "serve",
-        "--bind",
-        "127.0.0.1:0",
-        "--no-watch",
-        "--skills",
-    ])
-    .arg(format!("bundled={}", skills.path().display()))
-    .arg("--data-dir")
-    .arg(data.path())
-    .arg("--workspace")
-    .arg(data.path())
-    .env("SKILLD_TOKENS", format!("agent:invoke:{secret}"))
-    .env("SKILLD_LOG", "warn")
-    .env_remove("SKILLD_DATABASE_URL");
+    let mut cmd = crate::cli::serve_as_nobody(skills.path(), data.path(), data.path());
+    cmd.env("SKILLD_TOKENS", format!("agent:invoke:{secret}"));
     let (child, addr) = crate::cli::serve(&mut cmd);
     let envelope = crate::cli::invoke_envelope(&addr, "peek", Some(secret), json!({})).await;
     assert!(crate::cli::stop(child).success());
@@ -296,16 +277,6 @@ fn scripts_skill(dir: &Path, name: &str) -> std::path::PathBuf {
     skill
 }
 
-async fn reload(server: &TestServer) {
-    let res = server
-        .person()
-        .post(server.url("/skills/reload"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-}
-
 /// A hidden `scripts/.helper.sh` was not hashed: editing it kept the
 /// approval of the skill, so changed code ran under an old grant.
 #[tokio::test]
@@ -321,7 +292,7 @@ async fn editing_a_hidden_helper_voids_the_approval() {
     let before = server.catalog.current().skill("helped").unwrap().hash.clone();
 
     std::fs::write(skill.join("scripts/.helper.sh"), "echo changed code\n").unwrap();
-    reload(&server).await;
+    server.reload().await;
     let after = server.catalog.current().skill("helped").unwrap().hash.clone();
     assert_ne!(before, after, "the hash does not cover the hidden helper");
     let (status, held) = server.invoke("helped_run", json!({})).await;
@@ -353,13 +324,13 @@ async fn a_script_that_leads_outside_the_skill_is_refused() {
     // A symlinked directory leading out is refused the same way.
     std::fs::remove_file(skill.join("scripts/payload.sh")).unwrap();
     std::os::unix::fs::symlink(outside.path(), skill.join("scripts/lib")).unwrap();
-    reload(&server).await;
+    server.reload().await;
     assert!(server.catalog.current().skill("linked").is_none());
     // Inside the skill, a symlink is fine, and hashed through.
     std::fs::remove_file(skill.join("scripts/lib")).unwrap();
     std::fs::write(skill.join("shared.sh"), "echo shared\n").unwrap();
     std::os::unix::fs::symlink(skill.join("shared.sh"), skill.join("scripts/.helper.sh.link")).unwrap();
-    reload(&server).await;
+    server.reload().await;
     let before = server
         .catalog
         .current()
@@ -368,7 +339,7 @@ async fn a_script_that_leads_outside_the_skill_is_refused() {
         .hash
         .clone();
     std::fs::write(skill.join("shared.sh"), "echo changed\n").unwrap();
-    reload(&server).await;
+    server.reload().await;
     assert_ne!(server.catalog.current().skill("linked").unwrap().hash, before);
 }
 

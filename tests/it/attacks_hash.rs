@@ -35,16 +35,6 @@ fn marked(mark: &Path) -> String {
     std::fs::read_to_string(mark).unwrap_or_default()
 }
 
-async fn reload(server: &TestServer) {
-    let res = server
-        .person()
-        .post(server.url("/skills/reload"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-}
-
 /// The refusal of a call whose skill changed under it: failed, nothing
 /// ran, and it says why.
 fn assert_refused_as_changed(envelope: &Value) {
@@ -86,7 +76,7 @@ async fn an_edit_deep_under_scripts_voids_the_grant() {
         "changed code ran under the old grant"
     );
 
-    reload(&server).await;
+    server.reload().await;
     let after = server.catalog.current().skill("deep").unwrap().hash.clone();
     assert_ne!(before, after, "the hash does not reach the deep helper");
     let (status, held) = server.invoke("deep_run", json!({})).await;

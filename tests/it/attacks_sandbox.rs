@@ -16,18 +16,7 @@ use std::time::Duration;
 /// program it is given (`python3 -c CODE`), with `front` added to its
 /// frontmatter (`network: true`, say).
 fn python_skill(dir: &Path, name: &str, front: &str) {
-    let skill = dir.join(name.replace('_', "-"));
-    std::fs::create_dir_all(&skill).unwrap();
-    std::fs::write(
-        skill.join("SKILL.md"),
-        format!(
-            "---\nname: {}\nversion: 1.0.0\ndescription: A hostile tool.\nread_only: true\n{front}---\n\n\
-             ### {name}\n\nRuns Python.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
-             |---|---|---|---|\n| code | string | yes | The program. |\n\n#### Command\n\n```\npython3 -c {{{{code}}}}\n```\n",
-            name.replace('_', "-")
-        ),
-    )
-    .unwrap();
+    crate::common::one_tool_skill(dir, name, front, "code", "python3 -c {{code}}");
 }
 
 fn is_root() -> bool {
@@ -572,27 +561,7 @@ async fn a_server_that_is_not_root_hides_the_users_sockets_too() {
     chown(&path, Some(uid), Some(gid)).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     listener.set_nonblocking(true).unwrap();
-    let mut cmd = std::process::Command::new("/usr/bin/setpriv");
-    cmd.args([
-        &format!("--reuid={uid}"),
-        &format!("--regid={gid}"),
-        "--clear-groups",
-        "--",
-        env!("CARGO_BIN_EXE_skilld"),
-        "serve",
-        "--bind",
-        "127.0.0.1:0",
-        "--no-watch",
-        "--skills",
-    ])
-    .arg(format!("bundled={}", skills.path().display()))
-    .arg("--data-dir")
-    .arg(data.path())
-    .arg("--workspace")
-    .arg(skills.path())
-    .env("SKILLD_LOG", "warn")
-    .env_remove("SKILLD_TOKENS")
-    .env_remove("SKILLD_DATABASE_URL");
+    let mut cmd = crate::cli::serve_as_nobody(skills.path(), data.path(), skills.path());
     let (child, addr) = crate::cli::serve(&mut cmd);
     let ready: Value = reqwest::get(format!("http://{addr}/readyz"))
         .await

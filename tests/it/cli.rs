@@ -3,8 +3,38 @@
 use crate::common::{bundled_dir, corpus_dir};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+/// `skilld serve` on port 0 as user and group 65534 (nobody), through
+/// `setpriv`: a server that is not root, serving `skills` (bundled trust)
+/// with the data directory `data` (which that user must own) and the
+/// workspace `workspace`.
+pub(crate) fn serve_as_nobody(skills: &Path, data: &Path, workspace: &Path) -> Command {
+    let mut c = Command::new("/usr/bin/setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        env!("CARGO_BIN_EXE_skilld"),
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--no-watch",
+    ])
+    .arg("--skills")
+    .arg(format!("bundled={}", skills.display()))
+    .arg("--data-dir")
+    .arg(data)
+    .arg("--workspace")
+    .arg(workspace)
+    .env_remove("SKILLD_TOKENS")
+    .env_remove("SKILLD_DATABASE_URL")
+    .env("SKILLD_LOG", "warn");
+    c
+}
 
 pub(crate) fn skilld() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_skilld"));

@@ -430,6 +430,17 @@ impl TestServer {
     }
 
     /// `GET path` as the person, its body as JSON, whatever the status.
+    /// `POST /skills/reload` as the person who holds the secret (200).
+    pub async fn reload(&self) {
+        let res = self
+            .person()
+            .post(self.url("/skills/reload"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+    }
+
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
         let res = self.person().get(self.url(path)).send().await.unwrap();
         res.json().await.unwrap()
@@ -673,4 +684,20 @@ async fn drop_schemas_of_gone_processes(admin: &mut sqlx::PgConnection) {
             .await;
         }
     }
+}
+
+/// A read-only skill `name` (dashes for underscores) whose one tool of the
+/// same name runs `command` on its one string parameter `param` (say
+/// `sh -c {{s}}`), with `front` added to its frontmatter (`network:
+/// true`, say): the hostile tool of the sandbox tests.
+pub fn one_tool_skill(dir: &Path, name: &str, front: &str, param: &str, command: &str) {
+    let skill = name.replace('_', "-");
+    write_file(
+        &dir.join(&skill).join("SKILL.md"),
+        &format!(
+            "---\nname: {skill}\nversion: 1.0.0\ndescription: A hostile tool.\nread_only: true\n{front}---\n\n\
+             ### {name}\n\nRuns what it is given.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
+             |---|---|---|---|\n| {param} | string | yes | What to run. |\n\n#### Command\n\n```\n{command}\n```\n"
+        ),
+    );
 }

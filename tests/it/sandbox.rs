@@ -12,18 +12,7 @@ use std::time::{Duration, Instant};
 
 /// A skill whose tool `name` runs the script it is given with `sh -c`.
 fn shell_skill(dir: &Path, name: &str, front: &str) {
-    let skill = dir.join(name.replace('_', "-"));
-    std::fs::create_dir_all(&skill).unwrap();
-    std::fs::write(
-        skill.join("SKILL.md"),
-        format!(
-            "---\nname: {}\nversion: 1.0.0\ndescription: A hostile tool.\nread_only: true\n{front}---\n\n\
-             ### {name}\n\nRuns a script.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
-             |---|---|---|---|\n| s | string | yes | The script. |\n\n#### Command\n\n```\nsh -c {{{{s}}}}\n```\n",
-            name.replace('_', "-")
-        ),
-    )
-    .unwrap();
+    crate::common::one_tool_skill(dir, name, front, "s", "sh -c {{s}}");
 }
 
 /// Runs `script` with `tool` and expects the envelope (200).
