@@ -257,7 +257,10 @@ impl Sandbox {
     /// The places a run must find in its mount namespace: whatever it is
     /// granted, before any carving (Landlock still decides the access).
     fn visible(&self, req: &Request) -> Vec<PathBuf> {
-        [req.skill_dir, req.scratch]
+        // The scratch root, not the run's own directory: bound once, it
+        // shows every run's directory, made later beneath it.
+        let scratch = req.scratch.parent().unwrap_or(req.scratch);
+        [req.skill_dir, scratch]
             .into_iter()
             .chain(req.workspace)
             .chain(req.deps)

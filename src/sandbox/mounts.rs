@@ -26,6 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+/// The most paths remembered as lying outside the covered places.
+const MAX_REMEMBERED: usize = 1024;
+
 /// The places covered in the namespace, when they are directories here.
 const COVERED: [&str; 5] = ["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm"];
 
@@ -42,6 +45,8 @@ pub(super) struct Mounts {
     /// What has been bound back, with the device and inode it had then:
     /// a place removed and made again on the host is bound again.
     shown: Mutex<HashMap<PathBuf, (u64, u64)>>,
+    /// Paths as runs name them that lie outside every covered place.
+    outside: Mutex<std::collections::HashSet<PathBuf>>,
     /// Whether `/proc` hides other processes in it.
     pub(super) hides_processes: bool,
     /// The namespace's `/proc`, for the run's Landlock rule: another
@@ -92,6 +97,7 @@ impl Mounts {
             covered: places.iter().map(|p| p.to_path_buf()).collect(),
             binder: Binder::Clone(under),
             shown: Mutex::default(),
+            outside: Mutex::default(),
             hides_processes: false,
             proc: None,
         };
@@ -126,6 +132,7 @@ impl Mounts {
             covered: made.covered,
             binder: Binder::Thread(Mutex::new(bind_tx)),
             shown: Mutex::default(),
+            outside: Mutex::default(),
             hides_processes: made.hides_processes,
             proc: Some(made.proc),
         })
@@ -151,10 +158,14 @@ impl Mounts {
     /// namespace as on the host, where it lies under a covered place.
     pub(super) fn reveal<'a>(&self, paths: impl IntoIterator<Item = &'a Path>) -> io::Result<()> {
         for path in paths {
+            if self.known_outside(path) {
+                continue;
+            }
             let Ok(real) = path.canonicalize() else {
                 continue;
             };
             if !self.covered.iter().any(|c| real.starts_with(c)) {
+                self.remember_outside(path);
                 continue;
             }
             let meta = std::fs::metadata(&real)?;
@@ -166,6 +177,28 @@ impl Mounts {
             self.lock_shown().insert(real, id);
         }
         Ok(())
+    }
+
+    /// Whether `path` was found to lie outside every covered place: most
+    /// paths do (a skill root, the workspace), and each run names them
+    /// again, so the lookup of their real path is done once.
+    fn known_outside(&self, path: &Path) -> bool {
+        self.outside
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(path)
+    }
+
+    fn remember_outside(&self, path: &Path) {
+        let mut outside = self
+            .outside
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A bound, for servers whose paths keep changing.
+        if outside.len() >= MAX_REMEMBERED {
+            outside.clear();
+        }
+        outside.insert(path.to_path_buf());
     }
 
     fn lock_shown(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (u64, u64)>> {
