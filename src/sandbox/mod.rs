@@ -265,7 +265,11 @@ impl Sandbox {
             .chain(req.workspace)
             .chain(req.deps)
             .map(Path::to_path_buf)
-            .chain(req.programs.iter().flat_map(|p| program_dirs(p)))
+            .chain(
+                req.programs
+                    .iter()
+                    .flat_map(|p| program_dirs(p).into_iter().chain(executable_file(p))),
+            )
             .chain(self.settings.read_paths.iter().cloned())
             .chain(self.settings.write_paths.iter().cloned())
             .collect()
@@ -301,6 +305,10 @@ impl Sandbox {
         read.push(req.skill_dir.to_path_buf());
         read.extend(req.deps.map(Path::to_path_buf));
         for program in &req.programs {
+            // The program itself, even in a protected place (the Starlark
+            // host kept under the scratch root): an executable file gives
+            // nothing but itself. What lies beside it is carved.
+            read.extend(executable_file(program));
             for dir in program_dirs(program) {
                 read.extend(landlock::around(&dir, &self.settings.protected));
             }
@@ -417,8 +425,8 @@ pub struct Allowance {
 /// What a program outside the system directories needs beside itself:
 /// for one in a `bin` or `sbin` directory (`/opt/py/bin/python3`), that
 /// directory and the library directories next to it (`/opt/py/lib`), so
-/// its libraries come with it; for any other, the file alone. Never the
-/// prefix itself: `~/bin/python3`'s is the home directory, with the
+/// its libraries come with it (the file itself is [`executable_file`]'s);
+/// for any other, nothing. Never the prefix itself: `~/bin/python3`'s is the home directory, with the
 /// config, the run log and `~/.ssh` in it. System programs need nothing.
 fn program_dirs(program: &Path) -> Vec<PathBuf> {
     let Ok(real) = program.canonicalize() else {
@@ -434,8 +442,21 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
         Some(prefix) if dir.ends_with("bin") || dir.ends_with("sbin") => std::iter::once(dir.to_path_buf())
             .chain(LIBRARY_DIRS.iter().map(|lib| prefix.join(lib)))
             .collect(),
-        _ => vec![real],
+        _ => Vec::new(),
     }
+}
+
+/// `program`'s real path when it is an executable regular file outside
+/// the system directories: granted whole, wherever it lies. Never a file
+/// that is not executable (the run log, a secret): naming one as a
+/// program grants nothing.
+fn executable_file(program: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let real = program.canonicalize().ok()?;
+    let meta = std::fs::metadata(&real).ok()?;
+    let runnable = meta.is_file() && meta.permissions().mode() & 0o111 != 0;
+    let system = landlock::SYSTEM.iter().any(|s| real.starts_with(s));
+    (runnable && !system).then_some(real)
 }
 
 /// The directories beside a program's `bin` that hold what it loads.
