@@ -34,6 +34,9 @@ const READ_DEVICES: [&str; 2] = ["/dev/random", "/dev/urandom"];
 pub(super) struct Grants {
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
+    /// Directories that may only be listed: those on the way to a
+    /// protected place inside a granted one.
+    pub list: Vec<PathBuf>,
     /// No TCP connect or bind at all (`network: false`).
     pub no_tcp: bool,
 }
@@ -139,6 +142,9 @@ pub(super) fn ruleset(
     for path in &access.write {
         created = add(created, path, all)?;
     }
+    for path in &access.list {
+        created = add(created, path, AccessFs::ReadDir.into())?;
+    }
     Ok(created.into())
 }
 
@@ -165,36 +171,51 @@ fn fit(path: &Path, rights: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
 
 /// `root`, or when one of `protected` lies inside it, every entry of
 /// `root` but the ones leading to a protected path, recursively: Landlock
-/// only ever adds access, so a hole is made by granting around it.
+/// only ever adds access, so a hole is made by granting around it. The
+/// directories on the way stay listable ([`Carved::list`]): a listing
+/// that shows a protected entry's name is fine, reading it is not, and
+/// without it `ls` and `git status` fail at the workspace's root.
 /// Entries are taken by their real paths, so a symlink to a protected
 /// place is left out too. Entries made later inside a carved directory are
 /// not granted.
-pub(super) fn around(root: &Path, protected: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+pub(super) fn around(root: &Path, protected: &[PathBuf]) -> Carved {
+    let mut out = Carved::default();
     let Ok(root) = root.canonicalize() else {
         return out;
     };
     carve(&root, &root, protected, &mut out);
-    if out.len() > MAX_CARVED {
+    if out.whole.len() + out.list.len() > MAX_CARVED {
         tracing::warn!(root = %root.display(), "too many entries around protected paths; not granted");
-        out.clear();
+        out = Carved::default();
     }
     out
 }
 
-fn carve(root: &Path, dir: &Path, protected: &[PathBuf], out: &mut Vec<PathBuf>) {
+/// What [`around`] grants.
+#[derive(Debug, Default)]
+pub(super) struct Carved {
+    /// Granted with what the caller grants.
+    pub whole: Vec<PathBuf>,
+    /// On the way to a protected place: listed only (a Landlock rule
+    /// reaches beneath, so a protected directory's names can be listed
+    /// too, never its files read).
+    pub list: Vec<PathBuf>,
+}
+
+fn carve(root: &Path, dir: &Path, protected: &[PathBuf], out: &mut Carved) {
     if protected.iter().any(|p| dir.starts_with(p)) {
         return;
     }
     if !protected.iter().any(|p| p.starts_with(dir)) {
-        out.push(dir.to_path_buf());
+        out.whole.push(dir.to_path_buf());
         return;
     }
+    out.list.push(dir.to_path_buf());
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.filter_map(Result::ok) {
-        if out.len() > MAX_CARVED {
+        if out.whole.len() + out.list.len() > MAX_CARVED {
             return;
         }
         // A symlink out of `root` is not followed: Landlock would not
@@ -208,7 +229,7 @@ fn carve(root: &Path, dir: &Path, protected: &[PathBuf], out: &mut Vec<PathBuf>)
         if real.is_dir() {
             carve(root, &real, protected, out);
         } else if !protected.iter().any(|p| real.starts_with(p)) {
-            out.push(real);
+            out.whole.push(real);
         }
     }
 }

@@ -290,6 +290,7 @@ impl Sandbox {
             identity: self.identity().map(|(uid, gid)| format!("uid {uid} gid {gid}")),
             read: shown(&grants.read),
             write: shown(&grants.write),
+            list: shown(&grants.list),
             network: req.network,
             pids_max: self.cgroups.pids().map(|_| self.settings.pids_max),
             memory_max: self
@@ -310,22 +311,25 @@ impl Sandbox {
             // nothing but itself. What lies beside it is carved.
             read.extend(executable_file(program));
             for dir in program_dirs(program) {
-                read.extend(landlock::around(&dir, &self.settings.protected));
+                read.extend(landlock::around(&dir, &self.settings.protected).whole);
             }
         }
         let mut write = vec![req.scratch.to_path_buf()];
+        let mut list = Vec::new();
         if let Some(workspace) = req.workspace {
             let workspace = landlock::around(workspace, &self.settings.protected);
             write.extend(self.settings.write_paths.iter().cloned());
             if req.workspace_write {
-                write.extend(workspace);
+                write.extend(workspace.whole);
             } else {
-                read.extend(workspace);
+                read.extend(workspace.whole);
             }
+            list = workspace.list;
         }
         landlock::Grants {
             read,
             write,
+            list,
             no_tcp: !req.network,
         }
     }
@@ -414,6 +418,9 @@ pub struct Allowance {
     pub read: Vec<String>,
     /// What it may also write.
     pub write: Vec<String>,
+    /// Directories it may only list: those on the way to a protected
+    /// place inside its workspace (the names show; nothing inside is read).
+    pub list: Vec<String>,
     /// Whether it may use the network.
     pub network: bool,
     /// Its process limit, where a cgroup enforces one.

@@ -50,3 +50,4 @@ mod typescript_client;
 mod ui;
 mod ui_reviews;
 mod usability;
+mod workspace;
