@@ -370,7 +370,7 @@ pub(super) fn asked(caller: &Caller, headers: &HeaderMap) -> Asked {
 /// The answer to a call: its envelope, 202, or its events.
 pub(super) fn respond(state: &AppState, called: Called, permit: Option<StreamPermit>) -> Result<Response> {
     Ok(match (called, permit) {
-        (Called::DryRun(plan), _) => Json(InvokeOutcome::DryRun(plan)).into_response(),
+        (Called::DryRun(plan), _) => Json(InvokeOutcome::DryRun(*plan)).into_response(),
         (Called::Refused { run_id, reason }, _) => {
             return Err(ApiError::Refused {
                 code: "denied",

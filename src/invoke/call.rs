@@ -64,8 +64,9 @@ pub enum Gate {
 
 /// How a call was answered.
 pub enum Called {
-    /// What would run and the decision; nothing was recorded.
-    DryRun(DryRun),
+    /// What would run and the decision; nothing was recorded. Boxed: it
+    /// is the largest by far, and the rare answer.
+    DryRun(Box<DryRun>),
     /// A standing deny refused it: nothing ran, the attempt is recorded.
     Refused { run_id: Uuid, reason: String },
     /// It waits for a person.
@@ -188,11 +189,11 @@ impl Invoker {
         }
         let (decision, facts) = self.judge(&prepared).await?;
         if call.dry_run {
-            return Ok(Called::DryRun(dry_run(
+            return Ok(Called::DryRun(Box::new(dry_run(
                 &prepared,
                 decision,
                 self.allowance(&prepared),
-            )));
+            ))));
         }
         match decision.decision {
             Verdict::Deny => {
