@@ -248,6 +248,7 @@ impl ProcessBackend {
                 .into_iter()
                 .collect(),
             memory_bytes: self.memory_bytes.or(self.settings.limits.memory_bytes),
+            cpu: None,
         };
         let mut limits = self.settings.limits;
         limits.memory_bytes = request.memory_bytes;

@@ -359,6 +359,7 @@ impl Job<'_> {
             network: true,
             programs: located(program).into_iter().collect(),
             memory_bytes: None,
+            cpu: None,
         };
         let confinement = self
             .confines

@@ -97,6 +97,7 @@ impl Invoker {
                 .into_iter()
                 .collect(),
             memory_bytes: self.limits_for(&p.skill).memory_bytes,
+            cpu: p.skill.resources.cpu,
         }
     }
 }

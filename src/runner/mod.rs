@@ -518,6 +518,7 @@ mod tests {
             network: false,
             programs: Vec::new(),
             memory_bytes: None,
+            cpu: None,
         }
     }
 

@@ -24,9 +24,11 @@ pub(super) struct Cgroups {
     /// The controllers enabled for the v2 run cgroups.
     v2_pids: bool,
     v2_memory: bool,
+    v2_cpu: bool,
     /// v1 parents, used for a limit v2 cannot give.
     v1_pids: Option<PathBuf>,
     v1_memory: Option<PathBuf>,
+    v1_cpu: Option<PathBuf>,
     /// Empty run cgroups, kept for the next runs.
     pool: Arc<Mutex<Pool>>,
     /// Run cgroups made so far, which names the next.
@@ -58,7 +60,12 @@ const POOL_MAX: usize = 64;
 pub(super) struct Bounds {
     pub pids: u64,
     pub memory: u64,
+    /// CPU time per [`CPU_PERIOD_US`], in microseconds; `None`: no bound.
+    pub cpu: Option<u64>,
 }
+
+/// The period a run's CPU quota is counted over (the kernel's default).
+pub(super) const CPU_PERIOD_US: u64 = 100_000;
 
 /// One run cgroup in each hierarchy in use.
 #[derive(Debug)]
@@ -66,6 +73,7 @@ struct Slot {
     v2: Option<PathBuf>,
     v1_pids: Option<PathBuf>,
     v1_memory: Option<PathBuf>,
+    v1_cpu: Option<PathBuf>,
     /// The limits written last.
     bounds: Option<Bounds>,
 }
@@ -100,6 +108,7 @@ impl Cgroups {
     /// limits could otherwise add up past the host (64 runs of 2 GiB).
     fn bound_all(&self, total: Bounds) {
         let (pids, memory) = (total.pids.to_string(), total.memory.to_string());
+        // (`total.cpu` is not applied: all runs together may use every core.)
         let mut writes = Vec::new();
         if let Some(parent) = &self.v2 {
             if self.v2_pids {
@@ -131,8 +140,10 @@ impl Cgroups {
         {
             found.kill = parent.join("cgroup.kill").exists();
             let enabled = enable_controllers(&base, &parent);
-            found.v2_pids = enabled.contains("pids");
-            found.v2_memory = enabled.contains("memory");
+            let has = |c: &str| enabled.split_whitespace().any(|e| e == c);
+            found.v2_pids = has("pids");
+            found.v2_memory = has("memory");
+            found.v2_cpu = has("cpu");
             found.v2 = Some(parent);
         }
         if !found.v2_pids {
@@ -140,6 +151,9 @@ impl Cgroups {
         }
         if !found.v2_memory {
             found.v1_memory = v1_base(&mounts, &own, "memory").and_then(|b| make_parent(&b));
+        }
+        if !found.v2_cpu {
+            found.v1_cpu = v1_base(&mounts, &own, "cpu").and_then(|b| make_parent(&b));
         }
         found
     }
@@ -155,6 +169,15 @@ impl Cgroups {
             Some("v2")
         } else {
             self.v1_pids.as_ref().map(|_| "v1")
+        }
+    }
+
+    /// Where the CPU limit comes from.
+    pub(super) fn cpu(&self) -> Option<&'static str> {
+        if self.v2_cpu {
+            Some("v2")
+        } else {
+            self.v1_cpu.as_ref().map(|_| "v1")
         }
     }
 
@@ -190,7 +213,10 @@ impl Cgroups {
         // `tasks`, not `cgroup.procs`: the child moves itself while it is
         // its process's one thread, and the kernel moves `current` alone
         // without the global threadgroup lock that a process move takes.
-        let v1_tasks = [&slot.v1_pids, &slot.v1_memory]
+        // The v1 CPU cgroup only for a run with a CPU bound: joining it is
+        // one more write in every child.
+        let cpu = slot.v1_cpu.as_ref().filter(|_| bounds.cpu.is_some());
+        let v1_tasks = [&slot.v1_pids, &slot.v1_memory, &cpu.cloned()]
             .into_iter()
             .flatten()
             .map(|dir| open(dir, "tasks"))
@@ -219,17 +245,28 @@ impl Cgroups {
             fs::create_dir(&dir)?;
             Ok(Some(dir))
         };
-        let made = (|| Ok::<_, io::Error>((add(&self.v2)?, add(&self.v1_pids)?, add(&self.v1_memory)?)))();
+        let made = (|| {
+            Ok::<_, io::Error>((
+                add(&self.v2)?,
+                add(&self.v1_pids)?,
+                add(&self.v1_memory)?,
+                add(&self.v1_cpu)?,
+            ))
+        })();
         match made {
-            Ok((v2, v1_pids, v1_memory)) => Ok(Slot {
+            Ok((v2, v1_pids, v1_memory, v1_cpu)) => Ok(Slot {
                 v2,
                 v1_pids,
                 v1_memory,
+                v1_cpu,
                 bounds: None,
             }),
             Err(err) => {
                 // Whatever was made before the failure goes again.
-                for parent in [&self.v2, &self.v1_pids, &self.v1_memory].into_iter().flatten() {
+                for parent in [&self.v2, &self.v1_pids, &self.v1_memory, &self.v1_cpu]
+                    .into_iter()
+                    .flatten()
+                {
                     let _ = fs::remove_dir(parent.join(&name));
                 }
                 Err(err)
@@ -255,6 +292,20 @@ impl Cgroups {
         if let Some(dir) = &slot.v1_memory {
             write(&dir.join("memory.limit_in_bytes"), &memory)?;
         }
+        self.limit_cpu(slot, bounds.cpu)
+    }
+
+    /// `cpu.max` (v2) or the CFS quota (v1); unbounded without `cpu`.
+    fn limit_cpu(&self, slot: &Slot, cpu: Option<u64>) -> io::Result<()> {
+        if let Some(dir) = slot.v2.as_ref().filter(|_| self.v2_cpu) {
+            let quota = cpu.map_or_else(|| "max".to_owned(), |q| q.to_string());
+            write(&dir.join("cpu.max"), &format!("{quota} {CPU_PERIOD_US}"))?;
+        }
+        if let Some(dir) = &slot.v1_cpu {
+            write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
+            let quota = cpu.map_or_else(|| "-1".to_owned(), |q| q.to_string());
+            write(&dir.join("cpu.cfs_quota_us"), &quota)?;
+        }
         Ok(())
     }
 }
@@ -269,7 +320,10 @@ impl Drop for Cgroups {
         for slot in slots {
             remove(slot.dirs());
         }
-        for parent in [&self.v2, &self.v1_pids, &self.v1_memory].into_iter().flatten() {
+        for parent in [&self.v2, &self.v1_pids, &self.v1_memory, &self.v1_cpu]
+            .into_iter()
+            .flatten()
+        {
             let _ = fs::remove_dir(parent);
         }
     }
@@ -277,7 +331,7 @@ impl Drop for Cgroups {
 
 impl Slot {
     fn dirs(&self) -> Vec<PathBuf> {
-        [&self.v2, &self.v1_pids, &self.v1_memory]
+        [&self.v2, &self.v1_pids, &self.v1_memory, &self.v1_cpu]
             .into_iter()
             .flatten()
             .cloned()
@@ -503,7 +557,7 @@ fn remove_stale(base: &Path) {
 /// delegated service must.
 fn enable_controllers(base: &Path, parent: &Path) -> String {
     let offered = fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
-    let wanted: Vec<&str> = ["pids", "memory"]
+    let wanted: Vec<&str> = ["pids", "memory", "cpu"]
         .into_iter()
         .filter(|c| offered.split_whitespace().any(|o| o == *c))
         .collect();
@@ -516,7 +570,13 @@ fn enable_controllers(base: &Path, parent: &Path) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     let control = base.join("cgroup.subtree_control");
-    if write(&control, &request).is_err() {
+    let one_by_one = |control: &Path| {
+        wanted
+            .iter()
+            .filter(|c| write(control, &format!("+{c}")).is_ok())
+            .count()
+    };
+    if write(&control, &request).is_err() && one_by_one(&control) == 0 {
         let leaf = base.join("skilld-server");
         let moved = fs::create_dir(&leaf)
             .or_else(|e| {
@@ -527,13 +587,20 @@ fn enable_controllers(base: &Path, parent: &Path) -> String {
                 }
             })
             .and_then(|()| write(&leaf.join("cgroup.procs"), &std::process::id().to_string()))
-            .and_then(|()| write(&control, &request));
+            .and_then(|()| {
+                write(&control, &request).or_else(|e| if one_by_one(&control) > 0 { Ok(()) } else { Err(e) })
+            });
         if let Err(err) = moved {
             tracing::info!(%err, "cgroup controllers not delegated; runs get no pids.max or memory.max from v2");
             return String::new();
         }
     }
-    if let Err(err) = write(&parent.join("cgroup.subtree_control"), &request) {
+    // One by one where all at once fails: a controller the host cannot
+    // hand down (cpu, with a realtime process about) costs only itself.
+    let parent_control = parent.join("cgroup.subtree_control");
+    if let Err(err) = write(&parent_control, &request)
+        && one_by_one(&parent_control) == 0
+    {
         tracing::info!(%err, "cannot enable cgroup controllers for runs");
         return String::new();
     }

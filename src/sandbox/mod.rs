@@ -113,6 +113,9 @@ pub struct Request<'a> {
     /// Programs the run may start beyond the system (its runtime).
     pub programs: Vec<PathBuf>,
     pub memory_bytes: Option<u64>,
+    /// CPU cores the run may use (`resources.cpu`), where a CPU
+    /// controller can bound it.
+    pub cpu: Option<f64>,
 }
 
 /// What the child applies to itself, prepared by the parent. Whenever
@@ -169,6 +172,7 @@ impl Sandbox {
             cgroups: cgroup::Cgroups::detect(cgroup::Bounds {
                 pids: settings.total_pids_max,
                 memory: settings.total_memory_max,
+                cpu: None,
             }),
             switch_identity,
             last_cap,
@@ -222,6 +226,7 @@ impl Sandbox {
         let bounds = cgroup::Bounds {
             pids: self.settings.pids_max,
             memory: req.memory_bytes.unwrap_or(self.settings.memory_max),
+            cpu: req.cpu.map(cpu_quota),
         };
         let cgroup = match self.cgroups.take(bounds) {
             Ok(made) => Some(made),
@@ -297,6 +302,7 @@ impl Sandbox {
                 .cgroups
                 .memory()
                 .map(|_| req.memory_bytes.unwrap_or(self.settings.memory_max)),
+            cpu_max: req.cpu.filter(|_| self.cgroups.cpu().is_some()),
         }
     }
 
@@ -368,6 +374,10 @@ impl Sandbox {
                 .cgroups
                 .memory()
                 .map_or_else(|| "rlimit".to_owned(), |v| format!("enforced (cgroup {v})")),
+            cpu: self
+                .cgroups
+                .cpu()
+                .map_or_else(|| "unavailable".to_owned(), |v| format!("enforced (cgroup {v})")),
             network: on(network_isolated),
             seccomp: on(seccomp::filters().available()),
             mounts: on(self.mounts().is_some()),
@@ -391,6 +401,8 @@ pub struct Report {
     pub pids: String,
     /// `memory.max` per run, else the address-space rlimit.
     pub memory: String,
+    /// A skill's `resources.cpu`: `cpu.max` (v2) or the CFS quota (v1).
+    pub cpu: String,
     /// `network: false` gets an empty network namespace.
     pub network: String,
     /// Every run gets filters refusing terminal injection, user
@@ -427,6 +439,8 @@ pub struct Allowance {
     pub pids_max: Option<u64>,
     /// Its memory limit in bytes, where a cgroup enforces one.
     pub memory_max: Option<u64>,
+    /// Its CPU limit in cores, where a cgroup enforces one.
+    pub cpu_max: Option<f64>,
 }
 
 /// What a program outside the system directories needs beside itself:
@@ -468,6 +482,17 @@ fn executable_file(program: &Path) -> Option<PathBuf> {
 
 /// The directories beside a program's `bin` that hold what it loads.
 const LIBRARY_DIRS: [&str; 3] = ["lib", "lib64", "libexec"];
+
+/// `cores` as CPU time per period, in microseconds: at least 1 ms, as
+/// the kernel takes no less.
+fn cpu_quota(cores: f64) -> u64 {
+    let quota = (cores * cgroup::CPU_PERIOD_US as f64).round();
+    if quota.is_finite() && quota >= 1000.0 {
+        quota as u64
+    } else {
+        1000
+    }
+}
 
 /// Half of this host's memory, the default bound of all runs together;
 /// 8 GiB where `/proc/meminfo` does not say.

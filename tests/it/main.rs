@@ -35,6 +35,7 @@ mod props;
 mod python_client;
 mod recovery;
 mod reload;
+mod resources;
 mod robust;
 mod runner;
 mod sandbox;

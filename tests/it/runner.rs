@@ -58,6 +58,7 @@ fn confined(mut spec: Spec) -> Spec {
             network: !spec.isolate_network,
             programs: Vec::new(),
             memory_bytes: spec.limits.memory_bytes,
+            cpu: None,
         };
         spec.confinement = SANDBOX.confine(&request).unwrap();
     }

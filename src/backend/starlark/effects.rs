@@ -226,6 +226,7 @@ fn spec(
             .into_iter()
             .collect(),
         memory_bytes: shared.memory_bytes.or(shared.settings.limits.memory_bytes),
+        cpu: None,
     };
     let mut limits = shared.settings.limits;
     limits.memory_bytes = request.memory_bytes;

@@ -1,0 +1,74 @@
+//! Seed 003's resources as a skill declares them, enforced: `cpu` through
+//! the CPU controller, and a private, size-bounded `/tmp` that an
+//! entrypoint may write.
+
+use crate::common::{TestServer, options, root};
+use serde_json::{Value, json};
+use skilld::invoke::RunSettings;
+use skilld::skill::Trust;
+use std::path::Path;
+
+/// An entrypoint skill `name` with `front` in its frontmatter and
+/// `scripts/main.py`.
+fn entrypoint(dir: &Path, name: &str, front: &str, main: &str) {
+    crate::common::write_file(
+        &dir.join(name).join("SKILL.md"),
+        &format!("---\nname: {name}\nversion: 1.0.0\ndescription: Uses resources.\n{front}---\n\nRuns.\n"),
+    );
+    crate::common::write_file(&dir.join(name).join("scripts/main.py"), main);
+}
+
+async fn server(dir: &Path) -> TestServer {
+    let server = TestServer::start_with(options(vec![root(dir, Trust::User)]), RunSettings::default()).await;
+    server.allow_every_tool().await;
+    server
+}
+
+/// The envelope of a call that must succeed.
+async fn run(server: &TestServer, tool: &str) -> Value {
+    let (status, envelope) = server.invoke(tool, json!({})).await;
+    assert_eq!(status, 200, "{envelope}");
+    assert_eq!(envelope["success"], true, "{envelope}");
+    envelope
+}
+
+/// Spins for 1.5 s of wall time and prints the CPU seconds it got.
+const SPIN: &str = "import json, os, time\nstart, used = time.monotonic(), time.process_time()\n\
+while time.monotonic() - start < 1.5:\n    pass\n\
+open(os.environ['SANDBOX_OUTPUT'], 'w').write(json.dumps({'cpu': time.process_time() - used}))\n";
+
+/// `resources.cpu` was recorded and shown but not enforced. A skill given
+/// a tenth of a core gets about that: 0.15 s of CPU in 1.5 s.
+#[tokio::test]
+async fn resources_cpu_bounds_the_run() {
+    let skills = crate::common::tempdir().unwrap();
+    entrypoint(skills.path(), "sipper", "resources:\n  cpu: \"0.1\"\n", SPIN);
+    let server = server(skills.path()).await;
+    let cpu = server.invoker.sandbox.report(true).cpu;
+    if cpu == "unavailable" {
+        assert!(std::env::var_os("CI").is_none(), "CI hosts have a CPU controller");
+        eprintln!("skipped: no CPU controller here");
+        return;
+    }
+    let ready = server.get_json("/readyz").await;
+    assert!(
+        ready["sandbox"]["cpu"].as_str().unwrap().starts_with("enforced"),
+        "{ready}"
+    );
+    let dry: Value = reqwest::Client::new()
+        .post(server.url("/tools/sipper/invoke?dry_run=true"))
+        .json(&json!({"arguments": {}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(dry["sandbox"]["cpu_max"], 0.1, "{dry}");
+    let envelope = run(&server, "sipper").await;
+    let used = envelope["parsed"]["cpu"].as_f64().unwrap();
+    assert!(
+        used < 0.3,
+        "a tenth of a core used {used} s of CPU in 1.5 s: {envelope}"
+    );
+}
