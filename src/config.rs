@@ -179,6 +179,8 @@ pub struct FileConfig {
     pub sandbox_total_memory_bytes: Option<u64>,
     /// Processes all runs together may have (default 8192).
     pub sandbox_total_pids_max: Option<u64>,
+    /// The size of an entrypoint run's own `/tmp` (default 64 MiB).
+    pub sandbox_tmp_bytes: Option<u64>,
     /// Directories tools may also read and execute, beyond the system's.
     pub sandbox_read_paths: Option<Vec<PathBuf>>,
     /// Directories tools may also write, beyond their scratch directory.
@@ -682,6 +684,7 @@ fn sandbox_settings(args: &ServeArgs, file: &FileConfig) -> Result<crate::sandbo
             .sandbox_total_pids_max
             .unwrap_or(defaults.total_pids_max)
             .max(1),
+        tmp_bytes: file.sandbox_tmp_bytes.unwrap_or(defaults.tmp_bytes).max(4096),
         read_paths: file
             .sandbox_read_paths
             .iter()

@@ -249,6 +249,7 @@ impl ProcessBackend {
                 .collect(),
             memory_bytes: self.memory_bytes.or(self.settings.limits.memory_bytes),
             cpu: None,
+            private_tmp: false,
         };
         let mut limits = self.settings.limits;
         limits.memory_bytes = request.memory_bytes;

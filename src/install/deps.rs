@@ -360,6 +360,7 @@ impl Job<'_> {
             programs: located(program).into_iter().collect(),
             memory_bytes: None,
             cpu: None,
+            private_tmp: false,
         };
         let confinement = self
             .confines

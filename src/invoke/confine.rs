@@ -53,6 +53,11 @@ impl Invoker {
         }
         let request = self.request(p, &dir.root);
         spec.confinement = self.sandbox.confine(&request)?;
+        if spec.confinement.as_ref().is_some_and(|c| c.private_tmp.is_some()) {
+            // Seed 003's `/tmp`, bounded: temporary files go there.
+            spec.env.retain(|(name, _)| name != "TMPDIR");
+            spec.env.push(("TMPDIR".to_owned(), "/tmp".to_owned()));
+        }
         Ok(dir)
     }
 
@@ -98,6 +103,7 @@ impl Invoker {
                 .collect(),
             memory_bytes: self.limits_for(&p.skill).memory_bytes,
             cpu: p.skill.resources.cpu,
+            private_tmp: matches!(p.tool().action, Action::Entrypoint { .. }),
         }
     }
 }

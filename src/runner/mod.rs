@@ -12,6 +12,7 @@ mod child;
 mod clone3;
 mod env;
 mod limits;
+mod private_tmp;
 mod process;
 mod spawn;
 
@@ -519,6 +520,7 @@ mod tests {
             programs: Vec::new(),
             memory_bytes: None,
             cpu: None,
+            private_tmp: false,
         }
     }
 

@@ -23,6 +23,7 @@ pub(super) enum Step {
     Landlock = 9,
     Seccomp = 10,
     Mounts = 11,
+    Tmp = 12,
 }
 
 impl Step {
@@ -39,6 +40,7 @@ impl Step {
             9 => Self::Landlock,
             10 => Self::Seccomp,
             11 => Self::Mounts,
+            12 => Self::Tmp,
             _ => Self::None,
         }
     }
@@ -132,6 +134,7 @@ pub(super) fn describe_errno(errno: i32, step: Step, program: &str, path: &Path)
         Step::Landlock => format!("could not confine the files of {program}: {err}"),
         Step::Seccomp => format!("could not filter the system calls of {program}: {err}"),
         Step::Mounts => format!("could not enter the runs' mount namespace for {program}: {err}"),
+        Step::Tmp => format!("could not make the own /tmp of {program}: {err}"),
         Step::Redirect | Step::None => format!("could not start {program}: {err}"),
     }
 }

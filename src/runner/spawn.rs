@@ -26,6 +26,7 @@
 use super::Spec;
 use super::clone3;
 use super::limits::ChildSetup;
+use super::private_tmp;
 use super::process::{Exit, Step, describe_errno, resolve};
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::io;
@@ -79,6 +80,8 @@ struct ChildArgs {
     mountns: c_int,
     /// The user namespace that owns it, to enter first, or -1.
     userns: c_int,
+    /// The run's own `/tmp` to make, or null.
+    tmp: *const private_tmp::Raw,
     /// One past the highest signal number.
     signal_end: c_int,
     /// The run's cgroup files to write `0` to (`cgroup.procs`, v1 `tasks`).
@@ -132,6 +135,10 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
     let rlimits = setup.rlimits();
     let confine = spec.confinement.as_ref();
     let joins = Joins::of(confine.and_then(|c| c.cgroup.as_ref()));
+    let mut tmp_plan = confine
+        .and_then(|c| c.private_tmp.as_ref())
+        .map(private_tmp::Plan::of);
+    let tmp = tmp_plan.as_mut().map(private_tmp::Plan::raw);
     let seccomp: Vec<libc::sock_fprog> = confine
         .map(|c| c.seccomp.as_slice())
         .unwrap_or_default()
@@ -177,6 +184,7 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         userns: confine
             .and_then(|c| c.user_ns.as_deref())
             .map_or(-1, AsRawFd::as_raw_fd),
+        tmp: tmp.as_ref().map_or(ptr::null(), ptr::from_ref),
         signal_end: libc::SIGRTMAX() + 1,
         cgroups: ptr::null(),
         cgroup_count: 0,
@@ -376,6 +384,9 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // root, so this comes before the chdir.
         if a.mountns >= 0 && libc::setns(a.mountns, libc::CLONE_NEWNS) != 0 {
             fail(a, Step::Mounts);
+        }
+        if !a.tmp.is_null() && !private_tmp::make(&*a.tmp, a.landlock) {
+            fail(a, Step::Tmp);
         }
         // Before the identity changes: the new one may not be able to
         // reach the directory, though it may work inside it.

@@ -113,6 +113,13 @@ impl Fixed {
 
 const PROC: &str = "/proc";
 
+/// Every directory right of each ABI from [`TARGET`] down to the first,
+/// as bits: a child adding a rule of its own to the ruleset takes the
+/// widest the kernel accepts.
+pub(super) fn dir_access_by_abi() -> [u64; 6] {
+    [ABI::V6, ABI::V5, ABI::V4, ABI::V3, ABI::V2, ABI::V1].map(|abi| AccessFs::from_all(abi).bits())
+}
+
 /// Builds the ruleset; the child applies it with `landlock_restrict_self`.
 /// `None` when the kernel has no Landlock.
 /// `proc`: the `/proc` the run will see, when it is not the host's.

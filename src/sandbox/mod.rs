@@ -47,6 +47,8 @@ pub struct Settings {
     pub total_memory_max: u64,
     /// Processes all runs together may have.
     pub total_pids_max: u64,
+    /// The size of an entrypoint run's own `/tmp` (seed 003: 64 MB).
+    pub tmp_bytes: u64,
     /// Directories tools may also read and execute (a runtime outside the
     /// system directories, say).
     pub read_paths: Vec<PathBuf>,
@@ -67,6 +69,7 @@ impl Default for Settings {
             memory_max: 2 * 1024 * 1024 * 1024,
             total_memory_max: half_the_memory(),
             total_pids_max: 8192,
+            tmp_bytes: 64 * 1024 * 1024,
             read_paths: Vec::new(),
             write_paths: Vec::new(),
             protected: Vec::new(),
@@ -116,6 +119,29 @@ pub struct Request<'a> {
     /// CPU cores the run may use (`resources.cpu`), where a CPU
     /// controller can bound it.
     pub cpu: Option<f64>,
+    /// The run gets a writable `/tmp` of its own (seed 003's contract for
+    /// entrypoints), where the runs' mount namespace exists.
+    pub private_tmp: bool,
+}
+
+/// A run's own `/tmp`, as the child makes it: a tmpfs of `options`,
+/// granted in its ruleset with the widest of `access` the kernel takes
+/// (Landlock's directory rights, ABI 6 down to 1), with `kept` put back.
+#[derive(Debug)]
+pub struct PrivateTmp {
+    pub options: std::ffi::CString,
+    pub access: [u64; 6],
+    pub kept: Vec<KeptPlace>,
+}
+
+/// A place under `/tmp` the run must still reach (its skill, the scratch
+/// root), put back in its own `/tmp`.
+#[derive(Debug)]
+pub struct KeptPlace {
+    pub path: std::ffi::CString,
+    /// The directories below `/tmp` on the way to it, outermost first.
+    pub dirs: Vec<std::ffi::CString>,
+    pub file: bool,
 }
 
 /// What the child applies to itself, prepared by the parent. Whenever
@@ -135,6 +161,8 @@ pub struct Confinement {
     pub mount_ns: Option<Arc<OwnedFd>>,
     /// The user namespace to join before it (a server that is not root).
     pub user_ns: Option<Arc<OwnedFd>>,
+    /// The run's own `/tmp`, in a mount namespace of its own.
+    pub private_tmp: Option<PrivateTmp>,
 }
 
 impl Sandbox {
@@ -223,6 +251,10 @@ impl Sandbox {
             .map_err(std::io::Error::other)?;
         let mount_ns = mounts.map(mounts::Mounts::namespace);
         let user_ns = mounts.and_then(mounts::Mounts::user_namespace);
+        let private_tmp = match (req.private_tmp, mounts) {
+            (true, Some(_)) => Some(self.private_tmp(req)?),
+            _ => None,
+        };
         let bounds = cgroup::Bounds {
             pids: self.settings.pids_max,
             memory: req.memory_bytes.unwrap_or(self.settings.memory_max),
@@ -243,7 +275,52 @@ impl Sandbox {
             cgroup,
             mount_ns,
             user_ns,
+            private_tmp,
         }))
+    }
+
+    /// Plans a run's own `/tmp`: what lies under the host's `/tmp` that
+    /// the run must reach is put back in it (outermost places only).
+    fn private_tmp(&self, req: &Request) -> std::io::Result<PrivateTmp> {
+        let tmp = Path::new("/tmp").canonicalize()?;
+        let mut places: Vec<PathBuf> = self
+            .visible(req)
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .filter(|p| p.starts_with(&tmp) && *p != tmp)
+            .collect();
+        places.sort();
+        places.dedup_by(|later, earlier| later.starts_with(&*earlier));
+        let c = |p: &Path| {
+            std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)
+        };
+        let kept = places
+            .iter()
+            .map(|place| {
+                let file = !place.is_dir();
+                let last = if file {
+                    place.parent()
+                } else {
+                    Some(place.as_path())
+                };
+                let mut dirs: Vec<&Path> = last
+                    .into_iter()
+                    .flat_map(Path::ancestors)
+                    .take_while(|a| a.starts_with(&tmp) && *a != tmp)
+                    .collect();
+                dirs.reverse();
+                Ok(KeptPlace {
+                    path: c(place)?,
+                    dirs: dirs.into_iter().map(c).collect::<std::io::Result<_>>()?,
+                    file,
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(PrivateTmp {
+            options: c(Path::new(&format!("size={},mode=1777", self.settings.tmp_bytes)))?,
+            access: landlock::dir_access_by_abi(),
+            kept,
+        })
     }
 
     /// The runs' mount namespace, made on first use.
@@ -303,6 +380,18 @@ impl Sandbox {
                 .memory()
                 .map(|_| req.memory_bytes.unwrap_or(self.settings.memory_max)),
             cpu_max: req.cpu.filter(|_| self.cgroups.cpu().is_some()),
+            tmp: req.private_tmp.then(|| self.tmp_shown()),
+        }
+    }
+
+    /// What an entrypoint's `/tmp` is here.
+    fn tmp_shown(&self) -> String {
+        if self.mounts().is_some() {
+            format!("its own, {} bytes, noexec", self.settings.tmp_bytes)
+        } else {
+            "none: the runs' mount namespace is unavailable here, so /tmp is not writable; \
+             write temporary files to $TMPDIR"
+                .to_owned()
         }
     }
 
@@ -441,6 +530,8 @@ pub struct Allowance {
     pub memory_max: Option<u64>,
     /// Its CPU limit in cores, where a cgroup enforces one.
     pub cpu_max: Option<f64>,
+    /// An entrypoint's own `/tmp` (seed 003), or why it has none.
+    pub tmp: Option<String>,
 }
 
 /// What a program outside the system directories needs beside itself:

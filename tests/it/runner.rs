@@ -59,6 +59,7 @@ fn confined(mut spec: Spec) -> Spec {
             programs: Vec::new(),
             memory_bytes: spec.limits.memory_bytes,
             cpu: None,
+            private_tmp: false,
         };
         spec.confinement = SANDBOX.confine(&request).unwrap();
     }

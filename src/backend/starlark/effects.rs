@@ -227,6 +227,7 @@ fn spec(
             .collect(),
         memory_bytes: shared.memory_bytes.or(shared.settings.limits.memory_bytes),
         cpu: None,
+        private_tmp: false,
     };
     let mut limits = shared.settings.limits;
     limits.memory_bytes = request.memory_bytes;
