@@ -61,7 +61,10 @@ pub struct RunList {
     pub next_cursor: Option<String>,
 }
 
-/// The audit log, newest first.
+/// The audit log, newest first. Without tokens it needs the local
+/// secret, like the inbox: it shows every caller's arguments and output,
+/// and a tool with the network is such a caller. A run read by its id
+/// (an unguessable UUIDv7, known to whoever made the call) stays open.
 #[utoipa::path(get, path = "/runs", tag = "runs", security(("bearer" = ["invoke"])), params(RunQuery),
     responses(
         (status = 200, description = "A page of runs", body = RunList),
@@ -69,7 +72,7 @@ pub struct RunList {
         StoreUnavailable,
     ))]
 async fn list_runs(
-    _: Require<need::Invoke>,
+    _: Require<need::Inbox>,
     State(state): State<AppState>,
     Query(q): Query<RunQuery>,
 ) -> Result<Json<RunList>> {

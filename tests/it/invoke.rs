@@ -450,8 +450,17 @@ async fn runs_list_filters_and_pages() {
     assert_eq!(paged, newest_first);
     let succeeded = get_json(&server, "/runs?status=succeeded").await;
     assert_eq!(succeeded["runs"].as_array().unwrap().len(), 6);
-    let res = reqwest::get(server.url("/runs?cursor=garbage")).await.unwrap();
+    let res = server
+        .person()
+        .get(server.url("/runs?cursor=garbage"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 400);
+    // The log shows every caller's calls: without the person's secret it
+    // stays closed, even on a server without tokens.
+    let res = reqwest::get(server.url("/runs")).await.unwrap();
+    assert_eq!(res.status(), 401);
     let res = reqwest::get(server.url("/runs/not-a-uuid")).await.unwrap();
     assert_eq!(res.status(), 400);
     let res = reqwest::get(server.url("/runs/0190a0a0-0000-7000-8000-000000000000"))

@@ -82,7 +82,7 @@ async fn an_unknown_query_parameter_is_refused_by_name_and_nothing_runs() {
         "unknown query parameter 'dryRun'; this operation takes: dry_run, wait"
     );
     assert!(!marker.exists(), "the tool ran");
-    let runs = get_json(&client, server.url("/runs")).await;
+    let runs = get_json(&server.person(), server.url("/runs")).await;
     assert_eq!(runs["runs"], json!([]), "a refused call left a run");
 
     // The right spelling is a dry run: still nothing runs.
