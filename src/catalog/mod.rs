@@ -2,8 +2,10 @@
 //! checked, tools indexed and exports built — once per snapshot. A snapshot
 //! is immutable; reloading builds a new one and swaps it in whole.
 
+mod agent_tools;
 pub mod versions;
 
+pub use agent_tools::{AgentTools, Exclusion};
 use crate::export::Exports;
 pub use crate::export::ToolEntry;
 use crate::skill::backend::Launch;
@@ -402,9 +404,11 @@ fn load_parallel(jobs: &[Job], opts: &CatalogOptions, path: &PathCache) -> Vec<L
     results.into_iter().map(|(_, l)| l).collect()
 }
 
-/// Rules that span skills: command aliases are unique, and every
-/// `requires_tools` and `command_tool` names a tool some loaded skill has.
-/// Excluding one skill can strand another, so this runs to a fixed point.
+/// Rules that span skills: command aliases are unique, every
+/// `command_tool` names a tool some loaded skill has, and a manifest's
+/// dependencies are loaded. Excluding one skill can strand another, so
+/// this runs to a fixed point. (`requires_tools` may name the agent's own
+/// tools, which only a caller's policy can tell: [`Catalog::exclusion`].)
 fn cross_check(skills: Vec<Arc<Skill>>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Arc<Skill>> {
     let mut skills = skills;
     let mut taken: HashMap<String, String> = HashMap::new();
@@ -443,26 +447,6 @@ fn cross_check(skills: Vec<Arc<Skill>>, diagnostics: &mut Vec<Diagnostic>) -> Ve
                         Code::MissingDependency,
                         &path,
                         format!("depends on skill '{dep}', which is not loaded"),
-                    )
-                    .for_skill(&s.name),
-                );
-                return false;
-            }
-            let missing: Vec<&str> = s
-                .requires_tools
-                .iter()
-                .filter(|t| !available.contains(*t))
-                .map(String::as_str)
-                .collect();
-            if !missing.is_empty() {
-                diagnostics.push(
-                    Diagnostic::error(
-                        Code::MissingRequiredTool,
-                        &path,
-                        format!(
-                            "requires_tools names {} but no loaded skill provides it",
-                            missing.join(", ")
-                        ),
                     )
                     .for_skill(&s.name),
                 );
@@ -532,7 +516,20 @@ impl CatalogHandle {
             options,
             reloading: Mutex::new(()),
             changes: tokio::sync::watch::Sender::new(0),
+            agent_tools: AgentTools::unstated(),
         }
+    }
+
+    /// With `policy` for the callers that state none (the `agent_tools`
+    /// setting).
+    pub fn with_agent_tools(mut self, policy: AgentTools) -> Self {
+        self.agent_tools = policy;
+        self
+    }
+
+    /// The policy of callers that state none.
+    pub fn agent_tools(&self) -> &AgentTools {
+        &self.agent_tools
     }
 
     pub fn current(&self) -> Arc<Catalog> {
