@@ -132,7 +132,10 @@ mod tests {
             AgentTools::from_query(Some("x=1&agent_tools=read&agent_tools=write%2Cshell")),
             AgentTools::parse("read,write,shell")
         );
-        assert_eq!(AgentTools::from_query(Some("agent_tools=")), AgentTools::parse(""));
+        assert_eq!(
+            AgentTools::from_query(Some("agent_tools=")),
+            AgentTools::parse("")
+        );
         assert!(!AgentTools::from_query(Some("x=1")).is_stated());
     }
 }

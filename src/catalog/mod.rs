@@ -5,12 +5,12 @@
 mod agent_tools;
 pub mod versions;
 
-pub use agent_tools::{AgentTools, Exclusion};
 use crate::export::Exports;
 pub use crate::export::ToolEntry;
 use crate::skill::backend::Launch;
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
 use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
+pub use agent_tools::{AgentTools, Exclusion};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -506,6 +506,8 @@ pub struct CatalogHandle {
     /// Bumped by each reload that changed what clients see (tools,
     /// prompts, resources), so MCP sessions can say their lists changed.
     changes: tokio::sync::watch::Sender<u64>,
+    /// The tool policy of callers that state none (`agent_tools`).
+    agent_tools: AgentTools,
 }
 
 impl CatalogHandle {

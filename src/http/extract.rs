@@ -292,7 +292,7 @@ impl FromRequestParts<super::AppState> for AgentPolicy {
 
 /// `?agent_tools=`, as the OpenAPI document describes it; read by
 /// [`AgentPolicy`].
-#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct AgentToolsQuery {
     /// The tools the calling agent has, comma-separated (`read,write,shell`;
@@ -300,5 +300,9 @@ pub struct AgentToolsQuery {
     /// neither here nor served by a loaded skill is left out, with the
     /// reason. Without it, the server's `agent_tools` setting applies, and
     /// without that nothing is left out.
+    #[expect(
+        dead_code,
+        reason = "declared for the document; `AgentPolicy` reads the query"
+    )]
     pub agent_tools: Option<String>,
 }

@@ -367,7 +367,16 @@ impl CommandRequest<'_> {
         match (skill.invocation_mode, &skill.command_tool) {
             (crate::skill::InvocationMode::ToolDispatch, Some(tool)) => {
                 let target = Target::Tool(tool.clone());
-                invoke(self.state, target, self.q, self.headers, body, self.caller, &self.holder).await
+                invoke(
+                    self.state,
+                    target,
+                    self.q,
+                    self.headers,
+                    body,
+                    self.caller,
+                    &self.holder,
+                )
+                .await
             }
             _ => {
                 body.check(&self.q)?;
@@ -381,7 +390,12 @@ impl CommandRequest<'_> {
 /// A built-in that takes no arguments refuses some.
 fn no_arguments(body: &InvokeRequest, q: &InvokeQuery, command: &str) -> Result<()> {
     body.check(q)?;
-    let given: Vec<&String> = body.arguments.as_object().into_iter().flat_map(|a| a.keys()).collect();
+    let given: Vec<&String> = body
+        .arguments
+        .as_object()
+        .into_iter()
+        .flat_map(|a| a.keys())
+        .collect();
     if given.is_empty() {
         return Ok(());
     }

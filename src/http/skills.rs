@@ -480,7 +480,10 @@ impl CommandList {
     pub fn of(catalog: &Catalog, policy: &AgentTools) -> Self {
         let mut list = Self {
             commands: Vec::new(),
-            builtin: crate::skill::fields::BUILTIN_COMMANDS.iter().map(|&c| c.to_owned()).collect(),
+            builtin: crate::skill::fields::BUILTIN_COMMANDS
+                .iter()
+                .map(|&c| c.to_owned())
+                .collect(),
             excluded: Vec::new(),
         };
         list.builtin.sort_unstable();

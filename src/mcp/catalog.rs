@@ -45,7 +45,11 @@ pub(super) fn prompts(catalog: &Catalog, policy: &AgentTools) -> Result<ListProm
 
 /// One prompt, unless `policy` leaves its skill out (an error naming
 /// `missing_required_tool` and the missing tools).
-pub(super) fn prompt(catalog: &Catalog, name: &str, policy: &AgentTools) -> Result<GetPromptResult, ErrorData> {
+pub(super) fn prompt(
+    catalog: &Catalog,
+    name: &str,
+    policy: &AgentTools,
+) -> Result<GetPromptResult, ErrorData> {
     let names = prompt_names(catalog);
     let name = name.strip_prefix('/').unwrap_or(name);
     let (skill, _) = names

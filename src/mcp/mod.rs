@@ -16,9 +16,9 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ServerCapabilities, ServerConfig,
     SubscriptionFilter,
 };
-use serde_json::Value;
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The `_meta` key of a `tools/call` that asks to wait, in seconds (at
@@ -85,7 +85,11 @@ impl McpServer {
     /// The caller's tool policy: the request's `_meta` states it, else the
     /// `/mcp?agent_tools=` URL the client was given, else the server's
     /// `agent_tools` setting.
-    fn policy(&self, meta: Option<&RequestMetaObject>, ctx: &RequestContext<RoleServer>) -> Result<AgentTools, ErrorData> {
+    fn policy(
+        &self,
+        meta: Option<&RequestMetaObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<AgentTools, ErrorData> {
         let meta = meta.unwrap_or(&ctx.meta);
         let stated = match meta.0.get(AGENT_TOOLS_META) {
             Some(Value::String(list)) => AgentTools::parse(list),
@@ -94,7 +98,9 @@ impl McpServer {
             }
             Some(_) => {
                 return Err(ErrorData::invalid_params(
-                    format!("_meta \"{AGENT_TOOLS_META}\" must be a list of tool names or a comma-separated string"),
+                    format!(
+                        "_meta \"{AGENT_TOOLS_META}\" must be a list of tool names or a comma-separated string"
+                    ),
                     None,
                 ));
             }

@@ -16,7 +16,10 @@ use std::time::Duration;
 /// (requires shell, command `/sh`), and `speaker` whose tool `say` is
 /// what `uses-say` requires: a tool skilld serves itself.
 fn skills(dir: &Path) {
-    copy_tree(&corpus_dir().join("valid/plan_compiler"), &dir.join("plan_compiler"));
+    copy_tree(
+        &corpus_dir().join("valid/plan_compiler"),
+        &dir.join("plan_compiler"),
+    );
     write_file(
         &dir.join("shell-runner/SKILL.md"),
         "---\nsummary: Runs shell commands for the user.\ncommand: sh\nrequires_tools: [shell]\n\
@@ -81,18 +84,25 @@ async fn without_a_policy_every_skill_is_listed_with_what_it_requires() {
         .collect();
     assert_eq!(
         requires,
-        [&json!(["read", "write"]), &json!(["shell"]), &json!([]), &json!(["say"])]
+        [
+            &json!(["read", "write"]),
+            &json!(["shell"]),
+            &json!([]),
+            &json!(["say"])
+        ]
     );
     assert_eq!(list["excluded"], json!([]));
     let (status, plan) = post(&server, "/commands/plan", json!({})).await;
     assert_eq!((status, &plan["skill"]), (200, &json!("plan_compiler")));
     let (status, sh) = post(&server, "/commands/sh", json!({})).await;
     assert_eq!((status, &sh["skill"]), (200, &json!("shell-runner")));
-    assert!(server.get_json("/diagnostics").await["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|d| d["code"] != "missing_required_tool"));
+    assert!(
+        server.get_json("/diagnostics").await["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["code"] != "missing_required_tool")
+    );
 }
 
 #[tokio::test]
@@ -102,7 +112,10 @@ async fn a_stated_policy_leaves_out_what_it_lacks_and_says_why() {
     // The seed's own policy keeps the canonical example; skilld's `say`
     // counts as a tool the agent has.
     let (_, list) = get(&server, "/skills?agent_tools=read,write").await;
-    assert_eq!(names(&list["skills"], "name"), ["plan_compiler", "speaker", "uses-say"]);
+    assert_eq!(
+        names(&list["skills"], "name"),
+        ["plan_compiler", "speaker", "uses-say"]
+    );
     assert_eq!(
         list["excluded"],
         json!([{"skill": "shell-runner", "code": "missing_required_tool", "missing": ["shell"],
@@ -111,7 +124,10 @@ async fn a_stated_policy_leaves_out_what_it_lacks_and_says_why() {
     // An empty policy is an agent with no tools: only what skilld serves counts.
     let (_, list) = get(&server, "/skills?agent_tools=").await;
     assert_eq!(names(&list["skills"], "name"), ["speaker", "uses-say"]);
-    assert_eq!(names(&list["excluded"], "skill"), ["plan_compiler", "shell-runner"]);
+    assert_eq!(
+        names(&list["excluded"], "skill"),
+        ["plan_compiler", "shell-runner"]
+    );
     assert_eq!(list["excluded"][0]["missing"], json!(["read", "write"]));
     // Repeated, the lists join; filters still apply.
     let (_, list) = get(&server, "/skills?agent_tools=read&agent_tools=write&q=plan").await;
@@ -128,12 +144,21 @@ async fn a_stated_policy_leaves_out_what_it_lacks_and_says_why() {
     assert_eq!(names(&matched["matches"], "skill"), ["plan_compiler"]);
     assert_eq!(names(&matched["excluded"], "skill"), ["shell-runner"]);
     let (_, matched) = post(&server, "/skills/match", context).await;
-    assert_eq!(names(&matched["matches"], "skill"), ["plan_compiler", "shell-runner"]);
+    assert_eq!(
+        names(&matched["matches"], "skill"),
+        ["plan_compiler", "shell-runner"]
+    );
 
     // Prompt: 409, in JSON and in Markdown alike.
     let (status, problem) = get(&server, "/skills/plan_compiler/prompt?agent_tools=read").await;
-    assert_eq!((status, problem["code"].as_str()), (409, Some("missing_required_tool")));
-    assert!(problem["detail"].as_str().unwrap().contains("requires write"), "{problem}");
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("missing_required_tool"))
+    );
+    assert!(
+        problem["detail"].as_str().unwrap().contains("requires write"),
+        "{problem}"
+    );
     let res = reqwest::Client::new()
         .get(server.url("/skills/plan_compiler/prompt?agent_tools=read"))
         .header("Accept", "text/markdown")
@@ -142,7 +167,11 @@ async fn a_stated_policy_leaves_out_what_it_lacks_and_says_why() {
         .unwrap();
     assert_eq!(res.status(), 409);
     assert_eq!(res.headers()["content-type"], "application/problem+json");
-    let (status, prompt) = get(&server, "/skills/plan_compiler/prompt?agent_tools=read,write,shell").await;
+    let (status, prompt) = get(
+        &server,
+        "/skills/plan_compiler/prompt?agent_tools=read,write,shell",
+    )
+    .await;
     assert_eq!((status, &prompt["skill"]), (200, &json!("plan_compiler")));
 
     // Commands: listed apart, and refused by alias, by name and in the index.
@@ -150,17 +179,26 @@ async fn a_stated_policy_leaves_out_what_it_lacks_and_says_why() {
     assert_eq!(names(&commands["commands"], "command"), ["plan"]);
     assert_eq!(names(&commands["excluded"], "skill"), ["shell-runner"]);
     let (status, problem) = post(&server, "/commands/plan?agent_tools=read", json!({})).await;
-    assert_eq!((status, problem["code"].as_str()), (409, Some("missing_required_tool")));
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("missing_required_tool"))
+    );
     let (status, problem) = post(
         &server,
         "/commands/skill?agent_tools=read",
         json!({"arguments": {"name": "plan_compiler"}}),
     )
     .await;
-    assert_eq!((status, problem["code"].as_str()), (409, Some("missing_required_tool")));
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("missing_required_tool"))
+    );
     let (status, index) = post(&server, "/commands/skills?agent_tools=read,write", json!({})).await;
     assert_eq!(status, 200);
-    assert_eq!(names(&index["skills"], "name"), ["plan_compiler", "speaker", "uses-say"]);
+    assert_eq!(
+        names(&index["skills"], "name"),
+        ["plan_compiler", "speaker", "uses-say"]
+    );
     assert_eq!(names(&index["excluded"], "skill"), ["shell-runner"]);
     let (status, plan) = post(&server, "/commands/plan?agent_tools=write,read", json!({})).await;
     assert_eq!((status, &plan["skill"]), (200, &json!("plan_compiler")));
@@ -201,7 +239,12 @@ async fn the_configured_policy_applies_to_callers_that_state_none() {
     let dir = crate::common::tempdir().unwrap();
     skills(dir.path());
     let paths = ["/skills", "/skills?agent_tools=read,write,shell", "/commands"];
-    let excluded = |v: &Value| names(&v["excluded"], "skill").iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let excluded = |v: &Value| {
+        names(&v["excluded"], "skill")
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
 
     // The flag: callers that state nothing get it; a stated policy wins.
     let got = served(dir.path(), &["--agent-tools", "read"], &[], &paths).await;
@@ -225,7 +268,11 @@ async fn the_configured_policy_applies_to_callers_that_state_none() {
         &paths,
     )
     .await;
-    assert_eq!(excluded(&got[0]), ["plan_compiler", "shell-runner"], "the environment beats the file");
+    assert_eq!(
+        excluded(&got[0]),
+        ["plan_compiler", "shell-runner"],
+        "the environment beats the file"
+    );
 
     // Unset, nothing is left out.
     let got = served(dir.path(), &[], &[], &paths).await;
@@ -271,7 +318,10 @@ async fn mcp(url: &str, session: Option<&str>, body: Value) -> (Option<String>, 
     })
     .await
     .unwrap();
-    (session, found.unwrap_or_else(|| panic!("no answer to {body} in {text}")))
+    (
+        session,
+        found.unwrap_or_else(|| panic!("no answer to {body} in {text}")),
+    )
 }
 
 fn prompt_names(answer: &Value) -> Vec<&str> {
@@ -287,34 +337,65 @@ async fn mcp_callers_state_their_tools_in_meta_or_in_the_url() {
         let (id, answer) = mcp(&url, None, init).await;
         assert!(answer.get("result").is_some(), "{answer}");
         let id = id.unwrap();
-        mcp(&url, Some(&id), json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        mcp(
+            &url,
+            Some(&id),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
         (url, id)
     };
-    let list = |meta: Value| json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/list", "params": {"_meta": meta}});
-    let get_plan =
-        |meta: Value| json!({"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "plan", "_meta": meta}});
+    let list =
+        |meta: Value| json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/list", "params": {"_meta": meta}});
+    let get_plan = |meta: Value| json!({"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "plan", "_meta": meta}});
 
     let (url, id) = session(server.url("/mcp")).await;
     let (_, all) = mcp(&url, Some(&id), list(json!({}))).await;
     let all = prompt_names(&all);
-    assert!(all.contains(&"plan") && all.contains(&"plan_compiler") && all.contains(&"shell-runner"), "{all:?}");
+    assert!(
+        all.contains(&"plan") && all.contains(&"plan_compiler") && all.contains(&"shell-runner"),
+        "{all:?}"
+    );
 
     let (_, some) = mcp(&url, Some(&id), list(json!({"skilld/agent_tools": ["read"]}))).await;
     let some = prompt_names(&some);
-    assert!(!some.contains(&"plan") && !some.contains(&"plan_compiler") && !some.contains(&"sh"), "{some:?}");
-    assert!(some.contains(&"speaker") && some.contains(&"uses-say"), "{some:?}");
+    assert!(
+        !some.contains(&"plan") && !some.contains(&"plan_compiler") && !some.contains(&"sh"),
+        "{some:?}"
+    );
+    assert!(
+        some.contains(&"speaker") && some.contains(&"uses-say"),
+        "{some:?}"
+    );
     let (_, refused) = mcp(&url, Some(&id), get_plan(json!({"skilld/agent_tools": "read"}))).await;
     let error = &refused["error"];
-    assert!(error["message"].as_str().unwrap().starts_with("missing_required_tool: "), "{refused}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing_required_tool: "),
+        "{refused}"
+    );
     assert_eq!(
         error["data"],
         json!({"code": "missing_required_tool", "skill": "plan_compiler", "missing": ["write"]})
     );
-    let (_, plan) = mcp(&url, Some(&id), get_plan(json!({"skilld/agent_tools": "read,write"}))).await;
+    let (_, plan) = mcp(
+        &url,
+        Some(&id),
+        get_plan(json!({"skilld/agent_tools": "read,write"})),
+    )
+    .await;
     let text = plan["result"]["messages"][0]["content"]["text"].as_str().unwrap();
     assert!(text.starts_with("# Plan Compiler"), "{plan}");
     let (_, bad) = mcp(&url, Some(&id), list(json!({"skilld/agent_tools": 3}))).await;
-    assert!(bad["error"]["message"].as_str().unwrap().contains("skilld/agent_tools"), "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("skilld/agent_tools"),
+        "{bad}"
+    );
 
     // A client given `/mcp?agent_tools=…` states it on every request;
     // `_meta` still wins.
@@ -323,7 +404,12 @@ async fn mcp_callers_state_their_tools_in_meta_or_in_the_url() {
     assert!(!prompt_names(&some).contains(&"plan"), "{some}");
     let (_, refused) = mcp(&url, Some(&id), get_plan(json!({}))).await;
     assert_eq!(refused["error"]["data"]["code"], "missing_required_tool");
-    let (_, all) = mcp(&url, Some(&id), list(json!({"skilld/agent_tools": ["read", "write"]}))).await;
+    let (_, all) = mcp(
+        &url,
+        Some(&id),
+        list(json!({"skilld/agent_tools": ["read", "write"]})),
+    )
+    .await;
     assert!(prompt_names(&all).contains(&"plan"), "{all}");
 }
 
@@ -353,19 +439,23 @@ fn skilld_mcp_takes_the_configured_policy() {
         stdout.read_line(&mut line).unwrap();
         serde_json::from_str::<Value>(&line).unwrap()
     };
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+    );
     assert!(answer().get("result").is_some());
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}));
     let listed = answer();
     let names = prompt_names(&listed);
-    assert!(!names.contains(&"plan_compiler") && !names.contains(&"plan"), "{listed}");
+    assert!(
+        !names.contains(&"plan_compiler") && !names.contains(&"plan"),
+        "{listed}"
+    );
     assert!(names.contains(&"uses-say"), "{listed}");
     send(json!({"jsonrpc": "2.0", "id": 3, "method": "prompts/list",
         "params": {"_meta": {"skilld/agent_tools": ["read", "write"]}}}));
     let listed = answer();
     assert!(prompt_names(&listed).contains(&"plan"), "{listed}");
-    drop(send);
     crate::cli::stop(child);
 }

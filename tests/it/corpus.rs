@@ -108,7 +108,9 @@ fn corpus_matches_expected() {
             }
         }
         let missing = catalog.exclusion(skill, &policy).map(|why| why.missing);
-        let want_missing = want.get("missing_under_policy").map(|m| strings(m).into_iter().collect());
+        let want_missing = want
+            .get("missing_under_policy")
+            .map(|m| strings(m).into_iter().collect());
         if missing != want_missing {
             failures.push(format!(
                 "{name}: under the corpus's agent_tools, missing {missing:?}, expected {want_missing:?}"

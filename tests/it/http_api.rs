@@ -116,7 +116,7 @@ async fn skills_list_sorted_and_filtered() {
     assert_eq!(q["skills"][0]["name"], "slow");
 
     let (_, untrusted) = get_json(&server, "/skills?trust=untrusted").await;
-    assert_eq!(untrusted, json!({"skills": []}));
+    assert_eq!(untrusted, json!({"skills": [], "excluded": []}));
     assert_problem(get(&server, "/skills?trust=divine").await, 400, "bad_request").await;
 }
 

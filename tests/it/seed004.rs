@@ -101,7 +101,10 @@ async fn the_canonical_example_loads_and_executes() {
     let server = start(dir.path()).await;
 
     let detail = server.get_json("/skills/plan_compiler").await;
-    assert_eq!(detail["description"], "Convert conversation into a structured implementation plan.");
+    assert_eq!(
+        detail["description"],
+        "Convert conversation into a structured implementation plan."
+    );
     assert_eq!(detail["invocation_mode"], "prompt_rewrite");
     assert_eq!(detail["command"], "plan");
     assert_eq!(detail["requires_tools"], json!(["read", "write"]));
@@ -112,7 +115,10 @@ async fn the_canonical_example_loads_and_executes() {
     let body = canonical_body();
     assert!(body.starts_with("# Plan Compiler\n\nYou are the Plan Compiler skill."));
     assert!(body.contains("5. Do not execute filesystem changes unless explicitly requested."));
-    assert!(body.ends_with("- [ ] Step 2\n```\n"), "the whole example, to its last fence");
+    assert!(
+        body.ends_with("- [ ] Step 2\n```\n"),
+        "the whole example, to its last fence"
+    );
     assert_eq!(detail["instructions"], body);
 
     // `/plan` executes it: prompt_rewrite answers its instructions, and
@@ -142,7 +148,11 @@ async fn the_canonical_example_loads_and_executes() {
     assert_eq!(entry["description"], detail["description"]);
     assert_eq!(entry["requires_tools"], json!(["read", "write"]));
     assert_eq!(index["excluded"], json!([]));
-    assert_eq!(index, server.get_json("/skills").await, "the same index as GET /skills");
+    assert_eq!(
+        index,
+        server.get_json("/skills").await,
+        "the same index as GET /skills"
+    );
 }
 
 #[tokio::test]
@@ -165,11 +175,19 @@ async fn malformed_and_ineligible_skills_are_excluded_with_their_reasons() {
             .unwrap()
             .iter()
             .filter(|d| d["skill"] == skill)
-            .map(|d| (d["severity"].as_str().unwrap().to_owned(), d["code"].as_str().unwrap().to_owned()))
+            .map(|d| {
+                (
+                    d["severity"].as_str().unwrap().to_owned(),
+                    d["code"].as_str().unwrap().to_owned(),
+                )
+            })
             .collect()
     };
     let error = |code: &str| vec![("error".to_owned(), code.to_owned())];
-    assert_eq!(reason("no-definition"), [("warning".to_owned(), "not_a_skill".to_owned())]);
+    assert_eq!(
+        reason("no-definition"),
+        [("warning".to_owned(), "not_a_skill".to_owned())]
+    );
     assert_eq!(reason("bad-yaml"), error("invalid_yaml"));
     assert_eq!(reason("no-tool"), error("missing_command_tool"));
     assert_eq!(reason("ghost-tool"), error("unknown_command_tool"));
@@ -178,7 +196,10 @@ async fn malformed_and_ineligible_skills_are_excluded_with_their_reasons() {
     assert_eq!(reason("needs-env"), error("ineligible"));
     assert_eq!(reason("needs-binary"), error("ineligible"));
     // Unknown keys are ignored: the skill loads, with a warning.
-    assert_eq!(reason("announce"), [("warning".to_owned(), "unknown_field".to_owned())]);
+    assert_eq!(
+        reason("announce"),
+        [("warning".to_owned(), "unknown_field".to_owned())]
+    );
 
     // None of them is reachable as a command, by alias or by name, and
     // none takes a built-in's place.
@@ -193,11 +214,20 @@ async fn malformed_and_ineligible_skills_are_excluded_with_their_reasons() {
     assert_eq!(commands["builtin"], json!(["help", "skill", "skills"]));
     for alias in ["bad", "notool", "ghost", "win"] {
         let (status, problem) = command(&server, &format!("/commands/{alias}"), json!({})).await;
-        assert_eq!((status, problem["code"].as_str()), (404, Some("not_found")), "/{alias}");
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (404, Some("not_found")),
+            "/{alias}"
+        );
     }
     for name in ["windows-only", "bad-yaml", "no-definition"] {
-        let (status, problem) = command(&server, "/commands/skill", json!({"arguments": {"name": name}})).await;
-        assert_eq!((status, problem["code"].as_str()), (404, Some("not_found")), "/skill {name}");
+        let (status, problem) =
+            command(&server, "/commands/skill", json!({"arguments": {"name": name}})).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (404, Some("not_found")),
+            "/skill {name}"
+        );
         assert!(problem["detail"].as_str().unwrap().contains(name), "{problem}");
     }
     let (status, index) = command(&server, "/commands/skills", json!({})).await;
@@ -226,7 +256,10 @@ async fn commands_dispatch_deterministically() {
     let run = server
         .get_json(&format!("/runs/{}", envelope["run_id"].as_str().unwrap()))
         .await;
-    assert_eq!((&run["tool"], &run["arguments"]), (&json!("say"), &json!({"text": "hello"})));
+    assert_eq!(
+        (&run["tool"], &run["arguments"]),
+        (&json!("say"), &json!({"text": "hello"}))
+    );
     // `/skill announce` is the same command, its arguments under `arguments`.
     let (status, by_name) = command(
         &server,
@@ -234,12 +267,19 @@ async fn commands_dispatch_deterministically() {
         json!({"arguments": {"name": "announce", "arguments": {"text": "again"}}}),
     )
     .await;
-    assert_eq!((status, &by_name["tool"], &by_name["output"]), (200, &json!("say"), &json!("again\n")));
+    assert_eq!(
+        (status, &by_name["tool"], &by_name["output"]),
+        (200, &json!("say"), &json!("again\n"))
+    );
 
     // Exact names only: no prefix, no case folding, no alias for a name.
     for path in ["/commands/pla", "/commands/Plan", "/commands/plan_compiler"] {
         let (status, problem) = command(&server, path, json!({})).await;
-        assert_eq!((status, problem["code"].as_str()), (404, Some("not_found")), "{path}");
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (404, Some("not_found")),
+            "{path}"
+        );
     }
     for name in ["plan", "Plan_Compiler", "plan-compiler"] {
         let (status, _) = command(&server, "/commands/skill", json!({"arguments": {"name": name}})).await;
@@ -248,7 +288,10 @@ async fn commands_dispatch_deterministically() {
 
     // Each built-in says clearly what it takes.
     let (status, problem) = command(&server, "/commands/skill", json!({})).await;
-    assert_eq!((status, problem["code"].as_str()), (422, Some("invalid_arguments")));
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (422, Some("invalid_arguments"))
+    );
     assert_eq!(problem["errors"][0]["field"], "name");
     let (status, problem) = command(
         &server,
@@ -258,7 +301,10 @@ async fn commands_dispatch_deterministically() {
     .await;
     assert_eq!((status, &problem["errors"][0]["field"]), (422, &json!("extra")));
     let (status, problem) = command(&server, "/commands/skills", json!({"arguments": {"q": "x"}})).await;
-    assert_eq!((status, problem["code"].as_str()), (422, Some("invalid_arguments")));
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (422, Some("invalid_arguments"))
+    );
 
     // `/help` lists the commands, as GET /commands does.
     let (status, help) = command(&server, "/commands/help", json!({})).await;

@@ -128,8 +128,13 @@ fn a_required_tool_of_an_excluded_skill_is_missing_under_a_policy() {
     let needs = catalog.skill("needs-plan").unwrap();
     assert_eq!(catalog.exclusion(needs, &AgentTools::unstated()), None);
     assert_eq!(catalog.exclusion(needs, &AgentTools::parse("run_it")), None);
-    let why = catalog.exclusion(needs, &AgentTools::parse("read,write")).unwrap();
-    assert_eq!((why.code, why.missing), (Code::MissingRequiredTool, vec!["run_it".to_owned()]));
+    let why = catalog
+        .exclusion(needs, &AgentTools::parse("read,write"))
+        .unwrap();
+    assert_eq!(
+        (why.code, why.missing),
+        (Code::MissingRequiredTool, vec!["run_it".to_owned()])
+    );
 }
 
 #[test]
