@@ -330,7 +330,7 @@ async fn run_command(
             let (skill, body) = named_skill(body, &request.q)?;
             let skill = catalog
                 .skill(&skill)
-                .ok_or_else(|| ApiError::not_found("skill", skill))?
+                .ok_or_else(|| not_loaded(&catalog, &skill))?
                 .clone();
             request.run(&catalog, &skill, body).await
         }
@@ -384,6 +384,22 @@ impl CommandRequest<'_> {
                 Ok(Json(CommandOutcome::Prompt(prompt)).into_response())
             }
         }
+    }
+}
+
+/// 404 for `/skill` of a name no loaded skill has, saying why when the
+/// loader excluded a skill of that name (seed 004 §5.2: fail clearly).
+fn not_loaded(catalog: &crate::catalog::Catalog, name: &str) -> ApiError {
+    let why = catalog
+        .diagnostics
+        .iter()
+        .find(|d| d.is_error() && d.skill.as_deref() == Some(name));
+    match why {
+        Some(d) => ApiError::NotLoaded(format!(
+            "skill '{name}' is not loaded: {} ({}); GET /diagnostics lists why skills are excluded",
+            d.message, d.code
+        )),
+        None => ApiError::not_found("skill", name),
     }
 }
 

@@ -220,7 +220,12 @@ async fn malformed_and_ineligible_skills_are_excluded_with_their_reasons() {
             "/{alias}"
         );
     }
-    for name in ["windows-only", "bad-yaml", "no-definition"] {
+    // `/skill NAME` of an excluded skill fails, saying why.
+    for (name, why) in [
+        ("windows-only", "(ineligible)"),
+        ("bad-yaml", "(invalid_yaml)"),
+        ("no-definition", "not found"),
+    ] {
         let (status, problem) =
             command(&server, "/commands/skill", json!({"arguments": {"name": name}})).await;
         assert_eq!(
@@ -228,7 +233,11 @@ async fn malformed_and_ineligible_skills_are_excluded_with_their_reasons() {
             (404, Some("not_found")),
             "/skill {name}"
         );
-        assert!(problem["detail"].as_str().unwrap().contains(name), "{problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&format!("'{name}'")) && detail.contains(why),
+            "{problem}"
+        );
     }
     let (status, index) = command(&server, "/commands/skills", json!({})).await;
     assert_eq!(status, 200);
