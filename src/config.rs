@@ -2,7 +2,7 @@
 //! resolved and validated once at start-up.
 
 use crate::auth::{Auth, TokenConfig, TokenList};
-use crate::catalog::Root;
+use crate::catalog::{AgentTools, Root};
 use crate::skill::Runtimes;
 use crate::skill::Trust;
 use serde::Deserialize;
@@ -92,6 +92,12 @@ pub struct ServeArgs {
     /// the data directory, `<data dir>-runs`).
     #[arg(long, env = "SKILLD_SCRATCH_DIR", value_name = "DIR")]
     pub scratch_dir: Option<PathBuf>,
+    /// The tools of the agents that call, comma-separated (`read,write,shell`),
+    /// for callers that state none (`?agent_tools=`): a skill whose
+    /// `requires_tools` names another tool that no skill serves is left out
+    /// of their listings and commands. Default: unstated, nothing left out.
+    #[arg(long, env = "SKILLD_AGENT_TOOLS", value_name = "TOOL,…")]
+    pub agent_tools: Option<String>,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
@@ -187,6 +193,8 @@ pub struct FileConfig {
     pub sandbox_write_paths: Option<Vec<PathBuf>>,
     /// See [`ServeArgs::scratch_dir`].
     pub scratch_dir: Option<PathBuf>,
+    /// See [`ServeArgs::agent_tools`]; a list (`["read", "write"]`).
+    pub agent_tools: Option<Vec<String>>,
     /// Untrusted uploads (`POST /skills`) wait for an admin's review
     /// before they serve (default false).
     pub review_uploads: Option<bool>,
@@ -269,6 +277,8 @@ pub struct Config {
     pub install: crate::install::InstallSettings,
     /// Connections and MCP sessions clients may hold.
     pub limits: crate::http::ServerLimits,
+    /// The tool policy of callers that state none.
+    pub agent_tools: AgentTools,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -287,6 +297,7 @@ impl fmt::Debug for Config {
             .field("allowed_origins", &self.allowed_origins)
             .field("public_url", &self.public_url)
             .field("notify", &self.notify)
+            .field("agent_tools", &self.agent_tools)
             .finish()
     }
 }
@@ -402,6 +413,11 @@ impl Config {
             public_url: resolve_public_url(args, &file)?,
             notify: resolve_notify(&file)?,
             limits: resolve_limits(&file)?,
+            agent_tools: match (&args.agent_tools, &file.agent_tools) {
+                (Some(list), _) => AgentTools::parse(list),
+                (None, Some(names)) => AgentTools::stated(names),
+                (None, None) => AgentTools::unstated(),
+            },
             install: file
                 .install
                 .clone()

@@ -2,6 +2,7 @@
 //! checked, tools indexed and exports built — once per snapshot. A snapshot
 //! is immutable; reloading builds a new one and swaps it in whole.
 
+mod agent_tools;
 pub mod versions;
 
 use crate::export::Exports;
@@ -9,6 +10,7 @@ pub use crate::export::ToolEntry;
 use crate::skill::backend::Launch;
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
 use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
+pub use agent_tools::{AgentTools, Exclusion};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -402,9 +404,11 @@ fn load_parallel(jobs: &[Job], opts: &CatalogOptions, path: &PathCache) -> Vec<L
     results.into_iter().map(|(_, l)| l).collect()
 }
 
-/// Rules that span skills: command aliases are unique, and every
-/// `requires_tools` and `command_tool` names a tool some loaded skill has.
-/// Excluding one skill can strand another, so this runs to a fixed point.
+/// Rules that span skills: command aliases are unique, every
+/// `command_tool` names a tool some loaded skill has, and a manifest's
+/// dependencies are loaded. Excluding one skill can strand another, so
+/// this runs to a fixed point. (`requires_tools` may name the agent's own
+/// tools, which only a caller's policy can tell: [`Catalog::exclusion`].)
 fn cross_check(skills: Vec<Arc<Skill>>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Arc<Skill>> {
     let mut skills = skills;
     let mut taken: HashMap<String, String> = HashMap::new();
@@ -443,26 +447,6 @@ fn cross_check(skills: Vec<Arc<Skill>>, diagnostics: &mut Vec<Diagnostic>) -> Ve
                         Code::MissingDependency,
                         &path,
                         format!("depends on skill '{dep}', which is not loaded"),
-                    )
-                    .for_skill(&s.name),
-                );
-                return false;
-            }
-            let missing: Vec<&str> = s
-                .requires_tools
-                .iter()
-                .filter(|t| !available.contains(*t))
-                .map(String::as_str)
-                .collect();
-            if !missing.is_empty() {
-                diagnostics.push(
-                    Diagnostic::error(
-                        Code::MissingRequiredTool,
-                        &path,
-                        format!(
-                            "requires_tools names {} but no loaded skill provides it",
-                            missing.join(", ")
-                        ),
                     )
                     .for_skill(&s.name),
                 );
@@ -522,6 +506,8 @@ pub struct CatalogHandle {
     /// Bumped by each reload that changed what clients see (tools,
     /// prompts, resources), so MCP sessions can say their lists changed.
     changes: tokio::sync::watch::Sender<u64>,
+    /// The tool policy of callers that state none (`agent_tools`).
+    agent_tools: AgentTools,
 }
 
 impl CatalogHandle {
@@ -532,7 +518,20 @@ impl CatalogHandle {
             options,
             reloading: Mutex::new(()),
             changes: tokio::sync::watch::Sender::new(0),
+            agent_tools: AgentTools::unstated(),
         }
+    }
+
+    /// With `policy` for the callers that state none (the `agent_tools`
+    /// setting).
+    pub fn with_agent_tools(mut self, policy: AgentTools) -> Self {
+        self.agent_tools = policy;
+        self
+    }
+
+    /// The policy of callers that state none.
+    pub fn agent_tools(&self) -> &AgentTools {
+        &self.agent_tools
     }
 
     pub fn current(&self) -> Arc<Catalog> {

@@ -339,6 +339,7 @@ fn load_catalog(config: &Config, launcher: Option<Arc<dyn Launch>>) -> CatalogHa
         runtimes: config.runtimes.clone(),
         launcher,
     })
+    .with_agent_tools(config.agent_tools.clone())
 }
 
 async fn serve_main(config: Config) -> anyhow::Result<()> {

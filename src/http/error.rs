@@ -42,6 +42,9 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{what} '{name}' not found")]
     NotFound { what: &'static str, name: String },
+    /// 404 saying why the thing is not there (a skill the loader excluded).
+    #[error("{0}")]
+    NotLoaded(String),
     #[error("no route for {method} {path}; the routes are listed at /openapi.json and /docs")]
     NoRoute { method: String, path: String },
     /// A bare tool name several skills define; `candidates` are the skills.
@@ -111,7 +114,9 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::NotFound { .. } | ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
+            ApiError::NotFound { .. } | ApiError::NotLoaded(_) | ApiError::NoRoute { .. } => {
+                StatusCode::NOT_FOUND
+            }
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -133,7 +138,7 @@ impl ApiError {
     fn code(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "bad_request",
-            ApiError::NotFound { .. } | ApiError::NoRoute { .. } => "not_found",
+            ApiError::NotFound { .. } | ApiError::NotLoaded(_) | ApiError::NoRoute { .. } => "not_found",
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",

@@ -276,3 +276,33 @@ fn reword(message: &str) -> String {
     }
     message.to_owned()
 }
+
+/// The caller's tool policy: `?agent_tools=read,write,shell` (repeated, the
+/// lists join), else the server's `agent_tools` setting, else unstated.
+pub struct AgentPolicy(pub crate::catalog::AgentTools);
+
+impl FromRequestParts<super::AppState> for AgentPolicy {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &super::AppState) -> Result<Self, Self::Rejection> {
+        let stated = crate::catalog::AgentTools::from_query(parts.uri.query());
+        Ok(Self(stated.or(state.catalog.agent_tools())))
+    }
+}
+
+/// `?agent_tools=`, as the OpenAPI document describes it; read by
+/// [`AgentPolicy`].
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AgentToolsQuery {
+    /// The tools the calling agent has, comma-separated (`read,write,shell`;
+    /// empty: none). A skill whose `requires_tools` names a tool that is
+    /// neither here nor served by a loaded skill is left out, with the
+    /// reason. Without it, the server's `agent_tools` setting applies, and
+    /// without that nothing is left out.
+    #[expect(
+        dead_code,
+        reason = "declared for the document; `AgentPolicy` reads the query"
+    )]
+    pub agent_tools: Option<String>,
+}

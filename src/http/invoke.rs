@@ -3,7 +3,7 @@
 use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
-use super::extract::{JsonBody, Path, Peer, Query};
+use super::extract::{AgentPolicy, AgentToolsQuery, JsonBody, Path, Peer, Query};
 use super::responses::{BodyProblems, InvokeProblems, describe_streams, empty_bodies_allowed};
 use super::runs::sse;
 use crate::auth::Caller;
@@ -121,14 +121,17 @@ pub enum InvokeOutcome {
 }
 
 /// The 200 of a command: a `prompt_rewrite` skill's prompt, or what its
-/// `tool_dispatch` tool's invoke answers. No two share every required
-/// field, so a body is exactly one of them.
+/// `tool_dispatch` tool's invoke answers; `/skills` the available skills
+/// index, `/help` the commands. No two share every required field, so a
+/// body is exactly one of them.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum CommandOutcome {
     Prompt(crate::http::skills::SkillPrompt),
     Envelope(Envelope),
     DryRun(DryRun),
+    Index(crate::http::skills::SkillList),
+    Commands(crate::http::skills::CommandList),
 }
 
 /// A call accepted to finish later.
@@ -150,7 +153,15 @@ With `Accept: text/event-stream`, the run's events instead.";
 /// What a command's 200 holds.
 const COMMAND_OK: &str = "A `prompt_rewrite` command: the skill's `SkillPrompt`. A `tool_dispatch` command: \
 what invoking its tool answers (an `Envelope`, a `DryRun` with `dry_run=true`, or with \
-`Accept: text/event-stream` the run's events).";
+`Accept: text/event-stream` the run's events). The built-ins: `/skills` answers the available skills \
+index (a `SkillList`), `/help` the commands (a `CommandList`), and `/skill` with \
+`{\"arguments\": {\"name\": SKILL, \"arguments\": {…}}}` what that skill's command would.";
+
+/// The 409 of a command.
+const CONFLICT_COMMAND: &str = "The caller's tool policy (`agent_tools`) lacks a tool the command's skill \
+requires, and no loaded skill provides it (`missing_required_tool`); several skills define its \
+`command_tool` (`ambiguous_tool`); or, with `wait`, the call expired before a person decided it \
+(`approval_expired`), or its run ended without running (`not_run`)";
 
 /// The 409 of an invoke that names a skill.
 const CONFLICT_WAITED: &str = "With `wait`, the call expired before a person decided it (`approval_expired`), \
@@ -259,15 +270,19 @@ async fn invoke_skill_tool(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct CommandPath {
-    /// The alias, without its `/`.
+    /// The alias, or a built-in (`skills`, `skill`, `help`), without its `/`.
     pub command: String,
 }
 
-/// Run a command alias: a `prompt_rewrite` skill answers with
-/// its instructions; a `tool_dispatch` skill invokes its `command_tool`
-/// exactly as `POST /tools/{tool}/invoke` would.
-#[utoipa::path(post, path = "/commands/{command}", tag = "invoke", security(("bearer" = ["invoke"])), params(CommandPath, InvokeQuery, InvokeHeaders),
-    request_body(content = InvokeRequest, description = "Arguments for a tool_dispatch command; an empty body means none"),
+/// Run a command (seed 004): a skill's alias, where a `prompt_rewrite`
+/// skill answers with its instructions and a `tool_dispatch` skill invokes
+/// its `command_tool` exactly as `POST /tools/{tool}/invoke` would; or a
+/// built-in: `/skills` (the available skills index), `/skill` (a skill by
+/// its exact name, as its alias would run) and `/help` (the commands). A
+/// skill the caller's tool policy leaves out is not run: 409.
+#[utoipa::path(post, path = "/commands/{command}", tag = "invoke", security(("bearer" = ["invoke"])), params(CommandPath, InvokeQuery, AgentToolsQuery, InvokeHeaders),
+    request_body(content = InvokeRequest, description = "Arguments for a tool_dispatch command, or `/skill`'s \
+`name` (and `arguments`); an empty body means none"),
     responses(
         (status = 200, description = COMMAND_OK, content(
             (CommandOutcome = "application/json"),
@@ -276,42 +291,191 @@ pub struct CommandPath {
         (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
         InvokeProblems,
         BodyProblems,
-        (status = 404, description = "No such command", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = CONFLICT_AMBIGUOUS, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such command, or no skill of the name `/skill` was given", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = CONFLICT_COMMAND, body = Problem, content_type = "application/problem+json"),
     ))]
+#[expect(clippy::too_many_arguments, reason = "one extractor per part of the request")]
 async fn run_command(
     auth: Require<need::Invoke>,
     State(state): State<AppState>,
     Path(p): Path<CommandPath>,
     Query(q): Query<InvokeQuery>,
+    AgentPolicy(policy): AgentPolicy,
     peer: Peer,
     headers: HeaderMap,
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
     let catalog = state.catalog.current();
     let name = p.command.strip_prefix('/').unwrap_or(&p.command);
-    let entry = catalog
-        .command(name)
-        .ok_or_else(|| ApiError::not_found("command", name))?;
-    let skill = catalog.skills[entry.skill].clone();
-    match (skill.invocation_mode, &skill.command_tool) {
-        (crate::skill::InvocationMode::ToolDispatch, Some(tool)) => {
-            invoke(
-                &state,
-                Target::Tool(tool.clone()),
-                q,
-                &headers,
-                body,
-                &auth.caller,
-                &peer.holder(&auth),
-            )
-            .await
+    let request = CommandRequest {
+        state: &state,
+        policy,
+        q,
+        headers: &headers,
+        caller: &auth.caller,
+        holder: peer.holder(&auth),
+    };
+    match name {
+        "skills" => {
+            no_arguments(&body, &request.q, name)?;
+            let index = crate::http::skills::SkillList::of(&catalog, &request.policy, |_| true);
+            Ok(Json(CommandOutcome::Index(index)).into_response())
         }
-        _ => {
-            body.check(&q)?;
-            let prompt = crate::http::skills::SkillPrompt::new(&skill);
-            Ok(Json(CommandOutcome::Prompt(prompt)).into_response())
+        "help" => {
+            no_arguments(&body, &request.q, name)?;
+            let commands = crate::http::skills::CommandList::of(&catalog, &request.policy);
+            Ok(Json(CommandOutcome::Commands(commands)).into_response())
         }
+        "skill" => {
+            let (skill, body) = named_skill(body, &request.q)?;
+            let skill = catalog
+                .skill(&skill)
+                .ok_or_else(|| not_loaded(&catalog, &skill))?
+                .clone();
+            request.run(&catalog, &skill, body).await
+        }
+        alias => {
+            let entry = catalog
+                .command(alias)
+                .ok_or_else(|| ApiError::not_found("command", alias))?;
+            let skill = catalog.skills[entry.skill].clone();
+            request.run(&catalog, &skill, body).await
+        }
+    }
+}
+
+/// What a command needs besides its skill and its body.
+struct CommandRequest<'a> {
+    state: &'a AppState,
+    policy: crate::catalog::AgentTools,
+    q: InvokeQuery,
+    headers: &'a HeaderMap,
+    caller: &'a Caller,
+    holder: String,
+}
+
+impl CommandRequest<'_> {
+    /// Runs `skill` as its command: its instructions, or its
+    /// `command_tool` invoked with `body`; unless the policy leaves it out.
+    async fn run(
+        self,
+        catalog: &crate::catalog::Catalog,
+        skill: &crate::skill::Skill,
+        body: InvokeRequest,
+    ) -> Result<Response> {
+        crate::http::skills::available(catalog, skill, &self.policy)?;
+        match (skill.invocation_mode, &skill.command_tool) {
+            (crate::skill::InvocationMode::ToolDispatch, Some(tool)) => {
+                let target = Target::Tool(tool.clone());
+                invoke(
+                    self.state,
+                    target,
+                    self.q,
+                    self.headers,
+                    body,
+                    self.caller,
+                    &self.holder,
+                )
+                .await
+            }
+            _ => {
+                body.check(&self.q)?;
+                let prompt = crate::http::skills::SkillPrompt::new(skill);
+                Ok(Json(CommandOutcome::Prompt(prompt)).into_response())
+            }
+        }
+    }
+}
+
+/// 404 for `/skill` of a name no loaded skill has, saying why when the
+/// loader excluded a skill of that name (seed 004 §5.2: fail clearly).
+fn not_loaded(catalog: &crate::catalog::Catalog, name: &str) -> ApiError {
+    let why = catalog
+        .diagnostics
+        .iter()
+        .find(|d| d.is_error() && d.skill.as_deref() == Some(name));
+    match why {
+        Some(d) => ApiError::NotLoaded(format!(
+            "skill '{name}' is not loaded: {} ({}); GET /diagnostics lists why skills are excluded",
+            d.message, d.code
+        )),
+        None => ApiError::not_found("skill", name),
+    }
+}
+
+/// A built-in that takes no arguments refuses some.
+fn no_arguments(body: &InvokeRequest, q: &InvokeQuery, command: &str) -> Result<()> {
+    body.check(q)?;
+    let given: Vec<&String> = body
+        .arguments
+        .as_object()
+        .into_iter()
+        .flat_map(|a| a.keys())
+        .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(invalid_arguments(
+        format!("/{command} takes no arguments"),
+        given
+            .into_iter()
+            .map(|k| (k.clone(), format!("/{command} takes no arguments")))
+            .collect(),
+    ))
+}
+
+/// `/skill`'s arguments: the skill's exact `name`, and the `arguments`
+/// its command takes (an object), as the body its alias would get.
+fn named_skill(body: InvokeRequest, q: &InvokeQuery) -> Result<(String, InvokeRequest)> {
+    body.check(q)?;
+    let mut args = match body.arguments {
+        Value::Object(args) => args,
+        _ => serde_json::Map::new(),
+    };
+    let name = args.remove("name");
+    let inner = args.remove("arguments");
+    let mut errors: Vec<(String, String)> = args
+        .keys()
+        .map(|k| (k.clone(), "/skill takes only name and arguments".to_owned()))
+        .collect();
+    let name = match name {
+        Some(Value::String(n)) => Some(n),
+        Some(_) => {
+            errors.push(("name".to_owned(), "must be a skill's name, a string".to_owned()));
+            None
+        }
+        None => {
+            errors.push(("name".to_owned(), "is required: the skill to run".to_owned()));
+            None
+        }
+    };
+    if inner.as_ref().is_some_and(|a| !a.is_object() && !a.is_null()) {
+        errors.push(("arguments".to_owned(), "must be an object".to_owned()));
+    }
+    match name {
+        Some(name) if errors.is_empty() => Ok((
+            name,
+            InvokeRequest {
+                arguments: inner.unwrap_or(Value::Null),
+                mode: body.mode,
+            },
+        )),
+        _ => Err(invalid_arguments(
+            format!("{} argument(s) of /skill are invalid", errors.len()),
+            errors,
+        )),
+    }
+}
+
+/// 422 `invalid_arguments`, field by field.
+fn invalid_arguments(detail: String, errors: Vec<(String, String)>) -> ApiError {
+    ApiError::Unprocessable {
+        code: "invalid_arguments",
+        detail,
+        errors: errors
+            .into_iter()
+            .map(|(field, message)| crate::invoke::FieldError { field, message })
+            .collect(),
     }
 }
 

@@ -4,7 +4,7 @@
 use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
-use super::extract::JsonBody;
+use super::extract::{AgentPolicy, AgentToolsQuery, JsonBody};
 use super::responses::{BodyProblems, empty_bodies_allowed};
 use crate::invoke::FieldError;
 use crate::skill::triggers::{self, Context, FiredTrigger};
@@ -59,6 +59,9 @@ pub struct SkillMatch {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MatchList {
     pub matches: Vec<SkillMatch>,
+    /// Skills whose triggers fired but that the caller's tool policy
+    /// (`agent_tools`) leaves out, each with why.
+    pub excluded: Vec<crate::catalog::Exclusion>,
 }
 
 /// What matching can answer besides its match list (and [`BodyProblems`]).
@@ -81,13 +84,15 @@ pub enum MatchProblems {
 /// The skills whose triggers fire for a context, each with the first
 /// trigger that fired, tried in this order: a project file matching one of
 /// its globs (by path, or by file name alone), a keyword in the message, a
-/// language, the mode, then a request by name.
-#[utoipa::path(post, path = "/skills/match", tag = "skills", security(("bearer" = ["read"])),
+/// language, the mode, then a request by name. Under a tool policy, the
+/// skills it leaves out are not matches: they are listed in `excluded`.
+#[utoipa::path(post, path = "/skills/match", tag = "skills", security(("bearer" = ["read"])), params(AgentToolsQuery),
     request_body(content = MatchRequest, description = "The context; an empty body matches only what needs no context"),
     responses((status = 200, description = "The skills that apply, by name", body = MatchList), MatchProblems, BodyProblems))]
 async fn match_skills(
     _: Require<need::Read>,
     State(state): State<AppState>,
+    AgentPolicy(policy): AgentPolicy,
     JsonBody(body): JsonBody<MatchRequest>,
 ) -> Result<Json<MatchList>> {
     let catalog = state.catalog.current();
@@ -99,17 +104,23 @@ async fn match_skills(
         mode: &body.mode,
         explicit: &body.explicit,
     };
-    let matches = catalog
-        .skills
-        .iter()
-        .filter_map(|s| {
-            triggers::fired(s, &ctx).map(|trigger| SkillMatch {
+    let mut list = MatchList {
+        matches: Vec::new(),
+        excluded: Vec::new(),
+    };
+    for s in &catalog.skills {
+        let Some(trigger) = triggers::fired(s, &ctx) else {
+            continue;
+        };
+        match catalog.exclusion(s, &policy) {
+            Some(why) => list.excluded.push(why),
+            None => list.matches.push(SkillMatch {
                 skill: s.name.clone(),
                 trigger,
-            })
-        })
-        .collect();
-    Ok(Json(MatchList { matches }))
+            }),
+        }
+    }
+    Ok(Json(list))
 }
 
 /// Refuses lists over [`MAX_ENTRIES`] and explicit names of no loaded

@@ -4,9 +4,9 @@
 use super::AppState;
 use super::auth::{Require, need};
 use super::error::{ApiError, Problem, Result};
-use super::extract::{Accept, Path, Query};
+use super::extract::{Accept, AgentPolicy, AgentToolsQuery, Path, Query};
 use super::responses::{BadQuery, Binary, NoSuchSkill};
-use crate::catalog::NotFound;
+use crate::catalog::{AgentTools, Catalog, Exclusion, NotFound};
 use crate::export::ToolInfo;
 use crate::skill::MAX_DEFINITION_BYTES;
 use crate::skill::{
@@ -53,6 +53,8 @@ pub struct SkillSummary {
     pub modes: Vec<String>,
     /// Names of its tools.
     pub tools: Vec<String>,
+    /// The tools it needs: the agent's own (`read`, `shell`) or skilld's.
+    pub requires_tools: Vec<String>,
     /// SHA-256 of what it would execute.
     pub hash: String,
 }
@@ -68,16 +70,52 @@ impl SkillSummary {
             trust: s.trust,
             modes: s.modes.clone(),
             tools: s.tools.iter().map(|t| t.name.clone()).collect(),
+            requires_tools: s.requires_tools.clone(),
             hash: s.hash.clone(),
         }
     }
 }
 
-/// `GET /skills`.
+/// `GET /skills`: the available skills index (seed 004).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SkillList {
     pub skills: Vec<SkillSummary>,
+    /// Skills left out under the caller's tool policy (`agent_tools`),
+    /// each with why; empty without a policy.
+    pub excluded: Vec<Exclusion>,
 }
+
+impl SkillList {
+    /// The skills `keep` lets through, those `policy` leaves out apart.
+    pub fn of(catalog: &Catalog, policy: &AgentTools, keep: impl Fn(&Skill) -> bool) -> Self {
+        let mut list = Self {
+            skills: Vec::new(),
+            excluded: Vec::new(),
+        };
+        for s in catalog.skills.iter().filter(|s| keep(s)) {
+            match catalog.exclusion(s, policy) {
+                Some(why) => list.excluded.push(why),
+                None => list.skills.push(SkillSummary::new(s)),
+            }
+        }
+        list
+    }
+}
+
+/// 409 `missing_required_tool` for a skill that `policy` leaves out.
+pub(super) fn available(catalog: &Catalog, skill: &Skill, policy: &AgentTools) -> Result<()> {
+    match catalog.exclusion(skill, policy) {
+        None => Ok(()),
+        Some(why) => Err(ApiError::Conflict {
+            code: "missing_required_tool",
+            detail: why.message,
+        }),
+    }
+}
+
+/// The 409 of a route that hands out a skill.
+pub(super) const EXCLUDED: &str = "The caller's tool policy (`agent_tools`) lacks a tool the skill requires, \
+and no loaded skill provides it (`missing_required_tool`)";
 
 /// Everything about one skill.
 #[derive(Debug, Serialize, ToSchema)]
@@ -169,8 +207,9 @@ pub struct SkillFilter {
     pub source: Option<String>,
 }
 
-/// List the loaded skills, sorted by name.
-#[utoipa::path(get, path = "/skills", tag = "skills", security(("bearer" = ["read"])), params(SkillFilter),
+/// List the loaded skills, sorted by name; under a tool policy, those it
+/// leaves out apart, in `excluded`.
+#[utoipa::path(get, path = "/skills", tag = "skills", security(("bearer" = ["read"])), params(SkillFilter, AgentToolsQuery),
     responses(
         (status = 200, description = "The skills", body = SkillList),
         BadQuery,
@@ -179,22 +218,17 @@ async fn list_skills(
     _: Require<need::Read>,
     State(state): State<AppState>,
     Query(filter): Query<SkillFilter>,
+    AgentPolicy(policy): AgentPolicy,
 ) -> Json<SkillList> {
     let catalog = state.catalog.current();
     let q = filter.q.as_deref().map(str::to_lowercase);
-    let skills = catalog
-        .skills
-        .iter()
-        .filter(|s| filter.mode.as_deref().is_none_or(|m| s.in_mode(m)))
-        .filter(|s| filter.trust.is_none_or(|t| s.trust == t))
-        .filter(|s| filter.source.as_deref().is_none_or(|src| s.source == src))
-        .filter(|s| {
-            q.as_deref()
+    Json(SkillList::of(&catalog, &policy, |s| {
+        filter.mode.as_deref().is_none_or(|m| s.in_mode(m))
+            && filter.trust.is_none_or(|t| s.trust == t)
+            && filter.source.as_deref().is_none_or(|src| s.source == src)
+            && q.as_deref()
                 .is_none_or(|q| s.name.to_lowercase().contains(q) || s.description.to_lowercase().contains(q))
-        })
-        .map(|s| SkillSummary::new(s))
-        .collect();
-    Json(SkillList { skills })
+    }))
 }
 
 /// The skill's name in a path.
@@ -253,7 +287,7 @@ pub struct SkillPrompt {
 }
 
 /// A skill's instructions and references; `text/markdown` when `Accept` asks.
-#[utoipa::path(get, path = "/skills/{skill}/prompt", tag = "skills", security(("bearer" = ["read"])), params(SkillPath),
+#[utoipa::path(get, path = "/skills/{skill}/prompt", tag = "skills", security(("bearer" = ["read"])), params(SkillPath, AgentToolsQuery),
     responses(
         (status = 200, description = "The instructions", content(
             (SkillPrompt = "application/json"),
@@ -261,14 +295,17 @@ pub struct SkillPrompt {
         )),
         BadQuery,
         NoSuchSkill,
+        (status = 409, description = EXCLUDED, body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_skill_prompt(
     _: Require<need::Read>,
     State(state): State<AppState>,
     Path(p): Path<SkillPath>,
+    AgentPolicy(policy): AgentPolicy,
     accept: Accept,
 ) -> Result<Response> {
     let skill = named(&state, &p.skill).await?;
+    available(&state.catalog.current(), &skill, &policy)?;
     if accept.prefers("text/markdown") {
         return Ok((
             [(
@@ -431,28 +468,53 @@ pub struct CommandInfo {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CommandList {
     pub commands: Vec<CommandInfo>,
+    /// The built-in commands (`help`, `skill`, `skills`), which no alias
+    /// may take.
+    pub builtin: Vec<String>,
+    /// The aliases' skills that the caller's tool policy leaves out.
+    pub excluded: Vec<Exclusion>,
 }
 
-/// The command aliases, sorted.
-#[utoipa::path(get, path = "/commands", tag = "skills", security(("bearer" = ["read"])),
-    responses((status = 200, description = "The command aliases", body = CommandList), BadQuery))]
-async fn list_commands(_: Require<need::Read>, State(state): State<AppState>) -> Json<CommandList> {
-    let catalog = state.catalog.current();
-    let commands = catalog
-        .commands
-        .iter()
-        .map(|c| {
+impl CommandList {
+    /// The aliases, those of skills `policy` leaves out apart.
+    pub fn of(catalog: &Catalog, policy: &AgentTools) -> Self {
+        let mut list = Self {
+            commands: Vec::new(),
+            builtin: crate::skill::fields::BUILTIN_COMMANDS
+                .iter()
+                .map(|&c| c.to_owned())
+                .collect(),
+            excluded: Vec::new(),
+        };
+        list.builtin.sort_unstable();
+        for c in &catalog.commands {
             let s = &catalog.skills[c.skill];
-            CommandInfo {
+            if let Some(why) = catalog.exclusion(s, policy) {
+                list.excluded.push(why);
+                continue;
+            }
+            list.commands.push(CommandInfo {
                 command: c.command.clone(),
                 skill: s.name.clone(),
                 description: s.description.clone(),
                 invocation_mode: s.invocation_mode,
                 command_tool: s.command_tool.clone(),
-            }
-        })
-        .collect();
-    Json(CommandList { commands })
+            });
+        }
+        list
+    }
+}
+
+/// The command aliases, sorted, and the built-in commands; under a tool
+/// policy, the aliases of skills it leaves out apart, in `excluded`.
+#[utoipa::path(get, path = "/commands", tag = "skills", security(("bearer" = ["read"])), params(AgentToolsQuery),
+    responses((status = 200, description = "The command aliases", body = CommandList), BadQuery))]
+async fn list_commands(
+    _: Require<need::Read>,
+    State(state): State<AppState>,
+    AgentPolicy(policy): AgentPolicy,
+) -> Json<CommandList> {
+    Json(CommandList::of(&state.catalog.current(), &policy))
 }
 
 /// What a reload found.

@@ -3,7 +3,7 @@
 //! files its instructions reference as `skill://<skill>/<path>` resources.
 
 use super::shaped;
-use crate::catalog::Catalog;
+use crate::catalog::{AgentTools, Catalog};
 use crate::skill::MAX_DEFINITION_BYTES;
 use crate::skill::files::served_type_of;
 use crate::skill::{InvocationMode, Skill};
@@ -33,20 +33,35 @@ fn prompt_names(catalog: &Catalog) -> BTreeMap<String, (&Arc<Skill>, String)> {
     names
 }
 
-pub(super) fn prompts(catalog: &Catalog) -> Result<ListPromptsResult, ErrorData> {
+/// The prompts of the skills `policy` leaves in.
+pub(super) fn prompts(catalog: &Catalog, policy: &AgentTools) -> Result<ListPromptsResult, ErrorData> {
     let prompts: Vec<Value> = prompt_names(catalog)
         .into_iter()
+        .filter(|(_, (skill, _))| catalog.exclusion(skill, policy).is_none())
         .map(|(name, (skill, title))| json!({ "name": name, "title": title, "description": skill.description }))
         .collect();
     shaped(json!({ "prompts": prompts }))
 }
 
-pub(super) fn prompt(catalog: &Catalog, name: &str) -> Result<GetPromptResult, ErrorData> {
+/// One prompt, unless `policy` leaves its skill out (an error naming
+/// `missing_required_tool` and the missing tools).
+pub(super) fn prompt(
+    catalog: &Catalog,
+    name: &str,
+    policy: &AgentTools,
+) -> Result<GetPromptResult, ErrorData> {
     let names = prompt_names(catalog);
     let name = name.strip_prefix('/').unwrap_or(name);
     let (skill, _) = names
         .get(name)
         .ok_or_else(|| ErrorData::invalid_params(format!("prompt '{name}' not found"), None))?;
+    if let Some(why) = catalog.exclusion(skill, policy) {
+        let data = json!({ "code": why.code, "skill": why.skill, "missing": why.missing });
+        return Err(ErrorData::invalid_params(
+            format!("missing_required_tool: {}", why.message),
+            Some(data),
+        ));
+    }
     shaped(json!({
         "description": skill.description,
         "messages": [{ "role": "user", "content": { "type": "text", "text": skill.instructions } }],

@@ -8,20 +8,27 @@ mod catalog;
 mod tools;
 
 use crate::auth::{Caller, Role};
-use crate::catalog::CatalogHandle;
+use crate::catalog::{AgentTools, CatalogHandle};
 use crate::invoke::Invoker;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The `_meta` key of a `tools/call` that asks to wait, in seconds (at
 /// most 300), for a call held for approval to be decided and run.
 pub const WAIT_META: &str = "skilld/wait";
+
+/// The `_meta` key of a request that states the agent's tools (a list of
+/// names, or one comma-separated string), as `?agent_tools=` does over
+/// HTTP: prompts of skills that need other tools are left out.
+pub const AGENT_TOOLS_META: &str = "skilld/agent_tools";
 
 /// How often a session's reload watcher looks whether the session ended.
 const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
@@ -73,6 +80,33 @@ impl McpServer {
             .require(role)
             .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
         Ok(caller)
+    }
+
+    /// The caller's tool policy: the request's `_meta` states it, else the
+    /// `/mcp?agent_tools=` URL the client was given, else the server's
+    /// `agent_tools` setting.
+    fn policy(
+        &self,
+        meta: Option<&RequestMetaObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<AgentTools, ErrorData> {
+        let meta = meta.unwrap_or(&ctx.meta);
+        let stated = match meta.0.get(AGENT_TOOLS_META) {
+            Some(Value::String(list)) => AgentTools::parse(list),
+            Some(Value::Array(names)) if names.iter().all(Value::is_string) => {
+                AgentTools::stated(names.iter().filter_map(Value::as_str))
+            }
+            Some(_) => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "_meta \"{AGENT_TOOLS_META}\" must be a list of tool names or a comma-separated string"
+                    ),
+                    None,
+                ));
+            }
+            None => AgentTools::from_query(http_parts(ctx).and_then(|p| p.uri.query())),
+        };
+        Ok(stated.or(self.catalog.agent_tools()))
     }
 }
 
@@ -133,11 +167,12 @@ impl ServerHandler for McpServer {
 
     async fn list_prompts(
         &self,
-        _: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.caller(&ctx, Role::Read)?;
-        catalog::prompts(&self.catalog.current())
+        let policy = self.policy(request.as_ref().and_then(|r| r.meta.as_ref()), &ctx)?;
+        catalog::prompts(&self.catalog.current(), &policy)
     }
 
     async fn get_prompt(
@@ -146,7 +181,8 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.caller(&ctx, Role::Read)?;
-        catalog::prompt(&self.catalog.current(), &request.name).map(GetPromptResponse::from)
+        let policy = self.policy(request.meta.as_ref(), &ctx)?;
+        catalog::prompt(&self.catalog.current(), &request.name, &policy).map(GetPromptResponse::from)
     }
 
     async fn list_resources(
@@ -242,4 +278,6 @@ impl ServerHandler for McpServer {
 const INSTRUCTIONS: &str = "skilld serves skills: each tool runs sandboxed and is recorded. \
 A call that a person must approve first answers with isError and the approval's id and URL; \
 pass `_meta: {\"skilld/wait\": <seconds up to 300>}` to wait for the decision and get the result. \
-Prompts hold each skill's instructions; resources hold the files they reference.";
+Prompts hold each skill's instructions; resources hold the files they reference. \
+State your own tools with `_meta: {\"skilld/agent_tools\": [\"read\", \"write\", …]}` to leave out \
+the prompts of skills that need others.";

@@ -42,6 +42,7 @@ pub(crate) fn skilld() -> Command {
         .env_remove("SKILLD_SKILLS")
         .env_remove("SKILLD_CONFIG")
         .env_remove("SKILLD_TOKENS")
+        .env_remove("SKILLD_AGENT_TOOLS")
         .env("SKILLD_LOG", "warn");
     c
 }

@@ -4,6 +4,7 @@
 
 use crate::common::{corpus_catalog, corpus_dir};
 use serde_json::Value;
+use skilld::catalog::AgentTools;
 use skilld::skill::{Code, Severity};
 use std::collections::BTreeSet;
 
@@ -34,6 +35,7 @@ fn corpus_matches_expected() {
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(corpus_dir().join("expected.json")).unwrap()).unwrap();
     let catalog = corpus_catalog();
+    let policy = AgentTools::stated(strings(&expected["agent_tools"]));
     let mut checked = 0;
     let mut failures = Vec::new();
     for (name, want) in expected["skills"].as_object().unwrap() {
@@ -104,6 +106,15 @@ fn corpus_matches_expected() {
             {
                 failures.push(format!("{name}: command {command} is not in the command index"));
             }
+        }
+        let missing = catalog.exclusion(skill, &policy).map(|why| why.missing);
+        let want_missing = want
+            .get("missing_under_policy")
+            .map(|m| strings(m).into_iter().collect());
+        if missing != want_missing {
+            failures.push(format!(
+                "{name}: under the corpus's agent_tools, missing {missing:?}, expected {want_missing:?}"
+            ));
         }
         if let Some(tool) = want.get("command_tool")
             && skill.command_tool.as_deref() != tool.as_str()

@@ -116,7 +116,7 @@ async fn skills_list_sorted_and_filtered() {
     assert_eq!(q["skills"][0]["name"], "slow");
 
     let (_, untrusted) = get_json(&server, "/skills?trust=untrusted").await;
-    assert_eq!(untrusted, json!({"skills": []}));
+    assert_eq!(untrusted, json!({"skills": [], "excluded": []}));
     assert_problem(get(&server, "/skills?trust=divine").await, 400, "bad_request").await;
 }
 
@@ -158,7 +158,7 @@ async fn skill_detail() {
     let (_, plan) = get_json(&server, "/skills/plan_compiler").await;
     assert_eq!(plan["version"], Value::Null);
     assert_eq!(plan["command"], "plan");
-    assert_eq!(plan["requires_tools"], json!(["git_status"]));
+    assert_eq!(plan["requires_tools"], json!(["read", "write"]));
     assert_eq!(plan["eligibility"]["os"], json!(["darwin", "linux", "win32"]));
     assert_eq!(plan["warnings"][0]["code"], "name_style");
 
@@ -325,7 +325,9 @@ async fn diagnostics_and_commands() {
             {"command": "status", "skill": "status",
              "description": "Show repository status deterministically.",
              "invocation_mode": "tool_dispatch", "command_tool": "git_status"},
-        ]})
+        ],
+        "builtin": ["help", "skill", "skills"],
+        "excluded": []})
     );
 }
 

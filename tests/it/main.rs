@@ -6,6 +6,7 @@
     reason = "a test that cannot go on should fail where it stands"
 )]
 
+mod agent_tools;
 mod approvals;
 mod archives;
 mod attacks;
@@ -40,6 +41,7 @@ mod robust;
 mod runner;
 mod sandbox;
 mod scaffold;
+mod seed004;
 mod server_process;
 mod skill_match;
 mod sources;

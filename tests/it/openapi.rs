@@ -128,7 +128,10 @@ fn invoke_answers_are_disjoint_unions() {
             .collect()
     };
     assert_eq!(members("InvokeOutcome"), ["Envelope", "DryRun"]);
-    assert_eq!(members("CommandOutcome"), ["SkillPrompt", "Envelope", "DryRun"]);
+    assert_eq!(
+        members("CommandOutcome"),
+        ["SkillPrompt", "Envelope", "DryRun", "SkillList", "CommandList"]
+    );
     for outcome in ["InvokeOutcome", "CommandOutcome"] {
         let names = members(outcome);
         let required = |n: &str| -> std::collections::BTreeSet<String> {

@@ -1,7 +1,7 @@
 //! Roots, precedence and trust (`docs/design.md` §2, "The catalog").
 
 use crate::common::{copy_tree, corpus_dir, options, root};
-use skilld::catalog::{Catalog, Root};
+use skilld::catalog::{AgentTools, Catalog, Root};
 use skilld::skill::{Code, Trust};
 
 #[test]
@@ -98,9 +98,11 @@ fn default_roots_follow_design_order() {
 }
 
 #[test]
-fn cross_skill_exclusions_cascade() {
-    // `needs-plan` requires a tool of `dispatcher`, which is excluded for
-    // naming a missing command_tool: both go, with their own reasons.
+fn a_required_tool_of_an_excluded_skill_is_missing_under_a_policy() {
+    // `dispatcher` is excluded for naming a missing command_tool, and with
+    // it goes its tool `run_it`. `needs-plan` requires `run_it`: it loads,
+    // since `requires_tools` may name the agent's own tools, but a caller
+    // whose tools do not include `run_it` does not get it.
     let dir = crate::common::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("dispatcher")).unwrap();
     std::fs::write(
@@ -115,22 +117,23 @@ fn cross_skill_exclusions_cascade() {
     )
     .unwrap();
     let catalog = Catalog::build(&options(vec![root(dir.path(), Trust::User)]), None);
-    assert!(
-        catalog.skills.is_empty(),
-        "{:?}",
-        catalog.skills.iter().map(|s| &s.name).collect::<Vec<_>>()
-    );
+    let names: Vec<&str> = catalog.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["needs-plan"]);
     let codes: Vec<(String, Code)> = catalog
         .diagnostics
         .iter()
         .map(|d| (d.skill.clone().unwrap(), d.code))
         .collect();
+    assert_eq!(codes, [("dispatcher".to_owned(), Code::UnknownCommandTool)]);
+    let needs = catalog.skill("needs-plan").unwrap();
+    assert_eq!(catalog.exclusion(needs, &AgentTools::unstated()), None);
+    assert_eq!(catalog.exclusion(needs, &AgentTools::parse("run_it")), None);
+    let why = catalog
+        .exclusion(needs, &AgentTools::parse("read,write"))
+        .unwrap();
     assert_eq!(
-        codes,
-        [
-            ("dispatcher".to_owned(), Code::UnknownCommandTool),
-            ("needs-plan".to_owned(), Code::MissingRequiredTool)
-        ]
+        (why.code, why.missing),
+        (Code::MissingRequiredTool, vec!["run_it".to_owned()])
     );
 }
 
