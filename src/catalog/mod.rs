@@ -8,7 +8,7 @@ use crate::export::Exports;
 pub use crate::export::ToolEntry;
 use crate::skill::backend::Launch;
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
-use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
+use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, SkillRules, load_skill};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -60,6 +60,9 @@ pub struct CatalogOptions {
     /// Starts the backends of manifest skills (the server's
     /// [`crate::invoke::Invoker::launcher`]); without one they cannot load.
     pub launcher: Option<Arc<dyn Launch>>,
+    /// The image allowlist, entrypoint defaults and where plain skills'
+    /// dependencies are prepared.
+    pub rules: SkillRules,
 }
 
 /// A `command` alias of a prompt skill.
@@ -277,6 +280,20 @@ impl Catalog {
             || face(self) != face(other)
     }
 
+    /// The dependencies loaded skills wait for that the server could
+    /// prepare: each preparation's key with a skill directory asking for
+    /// it, once per key.
+    pub fn waiting_dependencies(&self) -> Vec<(String, PathBuf)> {
+        let mut seen = HashSet::new();
+        self.skills
+            .iter()
+            .filter_map(|s| {
+                let key = s.deps_wait.as_ref()?.key.clone()?;
+                seen.insert(key.clone()).then(|| (key, s.dir.clone()))
+            })
+            .collect()
+    }
+
     pub fn error_count(&self) -> usize {
         self.diagnostics.iter().filter(|d| d.is_error()).count()
     }
@@ -388,6 +405,7 @@ fn load_parallel(jobs: &[Job], opts: &CatalogOptions, path: &PathCache) -> Vec<L
                         installed: root.installed,
                         path,
                         launcher: opts.launcher.as_deref(),
+                        rules: &opts.rules,
                     };
                     local.push((i, load_skill(&job.dir, &lo)));
                 }
@@ -522,6 +540,9 @@ pub struct CatalogHandle {
     /// Bumped by each reload that changed what clients see (tools,
     /// prompts, resources), so MCP sessions can say their lists changed.
     changes: tokio::sync::watch::Sender<u64>,
+    /// Bumped by every reload, so the preparer of plain skills'
+    /// dependencies sees what the new snapshot waits for.
+    reloads: tokio::sync::watch::Sender<u64>,
 }
 
 impl CatalogHandle {
@@ -532,6 +553,7 @@ impl CatalogHandle {
             options,
             reloading: Mutex::new(()),
             changes: tokio::sync::watch::Sender::new(0),
+            reloads: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -552,6 +574,11 @@ impl CatalogHandle {
         self.changes.subscribe()
     }
 
+    /// Sees every reload.
+    pub fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
     /// Rescans every root and swaps the result in. Blocking: call it from a
     /// blocking thread.
     pub fn reload(&self) -> Arc<Catalog> {
@@ -565,6 +592,7 @@ impl CatalogHandle {
         if next.differs_for_clients(&previous) {
             self.changes.send_modify(|n| *n += 1);
         }
+        self.reloads.send_modify(|n| *n += 1);
         tracing::info!(
             skills = next.skills.len(),
             tools = next.tools.len(),
