@@ -284,7 +284,6 @@ fn read_file(scope: &Scope, path: &str) -> anyhow::Result<String> {
     if crate::fsafe::downward(&rel).is_none() {
         return Err(outside());
     }
-    allowed_kind("read_file", path)?;
     let base_fd = crate::fsafe::open_base(&base).map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
     let bytes = match crate::fsafe::read_beneath(std::os::fd::AsFd::as_fd(&base_fd), &rel, MAX_READ_BYTES) {
         Ok(bytes) => bytes,
@@ -294,6 +293,7 @@ fn read_file(scope: &Scope, path: &str) -> anyhow::Result<String> {
         }
         Err(_) => return Err(outside()),
     };
+    allowed_kind("read_file", path)?;
     String::from_utf8(bytes).map_err(|_| anyhow!("read_file: '{path}' is not UTF-8 text"))
 }
 
