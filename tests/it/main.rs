@@ -31,6 +31,7 @@ mod metrics;
 mod notify;
 mod nul_bytes;
 mod openapi;
+mod plain_deps;
 mod props;
 mod python_client;
 mod recovery;
