@@ -42,6 +42,7 @@ mod runner;
 mod sandbox;
 mod scaffold;
 mod seed001;
+mod seed003;
 mod server_process;
 mod skill_match;
 mod sources;
