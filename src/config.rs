@@ -973,6 +973,33 @@ mod tests {
     }
 
     #[test]
+    fn the_file_sets_the_image_allowlist_and_entrypoint_defaults() {
+        let (_dir, args) = with_file(
+            "data_dir = \"/srv/skilld\"\nimage_allowlist = [\"python:3.12-slim\", \"ghcr.io/acme/*\"]\n\
+             entrypoint_timeout_secs = 90\nentrypoint_memory_bytes = 536870912\nentrypoint_cpu = 1.5\n",
+        );
+        let c = Config::resolve(&args).unwrap();
+        assert_eq!(c.rules.image_allowlist, ["python:3.12-slim", "ghcr.io/acme/*"]);
+        assert!(c.rules.allows_image("ghcr.io/acme/tool:2") && !c.rules.allows_image("node:20-slim"));
+        let d = c.rules.entrypoint;
+        assert_eq!((d.timeout_secs, d.memory_bytes, d.cpu), (90, Some(512 << 20), Some(1.5)));
+        assert_eq!(c.rules.deps_dir, Some(PathBuf::from("/srv/skilld/deps")));
+        // Seed 003's, without the file.
+        let c = Config::resolve(&ServeArgs::default()).unwrap();
+        assert_eq!(c.rules.image_allowlist, ["python:3.12-slim", "node:20-slim", "bash:5"]);
+        let d = c.rules.entrypoint;
+        assert_eq!((d.timeout_secs, d.memory_bytes, d.cpu), (120, Some(256 << 20), Some(0.5)));
+        for bad in [
+            "entrypoint_cpu = 0.0\n",
+            "entrypoint_timeout_secs = 0\n",
+            "image_allowlist = [\"\"]\n",
+        ] {
+            let (_dir, args) = with_file(bad);
+            assert!(Config::resolve(&args).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn tokens_from_file_and_env_merge() {
         use crate::auth::Role;
         let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"approver-secret"));
