@@ -259,6 +259,15 @@ fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let (invoker, handle) = pipeline(&config, false).await?;
         let _watcher = watch(&config, &handle);
+        // Plain skills' dependencies are prepared here as in `serve`.
+        let preparing = tokio_util::sync::CancellationToken::new();
+        let installer = Arc::new(crate::install::Installer::new(
+            handle.clone(),
+            invoker.clone(),
+            config.install.clone(),
+        ));
+        tokio::spawn(installer.prepare_dependencies(preparing.clone()));
+        let _stop_preparing = preparing.drop_guard();
         let caller = crate::auth::Caller {
             name: std::env::var("USER").ok().map(|u| format!("mcp:{u}")),
             role: crate::auth::Role::Invoke,

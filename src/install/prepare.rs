@@ -55,6 +55,16 @@ impl Installer {
     /// Installs the dependencies `skill_dir` asks for as preparation `key`,
     /// leaving `ready` or `failed` beside them, and the installers' log.
     async fn prepare(&self, deps_dir: &Path, key: &str, skill_dir: &Path) {
+        // Another server on the same data directory (`skilld mcp` beside
+        // `skilld serve`) may be preparing the same: one at a time, and
+        // what one made the other takes.
+        let _lock = match lock(deps_dir, key).await {
+            Ok(lock) => lock,
+            Err(e) => {
+                tracing::warn!(key, error = %e, "cannot prepare a skill's dependencies");
+                return;
+            }
+        };
         if matches!(prepared::state(deps_dir, key), State::Ready(_)) {
             return;
         }
@@ -62,7 +72,7 @@ impl Installer {
         let log = Log::default();
         log.line(&format!("preparing the dependencies of {}", skill_dir.display()));
         tracing::info!(skill = %skill_dir.display(), key, "preparing a skill's dependencies");
-        let outcome = match fresh_place(deps_dir, &place).await {
+        let outcome = match fresh_place(&place).await {
             Ok(()) => {
                 let confines = Confines {
                     sandbox: self.invoker.sandbox.clone(),
@@ -91,11 +101,26 @@ impl Installer {
     }
 }
 
-/// Makes `place` empty (a crash or a failure may have left one), its
-/// parents open for the sandbox's user to pass: the tools that use what
-/// is installed there run as that user.
-async fn fresh_place(deps_dir: &Path, place: &Path) -> Result<(), InstallError> {
-    let (deps_dir, place): (PathBuf, PathBuf) = (deps_dir.to_path_buf(), place.to_path_buf());
+/// Makes `deps/` (others may pass it, not list it: the tools that use
+/// what is installed there run as the sandbox's user) and holds the lock
+/// of preparation `key` in it, waiting for another process's.
+async fn lock(deps_dir: &Path, key: &str) -> Result<std::fs::File, InstallError> {
+    let (deps_dir, key) = (deps_dir.to_path_buf(), key.to_owned());
+    super::blocking(move || {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(&deps_dir)?;
+        std::fs::set_permissions(&deps_dir, std::fs::Permissions::from_mode(0o711))?;
+        let file = std::fs::File::create(deps_dir.join(format!("{key}.lock")))?;
+        file.lock()?;
+        Ok(file)
+    })
+    .await
+}
+
+/// Makes `place` empty (a crash or a failure may have left one) and
+/// readable by others, whatever the umask.
+async fn fresh_place(place: &Path) -> Result<(), InstallError> {
+    let place: PathBuf = place.to_path_buf();
     super::blocking(move || {
         use std::os::unix::fs::PermissionsExt;
         match std::fs::remove_dir_all(&place) {
@@ -103,9 +128,6 @@ async fn fresh_place(deps_dir: &Path, place: &Path) -> Result<(), InstallError> 
             _ => {}
         }
         std::fs::create_dir_all(&place)?;
-        // Others may pass `deps/` but not list it; each preparation is
-        // theirs to read (whatever the umask made of them).
-        std::fs::set_permissions(&deps_dir, std::fs::Permissions::from_mode(0o711))?;
         std::fs::set_permissions(&place, std::fs::Permissions::from_mode(0o755))?;
         Ok(())
     })

@@ -56,6 +56,7 @@ fn prepared(server: &TestServer) -> std::path::PathBuf {
     let found: Vec<_> = std::fs::read_dir(&deps)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(found.len(), 1, "{found:?}");
     found[0].clone()
