@@ -573,7 +573,10 @@ pub fn resolve_rules(
         ..crate::skill::SkillRules::default()
     };
     if let Some(list) = &file.image_allowlist {
-        if let Some(bad) = list.iter().find(|i| i.trim().is_empty() || i.contains(char::is_whitespace)) {
+        if let Some(bad) = list
+            .iter()
+            .find(|i| i.trim().is_empty() || i.contains(char::is_whitespace))
+        {
             return Err(format!("image_allowlist entry '{bad}' is not an image name"));
         }
         rules.image_allowlist = list.clone();
@@ -591,7 +594,9 @@ pub fn resolve_rules(
     }
     match file.entrypoint_cpu {
         Some(cpu) if !(cpu.is_finite() && cpu > 0.0) => {
-            return Err(format!("entrypoint_cpu must be a positive number of cores, not {cpu}"));
+            return Err(format!(
+                "entrypoint_cpu must be a positive number of cores, not {cpu}"
+            ));
         }
         Some(cpu) => d.cpu = Some(cpu),
         None => {}
@@ -982,13 +987,22 @@ mod tests {
         assert_eq!(c.rules.image_allowlist, ["python:3.12-slim", "ghcr.io/acme/*"]);
         assert!(c.rules.allows_image("ghcr.io/acme/tool:2") && !c.rules.allows_image("node:20-slim"));
         let d = c.rules.entrypoint;
-        assert_eq!((d.timeout_secs, d.memory_bytes, d.cpu), (90, Some(512 << 20), Some(1.5)));
+        assert_eq!(
+            (d.timeout_secs, d.memory_bytes, d.cpu),
+            (90, Some(512 << 20), Some(1.5))
+        );
         assert_eq!(c.rules.deps_dir, Some(PathBuf::from("/srv/skilld/deps")));
         // Seed 003's, without the file.
         let c = Config::resolve(&ServeArgs::default()).unwrap();
-        assert_eq!(c.rules.image_allowlist, ["python:3.12-slim", "node:20-slim", "bash:5"]);
+        assert_eq!(
+            c.rules.image_allowlist,
+            ["python:3.12-slim", "node:20-slim", "bash:5"]
+        );
         let d = c.rules.entrypoint;
-        assert_eq!((d.timeout_secs, d.memory_bytes, d.cpu), (120, Some(256 << 20), Some(0.5)));
+        assert_eq!(
+            (d.timeout_secs, d.memory_bytes, d.cpu),
+            (120, Some(256 << 20), Some(0.5))
+        );
         for bad in [
             "entrypoint_cpu = 0.0\n",
             "entrypoint_timeout_secs = 0\n",

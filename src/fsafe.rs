@@ -367,7 +367,10 @@ mod tests {
         write_beneath(fd.as_fd(), "a/new.txt", b"one").unwrap();
         write_beneath(fd.as_fd(), "a/new.txt", b"2").unwrap();
         assert_eq!(std::fs::read(dir.path().join("a/new.txt")).unwrap(), b"2");
-        let mode = std::fs::metadata(dir.path().join("a/new.txt")).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dir.path().join("a/new.txt"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o644);
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("victim"), "keep").unwrap();

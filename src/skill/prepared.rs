@@ -49,9 +49,8 @@ pub fn key(dir: &Path, npm_registry: &str) -> std::io::Result<Option<String>> {
         if !path.is_file() {
             continue;
         }
-        let bytes = super::files::read_limited(&path, MAX_FILE_BYTES)?.ok_or_else(|| {
-            std::io::Error::other(format!("{file} is larger than {MAX_FILE_BYTES} bytes"))
-        })?;
+        let bytes = super::files::read_limited(&path, MAX_FILE_BYTES)?
+            .ok_or_else(|| std::io::Error::other(format!("{file} is larger than {MAX_FILE_BYTES} bytes")))?;
         any = true;
         hasher.update(file.as_bytes());
         hasher.update((bytes.len() as u64).to_le_bytes());
@@ -97,7 +96,12 @@ impl Parse<'_, '_> {
         if opts.installed {
             return (super::installed::deps_of(dir), None);
         }
-        let Some(deps_dir) = opts.rules.deps_dir.as_deref().filter(|_| dialect != Dialect::Prompt) else {
+        let Some(deps_dir) = opts
+            .rules
+            .deps_dir
+            .as_deref()
+            .filter(|_| dialect != Dialect::Prompt)
+        else {
             return (None, None);
         };
         let registry = &opts.rules.npm_registry;

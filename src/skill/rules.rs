@@ -46,10 +46,12 @@ impl Default for SkillRules {
 impl SkillRules {
     /// Whether `image` is on the allowlist.
     pub fn allows_image(&self, image: &str) -> bool {
-        self.image_allowlist.iter().any(|allowed| match allowed.strip_suffix('*') {
-            Some(prefix) => image.starts_with(prefix),
-            None => image == allowed,
-        })
+        self.image_allowlist
+            .iter()
+            .any(|allowed| match allowed.strip_suffix('*') {
+                Some(prefix) => image.starts_with(prefix),
+                None => image == allowed,
+            })
     }
 }
 

@@ -122,7 +122,9 @@ fn strips_types(node: &str) -> bool {
         return *answer;
     }
     let answer = node_version(node).is_some_and(|v| v >= (22, 6));
-    known.get_or_insert_with(HashMap::new).insert(node.to_owned(), answer);
+    known
+        .get_or_insert_with(HashMap::new)
+        .insert(node.to_owned(), answer);
     answer
 }
 
@@ -365,7 +367,10 @@ impl Parse<'_, '_> {
     pub(super) fn runtime_found(&mut self, script: &Path, runtime: &[String]) {
         let ext = script.extension().and_then(|e| e.to_str()).unwrap_or("");
         if let Some(why) = runtime_missing(runtime, ext) {
-            let file = script.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let file = script
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
             self.warn_in(
                 Code::ProgramNotFound,
                 &script.display().to_string(),

@@ -44,7 +44,9 @@ async fn until_ready(server: &TestServer, name: &str) {
         if found.is_empty() {
             return;
         }
-        let failed = found.iter().any(|d| d["message"].as_str().unwrap().contains("could not be prepared"));
+        let failed = found
+            .iter()
+            .any(|d| d["message"].as_str().unwrap().contains("could not be prepared"));
         assert!(!failed && Instant::now() < deadline, "not prepared: {found:?}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -96,8 +98,15 @@ async fn a_plain_skill_with_a_package_json_runs_once_its_dependencies_are_prepar
         let (status, problem) = server.invoke("numbers_check", json!({})).await;
         // Unless the preparation was quicker than this call.
         if status != 200 {
-            assert_eq!((status, problem["code"].as_str()), (409, Some("dependencies_not_ready")), "{problem}");
-            assert!(problem["detail"].as_str().unwrap().contains("nothing ran"), "{problem}");
+            assert_eq!(
+                (status, problem["code"].as_str()),
+                (409, Some("dependencies_not_ready")),
+                "{problem}"
+            );
+            assert!(
+                problem["detail"].as_str().unwrap().contains("nothing ran"),
+                "{problem}"
+            );
         }
     }
     until_ready(&server, "numbers").await;
@@ -145,7 +154,10 @@ async fn a_plain_skill_with_a_requirements_txt_runs_with_its_virtualenv() {
         skills.path(),
         "sixer-two",
         &[
-            ("scripts/idna_version.py", "import idna\nprint(idna.__version__)\n"),
+            (
+                "scripts/idna_version.py",
+                "import idna\nprint(idna.__version__)\n",
+            ),
             ("requirements.txt", "idna==3.7\n"),
         ],
     );
@@ -184,12 +196,18 @@ async fn a_dependency_an_upload_could_not_have_is_refused_and_nothing_installs()
         ],
     );
     let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
-    for (name, line) in [("builder", "requirements.txt line 2"), ("fetcher", "package.json line 1")] {
+    for (name, line) in [
+        ("builder", "requirements.txt line 2"),
+        ("fetcher", "package.json line 1"),
+    ] {
         let found = waiting(&server, name).await;
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0]["severity"], "error", "{found:?}");
         let message = found[0]["message"].as_str().unwrap();
-        assert!(message.contains(line) && message.contains("never installed"), "{message}");
+        assert!(
+            message.contains(line) && message.contains("never installed"),
+            "{message}"
+        );
         let (status, _) = server.invoke(&format!("{name}_go"), json!({})).await;
         assert_eq!(status, 404, "an excluded skill serves no tool");
     }
@@ -206,7 +224,11 @@ async fn a_dependency_an_upload_could_not_have_is_refused_and_nothing_installs()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert_eq!(stdout.matches("error[dependencies_not_ready]").count(), 2, "{stdout}");
+    assert_eq!(
+        stdout.matches("error[dependencies_not_ready]").count(),
+        2,
+        "{stdout}"
+    );
 }
 
 #[tokio::test]
@@ -248,17 +270,33 @@ async fn a_preparation_that_fails_says_why_and_is_not_retried_at_each_load() {
     };
     assert!(message.contains("install.log"), "{message}");
     let (status, problem) = server.invoke("missing_go", json!({})).await;
-    assert_eq!((status, problem["code"].as_str()), (409, Some("dependencies_not_ready")), "{problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("could not be prepared"), "{problem}");
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("dependencies_not_ready")),
+        "{problem}"
+    );
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("could not be prepared"),
+        "{problem}"
+    );
     let place = prepared(&server);
     let log = std::fs::read_to_string(place.join("install.log")).unwrap();
     assert!(log.contains("skilld-no-such-package-0f3a9"), "{log}");
     assert!(!place.join("env").exists(), "a failed environment is removed");
 
     // Another load does not start it again.
-    let failed_at = std::fs::metadata(place.join("failed")).unwrap().modified().unwrap();
+    let failed_at = std::fs::metadata(place.join("failed"))
+        .unwrap()
+        .modified()
+        .unwrap();
     server.reload().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let again = std::fs::metadata(place.join("failed")).unwrap().modified().unwrap();
+    let again = std::fs::metadata(place.join("failed"))
+        .unwrap()
+        .modified()
+        .unwrap();
     assert_eq!(failed_at, again, "tried again");
 }

@@ -73,7 +73,10 @@ fn every_runtime(root: &Path) {
         ("py.py", "import sys\nprint(\"py\", *sys.argv[1:])\n"),
         ("sh.sh", "echo sh \"$@\"\n"),
         ("bash.bash", "echo bash \"${@}\"\n"),
-        ("js.js", "console.log([\"js\", ...process.argv.slice(2)].join(\" \"));\n"),
+        (
+            "js.js",
+            "console.log([\"js\", ...process.argv.slice(2)].join(\" \"));\n",
+        ),
         (
             "ts.ts",
             "// Types that only TypeScript reads.\ninterface Said {\n  words: string[];\n}\n\
@@ -159,7 +162,13 @@ fn diagnostics_of(all: &Value, code: &str) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|d| d["code"] == code)
-        .map(|d| format!("{}: {}", d["path"].as_str().unwrap(), d["message"].as_str().unwrap()))
+        .map(|d| {
+            format!(
+                "{}: {}",
+                d["path"].as_str().unwrap(),
+                d["message"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -182,9 +191,7 @@ async fn every_runtime_seed_001_lists_runs_in_a_real_server() {
         "{diagnostics}"
     );
     for runtime in ["py", "sh", "bash", "js", "ts"] {
-        let (status, envelope) = server
-            .invoke(&format!("runtimes_{runtime}"), &["a b", "c"])
-            .await;
+        let (status, envelope) = server.invoke(&format!("runtimes_{runtime}"), &["a b", "c"]).await;
         assert_eq!(status, 200, "{envelope}");
         assert_eq!(
             (envelope["success"].as_bool(), envelope["output"].as_str()),
@@ -244,7 +251,12 @@ async fn a_ts_script_without_a_runner_is_reported_when_it_loads() {
         for says in ["ts-node", "runtimes.ts", "Node 22.6"] {
             assert!(line.contains(says), "{says:?} not in {line}");
         }
-        assert_eq!(out.status.code(), Some(0), "a warning, not an error: {}", show(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "a warning, not an error: {}",
+            show(&out)
+        );
     }
     assert!(
         !stdout.contains("py.py") && !stdout.contains("js.js"),
@@ -261,7 +273,10 @@ async fn a_ts_script_without_a_runner_is_reported_when_it_loads() {
         assert_eq!(envelope["output"], "ts x\n", "{envelope}");
     } else {
         assert_eq!(found.len(), 1, "{diagnostics}");
-        assert!(found[0].contains("ts.ts") && found[0].contains("ts-node"), "{found:?}");
+        assert!(
+            found[0].contains("ts.ts") && found[0].contains("ts-node"),
+            "{found:?}"
+        );
         assert_eq!(envelope["success"], false, "{envelope}");
         assert_eq!(envelope["error"], "command not found: ts-node", "{envelope}");
     }
@@ -285,12 +300,7 @@ register_tool("limits_write", "Writes a file of a size.", {"type": "object"}, wr
 async fn seed_001s_file_limits_hold_for_what_skilld_reads_and_writes() {
     const MIB: usize = 1024 * 1024;
     let (server, _skills) = server_over(|root| {
-        star_skill(
-            root,
-            "limits",
-            "permissions: [file:read, file:write]\n",
-            FILES,
-        );
+        star_skill(root, "limits", "permissions: [file:read, file:write]\n", FILES);
         let refs = root.join("limits/references");
         std::fs::create_dir_all(&refs).unwrap();
         std::fs::write(refs.join("exact.md"), "x".repeat(MIB)).unwrap();
@@ -321,7 +331,12 @@ async fn seed_001s_file_limits_hold_for_what_skilld_reads_and_writes() {
     }
 
     // Its write_file: 100 KiB, and the same kinds.
-    let wrote = call(&server, "limits_write", json!({"path": "out.txt", "size": 100 * 1024})).await;
+    let wrote = call(
+        &server,
+        "limits_write",
+        json!({"path": "out.txt", "size": 100 * 1024}),
+    )
+    .await;
     assert_eq!(wrote["output"], "wrote out.txt", "{wrote}");
     fails_with(
         &server,

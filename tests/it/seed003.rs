@@ -62,7 +62,9 @@ print(f"{len(rows)} rows")
 fn entrypoint(dir: &Path, name: &str, front: &str, file: &str, main: &str) {
     write_file(
         &dir.join(name).join("SKILL.md"),
-        &format!("---\nname: {name}\nversion: 1.0.0\ndescription: An entrypoint.\nread_only: true\n{front}---\n\nRuns.\n"),
+        &format!(
+            "---\nname: {name}\nversion: 1.0.0\ndescription: An entrypoint.\nread_only: true\n{front}---\n\nRuns.\n"
+        ),
     );
     write_file(&dir.join(name).join("scripts").join(file), main);
 }
@@ -88,12 +90,22 @@ fn codes_of(diagnostics: &Value, skill: &str) -> Vec<String> {
 async fn an_image_off_the_allowlist_is_refused_at_lint_load_and_install() {
     let skills = tempdir().unwrap();
     seed_example(skills.path());
-    entrypoint(skills.path(), "miner", "image: evil/miner:latest\n", "main.py", PRINTS);
+    entrypoint(
+        skills.path(),
+        "miner",
+        "image: evil/miner:latest\n",
+        "main.py",
+        PRINTS,
+    );
     // Without `image`, its language's default image is what must be allowed.
     entrypoint(skills.path(), "plain-node", "", "main.js", "console.log('ran')\n");
 
     // Lint: `skilld check` fails, pointing at the line.
-    let out = crate::cli::skilld().arg("check").arg(skills.path()).output().unwrap();
+    let out = crate::cli::skilld()
+        .arg("check")
+        .arg(skills.path())
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let line = stdout
@@ -102,14 +114,22 @@ async fn an_image_off_the_allowlist_is_refused_at_lint_load_and_install() {
         .unwrap_or_else(|| panic!("{stdout}"));
     let at = format!("{}:6:1:", skills.path().join("miner/SKILL.md").display());
     assert!(line.starts_with(&at), "{line}");
-    for says in ["evil/miner:latest", "python:3.12-slim, node:20-slim, bash:5", "image_allowlist"] {
+    for says in [
+        "evil/miner:latest",
+        "python:3.12-slim, node:20-slim, bash:5",
+        "image_allowlist",
+    ] {
         assert!(line.contains(says), "{says:?} not in {line}");
     }
     assert_eq!(stdout.matches("image_not_allowed").count(), 1, "{stdout}");
     // With the admin's allowlist it passes.
     let config = tempdir().unwrap();
     let file = config.path().join("skilld.toml");
-    std::fs::write(&file, "image_allowlist = [\"python:3.12-slim\", \"node:20-slim\", \"evil/*\"]\n").unwrap();
+    std::fs::write(
+        &file,
+        "image_allowlist = [\"python:3.12-slim\", \"node:20-slim\", \"evil/*\"]\n",
+    )
+    .unwrap();
     let out = crate::cli::skilld()
         .arg("check")
         .arg("--config")
@@ -132,14 +152,27 @@ async fn an_image_off_the_allowlist_is_refused_at_lint_load_and_install() {
     ]);
     let server = TestServer::start(opts).await;
     let diagnostics = server.get_json("/diagnostics").await;
-    assert_eq!(codes_of(&diagnostics, "miner"), ["image_not_allowed"], "{diagnostics}");
-    assert_eq!(codes_of(&diagnostics, "data-analysis"), Vec::<String>::new(), "{diagnostics}");
-    assert_eq!(codes_of(&diagnostics, "plain-node"), Vec::<String>::new(), "{diagnostics}");
+    assert_eq!(
+        codes_of(&diagnostics, "miner"),
+        ["image_not_allowed"],
+        "{diagnostics}"
+    );
+    assert_eq!(
+        codes_of(&diagnostics, "data-analysis"),
+        Vec::<String>::new(),
+        "{diagnostics}"
+    );
+    assert_eq!(
+        codes_of(&diagnostics, "plain-node"),
+        Vec::<String>::new(),
+        "{diagnostics}"
+    );
     let (status, _) = server.invoke("miner", json!({})).await;
     assert_eq!(status, 404);
 
     // Install: the upload is refused with the same finding; nothing stays.
-    let md = "---\nname: digger\nversion: 1.0.0\ndescription: Mines.\nimage: evil/miner:latest\n---\n\nMines.\n";
+    let md =
+        "---\nname: digger\nversion: 1.0.0\ndescription: Mines.\nimage: evil/miner:latest\n---\n\nMines.\n";
     let zip = zip_of(&[("SKILL.md", md, false), ("scripts/main.py", PRINTS, false)]);
     let (status, _, problem) = upload(&server, zip, "?trust=user").await;
     assert_eq!(status, 422, "{problem}");
@@ -156,10 +189,18 @@ async fn an_image_off_the_allowlist_is_refused_at_lint_load_and_install() {
 
     // The admin's allowlist lets it in.
     let mut opts = options(vec![root(skills.path(), Trust::User)]);
-    opts.rules.image_allowlist = vec!["python:3.12-slim".to_owned(), "node:20-slim".to_owned(), "evil/*".to_owned()];
+    opts.rules.image_allowlist = vec![
+        "python:3.12-slim".to_owned(),
+        "node:20-slim".to_owned(),
+        "evil/*".to_owned(),
+    ];
     let allowing = TestServer::start(opts).await;
     let diagnostics = allowing.get_json("/diagnostics").await;
-    assert_eq!(codes_of(&diagnostics, "miner"), Vec::<String>::new(), "{diagnostics}");
+    assert_eq!(
+        codes_of(&diagnostics, "miner"),
+        Vec::<String>::new(),
+        "{diagnostics}"
+    );
     assert_eq!(allowing.get_json("/skills/miner").await["name"], "miner");
 }
 
@@ -173,7 +214,10 @@ console.log("node ran");
 
 async fn detail(server: &TestServer, skill: &str) -> (u64, Value) {
     let detail = server.get_json(&format!("/skills/{skill}")).await;
-    (detail["timeout_secs"].as_u64().unwrap(), detail["resources"].clone())
+    (
+        detail["timeout_secs"].as_u64().unwrap(),
+        detail["resources"].clone(),
+    )
 }
 
 async fn dry_run(server: &TestServer, tool: &str) -> Value {

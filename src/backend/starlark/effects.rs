@@ -284,7 +284,8 @@ fn read_file(scope: &Scope, path: &str) -> anyhow::Result<String> {
     if crate::fsafe::downward(&rel).is_none() {
         return Err(outside());
     }
-    let base_fd = crate::fsafe::open_base(&base).map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
+    let base_fd =
+        crate::fsafe::open_base(&base).map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
     let bytes = match crate::fsafe::read_beneath(std::os::fd::AsFd::as_fd(&base_fd), &rel, MAX_READ_BYTES) {
         Ok(bytes) => bytes,
         Err(Refused::TooLarge(limit)) => bail!("read_file: '{path}' is larger than {limit} bytes"),
@@ -314,8 +315,11 @@ fn write_file(scope: &Scope, path: &str, text: &str) -> anyhow::Result<()> {
         );
     }
     allowed_kind("write_file", path)?;
-    let rel = rel.to_str().ok_or_else(|| anyhow!("write_file: '{path}' is not UTF-8"))?;
-    let base = crate::fsafe::open_base(scratch).map_err(|e| anyhow!("write_file: cannot write '{path}': {e}"))?;
+    let rel = rel
+        .to_str()
+        .ok_or_else(|| anyhow!("write_file: '{path}' is not UTF-8"))?;
+    let base =
+        crate::fsafe::open_base(scratch).map_err(|e| anyhow!("write_file: cannot write '{path}': {e}"))?;
     crate::fsafe::write_beneath(std::os::fd::AsFd::as_fd(&base), rel, text.as_bytes()).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             anyhow!("write_file: the directory of '{path}' does not exist")
