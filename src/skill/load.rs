@@ -113,6 +113,18 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         );
     }
     hashed.extend(runnable.inside);
+    // What its dependencies are is part of what it runs: an approval given
+    // for one `requirements.txt` is not for another.
+    hashed.extend(
+        [
+            super::deps::REQUIREMENTS,
+            super::deps::PACKAGE,
+            super::deps::PACKAGE_LOCK,
+        ]
+        .into_iter()
+        .filter(|f| dir.join(f).is_file())
+        .map(str::to_owned),
+    );
     let (hash, fingerprint) = hash::content_hash(dir, &def_path, &bytes, &hashed);
     let files = files::list_files(dir);
     let (deps, deps_wait) = p.prepared_dependencies(dir, dialect, opts);

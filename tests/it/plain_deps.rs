@@ -52,14 +52,19 @@ async fn until_ready(server: &TestServer, name: &str) {
     }
 }
 
-/// The one preparation under the server's `deps/`.
-fn prepared(server: &TestServer) -> std::path::PathBuf {
+/// The preparations under the server's `deps/`.
+fn prepared(server: &TestServer) -> Vec<std::path::PathBuf> {
     let deps = server.data_dir().join("deps");
-    let found: Vec<_> = std::fs::read_dir(&deps)
+    std::fs::read_dir(&deps)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
-        .collect();
+        .collect()
+}
+
+/// The one preparation under the server's `deps/`.
+fn the_preparation(server: &TestServer) -> std::path::PathBuf {
+    let found = prepared(server);
     assert_eq!(found.len(), 1, "{found:?}");
     found[0].clone()
 }
@@ -114,7 +119,7 @@ async fn a_plain_skill_with_a_package_json_runs_once_its_dependencies_are_prepar
     assert_eq!(status, 200, "{envelope}");
     assert_eq!(envelope["output"], "true true\n", "{envelope}");
 
-    let place = prepared(&server);
+    let place = the_preparation(&server);
     assert!(place.join("env/node_modules/is-number/package.json").is_file());
     assert!(place.join("ready").is_file());
     let log = std::fs::read_to_string(place.join("install.log")).unwrap();
@@ -146,7 +151,7 @@ async fn a_plain_skill_with_a_requirements_txt_runs_with_its_virtualenv() {
     let (status, envelope) = server.invoke("sixer_idna_version", json!({})).await;
     assert_eq!(status, 200, "{envelope}");
     assert_eq!(envelope["output"], "3.7 True\n", "{envelope}");
-    let place = prepared(&server);
+    let place = the_preparation(&server);
     assert!(place.join("env/venv/bin/python").exists());
 
     // The same files elsewhere share the preparation: nothing installs again.
@@ -163,7 +168,21 @@ async fn a_plain_skill_with_a_requirements_txt_runs_with_its_virtualenv() {
     );
     server.reload().await;
     assert_eq!(waiting(&server, "sixer-two").await, Vec::<Value>::new());
-    assert_eq!(prepared(&server), place);
+    assert_eq!(prepared(&server), [place.clone()]);
+    let (_, two) = server.invoke("sixer_two_idna_version", json!({})).await;
+    assert_eq!(two["output"], "3.7\n", "{two}");
+
+    // Editing the file is a change of what the skill runs: a new hash
+    // (approvals of the old one do not carry over) and a new preparation.
+    let before = server.get_json("/skills/sixer-two").await["hash"].clone();
+    std::fs::write(
+        skills.path().join("sixer-two/requirements.txt"),
+        "# the same package, said otherwise\nidna==3.7\n",
+    )
+    .unwrap();
+    server.reload().await;
+    assert_ne!(server.get_json("/skills/sixer-two").await["hash"], before);
+    until_ready(&server, "sixer-two").await;
     let (_, two) = server.invoke("sixer_two_idna_version", json!({})).await;
     assert_eq!(two["output"], "3.7\n", "{two}");
 }
@@ -282,7 +301,7 @@ async fn a_preparation_that_fails_says_why_and_is_not_retried_at_each_load() {
             .contains("could not be prepared"),
         "{problem}"
     );
-    let place = prepared(&server);
+    let place = the_preparation(&server);
     let log = std::fs::read_to_string(place.join("install.log")).unwrap();
     assert!(log.contains("skilld-no-such-package-0f3a9"), "{log}");
     assert!(!place.join("env").exists(), "a failed environment is removed");
