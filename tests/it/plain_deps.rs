@@ -168,7 +168,7 @@ async fn a_plain_skill_with_a_requirements_txt_runs_with_its_virtualenv() {
     );
     server.reload().await;
     assert_eq!(waiting(&server, "sixer-two").await, Vec::<Value>::new());
-    assert_eq!(prepared(&server), [place.clone()]);
+    assert_eq!(the_preparation(&server), place);
     let (_, two) = server.invoke("sixer_two_idna_version", json!({})).await;
     assert_eq!(two["output"], "3.7\n", "{two}");
 
