@@ -72,6 +72,7 @@ async fn bench(root: &Path, database_url: &str) -> Figures {
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
         launcher: None,
+        rules: Default::default(),
     }));
     let invoker = Arc::new(Invoker::new(
         store,

@@ -244,6 +244,7 @@ async fn bench(root: &Path) {
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
         launcher: invoker.launcher(),
+        rules: Default::default(),
     };
     let catalog = Arc::new(
         tokio::task::spawn_blocking(move || CatalogHandle::new(opts))

@@ -122,6 +122,7 @@ fn options(root: &Path) -> CatalogOptions {
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
         launcher: None,
+        rules: Default::default(),
     }
 }
 
@@ -231,6 +232,7 @@ fn load_all(dirs: &[PathBuf], opts: &CatalogOptions) -> Vec<Loaded> {
                     installed: false,
                     path: &cache,
                     launcher: None,
+                    rules: &opts.rules,
                 };
                 let mut local: Vec<Loaded> = Vec::new();
                 loop {

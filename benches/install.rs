@@ -340,6 +340,7 @@ fn options(user: &Path, installed: &Path) -> CatalogOptions {
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
         launcher: None,
+        rules: Default::default(),
     }
 }
 
@@ -486,6 +487,7 @@ fn install_phases(
             installed: false,
             path: &cache,
             launcher: None,
+            rules: &Default::default(),
         };
         let start = Instant::now();
         let loaded = load_skill(&dir_of(i), &opts);

@@ -118,6 +118,7 @@ fn options(root: &Path) -> CatalogOptions {
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
         launcher: None,
+        rules: Default::default(),
     }
 }
 

@@ -135,6 +135,7 @@ async fn run(secs: u64) {
         max_timeout_secs: 60,
         runtimes: Runtimes::default(),
         launcher: None,
+        rules: Default::default(),
     }));
     let (url, wal) = match std::env::var("SKILLD_BENCH_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => (url, None),

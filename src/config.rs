@@ -119,6 +119,14 @@ pub struct FileConfig {
     pub no_watch: Option<bool>,
     /// Script runtimes by extension, e.g. `py = ["python3", "-I"]`.
     pub runtimes: Option<std::collections::HashMap<String, Vec<String>>>,
+    /// The images entrypoint skills may name (seed 003's three by
+    /// default); an entry ending in `*` allows every image it begins.
+    pub image_allowlist: Option<Vec<String>>,
+    /// What an entrypoint skill gets when it does not say (seed 003:
+    /// 120 s, 256 MiB as its cgroup's memory, 0.5 CPU).
+    pub entrypoint_timeout_secs: Option<u64>,
+    pub entrypoint_memory_bytes: Option<u64>,
+    pub entrypoint_cpu: Option<f64>,
     /// Runs at once over all tools (default 64), and of any one tool (16).
     pub max_concurrent_runs: Option<usize>,
     pub max_concurrent_runs_per_tool: Option<usize>,
@@ -258,6 +266,9 @@ pub struct Config {
     pub max_timeout_secs: u64,
     pub watch: bool,
     pub runtimes: Runtimes,
+    /// The image allowlist, entrypoint defaults and where plain skills'
+    /// dependencies are prepared.
+    pub rules: crate::skill::SkillRules,
     pub run: crate::invoke::RunSettings,
     pub shutdown_grace: std::time::Duration,
     /// The file's and `SKILLD_TOKENS`' tokens, merged; open when none.
@@ -393,6 +404,12 @@ impl Config {
                 .into_iter()
                 .map(absolute),
         );
+        let install = file
+            .install
+            .clone()
+            .unwrap_or_default()
+            .settings(file.review_uploads.unwrap_or(false));
+        let rules = resolve_rules(&file, &data_dir, &install.deps.npm_registry)?;
         let mut run = run_settings(args, &file, &workspace, &data_dir)?;
         run.scratch_dir = scratch_dir;
         run.sandbox.protected = protected;
@@ -404,6 +421,7 @@ impl Config {
             max_timeout_secs,
             watch: !args.no_watch.or(file.no_watch).unwrap_or(false),
             runtimes: resolve_runtimes(&file)?,
+            rules,
             run,
             shutdown_grace: std::time::Duration::from_secs(file.shutdown_grace_secs.unwrap_or(10)),
             workspace,
@@ -418,11 +436,7 @@ impl Config {
                 (None, Some(names)) => AgentTools::stated(names),
                 (None, None) => AgentTools::unstated(),
             },
-            install: file
-                .install
-                .clone()
-                .unwrap_or_default()
-                .settings(file.review_uploads.unwrap_or(false)),
+            install,
             secret_variables: file
                 .notify
                 .iter()
@@ -559,6 +573,51 @@ fn resolve_runtimes(file: &FileConfig) -> Result<Runtimes, String> {
         runtimes.set(&ext, argv);
     }
     Ok(runtimes)
+}
+
+/// What skills must and get (seed 003's allowlist and entrypoint
+/// defaults): the file's over the defaults. Plain skills' dependencies
+/// are prepared under `<data dir>/deps`.
+pub fn resolve_rules(
+    file: &FileConfig,
+    data_dir: &Path,
+    npm_registry: &str,
+) -> Result<crate::skill::SkillRules, String> {
+    let mut rules = crate::skill::SkillRules {
+        deps_dir: Some(data_dir.join("deps")),
+        npm_registry: npm_registry.to_owned(),
+        ..crate::skill::SkillRules::default()
+    };
+    if let Some(list) = &file.image_allowlist {
+        if let Some(bad) = list
+            .iter()
+            .find(|i| i.trim().is_empty() || i.contains(char::is_whitespace))
+        {
+            return Err(format!("image_allowlist entry '{bad}' is not an image name"));
+        }
+        rules.image_allowlist = list.clone();
+    }
+    let d = &mut rules.entrypoint;
+    match file.entrypoint_timeout_secs {
+        Some(0) => return Err("entrypoint_timeout_secs must be at least 1".to_owned()),
+        Some(secs) => d.timeout_secs = secs,
+        None => {}
+    }
+    match file.entrypoint_memory_bytes {
+        Some(0) => return Err("entrypoint_memory_bytes must be at least 1".to_owned()),
+        Some(bytes) => d.memory_bytes = Some(bytes),
+        None => {}
+    }
+    match file.entrypoint_cpu {
+        Some(cpu) if !(cpu.is_finite() && cpu > 0.0) => {
+            return Err(format!(
+                "entrypoint_cpu must be a positive number of cores, not {cpu}"
+            ));
+        }
+        Some(cpu) => d.cpu = Some(cpu),
+        None => {}
+    }
+    Ok(rules)
 }
 
 /// How runs are carried out: the file's settings over the defaults.
@@ -763,6 +822,28 @@ fn host_name() -> String {
         .unwrap_or_else(|| "skilld".to_owned())
 }
 
+/// What `skilld check` lints by: the runtimes and rules of the config
+/// file (`--config`), or the defaults, with plain skills' dependencies
+/// looked for where that server would prepare them.
+pub fn lint_settings(config: Option<&Path>) -> Result<(Runtimes, crate::skill::SkillRules), String> {
+    let file = match config {
+        Some(path) => read_file(path)?,
+        None => FileConfig::default(),
+    };
+    let data_dir = std::env::var_os("SKILLD_DATA_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or(file.data_dir.clone())
+        .unwrap_or_else(default_data_dir);
+    let registry = file
+        .install
+        .as_ref()
+        .and_then(|i| i.npm_registry.clone())
+        .unwrap_or_else(|| crate::skill::deps::DEFAULT_NPM_REGISTRY.to_owned());
+    let rules = resolve_rules(&file, &absolute(data_dir), &registry)?;
+    Ok((resolve_runtimes(&file)?, rules))
+}
+
 fn read_file(path: &Path) -> Result<FileConfig, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
@@ -910,6 +991,42 @@ mod tests {
             ..ServeArgs::default()
         };
         (dir, args)
+    }
+
+    #[test]
+    fn the_file_sets_the_image_allowlist_and_entrypoint_defaults() {
+        let (_dir, args) = with_file(
+            "data_dir = \"/srv/skilld\"\nimage_allowlist = [\"python:3.12-slim\", \"ghcr.io/acme/*\"]\n\
+             entrypoint_timeout_secs = 90\nentrypoint_memory_bytes = 536870912\nentrypoint_cpu = 1.5\n",
+        );
+        let c = Config::resolve(&args).unwrap();
+        assert_eq!(c.rules.image_allowlist, ["python:3.12-slim", "ghcr.io/acme/*"]);
+        assert!(c.rules.allows_image("ghcr.io/acme/tool:2") && !c.rules.allows_image("node:20-slim"));
+        let d = c.rules.entrypoint;
+        assert_eq!(
+            (d.timeout_secs, d.memory_bytes, d.cpu),
+            (90, Some(512 << 20), Some(1.5))
+        );
+        assert_eq!(c.rules.deps_dir, Some(PathBuf::from("/srv/skilld/deps")));
+        // Seed 003's, without the file.
+        let c = Config::resolve(&ServeArgs::default()).unwrap();
+        assert_eq!(
+            c.rules.image_allowlist,
+            ["python:3.12-slim", "node:20-slim", "bash:5"]
+        );
+        let d = c.rules.entrypoint;
+        assert_eq!(
+            (d.timeout_secs, d.memory_bytes, d.cpu),
+            (120, Some(256 << 20), Some(0.5))
+        );
+        for bad in [
+            "entrypoint_cpu = 0.0\n",
+            "entrypoint_timeout_secs = 0\n",
+            "image_allowlist = [\"\"]\n",
+        ] {
+            let (_dir, args) = with_file(bad);
+            assert!(Config::resolve(&args).is_err(), "{bad}");
+        }
     }
 
     #[test]

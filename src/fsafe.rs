@@ -74,19 +74,46 @@ pub fn downward(rel: &str) -> Option<PathBuf> {
 /// Opens `rel` (see [`downward`]) beneath `base` with `flags`, following
 /// no link on the way or at the end.
 pub fn open_beneath(base: BorrowedFd<'_>, rel: &Path, flags: OFlag) -> std::io::Result<OwnedFd> {
-    let how = OpenHow::new().flags(flags | always()).resolve(
+    open_with_mode(base, rel, flags, Mode::empty())
+}
+
+/// [`open_beneath`] with the mode a file it creates gets.
+fn open_with_mode(base: BorrowedFd<'_>, rel: &Path, flags: OFlag, mode: Mode) -> std::io::Result<OwnedFd> {
+    let how = OpenHow::new().flags(flags | always()).mode(mode).resolve(
         ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS,
     );
     match nix::fcntl::openat2(base, rel, how) {
-        Err(Errno::ENOSYS) => walk(base, rel, flags),
+        Err(Errno::ENOSYS) => walk(base, rel, flags, mode),
         opened => Ok(opened?),
     }
+}
+
+/// Writes `bytes` to `rel` (see [`downward`]) beneath `base`, following
+/// no link on the way or at the end: a new file (`rw-r--r--`), or one
+/// that is already a regular file with a single link, replaced in place
+/// (checked before it is cut, so a hard link planted there is not).
+/// Its directory must exist.
+pub fn write_beneath(base: BorrowedFd<'_>, rel: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let rel = downward(rel).ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let fd = open_with_mode(
+        base,
+        &rel,
+        OFlag::O_WRONLY | OFlag::O_CREAT,
+        Mode::from_bits_truncate(0o644),
+    )?;
+    let stat = nix::sys::stat::fstat(&fd)?;
+    if !is_own_file(&stat) {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    }
+    nix::unistd::ftruncate(&fd, 0)?;
+    std::fs::File::from(fd).write_all(bytes)
 }
 
 /// [`open_beneath`] without `openat2`: each directory on the way is
 /// opened from the one before with `O_NOFOLLOW | O_DIRECTORY`, so a link
 /// anywhere fails with `ELOOP` or `ENOTDIR`.
-fn walk(base: BorrowedFd<'_>, rel: &Path, flags: OFlag) -> std::io::Result<OwnedFd> {
+fn walk(base: BorrowedFd<'_>, rel: &Path, flags: OFlag, mode: Mode) -> std::io::Result<OwnedFd> {
     let names: Vec<&std::ffi::OsStr> = rel
         .components()
         .map(|c| match c {
@@ -104,7 +131,7 @@ fn walk(base: BorrowedFd<'_>, rel: &Path, flags: OFlag) -> std::io::Result<Owned
         at = Some(nix::fcntl::openat(from, *name, flags, Mode::empty())?);
     }
     let from = at.as_ref().map_or(base, AsFd::as_fd);
-    Ok(nix::fcntl::openat(from, *last, flags | always(), Mode::empty())?)
+    Ok(nix::fcntl::openat(from, *last, flags | always(), mode)?)
 }
 
 /// Whether `stat` is a regular file with one link: a tool's own output.
@@ -332,6 +359,31 @@ mod tests {
     }
 
     #[test]
+    fn writes_only_a_file_of_its_own_below() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        let fd = base(dir.path());
+        write_beneath(fd.as_fd(), "a/new.txt", b"one").unwrap();
+        write_beneath(fd.as_fd(), "a/new.txt", b"2").unwrap();
+        assert_eq!(std::fs::read(dir.path().join("a/new.txt")).unwrap(), b"2");
+        let mode = std::fs::metadata(dir.path().join("a/new.txt"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o644);
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("victim"), "keep").unwrap();
+        symlink(outside.path().join("victim"), dir.path().join("link")).unwrap();
+        std::fs::hard_link(outside.path().join("victim"), dir.path().join("hard")).unwrap();
+        symlink(outside.path(), dir.path().join("dirlink")).unwrap();
+        for rel in ["link", "hard", "dirlink/victim", "../x", "/x", "missing/x"] {
+            assert!(write_beneath(fd.as_fd(), rel, b"gone").is_err(), "{rel}");
+        }
+        assert_eq!(std::fs::read(outside.path().join("victim")).unwrap(), b"keep");
+    }
+
+    #[test]
     fn the_walk_without_openat2_follows_no_link_either() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
@@ -339,10 +391,10 @@ mod tests {
         symlink(dir.path().join("a"), dir.path().join("l")).unwrap();
         symlink(dir.path().join("a/b/f"), dir.path().join("a/lf")).unwrap();
         let fd = base(dir.path());
-        assert!(walk(fd.as_fd(), Path::new("a/b/f"), OFlag::O_RDONLY).is_ok());
+        assert!(walk(fd.as_fd(), Path::new("a/b/f"), OFlag::O_RDONLY, Mode::empty()).is_ok());
         for rel in ["l/b/f", "a/lf", "a/../a/b/f"] {
             assert!(
-                walk(fd.as_fd(), Path::new(rel), OFlag::O_RDONLY).is_err(),
+                walk(fd.as_fd(), Path::new(rel), OFlag::O_RDONLY, Mode::empty()).is_err(),
                 "{rel}"
             );
         }

@@ -130,6 +130,7 @@ mod tests {
             installed: false,
             path: &PathCache::new(std::env::var_os("PATH")),
             launcher: None,
+            rules: &crate::skill::SkillRules::default(),
         };
         let loaded = load_skill(&dir, &opts);
         loaded.skill.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))

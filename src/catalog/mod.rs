@@ -9,7 +9,7 @@ use crate::export::Exports;
 pub use crate::export::ToolEntry;
 use crate::skill::backend::Launch;
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
-use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, load_skill};
+use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, SkillRules, load_skill};
 pub use agent_tools::{AgentTools, Exclusion};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -62,6 +62,9 @@ pub struct CatalogOptions {
     /// Starts the backends of manifest skills (the server's
     /// [`crate::invoke::Invoker::launcher`]); without one they cannot load.
     pub launcher: Option<Arc<dyn Launch>>,
+    /// The image allowlist, entrypoint defaults and where plain skills'
+    /// dependencies are prepared.
+    pub rules: SkillRules,
 }
 
 /// A `command` alias of a prompt skill.
@@ -279,6 +282,20 @@ impl Catalog {
             || face(self) != face(other)
     }
 
+    /// The dependencies loaded skills wait for that the server could
+    /// prepare: each preparation's key with a skill directory asking for
+    /// it, once per key.
+    pub fn waiting_dependencies(&self) -> Vec<(String, PathBuf)> {
+        let mut seen = HashSet::new();
+        self.skills
+            .iter()
+            .filter_map(|s| {
+                let key = s.deps_wait.as_ref()?.key.clone()?;
+                seen.insert(key.clone()).then(|| (key, s.dir.clone()))
+            })
+            .collect()
+    }
+
     pub fn error_count(&self) -> usize {
         self.diagnostics.iter().filter(|d| d.is_error()).count()
     }
@@ -390,6 +407,7 @@ fn load_parallel(jobs: &[Job], opts: &CatalogOptions, path: &PathCache) -> Vec<L
                         installed: root.installed,
                         path,
                         launcher: opts.launcher.as_deref(),
+                        rules: &opts.rules,
                     };
                     local.push((i, load_skill(&job.dir, &lo)));
                 }
@@ -508,6 +526,9 @@ pub struct CatalogHandle {
     changes: tokio::sync::watch::Sender<u64>,
     /// The tool policy of callers that state none (`agent_tools`).
     agent_tools: AgentTools,
+    /// Bumped by every reload, so the preparer of plain skills'
+    /// dependencies sees what the new snapshot waits for.
+    reloads: tokio::sync::watch::Sender<u64>,
 }
 
 impl CatalogHandle {
@@ -519,6 +540,7 @@ impl CatalogHandle {
             reloading: Mutex::new(()),
             changes: tokio::sync::watch::Sender::new(0),
             agent_tools: AgentTools::unstated(),
+            reloads: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -551,6 +573,11 @@ impl CatalogHandle {
         self.changes.subscribe()
     }
 
+    /// Sees every reload.
+    pub fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
     /// Rescans every root and swaps the result in. Blocking: call it from a
     /// blocking thread.
     pub fn reload(&self) -> Arc<Catalog> {
@@ -564,6 +591,7 @@ impl CatalogHandle {
         if next.differs_for_clients(&previous) {
             self.changes.send_modify(|n| *n += 1);
         }
+        self.reloads.send_modify(|n| *n += 1);
         tracing::info!(
             skills = next.skills.len(),
             tools = next.tools.len(),

@@ -180,6 +180,7 @@ impl Catalog {
             } else {
                 opts.launcher.as_deref()
             },
+            rules: &opts.rules,
         };
         let result = load_skill(&dir, &lo);
         let skill = result.skill.ok_or_else(|| {

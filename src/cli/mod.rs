@@ -10,7 +10,7 @@ use crate::invoke::{Asked, Call, Called, Delivery, Gate, Invoker, Target};
 use crate::skill::backend::{Launch, Linting};
 use crate::skill::scaffold::{self, ScaffoldDialect};
 use crate::skill::{Code, Diagnostic, Severity, Trust};
-use crate::skill::{LoadOptions, PathCache, Runtimes, load_skill};
+use crate::skill::{LoadOptions, PathCache, Runtimes, SkillRules, load_skill};
 use crate::store::Store;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -35,6 +35,10 @@ pub enum Command {
     Check {
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
         format: CheckFormat,
+        /// The server's TOML config, whose runtimes, image_allowlist and
+        /// entrypoint defaults apply as they would when it serves.
+        #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Skill directories (or their SKILL.md), or directories of skills.
         #[arg(required = true, value_name = "DIR")]
         dirs: Vec<PathBuf>,
@@ -145,7 +149,7 @@ pub fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Serve(args) => run_serve(&args),
-        Command::Check { format, dirs } => return check(&dirs, format),
+        Command::Check { format, dirs, config } => return check(&dirs, format, config.as_deref()),
         Command::Tools { skills, format, mode } => tools(&skills, format, mode.as_deref()),
         Command::Mcp(args) => run_mcp(&args),
         Command::Openapi => print_openapi(),
@@ -255,6 +259,15 @@ fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let (invoker, handle) = pipeline(&config, false).await?;
         let _watcher = watch(&config, &handle);
+        // Plain skills' dependencies are prepared here as in `serve`.
+        let preparing = tokio_util::sync::CancellationToken::new();
+        let installer = Arc::new(crate::install::Installer::new(
+            handle.clone(),
+            invoker.clone(),
+            config.install.clone(),
+        ));
+        tokio::spawn(installer.prepare_dependencies(preparing.clone()));
+        let _stop_preparing = preparing.drop_guard();
         let caller = crate::auth::Caller {
             name: std::env::var("USER").ok().map(|u| format!("mcp:{u}")),
             role: crate::auth::Role::Invoke,
@@ -338,6 +351,7 @@ fn load_catalog(config: &Config, launcher: Option<Arc<dyn Launch>>) -> CatalogHa
         max_timeout_secs: config.max_timeout_secs,
         runtimes: config.runtimes.clone(),
         launcher,
+        rules: config.rules.clone(),
     })
     .with_agent_tools(config.agent_tools.clone())
 }
@@ -496,15 +510,27 @@ async fn shutdown_signal() {
 /// a directory of skills loaded as one catalog (so cross-skill rules
 /// apply). A path that holds no skill at all is an error, so a typo in CI
 /// cannot pass as "0 errors".
-fn check(paths: &[PathBuf], format: CheckFormat) -> ExitCode {
-    let runtimes = Runtimes::default();
+fn check(paths: &[PathBuf], format: CheckFormat, config: Option<&Path>) -> ExitCode {
+    let (runtimes, rules) = match config::lint_settings(config) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("skilld: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let path_cache = PathCache::new(std::env::var_os("PATH"));
     // A linter runs no skill's code: manifests are read as written.
     let launcher: Arc<dyn Launch> = Arc::new(Linting);
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut loaded = 0usize;
+    let linting = Linted {
+        runtimes: &runtimes,
+        rules: &rules,
+        path: &path_cache,
+        launcher: Some(&launcher),
+    };
     for path in paths {
-        let (skills, found) = lint(path, &runtimes, &path_cache, Some(&launcher));
+        let (skills, found) = lint(path, &linting);
         loaded += skills;
         diagnostics.extend(found);
     }
@@ -552,10 +578,15 @@ fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
     }
     let (runtimes, path_cache) = (Runtimes::default(), PathCache::new(std::env::var_os("PATH")));
     let launcher: Arc<dyn Launch> = Arc::new(Linting);
-    let loaded = load_skill(
-        dir,
-        &lint_options("package", &runtimes, &path_cache, Some(&launcher)),
-    );
+    // A package is checked as an upload is: its dependencies install with it.
+    let rules = SkillRules::default();
+    let linting = Linted {
+        runtimes: &runtimes,
+        rules: &rules,
+        path: &path_cache,
+        launcher: Some(&launcher),
+    };
+    let loaded = load_skill(dir, &lint_options("package", &linting));
     for d in &loaded.diagnostics {
         eprintln!("{d}");
     }
@@ -627,32 +658,31 @@ fn standalone_settings() -> crate::invoke::RunSettings {
     }
 }
 
+/// What `check` and `package` lint with.
+struct Linted<'a> {
+    runtimes: &'a Runtimes,
+    rules: &'a SkillRules,
+    path: &'a PathCache,
+    launcher: Option<&'a Arc<dyn Launch>>,
+}
+
 /// How `check` and `package` load one skill: as a user skill, its
 /// backend never started.
-fn lint_options<'a>(
-    source: &'a str,
-    runtimes: &'a Runtimes,
-    path_cache: &'a PathCache,
-    launcher: Option<&'a Arc<dyn Launch>>,
-) -> LoadOptions<'a> {
+fn lint_options<'a>(source: &'a str, linting: &Linted<'a>) -> LoadOptions<'a> {
     LoadOptions {
         source,
         trust: Trust::User,
         max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
-        runtimes,
+        runtimes: linting.runtimes,
         installed: false,
-        path: path_cache,
-        launcher: launcher.map(Arc::as_ref),
+        path: linting.path,
+        launcher: linting.launcher.map(Arc::as_ref),
+        rules: linting.rules,
     }
 }
 
 /// The skills loaded from one path given to `check`, and what was found.
-fn lint(
-    path: &Path,
-    runtimes: &Runtimes,
-    path_cache: &PathCache,
-    launcher: Option<&Arc<dyn Launch>>,
-) -> (usize, Vec<Diagnostic>) {
+fn lint(path: &Path, linting: &Linted<'_>) -> (usize, Vec<Diagnostic>) {
     let shown = path.display().to_string();
     let error = |code, message: &str| (0, vec![Diagnostic::error(code, &shown, message)]);
     let is_definition = path
@@ -660,7 +690,7 @@ fn lint(
         .is_some_and(|n| n == "SKILL.md" || n == "SKILL.yaml");
     if is_definition && path.is_file() {
         let dir = path.parent().unwrap_or(Path::new("."));
-        return lint(dir, runtimes, path_cache, launcher);
+        return lint(dir, linting);
     }
     if !path.exists() {
         return error(Code::RootMissing, "no such file or directory");
@@ -672,7 +702,7 @@ fn lint(
         );
     }
     if path.join("SKILL.md").is_file() || path.join("SKILL.yaml").is_file() {
-        let l = load_skill(path, &lint_options("check", runtimes, path_cache, launcher));
+        let l = load_skill(path, &lint_options("check", linting));
         return (usize::from(l.skill.is_some()), l.diagnostics);
     }
     let root = Root {
@@ -686,8 +716,9 @@ fn lint(
         &CatalogOptions {
             roots: vec![root],
             max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
-            runtimes: runtimes.clone(),
-            launcher: launcher.cloned(),
+            runtimes: linting.runtimes.clone(),
+            launcher: linting.launcher.cloned(),
+            rules: linting.rules.clone(),
         },
         None,
     );
@@ -720,6 +751,7 @@ fn tools(skills: &[String], format: Format, mode: Option<&str>) -> anyhow::Resul
             max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
             runtimes: Runtimes::default(),
             launcher: crate::invoke::standalone_launcher(&standalone_settings()),
+            rules: SkillRules::default(),
         },
         None,
     );

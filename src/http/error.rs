@@ -322,6 +322,7 @@ impl From<InvokeError> for ApiError {
             InvokeError::RunFinished { .. } | InvokeError::RunStarted(_) => conflict("run_finished"),
             InvokeError::RunElsewhere(_) => conflict("run_elsewhere"),
             InvokeError::VersionUnavailable(_) => conflict("version_unavailable"),
+            InvokeError::DependenciesNotReady { .. } => conflict("dependencies_not_ready"),
             InvokeError::Internal(_) => ApiError::Internal(detail),
             InvokeError::Busy { retry_after_secs } => ApiError::TooManyRequests {
                 detail,

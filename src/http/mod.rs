@@ -75,6 +75,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let housekeeping = tokio_util::sync::CancellationToken::new();
     tokio::spawn(state.invoker.clone().housekeeping(housekeeping.clone()));
+    tokio::spawn(state.installer.clone().prepare_dependencies(housekeeping.clone()));
     let _stop_housekeeping = housekeeping.drop_guard();
     let app = app(state.clone());
     let open = conn::Connections::new(state.limits.clone());

@@ -7,6 +7,7 @@ pub mod client;
 pub mod deps;
 mod error;
 mod handback;
+mod prepare;
 mod stage;
 
 use crate::catalog::{CatalogHandle, Found, Root};
@@ -16,7 +17,7 @@ use crate::skill::deps::Refusal;
 use crate::skill::installed::{self, Review, SkillState, VersionState, VersionStatus};
 use crate::skill::review::{Finding, dependency_findings, scan_with_registry};
 use crate::skill::unpack::UnpackLimits;
-use crate::skill::{Diagnostic, LoadOptions, PathCache, Runtimes, Skill, Trust, load_skill};
+use crate::skill::{Diagnostic, LoadOptions, PathCache, Runtimes, Skill, SkillRules, Trust, load_skill};
 use chrono::Utc;
 pub use deps::{Confines, DepsSettings, Log};
 pub use error::InstallError;
@@ -141,11 +142,16 @@ impl Installer {
         let staging = root.path.join(installed::STAGING);
         let options = self.catalog.options();
         let (runtimes, max_timeout) = (options.runtimes.clone(), options.max_timeout_secs);
+        // An upload's dependencies install with it, not as a plain skill's.
+        let rules = SkillRules {
+            deps_dir: None,
+            ..options.rules.clone()
+        };
         let trust = upload.trust;
         let registry = self.settings.deps.npm_registry.clone();
         let (staged, checked, findings) = blocking(move || {
             let staged = stage::stage(upload.archive, &staging, &limits)?;
-            let checked = check(&staged.dir, trust, &runtimes, max_timeout)?;
+            let checked = check(&staged.dir, trust, &runtimes, &rules, max_timeout)?;
             vet_dependencies(&staged.dir, &registry)?;
             let findings = scan_with_registry(&staged.dir, checked.network, &registry).unwrap_or_default();
             Ok((staged, checked, findings))
@@ -607,6 +613,7 @@ fn check(
     dir: &Path,
     trust: Trust,
     runtimes: &Runtimes,
+    rules: &SkillRules,
     max_timeout_secs: u64,
 ) -> Result<Checked, InstallError> {
     let path = PathCache::new(std::env::var_os("PATH"));
@@ -618,6 +625,7 @@ fn check(
         installed: false,
         path: &path,
         launcher: Some(&Deferred),
+        rules,
     };
     let loaded = load_skill(dir, &opts);
     match loaded.skill {

@@ -101,7 +101,7 @@ impl Invoker {
                 .filter(|p| p.is_absolute())
                 .into_iter()
                 .collect(),
-            memory_bytes: self.limits_for(&p.skill).memory_bytes,
+            memory_bytes: self.cgroup_memory_for(&p.skill),
             cpu: p.skill.resources.cpu,
             private_tmp: matches!(p.tool().action, Action::Entrypoint { .. }),
         }

@@ -68,6 +68,9 @@ pub enum InvokeError {
         permission: &'static str,
         why: &'static str,
     },
+    /// A plain skill whose dependencies are not prepared (yet).
+    #[error("skill '{skill}' cannot run yet: {why}; nothing ran")]
+    DependenciesNotReady { skill: String, why: String },
     #[error("run {0} expired waiting for approval; nothing ran")]
     ApprovalExpired(Uuid),
     #[error("run {run_id} ended {status} without running")]

@@ -211,6 +211,12 @@ impl Invoker {
     ) -> Result<Prepared, InvokeError> {
         let index = tool;
         let tool = &skill.tools[index];
+        if let Some(wait) = &skill.deps_wait {
+            return Err(InvokeError::DependenciesNotReady {
+                skill: skill.name.clone(),
+                why: wait.why.clone(),
+            });
+        }
         if let Some(need) = skill.undeclared_need() {
             return Err(InvokeError::PermissionNotDeclared {
                 skill: skill.name.clone(),
@@ -585,14 +591,27 @@ impl Invoker {
         tracing::error!(run = %id, "giving up recording the run's result");
     }
 
+    /// The rlimits of a run of `skill`. A memory size the skill did not
+    /// set itself (seed 003's default) is no address-space limit: it
+    /// bounds the run's cgroup ([`Invoker::cgroup_memory_for`]).
     fn limits_for(&self, skill: &Skill) -> Limits {
         let d = &self.settings.limits;
+        let own = skill
+            .resources
+            .memory_bytes
+            .filter(|_| !skill.resources.memory_is_default);
         Limits {
-            memory_bytes: skill.resources.memory_bytes.or(d.memory_bytes),
+            memory_bytes: own.or(d.memory_bytes),
             cpu_secs: d.cpu_secs,
             open_files: d.open_files,
             file_size_bytes: d.file_size_bytes,
         }
+    }
+
+    /// The `memory.max` of a run of `skill`'s cgroup, where a memory
+    /// controller exists: its own, or the default it got, or the server's.
+    fn cgroup_memory_for(&self, skill: &Skill) -> Option<u64> {
+        skill.resources.memory_bytes.or(self.settings.limits.memory_bytes)
     }
 
     /// Stops taking calls, lets running ones finish within `grace`, then

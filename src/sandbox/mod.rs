@@ -538,7 +538,10 @@ pub struct Allowance {
 /// for one in a `bin` or `sbin` directory (`/opt/py/bin/python3`), that
 /// directory and the library directories next to it (`/opt/py/lib`), so
 /// its libraries come with it (the file itself is [`executable_file`]'s);
-/// for any other, nothing. Never the prefix itself: `~/bin/python3`'s is the home directory, with the
+/// for the program of an npm package (a runner such as
+/// `node_modules/.bin/ts-node`), the `node_modules` it lies in, whose
+/// other packages it loads (ts-node's `typescript`); for any other,
+/// nothing. Never the prefix itself: `~/bin/python3`'s is the home directory, with the
 /// config, the run log and `~/.ssh` in it. System programs need nothing.
 fn program_dirs(program: &Path) -> Vec<PathBuf> {
     let Ok(real) = program.canonicalize() else {
@@ -546,6 +549,9 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
     };
     if landlock::SYSTEM.iter().any(|s| real.starts_with(s)) {
         return Vec::new();
+    }
+    if let Some(modules) = real.ancestors().skip(1).find(|a| a.ends_with("node_modules")) {
+        return vec![modules.to_path_buf()];
     }
     let Some(dir) = real.parent() else {
         return Vec::new();

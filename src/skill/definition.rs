@@ -7,6 +7,7 @@ use super::diag::{Code, Diagnostic};
 use super::files::{PathCache, read_limited};
 use super::names::{NameCheck, check_name};
 use super::parse::Parse;
+use super::rules::SkillRules;
 use super::scripts::Runtimes;
 use super::trust::Trust;
 use std::path::Path;
@@ -26,6 +27,9 @@ pub struct LoadOptions<'a> {
     pub path: &'a PathCache,
     /// Starts manifests' backends; without one they cannot load.
     pub launcher: Option<&'a dyn Launch>,
+    /// The image allowlist, entrypoint defaults and where plain skills'
+    /// dependencies are prepared.
+    pub rules: &'a SkillRules,
 }
 
 /// Instructions with `{baseDir}` (the placeholder skills written for

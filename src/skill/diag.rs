@@ -58,6 +58,8 @@ pub enum Code {
     MissingDependency,
     NotASkill,
     RootMissing,
+    ImageNotAllowed,
+    DependenciesNotReady,
 }
 
 impl Code {
@@ -104,6 +106,8 @@ impl Code {
             Code::MissingDependency => "missing_dependency",
             Code::NotASkill => "not_a_skill",
             Code::RootMissing => "root_missing",
+            Code::ImageNotAllowed => "image_not_allowed",
+            Code::DependenciesNotReady => "dependencies_not_ready",
         }
     }
 }

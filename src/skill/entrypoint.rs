@@ -2,10 +2,13 @@
 //! runs a `main` script with whatever arguments object it is given.
 
 use super::diag::Code;
+use super::fields::Fields;
 use super::model::*;
 use super::names::{fit_name, is_generated_tool_name};
 use super::parse::Parse;
+use super::rules::{SkillRules, default_image};
 use super::scripts::{Runtimes, runtime_for};
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 /// Entrypoint names, in the order they are looked for.
@@ -51,6 +54,7 @@ impl Parse<'_, '_> {
             );
         }
         let runtime = runtime_for(ep, lang, runtimes);
+        self.runtime_found(ep, &runtime);
         vec![Tool {
             name: tool_name,
             description: description.to_owned(),
@@ -63,5 +67,59 @@ impl Parse<'_, '_> {
                 runtime,
             },
         }]
+    }
+}
+
+impl Parse<'_, '_> {
+    /// Seed 003's server side of an entrypoint skill: what it does not set
+    /// of timeout, memory and CPU comes from the server's defaults, and
+    /// its image (named, or its language's default) must be on the
+    /// server's allowlist.
+    pub(super) fn entrypoint_rules(
+        &mut self,
+        fm: &Map<String, Value>,
+        fields: &mut Fields,
+        entrypoint: Option<&Path>,
+        rules: &SkillRules,
+        max_timeout_secs: u64,
+    ) {
+        let defaults = &rules.entrypoint;
+        if fm.get("timeout").is_none_or(Value::is_null) {
+            fields.timeout_secs = defaults.timeout_secs.clamp(1, max_timeout_secs);
+        }
+        if fields.resources.memory_bytes.is_none() && defaults.memory_bytes.is_some() {
+            fields.resources.memory_bytes = defaults.memory_bytes;
+            fields.resources.memory_is_default = true;
+        }
+        if fields.resources.cpu.is_none() {
+            fields.resources.cpu = defaults.cpu;
+        }
+        let named = fm.get("image").and_then(Value::as_str);
+        let lang = fields.lang.as_deref().unwrap_or_else(|| {
+            match entrypoint.and_then(|p| p.extension()).and_then(|e| e.to_str()) {
+                Some("js") => "node",
+                Some("sh") => "bash",
+                _ => "python",
+            }
+        });
+        let image = named.unwrap_or_else(|| default_image(lang));
+        if rules.allows_image(image) {
+            return;
+        }
+        let whose = if named.is_some() {
+            format!("image '{image}'")
+        } else {
+            format!("the default image of lang {lang}, '{image}',")
+        };
+        let pos = self.key_pos("image");
+        self.error(
+            Code::ImageNotAllowed,
+            pos,
+            format!(
+                "{whose} is not on the server's image allowlist ({}); use one of those, or have the admin add it \
+                 to image_allowlist",
+                rules.image_allowlist.join(", ")
+            ),
+        );
     }
 }

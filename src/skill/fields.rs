@@ -136,6 +136,7 @@ impl Fields {
             dependencies: Vec::new(),
             dir: origin.dir.to_path_buf(),
             deps: origin.deps,
+            deps_wait: None,
             definition: origin.definition,
             files: Vec::new(),
             source: origin.source.to_owned(),

@@ -220,6 +220,14 @@ pub fn resolve_inside(dir: &Path, rel: &str) -> Result<PathBuf, bool> {
     }
 }
 
+/// Seed 001's limits on the file operations skilld performs for a skill
+/// (Starlark's `read_file` and `write_file`, its files and references
+/// served): what is read is at most 1 MiB, what is written at most
+/// 100 KiB, and either is a file of one of [`SERVED_EXTENSIONS`].
+pub const MAX_READ_BYTES: u64 = 1024 * 1024;
+/// See [`MAX_READ_BYTES`].
+pub const MAX_WRITE_BYTES: u64 = 100 * 1024;
+
 /// The extensions served as skill files, with the content type of each.
 const SERVED_TYPES: &[(&str, &str)] = &[
     ("md", "text/markdown; charset=utf-8"),

@@ -68,7 +68,16 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     let blocks = markdown::tool_blocks(split.body);
     let detected = dialect::detect(dir, &blocks, &fm, opts.runtimes);
     let dialect = detected.dialect;
-    let fields = p.fields(&fm, name, dialect, opts.max_timeout_secs, opts.path);
+    let mut fields = p.fields(&fm, name, dialect, opts.max_timeout_secs, opts.path);
+    if dialect == Dialect::Entrypoint {
+        p.entrypoint_rules(
+            &fm,
+            &mut fields,
+            detected.entrypoint.as_deref(),
+            opts.rules,
+            opts.max_timeout_secs,
+        );
+    }
     // Files inside the skill that a command runs, hashed with the scripts.
     let mut hashed = Vec::new();
     let tools = match dialect {
@@ -104,8 +113,21 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         );
     }
     hashed.extend(runnable.inside);
+    // What its dependencies are is part of what it runs: an approval given
+    // for one `requirements.txt` is not for another.
+    hashed.extend(
+        [
+            super::deps::REQUIREMENTS,
+            super::deps::PACKAGE,
+            super::deps::PACKAGE_LOCK,
+        ]
+        .into_iter()
+        .filter(|f| dir.join(f).is_file())
+        .map(str::to_owned),
+    );
     let (hash, fingerprint) = hash::content_hash(dir, &def_path, &bytes, &hashed);
     let files = files::list_files(dir);
+    let (deps, deps_wait) = p.prepared_dependencies(dir, dialect, opts);
     let mut skill = fields.into_skill(Origin {
         name,
         dialect,
@@ -113,8 +135,9 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         definition: def_path,
         source: opts.source,
         trust: opts.trust,
-        deps: opts.installed.then(|| super::installed::deps_of(dir)).flatten(),
+        deps,
     });
+    skill.deps_wait = deps_wait;
     skill.instructions = with_base_dir(split.body.trim_start_matches(['\r', '\n']), dir);
     skill.files = files;
     skill.hash = hash;

@@ -57,6 +57,7 @@ pub(super) fn load(
         );
     }
     let needs = needs(&parts, fields.network);
+    let (deps, deps_wait) = p.prepared_dependencies(dir, Dialect::Manifest, opts);
     let mut skill = fields.into_skill(Origin {
         name,
         dialect: Dialect::Manifest,
@@ -64,8 +65,9 @@ pub(super) fn load(
         definition: path.to_path_buf(),
         source: opts.source,
         trust: opts.trust,
-        deps: opts.installed.then(|| super::installed::deps_of(dir)).flatten(),
+        deps,
     });
+    skill.deps_wait = deps_wait;
     skill.instructions = with_base_dir(&parts.instructions, dir);
     skill.types = parts.types.clone();
     skill.needs = needs;
@@ -192,6 +194,11 @@ impl Parse<'_, '_> {
                     need.why
                 ),
             );
+            return;
+        }
+        if skill.deps_wait.is_some() {
+            // Started without its packages, it would only fail to find
+            // them; the dependencies' own finding says why.
             return;
         }
         match opts.launcher.and_then(|l| l.held_back()) {

@@ -135,13 +135,19 @@ pub struct Triggers {
     pub modes: Vec<String>,
 }
 
-/// `resources`, normalised.
+/// `resources`, normalised, with seed 003's defaults filled in for an
+/// entrypoint skill that does not set them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
 pub struct Resources {
     /// Memory limit in bytes.
     pub memory_bytes: Option<u64>,
     /// CPU limit in cores.
     pub cpu: Option<f64>,
+    /// `memory_bytes` is the server's default, not the skill's: it bounds
+    /// the run's cgroup only, never its address space (Node would not
+    /// start under 256 MiB of it).
+    #[serde(skip)]
+    pub memory_is_default: bool,
 }
 
 /// A file of the skill's directory, for `files` and the file route.
@@ -150,6 +156,15 @@ pub struct SkillFile {
     /// Relative to the skill directory, `/`-separated.
     pub path: String,
     pub size: u64,
+}
+
+/// Dependencies a skill asks for that are not ready yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DepsWait {
+    /// The preparation that would make them ready (see
+    /// [`super::prepared`]); `None` when none will.
+    pub key: Option<String>,
+    pub why: String,
 }
 
 /// A permission the calls of a skill need, and why.
@@ -206,8 +221,12 @@ pub struct Skill {
     /// The skill's directory.
     pub dir: PathBuf,
     /// An installed version's dependencies (its virtualenv and
-    /// `node_modules`), put on its tools' paths.
+    /// `node_modules`), or a plain skill's once prepared, put on its
+    /// tools' paths.
     pub deps: Option<PathBuf>,
+    /// Why a plain skill's dependencies are not ready: its calls are
+    /// refused (409 `dependencies_not_ready`) until they are.
+    pub deps_wait: Option<DepsWait>,
     /// The definition file (`SKILL.md` or `SKILL.yaml`).
     pub definition: PathBuf,
     pub files: Vec<SkillFile>,

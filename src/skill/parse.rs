@@ -40,6 +40,11 @@ impl<'t, 'd> Parse<'t, 'd> {
         self.diags.push(Diagnostic::error(code, path, msg));
     }
 
+    /// A warning about another file of the skill than the definition.
+    pub(super) fn warn_in(&mut self, code: Code, path: &str, msg: impl Into<String>) {
+        self.diags.push(Diagnostic::warning(code, path, msg));
+    }
+
     pub(super) fn warn(&mut self, code: Code, pos: Option<Pos>, msg: impl Into<String>) {
         self.diags
             .push(Diagnostic::warning(code, &self.path, msg).at(pos));

@@ -495,6 +495,7 @@ mod tests {
             installed: false,
             path: &path,
             launcher: Some(&Deferred),
+            rules: &crate::skill::SkillRules::default(),
         };
         for dialect in ALL {
             let parent = tempfile::tempdir().unwrap();

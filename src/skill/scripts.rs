@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 /// resolved to an absolute path when the runtimes are made (at start-up),
 /// from the absolute directories of the server's `PATH`: never from the
 /// workspace a tool runs in, where a caller could plant a
-/// `node_modules/.bin/ts-node` or a `./python3`.
+/// `node_modules/.bin/ts-node` or a `./python3`. That is also why `.ts`
+/// never runs through `npx`, which looks in the working directory first.
 #[derive(Debug, Clone)]
 pub struct Runtimes {
     pub by_extension: HashMap<String, Vec<String>>,
@@ -29,10 +30,12 @@ impl Default for Runtimes {
             ("sh", "bash"),
             ("bash", "bash"),
             ("js", "node"),
-            ("ts", "ts-node"),
         ] {
             runtimes.set(ext, vec![program.to_owned()]);
         }
+        runtimes
+            .by_extension
+            .insert("ts".to_owned(), typescript_runtime());
         runtimes
     }
 }
@@ -53,6 +56,113 @@ impl Runtimes {
         }
         self.by_extension.insert(ext.to_owned(), argv);
     }
+}
+
+/// Why `runtime` cannot run a script here (its program is not on the
+/// server's `PATH`, or not where the config says), for a load-time
+/// warning; `None` when it can.
+pub(super) fn runtime_missing(runtime: &[String], ext: &str) -> Option<String> {
+    let Some(program) = runtime.first() else {
+        return Some(format!("no runtime is set for .{ext} scripts"));
+    };
+    let path = Path::new(program);
+    if path.is_absolute() && path.is_file() {
+        return None;
+    }
+    let missing = if path.is_absolute() {
+        format!("its runtime {program} does not exist")
+    } else {
+        format!("its runtime '{program}' is not on the server's PATH")
+    };
+    let fix = if ext == "ts" {
+        "; install ts-node and typescript (npm install -g ts-node typescript), use Node 22.6 or later \
+         (it strips types itself), or name a runner in the config's runtimes.ts (skilld downloads none)"
+            .to_owned()
+    } else {
+        format!("; install it, or set runtimes.{ext} in the config")
+    };
+    Some(format!("{missing}{fix}: calls fail until then"))
+}
+
+/// How `.ts` scripts run when the config does not say (seed 001 runs
+/// them with ts-node): a `ts-node` on the server's `PATH`, transpiling
+/// only (a type error is the author's to find, not a call's to fail on)
+/// and reading no `tsconfig.json` (ts-node's options there can load any
+/// module, and one in the workspace is the caller's); else Node's own
+/// type stripping, where its version has it (22.6 and later); else a bare
+/// `ts-node`, which the loader reports as missing.
+fn typescript_runtime() -> Vec<String> {
+    if let Some(ts_node) = on_server_path("ts-node") {
+        return [
+            ts_node.as_str(),
+            "--transpile-only",
+            "--skip-project",
+            "--compiler-options",
+            r#"{"module":"commonjs","moduleResolution":"node"}"#,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+    }
+    if let Some(node) = on_server_path("node").filter(|n| strips_types(n)) {
+        return vec![
+            node,
+            "--experimental-strip-types".to_owned(),
+            "--disable-warning=ExperimentalWarning".to_owned(),
+        ];
+    }
+    vec!["ts-node".to_owned()]
+}
+
+/// Whether the Node at `node` strips TypeScript types itself (22.6 and
+/// later); asked once per program, within two seconds.
+fn strips_types(node: &str) -> bool {
+    static KNOWN: std::sync::Mutex<Option<HashMap<String, bool>>> = std::sync::Mutex::new(None);
+    let mut known = KNOWN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(answer) = known.as_ref().and_then(|k| k.get(node)) {
+        return *answer;
+    }
+    let answer = node_version(node).is_some_and(|v| v >= (22, 6));
+    known
+        .get_or_insert_with(HashMap::new)
+        .insert(node.to_owned(), answer);
+    answer
+}
+
+/// `node --version` as (major, minor); `None` when it does not answer
+/// in time or in a form known.
+fn node_version(node: &str) -> Option<(u32, u32)> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(node)
+        .arg("--version")
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    child.stdout.take()?.take(64).read_to_string(&mut out).ok()?;
+    parse_node_version(&out)
+}
+
+/// `v22.6.0` → (22, 6).
+fn parse_node_version(text: &str) -> Option<(u32, u32)> {
+    let mut parts = text.trim().strip_prefix('v')?.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// A bare program name found in an absolute directory of the server's
@@ -252,6 +362,23 @@ fn tool_name_for(skill: &str, stem: &str) -> String {
 }
 
 impl Parse<'_, '_> {
+    /// Warns when `script`'s runtime cannot run it here: the call would
+    /// only fail with "command not found".
+    pub(super) fn runtime_found(&mut self, script: &Path, runtime: &[String]) {
+        let ext = script.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if let Some(why) = runtime_missing(runtime, ext) {
+            let file = script
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            self.warn_in(
+                Code::ProgramNotFound,
+                &script.display().to_string(),
+                format!("scripts/{file} cannot run here: {why}"),
+            );
+        }
+    }
+
     /// One tool per script; a script whose tool name is invalid or taken
     /// is left out.
     pub(super) fn script_tools(
@@ -304,6 +431,8 @@ impl Parse<'_, '_> {
                 );
                 continue;
             }
+            let runtime = runtime_for(script, None, runtimes);
+            self.runtime_found(script, &runtime);
             let description = script_summary(script).unwrap_or_else(|| format!("Run scripts/{file}."));
             tools.push(Tool {
                 name,
@@ -321,7 +450,7 @@ impl Parse<'_, '_> {
                 requires_approval: false,
                 action: Action::Script {
                     path: script.clone(),
-                    runtime: runtime_for(script, None, runtimes),
+                    runtime,
                 },
             });
         }
@@ -332,6 +461,14 @@ impl Parse<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_versions() {
+        assert_eq!(parse_node_version("v22.6.0\n"), Some((22, 6)));
+        assert_eq!(parse_node_version("v20.20.2"), Some((20, 20)));
+        assert!(parse_node_version("22").is_none());
+        assert!((20, 20) < (22, 6) && (23, 1) >= (22, 6));
+    }
 
     #[test]
     fn script_tool_names() {

@@ -103,6 +103,7 @@ pub fn options(roots: Vec<Root>) -> CatalogOptions {
         max_timeout_secs: 600,
         runtimes: Runtimes::default(),
         launcher: None,
+        rules: Default::default(),
     }
 }
 
@@ -313,6 +314,10 @@ impl TestServer {
         limits: ServerLimits,
     ) -> Self {
         settings.data_dir = data.path().to_path_buf();
+        if opts.rules.deps_dir.is_none() {
+            // Where `skilld serve` prepares plain skills' dependencies.
+            opts.rules.deps_dir = Some(data.path().join("deps"));
+        }
         settings.sandbox.write_paths.push(marks_root());
         if settings.starlark_host.is_none() {
             settings.starlark_host = host_settings().starlark_host;

@@ -573,6 +573,7 @@ fn load_manifest(name: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, skil
             installed: false,
             path: &PathCache::new(std::env::var_os("PATH")),
             launcher: None,
+            rules: &Default::default(),
         },
     );
     (root, loaded)

@@ -21,6 +21,7 @@ fn load_text(dir: &Path, name: &str, text: impl AsRef<[u8]>) -> Loaded {
             installed: false,
             path: &path,
             launcher: None,
+            rules: &Default::default(),
         },
     )
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Writes skill `name`: a manifest with `extra` lines, and `script`.
-fn star_skill(root: &Path, name: &str, extra: &str, script: &str) {
+pub(crate) fn star_skill(root: &Path, name: &str, extra: &str, script: &str) {
     let dir = root.join(name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -28,7 +28,7 @@ fn star_skill(root: &Path, name: &str, extra: &str, script: &str) {
 
 /// A server over the skills `write` puts in a fresh root, every call
 /// allowed ahead of time.
-async fn server_over(write: impl FnOnce(&Path)) -> (TestServer, tempfile::TempDir) {
+pub(crate) async fn server_over(write: impl FnOnce(&Path)) -> (TestServer, tempfile::TempDir) {
     let skills = tempdir().unwrap();
     write(skills.path());
     let server = TestServer::start_with(
@@ -40,14 +40,14 @@ async fn server_over(write: impl FnOnce(&Path)) -> (TestServer, tempfile::TempDi
     (server, skills)
 }
 
-async fn call(server: &TestServer, tool: &str, args: Value) -> Value {
+pub(crate) async fn call(server: &TestServer, tool: &str, args: Value) -> Value {
     let (status, body) = server.invoke(tool, args).await;
     assert_eq!(status, 200, "{body}");
     body
 }
 
 /// A failed call's error, checked to contain `says`.
-async fn fails_with(server: &TestServer, tool: &str, args: Value, says: &str) -> Value {
+pub(crate) async fn fails_with(server: &TestServer, tool: &str, args: Value, says: &str) -> Value {
     let envelope = call(server, tool, args).await;
     assert_eq!(envelope["success"], false, "{envelope}");
     let error = envelope["error"].as_str().unwrap_or_default();

@@ -14,13 +14,11 @@ use axum::body::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use serde_json::{Value, json};
 use std::cell::OnceCell;
-use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The largest file `read_file` reads or `write_file` writes, and the
-/// largest body `fetch` takes.
+/// The largest body `fetch` takes.
 const MAX_BYTES: usize = 1024 * 1024;
 /// The longest a fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -244,54 +242,69 @@ fn spec(
     })
 }
 
-/// The real path of `path`, refused unless it lies in the skill's
-/// directory (a relative path) or in it or the evaluation's own (an
-/// absolute one), symlinks followed.
-fn readable(scope: &Scope, path: &str) -> anyhow::Result<PathBuf> {
-    let outside = || anyhow!("read_file: '{path}' is outside the skill's directory and the evaluation's own");
-    if !Path::new(path).is_absolute() {
-        return crate::skill::files::resolve_inside(&scope.shared.dir, path).map_err(|left| {
-            if left {
-                outside()
-            } else {
-                anyhow!("read_file: cannot open '{path}': no such file")
-            }
-        });
+/// Refuses a file whose kind seed 001 does not let skills read or write.
+fn allowed_kind(function: &str, path: &str) -> anyhow::Result<()> {
+    if crate::skill::files::served_type_of(path).is_some() {
+        return Ok(());
     }
-    let real = Path::new(path)
-        .canonicalize()
-        .map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
-    let roots = [scope.shared.dir.as_path(), scope.scratch.path.as_path()];
-    let inside = roots
-        .iter()
-        .filter_map(|r| r.canonicalize().ok())
-        .any(|r| real.starts_with(r));
-    if inside { Ok(real) } else { Err(outside()) }
+    bail!(
+        "{function}: '{path}' is not a kind of file a skill reads or writes; those are .{}",
+        crate::skill::files::SERVED_EXTENSIONS.join(", .")
+    )
+}
+
+/// The directory `path` lies in, of the skill's and the evaluation's
+/// own, and `path` relative to it: a relative path is the skill's. It is
+/// opened beneath that directory ([`crate::fsafe`]), so no link is
+/// followed on the way; `None` for a path elsewhere.
+fn placed(scope: &Scope, path: &str) -> Option<(PathBuf, String)> {
+    let skill = scope.shared.dir.clone();
+    if !Path::new(path).is_absolute() {
+        return Some((skill, path.to_owned()));
+    }
+    [skill, scope.scratch.path.clone()].into_iter().find_map(|root| {
+        let real = root.canonicalize().unwrap_or_else(|_| root.clone());
+        [&root, &real].into_iter().find_map(|r| {
+            let rel = Path::new(path).strip_prefix(r).ok()?;
+            Some((root.clone(), rel.to_str()?.to_owned()))
+        })
+    })
 }
 
 fn read_file(scope: &Scope, path: &str) -> anyhow::Result<String> {
-    let real = readable(scope, path)?;
-    let file = std::fs::File::open(&real).map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        bail!("read_file: '{path}' is not a file");
+    use crate::fsafe::Refused;
+    use crate::skill::files::MAX_READ_BYTES;
+    let outside = || {
+        anyhow!(
+            "read_file: '{path}' is outside the skill's directory and the evaluation's own, or not a \
+             regular file there (links are not followed)"
+        )
+    };
+    let (base, rel) = placed(scope, path).ok_or_else(outside)?;
+    if crate::fsafe::downward(&rel).is_none() {
+        return Err(outside());
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| anyhow!("read_file: cannot read '{path}': {e}"))?;
-    if bytes.len() > MAX_BYTES {
-        bail!("read_file: '{path}' is larger than {MAX_BYTES} bytes");
-    }
+    let base_fd =
+        crate::fsafe::open_base(&base).map_err(|e| anyhow!("read_file: cannot open '{path}': {e}"))?;
+    let bytes = match crate::fsafe::read_beneath(std::os::fd::AsFd::as_fd(&base_fd), &rel, MAX_READ_BYTES) {
+        Ok(bytes) => bytes,
+        Err(Refused::TooLarge(limit)) => bail!("read_file: '{path}' is larger than {limit} bytes"),
+        Err(_) if base.join(&rel).symlink_metadata().is_err() => {
+            bail!("read_file: cannot open '{path}': no such file")
+        }
+        Err(_) => return Err(outside()),
+    };
+    allowed_kind("read_file", path)?;
     String::from_utf8(bytes).map_err(|_| anyhow!("read_file: '{path}' is not UTF-8 text"))
 }
 
 /// Writes `text` to `path` in the evaluation's own directory (relative to
-/// it, or absolute inside it). The parent must exist and lie inside after
-/// symlinks are followed; the file itself is never a symlink followed.
+/// it, or absolute inside it), beneath it with no link followed; its
+/// directory must exist.
 fn write_file(scope: &Scope, path: &str, text: &str) -> anyhow::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if text.len() > MAX_BYTES {
-        bail!("write_file: the text is larger than {MAX_BYTES} bytes");
+    use crate::skill::files::MAX_WRITE_BYTES;
+    if text.len() as u64 > MAX_WRITE_BYTES {
+        bail!("write_file: the text is larger than {MAX_WRITE_BYTES} bytes");
     }
     let scratch = scope.scratch.make(&scope.shared)?;
     let rel = Path::new(path).strip_prefix(scratch).unwrap_or(Path::new(path));
@@ -301,23 +314,19 @@ fn write_file(scope: &Scope, path: &str, text: &str) -> anyhow::Result<()> {
             scratch.display()
         );
     }
-    let target = scratch.join(rel);
-    let parent = target
-        .parent()
-        .and_then(|p| p.canonicalize().ok())
-        .ok_or_else(|| anyhow!("write_file: the directory of '{path}' does not exist"))?;
-    if !parent.starts_with(scratch.canonicalize()?) {
-        bail!("write_file: '{path}' is outside the evaluation's directory");
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&target)
-        .map_err(|e| anyhow!("write_file: cannot write '{path}': {e}"))?;
-    file.write_all(text.as_bytes())
-        .map_err(|e| anyhow!("write_file: cannot write '{path}': {e}"))
+    allowed_kind("write_file", path)?;
+    let rel = rel
+        .to_str()
+        .ok_or_else(|| anyhow!("write_file: '{path}' is not UTF-8"))?;
+    let base =
+        crate::fsafe::open_base(scratch).map_err(|e| anyhow!("write_file: cannot write '{path}': {e}"))?;
+    crate::fsafe::write_beneath(std::os::fd::AsFd::as_fd(&base), rel, text.as_bytes()).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow!("write_file: the directory of '{path}' does not exist")
+        } else {
+            anyhow!("write_file: cannot write '{path}': {e} (links and hard links are not written through)")
+        }
+    })
 }
 
 /// An HTTP(S) GET of `url`, bounded in size and time:

@@ -1,0 +1,105 @@
+//! What the server asks of skills and gives them beyond their own files:
+//! seed 003's image allowlist and its defaults for entrypoint skills, and
+//! where the dependencies of skills outside the installed root are
+//! prepared. One value per catalog, read by every load.
+
+use super::deps::DEFAULT_NPM_REGISTRY;
+use std::path::PathBuf;
+
+/// Seed 003's default image of each `lang`, which is also its default
+/// allowlist: an entrypoint skill runs in one of these unless the server
+/// allows more.
+pub const DEFAULT_IMAGES: [(&str, &str); 3] = [
+    ("python", "python:3.12-slim"),
+    ("node", "node:20-slim"),
+    ("bash", "bash:5"),
+];
+
+/// The rules one catalog loads its skills by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillRules {
+    /// The images an entrypoint skill may name (seed 003), as written; an
+    /// entry ending in `*` allows every image that starts with the rest
+    /// (`ghcr.io/acme/*`, or `*` for any).
+    pub image_allowlist: Vec<String>,
+    /// Seed 003's defaults for entrypoint skills.
+    pub entrypoint: EntrypointDefaults,
+    /// Where the dependencies of skills outside the installed root are
+    /// prepared (`<data dir>/deps`); `None` where nothing prepares them
+    /// (an upload being checked, whose dependencies install with it).
+    pub deps_dir: Option<PathBuf>,
+    /// Where every package of a `package-lock.json` must come from.
+    pub npm_registry: String,
+}
+
+impl Default for SkillRules {
+    fn default() -> Self {
+        Self {
+            image_allowlist: DEFAULT_IMAGES.iter().map(|(_, i)| (*i).to_owned()).collect(),
+            entrypoint: EntrypointDefaults::default(),
+            deps_dir: None,
+            npm_registry: DEFAULT_NPM_REGISTRY.to_owned(),
+        }
+    }
+}
+
+impl SkillRules {
+    /// Whether `image` is on the allowlist.
+    pub fn allows_image(&self, image: &str) -> bool {
+        self.image_allowlist
+            .iter()
+            .any(|allowed| match allowed.strip_suffix('*') {
+                Some(prefix) => image.starts_with(prefix),
+                None => image == allowed,
+            })
+    }
+}
+
+/// What an entrypoint skill gets when neither it nor the server's config
+/// says otherwise (seed 003: "Server default").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EntrypointDefaults {
+    pub timeout_secs: u64,
+    /// Applied as the run's cgroup `memory.max`, never as an address-space
+    /// limit: Node reserves more address space than 256 MiB and would not
+    /// start under one.
+    pub memory_bytes: Option<u64>,
+    pub cpu: Option<f64>,
+}
+
+impl Default for EntrypointDefaults {
+    fn default() -> Self {
+        Self {
+            timeout_secs: 120,
+            memory_bytes: Some(256 * 1024 * 1024),
+            cpu: Some(0.5),
+        }
+    }
+}
+
+/// The image an entrypoint of `lang` runs in when it names none (seed
+/// 003's table; Python when `lang` says nothing).
+pub fn default_image(lang: &str) -> &'static str {
+    DEFAULT_IMAGES
+        .iter()
+        .find(|(l, _)| *l == lang)
+        .map_or(DEFAULT_IMAGES[0].1, |(_, i)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allowlist_takes_names_as_written_and_prefixes() {
+        let mut rules = SkillRules::default();
+        assert!(rules.allows_image("python:3.12-slim"));
+        assert!(!rules.allows_image("evil/miner:latest"));
+        assert!(!rules.allows_image("python:3.12-slim-evil"));
+        rules.image_allowlist = vec!["ghcr.io/acme/*".to_owned()];
+        assert!(rules.allows_image("ghcr.io/acme/tool:1"));
+        assert!(!rules.allows_image("ghcr.io/other/tool:1"));
+        rules.image_allowlist = vec!["*".to_owned()];
+        assert!(rules.allows_image("anything"));
+    }
+}
