@@ -178,6 +178,10 @@ impl ProcessBackend {
 
     /// Starts a child in the sandbox and initializes it.
     async fn start(&self) -> Result<Arc<Conn>, String> {
+        // Its program reads the skill's files as the sandbox's user.
+        if let Some(why) = self.sandbox.unreachable(self.trust, &self.dir) {
+            return Err(why);
+        }
         let scratch = self
             .scratch_dir()
             .map_err(|e| format!("cannot make its directory: {e}"))?;

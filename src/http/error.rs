@@ -42,6 +42,10 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{what} '{name}' not found")]
     NotFound { what: &'static str, name: String },
+    /// 404 for a read of what only installed skills have (versions, a
+    /// diff, an install log) about a skill another root serves.
+    #[error("{0}")]
+    NotInstalled(String),
     #[error("no route for {method} {path}; the routes are listed at /openapi.json and /docs")]
     NoRoute { method: String, path: String },
     /// A bare tool name several skills define; `candidates` are the skills.
@@ -111,7 +115,9 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::NotFound { .. } | ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
+            ApiError::NotFound { .. } | ApiError::NoRoute { .. } | ApiError::NotInstalled(_) => {
+                StatusCode::NOT_FOUND
+            }
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -134,6 +140,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::NotFound { .. } | ApiError::NoRoute { .. } => "not_found",
+            ApiError::NotInstalled(_) => "not_installed",
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
@@ -286,7 +293,7 @@ impl From<InvokeError> for ApiError {
             | InvokeError::InvalidMode { .. }
             | InvokeError::NoteTooLong { .. }
             | InvokeError::NoteHasNul => ApiError::BadRequest(detail),
-            InvokeError::InvalidArguments { .. } | InvokeError::Nul { .. } => {
+            InvokeError::InvalidArguments { .. } | InvokeError::Nul { .. } | InvokeError::MissingInWord { .. } => {
                 unprocessable("invalid_arguments")
             }
             InvokeError::ArgumentInjection { .. } => unprocessable("argument_injection"),
@@ -300,6 +307,10 @@ impl From<InvokeError> for ApiError {
             },
             InvokeError::PermissionNotDeclared { .. } => ApiError::Refused {
                 code: "permission_not_declared",
+                detail,
+            },
+            InvokeError::NotInMode { .. } => ApiError::Refused {
+                code: "not_in_mode",
                 detail,
             },
             InvokeError::SelfApproval(_) => ApiError::Refused {
@@ -384,7 +395,11 @@ impl From<InstallError> for ApiError {
             InstallError::NoSuchVersion(name, version) => {
                 ApiError::not_found("skill version", format!("{name}@{version}"))
             }
-            InstallError::OtherSource { .. } => ApiError::Forbidden(detail),
+            // Not `forbidden`, which says the token's role is too low.
+            InstallError::OtherSource { .. } => ApiError::Refused {
+                code: "not_installed",
+                detail,
+            },
         }
     }
 }
