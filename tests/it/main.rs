@@ -40,6 +40,7 @@ mod robust;
 mod runner;
 mod sandbox;
 mod scaffold;
+mod seed000_words;
 mod server_process;
 mod skill_match;
 mod sources;
