@@ -26,6 +26,7 @@ mod inbox;
 mod install;
 mod invoke;
 mod manifests;
+mod modes;
 mod mcp;
 mod metrics;
 mod notify;
