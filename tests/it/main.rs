@@ -32,6 +32,7 @@ mod metrics;
 mod notify;
 mod nul_bytes;
 mod openapi;
+mod papercuts;
 mod props;
 mod python_client;
 mod recovery;
