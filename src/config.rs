@@ -59,7 +59,7 @@ pub struct LocalArgs {
     /// The address people reach the server at (`https://skilld.example`),
     /// for the links in notifications and in the messages of `skilld mcp`
     /// about calls held for a person; default `http://` and the address
-    /// it listens on (the real port when `--bind` names port 0).
+    /// the server listens on (the real port when it picked a free one).
     #[arg(long, env = "SKILLD_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
     /// `on` (default): every tool runs sandboxed. `off`: only untrusted
