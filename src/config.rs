@@ -353,24 +353,28 @@ impl Config {
         // to one (its run directory, its working directory) would be read
         // against the child's working directory, not the server's.
         let data_dir = absolute(
-            args.local.data_dir
+            args.local
+                .data_dir
                 .clone()
                 .or(file.data_dir.clone())
                 .unwrap_or_else(default_data_dir),
         );
         let workspace = absolute(
-            args.local.workspace
+            args.local
+                .workspace
                 .clone()
                 .or(file.workspace.clone())
                 .unwrap_or_else(default_workspace),
         );
         let database_url = args
-            .local.database
+            .local
+            .database
             .clone()
             .or(file.database.clone())
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("skilld.db").display()));
         let max_timeout_secs = args
-            .local.max_timeout_secs
+            .local
+            .max_timeout_secs
             .or(file.max_timeout_secs)
             .unwrap_or(DEFAULT_MAX_TIMEOUT_SECS);
         if max_timeout_secs == 0 {
@@ -378,7 +382,8 @@ impl Config {
         }
         let roots = resolve_roots(args, &file, &workspace, &data_dir)?;
         let scratch_dir = absolute(
-            args.local.scratch_dir
+            args.local
+                .scratch_dir
                 .clone()
                 .or(file.scratch_dir.clone())
                 .unwrap_or_else(|| default_scratch_dir(&data_dir)),
@@ -587,13 +592,15 @@ fn run_settings(
             .max(1),
         queue_timeout: file.queue_timeout_secs.map_or(defaults.queue_timeout, secs),
         instance: args
-            .local.instance
+            .local
+            .instance
             .clone()
             .or(file.instance.clone())
             .unwrap_or_else(host_name),
         extra_env: file.env_allow.clone().unwrap_or_default(),
         approval_ttl: args
-            .local.approval_ttl_secs
+            .local
+            .approval_ttl_secs
             .or(file.approval_ttl_secs)
             .map_or(defaults.approval_ttl, |s| secs(s.max(1))),
         max_pending_per_caller: file
@@ -702,7 +709,8 @@ fn sandbox_settings(args: &ServeArgs, file: &FileConfig) -> Result<crate::sandbo
             .map(|p| absolute(p.clone()))
             .collect(),
         write_paths: args
-            .local.sandbox_write_paths
+            .local
+            .sandbox_write_paths
             .iter()
             .chain(file.sandbox_write_paths.iter().flatten())
             .map(|p| absolute(p.clone()))

@@ -28,7 +28,12 @@ pub struct InstallArgs {
     /// Bearer token for `--to` (prefer the environment). Without one, a
     /// server on this machine (a loopback address) gets the local secret
     /// of the data directory.
-    #[arg(long = "to-token", env = "SKILLD_INSTALL_TO_TOKEN", hide_env_values = true, value_name = "T")]
+    #[arg(
+        long = "to-token",
+        env = "SKILLD_INSTALL_TO_TOKEN",
+        hide_env_values = true,
+        value_name = "T"
+    )]
     to_token: Option<String>,
     /// The trust the skill gets: `untrusted` or `user`.
     #[arg(long, default_value = "untrusted", value_parser = trust_parser())]

@@ -550,7 +550,10 @@ fn check(paths: &[PathBuf], format: CheckFormat) -> ExitCode {
         match lint_target(path) {
             Err(d) => diagnostics.push(d),
             Ok(Linted::Skill(dir)) => {
-                let l = load_skill(&dir, &lint_options("check", &runtimes, &path_cache, Some(&launcher)));
+                let l = load_skill(
+                    &dir,
+                    &lint_options("check", &runtimes, &path_cache, Some(&launcher)),
+                );
                 loaded += usize::from(l.skill.is_some());
                 diagnostics.extend(l.diagnostics);
             }
@@ -725,10 +728,18 @@ fn lint_target(path: &Path) -> Result<Linted, Diagnostic> {
         .is_some_and(|n| n == "SKILL.md" || n == "SKILL.yaml");
     if is_definition && path.is_file() {
         let dir = path.parent().unwrap_or(Path::new("."));
-        return lint_target(if dir.as_os_str().is_empty() { Path::new(".") } else { dir });
+        return lint_target(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        });
     }
     if !path.exists() {
-        return Err(Diagnostic::error(Code::RootMissing, &shown, "no such file or directory"));
+        return Err(Diagnostic::error(
+            Code::RootMissing,
+            &shown,
+            "no such file or directory",
+        ));
     }
     if !path.is_dir() {
         return Err(Diagnostic::error(

@@ -293,9 +293,9 @@ impl From<InvokeError> for ApiError {
             | InvokeError::InvalidMode { .. }
             | InvokeError::NoteTooLong { .. }
             | InvokeError::NoteHasNul => ApiError::BadRequest(detail),
-            InvokeError::InvalidArguments { .. } | InvokeError::Nul { .. } | InvokeError::MissingInWord { .. } => {
-                unprocessable("invalid_arguments")
-            }
+            InvokeError::InvalidArguments { .. }
+            | InvokeError::Nul { .. }
+            | InvokeError::MissingInWord { .. } => unprocessable("invalid_arguments"),
             InvokeError::ArgumentInjection { .. } => unprocessable("argument_injection"),
             InvokeError::Denied { .. } => ApiError::Refused {
                 code: "denied",

@@ -409,8 +409,14 @@ async fn diff_versions(
     Query(q): Query<DiffQuery>,
 ) -> Result<Json<DirDiff>> {
     let (name, _) = split_spec(&p.skill);
-    let from = state.installer.version_skill_dir(name, &q.from).map_err(read_error)?;
-    let to = state.installer.version_skill_dir(name, &q.to).map_err(read_error)?;
+    let from = state
+        .installer
+        .version_skill_dir(name, &q.from)
+        .map_err(read_error)?;
+    let to = state
+        .installer
+        .version_skill_dir(name, &q.to)
+        .map_err(read_error)?;
     let diff = tokio::task::spawn_blocking(move || diff_dirs(&from, &to))
         .await
         .map_err(|e| ApiError::Internal(format!("the diff stopped: {e}")))?

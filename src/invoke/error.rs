@@ -50,7 +50,11 @@ pub enum InvokeError {
         "argument '{param}' of tool {tool} is missing, and its command's word '{word}' cannot be \
          left out or written without it; nothing ran"
     )]
-    MissingInWord { tool: String, param: String, word: String },
+    MissingInWord {
+        tool: String,
+        param: String,
+        word: String,
+    },
     /// The caller's mode is not one the tool's skill serves in.
     #[error(
         "tool {tool} is not available in mode {mode}: skill '{skill}' serves in {}; nothing ran",

@@ -127,7 +127,11 @@ impl McpServer {
 
     /// The caller's mode for this request: its `_meta` `skilld/mode`, else
     /// the `mode` of the `/mcp` URL, else the session's.
-    fn mode(&self, meta: &rmcp::model::RequestMetaObject, ctx: &RequestContext<RoleServer>) -> Option<String> {
+    fn mode(
+        &self,
+        meta: &rmcp::model::RequestMetaObject,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Option<String> {
         let from_meta = meta.0.get(MODE_META).and_then(|m| m.as_str()).map(str::to_owned);
         from_meta
             .or_else(|| http_parts(ctx).and_then(tools::query_mode))
@@ -328,5 +332,5 @@ impl ServerHandler for McpServer {
 const INSTRUCTIONS: &str = "skilld serves skills: each tool runs sandboxed and is recorded. \
 A call that a person must approve first answers with isError and the approval's id and URL; \
 pass `_meta: {\"skilld/wait\": <seconds up to 300>}` to wait for the decision and get the result, \
-and `_meta: {\"skilld/mode\": \"Dev\"}` (or /mcp?mode=Dev) to work in a mode: tools of other modes are refused. \
+and `_meta: {\"skilld/mode\": \"Dev\"}` (or /mcp?mode=Dev) to work in a mode: tools of skills that do not serve in it are refused. \
 Prompts hold each skill's instructions; resources hold the files they reference.";

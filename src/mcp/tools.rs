@@ -132,7 +132,8 @@ fn held_for_a_person(held: &Held, inbox: &Inbox<'_>) -> CallToolResult {
     let id = held.approval_id;
     let (origin, where_to) = match inbox.locate() {
         Decider::At(origin) => {
-            let text = format!("It can be decided in the inbox at {origin}/ui or at {origin}/approvals/{id}.");
+            let text =
+                format!("It can be decided in the inbox at {origin}/ui or at {origin}/approvals/{id}.");
             (origin, text)
         }
         Decider::Shared(origin) => {

@@ -750,7 +750,12 @@ mod tests {
             "https://h/?r={{from}}-{{to}}",
         );
         // A flag that is on is a value too.
-        missing("echo {{v:-v}}{{level}}", json!({"v": true}), "level", "{{v:-v}}{{level}}");
+        missing(
+            "echo {{v:-v}}{{level}}",
+            json!({"v": true}),
+            "level",
+            "{{v:-v}}{{level}}",
+        );
         // A word with no value at all still drops out.
         assert_eq!(
             render("echo --limit={{limit}} {{a}}.{{b}} x", json!({})).unwrap(),

@@ -34,7 +34,10 @@ fn skills(dir: &Path) {
 
 fn tool_names(list: &Value) -> Vec<String> {
     let tools = list["tools"].as_array().unwrap_or_else(|| panic!("{list}"));
-    let mut names: Vec<String> = tools.iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
+    let mut names: Vec<String> = tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
     names.sort();
     names
 }
@@ -84,7 +87,11 @@ async fn http_calls_in_another_mode_are_refused_before_anything_happens() {
     // In its own mode (in any case), in Global, or with no mode named, it
     // is called as before: `take_notes` waits for a person.
     let (status, held) = invoke(&server, "take_notes", "", json!({"mode": "meeting"})).await;
-    assert_eq!((status, &held["status"]), (202, &json!("pending_approval")), "{held}");
+    assert_eq!(
+        (status, &held["status"]),
+        (202, &json!("pending_approval")),
+        "{held}"
+    );
     let (status, held) = invoke(&server, "take_notes", "", json!({})).await;
     assert_eq!(status, 202, "{held}");
     let (status, envelope) = invoke(&server, "lint_code", "", json!({"mode": "Dev"})).await;
@@ -169,7 +176,10 @@ async fn answer_of(res: reqwest::Response, id: u64) -> Value {
 }
 
 fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// A `tools/call` refused for its mode: an error result saying so.
@@ -213,8 +223,15 @@ async fn mcp_over_http_takes_the_mode_from_the_url_or_the_call() {
             json!({"name": "take_notes", "_meta": {"skilld/mode": "Meeting"}}),
         )
         .await;
-    assert_eq!(called["structuredContent"]["status"], "pending_approval", "{called}");
-    assert_eq!(recorded(&server).await, (2, 1), "lint_code ran and take_notes waits; no more");
+    assert_eq!(
+        called["structuredContent"]["status"], "pending_approval",
+        "{called}"
+    );
+    assert_eq!(
+        recorded(&server).await,
+        (2, 1),
+        "lint_code ran and take_notes waits; no more"
+    );
 }
 
 /// `skilld mcp` on stdio: newline-delimited JSON-RPC.
@@ -328,7 +345,10 @@ async fn mcp_over_stdio_takes_the_mode_from_its_flag_or_the_call() {
     let called = mcp.request("tools/call", json!({"name": "lint_code"}));
     assert_eq!(text_of(&called), "lint_code\n", "{called}");
     drop(mcp);
-    assert_eq!(runs_in(data.path()).await, [("lint_code".to_owned(), "succeeded".to_owned())]);
+    assert_eq!(
+        runs_in(data.path()).await,
+        [("lint_code".to_owned(), "succeeded".to_owned())]
+    );
 }
 
 #[tokio::test]
@@ -357,6 +377,14 @@ async fn skilld_run_refuses_a_tool_of_another_mode() {
     assert!(runs_in(data.path()).await.is_empty(), "nothing was recorded");
 
     let out = run("Meeting");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(runs_in(data.path()).await, [("take_notes".to_owned(), "succeeded".to_owned())]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        runs_in(data.path()).await,
+        [("take_notes".to_owned(), "succeeded".to_owned())]
+    );
 }

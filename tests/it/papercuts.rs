@@ -40,7 +40,12 @@ async fn check_and_serve_agree_on_what_two_roots_serve() {
         .arg(second.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let checked: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(checked["skills"], 3, "{checked}");
     let shadowed: Vec<&Value> = checked["diagnostics"]
@@ -115,17 +120,33 @@ async fn a_skill_of_another_root_has_no_versions_rather_than_a_forbidden_route()
     ]))
     .await;
     let person = server.person();
-    let res = person.get(server.url("/skills/greet/versions")).send().await.unwrap();
+    let res = person
+        .get(server.url("/skills/greet/versions"))
+        .send()
+        .await
+        .unwrap();
     let status = res.status().as_u16();
     let problem: Value = res.json().await.unwrap();
-    assert_eq!((status, problem["code"].as_str()), (404, Some("not_installed")), "{problem}");
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (404, Some("not_installed")),
+        "{problem}"
+    );
     let detail = problem["detail"].as_str().unwrap();
     assert!(detail.contains("only installed skills have versions"), "{detail}");
     let res = person.delete(server.url("/skills/greet")).send().await.unwrap();
     let status = res.status().as_u16();
     let problem: Value = res.json().await.unwrap();
-    assert_eq!((status, problem["code"].as_str()), (403, Some("not_installed")), "{problem}");
-    let res = person.get(server.url("/skills/nothing/versions")).send().await.unwrap();
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (403, Some("not_installed")),
+        "{problem}"
+    );
+    let res = person
+        .get(server.url("/skills/nothing/versions"))
+        .send()
+        .await
+        .unwrap();
     let problem: Value = res.json().await.unwrap();
     assert_eq!(problem["code"], "not_found", "{problem}");
 }
@@ -186,7 +207,10 @@ async fn skilld_mcp_says_where_a_held_call_is_decided_and_whether_anyone_can() {
 
     // No server uses the run log: nobody can decide yet, and it says so.
     let mut mcp = McpStdio::start(&[], data.path(), dir.path());
-    let held = mcp.request("tools/call", json!({"name": "stamp", "arguments": {"path": mark}}));
+    let held = mcp.request(
+        "tools/call",
+        json!({"name": "stamp", "arguments": {"path": mark}}),
+    );
     let text = held["content"][0]["text"].as_str().unwrap().to_owned();
     assert_eq!(held["isError"], true, "{held}");
     assert!(text.contains("No skilld serve uses this run log now"), "{text}");
@@ -208,19 +232,26 @@ async fn skilld_mcp_says_where_a_held_call_is_decided_and_whether_anyone_can() {
             .env_remove("SKILLD_DATABASE_URL"),
     );
     let mut mcp = McpStdio::start(&[], data.path(), dir.path());
-    let held = mcp.request("tools/call", json!({"name": "stamp", "arguments": {"path": mark}}));
+    let held = mcp.request(
+        "tools/call",
+        json!({"name": "stamp", "arguments": {"path": mark}}),
+    );
     drop(mcp);
     stop(child);
     let text = held["content"][0]["text"].as_str().unwrap().to_owned();
     let approval = held["structuredContent"]["approval_id"].as_str().unwrap();
     assert!(
-        text.contains(&format!("http://{addr}/ui")) && text.contains(&format!("http://{addr}/approvals/{approval}")),
+        text.contains(&format!("http://{addr}/ui"))
+            && text.contains(&format!("http://{addr}/approvals/{approval}")),
         "{text}"
     );
     assert!(!text.contains("No skilld serve"), "{text}");
     assert_eq!(
         held["structuredContent"]["run_url"],
-        format!("http://{addr}/runs/{}", held["structuredContent"]["run_id"].as_str().unwrap())
+        format!(
+            "http://{addr}/runs/{}",
+            held["structuredContent"]["run_id"].as_str().unwrap()
+        )
     );
 }
 
@@ -234,7 +265,10 @@ async fn an_unknown_format_is_explained_in_our_words() {
             "/tools?format=xml",
             "query parameter 'format' must be 'native', 'openai', 'anthropic', 'gemini', 'mcp', 'prompt', not 'xml'",
         ),
-        ("/runs?limit=ten", "query parameter 'limit' must be a whole number"),
+        (
+            "/runs?limit=ten",
+            "query parameter 'limit' must be a whole number",
+        ),
     ] {
         let res = server.person().get(server.url(query)).send().await.unwrap();
         assert_eq!(res.status(), 400, "{query}");
@@ -252,19 +286,35 @@ fn skilld_mcp_help_lists_only_its_own_flags() {
         String::from_utf8(out.stdout).unwrap()
     };
     let mcp = help("mcp");
-    for flag in ["--skills", "--workspace", "--data-dir", "--database", "--config", "--mode"] {
+    for flag in [
+        "--skills",
+        "--workspace",
+        "--data-dir",
+        "--database",
+        "--config",
+        "--mode",
+    ] {
         assert!(mcp.contains(flag), "mcp lacks {flag}: {mcp}");
     }
     for flag in ["--bind", "--insecure", "--allowed-origin"] {
         assert!(!mcp.contains(flag), "mcp lists the serve-only {flag}: {mcp}");
     }
     let serve = help("serve");
-    for flag in ["--bind", "--insecure", "--allowed-origin", "--skills", "--public-url"] {
+    for flag in [
+        "--bind",
+        "--insecure",
+        "--allowed-origin",
+        "--skills",
+        "--public-url",
+    ] {
         assert!(serve.contains(flag), "serve lacks {flag}: {serve}");
     }
     let install = help("install");
     for variable in ["SKILLD_INSTALL_TOKEN", "SKILLD_INSTALL_TO_TOKEN"] {
-        assert!(install.contains(variable), "install --help names {variable}: {install}");
+        assert!(
+            install.contains(variable),
+            "install --help names {variable}: {install}"
+        );
     }
 }
 
@@ -275,8 +325,14 @@ async fn skilld_install_takes_its_tokens_from_the_environment() {
     greet_skill(user.path());
     let reader = "papercut-reader-secret-0123456789";
     let admin = "papercut-admin-secret-0123456789";
-    let auth = |name: &str, role, secret| Auth::new(vec![Token::with_secret(name, role, secret, "test").unwrap()]).unwrap();
-    let source = TestServer::start_with_auth(options(vec![root(user.path(), Trust::User)]), auth("reader", Role::Read, reader)).await;
+    let auth = |name: &str, role, secret| {
+        Auth::new(vec![Token::with_secret(name, role, secret, "test").unwrap()]).unwrap()
+    };
+    let source = TestServer::start_with_auth(
+        options(vec![root(user.path(), Trust::User)]),
+        auth("reader", Role::Read, reader),
+    )
+    .await;
     let target = TestServer::start_with_auth(
         options(vec![crate::install::installed_root(installed.path())]),
         auth("ops", Role::Admin, admin),
@@ -296,11 +352,19 @@ async fn skilld_install_takes_its_tokens_from_the_environment() {
     assert_eq!(out.status.code(), Some(1), "the source wants its token");
     let out = install(vec![("SKILLD_INSTALL_TOKEN", reader)]).await.unwrap();
     assert_eq!(out.status.code(), Some(1), "the target wants its token");
-    let out = install(vec![("SKILLD_INSTALL_TOKEN", reader), ("SKILLD_INSTALL_TO_TOKEN", admin)])
-        .await
-        .unwrap();
+    let out = install(vec![
+        ("SKILLD_INSTALL_TOKEN", reader),
+        ("SKILLD_INSTALL_TO_TOKEN", admin),
+    ])
+    .await
+    .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.starts_with("greet@1.0.0 ready "), "{stdout}");
     let res = reqwest::Client::new()
         .get(target.url("/skills/greet"))

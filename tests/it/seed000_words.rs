@@ -71,7 +71,12 @@ async fn the_seeds_url_keeps_its_query_without_the_missing_pair() {
     let dir = crate::common::tempdir().unwrap();
     // The seed's example word for word, and the same against a local
     // server, to run it for real.
-    skill(dir.path(), "search", "", r#"curl "https://api.com/search?q={{query}}&n={{limit}}""#);
+    skill(
+        dir.path(),
+        "search",
+        "",
+        r#"curl "https://api.com/search?q={{query}}&n={{limit}}""#,
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     skill(
@@ -107,9 +112,19 @@ async fn the_seeds_url_keeps_its_query_without_the_missing_pair() {
 async fn a_word_with_a_value_given_is_refused_not_dropped() {
     let dir = crate::common::tempdir().unwrap();
     // Seed 000 §3.1's template, with `echo` as the program.
-    skill(dir.path(), "listing", "", "echo arg1 arg2 {{query}} --limit={{limit}}");
+    skill(
+        dir.path(),
+        "listing",
+        "",
+        "echo arg1 arg2 {{query}} --limit={{limit}}",
+    );
     skill(dir.path(), "ranged", "", "echo --range={{query}}..{{limit}}");
-    skill(dir.path(), "fetch", "", "echo https://api.com/{{limit}}/items?q={{query}}");
+    skill(
+        dir.path(),
+        "fetch",
+        "",
+        "echo https://api.com/{{limit}}/items?q={{query}}",
+    );
     let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
 
     // A word that holds only the missing value still goes.
@@ -118,9 +133,15 @@ async fn a_word_with_a_value_given_is_refused_not_dropped() {
         json!(["echo", "arg1", "arg2", "rust lang"])
     );
     let (status, envelope) = call(&server, "listing", "", json!({"query": "rust lang"})).await;
-    assert_eq!((status, &envelope["output"]), (200, &json!("arg1 arg2 rust lang\n")));
+    assert_eq!(
+        (status, &envelope["output"]),
+        (200, &json!("arg1 arg2 rust lang\n"))
+    );
     let (status, envelope) = call(&server, "listing", "", json!({"query": "x", "limit": 3})).await;
-    assert_eq!((status, &envelope["output"]), (200, &json!("arg1 arg2 x --limit=3\n")));
+    assert_eq!(
+        (status, &envelope["output"]),
+        (200, &json!("arg1 arg2 x --limit=3\n"))
+    );
 
     // A word that carries the query too, and a URL outside its query:
     // no rule makes a sensible word, so the call is refused, dry or not.
