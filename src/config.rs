@@ -15,16 +15,14 @@ pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 /// The default ceiling on any skill's timeout (`docs/design.md` §3).
 pub const DEFAULT_MAX_TIMEOUT_SECS: u64 = 600;
 
-/// The `serve` flags; every one also has an environment variable. Options
-/// stay `None` when neither was given, so the file can fill them in.
+/// The flags of every command that runs tools here (`serve`, `mcp`);
+/// every one also has an environment variable. Options stay `None` when
+/// neither was given, so the file can fill them in.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct ServeArgs {
+pub struct LocalArgs {
     /// A TOML config file.
     #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Address to listen on; port 0 picks a free port.
-    #[arg(long, env = "SKILLD_BIND", value_name = "ADDR")]
-    pub bind: Option<String>,
     /// A skills directory, `[TRUST=]DIR` (trust: bundled, user, untrusted).
     /// Repeat for several; earlier ones win name collisions.
     #[arg(
@@ -44,9 +42,6 @@ pub struct ServeArgs {
     /// Where skilld keeps its database and installed skills.
     #[arg(long, env = "SKILLD_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Allow a non-loopback bind without tokens.
-    #[arg(long, env = "SKILLD_INSECURE", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub insecure: Option<bool>,
     /// Ceiling on any skill's timeout, in seconds.
     #[arg(long, env = "SKILLD_MAX_TIMEOUT_SECS", value_name = "SECS")]
     pub max_timeout_secs: Option<u64>,
@@ -61,18 +56,10 @@ pub struct ServeArgs {
     /// each of several instances sharing one database its own.
     #[arg(long, env = "SKILLD_INSTANCE", value_name = "NAME")]
     pub instance: Option<String>,
-    /// An origin (`https://app.example`) whose web pages may call a server
-    /// without tokens. Repeat for several.
-    #[arg(
-        long = "allowed-origin",
-        env = "SKILLD_ALLOWED_ORIGINS",
-        value_delimiter = ',',
-        value_name = "ORIGIN"
-    )]
-    pub allowed_origins: Vec<String>,
-    /// The address people reach this server at (`https://skilld.example`),
-    /// for the links in notifications; default `http://` and the address
-    /// it listens on (the real port when `--bind` names port 0).
+    /// The address people reach the server at (`https://skilld.example`),
+    /// for the links in notifications and in the messages of `skilld mcp`
+    /// about calls held for a person; default `http://` and the address
+    /// the server listens on (the real port when it picked a free one).
     #[arg(long, env = "SKILLD_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
     /// `on` (default): every tool runs sandboxed. `off`: only untrusted
@@ -98,6 +85,29 @@ pub struct ServeArgs {
     /// of their listings and commands. Default: unstated, nothing left out.
     #[arg(long, env = "SKILLD_AGENT_TOOLS", value_name = "TOOL,…")]
     pub agent_tools: Option<String>,
+}
+
+/// The `serve` flags: [`LocalArgs`] and those only a server listening on
+/// the network takes.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub local: LocalArgs,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "SKILLD_BIND", value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// Allow a non-loopback bind without tokens.
+    #[arg(long, env = "SKILLD_INSECURE", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub insecure: Option<bool>,
+    /// An origin (`https://app.example`) whose web pages may call a server
+    /// without tokens. Repeat for several.
+    #[arg(
+        long = "allowed-origin",
+        env = "SKILLD_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        value_name = "ORIGIN"
+    )]
+    pub allowed_origins: Vec<String>,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
@@ -354,7 +364,7 @@ impl Config {
     /// Resolves flags (and their environment variables) over the file over
     /// the defaults, and validates the result.
     pub fn resolve(args: &ServeArgs) -> Result<Self, String> {
-        let file = match &args.config {
+        let file = match &args.local.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
@@ -365,23 +375,27 @@ impl Config {
         // to one (its run directory, its working directory) would be read
         // against the child's working directory, not the server's.
         let data_dir = absolute(
-            args.data_dir
+            args.local
+                .data_dir
                 .clone()
                 .or(file.data_dir.clone())
                 .unwrap_or_else(default_data_dir),
         );
         let workspace = absolute(
-            args.workspace
+            args.local
+                .workspace
                 .clone()
                 .or(file.workspace.clone())
                 .unwrap_or_else(default_workspace),
         );
         let database_url = args
+            .local
             .database
             .clone()
             .or(file.database.clone())
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("skilld.db").display()));
         let max_timeout_secs = args
+            .local
             .max_timeout_secs
             .or(file.max_timeout_secs)
             .unwrap_or(DEFAULT_MAX_TIMEOUT_SECS);
@@ -390,13 +404,14 @@ impl Config {
         }
         let roots = resolve_roots(args, &file, &workspace, &data_dir)?;
         let scratch_dir = absolute(
-            args.scratch_dir
+            args.local
+                .scratch_dir
                 .clone()
                 .or(file.scratch_dir.clone())
                 .unwrap_or_else(|| default_scratch_dir(&data_dir)),
         );
         let mut protected = vec![data_dir.clone(), scratch_dir.clone()];
-        protected.extend(args.config.iter().map(|c| absolute(c.clone())));
+        protected.extend(args.local.config.iter().map(|c| absolute(c.clone())));
         protected.extend(roots.iter().map(|r| r.path.clone()));
         // A run log kept outside the data directory is no tool's either.
         protected.extend(
@@ -419,7 +434,7 @@ impl Config {
             database_url,
             insecure,
             max_timeout_secs,
-            watch: !args.no_watch.or(file.no_watch).unwrap_or(false),
+            watch: !args.local.no_watch.or(file.no_watch).unwrap_or(false),
             runtimes: resolve_runtimes(&file)?,
             rules,
             run,
@@ -431,7 +446,7 @@ impl Config {
             public_url: resolve_public_url(args, &file)?,
             notify: resolve_notify(&file)?,
             limits: resolve_limits(&file)?,
-            agent_tools: match (&args.agent_tools, &file.agent_tools) {
+            agent_tools: match (&args.local.agent_tools, &file.agent_tools) {
                 (Some(list), _) => AgentTools::parse(list),
                 (None, Some(names)) => AgentTools::stated(names),
                 (None, None) => AgentTools::unstated(),
@@ -449,7 +464,7 @@ impl Config {
 
 /// `--public-url` over the file's, if either is given.
 fn resolve_public_url(args: &ServeArgs, file: &FileConfig) -> Result<Option<String>, String> {
-    let Some(url) = args.public_url.clone().or(file.public_url.clone()) else {
+    let Some(url) = args.local.public_url.clone().or(file.public_url.clone()) else {
         return Ok(None);
     };
     let ok = url
@@ -542,10 +557,10 @@ fn resolve_roots(
     workspace: &Path,
     data_dir: &Path,
 ) -> Result<Vec<Root>, String> {
-    let skills = if args.skills.is_empty() {
+    let skills = if args.local.skills.is_empty() {
         file.skills.clone().unwrap_or_default()
     } else {
-        args.skills.clone()
+        args.local.skills.clone()
     };
     if skills.is_empty() {
         return Ok(default_roots(workspace, data_dir));
@@ -652,12 +667,14 @@ fn run_settings(
             .max(1),
         queue_timeout: file.queue_timeout_secs.map_or(defaults.queue_timeout, secs),
         instance: args
+            .local
             .instance
             .clone()
             .or(file.instance.clone())
             .unwrap_or_else(host_name),
         extra_env: file.env_allow.clone().unwrap_or_default(),
         approval_ttl: args
+            .local
             .approval_ttl_secs
             .or(file.approval_ttl_secs)
             .map_or(defaults.approval_ttl, |s| secs(s.max(1))),
@@ -737,7 +754,7 @@ fn default_scratch_dir(data_dir: &Path) -> PathBuf {
 /// The sandbox: the flags' level over the file's, and the file's limits.
 fn sandbox_settings(args: &ServeArgs, file: &FileConfig) -> Result<crate::sandbox::Settings, String> {
     let defaults = crate::sandbox::Settings::default();
-    let level = match args.sandbox.as_deref().or(file.sandbox.as_deref()) {
+    let level = match args.local.sandbox.as_deref().or(file.sandbox.as_deref()) {
         None | Some("on") => crate::sandbox::Level::On,
         Some("off") => crate::sandbox::Level::Off,
         Some(other) => return Err(format!("sandbox must be \"on\" or \"off\", not {other:?}")),
@@ -767,6 +784,7 @@ fn sandbox_settings(args: &ServeArgs, file: &FileConfig) -> Result<crate::sandbo
             .map(|p| absolute(p.clone()))
             .collect(),
         write_paths: args
+            .local
             .sandbox_write_paths
             .iter()
             .chain(file.sandbox_write_paths.iter().flatten())
@@ -956,7 +974,10 @@ mod tests {
         )
         .unwrap();
         let mut args = ServeArgs {
-            config: Some(file),
+            local: LocalArgs {
+                config: Some(file),
+                ..LocalArgs::default()
+            },
             ..ServeArgs::default()
         };
         let c = Config::resolve(&args).unwrap();
@@ -964,7 +985,7 @@ mod tests {
         assert_eq!(c.max_timeout_secs, 60);
         assert_eq!(c.roots[0].trust, Trust::Untrusted);
         args.bind = Some("127.0.0.1:0".into());
-        args.skills = vec!["/b".into()];
+        args.local.skills = vec!["/b".into()];
         let c = Config::resolve(&args).unwrap();
         assert_eq!(c.bind.port(), 0);
         assert_eq!(c.roots[0].path, PathBuf::from("/b"));
@@ -987,7 +1008,10 @@ mod tests {
         let file = dir.path().join("skilld.toml");
         std::fs::write(&file, text).unwrap();
         let args = ServeArgs {
-            config: Some(file),
+            local: LocalArgs {
+                config: Some(file),
+                ..LocalArgs::default()
+            },
             ..ServeArgs::default()
         };
         (dir, args)
@@ -1118,7 +1142,10 @@ mod tests {
         let file = dir.path().join("skilld.toml");
         std::fs::write(&file, "bnid = \"x\"\n").unwrap();
         let args = ServeArgs {
-            config: Some(file),
+            local: LocalArgs {
+                config: Some(file),
+                ..LocalArgs::default()
+            },
             ..ServeArgs::default()
         };
         assert!(Config::resolve(&args).unwrap_err().contains("bnid"));

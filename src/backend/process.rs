@@ -176,8 +176,20 @@ impl ProcessBackend {
         Ok(())
     }
 
-    /// Starts a child in the sandbox and initializes it.
+    /// Starts a child in the sandbox and initializes it. A child that
+    /// fails where the sandbox's user cannot reach the skill's files (a
+    /// skill in root's home) most likely failed for that: the error says
+    /// so, not only the child's "Permission denied".
     async fn start(&self) -> Result<Arc<Conn>, String> {
+        self.start_child()
+            .await
+            .map_err(|why| match self.sandbox.unreachable(self.trust, &self.dir) {
+                Some(hint) => format!("{why}; {hint}"),
+                None => why,
+            })
+    }
+
+    async fn start_child(&self) -> Result<Arc<Conn>, String> {
         let scratch = self
             .scratch_dir()
             .map_err(|e| format!("cannot make its directory: {e}"))?;

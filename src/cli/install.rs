@@ -3,7 +3,7 @@
 //! server's `POST /skills` uses, here or on the server `--to` names.
 
 use super::{pipeline, runtime};
-use crate::config::{Config, ServeArgs};
+use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::install::client::{self, ClientError};
 use crate::install::{InstallError, Installer, Upload};
 use crate::skill::Trust;
@@ -17,24 +17,32 @@ pub struct InstallArgs {
     #[arg(value_name = "URL|FILE")]
     source: String,
     /// Bearer token for the source skilld (its read role suffices).
-    #[arg(long, value_name = "T")]
+    /// Prefer the environment: a flag shows it to anyone who can list
+    /// processes.
+    #[arg(long, env = "SKILLD_INSTALL_TOKEN", hide_env_values = true, value_name = "T")]
     token: Option<String>,
     /// Install into this running server (`http://HOST:PORT`, its admin
     /// role) instead of this machine's data directory.
     #[arg(long, value_name = "URL")]
     to: Option<String>,
-    /// Bearer token for `--to`. Without one, a server on this machine
-    /// (a loopback address) gets the local secret of the data directory.
-    #[arg(long = "to-token", value_name = "T")]
+    /// Bearer token for `--to` (prefer the environment). Without one, a
+    /// server on this machine (a loopback address) gets the local secret
+    /// of the data directory.
+    #[arg(
+        long = "to-token",
+        env = "SKILLD_INSTALL_TO_TOKEN",
+        hide_env_values = true,
+        value_name = "T"
+    )]
     to_token: Option<String>,
     /// The trust the skill gets: `untrusted` or `user`.
     #[arg(long, default_value = "untrusted", value_parser = trust_parser())]
     trust: Trust,
     /// The data directory to install into (as `skilld serve` takes it).
-    #[arg(long = "data-dir", value_name = "DIR")]
+    #[arg(long = "data-dir", env = "SKILLD_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// A config file, for the data directory and the install limits.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
 }
 
@@ -102,9 +110,12 @@ pub fn run(args: &InstallArgs) -> ExitCode {
 /// Fetches or reads the archive, then installs it: `NAME@VERSION STATUS HASH`.
 async fn install(args: &InstallArgs) -> Result<String, Failure> {
     let config = Config::resolve(&ServeArgs {
-        config: args.config.clone(),
-        data_dir: args.data_dir.clone(),
-        no_watch: Some(true),
+        local: LocalArgs {
+            config: args.config.clone(),
+            data_dir: args.data_dir.clone(),
+            no_watch: Some(true),
+            ..LocalArgs::default()
+        },
         ..ServeArgs::default()
     })
     .map_err(Failure::Refused)?;

@@ -3,7 +3,7 @@
 mod install;
 
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
-use crate::config::{self, Config, ServeArgs};
+use crate::config::{self, Config, LocalArgs, ServeArgs};
 use crate::export::Format;
 use crate::http::{AppState, serve};
 use crate::invoke::{Asked, Call, Called, Delivery, Gate, Invoker, Target};
@@ -75,7 +75,7 @@ pub enum Command {
     /// Serve MCP over stdin and stdout, for a desktop client that starts
     /// skilld itself. Calls that need approval wait for a person deciding
     /// through a `skilld serve` sharing the run log.
-    Mcp(ServeArgs),
+    Mcp(McpArgs),
     /// Print the OpenAPI document.
     Openapi,
     /// Lint a skill, then write it as a zip archive: the same bytes for the
@@ -123,6 +123,19 @@ pub enum Command {
     },
 }
 
+/// `skilld mcp`'s flags: those of every command that runs tools here,
+/// and the session's mode.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub local: LocalArgs,
+    /// The mode the client works in (`Dev`, `Meeting`, …): only tools of
+    /// skills serving in it (or `Global`) are listed and may be called,
+    /// unless a request names another in its `_meta` `skilld/mode`.
+    #[arg(long, env = "SKILLD_MODE", value_name = "M")]
+    pub mode: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CheckFormat {
     Text,
@@ -167,11 +180,14 @@ pub fn main() -> ExitCode {
             mode,
         } => {
             let serve = ServeArgs {
-                skills,
-                database,
-                data_dir,
-                workspace,
-                no_watch: Some(true),
+                local: LocalArgs {
+                    skills,
+                    database,
+                    data_dir,
+                    workspace,
+                    no_watch: Some(true),
+                    ..LocalArgs::default()
+                },
                 ..ServeArgs::default()
             };
             return match run_one(&serve, &tool, &args, mode.as_deref()) {
@@ -251,9 +267,13 @@ fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
 
 /// `skilld mcp`: one MCP session on stdio, as the local user, with the
 /// invoke role (list and call; approving is for people, elsewhere).
-fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
+fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let config = Config::resolve(args).map_err(anyhow::Error::msg)?;
+    let config = Config::resolve(&ServeArgs {
+        local: args.local.clone(),
+        ..ServeArgs::default()
+    })
+    .map_err(anyhow::Error::msg)?;
     harden(&config);
     let runtime = runtime()?;
     runtime.block_on(async move {
@@ -268,11 +288,18 @@ fn run_mcp(args: &ServeArgs) -> anyhow::Result<()> {
         ));
         tokio::spawn(installer.prepare_dependencies(preparing.clone()));
         let _stop_preparing = preparing.drop_guard();
-        let caller = crate::auth::Caller {
-            name: std::env::var("USER").ok().map(|u| format!("mcp:{u}")),
-            role: crate::auth::Role::Invoke,
+        let session = crate::mcp::LocalSession {
+            caller: crate::auth::Caller {
+                name: std::env::var("USER").ok().map(|u| format!("mcp:{u}")),
+                role: crate::auth::Role::Invoke,
+            },
+            mode: args.mode.clone(),
+            inbox: crate::mcp::LocalInbox {
+                database_url: config.database_url.clone(),
+                address: people_url(&config, config.bind),
+            },
         };
-        let server = crate::mcp::McpServer::local(handle, invoker.clone(), caller);
+        let server = crate::mcp::McpServer::local(handle, invoker.clone(), session);
         let session = server
             .serve(rmcp::transport::io::stdio())
             .await
@@ -362,7 +389,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
     let addr = listener.local_addr().context("no local address")?;
-    let _claim = if config.database_url.starts_with("sqlite:") {
+    let claim = if config.database_url.starts_with("sqlite:") {
         crate::store::claim_for_serving(&config.database_url).map_err(|e| match e {
             crate::store::StoreError::Conflict(why) => anyhow::anyhow!(why),
             other => anyhow::anyhow!("{other}"),
@@ -370,6 +397,11 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     } else {
         None
     };
+    if let Some(claim) = &claim
+        && let Err(e) = crate::store::announce_serving(claim, &people_url(&config, addr))
+    {
+        tracing::warn!(error = %e, "cannot note this server's address for skilld mcp sessions");
+    }
     let (invoker, handle) = pipeline(&config, true).await?;
     let _notifier = crate::notify::spawn(
         invoker.clone(),
@@ -415,6 +447,15 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     serve(state, listener, shutdown_signal(), config.shutdown_grace).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Where people reach a server listening on `addr`: `--public-url`, else
+/// `http://` and the address (loopback for one listening everywhere).
+fn people_url(config: &Config, addr: std::net::SocketAddr) -> String {
+    config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", link_host(addr)))
 }
 
 /// Who may do what on this server: its tokens; without any, the local
@@ -507,9 +548,11 @@ async fn shutdown_signal() {
 }
 
 /// Lints each path: a skill directory on its own (or its `SKILL.md`), or
-/// a directory of skills loaded as one catalog (so cross-skill rules
-/// apply). A path that holds no skill at all is an error, so a typo in CI
-/// cannot pass as "0 errors".
+/// a directory of skills. The directories of skills load as the roots of
+/// one catalog, in the order given, exactly as `skilld serve --skills`
+/// loads them: earlier ones win a name (later ones are `shadowed`), and
+/// cross-skill rules apply across them. A path that holds no skill at
+/// all is an error, so a typo in CI cannot pass as "0 errors".
 fn check(paths: &[PathBuf], format: CheckFormat, config: Option<&Path>) -> ExitCode {
     let (runtimes, rules) = match config::lint_settings(config) {
         Ok(settings) => settings,
@@ -521,19 +564,40 @@ fn check(paths: &[PathBuf], format: CheckFormat, config: Option<&Path>) -> ExitC
     let path_cache = PathCache::new(std::env::var_os("PATH"));
     // A linter runs no skill's code: manifests are read as written.
     let launcher: Arc<dyn Launch> = Arc::new(Linting);
-    let mut diagnostics: Vec<Diagnostic> = Vec::new();
-    let mut loaded = 0usize;
     let linting = Linted {
         runtimes: &runtimes,
         rules: &rules,
         path: &path_cache,
         launcher: Some(&launcher),
     };
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    let mut loaded = 0usize;
+    let mut roots: Vec<Root> = Vec::new();
     for path in paths {
-        let (skills, found) = lint(path, &linting);
+        match lint_target(path) {
+            Err(d) => diagnostics.push(d),
+            Ok(LintTarget::Skill(dir)) => {
+                let l = load_skill(&dir, &lint_options("check", &linting));
+                loaded += usize::from(l.skill.is_some());
+                diagnostics.extend(l.diagnostics);
+            }
+            Ok(LintTarget::Root(root)) => {
+                if !roots.iter().any(|r| r.path == root.path) {
+                    roots.push(root);
+                }
+            }
+        }
+    }
+    if !roots.is_empty() {
+        let (skills, found) = lint_roots(roots, &linting);
         loaded += skills;
         diagnostics.extend(found);
     }
+    report(&diagnostics, loaded, format)
+}
+
+/// Prints what `check` found; exit 1 on any error.
+fn report(diagnostics: &[Diagnostic], loaded: usize, format: CheckFormat) -> ExitCode {
     let errors = diagnostics
         .iter()
         .filter(|d| d.severity == Severity::Error)
@@ -543,7 +607,7 @@ fn check(paths: &[PathBuf], format: CheckFormat, config: Option<&Path>) -> ExitC
     let written = match format {
         CheckFormat::Text => {
             let mut r = Ok(());
-            for d in &diagnostics {
+            for d in diagnostics {
                 r = r.and_then(|()| writeln!(out, "{d}"));
             }
             eprintln!("{loaded} skills loaded, {errors} errors, {warnings} warnings");
@@ -681,40 +745,61 @@ fn lint_options<'a>(source: &'a str, linting: &Linted<'a>) -> LoadOptions<'a> {
     }
 }
 
-/// The skills loaded from one path given to `check`, and what was found.
-fn lint(path: &Path, linting: &Linted<'_>) -> (usize, Vec<Diagnostic>) {
+/// What one path given to `check` is.
+enum LintTarget {
+    /// A skill's directory, linted alone.
+    Skill(PathBuf),
+    /// A directory of skills, a root of the catalog.
+    Root(Root),
+}
+
+/// What `path` is for `check`, or why it is none.
+fn lint_target(path: &Path) -> Result<LintTarget, Diagnostic> {
     let shown = path.display().to_string();
-    let error = |code, message: &str| (0, vec![Diagnostic::error(code, &shown, message)]);
     let is_definition = path
         .file_name()
         .is_some_and(|n| n == "SKILL.md" || n == "SKILL.yaml");
     if is_definition && path.is_file() {
         let dir = path.parent().unwrap_or(Path::new("."));
-        return lint(dir, linting);
+        return lint_target(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        });
     }
     if !path.exists() {
-        return error(Code::RootMissing, "no such file or directory");
+        return Err(Diagnostic::error(
+            Code::RootMissing,
+            &shown,
+            "no such file or directory",
+        ));
     }
     if !path.is_dir() {
-        return error(
+        return Err(Diagnostic::error(
             Code::NotASkill,
+            &shown,
             "a file, not a skill: give the skill's directory (the one holding SKILL.md) or a directory of skills",
-        );
+        ));
     }
     if path.join("SKILL.md").is_file() || path.join("SKILL.yaml").is_file() {
-        let l = load_skill(path, &lint_options("check", linting));
-        return (usize::from(l.skill.is_some()), l.diagnostics);
+        return Ok(LintTarget::Skill(path.to_path_buf()));
     }
-    let root = Root {
-        name: shown.clone(),
+    Ok(LintTarget::Root(Root {
+        name: shown,
         path: path.to_path_buf(),
         trust: Trust::User,
         explicit: true,
         installed: false,
-    };
+    }))
+}
+
+/// The skills loaded from directories of skills as one catalog, as a
+/// server loads its roots, and what was found; a root that holds no
+/// skill at all is an error of its own.
+fn lint_roots(roots: Vec<Root>, linting: &Linted<'_>) -> (usize, Vec<Diagnostic>) {
     let catalog = Catalog::build(
         &CatalogOptions {
-            roots: vec![root],
+            roots: roots.clone(),
             max_timeout_secs: config::DEFAULT_MAX_TIMEOUT_SECS,
             runtimes: linting.runtimes.clone(),
             launcher: linting.launcher.cloned(),
@@ -723,12 +808,20 @@ fn lint(path: &Path, linting: &Linted<'_>) -> (usize, Vec<Diagnostic>) {
         None,
     );
     let mut found = catalog.diagnostics.clone();
-    if catalog.skills.is_empty() && !found.iter().any(Diagnostic::is_error) {
-        found.push(Diagnostic::error(
-            Code::NotASkill,
-            &shown,
-            "no skills here: a skill is a directory holding a SKILL.md",
-        ));
+    for root in &roots {
+        let has_skills = catalog.skills.iter().any(|s| s.source == root.name);
+        // Skills of its own that failed, or lost their name to an
+        // earlier root's, were there all the same.
+        let had = found.iter().any(|d| {
+            (d.is_error() || d.code == Code::Shadowed) && Path::new(&d.path).starts_with(&root.path)
+        });
+        if !has_skills && !had {
+            found.push(Diagnostic::error(
+                Code::NotASkill,
+                &root.name,
+                "no skills here: a skill is a directory holding a SKILL.md",
+            ));
+        }
     }
     (catalog.skills.len(), found)
 }

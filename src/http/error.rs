@@ -45,6 +45,10 @@ pub enum ApiError {
     /// 404 saying why the thing is not there (a skill the loader excluded).
     #[error("{0}")]
     NotLoaded(String),
+    /// 404 for a read of what only installed skills have (versions, a
+    /// diff, an install log) about a skill another root serves.
+    #[error("{0}")]
+    NotInstalled(String),
     #[error("no route for {method} {path}; the routes are listed at /openapi.json and /docs")]
     NoRoute { method: String, path: String },
     /// A bare tool name several skills define; `candidates` are the skills.
@@ -114,9 +118,10 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::NotFound { .. } | ApiError::NotLoaded(_) | ApiError::NoRoute { .. } => {
-                StatusCode::NOT_FOUND
-            }
+            ApiError::NotFound { .. }
+            | ApiError::NotLoaded(_)
+            | ApiError::NoRoute { .. }
+            | ApiError::NotInstalled(_) => StatusCode::NOT_FOUND,
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -139,6 +144,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::NotFound { .. } | ApiError::NotLoaded(_) | ApiError::NoRoute { .. } => "not_found",
+            ApiError::NotInstalled(_) => "not_installed",
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
@@ -291,9 +297,9 @@ impl From<InvokeError> for ApiError {
             | InvokeError::InvalidMode { .. }
             | InvokeError::NoteTooLong { .. }
             | InvokeError::NoteHasNul => ApiError::BadRequest(detail),
-            InvokeError::InvalidArguments { .. } | InvokeError::Nul { .. } => {
-                unprocessable("invalid_arguments")
-            }
+            InvokeError::InvalidArguments { .. }
+            | InvokeError::Nul { .. }
+            | InvokeError::MissingInWord { .. } => unprocessable("invalid_arguments"),
             InvokeError::ArgumentInjection { .. } => unprocessable("argument_injection"),
             InvokeError::Denied { .. } => ApiError::Refused {
                 code: "denied",
@@ -305,6 +311,10 @@ impl From<InvokeError> for ApiError {
             },
             InvokeError::PermissionNotDeclared { .. } => ApiError::Refused {
                 code: "permission_not_declared",
+                detail,
+            },
+            InvokeError::NotInMode { .. } => ApiError::Refused {
+                code: "not_in_mode",
                 detail,
             },
             InvokeError::SelfApproval(_) => ApiError::Refused {
@@ -390,7 +400,11 @@ impl From<InstallError> for ApiError {
             InstallError::NoSuchVersion(name, version) => {
                 ApiError::not_found("skill version", format!("{name}@{version}"))
             }
-            InstallError::OtherSource { .. } => ApiError::Forbidden(detail),
+            // Not `forbidden`, which says the token's role is too low.
+            InstallError::OtherSource { .. } => ApiError::Refused {
+                code: "not_installed",
+                detail,
+            },
         }
     }
 }

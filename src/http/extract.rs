@@ -54,11 +54,32 @@ pub fn page_limit(given: Option<u32>, default: u32) -> Result<u32, ApiError> {
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|q| Query(q.0))
-            .map_err(|e| ApiError::BadRequest(format!("invalid query: {}", e.body_text())))
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let fields = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(fields)
+            .map(Query)
+            .map_err(|e| ApiError::BadRequest(explain_query(&e)))
+    }
+}
+
+/// A query that does not fit, in the caller's terms: which parameter,
+/// and what it takes.
+fn explain_query(e: &serde_path_to_error::Error<serde_urlencoded::de::Error>) -> String {
+    let text = e.inner().to_string().replace('`', "'");
+    let what = match text.as_str() {
+        "invalid digit found in string" | "cannot parse integer from empty string" => {
+            "must be a whole number".to_owned()
+        }
+        "number too large to fit in target type" => "is too large".to_owned(),
+        "provided string was not `true` or `false`" | "provided string was not 'true' or 'false'" => {
+            "must be true or false".to_owned()
+        }
+        other => reword(other),
+    };
+    match e.path().to_string().as_str() {
+        "." => format!("the query does not fit this request: {what}"),
+        name => format!("query parameter '{name}' {what}"),
     }
 }
 

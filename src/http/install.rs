@@ -41,12 +41,12 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_reviews))
 }
 
-/// What a route naming an installed skill answers when there is none.
+/// What a route changing an installed skill answers when there is none.
 #[derive(IntoResponses)]
 pub enum NotInstalled {
     #[response(
         status = 403,
-        description = "The skill is not an installed one: another root serves it",
+        description = "The skill is not an installed one (`not_installed`): another root serves it, and only installed skills change here",
         content_type = "application/problem+json"
     )]
     OtherRoot(Problem),
@@ -56,6 +56,27 @@ pub enum NotInstalled {
         content_type = "application/problem+json"
     )]
     Missing(Problem),
+}
+
+/// What a route reading an installed skill's versions answers when there
+/// are none.
+#[derive(IntoResponses)]
+pub enum NoVersions {
+    #[response(
+        status = 404,
+        description = "No such skill or version (`not_found`), or a skill another root serves, which has no installed versions (`not_installed`)",
+        content_type = "application/problem+json"
+    )]
+    Missing(Problem),
+}
+
+/// A read of what only installed skills have: about a skill of another
+/// root, 404 `not_installed` (there is nothing to read), not a refusal.
+fn read_error(e: InstallError) -> ApiError {
+    match e {
+        InstallError::OtherSource { .. } => ApiError::NotInstalled(e.to_string()),
+        other => other.into(),
+    }
 }
 
 /// `POST /skills`'s query.
@@ -322,7 +343,7 @@ impl VersionList {
     responses(
         (status = 200, description = "Its versions", body = VersionList),
         BadQuery,
-        NotInstalled,
+        NoVersions,
     ))]
 async fn list_versions(
     _: Require<need::Read>,
@@ -330,7 +351,7 @@ async fn list_versions(
     Path(p): Path<SkillPath>,
 ) -> Result<Json<VersionList>> {
     let (name, _) = split_spec(&p.skill);
-    let skill_state = state.installer.state(name)?;
+    let skill_state = state.installer.state(name).map_err(read_error)?;
     Ok(Json(VersionList::new(name, skill_state)))
 }
 
@@ -379,7 +400,7 @@ pub struct DiffQuery {
     responses(
         (status = 200, description = "The diff", body = DirDiff),
         BadQuery,
-        NotInstalled,
+        NoVersions,
     ))]
 async fn diff_versions(
     _: Require<need::Read>,
@@ -388,8 +409,14 @@ async fn diff_versions(
     Query(q): Query<DiffQuery>,
 ) -> Result<Json<DirDiff>> {
     let (name, _) = split_spec(&p.skill);
-    let from = state.installer.version_skill_dir(name, &q.from)?;
-    let to = state.installer.version_skill_dir(name, &q.to)?;
+    let from = state
+        .installer
+        .version_skill_dir(name, &q.from)
+        .map_err(read_error)?;
+    let to = state
+        .installer
+        .version_skill_dir(name, &q.to)
+        .map_err(read_error)?;
     let diff = tokio::task::spawn_blocking(move || diff_dirs(&from, &to))
         .await
         .map_err(|e| ApiError::Internal(format!("the diff stopped: {e}")))?
@@ -412,7 +439,7 @@ pub struct LogQuery {
     responses(
         (status = 200, description = "The log", content_type = "text/plain", body = String),
         BadQuery,
-        NotInstalled,
+        NoVersions,
     ))]
 async fn install_log(
     _: Require<need::Admin>,
@@ -421,7 +448,10 @@ async fn install_log(
     Query(q): Query<LogQuery>,
 ) -> Result<Response> {
     let (name, at) = split_spec(&p.skill);
-    let log = state.installer.log(name, q.version.as_deref().or(at))?;
+    let log = state
+        .installer
+        .log(name, q.version.as_deref().or(at))
+        .map_err(read_error)?;
     Ok((
         [(
             header::CONTENT_TYPE,
@@ -448,7 +478,7 @@ fn review_info(state: &AppState, spec: &str) -> Result<ReviewInfo> {
     let (name, version) = split_spec(spec);
     // A review is of one version: a bare name names none.
     let version = version.ok_or_else(|| ApiError::not_found("skill version", format!("{name}@?")))?;
-    let skill_state = state.installer.state(name)?;
+    let skill_state = state.installer.state(name).map_err(read_error)?;
     let version = skill_state
         .resolve(version)
         .ok_or_else(|| ApiError::not_found("skill version", spec))?
@@ -471,7 +501,7 @@ fn review_info(state: &AppState, spec: &str) -> Result<ReviewInfo> {
     responses(
         (status = 200, description = "The review", body = ReviewInfo),
         BadQuery,
-        NotInstalled,
+        NoVersions,
     ))]
 async fn get_review(
     _: Require<need::Read>,

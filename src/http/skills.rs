@@ -149,6 +149,9 @@ pub struct SkillDetail {
     /// The Agent Skills `allowed-tools`: the agent tools the skill expects.
     /// skilld grants nothing from it.
     pub allowed_tools: Vec<String>,
+    /// The Agent Skills `metadata`: the author's own keys and their values
+    /// (numbers as their text); `{}` when there is none.
+    pub metadata: std::collections::BTreeMap<String, String>,
     /// The Markdown body.
     pub instructions: String,
     pub files: Vec<SkillFile>,
@@ -184,6 +187,7 @@ impl SkillDetail {
             permissions: s.permissions.clone(),
             compatibility: s.compatibility.clone(),
             allowed_tools: s.allowed_tools.clone(),
+            metadata: s.metadata.clone(),
             instructions: s.instructions.clone(),
             files: s.files.clone(),
             tools: s.tools.iter().map(|t| ToolInfo::new(s, t)).collect(),

@@ -40,7 +40,10 @@ pub enum InstallError {
     UnsafeDependencies(Vec<Refusal>),
     #[error("skill '{0}' is not installed")]
     NotFound(String),
-    #[error("skill '{name}' comes from the {root} root; only installed skills can be changed here")]
+    #[error(
+        "skill '{name}' comes from the {root} root, not the installed one: only installed skills \
+         have versions, and only they can be changed or removed here"
+    )]
     OtherSource { name: String, root: String },
     #[error("skill '{0}' has no installed version '{1}'")]
     NoSuchVersion(String, String),

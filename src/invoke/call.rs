@@ -183,6 +183,9 @@ impl Invoker {
             return Err(InvokeError::WaitTooLong);
         }
         let (skill, tool) = locate(catalog, &call.target).await?;
+        if let Some(mode) = &call.mode {
+            in_mode(&skill, tool, mode)?;
+        }
         let prepared = self.prepare(skill, tool, &call.arguments, call.mode.as_deref())?;
         if call.gate == Gate::Operator {
             return self.run(prepared, &call).await;
@@ -325,6 +328,23 @@ impl Drop for Waiting {
             });
         }
     }
+}
+
+/// Refuses a call made in a mode its tool's skill does not serve in (seed
+/// 000 §7.2): what a listing in that mode hides cannot be called in it.
+/// A call that names no mode is not checked, as a listing without one
+/// shows every tool.
+fn in_mode(skill: &Skill, tool: usize, mode: &str) -> Result<(), InvokeError> {
+    let mode = super::valid_mode(mode)?;
+    if skill.in_mode(mode) {
+        return Ok(());
+    }
+    Err(InvokeError::NotInMode {
+        tool: skill.tools[tool].name.clone(),
+        skill: skill.name.clone(),
+        mode: mode.to_owned(),
+        modes: skill.modes.clone(),
+    })
 }
 
 fn dry_run(p: &Prepared, decision: Decision, sandbox: crate::sandbox::Allowance) -> DryRun {

@@ -22,15 +22,8 @@ impl Invoker {
         let confined = self.sandbox.applies_to(p.skill.trust);
         let owner = confined.then(|| self.sandbox.identity()).flatten();
         let runs_a_skill_file = matches!(p.tool().action, Action::Script { .. } | Action::Entrypoint { .. });
-        if let Some((uid, _)) = owner
-            && runs_a_skill_file
-            && !crate::runner::runnable_by_anyone(&p.skill.dir)
-        {
-            return Err(std::io::Error::other(format!(
-                "the sandbox's user (uid {uid}) cannot reach the skill directory {}: give others \
-                 access to it (o+x on each directory above it, o+r on its files) or set sandbox_user",
-                p.skill.dir.display()
-            )));
+        if runs_a_skill_file && let Some(why) = self.sandbox.unreachable(p.skill.trust, &p.skill.dir) {
+            return Err(std::io::Error::other(why));
         }
         let dir = self.run_dir(id, p, owner)?;
         if matches!(p.tool().action, Action::Entrypoint { .. }) {

@@ -44,6 +44,28 @@ pub enum InvokeError {
     ArgumentInjection { tool: String, param: String },
     #[error("argument '{param}' of tool {tool} contains a NUL byte")]
     Nul { tool: String, param: String },
+    /// An optional argument left out of a command word that cannot do
+    /// without it (`docs/skills.md`, "Placeholders").
+    #[error(
+        "argument '{param}' of tool {tool} is missing, and its command's word '{word}' cannot be \
+         left out or written without it; nothing ran"
+    )]
+    MissingInWord {
+        tool: String,
+        param: String,
+        word: String,
+    },
+    /// The caller's mode is not one the tool's skill serves in.
+    #[error(
+        "tool {tool} is not available in mode {mode}: skill '{skill}' serves in {}; nothing ran",
+        modes.join(", ")
+    )]
+    NotInMode {
+        tool: String,
+        skill: String,
+        mode: String,
+        modes: Vec<String>,
+    },
     #[error("wait must be at most {} seconds", super::MAX_WAIT.as_secs())]
     WaitTooLong,
     #[error("mode must be 1 to {max} letters, digits, '_', '-' or '.' (such as Global or Dev)")]
@@ -152,6 +174,10 @@ impl InvokeError {
                 "a value starting with '-' is refused here (argument injection)",
             ),
             InvokeError::Nul { param, .. } => one(param, "contains a NUL byte, which no argument can carry"),
+            InvokeError::MissingInWord { param, word, .. } => one(
+                param,
+                &format!("is needed by the command's word '{word}', which carries other values or is a URL"),
+            ),
             _ => Vec::new(),
         }
     }

@@ -765,5 +765,10 @@ fn render_error(tool: &str, e: RenderError) -> InvokeError {
             tool: tool.to_owned(),
             param,
         },
+        RenderError::MissingInWord { param, word } => InvokeError::MissingInWord {
+            tool: tool.to_owned(),
+            param,
+            word,
+        },
     }
 }

@@ -10,6 +10,7 @@ mod tools;
 use crate::auth::{Caller, Role};
 use crate::catalog::{AgentTools, CatalogHandle};
 use crate::invoke::Invoker;
+use crate::store::Serving;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -30,6 +31,11 @@ pub const WAIT_META: &str = "skilld/wait";
 /// HTTP: prompts of skills that need other tools are left out.
 pub const AGENT_TOOLS_META: &str = "skilld/agent_tools";
 
+/// The `_meta` key of a `tools/call` (or `tools/list`) that names the
+/// caller's mode (`Dev`, `Meeting`, …): a tool whose skill does not serve
+/// in it is not listed, and a call of it is refused (seed 000 §7.2).
+pub const MODE_META: &str = "skilld/mode";
+
 /// How often a session's reload watcher looks whether the session ended.
 const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -48,7 +54,63 @@ pub struct McpServer {
     /// Who calls when the transport does not say (stdio: the local user).
     /// Over HTTP every request carries its own [`Caller`], put there by
     /// the route's authentication.
-    local: Option<Caller>,
+    local: Option<Arc<LocalSession>>,
+}
+
+/// What a stdio session (`skilld mcp`) knows that a request does not say.
+#[derive(Debug, Clone)]
+pub struct LocalSession {
+    /// The local user.
+    pub caller: Caller,
+    /// The mode of every request that names none in its `_meta`
+    /// (`skilld mcp --mode`).
+    pub mode: Option<String>,
+    pub inbox: LocalInbox,
+}
+
+/// Where the person who decides a stdio session's held calls does it:
+/// a `skilld serve` sharing its run log, if one runs.
+#[derive(Debug, Clone)]
+pub struct LocalInbox {
+    /// The run log the session and that server share.
+    pub database_url: String,
+    /// Where that server is reached when it does not say: `--public-url`,
+    /// else the address `skilld serve` would listen on with this
+    /// configuration.
+    pub address: String,
+}
+
+/// Where a held call is decided, as the request that made it knows.
+pub(super) enum Inbox<'a> {
+    /// The server this request came to (`scheme://host`).
+    Http(&'a str),
+    Local(&'a LocalInbox),
+}
+
+/// Who decides a held call, as its message says.
+pub(super) enum Decider {
+    /// The server at this origin, known to serve.
+    At(String),
+    /// A server sharing the run log, perhaps at this origin (a shared
+    /// PostgreSQL run log does not say who serves it).
+    Shared(String),
+    /// No server serves the run log now; one would listen here.
+    Nobody(String),
+}
+
+impl Inbox<'_> {
+    pub(super) fn locate(&self) -> Decider {
+        let local = match self {
+            Inbox::Http(origin) => return Decider::At((*origin).to_owned()),
+            Inbox::Local(local) => local,
+        };
+        match crate::store::who_serves(&local.database_url) {
+            Serving::At(Some(url)) => Decider::At(url),
+            Serving::At(None) => Decider::At(local.address.clone()),
+            Serving::Nobody => Decider::Nobody(local.address.clone()),
+            Serving::Unknown => Decider::Shared(local.address.clone()),
+        }
+    }
 }
 
 impl McpServer {
@@ -62,19 +124,32 @@ impl McpServer {
     }
 
     /// A server for the one local client of a stdio session.
-    pub fn local(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>, caller: Caller) -> Self {
+    pub fn local(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>, session: LocalSession) -> Self {
         Self {
             catalog,
             invoker,
-            local: Some(caller),
+            local: Some(Arc::new(session)),
         }
+    }
+
+    /// The caller's mode for this request: its `_meta` `skilld/mode`, else
+    /// the `mode` of the `/mcp` URL, else the session's.
+    fn mode(
+        &self,
+        meta: &rmcp::model::RequestMetaObject,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Option<String> {
+        let from_meta = meta.0.get(MODE_META).and_then(|m| m.as_str()).map(str::to_owned);
+        from_meta
+            .or_else(|| http_parts(ctx).and_then(tools::query_mode))
+            .or_else(|| self.local.as_ref().and_then(|l| l.mode.clone()))
     }
 
     /// The caller of this request, once it holds `role`.
     fn caller(&self, ctx: &RequestContext<RoleServer>, role: Role) -> Result<Caller, ErrorData> {
         let caller = http_parts(ctx)
             .and_then(|parts| parts.extensions.get::<Caller>().cloned())
-            .or_else(|| self.local.clone())
+            .or_else(|| self.local.as_ref().map(|l| l.caller.clone()))
             .ok_or_else(|| ErrorData::internal_error("the request carries no caller", None))?;
         caller
             .require(role)
@@ -147,7 +222,8 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.caller(&ctx, Role::Read)?;
-        tools::list(&self.catalog.current())
+        let mode = self.mode(&ctx.meta, &ctx);
+        tools::list(&self.catalog.current(), mode.as_deref())
     }
 
     async fn call_tool(
@@ -159,8 +235,22 @@ impl ServerHandler for McpServer {
         let origin = http_parts(&ctx).and_then(tools::origin);
         let catalog = self.catalog.current();
         // The SDK moves the request's `_meta` into the context.
-        let wait = tools::wait(request.meta.as_ref().unwrap_or(&ctx.meta));
-        tools::call(&self.invoker, &catalog, &caller, request, wait, origin.as_deref())
+        let meta = request.meta.as_ref().unwrap_or(&ctx.meta);
+        let wait = tools::wait(meta);
+        let mode = self.mode(meta, &ctx);
+        let inbox = match (&origin, &self.local) {
+            (Some(origin), _) => Inbox::Http(origin),
+            (None, Some(local)) => Inbox::Local(&local.inbox),
+            // No `Host`: links relative to this server.
+            (None, None) => Inbox::Http(""),
+        };
+        let asked = tools::Asking {
+            caller: &caller,
+            wait,
+            mode,
+            inbox,
+        };
+        tools::call(&self.invoker, &catalog, request, asked)
             .await
             .map(CallToolResponse::from)
     }
@@ -277,7 +367,8 @@ impl ServerHandler for McpServer {
 
 const INSTRUCTIONS: &str = "skilld serves skills: each tool runs sandboxed and is recorded. \
 A call that a person must approve first answers with isError and the approval's id and URL; \
-pass `_meta: {\"skilld/wait\": <seconds up to 300>}` to wait for the decision and get the result. \
+pass `_meta: {\"skilld/wait\": <seconds up to 300>}` to wait for the decision and get the result, \
+and `_meta: {\"skilld/mode\": \"Dev\"}` (or /mcp?mode=Dev) to work in a mode: tools of skills that do not serve in it are refused. \
 Prompts hold each skill's instructions; resources hold the files they reference. \
 State your own tools with `_meta: {\"skilld/agent_tools\": [\"read\", \"write\", …]}` to leave out \
 the prompts of skills that need others.";

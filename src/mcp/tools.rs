@@ -1,7 +1,7 @@
 //! `tools/list` and `tools/call`: the catalog's MCP export, and calls
 //! through the invoke pipeline, answered as MCP tool results.
 
-use super::WAIT_META;
+use super::{Decider, Inbox, WAIT_META};
 use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::export::Format;
@@ -14,44 +14,55 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Every tool, exactly as `GET /tools?format=mcp` exports it.
-pub(super) fn list(catalog: &Catalog) -> Result<ListToolsResult, ErrorData> {
-    let body = catalog.exports.body(Format::Mcp, None, None);
+/// Every tool, exactly as `GET /tools?format=mcp` exports it (with
+/// `mode`, as `&mode=` does).
+pub(super) fn list(catalog: &Catalog, mode: Option<&str>) -> Result<ListToolsResult, ErrorData> {
+    let body = catalog.exports.body(Format::Mcp, mode, None);
     let wire = serde_json::from_slice(&body)
         .map_err(|e| ErrorData::internal_error(format!("the tool export: {e}"), None))?;
     super::shaped(wire)
 }
 
+/// Who asks for a `tools/call`, and how.
+pub(super) struct Asking<'a> {
+    pub(super) caller: &'a Caller,
+    /// `_meta` `skilld/wait`, or why it is not a wait.
+    pub(super) wait: Result<Duration, String>,
+    /// The caller's mode, if it named one.
+    pub(super) mode: Option<String>,
+    /// Where a person decides a call that waits for one.
+    pub(super) inbox: Inbox<'a>,
+}
+
 /// Runs one `tools/call`. Only a request that names no tool is a protocol
 /// error; everything the model can act on (bad arguments, a held call, a
-/// denial, a failed run) is a result it reads, with `isError` set.
+/// denial, a tool of another mode, a failed run) is a result it reads,
+/// with `isError` set.
 pub(super) async fn call(
     invoker: &Arc<Invoker>,
     catalog: &Arc<Catalog>,
-    caller: &Caller,
     request: CallToolRequestParams,
-    wait: Result<Duration, String>,
-    origin: Option<&str>,
+    asking: Asking<'_>,
 ) -> Result<CallToolResult, ErrorData> {
-    let wait = match wait {
+    let wait = match asking.wait {
         Ok(wait) => wait,
         Err(why) => return Ok(text_error(why)),
     };
     let call = Call {
         target: Target::Tool(request.name.into_owned()),
         arguments: Value::Object(request.arguments.unwrap_or_default()),
-        mode: None,
+        mode: asking.mode,
         dry_run: false,
         wait,
         delivery: Delivery::Result,
         gate: Gate::Policy,
         asked: Asked {
-            by: caller.name.clone(),
+            by: asking.caller.name.clone(),
             request_id: None,
         },
     };
     match invoker.call(catalog, call).await {
-        Ok(called) => answer(called, origin),
+        Ok(called) => answer(called, &asking.inbox),
         Err(e @ (InvokeError::NotFound { .. } | InvokeError::Ambiguous { .. })) => {
             Err(ErrorData::invalid_params(e.to_string(), None))
         }
@@ -80,10 +91,18 @@ pub(super) fn wait(meta: &RequestMetaObject) -> Result<Duration, String> {
         })
 }
 
-fn answer(called: Called, origin: Option<&str>) -> Result<CallToolResult, ErrorData> {
+/// The mode in the query of an `/mcp` request (`/mcp?mode=Dev`).
+pub(super) fn query_mode(parts: &axum::http::request::Parts) -> Option<String> {
+    let query = parts.uri.query()?;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "mode")
+        .map(|(_, value)| value.into_owned())
+}
+
+fn answer(called: Called, inbox: &Inbox<'_>) -> Result<CallToolResult, ErrorData> {
     match called {
         Called::Finished(envelope) => Ok(finished(&envelope)),
-        Called::Held(held) => Ok(held_for_a_person(&held, origin)),
+        Called::Held(held) => Ok(held_for_a_person(&held, inbox)),
         Called::Refused { run_id, reason } => Ok(text_error(format!(
             "{reason}; nothing ran (run {run_id} is recorded as denied)"
         ))),
@@ -107,22 +126,37 @@ fn finished(envelope: &Envelope) -> CallToolResult {
     result(text, serde_json::to_value(envelope).ok(), !envelope.success)
 }
 
-/// Why nothing ran yet, and where a person decides.
-fn held_for_a_person(held: &Held, origin: Option<&str>) -> CallToolResult {
-    // Over stdio there is no address: the inbox is that of the server
-    // sharing the run log.
-    let inbox = origin.map_or_else(
-        || "/ui of the skilld server that shares this run log".to_owned(),
-        |o| format!("{o}/ui"),
-    );
-    let origin = origin.unwrap_or("");
-    let approval_url = format!("{origin}/approvals/{}", held.approval_id);
+/// Why nothing ran yet, and where a person decides: links that work
+/// from anywhere, and, over stdio, whether a server is there to decide.
+fn held_for_a_person(held: &Held, inbox: &Inbox<'_>) -> CallToolResult {
+    let id = held.approval_id;
+    let (origin, where_to) = match inbox.locate() {
+        Decider::At(origin) => {
+            let text =
+                format!("It can be decided in the inbox at {origin}/ui or at {origin}/approvals/{id}.");
+            (origin, text)
+        }
+        Decider::Shared(origin) => {
+            let text = format!(
+                "It is decided in the inbox of a skilld serve that shares this run log \
+                 ({origin}/ui, if that is its address)."
+            );
+            (origin, text)
+        }
+        Decider::Nobody(origin) => {
+            let text = format!(
+                "No skilld serve uses this run log now, so nobody can decide it yet: start one on \
+                 the same data directory (skilld serve, with this session's --data-dir, --database \
+                 and --config) and open the inbox link it prints ({origin}/ui?secret=…)."
+            );
+            (origin, text)
+        }
+    };
+    let approval_url = format!("{origin}/approvals/{id}");
     let text = format!(
-        "This call is waiting for a person to approve it; nothing has run yet. \
-         Approval {id} can be decided in the inbox at {inbox} or at {approval_url}. \
-         Once approved it runs as run {run}. To receive the result in the same call, \
+        "This call is waiting for a person to approve it; nothing has run yet (approval {id}). \
+         {where_to} Once approved it runs as run {run}. To receive the result in the same call, \
          call with _meta {{\"{WAIT_META}\": <seconds up to {max}>}}.",
-        id = held.approval_id,
         run = held.run_id,
         max = MAX_WAIT.as_secs(),
     );

@@ -220,6 +220,22 @@ impl Sandbox {
         self.settings.level == Level::On || trust == Trust::Untrusted
     }
 
+    /// Why the sandbox's user could not read the files of a skill of
+    /// `trust` in `dir`, when it runs them and cannot (a checkout in
+    /// root's home, say): otherwise the child fails with a bare
+    /// "Permission denied".
+    pub fn unreachable(&self, trust: Trust, dir: &Path) -> Option<String> {
+        let (uid, _) = self.identity().filter(|_| self.applies_to(trust))?;
+        if crate::runner::runnable_by_anyone(dir) {
+            return None;
+        }
+        Some(format!(
+            "the sandbox's user (uid {uid}) cannot reach the skill directory {}: give others \
+             access to it (o+x on each directory above it, o+r on its files) or set sandbox_user",
+            dir.display()
+        ))
+    }
+
     /// Makes `<root>/<name>`, `rwx------`, under a checked scratch root,
     /// owned by the sandbox's user when a skill of `trust` runs as it: the
     /// private directory of a backend's child or evaluation.

@@ -6,6 +6,7 @@ use super::files::PathCache;
 use super::model::*;
 use super::parse::Parse;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// Descriptions are cut to this many characters (the Agent Skills
 /// specification's limit), at a word boundary.
@@ -84,6 +85,7 @@ pub(super) struct Fields {
     pub(super) permissions: Vec<String>,
     pub(super) compatibility: Option<String>,
     pub(super) allowed_tools: Vec<String>,
+    pub(super) metadata: BTreeMap<String, String>,
     pub(super) script_tools: Option<Vec<String>>,
 }
 
@@ -128,6 +130,7 @@ impl Fields {
             permissions: self.permissions,
             compatibility: self.compatibility,
             allowed_tools: self.allowed_tools,
+            metadata: self.metadata,
             dialect: origin.dialect,
             types: Vec::new(),
             backend: None,
@@ -234,13 +237,14 @@ impl Parse<'_, '_> {
             permissions,
             compatibility,
             allowed_tools,
+            metadata,
             script_tools,
         }
     }
 
     /// `metadata`: a map of strings (the Agent Skills specification's);
     /// `version` and `author` there stand in for the top-level fields.
-    fn metadata(&mut self, fm: &Map<String, Value>) -> std::collections::BTreeMap<String, String> {
+    fn metadata(&mut self, fm: &Map<String, Value>) -> BTreeMap<String, String> {
         match fm.get("metadata") {
             None | Some(Value::Null) => Default::default(),
             Some(Value::Object(m)) => m
@@ -248,6 +252,7 @@ impl Parse<'_, '_> {
                 .filter_map(|(k, v)| match v {
                     Value::String(s) => Some((k.clone(), s.clone())),
                     Value::Number(n) => Some((k.clone(), n.to_string())),
+                    Value::Bool(b) => Some((k.clone(), b.to_string())),
                     _ => None,
                 })
                 .collect(),

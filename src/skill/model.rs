@@ -204,6 +204,8 @@ pub struct Skill {
     /// The Agent Skills `allowed-tools`: the agent tools the skill expects
     /// (reported; skilld does not grant them).
     pub allowed_tools: Vec<String>,
+    /// The Agent Skills `metadata`: the author's own keys, as strings.
+    pub metadata: std::collections::BTreeMap<String, String>,
     pub dialect: Dialect,
     /// A manifest's `types` (tool, prompt, workflow, security-rule,
     /// transform); empty for the other dialects.

@@ -24,6 +24,20 @@ pub struct Word {
     pub pieces: Vec<Piece>,
 }
 
+/// The word as the template writes it (`--range={{from}}..{{to}}`).
+impl std::fmt::Display for Word {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for piece in &self.pieces {
+            match piece {
+                Piece::Literal(s) => f.write_str(s)?,
+                Piece::Var(name) => write!(f, "{{{{{name}}}}}")?,
+                Piece::Flag { name, literal } => write!(f, "{{{{{name}:{literal}}}}}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Word {
     /// The parameter name when the word is exactly one `{{name}}`.
     pub fn standalone_var(&self) -> Option<&str> {
@@ -133,7 +147,15 @@ impl CommandTemplate {
 }
 
 /// Renders a word that is not one standalone placeholder: `None` when it
-/// drops out (a missing value, or only flags that are all false).
+/// drops out. The rule for a missing (optional) value (`docs/skills.md`,
+/// "Placeholders"):
+///
+/// - in a URL's query, the `name=value` pair that holds it goes, with its
+///   `&` (and the `?` when no pair is left);
+/// - otherwise a word that carries no value at all drops out
+///   (`--limit={{limit}}`, `{{name}}.txt`, flags that are all false);
+/// - a word that carries a value given, or a URL, is never dropped: the
+///   call is refused ([`RenderError::MissingInWord`]), naming the value.
 ///
 /// Two guards apply to the values spliced in. A value that starts the word
 /// may not start with `-` before any `--` (it would read as an option,
@@ -145,42 +167,191 @@ fn embedded_word(
     args: &Map<String, Value>,
     guarded: bool,
 ) -> Result<Option<String>, RenderError> {
-    let mut url = Url::of(word);
-    let mut rendered = String::new();
+    let mut out = Rendering::new(Url::of(word));
     let mut only_flags = word.pieces.iter().any(|p| matches!(p, Piece::Flag { .. }));
     for piece in &word.pieces {
         match piece {
             Piece::Literal(s) => {
                 only_flags = false;
-                rendered.push_str(s);
-                if let Some(url) = &mut url {
-                    url.read(s);
-                }
+                out.literal(s);
             }
             Piece::Flag { name, literal } => {
                 if matches!(present(args, name), Some(Value::Bool(true))) {
-                    rendered.push_str(literal);
+                    out.value(literal);
                 }
             }
             Piece::Var(name) => {
                 only_flags = false;
                 let Some(value) = present(args, name) else {
-                    return Ok(None);
+                    out.missing(name);
+                    continue;
                 };
-                if guarded && rendered.is_empty() && starts_with_dash(value) {
+                if guarded && out.is_empty() && starts_with_dash(value) {
                     return Err(RenderError::ArgumentInjection {
                         param: name.to_owned(),
                     });
                 }
                 let text = embedded(name, value)?;
-                match &url {
-                    Some(url) => rendered.push_str(&url.encode(&text)),
-                    None => rendered.push_str(&text),
+                match out.url {
+                    Some(url) => out.value(&url.encode(&text)),
+                    None => out.value(&text),
                 }
             }
         }
     }
-    Ok((!(only_flags && rendered.is_empty())).then_some(rendered))
+    let url = out.url.is_some();
+    let (text, unresolved, given) = out.finish();
+    if let Some(param) = unresolved {
+        if given || url {
+            return Err(RenderError::MissingInWord {
+                param,
+                word: word.to_string(),
+            });
+        }
+        return Ok(None);
+    }
+    Ok((!(only_flags && text.is_empty())).then_some(text))
+}
+
+/// A word being rendered, kept in the parts a missing value can take
+/// away: a URL's query pairs apart from the rest.
+struct Rendering {
+    /// Where in a URL the text goes on; `None` for a word that is not one.
+    url: Option<Url>,
+    /// Everything up to the query's `?`, or the whole of another word.
+    head: String,
+    /// The query's pairs, split at its literal `&`s.
+    pairs: Vec<Pair>,
+    /// From the fragment's `#` on.
+    tail: String,
+    /// The first missing value outside the query's pairs.
+    missing: Option<String>,
+    /// Whether a value given (or a flag that is on) went into the head or
+    /// the tail.
+    given: bool,
+}
+
+/// One `name=value` pair of a URL's query.
+#[derive(Default)]
+struct Pair {
+    text: String,
+    missing: Option<String>,
+    given: bool,
+}
+
+impl Rendering {
+    fn new(url: Option<Url>) -> Self {
+        Self {
+            url,
+            head: String::new(),
+            pairs: Vec::new(),
+            tail: String::new(),
+            missing: None,
+            given: false,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.pairs.is_empty() && self.tail.is_empty()
+    }
+
+    /// Template text: it moves a URL from one component to the next.
+    fn literal(&mut self, s: &str) {
+        let Some(mut state) = self.url else {
+            self.head.push_str(s);
+            return;
+        };
+        let mut rest = s;
+        if state == Url::Scheme {
+            let Some((scheme, after)) = s.split_once("://") else {
+                self.head.push_str(s);
+                return;
+            };
+            self.head.push_str(scheme);
+            self.head.push_str("://");
+            state = Url::Authority;
+            rest = after;
+        }
+        for c in rest.chars() {
+            let next = state.step(c);
+            match (state, next) {
+                (Url::Query, Url::Query) if c == '&' => self.pairs.push(Pair::default()),
+                (Url::Query, Url::Query) => self.pair().text.push(c),
+                (_, Url::Query) => {
+                    self.head.push(c);
+                    self.pairs.push(Pair::default());
+                }
+                (_, Url::Fragment) => self.tail.push(c),
+                _ => self.head.push(c),
+            }
+            state = next;
+        }
+        self.url = Some(state);
+    }
+
+    /// A value (already encoded), or the literal of a flag that is on.
+    fn value(&mut self, text: &str) {
+        match self.url {
+            Some(Url::Query) => {
+                let pair = self.pair();
+                pair.text.push_str(text);
+                pair.given = true;
+            }
+            Some(Url::Fragment) => {
+                self.tail.push_str(text);
+                self.given = true;
+            }
+            _ => {
+                self.head.push_str(text);
+                self.given = true;
+            }
+        }
+    }
+
+    fn missing(&mut self, name: &str) {
+        if self.url == Some(Url::Query) {
+            let pair = self.pair();
+            pair.missing.get_or_insert_with(|| name.to_owned());
+        } else {
+            self.missing.get_or_insert_with(|| name.to_owned());
+        }
+    }
+
+    /// The pair being written (there is one from the query's `?` on).
+    fn pair(&mut self) -> &mut Pair {
+        if self.pairs.is_empty() {
+            self.pairs.push(Pair::default());
+        }
+        let last = self.pairs.len() - 1;
+        &mut self.pairs[last]
+    }
+
+    /// The word's text without the pairs that lost their value; the first
+    /// missing value nothing could take away; whether any value was given.
+    fn finish(self) -> (String, Option<String>, bool) {
+        let mut given = self.given;
+        let mut unresolved = self.missing;
+        let mut kept: Vec<String> = Vec::new();
+        let mut dropped = false;
+        for pair in self.pairs {
+            given |= pair.given;
+            match pair.missing {
+                // A pair with a value given as well cannot go whole.
+                Some(name) if pair.given => {
+                    unresolved.get_or_insert(name);
+                }
+                Some(_) => dropped = true,
+                None => kept.push(pair.text),
+            }
+        }
+        let mut text = self.head;
+        if dropped && kept.is_empty() && text.ends_with('?') {
+            text.pop();
+        }
+        text.push_str(&kept.join("&"));
+        text.push_str(&self.tail);
+        (text, unresolved, given)
+    }
 }
 
 /// Whether a value would read as an option where it starts a word (numbers
@@ -227,23 +398,14 @@ impl Url {
         valid.then_some(Url::Scheme)
     }
 
-    /// Moves past literal text of the template.
-    fn read(&mut self, literal: &str) {
-        let mut rest = literal;
-        if *self == Url::Scheme {
-            let Some((_, after)) = literal.split_once("://") else {
-                return;
-            };
-            *self = Url::Authority;
-            rest = after;
-        }
-        for c in rest.chars() {
-            *self = match (*self, c) {
-                (Url::Fragment, _) | (_, '#') => Url::Fragment,
-                (Url::Query, _) | (_, '?') => Url::Query,
-                (Url::Authority, '/') => Url::Path,
-                (state, _) => state,
-            };
+    /// The component after one more character of the template's text
+    /// (past the scheme's `://`).
+    fn step(self, c: char) -> Self {
+        match (self, c) {
+            (Url::Fragment, _) | (_, '#') => Url::Fragment,
+            (Url::Query, _) | (_, '?') => Url::Query,
+            (Url::Authority, '/') => Url::Path,
+            (state, _) => state,
         }
     }
 
@@ -316,6 +478,9 @@ pub enum RenderError {
     Nul { param: String },
     /// A standalone value starts with `-` before any `--`.
     ArgumentInjection { param: String },
+    /// An optional value is missing from a word that cannot go without
+    /// it: one that carries another value, or a URL.
+    MissingInWord { param: String, word: String },
 }
 
 fn present<'a>(args: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
@@ -533,6 +698,69 @@ mod tests {
         );
         assert_eq!(render("echo {{v}}.txt", json!({"v": -5})).unwrap(), ["-5.txt"]);
         assert_eq!(render("echo a{{v}}", json!({"v": "-x"})).unwrap(), ["a-x"]);
+    }
+
+    #[test]
+    fn a_missing_value_in_a_query_takes_its_pair_away() {
+        let seed = r#"curl "https://api.com/search?q={{query}}&n={{limit}}""#;
+        assert_eq!(
+            render(seed, json!({"query": "rust lang"})).unwrap(),
+            ["https://api.com/search?q=rust%20lang"]
+        );
+        assert_eq!(
+            render("curl https://h/s?a={{a}}&b=2&c={{c}}#top", json!({"c": 3})).unwrap(),
+            ["https://h/s?b=2&c=3#top"]
+        );
+        assert_eq!(
+            render("curl https://h/s?n={{n}}", json!({})).unwrap(),
+            ["https://h/s"]
+        );
+        assert_eq!(
+            render("curl https://h/s?&n={{n}}&", json!({})).unwrap(),
+            ["https://h/s?&"]
+        );
+    }
+
+    #[test]
+    fn a_word_that_carries_a_value_is_never_dropped() {
+        let missing = |t: &str, v: Value, param: &str, word: &str| {
+            assert_eq!(
+                render(t, v),
+                Err(RenderError::MissingInWord {
+                    param: param.into(),
+                    word: word.into()
+                }),
+                "{t}"
+            );
+        };
+        missing(
+            "git log --range={{from}}..{{to}}",
+            json!({"from": "a"}),
+            "to",
+            "--range={{from}}..{{to}}",
+        );
+        // A URL is never dropped; outside the query no rule mends it.
+        missing("curl https://h/{{p}}/raw", json!({}), "p", "https://h/{{p}}/raw");
+        missing("curl https://h/x#{{f}}", json!({}), "f", "https://h/x#{{f}}");
+        // A pair holding a value given and a missing one.
+        missing(
+            "curl https://h/?r={{from}}-{{to}}",
+            json!({"from": 1}),
+            "to",
+            "https://h/?r={{from}}-{{to}}",
+        );
+        // A flag that is on is a value too.
+        missing(
+            "echo {{v:-v}}{{level}}",
+            json!({"v": true}),
+            "level",
+            "{{v:-v}}{{level}}",
+        );
+        // A word with no value at all still drops out.
+        assert_eq!(
+            render("echo --limit={{limit}} {{a}}.{{b}} x", json!({})).unwrap(),
+            ["x"]
+        );
     }
 
     #[test]

@@ -20,7 +20,9 @@ pub use approvals::{
 use notifications::http_status;
 pub use notifications::{Attempt, NewNotification, Notification, NotificationStatus};
 pub use postgres::PgStore;
-pub use sqlite::{SqliteStore, claim_for_serving, files_of as sqlite_files};
+pub use sqlite::{
+    Serving, SqliteStore, announce_serving, claim_for_serving, files_of as sqlite_files, who_serves,
+};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -290,18 +290,12 @@ impl Drop for Checkpointer {
 /// its grants, so it is refused; several instances share PostgreSQL.
 /// `skilld run` does not claim the file: it neither recovers nor caches.
 pub fn claim_for_serving(url: &str) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, StoreError> {
-    let options = SqliteConnectOptions::from_str(url)
-        .map_err(|err| StoreError::Other(format!("invalid SQLite URL: {err}")))?;
-    if url.contains(":memory:") || url.contains("mode=memory") {
+    let Some((db, path)) = serve_lock(url)? else {
         return Ok(None);
-    }
-    let db = options.get_filename();
+    };
     if let Some(dir) = db.parent() {
         create_dir(dir)?;
     }
-    let mut name = db.as_os_str().to_owned();
-    name.push(".serve-lock");
-    let path = std::path::PathBuf::from(name);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -319,6 +313,65 @@ pub fn claim_for_serving(url: &str) -> Result<Option<nix::fcntl::Flock<std::fs::
             "cannot lock {}: {err}",
             path.display()
         ))),
+    }
+}
+
+/// The database file a SQLite URL names and the lock file beside it that
+/// a serving process holds; `None` for an in-memory database.
+fn serve_lock(url: &str) -> Result<Option<(PathBuf, PathBuf)>, StoreError> {
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(|err| StoreError::Other(format!("invalid SQLite URL: {err}")))?;
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        return Ok(None);
+    }
+    let db = options.get_filename().to_path_buf();
+    let mut name = db.as_os_str().to_owned();
+    name.push(".serve-lock");
+    Ok(Some((db, PathBuf::from(name))))
+}
+
+/// Writes into the claim where people reach the server holding it, for
+/// `skilld mcp` sessions on the same run log to point them there.
+pub fn announce_serving(claim: &nix::fcntl::Flock<std::fs::File>, url: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    claim.set_len(0)?;
+    claim.write_all_at(format!("{url}\n").as_bytes(), 0)
+}
+
+/// Whether a `skilld serve` serves a run log now, as far as this machine
+/// can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Serving {
+    /// Not a SQLite file: a shared PostgreSQL does not say.
+    Unknown,
+    Nobody,
+    /// One does, reached at the address it announced, if it did.
+    At(Option<String>),
+}
+
+/// Who serves the run log at `url`: a SQLite file's claim is held by its
+/// server. The probe takes the lock shared for an instant, so a server
+/// starting in that same instant would be told the file is taken; it is
+/// made only for a call held for a person.
+pub fn who_serves(url: &str) -> Serving {
+    if !url.starts_with("sqlite:") {
+        return Serving::Unknown;
+    }
+    let Ok(Some((_, path))) = serve_lock(url) else {
+        return Serving::Unknown;
+    };
+    let Ok(file) = std::fs::File::open(&path) else {
+        return Serving::Nobody;
+    };
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
+        Ok(_free) => Serving::Nobody,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            let said = std::fs::read_to_string(&path).unwrap_or_default();
+            let url = said.trim();
+            let valid = url.starts_with("http://") || url.starts_with("https://");
+            Serving::At(valid.then(|| url.to_owned()))
+        }
+        Err(_) => Serving::Unknown,
     }
 }
 

@@ -282,7 +282,7 @@ async fn lifecycle(server: &TestServer, installed: &Path) {
     let (status, other) = send(server, reqwest::Method::DELETE, "/skills/greet", None).await;
     assert_eq!(
         (status, other["code"].as_str()),
-        (403, Some("forbidden")),
+        (403, Some("not_installed")),
         "{other}"
     );
     let (status, _) = send(server, reqwest::Method::DELETE, "/skills/nothing", None).await;

@@ -705,6 +705,47 @@ proptest! {
         prop_assert_eq!(decode(fragment), f.clone());
     }
 
+    /// Seed 000 §3.4: in a URL's query, each missing value takes its own
+    /// pair away and nothing else; the pairs given stay, in order, each
+    /// value decoding back to itself.
+    #[test]
+    fn render_url_query_loses_only_the_pairs_of_missing_values(
+        values in prop::collection::vec(prop::option::of(any::<String>()), 1..6),
+        fragment in any::<bool>(),
+    ) {
+        prop_assume!(values.iter().flatten().all(|v| !v.contains('\0')));
+        let pairs: Vec<String> = (0..values.len()).map(|i| format!("k{i}={{{{v{i}}}}}")).collect();
+        let hash = if fragment { "#top" } else { "" };
+        let t = CommandTemplate::parse(&format!("curl https://h.example/s?{}{hash}", pairs.join("&"))).unwrap();
+        let mut args = Map::new();
+        for (i, v) in values.iter().enumerate() {
+            if let Some(v) = v {
+                args.insert(format!("v{i}"), json!(v));
+            }
+        }
+        let argv = t.render(&args).unwrap();
+        prop_assert_eq!(argv.len(), 1);
+        let (rest, tail) = match argv[0].split_once('#') {
+            Some((rest, tail)) => (rest, Some(tail)),
+            None => (argv[0].as_str(), None),
+        };
+        prop_assert_eq!(tail, fragment.then_some("top"));
+        let given: Vec<(usize, &String)> =
+            values.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (i, v))).collect();
+        if given.is_empty() {
+            prop_assert_eq!(rest, "https://h.example/s");
+            return Ok(());
+        }
+        let query = rest.strip_prefix("https://h.example/s?").unwrap();
+        let kept: Vec<&str> = query.split('&').collect();
+        prop_assert_eq!(kept.len(), given.len());
+        let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().unwrap().into_owned();
+        for (pair, (i, v)) in kept.iter().zip(given) {
+            let value = pair.strip_prefix(&format!("k{i}=")).unwrap();
+            prop_assert_eq!(decode(value), v.clone());
+        }
+    }
+
     /// A value that begins a word is guarded whatever follows it in the
     /// word, unless a literal `--` came first.
     #[test]
