@@ -328,18 +328,21 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// The URI as the log shows it: a `secret` in the query (the start link's,
-/// `/ui?secret=…`) is replaced by `***`, so the log never holds it.
+/// `/ui?secret=…`) or a `signature` (an artifact link's, which opens the
+/// file to whoever holds it) is replaced by `***`, so the log never holds
+/// either.
 fn shown_uri(uri: &axum::http::Uri) -> std::borrow::Cow<'_, str> {
+    let hidden = |name: &str| name == "secret" || name == "signature";
     let Some(query) = uri.query() else {
         return uri.to_string().into();
     };
     let pairs = form_urlencoded::parse(query.as_bytes());
-    if !pairs.clone().any(|(name, _)| name == "secret") {
+    if !pairs.clone().any(|(name, _)| hidden(&name)) {
         return uri.to_string().into();
     }
     let mut shown = form_urlencoded::Serializer::new(String::new());
     for (name, value) in pairs {
-        shown.append_pair(&name, if name == "secret" { "***" } else { &value });
+        shown.append_pair(&name, if hidden(&name) { "***" } else { &value });
     }
     format!("{}?{}", uri.path(), shown.finish()).into()
 }
@@ -412,6 +415,10 @@ mod tests {
             "/ui?x=1&secret=***&secret=***"
         );
         assert_eq!(shown("/runs?limit=5"), "/runs?limit=5");
+        assert_eq!(
+            shown("/runs/x/files/a.txt?expires=9&signature=ab12"),
+            "/runs/x/files/a.txt?expires=9&signature=***"
+        );
         assert_eq!(shown("/healthz"), "/healthz");
     }
 }
