@@ -8,6 +8,7 @@
 
 mod approvals;
 mod archives;
+mod artifacts;
 mod attacks;
 mod attacks_approve;
 mod attacks_files;
