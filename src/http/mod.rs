@@ -218,6 +218,7 @@ fn describe_auth(doc: &mut Document) {
                     .build(),
             ),
         );
+    describe_signed_links(doc);
     let problem = || {
         ContentBuilder::new()
             .schema(Some(Ref::from_schema_name("Problem")))
@@ -275,6 +276,24 @@ fn describe_auth(doc: &mut Document) {
             }
         }
     }
+}
+
+/// Adds the `signed_link` scheme: an artifact's `url` opens that one file
+/// without a token until it expires (`runs::get_run_file`).
+fn describe_signed_links(doc: &mut Document) {
+    use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(
+            "signed_link",
+            SecurityScheme::ApiKey(ApiKey::Query(ApiKeyValue::with_description(
+                "signature",
+                "The `signature` (with `expires`) of an artifact's `url` in a run's envelope: it opens that one \
+                 file of that run, without a token, until `expires` (Unix seconds), when the artifact is \
+                 deleted. An HMAC-SHA256 under a key of the instance that ran the run, kept in its data \
+                 directory. Altered, it is refused with 403 `bad_signature`; late, 403 `link_expired`.",
+            ))),
+        );
 }
 
 /// The application: routes, docs, fallbacks and middleware.
