@@ -260,6 +260,19 @@ impl Artifacts {
         (ends - Utc::now()).to_std().unwrap_or_default()
     }
 
+    /// Says in the log, at start-up, when the artifact bucket cannot be
+    /// used: runs would then lose their artifacts (each upload is tried,
+    /// and a failed one is logged too).
+    pub async fn check(&self) {
+        if let ArtifactStore::S3(bucket) = &self.store {
+            match bucket.probe().await {
+                Ok(()) => tracing::info!(store = ?bucket, "artifacts go to the bucket"),
+                Err(why) => tracing::error!(store = ?bucket, %why, "the artifact bucket cannot be used; \
+                    entrypoints' artifacts will not be kept until it can"),
+            }
+        }
+    }
+
     /// Deletes the bucket's artifacts older than the retention time (the
     /// scratch root has its own sweep); nothing for artifacts on disk.
     pub async fn sweep(&self) {

@@ -280,6 +280,17 @@ impl S3Store {
             .map_err(|e| format!("cannot presign a URL of the artifact bucket: {e}"))
     }
 
+    /// Asks the bucket for an object that is not there: `Ok` when it
+    /// answers so, else why it cannot be used (no such bucket, keys
+    /// refused, unreachable).
+    pub async fn probe(&self) -> Result<(), String> {
+        let probe = self.runs_prefix().join(".probe");
+        match self.client.head(&probe).await {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Deletes the objects older than `ttl`; returns how many went.
     pub async fn sweep(&self, ttl: Duration) -> Result<usize, String> {
         use futures_util::StreamExt;

@@ -356,6 +356,11 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         None
     };
     let (invoker, handle) = pipeline(&config, true).await?;
+    // In the background: an unreachable bucket is retried for a while.
+    tokio::spawn({
+        let artifacts = invoker.artifacts.clone();
+        async move { artifacts.check().await }
+    });
     let _notifier = crate::notify::spawn(
         invoker.clone(),
         config.notify.clone(),

@@ -251,7 +251,7 @@ impl Drop for S3Server {
 // ---- real `skilld serve` instances ---------------------------------------------------
 
 /// A `skilld serve` process with the agent's token, sharing `database`,
-/// its artifacts in `bucket` when given.
+/// its artifacts in `bucket` when given, with its secret key.
 struct Instance {
     child: Child,
     url: String,
@@ -260,7 +260,7 @@ struct Instance {
 }
 
 impl Instance {
-    fn start(name: &str, database: &str, skills: &Path, bucket: Option<&S3Server>) -> Self {
+    fn start(name: &str, database: &str, skills: &Path, bucket: Option<(&S3Server, &str)>) -> Self {
         let data = tempdir().unwrap();
         let stderr = data.path().with_extension("stderr");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_skilld"));
@@ -281,10 +281,10 @@ impl Instance {
             .env_remove("AWS_SECRET_ACCESS_KEY")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap());
-        if let Some(s3) = bucket {
+        if let Some((s3, secret)) = bucket {
             cmd.args(["--artifact-bucket", BUCKET, "--artifact-endpoint", &s3.endpoint])
                 .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-                .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
+                .env("AWS_SECRET_ACCESS_KEY", secret);
         }
         let mut child = cmd.spawn().unwrap();
         let mut first = String::new();
@@ -339,8 +339,8 @@ async fn with_a_bucket_every_instance_serves_every_runs_files() {
     on_postgres(|url| async move {
         let skills = tempdir().unwrap();
         report_skill(skills.path());
-        let a = Instance::start("artifacts-a", &url, skills.path(), Some(&s3));
-        let b = Instance::start("artifacts-b", &url, skills.path(), Some(&s3));
+        let a = Instance::start("artifacts-a", &url, skills.path(), Some((&s3, SECRET_KEY)));
+        let b = Instance::start("artifacts-b", &url, skills.path(), Some((&s3, SECRET_KEY)));
 
         let env = run_report(&a.url, "Q3 in S3").await;
         let id = env["run_id"].as_str().unwrap();
@@ -396,11 +396,19 @@ async fn with_a_bucket_every_instance_serves_every_runs_files() {
         // A presigned URL someone altered is the bucket's to refuse.
         let altered = link(&env, 1, &a.url).replace("report.pdf", "data/rows%20one.csv");
         assert_eq!(get(&altered, None).await.0, 403, "{altered}");
-        // The bucket's keys never reach the log, even at debug level.
+        // The bucket's keys never reach the log, even at debug level, nor
+        // stay in the environment a process of the host could read.
         for instance in [&a, &b] {
             let log = instance.log();
+            assert!(log.contains("artifacts go to the bucket"), "{log}");
             assert!(log.contains("S3Settings"), "the configuration was not logged");
             assert!(!log.contains(SECRET_KEY), "the secret key was logged");
+            let environ = std::fs::read(format!("/proc/{}/environ", instance.child.id())).unwrap();
+            let environ = String::from_utf8_lossy(&environ);
+            assert!(
+                !environ.contains(SECRET_KEY),
+                "the secret key stayed in the environment"
+            );
         }
     })
     .await;
@@ -607,4 +615,40 @@ async fn the_buckets_artifacts_expire() {
     let (status, _, body) = get(&route, Some(AGENT)).await;
     assert_eq!((status, code(&body).as_str()), (404, "artifact_expired"));
     assert_ne!(get(&link(&env, 1, ""), None).await.0, 200);
+}
+
+/// A bucket that refuses the server's keys: the log says so at start,
+/// runs still end, and their files are left out rather than listed with
+/// links that cannot work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_that_refuses_the_keys_is_said_so_and_runs_still_end() {
+    let Some(s3) = S3Server::start() else { return };
+    let skills = tempdir().unwrap();
+    report_skill(skills.path());
+    let db = tempdir().unwrap();
+    let database = format!("sqlite://{}", db.path().join("skilld.db").display());
+    let a = Instance::start(
+        "wrong-keys",
+        &database,
+        skills.path(),
+        Some((&s3, "not-the-secret")),
+    );
+    let res = client()
+        .post(format!("{}/tools/report/invoke", a.url))
+        .bearer_auth(AGENT)
+        .json(&json!({"arguments": {"title": "lost"}}))
+        .send()
+        .await
+        .unwrap();
+    let env: Value = res.json().await.unwrap();
+    assert_eq!(
+        (env["success"].clone(), env["files"].clone()),
+        (json!(true), json!([])),
+        "{env}"
+    );
+    assert!(s3.objects().is_empty());
+    let log = a.log();
+    assert!(log.contains("the artifact bucket cannot be used"), "{log}");
+    assert!(log.contains("an artifact was not uploaded"), "{log}");
+    assert!(!log.contains("not-the-secret"), "{log}");
 }
