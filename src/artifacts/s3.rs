@@ -19,6 +19,8 @@ use uuid::Uuid;
 const MAX_PRESIGN: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long one upload may take, retries included.
 const PUT_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a run's uploads may hold up its end, all together.
+const UPLOADS_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Where the bucket is and who the server is to it.
 #[derive(Clone)]
@@ -217,7 +219,8 @@ impl S3Store {
     /// the files route reads them: no link, one link, at most
     /// [`super::MAX_ARTIFACT_BYTES`]) and lists each with a presigned URL
     /// good until `expires_at`. A file that cannot be read or stored is
-    /// left out, with a warning.
+    /// left out, with a warning, as are those still waiting after
+    /// [`UPLOADS_TIMEOUT`].
     pub async fn upload(
         &self,
         scratch: &Path,
@@ -226,7 +229,12 @@ impl S3Store {
         expires_at: DateTime<Utc>,
     ) -> Vec<Artifact> {
         let mut kept = Vec::with_capacity(found.len());
+        let deadline = tokio::time::Instant::now() + UPLOADS_TIMEOUT;
         for file in found {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(run = %id, path = %file.path, "the run's uploads took too long; the rest are left out");
+                break;
+            }
             match self
                 .upload_one(scratch.to_path_buf(), id, &file.path, expires_at)
                 .await
