@@ -108,6 +108,16 @@ pub struct ServeArgs {
         value_name = "ORIGIN"
     )]
     pub allowed_origins: Vec<String>,
+    /// An S3-compatible bucket for entrypoints' artifacts (default: none,
+    /// they stay on this server's disk).
+    #[arg(long, env = "SKILLD_ARTIFACT_BUCKET", value_name = "BUCKET")]
+    pub artifact_bucket: Option<String>,
+    /// The bucket's service, `http(s)://host[:port]` (default: AWS S3).
+    #[arg(long, env = "SKILLD_ARTIFACT_ENDPOINT", value_name = "URL")]
+    pub artifact_endpoint: Option<String>,
+    /// The bucket's region (default `us-east-1`).
+    #[arg(long, env = "SKILLD_ARTIFACT_REGION", value_name = "REGION")]
+    pub artifact_region: Option<String>,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
@@ -218,6 +228,29 @@ pub struct FileConfig {
     pub review_uploads: Option<bool>,
     /// Limits of uploads and their dependencies.
     pub install: Option<InstallConfig>,
+    /// Where entrypoints' artifacts go.
+    pub artifacts: Option<ArtifactsConfig>,
+}
+
+/// `[artifacts]`: an S3-compatible bucket for entrypoints' artifacts. The
+/// keys come from `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, or from
+/// a shared credentials file; never from this file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactsConfig {
+    /// See [`ServeArgs::artifact_bucket`].
+    pub bucket: Option<String>,
+    /// See [`ServeArgs::artifact_endpoint`].
+    pub endpoint: Option<String>,
+    /// See [`ServeArgs::artifact_region`].
+    pub region: Option<String>,
+    /// Object keys start with it: `<prefix>/runs/<run id>/<path>`.
+    pub prefix: Option<String>,
+    /// An AWS shared credentials file (`aws_access_key_id`,
+    /// `aws_secret_access_key`, `aws_session_token`).
+    pub credentials_file: Option<PathBuf>,
+    /// Its section to read (default `default`).
+    pub profile: Option<String>,
 }
 
 /// `[install]`: what an upload may hold, and how its dependencies install.
@@ -319,6 +352,7 @@ impl fmt::Debug for Config {
             .field("public_url", &self.public_url)
             .field("notify", &self.notify)
             .field("agent_tools", &self.agent_tools)
+            .field("artifacts", &self.run.artifacts)
             .finish()
     }
 }
@@ -427,6 +461,8 @@ impl Config {
         let rules = resolve_rules(&file, &data_dir, &install.deps.npm_registry)?;
         let mut run = run_settings(args, &file, &workspace, &data_dir)?;
         run.scratch_dir = scratch_dir;
+        let (artifacts, artifact_secrets) = resolve_artifacts(args, &file)?;
+        run.artifacts = artifacts;
         run.sandbox.protected = protected;
         Ok(Self {
             bind,
@@ -457,9 +493,53 @@ impl Config {
                 .iter()
                 .flatten()
                 .filter_map(|n| n.secret_env.clone())
+                .chain(artifact_secrets)
                 .collect(),
         })
     }
+}
+
+/// Where artifacts go: a bucket when one is named (flag, environment or
+/// `[artifacts]`), else this server's disk. Also the environment variables
+/// its keys were read from, to wipe.
+fn resolve_artifacts(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<(crate::artifacts::ArtifactStore, Vec<String>), String> {
+    let section = file.artifacts.clone().unwrap_or_default();
+    let endpoint = args.artifact_endpoint.clone().or(section.endpoint);
+    let region = args.artifact_region.clone().or(section.region);
+    let Some(bucket) = args.artifact_bucket.clone().or(section.bucket) else {
+        if endpoint.is_some() || region.is_some() || section.credentials_file.is_some() {
+            return Err(
+                "the artifact endpoint, region or credentials are set, but no artifact bucket".to_owned(),
+            );
+        }
+        return Ok((crate::artifacts::ArtifactStore::Local, Vec::new()));
+    };
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let credentials = crate::artifacts::Credentials::resolve(
+        env,
+        section.credentials_file.as_deref(),
+        section.profile.as_deref(),
+    )?;
+    let from_env = credentials.as_ref().is_some_and(|c| c.source.starts_with("AWS_"));
+    let secrets = if from_env {
+        vec!["AWS_SECRET_ACCESS_KEY".to_owned(), "AWS_SESSION_TOKEN".to_owned()]
+    } else {
+        Vec::new()
+    };
+    let store = crate::artifacts::S3Store::new(crate::artifacts::S3Settings {
+        bucket,
+        endpoint,
+        region,
+        prefix: section.prefix.unwrap_or_default(),
+        credentials,
+    })?;
+    Ok((
+        crate::artifacts::ArtifactStore::S3(std::sync::Arc::new(store)),
+        secrets,
+    ))
 }
 
 /// `--public-url` over the file's, if either is given.
@@ -646,6 +726,7 @@ fn run_settings(
     let secs = std::time::Duration::from_secs;
     Ok(crate::invoke::RunSettings {
         scratch_dir: defaults.scratch_dir.clone(),
+        artifacts: crate::artifacts::ArtifactStore::Local,
         artifact_ttl: file
             .artifact_ttl_secs
             .map_or(defaults.artifact_ttl, |s| secs(s.max(1))),

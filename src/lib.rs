@@ -1,5 +1,6 @@
 //! skilld: serves directories of skills as an HTTP API.
 
+pub mod artifacts;
 pub mod auth;
 pub mod backend;
 pub mod catalog;

@@ -26,7 +26,13 @@ pub fn path(data_dir: &Path) -> PathBuf {
 /// The secret kept in `data_dir`, made there first if there is none.
 /// Servers starting at once on one directory agree on one secret.
 pub fn load_or_create(data_dir: &Path) -> io::Result<String> {
-    let file = path(data_dir);
+    load_or_create_named(data_dir, FILE_NAME)
+}
+
+/// A secret of the server's kept in file `name` of `data_dir` (the local
+/// secret, the key of artifact links), made there first if there is none.
+pub fn load_or_create_named(data_dir: &Path, name: &str) -> io::Result<String> {
+    let file = data_dir.join(name);
     if let Some(secret) = read_own(&file)? {
         return Ok(secret);
     }
@@ -34,7 +40,7 @@ pub fn load_or_create(data_dir: &Path) -> io::Result<String> {
     // Written whole beside it, then linked in unless one appeared meanwhile:
     // nobody ever reads half a secret.
     let mut staged = tempfile::Builder::new()
-        .prefix(".local-secret")
+        .prefix(&format!(".{name}"))
         .permissions(std::fs::Permissions::from_mode(0o600))
         .tempfile_in(data_dir)?;
     staged.write_all(fresh()?.as_bytes())?;
@@ -75,7 +81,7 @@ fn read_own(file: &Path) -> io::Result<Option<String>> {
     }
     if meta.mode() & 0o077 != 0 {
         tracing::warn!(file = %file.display(), mode = format!("{:o}", meta.mode() & 0o777),
-            "the local secret could be read by others; made 0600 (remove the file for a new secret)");
+            "a secret of the server could be read by others; made 0600 (remove the file for a new secret)");
         opened.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
     let mut text = String::new();
@@ -85,7 +91,7 @@ fn read_own(file: &Path) -> io::Result<Option<String>> {
 
 fn refusal(file: &Path, why: &str) -> io::Error {
     io::Error::other(format!(
-        "cannot use the local secret {}: {why}; remove it and start again for a new one",
+        "cannot use the secret {}: {why}; remove it and start again for a new one",
         file.display()
     ))
 }
@@ -100,7 +106,7 @@ fn parse(text: &str) -> io::Result<String> {
 }
 
 /// A new secret from the kernel's random source.
-fn fresh() -> io::Result<String> {
+pub fn fresh() -> io::Result<String> {
     let mut bytes = [0u8; BYTES];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(hex::encode(bytes))

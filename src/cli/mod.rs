@@ -403,6 +403,11 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         tracing::warn!(error = %e, "cannot note this server's address for skilld mcp sessions");
     }
     let (invoker, handle) = pipeline(&config, true).await?;
+    // In the background: an unreachable bucket is retried for a while.
+    tokio::spawn({
+        let artifacts = invoker.artifacts.clone();
+        async move { artifacts.check().await }
+    });
     let _notifier = crate::notify::spawn(
         invoker.clone(),
         config.notify.clone(),

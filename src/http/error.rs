@@ -3,6 +3,7 @@
 //! [`AuthError`]); each converts here, once. Internal causes are logged
 //! with the request id, never sent.
 
+use crate::artifacts::ArtifactError;
 use crate::auth::AuthError;
 use crate::install::InstallError;
 use crate::invoke::{FieldError, InvokeError};
@@ -49,6 +50,10 @@ pub enum ApiError {
     /// diff, an install log) about a skill another root serves.
     #[error("{0}")]
     NotInstalled(String),
+    /// 404 for a reason with its own code: artifacts kept elsewhere
+    /// (`artifact_elsewhere`) or deleted (`artifact_expired`).
+    #[error("{detail}")]
+    Absent { code: &'static str, detail: String },
     #[error("no route for {method} {path}; the routes are listed at /openapi.json and /docs")]
     NoRoute { method: String, path: String },
     /// A bare tool name several skills define; `candidates` are the skills.
@@ -121,7 +126,8 @@ impl ApiError {
             ApiError::NotFound { .. }
             | ApiError::NotLoaded(_)
             | ApiError::NoRoute { .. }
-            | ApiError::NotInstalled(_) => StatusCode::NOT_FOUND,
+            | ApiError::NotInstalled(_)
+            | ApiError::Absent { .. } => StatusCode::NOT_FOUND,
             ApiError::AmbiguousTool { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -145,6 +151,7 @@ impl ApiError {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::NotFound { .. } | ApiError::NotLoaded(_) | ApiError::NoRoute { .. } => "not_found",
             ApiError::NotInstalled(_) => "not_installed",
+            ApiError::Absent { code, .. } => code,
             ApiError::AmbiguousTool { .. } => "ambiguous_tool",
             ApiError::PayloadTooLarge(_) => "too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
@@ -348,6 +355,38 @@ impl From<InvokeError> for ApiError {
             },
             InvokeError::ShuttingDown | InvokeError::TooManyStreams(_) => ApiError::Unavailable(detail),
             InvokeError::Store(_) => ApiError::Internal(detail),
+        }
+    }
+}
+
+impl From<ArtifactError> for ApiError {
+    fn from(e: ArtifactError) -> Self {
+        let detail = e.to_string();
+        match e {
+            ArtifactError::Store(store) => store.into(),
+            ArtifactError::NoFile(path) => ApiError::not_found("file", path),
+            ArtifactError::Elsewhere { .. } => ApiError::Absent {
+                code: "artifact_elsewhere",
+                detail,
+            },
+            ArtifactError::Expired(_) => ApiError::Absent {
+                code: "artifact_expired",
+                detail,
+            },
+            ArtifactError::BadSignature => ApiError::Refused {
+                code: "bad_signature",
+                detail,
+            },
+            ArtifactError::LinkExpired => ApiError::Refused {
+                code: "link_expired",
+                detail,
+            },
+            ArtifactError::TooLarge { .. } => ApiError::PayloadTooLarge(detail),
+            ArtifactError::TimedOut(_) => ApiError::Timeout(detail),
+            ArtifactError::Bucket(why) => {
+                tracing::error!(%why, "the artifact bucket is unavailable");
+                ApiError::Unavailable("the artifact bucket is unavailable; try again later".to_owned())
+            }
         }
     }
 }

@@ -219,6 +219,7 @@ fn describe_auth(doc: &mut Document) {
                     .build(),
             ),
         );
+    describe_signed_links(doc);
     let problem = || {
         ContentBuilder::new()
             .schema(Some(Ref::from_schema_name("Problem")))
@@ -278,6 +279,24 @@ fn describe_auth(doc: &mut Document) {
     }
 }
 
+/// Adds the `signed_link` scheme: an artifact's `url` opens that one file
+/// without a token until it expires (`runs::get_run_file`).
+fn describe_signed_links(doc: &mut Document) {
+    use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(
+            "signed_link",
+            SecurityScheme::ApiKey(ApiKey::Query(ApiKeyValue::with_description(
+                "signature",
+                "The `signature` (with `expires`) of an artifact's `url` in a run's envelope: it opens that one \
+                 file of that run, without a token, until `expires` (Unix seconds), when the artifact is \
+                 deleted. An HMAC-SHA256 under a key of the instance that ran the run, kept in its data \
+                 directory. Altered, it is refused with 403 `bad_signature`; late, 403 `link_expired`.",
+            ))),
+        );
+}
+
 /// The application: routes, docs, fallbacks and middleware.
 pub fn app(state: AppState) -> Router {
     let (router, _) = api().split_for_parts();
@@ -329,18 +348,21 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// The URI as the log shows it: a `secret` in the query (the start link's,
-/// `/ui?secret=…`) is replaced by `***`, so the log never holds it.
+/// `/ui?secret=…`) or a `signature` (an artifact link's, which opens the
+/// file to whoever holds it) is replaced by `***`, so the log never holds
+/// either.
 fn shown_uri(uri: &axum::http::Uri) -> std::borrow::Cow<'_, str> {
+    let hidden = |name: &str| name == "secret" || name == "signature";
     let Some(query) = uri.query() else {
         return uri.to_string().into();
     };
     let pairs = form_urlencoded::parse(query.as_bytes());
-    if !pairs.clone().any(|(name, _)| name == "secret") {
+    if !pairs.clone().any(|(name, _)| hidden(&name)) {
         return uri.to_string().into();
     }
     let mut shown = form_urlencoded::Serializer::new(String::new());
     for (name, value) in pairs {
-        shown.append_pair(&name, if name == "secret" { "***" } else { &value });
+        shown.append_pair(&name, if hidden(&name) { "***" } else { &value });
     }
     format!("{}?{}", uri.path(), shown.finish()).into()
 }
@@ -413,6 +435,10 @@ mod tests {
             "/ui?x=1&secret=***&secret=***"
         );
         assert_eq!(shown("/runs?limit=5"), "/runs?limit=5");
+        assert_eq!(
+            shown("/runs/x/files/a.txt?expires=9&signature=ab12"),
+            "/runs/x/files/a.txt?expires=9&signature=***"
+        );
         assert_eq!(shown("/healthz"), "/healthz");
     }
 }

@@ -6,11 +6,13 @@ use super::auth::{Require, need};
 use super::error::{Problem, Result};
 use super::extract::{Path, Peer, Query, page_limit};
 use super::responses::{BadQuery, Binary, StoreUnavailable, describe_streams};
+use crate::artifacts::{Access, Served};
 use crate::auth::Role;
-use crate::invoke::{Cancelled, Canceller, RunEvent, artifact_path};
+use crate::invoke::{Cancelled, Canceller, RunEvent};
 use crate::store::{Run, RunFilter, RunStatus};
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -22,9 +24,6 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
-
-/// Largest artifact served.
-const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
     let mut router = OpenApiRouter::new()
@@ -241,35 +240,98 @@ pub struct RunFilePath {
     pub path: String,
 }
 
-/// An artifact of an entrypoint run, as a download.
-#[utoipa::path(get, path = "/runs/{id}/files/{path}", tag = "runs", security(("bearer" = ["invoke"])), params(RunFilePath),
+/// A signed link's query, as the envelope's `url` carries it.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LinkQuery {
+    /// When the link stops working, in Unix seconds; signed with the rest.
+    #[param(value_type = Option<i64>)]
+    pub expires: Option<String>,
+    /// HMAC-SHA256 of the run, the path and `expires` under this
+    /// instance's key, in hex.
+    #[param(pattern = "^[0-9a-f]{64}$")]
+    pub signature: Option<String>,
+}
+
+/// Who may have an artifact: a caller who may invoke, or anyone holding
+/// a signed link (checked once the run is known). A request with neither
+/// is refused before anything is looked up.
+pub(super) enum FileAccess {
+    Caller,
+    Signed(LinkQuery),
+}
+
+impl FromRequestParts<AppState> for FileAccess {
+    type Rejection = super::error::ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
+        let Query(link) = Query::<LinkQuery>::from_request_parts(parts, state).await?;
+        if link.expires.is_none() && link.signature.is_none() {
+            Require::<need::Invoke>::from_request_parts(parts, state).await?;
+            return Ok(Self::Caller);
+        }
+        Ok(Self::Signed(link))
+    }
+}
+
+/// An artifact of an entrypoint run: its bytes, or a redirect to the
+/// artifact bucket.
+#[utoipa::path(get, path = "/runs/{id}/files/{path}", tag = "runs",
+    security(("bearer" = ["invoke"]), ("signed_link" = [])), params(RunFilePath, LinkQuery),
     responses(
-        (status = 200, description = "The file's bytes, as an attachment", content_type = "application/octet-stream", body = inline(Binary)),
+        (status = 200, description = "The file's bytes, as an attachment (artifacts on the server's disk)", content_type = "application/octet-stream", body = inline(Binary)),
+        (status = 307, description = "Artifacts in a bucket: `Location` is a presigned URL of the file, good until the artifact expires",
+            headers(("Location" = String, description = "The presigned URL"))),
         BadQuery,
-        (status = 404, description = "No such run or file; or a path with `..`, a symbolic link on the way, \
-or something other than a regular file with a single link", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "A signed link whose signature does not match (`bad_signature`) or whose time has passed (`link_expired`)", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run or file among the run's artifacts (`not_found`); the artifacts were deleted \
+after `artifact_ttl_secs` (`artifact_expired`); or they are on the disk of the instance that ran the run, not this one \
+(`artifact_elsewhere`). A path with `..`, a symbolic link on the way, or something other than a regular file with a \
+single link is never served.", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The file is over 64 MiB", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The run log or the artifact bucket is unreachable", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "The server's disk did not give the file within 10 s", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_run_file(
-    _: Require<need::Invoke>,
+    access: FileAccess,
     State(state): State<AppState>,
     Path(p): Path<RunFilePath>,
 ) -> Result<Response> {
-    // Beneath the scratch root, which is the server's: the run's own
-    // directories are the tool's, and a link among them is refused.
-    let scratch = state.invoker.settings.scratch_dir.clone();
-    let rel = artifact_path(p.id, &p.path);
-    let bytes = super::read_file_beneath(scratch, rel, &p.path, MAX_ARTIFACT_BYTES).await?;
-    let name = p
-        .path
+    let access = match &access {
+        FileAccess::Caller => Access::Caller,
+        FileAccess::Signed(link) => Access::Signed {
+            expires: link.expires.as_deref(),
+            signature: link.signature.as_deref(),
+        },
+    };
+    let invoker = &state.invoker;
+    match invoker
+        .artifacts
+        .serve(&*invoker.store, p.id, &p.path, access)
+        .await?
+    {
+        Served::Bytes(bytes) => Ok(attachment(&p.path, bytes)),
+        Served::Redirect(url) => Ok((
+            StatusCode::TEMPORARY_REDIRECT,
+            [
+                (header::LOCATION, url),
+                (header::CACHE_CONTROL, "no-store".to_owned()),
+            ],
+        )
+            .into_response()),
+    }
+}
+
+/// `bytes` as a download named after the last part of `path`.
+fn attachment(path: &str, bytes: Vec<u8>) -> Response {
+    let name = path
         .rsplit('/')
         .next()
         .unwrap_or("file")
         .replace(['"', '\\'], "_");
     let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{name}\""))
         .unwrap_or_else(|_| HeaderValue::from_static("attachment"));
-    Ok((
+    (
         [
             (
                 header::CONTENT_TYPE,
@@ -283,5 +345,5 @@ pub(super) async fn get_run_file(
         ],
         bytes,
     )
-        .into_response())
+        .into_response()
 }

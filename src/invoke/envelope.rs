@@ -1,6 +1,7 @@
 //! The result envelope of a run (`docs/api.md`, "Invoke").
 
 use super::Prepared;
+use crate::artifacts::Artifact;
 use crate::runner::Outcome;
 use crate::skill::backend::BackendResult;
 use crate::store::{self, RunStatus};
@@ -42,15 +43,6 @@ pub struct Envelope {
     /// What the skill's hooks did to the call, in the order they ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<Vec<super::hooks::HookEffect>>,
-}
-
-/// An artifact an entrypoint wrote to `SANDBOX_FILES_DIR`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct Artifact {
-    pub path: String,
-    pub size: u64,
-    /// Where `GET /runs/{id}/files/{path}` serves it.
-    pub url: String,
 }
 
 impl Envelope {

@@ -17,17 +17,17 @@ mod inbox;
 mod live;
 mod rundir;
 
+pub use crate::artifacts::Artifact;
 pub use approve::{Held, Ruling};
 pub use call::{Call, Called, Delivery, DryRun, Gate, Target, locate, resolve};
 pub use cancel::{Cancelled, Canceller};
 pub use confine::WORKSPACE_WRITE;
-pub use envelope::{Artifact, Envelope};
+pub use envelope::Envelope;
 pub use error::{FieldError, InvokeError};
 pub use follow::StreamPermit;
 pub use hooks::HookEffect;
 pub use inbox::InboxEvent;
 pub use live::{LiveRun, RunEvent, Runs};
-pub use rundir::artifact_path;
 
 use crate::backend::{ChildSettings, Launcher};
 use crate::policy::{self, Decision};
@@ -68,6 +68,8 @@ pub struct RunSettings {
     /// How long a finished run's directory (an entrypoint's artifacts)
     /// is kept.
     pub artifact_ttl: Duration,
+    /// Where an entrypoint's artifacts go when its run ends.
+    pub artifacts: crate::artifacts::ArtifactStore,
     /// How tools are confined (`docs/design.md` §9).
     pub sandbox: crate::sandbox::Settings,
     /// SIGTERM → SIGKILL delay.
@@ -116,6 +118,7 @@ impl Default for RunSettings {
             data_dir: PathBuf::from("."),
             scratch_dir: std::env::temp_dir().join("skilld-runs"),
             artifact_ttl: Duration::from_secs(3600),
+            artifacts: crate::artifacts::ArtifactStore::Local,
             sandbox: crate::sandbox::Settings::default(),
             grace: Duration::from_secs(5),
             limits: Limits {
@@ -167,6 +170,8 @@ pub struct Invoker {
     pub store: Arc<dyn Store>,
     pub runs: Arc<Runs>,
     pub settings: RunSettings,
+    /// Entrypoints' artifacts: keeping them, linking and handing them over.
+    pub artifacts: Arc<crate::artifacts::Artifacts>,
     global: Arc<Semaphore>,
     per_tool: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// One share per open event stream.
@@ -190,6 +195,13 @@ impl Invoker {
             sandbox: Arc::new(Sandbox::detect(sandbox_settings(&settings))),
             scratch_ready: AtomicBool::new(false),
             inbox: std::sync::OnceLock::new(),
+            artifacts: Arc::new(crate::artifacts::Artifacts::new(
+                settings.artifacts.clone(),
+                settings.scratch_dir.clone(),
+                settings.data_dir.clone(),
+                settings.instance.clone(),
+                settings.artifact_ttl,
+            )),
             settings,
         }
     }
@@ -452,7 +464,7 @@ impl Invoker {
         };
         let outcome = self.run_child(&live, spec).await;
         let mut envelope = Envelope::from_outcome(id, &p, &outcome);
-        run_dir.finish(&mut envelope).await;
+        run_dir.finish(&mut envelope, &self.artifacts).await;
         let status = envelope.status(&outcome);
         drop(in_flight);
         crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);

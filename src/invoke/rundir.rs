@@ -1,7 +1,8 @@
 //! The run directory of an entrypoint call: its input, its `SANDBOX_*`
 //! contract, and the output and artifacts it leaves.
 
-use super::{Artifact, Envelope, Prepared};
+use super::{Envelope, Prepared};
+use crate::artifacts::Artifacts;
 use crate::fsafe;
 use crate::skill::Action;
 use nix::fcntl::OFlag;
@@ -84,23 +85,28 @@ impl RunDir {
     }
 
     /// For an entrypoint, `output.json` becomes `parsed`, `out/files` is
-    /// kept and listed as the artifacts, and the rest of the directory
-    /// goes; any other run's directory is removed. Off the async workers
-    /// and within [`FINISH_TIMEOUT`]: a tool chooses what lies there.
-    pub async fn finish(self, envelope: &mut Envelope) {
+    /// kept (here, or in the artifact bucket) and listed as the artifacts,
+    /// and the rest of the directory goes; any other run's directory is
+    /// removed. Off the async workers and within [`FINISH_TIMEOUT`]: a
+    /// tool chooses what lies there.
+    pub async fn finish(self, envelope: &mut Envelope, artifacts: &Artifacts) {
         // Most tools leave their directory empty: one rmdir, which follows
         // nothing and cannot block, ends it without the hop to the pool.
         if !self.entrypoint && std::fs::remove_dir(&self.root).is_ok() {
             return;
         }
-        let (entrypoint, id) = (self.entrypoint, self.id);
+        let (entrypoint, id, root) = (self.entrypoint, self.id, self.root.clone());
         let job = tokio::task::spawn_blocking(move || self.tidy());
         match tokio::time::timeout(FINISH_TIMEOUT, job).await {
             Ok(Ok(Some(left))) => {
                 if left.parsed.is_some() {
                     envelope.parsed = left.parsed;
                 }
-                envelope.files = Some(artifacts(left.files, id));
+                envelope.files = Some(artifacts.keep(id, left.files).await);
+                if !artifacts.stay_local() {
+                    // Uploaded: nothing of the run stays on this disk.
+                    let _ = tokio::task::spawn_blocking(move || remove(&root)).await;
+                }
             }
             Ok(Ok(None)) => {}
             Ok(Err(err)) => tracing::warn!(run = %id, %err, "cannot read back the run's directory"),
@@ -222,25 +228,6 @@ pub(super) fn chown(path: &Path, owner: Option<(u32, u32)>) -> std::io::Result<(
     }
 }
 
-/// The artifacts of run `id`, sorted by path, with their URLs.
-fn artifacts(found: Vec<fsafe::Listed>, id: Uuid) -> Vec<Artifact> {
-    let mut files: Vec<Artifact> = found
-        .into_iter()
-        .map(|f| Artifact {
-            url: format!("/runs/{id}/files/{}", f.path),
-            path: f.path,
-            size: f.size,
-        })
-        .collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    files
-}
-
-/// Where artifact `rel` of run `id` lies beneath the scratch root.
-pub fn artifact_path(id: Uuid, rel: &str) -> String {
-    format!("{id}/out/files/{rel}")
-}
-
 impl super::Invoker {
     /// Removes finished runs' directories once
     /// [`artifact_ttl`](super::RunSettings::artifact_ttl) has passed, at
@@ -253,6 +240,7 @@ impl super::Invoker {
         let ttl = self.settings.artifact_ttl;
         let every = (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
         loop {
+            self.artifacts.sweep().await;
             let (scratch, runs) = (self.settings.scratch_dir.clone(), self.runs.clone());
             let swept =
                 tokio::task::spawn_blocking(move || sweep(&scratch, ttl, |id| runs.get(id).is_some()));

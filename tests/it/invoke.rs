@@ -488,11 +488,14 @@ async fn entrypoints_get_input_output_and_artifacts() {
     let files = env["files"].as_array().unwrap();
     assert_eq!(files.len(), 1);
     assert_eq!(files[0]["path"], "report.csv");
+    // A link that works without a token until the artifact expires.
     let url = files[0]["url"].as_str().unwrap();
-    assert_eq!(
-        url,
-        format!("/runs/{}/files/report.csv", env["run_id"].as_str().unwrap())
+    let prefix = format!(
+        "/runs/{}/files/report.csv?expires=",
+        env["run_id"].as_str().unwrap()
     );
+    assert!(url.starts_with(&prefix) && url.contains("&signature="), "{url}");
+    assert!(files[0]["expires_at"].is_string(), "{env}");
     let csv = reqwest::get(server.url(url)).await.unwrap().text().await.unwrap();
     assert_eq!(csv, "column,count,mean,min,max\ntemp,2,10.0,4.5,15.5\n");
     let res = reqwest::get(server.url(&format!(

@@ -9,6 +9,7 @@
 mod agent_tools;
 mod approvals;
 mod archives;
+mod artifacts;
 mod attacks;
 mod attacks_approve;
 mod attacks_files;
