@@ -576,8 +576,11 @@ async fn silent_connections_are_closed_and_cannot_exhaust_descriptors() {
         failed.len(),
         answers.len()
     );
+    // Beyond the cap, evicted connections close when their tasks next
+    // run: on a loaded machine some dozens wait for that at a time. The
+    // attack's 1,500 stay far above this bound.
     assert!(
-        most_fds <= idle_fds + CAP + 64,
+        most_fds <= idle_fds + CAP + 128,
         "the server held {most_fds} descriptors ({idle_fds} when idle, at most {CAP} connections)"
     );
 
