@@ -192,6 +192,15 @@ impl Invoker {
                     return;
                 }
             };
+            // A run that started and ended between two looks still
+            // says it ran: its stream shows `running` before its end.
+            let ran_unseen = run.status.is_final()
+                && run.started_at.is_some()
+                && last != Some(RunStatus::Running)
+                && last != Some(run.status);
+            if ran_unseen && tx.send(RunEvent::Status(RunStatus::Running)).await.is_err() {
+                return;
+            }
             if last != Some(run.status) {
                 last = Some(run.status);
                 let event = match run.status {
