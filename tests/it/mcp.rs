@@ -150,6 +150,47 @@ async fn web_pages_cannot_drive_mcp() {
     assert_eq!(res.status(), 413);
 }
 
+/// `DELETE /mcp` ends a session with 204 and no body (the Python SDK
+/// takes anything but 200 or 204 for a failure); the ended session is gone.
+#[tokio::test]
+async fn ending_a_session_answers_204() {
+    let server = TestServer::start(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)])).await;
+    let client = reqwest::Client::new();
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let res = client
+        .post(server.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let ended = client
+        .delete(server.url("/mcp"))
+        .header("Mcp-Session-Id", &id)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    assert!(ended.bytes().await.unwrap().is_empty());
+    let ping = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let after = client
+        .post(server.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Mcp-Session-Id", &id)
+        .body(ping.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 404, "the session is gone");
+}
+
 /// An attacker (or a leaky client) opening session after session: past
 /// the cap a new one is refused with 503 while the open ones keep working,
 /// and ending one makes room.

@@ -13,6 +13,7 @@ Exits non-zero, with the reason, on the first thing that is wrong.
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import sys
@@ -64,6 +65,17 @@ class Http:
 
     def pending(self, known=()):
         return [a for a in self.get("/approvals?status=pending")["approvals"] if a["id"] not in known]
+
+
+class Warnings(logging.Handler):
+    """What the SDK warns of, such as a session it could not end."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
 
 
 def over_http(base, token, mode, **kw):
@@ -191,6 +203,8 @@ async def http_main(base):
     check(r.status_code == 401 and "Bearer" in r.headers.get("www-authenticate", ""), "no token: 401", r.status_code, r.text)
     r = httpx.post(base + "/mcp", json=init, headers=accept | {"Origin": "https://attacker.example"})
     check(r.status_code in (401, 403), "a web page is refused", r.status_code)
+    warnings = Warnings()
+    logging.getLogger("mcp").addHandler(warnings)
     for mode in ("legacy", "auto"):
         async with over_http(base, READER, mode) as client:
             check(len((await client.list_tools()).tools) > 0, f"{mode}: a read token lists")
@@ -203,6 +217,8 @@ async def http_main(base):
             await tools_and_calls(client, base)
             await prompts_and_resources(client)
         await reload_is_announced(base, mode)
+        ended = [line for line in warnings.lines if "termination" in line]
+        check(not ended, f"{mode}: every session ends cleanly on close", ended)
         print(f"http {mode}: ok")
 
 
