@@ -120,6 +120,13 @@ async def tools_and_calls(client, base):
     run = agent.get(f"/runs/{envelope['run_id']}")
     check(run["status"] == "succeeded", "the run is in the run log", run)
 
+    # A run that fails is an error result with the same envelope.
+    result = await client.call_tool("run_sh", {"code": "echo partial; exit 3"})
+    failed = result.structured_content or {}
+    check(result.is_error and failed.get("exit_code") == 3 and failed.get("success") is False, "a failed run's envelope", result)
+    check(set(failed) - {"error"} == set(envelope) - {"error"}, "the same envelope as a success", sorted(failed), sorted(envelope))
+    check("partial" in text(result), "the failed run's output for the model", text(result))
+
     result = await client.call_tool("greet", {"nom": "x"})
     check(result.is_error and "name" in text(result), "bad arguments are a result the model reads", result)
     try:
