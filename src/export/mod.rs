@@ -1,5 +1,6 @@
-//! Tool exports: JSON Schema for each tool, in the shapes OpenAI, Anthropic,
-//! Gemini and MCP clients take, and the plain prompt manifest.
+//! Tool exports: JSON Schema for each tool, in the shapes OpenAI (Chat
+//! Completions and Responses), Anthropic, Gemini and MCP clients take, and
+//! the plain prompt manifest.
 //!
 //! Every format is serialised once per catalog snapshot, one fragment per
 //! tool, so a request only concatenates bytes it already has.
@@ -25,6 +26,9 @@ pub enum Format {
     #[default]
     Native,
     Openai,
+    /// OpenAI's Responses API: flat function tools.
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
     Anthropic,
     Gemini,
     Mcp,
@@ -33,9 +37,12 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 6] = [
+    /// In declaration order: `Exports` finds a format's bodies by its
+    /// discriminant.
+    pub const ALL: [Format; 7] = [
         Format::Native,
         Format::Openai,
+        Format::OpenaiResponses,
         Format::Anthropic,
         Format::Gemini,
         Format::Mcp,
@@ -50,6 +57,7 @@ impl Format {
         match self {
             Format::Native => "native",
             Format::Openai => "openai",
+            Format::OpenaiResponses => "openai-responses",
             Format::Anthropic => "anthropic",
             Format::Gemini => "gemini",
             Format::Mcp => "mcp",
@@ -134,6 +142,22 @@ pub struct OpenAiFunction {
     pub strict: bool,
 }
 
+/// A function tool of OpenAI's Responses API (`FunctionToolParam`): flat,
+/// without Chat Completions' nested `function` object.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OpenAiResponsesTool {
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    pub description: String,
+    /// In strict mode's shape whenever `strict` is true.
+    #[schema(value_type = Object)]
+    pub parameters: Box<RawValue>,
+    /// As in `OpenAiFunction`.
+    pub strict: bool,
+}
+
 /// Anthropic's tool definition.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AnthropicTool {
@@ -198,6 +222,12 @@ pub struct OpenAiToolList {
     pub tools: Vec<OpenAiTool>,
 }
 
+/// `GET /tools?format=openai-responses`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiResponsesToolList {
+    pub tools: Vec<OpenAiResponsesTool>,
+}
+
 /// `GET /tools?format=anthropic`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AnthropicToolList {
@@ -222,6 +252,7 @@ pub struct McpToolList {
 pub enum ToolExport {
     Native(ToolList),
     Openai(OpenAiToolList),
+    OpenaiResponses(OpenAiResponsesToolList),
     Anthropic(AnthropicToolList),
     Gemini(GeminiToolList),
     Mcp(McpToolList),
@@ -250,6 +281,16 @@ fn fragment(
                     strict: strict.is_some(),
                     parameters: strict.unwrap_or_else(|| schema.to_owned()),
                 },
+            })
+        }
+        Format::OpenaiResponses => {
+            let strict = strict();
+            serde_json::to_vec(&OpenAiResponsesTool {
+                kind: "function".to_owned(),
+                name,
+                description,
+                strict: strict.is_some(),
+                parameters: strict.unwrap_or_else(|| schema.to_owned()),
             })
         }
         Format::Anthropic => {

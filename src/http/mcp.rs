@@ -65,6 +65,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
     });
     Router::new()
         .route_service("/mcp", service)
+        .route_layer(axum::middleware::from_fn(ended_is_no_content))
         .route_layer(axum::middleware::from_fn_with_state(sessions, cap_sessions))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
 }
@@ -129,6 +130,21 @@ async fn cap_sessions(
         lock(&sessions.shares).insert(id.to_owned(), share);
     }
     Ok(res)
+}
+
+/// A `DELETE /mcp` that ended its session answers 204: rmcp says 202,
+/// which clients (the Python SDK among them) take, and log, as a failure
+/// to end it.
+async fn ended_is_no_content(req: Request, next: Next) -> Response {
+    let delete = req.method() == axum::http::Method::DELETE;
+    let mut res = next.run(req).await;
+    if delete && res.status() == axum::http::StatusCode::ACCEPTED {
+        *res.status_mut() = axum::http::StatusCode::NO_CONTENT;
+        *res.body_mut() = Body::empty();
+        res.headers_mut().remove(axum::http::header::CONTENT_LENGTH);
+        res.headers_mut().remove(axum::http::header::CONTENT_TYPE);
+    }
+    res
 }
 
 fn is_initialize(body: &[u8]) -> bool {

@@ -105,13 +105,14 @@ impl PartialSchema for ExportBody {
         let members = [
             "ToolList",
             "OpenAiToolList",
+            "OpenAiResponsesToolList",
             "AnthropicToolList",
             "GeminiToolList",
             "McpToolList",
         ];
         let mut any = AnyOfBuilder::new().description(Some(
             "The JSON bodies of `GET /tools`, one shape per `format`: `native` a `ToolList`, `openai` an \
-             `OpenAiToolList`, `anthropic` an `AnthropicToolList`, `gemini` a `GeminiToolList`, `mcp` an \
+             `OpenAiToolList`, `openai-responses` an `OpenAiResponsesToolList`, `anthropic` an `AnthropicToolList`, `gemini` a `GeminiToolList`, `mcp` an \
              `McpToolList`. Several share the shape `{\"tools\": [...]}`, so the body matches any member \
              whose items fit; the `format` asked for names the one it is.",
         ));

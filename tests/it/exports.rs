@@ -27,6 +27,7 @@ fn schemas(format: Format, body: &Value) -> Vec<(String, Value)> {
             let (name, schema) = match format {
                 Format::Native => (&t["name"], t.get("parameters")),
                 Format::Openai => (&t["function"]["name"], t["function"].get("parameters")),
+                Format::OpenaiResponses => (&t["name"], t.get("parameters")),
                 Format::Anthropic => (&t["name"], t.get("input_schema")),
                 Format::Gemini => (&t["name"], t.get("parameters")),
                 Format::Mcp => (&t["name"], t.get("inputSchema")),
@@ -44,6 +45,7 @@ fn every_schema_is_valid_json_schema_2020_12() {
         for format in [
             Format::Native,
             Format::Openai,
+            Format::OpenaiResponses,
             Format::Anthropic,
             Format::Gemini,
             Format::Mcp,
@@ -130,7 +132,7 @@ fn strict_mode_wherever_parameters_are_declared() {
     let catalog = corpus_catalog();
     let native: Value = serde_json::from_slice(&catalog.exports.body(Format::Native, None, None)).unwrap();
     let mut strict_tools = 0;
-    for format in [Format::Openai, Format::Anthropic] {
+    for format in [Format::Openai, Format::OpenaiResponses, Format::Anthropic] {
         let body: Value = serde_json::from_slice(&catalog.exports.body(format, None, None)).unwrap();
         for (t, full) in body["tools"]
             .as_array()
@@ -140,6 +142,7 @@ fn strict_mode_wherever_parameters_are_declared() {
         {
             let (tool, schema) = match format {
                 Format::Openai => (&t["function"], &t["function"]["parameters"]),
+                Format::OpenaiResponses => (t, &t["parameters"]),
                 _ => (t, &t["input_schema"]),
             };
             // A manifest tool keeps its own schema, which strict mode's
@@ -236,6 +239,29 @@ fn names_fit_and_gemini_enums_are_strings() {
         "distinct"
     );
     assert_eq!(skilld::export::fit_name("short".into()), "short");
+}
+
+/// `Exports` finds a format's bodies by its discriminant.
+#[test]
+fn every_format_has_its_own_bodies() {
+    let catalog = corpus_catalog();
+    for (i, format) in Format::ALL.into_iter().enumerate() {
+        assert_eq!(format as usize, i, "{format:?} out of order in Format::ALL");
+    }
+    let responses: Value =
+        serde_json::from_slice(&catalog.exports.body(Format::OpenaiResponses, None, None)).unwrap();
+    let chat: Value = serde_json::from_slice(&catalog.exports.body(Format::Openai, None, None)).unwrap();
+    let flat: Vec<Value> = chat["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let mut tool = t["function"].as_object().unwrap().clone();
+            tool.insert("type".into(), json!("function"));
+            Value::Object(tool)
+        })
+        .collect();
+    assert_eq!(responses["tools"], json!(flat), "the openai tools, flat");
 }
 
 #[test]

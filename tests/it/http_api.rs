@@ -426,7 +426,14 @@ async fn tool_exports_in_every_format() {
 #[tokio::test]
 async fn mode_filter_applies_to_every_format() {
     let server = TestServer::start(corpus_options()).await;
-    for format in ["native", "openai", "anthropic", "gemini", "mcp"] {
+    for format in [
+        "native",
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "mcp",
+    ] {
         let (_, dev) = get_json(&server, &format!("/tools?format={format}&mode=dev")).await;
         let (_, meeting) = get_json(&server, &format!("/tools?format={format}&mode=Meeting")).await;
         let (_, unknown) = get_json(&server, &format!("/tools?format={format}&mode=Nowhere")).await;

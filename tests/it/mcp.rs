@@ -26,10 +26,12 @@ fn tokens() -> Auth {
     .unwrap()
 }
 
-/// `greet` and `stamp` (see `common`).
+/// `greet` and `stamp` (see `common`), and `run_sh`, which runs a shell
+/// line (to fail on purpose).
 fn skills(dir: &Path) {
     crate::common::greet_skill(dir);
     crate::common::stamp_skill(dir);
+    crate::common::one_tool_skill(dir, "run_sh", "", "code", "sh -c {{code}}");
 }
 
 /// A skill to copy into the root before a reload.
@@ -150,6 +152,47 @@ async fn web_pages_cannot_drive_mcp() {
     assert_eq!(res.status(), 413);
 }
 
+/// `DELETE /mcp` ends a session with 204 and no body (the Python SDK
+/// takes anything but 200 or 204 for a failure); the ended session is gone.
+#[tokio::test]
+async fn ending_a_session_answers_204() {
+    let server = TestServer::start(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)])).await;
+    let client = reqwest::Client::new();
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let res = client
+        .post(server.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let ended = client
+        .delete(server.url("/mcp"))
+        .header("Mcp-Session-Id", &id)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    assert!(ended.bytes().await.unwrap().is_empty());
+    let ping = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let after = client
+        .post(server.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Mcp-Session-Id", &id)
+        .body(ping.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 404, "the session is gone");
+}
+
 /// An attacker (or a leaky client) opening session after session: past
 /// the cap a new one is refused with 503 while the open ones keep working,
 /// and ending one makes room.
@@ -217,4 +260,53 @@ async fn mcp_sessions_are_capped() {
     assert!(ended.status().is_success(), "{}", ended.status());
     assert_eq!(post(None, init.clone()).await.unwrap().status(), 200);
     assert_eq!(post(None, init).await.unwrap().status(), 503);
+}
+
+/// A run that fails (a non-zero exit, a timeout) answers `isError: true`
+/// with the same envelope as structured content that a success has, so a
+/// program reads the exit code and the output either way.
+#[tokio::test]
+async fn a_failed_run_keeps_its_envelope() {
+    use serde_json::json;
+    let dir = crate::common::tempdir().unwrap();
+    crate::common::one_tool_skill(dir.path(), "run_sh", "", "code", "sh -c {{code}}");
+    crate::common::one_tool_skill(dir.path(), "slow_sh", "timeout: 1s\n", "code", "sh -c {{code}}");
+    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let mut mcp = crate::modes::McpHttp::open(&server.url("/mcp")).await;
+    let mut call = async |name: &str, code: &str| {
+        let params = json!({"name": name, "arguments": {"code": code}});
+        mcp.request("tools/call", params).await
+    };
+    let ok = call("run_sh", "echo fine").await;
+    assert_eq!(ok["isError"], false, "{ok}");
+    let fields = |result: &serde_json::Value| {
+        let envelope = result["structuredContent"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let mut keys: Vec<String> = envelope.into_iter().map(|(k, _)| k).collect();
+        keys.retain(|k| k != "error");
+        keys.sort();
+        keys
+    };
+    assert!(fields(&ok).contains(&"run_id".to_owned()), "{ok}");
+
+    let failed = call("run_sh", "echo partial; exit 3").await;
+    assert_eq!(failed["isError"], true, "{failed}");
+    let envelope = &failed["structuredContent"];
+    assert_eq!(envelope["success"], false, "{failed}");
+    assert_eq!(envelope["exit_code"], 3, "{failed}");
+    assert_eq!(envelope["tool"], "run_sh", "{failed}");
+    assert!(
+        envelope["output"].as_str().unwrap().contains("partial"),
+        "{failed}"
+    );
+    assert_eq!(fields(&failed), fields(&ok), "the same envelope as a success");
+
+    let timed_out = call("slow_sh", "sleep 30").await;
+    assert_eq!(timed_out["isError"], true, "{timed_out}");
+    let envelope = &timed_out["structuredContent"];
+    assert_eq!(envelope["timed_out"], true, "{timed_out}");
+    assert_eq!(envelope["success"], false, "{timed_out}");
+    assert_eq!(fields(&timed_out), fields(&ok), "the same envelope as a success");
 }

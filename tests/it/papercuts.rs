@@ -263,7 +263,7 @@ async fn an_unknown_format_is_explained_in_our_words() {
     for (query, expected) in [
         (
             "/tools?format=xml",
-            "query parameter 'format' must be 'native', 'openai', 'anthropic', 'gemini', 'mcp', 'prompt', not 'xml'",
+            "query parameter 'format' must be 'native', 'openai', 'openai-responses', 'anthropic', 'gemini', 'mcp', 'prompt', not 'xml'",
         ),
         (
             "/runs?limit=ten",

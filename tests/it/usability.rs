@@ -295,7 +295,7 @@ fn the_command_line_says_what_is_wrong() {
     let help = skilld().args(["tools", "--help"]).output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
     assert!(
-        help.contains("[possible values: native, openai, anthropic, gemini, mcp, prompt]"),
+        help.contains("[possible values: native, openai, openai-responses, anthropic, gemini, mcp, prompt]"),
         "{help}"
     );
 

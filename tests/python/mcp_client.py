@@ -13,6 +13,7 @@ Exits non-zero, with the reason, on the first thing that is wrong.
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import sys
@@ -66,6 +67,17 @@ class Http:
         return [a for a in self.get("/approvals?status=pending")["approvals"] if a["id"] not in known]
 
 
+class Warnings(logging.Handler):
+    """What the SDK warns of, such as a session it could not end."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
 def over_http(base, token, mode, **kw):
     headers = {"Authorization": f"Bearer {token}"}
     transport = streamable_http_client(base + "/mcp", http_client=create_mcp_http_client(headers=headers))
@@ -107,6 +119,13 @@ async def tools_and_calls(client, base):
     check(envelope["success"] and envelope["tool"] == "greet", "the envelope as structured content", envelope)
     run = agent.get(f"/runs/{envelope['run_id']}")
     check(run["status"] == "succeeded", "the run is in the run log", run)
+
+    # A run that fails is an error result with the same envelope.
+    result = await client.call_tool("run_sh", {"code": "echo partial; exit 3"})
+    failed = result.structured_content or {}
+    check(result.is_error and failed.get("exit_code") == 3 and failed.get("success") is False, "a failed run's envelope", result)
+    check(set(failed) - {"error"} == set(envelope) - {"error"}, "the same envelope as a success", sorted(failed), sorted(envelope))
+    check("partial" in text(result), "the failed run's output for the model", text(result))
 
     result = await client.call_tool("greet", {"nom": "x"})
     check(result.is_error and "name" in text(result), "bad arguments are a result the model reads", result)
@@ -191,6 +210,8 @@ async def http_main(base):
     check(r.status_code == 401 and "Bearer" in r.headers.get("www-authenticate", ""), "no token: 401", r.status_code, r.text)
     r = httpx.post(base + "/mcp", json=init, headers=accept | {"Origin": "https://attacker.example"})
     check(r.status_code in (401, 403), "a web page is refused", r.status_code)
+    warnings = Warnings()
+    logging.getLogger("mcp").addHandler(warnings)
     for mode in ("legacy", "auto"):
         async with over_http(base, READER, mode) as client:
             check(len((await client.list_tools()).tools) > 0, f"{mode}: a read token lists")
@@ -203,6 +224,8 @@ async def http_main(base):
             await tools_and_calls(client, base)
             await prompts_and_resources(client)
         await reload_is_announced(base, mode)
+        ended = [line for line in warnings.lines if "termination" in line]
+        check(not ended, f"{mode}: every session ends cleanly on close", ended)
         print(f"http {mode}: ok")
 
 

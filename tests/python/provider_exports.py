@@ -1,5 +1,6 @@
 """Checks every export of a running skilld against the providers' own SDK
-types: openai (`ChatCompletionFunctionToolParam` / `FunctionDefinition`),
+types: openai (`ChatCompletionFunctionToolParam` / `FunctionDefinition`, and
+the Responses API's `FunctionToolParam`),
 anthropic (`ToolParam`), google-genai (`FunctionDeclaration`) and mcp
 (`Tool`), plus the rules those types cannot say: names of 1–64 characters
 from each provider's alphabet, and strict mode's schema rules.
@@ -17,6 +18,7 @@ from google.genai import types as genai
 from mcp import types as mcp_types
 from mcp.shared.tool_name_validation import validate_tool_name
 from openai.types.chat import ChatCompletionFunctionToolParam
+from openai.types.responses import FunctionToolParam
 from pydantic import TypeAdapter
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -75,6 +77,24 @@ def openai(tools):
             strict_rules(where, tool["function"]["parameters"])
 
 
+def openai_responses(tools, chat):
+    adapter = TypeAdapter(FunctionToolParam)
+    for tool in tools:
+        name = tool.get("name", "")
+        where = f"openai-responses {name}"
+        if not same_after(adapter, tool):
+            problem(where, "not a FunctionToolParam as sent")
+        if set(tool) != {"type", "name", "description", "parameters", "strict"}:
+            problem(where, f"not the flat function tool: {sorted(tool)}")
+        if not OPENAI_NAME.match(name):
+            problem(where, "name outside ^[a-zA-Z0-9_-]{1,64}$")
+        if tool.get("strict"):
+            strict_rules(where, tool["parameters"])
+    # The same tools as Chat Completions', only flat.
+    if [{"type": "function", **t["function"]} for t in chat] != tools:
+        problem("openai-responses", "not the openai export's tools, flattened")
+
+
 def anthropic(tools):
     adapter = TypeAdapter(ToolParam)
     for tool in tools:
@@ -125,7 +145,9 @@ def main(bases):
     counted = 0
     for base in bases:
         get = lambda fmt: httpx.get(f"{base}/tools", params={"format": fmt}, timeout=30).json()
-        openai(get("openai")["tools"])
+        chat = get("openai")["tools"]
+        openai(chat)
+        openai_responses(get("openai-responses")["tools"], chat)
         anthropic(get("anthropic")["tools"])
         gemini(get("gemini")["function_declarations"])
         tools = get("mcp")["tools"]
@@ -135,7 +157,7 @@ def main(bases):
         problem("all", f"only {counted} tools checked")
     if problems:
         raise SystemExit("providers would refuse:\n" + "\n".join(problems))
-    print(f"{counted} tools in 4 formats: every provider accepts them")
+    print(f"{counted} tools in 5 formats: every provider accepts them")
 
 
 if __name__ == "__main__":
