@@ -516,6 +516,8 @@ async fn get_review(
 #[serde(deny_unknown_fields)]
 pub struct ReviewBody {
     pub decision: ReviewDecision,
+    /// Why, for the record: at most 2000 characters, no NUL byte.
+    #[schema(max_length = 2000, pattern = "^[^\\u0000]*$")]
     pub note: Option<String>,
 }
 
