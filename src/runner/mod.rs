@@ -16,10 +16,10 @@ mod private_tmp;
 mod process;
 mod spawn;
 
+pub use crate::sandbox::runnable_by_anyone;
 pub use child::Child;
 pub use env::{DEFAULT_PATH, child_env, deps_command, is_secret_name, with_deps};
 pub use limits::{Limits, network_isolation_available};
-pub use process::runnable_by_anyone;
 
 use axum::body::Bytes;
 use capture::{Capture, Stream};

@@ -1,6 +1,7 @@
 //! Finding the program, naming failures and signals, signalling groups.
 
 use super::env::DEFAULT_PATH;
+use crate::sandbox::runnable_by_anyone;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{AccessFlags, Pid, access};
@@ -96,16 +97,6 @@ pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Re
     } else {
         format!("command not found: {program}")
     })
-}
-
-/// Whether any user can run `path`: it and every directory above it are
-/// executable by others. A sandboxed tool runs as another user, so a
-/// program under `/root` (a pyenv shim, say) is passed over for one
-/// further down the PATH that it can run.
-pub fn runnable_by_anyone(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let others_x = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0);
-    others_x(path) && path.ancestors().skip(1).all(others_x)
 }
 
 /// One sentence for a child that failed at `step` with `errno`.

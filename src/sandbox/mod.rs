@@ -226,7 +226,7 @@ impl Sandbox {
     /// "Permission denied".
     pub fn unreachable(&self, trust: Trust, dir: &Path) -> Option<String> {
         let (uid, _) = self.identity().filter(|_| self.applies_to(trust))?;
-        if crate::runner::runnable_by_anyone(dir) {
+        if runnable_by_anyone(dir) {
             return None;
         }
         Some(format!(
@@ -643,4 +643,14 @@ pub fn ensure_scratch_root(scratch: &Path) -> std::io::Result<()> {
         std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o711))?;
     }
     Ok(())
+}
+
+/// Whether any user can run `path`: it and every directory above it are
+/// executable by others. A sandboxed tool runs as another user, so a
+/// program under `/root` (a pyenv shim, say) is passed over for one
+/// further down the PATH that it can run.
+pub fn runnable_by_anyone(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let others_x = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0);
+    others_x(path) && path.ancestors().skip(1).all(others_x)
 }
