@@ -12,7 +12,6 @@ use skilld::catalog::Root;
 use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
 use skilld::store::{Grant, GrantDecision};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -1059,15 +1058,8 @@ impl Instance {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let url = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("{name} did not start: {first:?}"))
-            .to_owned();
+        let url = crate::common::announced_url(&mut child)
+            .unwrap_or_else(|first| panic!("{name} did not start: {first:?}"));
         Self {
             child,
             url,

@@ -287,18 +287,10 @@ impl Instance {
                 .env("AWS_SECRET_ACCESS_KEY", secret);
         }
         let mut child = cmd.spawn().unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let url = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| {
-                let log = std::fs::read_to_string(&stderr).unwrap_or_default();
-                panic!("{name} did not start: {first:?}\n{log}")
-            })
-            .to_owned();
+        let url = crate::common::announced_url(&mut child).unwrap_or_else(|first| {
+            let log = std::fs::read_to_string(&stderr).unwrap_or_default();
+            panic!("{name} did not start: {first:?}\n{log}")
+        });
         Self {
             child,
             url,

@@ -706,3 +706,17 @@ pub fn one_tool_skill(dir: &Path, name: &str, front: &str, param: &str, command:
         ),
     );
 }
+
+/// The URL a `skilld serve` child announces on the first line of its
+/// stdout (`listening on URL`), or that line when it announced none.
+pub fn announced_url(child: &mut std::process::Child) -> Result<String, String> {
+    use std::io::BufRead;
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    match first.trim().strip_prefix("listening on ") {
+        Some(url) => Ok(url.to_owned()),
+        None => Err(first),
+    }
+}

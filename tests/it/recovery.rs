@@ -6,7 +6,6 @@ use crate::store::on_postgres;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use skilld::store::{NewRun, RunStatus};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -169,11 +168,7 @@ async fn runs_a_crash_left_running_are_interrupted_at_start() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let addr = crate::common::announced_url(&mut child).unwrap();
     let run: Value = reqwest::get(format!("{addr}/runs/{id}"))
         .await
         .unwrap()

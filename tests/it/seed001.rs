@@ -9,7 +9,7 @@ use crate::common::{checkout, tempdir, write_file};
 use crate::starlark::{call, fails_with, server_over, star_skill};
 use serde_json::{Value, json};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -114,11 +114,7 @@ impl Served {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let url = first.trim().strip_prefix("listening on ").unwrap().to_owned();
+        let url = crate::common::announced_url(&mut child).unwrap();
         Self {
             child,
             url,

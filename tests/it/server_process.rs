@@ -2,7 +2,6 @@
 //! while a tool floods its output, and what 200 concurrent calls leave.
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -26,11 +25,7 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let url = first.trim().strip_prefix("listening on ").unwrap().to_owned();
+        let url = crate::common::announced_url(&mut child).unwrap();
         Self {
             child,
             url,
