@@ -197,6 +197,18 @@ pub struct McpTool {
     #[schema(value_type = Object)]
     pub input_schema: Box<RawValue>,
     pub annotations: McpAnnotations,
+    /// Whether a call may answer with a task (the skill's `tasks`);
+    /// absent when it never does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<McpExecution>,
+}
+
+/// MCP's `execution` of a tool: `taskSupport` is `optional` or
+/// `required`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct McpExecution {
+    #[serde(rename = "taskSupport")]
+    pub task_support: crate::skill::TaskSupport,
 }
 
 /// MCP tool annotations, from the skill's `read_only` and `network`.
@@ -318,6 +330,9 @@ fn fragment(
                 destructive_hint: !skill.read_only,
                 open_world_hint: skill.network,
             },
+            execution: (skill.task_support != crate::skill::TaskSupport::Forbidden).then_some(McpExecution {
+                task_support: skill.task_support,
+            }),
         }),
         Format::Prompt => Ok(prompt_line(tool, &name).into_bytes()),
     }

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-const SCHEME: &str = "skill://";
+use super::skills::{MARKDOWN, SCHEME};
+use crate::skill::listing::SKILL_MD;
 
 /// Each prompt name with the skill it gives, and a title.
 fn prompt_names(catalog: &Catalog) -> BTreeMap<String, (&Arc<Skill>, String)> {
@@ -62,28 +63,36 @@ pub(super) fn prompt(
             Some(data),
         ));
     }
+    // `{baseDir}` is where an MCP client reads the skill's files, not a
+    // path on the server's disk.
+    let text = match &skill.listing {
+        Some(listing) => listing
+            .body
+            .replace("{baseDir}", &format!("{SCHEME}{}", skill.name)),
+        None => skill.instructions.clone(),
+    };
     shaped(json!({
         "description": skill.description,
-        "messages": [{ "role": "user", "content": { "type": "text", "text": skill.instructions } }],
+        "messages": [{ "role": "user", "content": { "type": "text", "text": text } }],
     }))
 }
 
+/// Each served skill's `SKILL.md`, then the files instructions reference.
 pub(super) fn resources(catalog: &Catalog) -> Result<ListResourcesResult, ErrorData> {
-    let resources: Vec<Value> = catalog
-        .skills
-        .iter()
-        .flat_map(|skill| {
-            skill.references().filter_map(|file| {
-                let mime = served_type_of(&file.path)?;
-                Some(json!({
-                    "uri": format!("{SCHEME}{}/{}", skill.name, file.path),
-                    "name": format!("{}/{}", skill.name, file.path),
-                    "description": format!("Referenced by the instructions of skill {}", skill.name),
-                    "mimeType": mime,
-                    "size": file.size,
-                }))
-            })
+    let references = catalog.skills.iter().flat_map(|skill| {
+        skill.references().filter_map(|file| {
+            let mime = served_type_of(&file.path)?;
+            Some(json!({
+                "uri": format!("{SCHEME}{}/{}", skill.name, file.path),
+                "name": format!("{}/{}", skill.name, file.path),
+                "description": format!("Referenced by the instructions of skill {}", skill.name),
+                "mimeType": mime,
+                "size": file.size,
+            }))
         })
+    });
+    let resources: Vec<Value> = super::skills::skill_md_resources(catalog)
+        .chain(references)
         .collect();
     shaped(json!({ "resources": resources }))
 }
@@ -96,8 +105,16 @@ pub(super) async fn read(catalog: &Catalog, uri: &str) -> Result<ReadResourceRes
         .strip_prefix(SCHEME)
         .and_then(|rest| rest.split_once('/'))
         .ok_or_else(not_found)?;
+    if let Some(made) = super::skills::made_skill_md(catalog, uri) {
+        let text = String::from_utf8_lossy(made);
+        return shaped(json!({ "contents": [{ "uri": uri, "mimeType": MARKDOWN, "text": text }] }));
+    }
     let skill = catalog.skill(skill).ok_or_else(not_found)?;
-    let mime = served_type_of(path).ok_or_else(not_found)?;
+    let mime = if path == SKILL_MD {
+        MARKDOWN
+    } else {
+        served_type_of(path).ok_or_else(not_found)?
+    };
     let (dir, rel) = (skill.dir.clone(), path.to_owned());
     let bytes = tokio::task::spawn_blocking(move || {
         crate::skill::files::read_inside(&dir, &rel, MAX_DEFINITION_BYTES).flatten()

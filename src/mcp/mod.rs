@@ -5,6 +5,8 @@
 //! log are the same whichever way a call arrives.
 
 mod catalog;
+mod skills;
+mod tasks;
 mod tools;
 
 use crate::auth::{Caller, Role};
@@ -12,10 +14,12 @@ use crate::catalog::{AgentTools, CatalogHandle};
 use crate::invoke::Invoker;
 use crate::store::Serving;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetPromptRequestParams, GetPromptResponse,
+    GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
     ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -210,10 +214,13 @@ impl ServerHandler for McpServer {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_skills_with_directory_read()
+            .enable_tasks()
             .build();
+        let instructions = format!("{INSTRUCTIONS}{}", skills::index(&self.catalog.current()));
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("skilld", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(instructions)
     }
 
     async fn list_tools(
@@ -249,10 +256,41 @@ impl ServerHandler for McpServer {
             wait,
             mode,
             inbox,
+            tasks: ctx.client_capabilities().is_some_and(|c| c.supports_tasks()),
         };
-        tools::call(&self.invoker, &catalog, request, asked)
-            .await
-            .map(CallToolResponse::from)
+        tools::call(&self.invoker, &catalog, request, asked).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let caller = self.caller(&ctx, Role::Invoke)?;
+        tasks::get(&self.invoker, &caller, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&ctx, Role::Invoke)?;
+        tasks::cancel(&self.invoker, &caller, &request.task_id).await
+    }
+
+    /// No skilld task asks its client for input.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&ctx, Role::Invoke)?;
+        tasks::get(&self.invoker, &caller, &request.task_id).await?;
+        Err(ErrorData::invalid_params(
+            format!("task '{}' asks for no input", request.task_id),
+            None,
+        ))
     }
 
     async fn list_prompts(
@@ -294,6 +332,50 @@ impl ServerHandler for McpServer {
         catalog::read(&catalog, &request.uri)
             .await
             .map(ReadResourceResponse::from)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        skills::templates(&self.catalog.current())
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        skills::list(
+            &self.catalog.current(),
+            request.as_ref(),
+            skills::has_cache_hints(&ctx),
+        )
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        skills::get(
+            &self.catalog.current(),
+            &request.uri,
+            skills::has_cache_hints(&ctx),
+        )
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        skills::directory(&self.catalog.current(), &request.uri, request.cursor.as_deref())
     }
 
     /// Sessions of the handshake era (before 2026-07-28) hear of reloads
@@ -366,9 +448,10 @@ impl ServerHandler for McpServer {
 }
 
 const INSTRUCTIONS: &str = "skilld serves skills: each tool runs sandboxed and is recorded. \
-A call that a person must approve first answers with isError and the approval's id and URL; \
-pass `_meta: {\"skilld/wait\": <seconds up to 300>}` to wait for the decision and get the result, \
+A call that a person must approve first answers (not as an error) with the approval's id and URL, \
+or as a task for clients with the Tasks extension; calling again with the same arguments joins that request. \
+Pass `_meta: {\"skilld/wait\": <seconds up to 300>}` to wait for the decision and get the result, \
 and `_meta: {\"skilld/mode\": \"Dev\"}` (or /mcp?mode=Dev) to work in a mode: tools of skills that do not serve in it are refused. \
-Prompts hold each skill's instructions; resources hold the files they reference. \
+Prompts hold each skill's instructions too; resources hold each skill's SKILL.md and the files it references. \
 State your own tools with `_meta: {\"skilld/agent_tools\": [\"read\", \"write\", …]}` to leave out \
 the prompts of skills that need others.";

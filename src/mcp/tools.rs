@@ -1,15 +1,19 @@
 //! `tools/list` and `tools/call`: the catalog's MCP export, and calls
 //! through the invoke pipeline, answered as MCP tool results.
 
-use super::{Decider, Inbox, WAIT_META};
+use super::{Decider, Inbox, WAIT_META, tasks};
 use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::export::Format;
 use crate::invoke::{
     Asked, Call, Called, Delivery, Envelope, Gate, Held, InvokeError, Invoker, MAX_WAIT, Target,
 };
+use crate::skill::TaskSupport;
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ListToolsResult, RequestMetaObject};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ListToolsResult,
+    RequestMetaObject,
+};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,29 +36,47 @@ pub(super) struct Asking<'a> {
     pub(super) mode: Option<String>,
     /// Where a person decides a call that waits for one.
     pub(super) inbox: Inbox<'a>,
+    /// The client has the Tasks extension (for this request or its
+    /// session): a held call, or a call of a skill with `tasks`, answers
+    /// with a task.
+    pub(super) tasks: bool,
 }
 
-/// Runs one `tools/call`. Only a request that names no tool is a protocol
-/// error; everything the model can act on (bad arguments, a held call, a
-/// denial, a tool of another mode, a failed run) is a result it reads,
-/// with `isError` set.
+/// Runs one `tools/call`. Only a request that names no tool (or needs
+/// tasks the client lacks) is a protocol error; everything the model can
+/// act on (bad arguments, a held call, a denial, a tool of another mode, a
+/// failed run) is a result it reads, with `isError` set where it failed.
 pub(super) async fn call(
     invoker: &Arc<Invoker>,
     catalog: &Arc<Catalog>,
     request: CallToolRequestParams,
     asking: Asking<'_>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
+    let target = Target::Tool(request.name.into_owned());
+    let support = task_support(catalog, &target);
+    if support == TaskSupport::Required && !asking.tasks {
+        return Err(ErrorData::missing_required_client_capability(
+            ClientCapabilities::builder().enable_tasks().build(),
+        ));
+    }
+    let as_task = asking.tasks && support != TaskSupport::Forbidden;
+    // A client with tasks gets a held call as a task at once.
     let wait = match asking.wait {
+        Ok(_) if asking.tasks => Duration::ZERO,
         Ok(wait) => wait,
-        Err(why) => return Ok(text_error(why)),
+        Err(why) => return Ok(text_error(why).into()),
     };
     let call = Call {
-        target: Target::Tool(request.name.into_owned()),
+        target,
         arguments: Value::Object(request.arguments.unwrap_or_default()),
         mode: asking.mode,
         dry_run: false,
         wait,
-        delivery: Delivery::Result,
+        delivery: if as_task {
+            Delivery::Started
+        } else {
+            Delivery::Result
+        },
         gate: Gate::Policy,
         asked: Asked {
             by: asking.caller.name.clone(),
@@ -62,7 +84,12 @@ pub(super) async fn call(
         },
     };
     match invoker.call(catalog, call).await {
-        Ok(called) => answer(called, &asking.inbox),
+        Ok(Called::Started { live, .. }) => Ok(tasks::created(live.id, None).into()),
+        Ok(Called::Held(held)) if asking.tasks => {
+            let message = held_text(&held, &asking.inbox);
+            Ok(tasks::created(held.run_id, Some(message)).into())
+        }
+        Ok(called) => answer(called, &asking.inbox).map(CallToolResponse::from),
         Err(e @ (InvokeError::NotFound { .. } | InvokeError::Ambiguous { .. })) => {
             Err(ErrorData::invalid_params(e.to_string(), None))
         }
@@ -70,8 +97,16 @@ pub(super) async fn call(
             tracing::error!(error = %e, "MCP tools/call: the run log failed");
             Err(ErrorData::internal_error("the run log is unavailable", None))
         }
-        Err(e) => Ok(text_error(e.sentence())),
+        Err(e) => Ok(text_error(e.sentence()).into()),
     }
+}
+
+/// What the skill of the tool `target` names says of tasks (`Forbidden`
+/// for a tool that is not there: the pipeline says why).
+fn task_support(catalog: &Catalog, target: &Target) -> TaskSupport {
+    crate::invoke::resolve(catalog, target)
+        .map(|i| catalog.skills[catalog.tools[i].skill].task_support)
+        .unwrap_or_default()
 }
 
 /// `_meta["skilld/wait"]`: whole seconds, at most [`MAX_WAIT`].
@@ -115,7 +150,7 @@ fn answer(called: Called, inbox: &Inbox<'_>) -> Result<CallToolResult, ErrorData
 
 /// The run's output for the model, and its whole envelope as structured
 /// content for the program.
-fn finished(envelope: &Envelope) -> CallToolResult {
+pub(super) fn finished(envelope: &Envelope) -> CallToolResult {
     let mut text = envelope.output.clone();
     if let Some(error) = &envelope.error {
         if !text.is_empty() && !text.ends_with('\n') {
@@ -126,11 +161,10 @@ fn finished(envelope: &Envelope) -> CallToolResult {
     result(text, serde_json::to_value(envelope).ok(), !envelope.success)
 }
 
-/// Why nothing ran yet, and where a person decides: links that work
-/// from anywhere, and, over stdio, whether a server is there to decide.
-fn held_for_a_person(held: &Held, inbox: &Inbox<'_>) -> CallToolResult {
-    let id = held.approval_id;
-    let (origin, where_to) = match inbox.locate() {
+/// Where a person decides a held call: links that work from anywhere,
+/// and, over stdio, whether a server is there to decide.
+fn decided_where(inbox: &Inbox<'_>, id: uuid::Uuid) -> (String, String) {
+    match inbox.locate() {
         Decider::At(origin) => {
             let text =
                 format!("It can be decided in the inbox at {origin}/ui or at {origin}/approvals/{id}.");
@@ -151,23 +185,38 @@ fn held_for_a_person(held: &Held, inbox: &Inbox<'_>) -> CallToolResult {
             );
             (origin, text)
         }
-    };
-    let approval_url = format!("{origin}/approvals/{id}");
-    let text = format!(
+    }
+}
+
+/// Why nothing ran yet, and where a person decides.
+fn held_text(held: &Held, inbox: &Inbox<'_>) -> String {
+    let (_, where_to) = decided_where(inbox, held.approval_id);
+    format!(
         "This call is waiting for a person to approve it; nothing has run yet (approval {id}). \
-         {where_to} Once approved it runs as run {run}. To receive the result in the same call, \
-         call with _meta {{\"{WAIT_META}\": <seconds up to {max}>}}.",
+         {where_to} Once approved it runs as run {run}.",
+        id = held.approval_id,
         run = held.run_id,
+    )
+}
+
+/// A held call for a client without tasks: not a failure, but a call that
+/// waits. Calling again with the same arguments joins the same request.
+fn held_for_a_person(held: &Held, inbox: &Inbox<'_>) -> CallToolResult {
+    let (origin, _) = decided_where(inbox, held.approval_id);
+    let text = format!(
+        "{} Calling again with the same arguments joins this request rather than filing another; \
+         to receive the result in the same call, call with _meta {{\"{WAIT_META}\": <seconds up to {max}>}}.",
+        held_text(held, inbox),
         max = MAX_WAIT.as_secs(),
     );
     let structured = json!({
         "status": "pending_approval",
         "run_id": held.run_id,
         "approval_id": held.approval_id,
-        "approval_url": approval_url,
+        "approval_url": format!("{origin}/approvals/{}", held.approval_id),
         "run_url": format!("{origin}/runs/{}", held.run_id),
     });
-    result(text, Some(structured), true)
+    result(text, Some(structured), false)
 }
 
 fn text_error(text: String) -> CallToolResult {

@@ -60,6 +60,8 @@ const KNOWN_KEYS: &[&str] = &[
     "allowed-tools",
     // Which scripts are tools, overriding the rule (docs/skills.md).
     "script_tools",
+    // Whether its calls answer MCP clients with a task (docs/mcp.md).
+    "tasks",
 ];
 
 /// The frontmatter fields every dialect shares, as the skill keeps them.
@@ -74,6 +76,7 @@ pub(super) struct Fields {
     pub(super) always_ask: bool,
     pub(super) network: bool,
     pub(super) timeout_secs: u64,
+    pub(super) task_support: TaskSupport,
     pub(super) resources: Resources,
     pub(super) lang: Option<String>,
     pub(super) invocation_mode: InvocationMode,
@@ -118,6 +121,7 @@ impl Fields {
             read_only: self.read_only,
             always_ask: self.always_ask,
             timeout_secs: self.timeout_secs,
+            task_support: self.task_support,
             network: self.network,
             resources: self.resources,
             lang: self.lang,
@@ -148,6 +152,7 @@ impl Fields {
             fingerprint: std::sync::Arc::default(),
             tools: Vec::new(),
             warnings: Vec::new(),
+            listing: None,
         }
     }
 }
@@ -197,6 +202,7 @@ impl Parse<'_, '_> {
         let always_ask = self.boolean(fm, "always_ask");
         let network = self.boolean(fm, "network");
         let timeout_secs = self.timeout(fm, max_timeout_secs);
+        let task_support = self.task_support(fm);
         let resources = self.resources(fm);
         let lang = self.lang(fm);
         // Read only to check their type: the model keeps neither.
@@ -226,6 +232,7 @@ impl Parse<'_, '_> {
             always_ask,
             network,
             timeout_secs,
+            task_support,
             resources,
             lang,
             invocation_mode,
@@ -400,6 +407,26 @@ impl Parse<'_, '_> {
             );
         }
         lang
+    }
+
+    /// `tasks`: whether a call answers an MCP client that has tasks with
+    /// one (`optional`), must (`required`), or never does (`forbidden`,
+    /// the default).
+    fn task_support(&mut self, fm: &Map<String, Value>) -> TaskSupport {
+        match self.string(fm, "tasks").as_deref() {
+            None | Some("forbidden") => TaskSupport::Forbidden,
+            Some("optional") => TaskSupport::Optional,
+            Some("required") => TaskSupport::Required,
+            Some(other) => {
+                let pos = self.key_pos("tasks");
+                self.error(
+                    Code::InvalidField,
+                    pos,
+                    format!("tasks '{other}' is not one of forbidden, optional, required"),
+                );
+                TaskSupport::Forbidden
+            }
+        }
     }
 
     fn invocation_mode(&mut self, fm: &Map<String, Value>) -> InvocationMode {

@@ -6,16 +6,18 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// SHA-256 over the definition and every other file a tool runs (`files`:
-/// the [`Runnable`] ones and the programs commands name), each as
-/// `path NUL length content`, sorted by path; symlinks are read through.
-/// With it, how each file looked when it was read ([`Fingerprint`]).
+/// SHA-256 over the definition and every other file a tool runs or the
+/// skill serves (`files`: the [`Runnable`] ones, the programs commands
+/// name and the served files), each as `path NUL length content`, sorted
+/// by path; symlinks are read through. With it, how each file looked when
+/// it was read ([`Fingerprint`]), and each file's own digest: the digests
+/// the Skills extension lists are of the very bytes this hash covers.
 pub(super) fn content_hash(
     dir: &Path,
     definition_path: &Path,
     definition: &[u8],
     files: &[String],
-) -> (String, Fingerprint) {
+) -> (String, Fingerprint, Digests) {
     let paths: BTreeSet<&str> = files
         .iter()
         .map(String::as_str)
@@ -30,11 +32,13 @@ pub(super) fn content_hash(
     }
     let mut h = Sha256::new();
     feed(&mut h, "SKILL.md", definition);
+    let mut digests = Digests::default();
     for rel in &paths {
         let path = dir.join(rel);
         stamps.push(stamp(&path));
         let content = std::fs::read(&path).unwrap_or_default();
         feed(&mut h, rel, &content);
+        digests.0.insert((*rel).to_owned(), FileDigest::of(&content));
     }
     let fingerprint = Fingerprint {
         dir: dir.to_path_buf(),
@@ -42,8 +46,29 @@ pub(super) fn content_hash(
         files: paths.into_iter().map(str::to_owned).collect(),
         stamps,
     };
-    (hex::encode(h.finalize()), fingerprint)
+    (hex::encode(h.finalize()), fingerprint, digests)
 }
+
+/// One file's `sha256:<hex>` digest and size, as the Skills extension
+/// (SEP-2640) lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDigest {
+    pub digest: String,
+    pub size: u64,
+}
+
+impl FileDigest {
+    pub fn of(content: &[u8]) -> Self {
+        Self {
+            digest: format!("sha256:{}", hex::encode(Sha256::digest(content))),
+            size: content.len() as u64,
+        }
+    }
+}
+
+/// The digest of each hashed file but the definition, by relative path.
+#[derive(Debug, Clone, Default)]
+pub struct Digests(pub std::collections::BTreeMap<String, FileDigest>);
 
 /// What a skill's hash was computed from, and how each of those files
 /// looked just before it was read. Checked when a run starts: an edit

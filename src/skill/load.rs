@@ -10,6 +10,7 @@ use super::fields::Origin;
 use super::files;
 use super::frontmatter::{self, Split, Unclosed};
 use super::hash;
+use super::listing;
 use super::markdown;
 use super::model::*;
 use super::parse::Parse;
@@ -125,8 +126,21 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         .filter(|f| dir.join(f).is_file())
         .map(str::to_owned),
     );
-    let (hash, fingerprint) = hash::content_hash(dir, &def_path, &bytes, &hashed);
     let files = files::list_files(dir);
+    let served = listing::served_paths(&files);
+    // What it serves is what an agent reads: an approval binds to that too.
+    hashed.extend(served.iter().cloned());
+    let (hash, fingerprint, digests) = hash::content_hash(dir, &def_path, &bytes, &hashed);
+    let body = split.body.trim_start_matches(['\r', '\n']);
+    let source = listing::Source {
+        name,
+        description: &fields.description,
+        dialect,
+        frontmatter: &fm,
+        definition: &bytes,
+        body,
+    };
+    let listing = listing::listing(&source, &served, &digests);
     let (deps, deps_wait) = p.prepared_dependencies(dir, dialect, opts);
     let mut skill = fields.into_skill(Origin {
         name,
@@ -138,7 +152,8 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         deps,
     });
     skill.deps_wait = deps_wait;
-    skill.instructions = with_base_dir(split.body.trim_start_matches(['\r', '\n']), dir);
+    skill.instructions = with_base_dir(body, dir);
+    skill.listing = listing;
     skill.files = files;
     skill.hash = hash;
     skill.fingerprint = std::sync::Arc::new(fingerprint);

@@ -73,7 +73,16 @@ pub(super) fn load(
     skill.needs = needs;
     skill.dependencies = super::manifest::dependencies(&manifest);
     skill.files = files;
-    let (hash, fingerprint) = hash::content_hash(dir, path, &bytes, &every.inside);
+    let (hash, fingerprint, digests) = hash::content_hash(dir, path, &bytes, &every.inside);
+    let source = super::listing::Source {
+        name,
+        description: &skill.description,
+        dialect: Dialect::Manifest,
+        frontmatter: &Map::new(),
+        definition: &bytes,
+        body: &parts.instructions,
+    };
+    skill.listing = super::listing::listing(&source, &super::listing::served_paths(&skill.files), &digests);
     skill.hash = hash;
     skill.fingerprint = std::sync::Arc::new(fingerprint);
     skill.tools = parts

@@ -14,6 +14,7 @@ pub mod files;
 pub mod frontmatter;
 pub mod hash;
 pub mod installed;
+pub mod listing;
 pub mod load;
 mod load_manifest;
 pub mod manifest;

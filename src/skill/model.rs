@@ -29,6 +29,17 @@ pub enum InvocationMode {
     ToolDispatch,
 }
 
+/// Whether a skill's calls answer an MCP client that has tasks with one
+/// (MCP's `execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSupport {
+    #[default]
+    Forbidden,
+    Optional,
+    Required,
+}
+
 /// The JSON types a tool parameter may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -188,6 +199,8 @@ pub struct Skill {
     pub read_only: bool,
     pub always_ask: bool,
     pub timeout_secs: u64,
+    /// `tasks`: whether its calls answer MCP clients with tasks.
+    pub task_support: TaskSupport,
     pub network: bool,
     pub resources: Resources,
     pub lang: Option<String>,
@@ -242,6 +255,9 @@ pub struct Skill {
     pub fingerprint: std::sync::Arc<super::hash::Fingerprint>,
     pub tools: Vec<Tool>,
     pub warnings: Vec<Diagnostic>,
+    /// What the MCP Skills extension serves of it; `None` when it cannot
+    /// be served as an Agent Skill (see [`super::listing`]).
+    pub listing: Option<std::sync::Arc<super::listing::Listing>>,
 }
 
 impl Skill {

@@ -29,6 +29,7 @@ mod install;
 mod invoke;
 mod manifests;
 mod mcp;
+mod mcp_skills;
 mod metrics;
 mod modes;
 mod notify;

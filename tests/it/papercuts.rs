@@ -212,7 +212,7 @@ async fn skilld_mcp_says_where_a_held_call_is_decided_and_whether_anyone_can() {
         json!({"name": "stamp", "arguments": {"path": mark}}),
     );
     let text = held["content"][0]["text"].as_str().unwrap().to_owned();
-    assert_eq!(held["isError"], true, "{held}");
+    assert_eq!(held["isError"], false, "waiting is not a failure: {held}");
     assert!(text.contains("No skilld serve uses this run log now"), "{text}");
     let approval = held["structuredContent"]["approval_id"].as_str().unwrap();
     assert_eq!(
