@@ -134,6 +134,12 @@ pub struct McpArgs {
     /// unless a request names another in its `_meta` `skilld/mode`.
     #[arg(long, env = "SKILLD_MODE", value_name = "M")]
     pub mode: Option<String>,
+    /// Ask the person in their client to decide the calls that wait for
+    /// one (an elicitation, or `input_required` on 2026-07-28), when the
+    /// client can be asked: the one local user decides their own calls.
+    /// Without it, they decide in a `skilld serve`'s inbox.
+    #[arg(long, env = "SKILLD_CLIENT_APPROVAL")]
+    pub client_approval: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -294,6 +300,7 @@ fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
                 role: crate::auth::Role::Invoke,
             },
             mode: args.mode.clone(),
+            client_approval: args.client_approval,
             inbox: crate::mcp::LocalInbox {
                 database_url: config.database_url.clone(),
                 address: people_url(&config, config.bind),

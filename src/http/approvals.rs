@@ -231,6 +231,7 @@ async fn decide(
         scope: body.scope,
         decided_by: auth.caller.name.clone(),
         note: (!body.note.is_empty()).then_some(body.note),
+        own: false,
     };
     let catalog = state.catalog.current();
     let decided = state.invoker.decide_request(&catalog, id, ruling).await?;

@@ -32,6 +32,9 @@ pub struct Ruling {
     /// The deciding token's name; `None` on a server without tokens.
     pub decided_by: Option<String>,
     pub note: Option<String>,
+    /// The caller decides its own call, in its client, where the
+    /// configuration lets it (`docs/mcp.md`, in-client approval).
+    pub own: bool,
 }
 
 impl Invoker {
@@ -93,6 +96,7 @@ impl Invoker {
         }
         let request = self.store.get_approval(id).await?;
         if let Some(name) = &ruling.decided_by
+            && !ruling.own
             && request.requested_by.as_deref() == Some(name.as_str())
         {
             return Err(InvokeError::SelfApproval(name.clone()));

@@ -4,6 +4,7 @@
 //! [`Invoker::call`] like HTTP's, so the policy, approvals, sandbox and run
 //! log are the same whichever way a call arrives.
 
+mod approve;
 mod catalog;
 mod skills;
 mod tasks;
@@ -69,6 +70,9 @@ pub struct LocalSession {
     /// The mode of every request that names none in its `_meta`
     /// (`skilld mcp --mode`).
     pub mode: Option<String>,
+    /// The local user decides their own held calls in their client
+    /// (`skilld mcp --client-approval`).
+    pub client_approval: bool,
     pub inbox: LocalInbox,
 }
 
@@ -147,6 +151,20 @@ impl McpServer {
         from_meta
             .or_else(|| http_parts(ctx).and_then(tools::query_mode))
             .or_else(|| self.local.as_ref().and_then(|l| l.mode.clone()))
+    }
+
+    /// How this request's caller is asked to decide its own held calls in
+    /// its client, if the configuration lets it and the client can be.
+    fn in_client(&self, ctx: &RequestContext<RoleServer>) -> tools::InClient {
+        let allowed = self.local.as_ref().is_some_and(|l| l.client_approval);
+        let elicits = ctx.client_capabilities().is_some_and(|c| c.elicitation.is_some());
+        if !allowed || !elicits {
+            return tools::InClient::No;
+        }
+        match skills::has_cache_hints(ctx) {
+            true => tools::InClient::InputRequired,
+            false => tools::InClient::Elicit(ctx.peer.clone()),
+        }
     }
 
     /// The caller of this request, once it holds `role`.
@@ -257,6 +275,7 @@ impl ServerHandler for McpServer {
             mode,
             inbox,
             tasks: ctx.client_capabilities().is_some_and(|c| c.supports_tasks()),
+            in_client: self.in_client(&ctx),
         };
         tools::call(&self.invoker, &catalog, request, asked).await
     }

@@ -1,7 +1,7 @@
 //! `tools/list` and `tools/call`: the catalog's MCP export, and calls
 //! through the invoke pipeline, answered as MCP tool results.
 
-use super::{Decider, Inbox, WAIT_META, tasks};
+use super::{Decider, Inbox, WAIT_META, approve, tasks};
 use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::export::Format;
@@ -40,6 +40,18 @@ pub(super) struct Asking<'a> {
     /// session): a held call, or a call of a skill with `tasks`, answers
     /// with a task.
     pub(super) tasks: bool,
+    /// Whether, and how, the caller decides its own held call in its client.
+    pub(super) in_client: InClient,
+}
+
+/// How a caller that may decide its own held calls is asked.
+pub(super) enum InClient {
+    /// It may not, or its client cannot be asked: the inbox decides.
+    No,
+    /// `elicitation/create` on its session (2025-11-25 and before).
+    Elicit(rmcp::Peer<rmcp::RoleServer>),
+    /// An `input_required` result, answered by a retry (2026-07-28).
+    InputRequired,
 }
 
 /// Runs one `tools/call`. Only a request that names no tool (or needs
@@ -52,6 +64,9 @@ pub(super) async fn call(
     request: CallToolRequestParams,
     asking: Asking<'_>,
 ) -> Result<CallToolResponse, ErrorData> {
+    if let (Some(state), InClient::InputRequired) = (&request.request_state, &asking.in_client) {
+        return resume(invoker, catalog, &request, state, &asking).await;
+    }
     let target = Target::Tool(request.name.into_owned());
     let support = task_support(catalog, &target);
     if support == TaskSupport::Required && !asking.tasks {
@@ -69,7 +84,7 @@ pub(super) async fn call(
     let call = Call {
         target,
         arguments: Value::Object(request.arguments.unwrap_or_default()),
-        mode: asking.mode,
+        mode: asking.mode.clone(),
         dry_run: false,
         wait,
         delivery: if as_task {
@@ -89,6 +104,7 @@ pub(super) async fn call(
             let message = held_text(&held, &asking.inbox);
             Ok(tasks::created(held.run_id, Some(message)).into())
         }
+        Ok(Called::Held(held)) => ask_in_client(invoker, catalog, held, &asking).await,
         Ok(called) => answer(called, &asking.inbox).map(CallToolResponse::from),
         Err(e @ (InvokeError::NotFound { .. } | InvokeError::Ambiguous { .. })) => {
             Err(ErrorData::invalid_params(e.to_string(), None))
@@ -99,6 +115,72 @@ pub(super) async fn call(
         }
         Err(e) => Ok(text_error(e.sentence()).into()),
     }
+}
+
+/// A held call, for a client without tasks: asked of the person in their
+/// client where they decide their own calls, else the waiting result.
+async fn ask_in_client(
+    invoker: &Arc<Invoker>,
+    catalog: &Arc<Catalog>,
+    held: Held,
+    asking: &Asking<'_>,
+) -> Result<CallToolResponse, ErrorData> {
+    let waiting = || Ok(held_for_a_person(&held, &asking.inbox).into());
+    let peer = match &asking.in_client {
+        InClient::No => return waiting(),
+        InClient::InputRequired => {
+            let request = approve::request_of(invoker, &held).await?;
+            return approve::input_required(&request).map(CallToolResponse::from);
+        }
+        InClient::Elicit(peer) => peer,
+    };
+    let request = approve::request_of(invoker, &held).await?;
+    let asked = peer
+        .create_elicitation_with_timeout(approve::question(&request)?, Some(MAX_WAIT))
+        .await;
+    let answer = match asked {
+        Ok(result) => approve::answer(&result)?,
+        // The client could not ask (or nobody answered in time): the inbox decides.
+        Err(e) => {
+            tracing::info!(error = %e, approval = %held.approval_id, "in-client approval not answered");
+            return waiting();
+        }
+    };
+    match approve::decide(invoker, catalog, asking.caller, &request, answer).await? {
+        Some(result) => Ok(result.into()),
+        None => waiting(),
+    }
+}
+
+/// A retry with the person's answer to an `input_required` approval.
+async fn resume(
+    invoker: &Arc<Invoker>,
+    catalog: &Arc<Catalog>,
+    request: &CallToolRequestParams,
+    state: &str,
+    asking: &Asking<'_>,
+) -> Result<CallToolResponse, ErrorData> {
+    let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+    let pending = approve::resumed(invoker, asking.caller, state, &request.name, &arguments).await?;
+    let responses = request.input_responses.clone().unwrap_or_default();
+    let answer = approve::answer(&approve::response(&responses)?)?;
+    let held = Held {
+        run_id: pending.run_id,
+        approval_id: pending.id,
+    };
+    match approve::decide(invoker, catalog, asking.caller, &pending, answer).await? {
+        Some(result) => Ok(result.into()),
+        None => Ok(held_for_a_person(&held, &asking.inbox).into()),
+    }
+}
+
+/// The result of a run that ended, or `None` while it has not.
+pub(super) fn ended_result(run: &crate::store::Run) -> Option<CallToolResult> {
+    if !run.status.is_final() {
+        return None;
+    }
+    let envelope: Envelope = serde_json::from_value(run.result.clone()?).ok()?;
+    Some(finished(&envelope))
 }
 
 /// What the skill of the tool `target` names says of tasks (`Forbidden`
@@ -219,7 +301,7 @@ fn held_for_a_person(held: &Held, inbox: &Inbox<'_>) -> CallToolResult {
     result(text, Some(structured), false)
 }
 
-fn text_error(text: String) -> CallToolResult {
+pub(super) fn text_error(text: String) -> CallToolResult {
     result(text, None, true)
 }
 

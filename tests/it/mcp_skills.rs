@@ -103,3 +103,24 @@ async fn skills_over_stdio() {
     let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
     python(&args, &[]).await;
 }
+
+/// `skilld mcp --client-approval`: the person at the client decides their
+/// own held calls there (an elicitation answered by the SDK's callback, on
+/// 2025-11-25 and through `input_required` on 2026-07-28), recorded as
+/// theirs; without the flag, nobody asks them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_user_decides_in_their_client() {
+    let root_dir = crate::common::tempdir().unwrap();
+    skills(root_dir.path());
+    let data = crate::common::tempdir().unwrap();
+    let out = crate::common::marks_dir();
+    let args = [
+        "in-client",
+        env!("CARGO_BIN_EXE_skilld"),
+        &root_dir.path().display().to_string(),
+        &data.path().display().to_string(),
+        &out.path().join("stamps").display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
+    python(&args, &[]).await;
+}

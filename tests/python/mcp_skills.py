@@ -299,11 +299,67 @@ async def stdio_main(binary, skills, data):
         print(f"stdio {mode}: skills ok")
 
 
+class Person:
+    """The person at the client: answers each approval question in turn."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.asked = []
+
+    async def __call__(self, context, params):
+        self.asked.append(params.message)
+        decision, note = self.answers.pop(0)
+        content = {"decision": decision} | ({"note": note} if note else {})
+        return types.ElicitResult(action="accept", content=content)
+
+
+def decisions(data):
+    import sqlite3
+
+    with sqlite3.connect(os.path.join(data, "skilld.db")) as db:
+        return db.execute("select tool, status, requested_by, decided_by, note from approvals order by created_at").fetchall()
+
+
+async def in_client_main(binary, skills, data, marker):
+    """`skilld mcp --client-approval`: the local user decides their own
+    held calls in their client, in both eras; without the flag, nobody
+    asks them."""
+
+    def params(*flags):
+        return StdioServerParameters(
+            command=binary,
+            args=["mcp", "--skills", f"bundled={skills}", "--data-dir", data, "--no-watch", *flags],
+            env={"SKILLD_LOG": "warn", "USER": "tester", "SKILLD_SANDBOX_WRITE_PATHS": os.path.dirname(marker)},
+        )
+
+    for mode in ("legacy", "auto"):
+        person = Person([("approve_once", None), ("deny", "not today")])
+        async with Client(params("--client-approval"), mode=mode, elicitation_callback=person) as client:
+            ran = await client.call_tool("stamp", {"path": marker + mode})
+            check(not ran.is_error and "stamped" in text(ran), f"{mode}: approved in the client, it ran", ran)
+            check("Tool stamp of skill stamp" in person.asked[0] and marker + mode in person.asked[0], "the question shows the call", person.asked)
+            denied = await client.call_tool("stamp", {"path": marker + mode + "2"})
+            check(denied.is_error and "You denied this call" in text(denied) and "not today" in text(denied), f"{mode}: denied in the client", denied)
+        print(f"stdio {mode}: in-client approval ok")
+    recorded = decisions(data)
+    check([r[1] for r in recorded] == ["approved", "denied"] * 2, "each decision is recorded", recorded)
+    check(all(r[2] == "mcp:tester" and r[3] == "mcp:tester" for r in recorded), "as the caller's own", recorded)
+    check(recorded[1][4] == "not today", "with the note", recorded)
+
+    person = Person([])
+    async with Client(params(), mode="legacy", elicitation_callback=person) as client:
+        held = await client.call_tool("stamp", {"path": marker + "3"})
+        check(not held.is_error and held.structured_content["status"] == "pending_approval" and not person.asked, "without the flag the inbox decides", held)
+    print("stdio: without --client-approval, the inbox decides")
+
+
 if __name__ == "__main__":
     how = sys.argv[1]
     if how == "http":
         asyncio.run(http_main(sys.argv[2], ENV["SKILLD_TEST_SKILLS"]))
     elif how == "stdio":
         asyncio.run(stdio_main(*sys.argv[2:5]))
+    elif how == "in-client":
+        asyncio.run(in_client_main(*sys.argv[2:6]))
     else:
         raise SystemExit(f"unknown transport {how}")
