@@ -313,6 +313,24 @@ class Person:
         return types.ElicitResult(action="accept", content=content)
 
 
+async def tampered_states_are_refused(client, data, marker):
+    """A retry whose requestState is not this caller's pending request for
+    this very call decides nothing."""
+    answer = {"skilld/approval": {"action": "accept", "content": {"decision": "approve_once"}}}
+    decided = decision_ids(data)[0]
+    for state in ("not-a-request", "0190b4a0-0000-7000-8000-000000000000", decided):
+        params = {"name": "stamp", "arguments": {"path": marker}, "requestState": state, "inputResponses": answer}
+        error = await raw_error(client, "tools/call", params)
+        check(error.code == INVALID_PARAMS and "requestState" in error.message, f"a forged requestState {state}", error)
+
+
+def decision_ids(data):
+    import sqlite3
+
+    with sqlite3.connect(os.path.join(data, "skilld.db")) as db:
+        return [row[0] for row in db.execute("select id from approvals order by created_at")]
+
+
 def decisions(data):
     import sqlite3
 
@@ -340,6 +358,8 @@ async def in_client_main(binary, skills, data, marker):
             check("Tool stamp of skill stamp" in person.asked[0] and marker + mode in person.asked[0], "the question shows the call", person.asked)
             denied = await client.call_tool("stamp", {"path": marker + mode + "2"})
             check(denied.is_error and "You denied this call" in text(denied) and "not today" in text(denied), f"{mode}: denied in the client", denied)
+            if mode == "auto":
+                await tampered_states_are_refused(client, data, marker)
         print(f"stdio {mode}: in-client approval ok")
     recorded = decisions(data)
     check([r[1] for r in recorded] == ["approved", "denied"] * 2, "each decision is recorded", recorded)
