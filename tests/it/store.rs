@@ -189,6 +189,7 @@ fn new_run(skill: &str, tool: &str, created_at: DateTime<Utc>) -> NewRun {
         mode: None,
         request_id: None,
         skill_version: None,
+        idempotency_key: None,
     }
 }
 
@@ -290,6 +291,7 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         mode: Some("Dev".to_owned()),
         request_id: Some("01937b2e-7c1a-7d2e-9f00-5a1c2b3d4e5f".to_owned()),
         skill_version: Some("1.2.0-rc.1".to_owned()),
+        idempotency_key: None,
     };
     let inserted = insert(&store, full.clone()).await;
     assert_eq!(store.get_run(full.id).await.unwrap(), inserted);
