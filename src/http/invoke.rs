@@ -109,11 +109,12 @@ pub struct InvokeHeaders {
     #[serde(rename = "Accept")]
     #[param(value_type = String, required = false)]
     pub accept: Option<String>,
-    /// 1–255 printable ASCII characters (spaces only inside) naming this call, so a retry of it
-    /// (by the same caller, within 24 hours) answers with the run the
-    /// first made instead of making another: held, followed while it
-    /// runs, or its final answer. The same key with another tool or other
-    /// arguments is refused (422 `idempotency_key_reused`).
+    /// 1–255 printable ASCII characters (spaces only inside) naming this
+    /// call, so that a retry of it (by the same caller, within 24 hours)
+    /// answers with the run the first made instead of making another:
+    /// held, followed while it runs, or its final answer. The same key
+    /// with another tool or other arguments is refused (422
+    /// `idempotency_key_reused`).
     #[serde(rename = "Idempotency-Key")]
     #[param(value_type = String, required = false, min_length = 1, max_length = 255, pattern = "^[!-~]([ -~]{0,253}[!-~])?$")]
     pub idempotency_key: Option<String>,
