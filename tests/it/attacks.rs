@@ -660,17 +660,19 @@ async fn event_streams_are_bounded_in_number_and_lifetime() {
     };
     let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Untrusted)]), settings).await;
     let client = reqwest::Client::new();
-    let stream = || {
+    // Three different calls (their own paths): the same call again would
+    // join the first's request.
+    let stream = |n: usize| {
         client
             .post(server.url("/tools/mark/invoke"))
             .header("accept", "text/event-stream")
-            .json(&json!({"arguments": {"path": marker}}))
+            .json(&json!({"arguments": {"path": format!("{}.{n}", marker.display())}}))
             .send()
     };
-    let mut first = stream().await.unwrap();
-    let _second = stream().await.unwrap();
+    let mut first = stream(1).await.unwrap();
+    let _second = stream(2).await.unwrap();
     assert_eq!(first.status(), 200);
-    let third = stream().await.unwrap();
+    let third = stream(3).await.unwrap();
     assert_eq!(third.status(), 503);
     let p: Value = third.json().await.unwrap();
     assert!(
@@ -697,7 +699,7 @@ async fn event_streams_are_bounded_in_number_and_lifetime() {
     );
     // Its room is given back.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(stream().await.unwrap().status(), 200);
+    assert_eq!(stream(4).await.unwrap().status(), 200);
     assert!(!marker.exists());
 }
 
