@@ -460,6 +460,7 @@ async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
             mode: Some("Global".to_owned()),
             request_id: None,
             skill_version: None,
+            idempotency_key: None,
         })
         .await
         .expect("insert_run");

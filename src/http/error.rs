@@ -303,11 +303,13 @@ impl From<InvokeError> for ApiError {
             | InvokeError::WaitTooLong
             | InvokeError::InvalidMode { .. }
             | InvokeError::NoteTooLong { .. }
-            | InvokeError::NoteHasNul => ApiError::BadRequest(detail),
+            | InvokeError::NoteHasNul
+            | InvokeError::InvalidIdempotencyKey { .. } => ApiError::BadRequest(detail),
             InvokeError::InvalidArguments { .. }
             | InvokeError::Nul { .. }
             | InvokeError::MissingInWord { .. } => unprocessable("invalid_arguments"),
             InvokeError::ArgumentInjection { .. } => unprocessable("argument_injection"),
+            InvokeError::IdempotencyKeyReused { .. } => unprocessable("idempotency_key_reused"),
             InvokeError::Denied { .. } => ApiError::Refused {
                 code: "denied",
                 detail,

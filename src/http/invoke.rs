@@ -8,7 +8,8 @@ use super::responses::{BodyProblems, InvokeProblems, describe_streams, empty_bod
 use super::runs::sse;
 use crate::auth::Caller;
 use crate::invoke::{
-    Asked, Call, Called, Delivery, DryRun, Envelope, Gate, InvokeError, MAX_WAIT, StreamPermit, Target,
+    Asked, Call, Called, Delivery, DryRun, Envelope, Gate, IdempotencyKey, InvokeError, MAX_WAIT,
+    StreamPermit, Target,
 };
 use crate::store::RunStatus;
 use axum::Json;
@@ -108,6 +109,15 @@ pub struct InvokeHeaders {
     #[serde(rename = "Accept")]
     #[param(value_type = String, required = false)]
     pub accept: Option<String>,
+    /// 1–255 printable ASCII characters (spaces only inside) naming this
+    /// call, so that a retry of it (by the same caller, within 24 hours)
+    /// answers with the run the first made instead of making another:
+    /// held, followed while it runs, or its final answer. The same key
+    /// with another tool or other arguments is refused (422
+    /// `idempotency_key_reused`).
+    #[serde(rename = "Idempotency-Key")]
+    #[param(value_type = String, required = false, min_length = 1, max_length = 255, pattern = "^[!-~]([ -~]{0,253}[!-~])?$")]
+    pub idempotency_key: Option<String>,
 }
 
 /// The 200 of an invoke: the run's envelope, or with `dry_run=true` what
@@ -496,6 +506,7 @@ async fn invoke(
         "respond-async",
     );
     let dry_run = q.dry_run.unwrap_or(false);
+    let key = idempotency_key(headers)?;
     // Taken first: a call must not start for a stream that cannot open.
     let permit = (streaming && !dry_run)
         .then(|| state.invoker.stream_permit(holder))
@@ -515,8 +526,23 @@ async fn invoke(
         asked: asked(caller, headers),
     };
     let catalog = state.catalog.current();
-    let called = state.invoker.call(&catalog, call).await?;
+    let called = state.invoker.call_keyed(&catalog, call, key).await?;
     respond(state, called, permit)
+}
+
+/// The request's `Idempotency-Key`, if it sent one; 400 if it is not one
+/// (or it sent several).
+pub(super) fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>> {
+    let mut values = headers.get_all("idempotency-key").iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::BadRequest(
+            "send one Idempotency-Key header, not several".to_owned(),
+        ));
+    }
+    Ok(Some(IdempotencyKey::parse(value.as_bytes())?))
 }
 
 /// Who asked, as the run log records it: the token's name and the

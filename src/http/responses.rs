@@ -64,7 +64,7 @@ pub enum BodyProblems {
 pub enum InvokeProblems {
     #[response(
         status = 400,
-        description = "The body is not JSON or not an invoke request, `wait` is over 300, or the query names a parameter this operation does not take",
+        description = "The body is not JSON or not an invoke request, `wait` is over 300, the query names a parameter this operation does not take, or `Idempotency-Key` is not a key",
         content_type = "application/problem+json"
     )]
     BadRequest(Problem),
@@ -76,7 +76,7 @@ pub enum InvokeProblems {
     Denied(Problem),
     #[response(
         status = 422,
-        description = "The arguments fail the tool's schema, or argument injection",
+        description = "The arguments fail the tool's schema, or argument injection; or the `Idempotency-Key` was used for another call (`idempotency_key_reused`)",
         content_type = "application/problem+json"
     )]
     InvalidArguments(Problem),

@@ -175,6 +175,7 @@ async fn call(
     headers: HeaderMap,
     JsonBody(arguments): JsonBody<Value>,
 ) -> Result<Response> {
+    let key = super::invoke::idempotency_key(&headers)?;
     let call = Call {
         target: Target::Tool(p.tool),
         arguments,
@@ -186,7 +187,7 @@ async fn call(
         asked: super::invoke::asked(&auth.caller, &headers),
     };
     let catalog = state.catalog.current();
-    let called = state.invoker.call(&catalog, call).await?;
+    let called = state.invoker.call_keyed(&catalog, call, key).await?;
     // Answered as invoke answers: 200 the envelope, 202 when held.
     super::invoke::respond(&state, called, None)
 }

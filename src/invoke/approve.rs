@@ -6,7 +6,7 @@ use super::{Asked, InvokeError, Invoker, Prepared, Target};
 use crate::catalog::Catalog;
 use crate::policy;
 use crate::store::{
-    Approval, ApprovalStatus, Decide, NewApproval, PolicyFacts, RunStatus, Scope, Undecidable,
+    Approval, ApprovalStatus, Decide, NewApproval, PolicyFacts, RunStatus, SameCall, Scope, Undecidable,
 };
 use chrono::Utc;
 use std::sync::Arc;
@@ -59,6 +59,34 @@ impl Invoker {
         };
         self.store.insert_pending(run, approval).await?;
         Ok(held)
+    }
+
+    /// The request of the same call by the same caller that still waits
+    /// for a person (see [`crate::store::SameCall`]), for a retry to join
+    /// rather than file another. Bounded: a caller holds at most
+    /// `max_pending_per_caller` requests.
+    pub(super) async fn pending_like(
+        &self,
+        p: &Prepared,
+        asked: &Asked,
+    ) -> Result<Option<Held>, InvokeError> {
+        let arguments = serde_json::Value::Object(p.arguments.clone());
+        let same = SameCall {
+            requested_by: asked.by.as_deref(),
+            skill: &p.skill.name,
+            tool: &p.tool().name,
+            skill_hash: &p.skill.hash,
+            mode: Some(&p.mode),
+            arguments: &arguments,
+        };
+        let limit = u32::try_from(self.settings.max_pending_per_caller)
+            .unwrap_or(u32::MAX)
+            .clamp(1, crate::store::MAX_APPROVALS);
+        let found = self.store.pending_like(&same, Utc::now(), limit).await?;
+        Ok(found.map(|request| Held {
+            run_id: request.run_id,
+            approval_id: request.id,
+        }))
     }
 
     /// Records a call that a standing deny refused: nothing runs, but the

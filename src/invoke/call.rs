@@ -6,7 +6,7 @@ use super::{Asked, Envelope, Held, InvokeError, Invoker, LiveRun, MAX_WAIT, Prep
 use crate::catalog::{Catalog, NotFound, ToolLookup};
 use crate::policy::{Decision, Verdict};
 use crate::skill::Skill;
-use crate::store::{PolicyFacts, Run, RunStatus};
+use crate::store::{PolicyFacts, Run, RunStatus, StoreError};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -179,6 +179,19 @@ impl Invoker {
     /// Resolves, validates, renders and decides a call, then refuses it,
     /// holds it for a person, or runs it, as [`Call`] asks.
     pub async fn call(self: &Arc<Self>, catalog: &Arc<Catalog>, call: Call) -> Result<Called, InvokeError> {
+        self.call_keyed(catalog, call, None).await
+    }
+
+    /// [`Invoker::call`] with the caller's `Idempotency-Key`: a call the
+    /// caller made with the same key within [`super::KEY_KEPT`] is answered
+    /// again (its run, as it is now) instead of being made twice; the same
+    /// key with another tool or other arguments is refused.
+    pub async fn call_keyed(
+        self: &Arc<Self>,
+        catalog: &Arc<Catalog>,
+        call: Call,
+        key: Option<super::IdempotencyKey>,
+    ) -> Result<Called, InvokeError> {
         if call.wait > MAX_WAIT {
             return Err(InvokeError::WaitTooLong);
         }
@@ -186,9 +199,33 @@ impl Invoker {
         if let Some(mode) = &call.mode {
             in_mode(&skill, tool, mode)?;
         }
-        let prepared = self.prepare(skill, tool, &call.arguments, call.mode.as_deref())?;
+        let mut prepared = self.prepare(skill, tool, &call.arguments, call.mode.as_deref())?;
+        // Nothing is recorded for a dry run, and the terminal's own runs
+        // are not retried over HTTP.
+        let key = key.filter(|_| !call.dry_run && call.gate == Gate::Policy);
+        let Some(key) = key else {
+            return self.decide_call(prepared, &call).await;
+        };
+        let same = super::retry::Keyed::of(&prepared, &call.asked, key);
+        if let Some(run) = self.keyed_run(&same).await? {
+            return self.again(run, &call).await;
+        }
+        prepared.idempotency_key = Some(same.key().to_owned());
+        match self.decide_call(prepared, &call).await {
+            // Another request with the key recorded its run first: this
+            // one answers with that run.
+            Err(InvokeError::Store(StoreError::Conflict(why))) => match self.keyed_run(&same).await? {
+                Some(run) => self.again(run, &call).await,
+                None => Err(InvokeError::Store(StoreError::Conflict(why))),
+            },
+            answer => answer,
+        }
+    }
+
+    /// Decides a prepared call, then refuses it, holds it or runs it.
+    async fn decide_call(self: &Arc<Self>, prepared: Prepared, call: &Call) -> Result<Called, InvokeError> {
         if call.gate == Gate::Operator {
-            return self.run(prepared, &call).await;
+            return self.run(prepared, call).await;
         }
         let (decision, facts) = self.judge(&prepared).await?;
         if call.dry_run {
@@ -207,13 +244,15 @@ impl Invoker {
                     reason: decision.reason,
                 })
             }
-            Verdict::Ask => self.ask(&prepared, &facts, &call, &decision.reason).await,
-            Verdict::Run => self.run(prepared, &call).await,
+            Verdict::Ask => self.ask(&prepared, &facts, call, &decision.reason).await,
+            Verdict::Run => self.run(prepared, call).await,
         }
     }
 
     /// Holds a call for a person; with a wait, answers with its end if it
-    /// comes in time.
+    /// comes in time. A retry of a call that still waits (the same caller,
+    /// tool, arguments, mode and skill hash) joins its request instead of
+    /// filing another.
     async fn ask(
         &self,
         prepared: &Prepared,
@@ -221,6 +260,10 @@ impl Invoker {
         call: &Call,
         reason: &str,
     ) -> Result<Called, InvokeError> {
+        if let Some(held) = self.pending_like(prepared, &call.asked).await? {
+            tracing::info!(run = %held.run_id, approval = %held.approval_id, "a retried call joins its pending request");
+            return self.await_held(held, call).await;
+        }
         let max = self.settings.max_pending_per_caller;
         let waiting = self
             .store
@@ -231,6 +274,12 @@ impl Invoker {
         }
         let held = self.hold(prepared, facts, call.asked.clone()).await?;
         tracing::info!(run = %held.run_id, approval = %held.approval_id, %reason, "call held for approval");
+        self.await_held(held, call).await
+    }
+
+    /// The answer to a call held for a person: at once, or with a wait its
+    /// end if it comes in time.
+    pub(super) async fn await_held(&self, held: Held, call: &Call) -> Result<Called, InvokeError> {
         if call.delivery == Delivery::Started || call.wait.is_zero() {
             return Ok(Called::Held(held));
         }
@@ -251,7 +300,7 @@ impl Invoker {
 
     /// The envelope of a held run that ended, or why there is none (a
     /// denial carries the approver's note).
-    async fn ended(&self, run: Run) -> Result<Arc<Envelope>, InvokeError> {
+    pub(super) async fn ended(&self, run: Run) -> Result<Arc<Envelope>, InvokeError> {
         if let Some(result) = run.result
             && let Ok(envelope) = serde_json::from_value::<Envelope>(result)
         {

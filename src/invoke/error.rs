@@ -134,6 +134,16 @@ pub enum InvokeError {
     /// A token cancelling a run another caller asked for.
     #[error("token '{name}' did not ask for run {id}: only its requester or an approver may cancel it")]
     NotRequester { id: Uuid, name: String },
+    /// An `Idempotency-Key` header that is not one.
+    #[error("Idempotency-Key must be 1 to {max} printable ASCII characters")]
+    InvalidIdempotencyKey { max: usize },
+    /// The caller's key made another call (another tool, or other
+    /// arguments) than this one.
+    #[error(
+        "this Idempotency-Key was used for another call (run {run_id}): a retry must send the same tool \
+         and arguments; use a new key for a new call"
+    )]
+    IdempotencyKeyReused { run_id: Uuid },
     /// An installed version that exists but may not run (pending review,
     /// rejected) or does not load.
     #[error("{0}")]

@@ -15,6 +15,7 @@ mod follow;
 mod hooks;
 mod inbox;
 mod live;
+mod retry;
 mod rundir;
 
 pub use crate::artifacts::Artifact;
@@ -28,6 +29,7 @@ pub use follow::StreamPermit;
 pub use hooks::HookEffect;
 pub use inbox::InboxEvent;
 pub use live::{LiveRun, RunEvent, Runs};
+pub use retry::{IdempotencyKey, KEY_KEPT};
 
 use crate::backend::{ChildSettings, Launcher};
 use crate::policy::{self, Decision};
@@ -156,6 +158,8 @@ pub struct Prepared {
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
     pub mode: String,
+    /// The caller's `Idempotency-Key`, recorded on the call's run.
+    pub idempotency_key: Option<String>,
 }
 
 impl Prepared {
@@ -268,6 +272,7 @@ impl Invoker {
             cwd,
             env,
             mode,
+            idempotency_key: None,
         })
     }
 
@@ -391,6 +396,7 @@ impl Invoker {
             mode: Some(p.mode.clone()),
             request_id: asked.request_id,
             skill_version: p.skill.version.clone(),
+            idempotency_key: p.idempotency_key.clone(),
         }
     }
 

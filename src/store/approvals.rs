@@ -221,6 +221,33 @@ pub struct Decide {
     pub at: DateTime<Utc>,
 }
 
+/// A call as a retry of it would be made: what [`super::Store::pending_like`]
+/// matches a pending request against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SameCall<'a> {
+    /// The token's name; `None` (a call without one) is one caller too.
+    pub requested_by: Option<&'a str>,
+    pub skill: &'a str,
+    pub tool: &'a str,
+    pub skill_hash: &'a str,
+    pub mode: Option<&'a str>,
+    /// The validated arguments; key order does not matter.
+    pub arguments: &'a Value,
+}
+
+impl SameCall<'_> {
+    /// Whether `request` is of this call (the store's query has matched
+    /// the rest already, but a second look costs nothing).
+    pub(super) fn is(&self, request: &Approval) -> bool {
+        request.requested_by.as_deref() == self.requested_by
+            && request.skill == self.skill
+            && request.tool == self.tool
+            && request.skill_hash == self.skill_hash
+            && request.mode.as_deref() == self.mode
+            && &request.arguments == self.arguments
+    }
+}
+
 /// Why a request could not be decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Undecidable {

@@ -15,7 +15,7 @@ mod sqlite;
 
 pub use approvals::{
     Approval, ApprovalStatus, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant, GrantDecision,
-    NewApproval, PolicyFacts, Scope, Undecidable,
+    NewApproval, PolicyFacts, SameCall, Scope, Undecidable,
 };
 use notifications::http_status;
 pub use notifications::{Attempt, NewNotification, Notification, NotificationStatus};
@@ -181,6 +181,9 @@ pub struct NewRun {
     pub mode: Option<String>,
     pub request_id: Option<String>,
     pub skill_version: Option<String>,
+    /// The caller's `Idempotency-Key`, unique per caller (see
+    /// [`Store::run_by_key`]): a second run with one key is a `Conflict`.
+    pub idempotency_key: Option<String>,
 }
 
 /// `GET /runs`'s query: every filter given must match.
@@ -327,6 +330,28 @@ pub trait Store: Send + Sync + 'static {
         requested_by: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<u64, StoreError>;
+
+    /// The pending, unexpired (at `at`) request for the same call as
+    /// `call`: the same caller, skill, tool, skill hash, mode and
+    /// arguments (JSON equality). Of the caller's oldest `limit` such
+    /// requests of that tool (a caller holds few: `max_pending_per_caller`),
+    /// the oldest that matches.
+    async fn pending_like(
+        &self,
+        call: &SameCall<'_>,
+        at: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Option<Approval>, StoreError>;
+
+    /// The run `requested_by` made with idempotency key `key`, if it was
+    /// made at `since` or later. A run made earlier gives the key up (it
+    /// is cleared from the run), so that the key can be used again.
+    async fn run_by_key(
+        &self,
+        requested_by: Option<&str>,
+        key: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Option<Run>, StoreError>;
 
     /// Records a standing grant directly (replacing any for the same
     /// skill, tool and hash), as an `always` decision would: for operators

@@ -10,7 +10,7 @@ use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope}
 use super::{
     Approval, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
     NewApproval, NewNotification, NewRun, Notification, NotificationStatus, PolicyFacts, Run, RunFilter,
-    RunPage, RunStatus, Store, StoreError, Undecidable,
+    RunPage, RunStatus, SameCall, Store, StoreError, Undecidable,
 };
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -544,6 +544,65 @@ impl Store for PgStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    async fn pending_like(
+        &self,
+        call: &SameCall<'_>,
+        at: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Option<Approval>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where status = 'pending' and requested_by is not distinct from $1 \
+             and skill = $2 and tool = $3 and skill_hash = $4 and mode is not distinct from $5 \
+             and expires_at > $6 order by created_at, id limit $7"
+        ))
+        .bind(call.requested_by)
+        .bind(call.skill)
+        .bind(call.tool)
+        .bind(call.skill_hash)
+        .bind(call.mode)
+        .bind(at)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &rows {
+            let request = approval_from_row(row)?;
+            if call.is(&request) {
+                return Ok(Some(request));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn run_by_key(
+        &self,
+        requested_by: Option<&str>,
+        key: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Option<Run>, StoreError> {
+        let row = sqlx::query(concat!(
+            "select ",
+            run_columns!(),
+            " from runs where coalesce(requested_by, '') = $1 and idempotency_key = $2"
+        ))
+        .bind(requested_by.unwrap_or(""))
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(run) = row.as_ref().map(run_from_row).transpose()? else {
+            return Ok(None);
+        };
+        if run.created_at >= since {
+            return Ok(Some(run));
+        }
+        sqlx::query("update runs set idempotency_key = null where id = $1")
+            .bind(run.id)
+            .execute(&self.pool)
+            .await?;
+        Ok(None)
+    }
+
     async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
         sqlx::query(UPSERT_GRANT)
             .bind(grant.id)
@@ -745,8 +804,9 @@ impl PgStore {
 async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, StoreError> {
     sqlx::query(concat!(
         "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-         approval_id, created_at, started_at, finished_at, instance, mode, request_id, skill_version) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) returning ",
+         approval_id, created_at, started_at, finished_at, instance, mode, request_id, skill_version, \
+         idempotency_key) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) returning ",
         run_columns!()
     ))
     .bind(run.id)
@@ -766,6 +826,7 @@ async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, S
     .bind(&run.mode)
     .bind(&run.request_id)
     .bind(&run.skill_version)
+    .bind(&run.idempotency_key)
     .fetch_one(conn)
     .await
     .map_err(StoreError::from)

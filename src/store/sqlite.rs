@@ -14,7 +14,7 @@ use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope}
 use super::{
     Approval, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
     NewApproval, NewNotification, NewRun, Notification, NotificationStatus, PolicyFacts, Run, RunFilter,
-    RunPage, RunStatus, Store, StoreError, Undecidable,
+    RunPage, RunStatus, SameCall, Store, StoreError, Undecidable,
 };
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::Value;
@@ -73,8 +73,8 @@ const BEGIN: &str = "begin immediate";
 /// Inserts a new run.
 const INSERT_RUN: &str = concat!(
     "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
-     approval_id, created_at, started_at, finished_at, instance, mode, request_id, skill_version) \
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
+     approval_id, created_at, started_at, finished_at, instance, mode, request_id, skill_version, \
+     idempotency_key) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
     run_columns!()
 );
 /// Records a pending request, written together with its run.
@@ -799,6 +799,64 @@ impl Store for SqliteStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    async fn pending_like(
+        &self,
+        call: &SameCall<'_>,
+        at: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Option<Approval>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where status = 'pending' and requested_by is ? and skill = ? and tool = ? \
+             and skill_hash = ? and mode is ? and expires_at > ? order by created_at, id limit ?"
+        ))
+        .bind(call.requested_by)
+        .bind(call.skill)
+        .bind(call.tool)
+        .bind(call.skill_hash)
+        .bind(call.mode)
+        .bind(time_text(at)?)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &rows {
+            let request = approval_from_row(row)?;
+            if call.is(&request) {
+                return Ok(Some(request));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn run_by_key(
+        &self,
+        requested_by: Option<&str>,
+        key: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Option<Run>, StoreError> {
+        let row = sqlx::query(concat!(
+            "select ",
+            run_columns!(),
+            " from runs where coalesce(requested_by, '') = ? and idempotency_key = ?"
+        ))
+        .bind(requested_by.unwrap_or(""))
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(run) = row.as_ref().map(run_from_row).transpose()? else {
+            return Ok(None);
+        };
+        if run.created_at >= since {
+            return Ok(Some(run));
+        }
+        sqlx::query("update runs set idempotency_key = null where id = ?")
+            .bind(run.id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(None)
+    }
+
     async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
         sqlx::query(UPSERT_GRANT)
             .bind(grant.id.to_string())
@@ -1004,6 +1062,7 @@ fn insert_run_on(conn: &rusqlite::Connection, run: &NewRun) -> Result<Run, Write
         run.mode,
         run.request_id,
         run.skill_version,
+        run.idempotency_key,
     ];
     one_run(conn, INSERT_RUN, params)?
         .ok_or_else(|| StoreError::Other("the insert returned no run".into()).into())

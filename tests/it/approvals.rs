@@ -839,9 +839,11 @@ async fn requests_whose_caller_gave_up_are_marked() {
         "{}/tools/abandoned/invoke?wait=60",
         f.server.url("").trim_end_matches('/')
     );
+    // Each call here differs (its own path): the same call again would
+    // join the request that still waits.
     let gone = hasty
         .post(url)
-        .json(&json!({"arguments": {"path": file}}))
+        .json(&json!({"arguments": {"path": file.with_extension("2")}}))
         .send()
         .await;
     assert!(gone.is_err(), "the client gave up first");
@@ -861,7 +863,7 @@ async fn requests_whose_caller_gave_up_are_marked() {
     assert!(left(&approval).is_some(), "{approval}");
 
     // One that waited for, and got, its answer is not marked.
-    let waiting = call_waiting(&api, "abandoned", &file);
+    let waiting = call_waiting(&api, "abandoned", &file.with_extension("3"));
     let mut pending = Vec::new();
     for _ in 0..100 {
         let (_, list) = api.get("/approvals?status=pending").await;

@@ -572,23 +572,25 @@ async fn one_caller_cannot_bury_the_inbox() {
     )
     .await;
     let client = reqwest::Client::new();
-    let call = |secret: &'static str| {
+    // Each call differs (its own path): a repeat of a pending call would
+    // join its request rather than file another.
+    let call = |secret: &'static str, n: usize| {
         client
             .post(server.url("/tools/mark/invoke"))
             .bearer_auth(secret)
-            .json(&json!({"arguments": {"path": marker}}))
+            .json(&json!({"arguments": {"path": format!("{}.{n}", marker.display())}}))
             .send()
     };
-    for _ in 0..3 {
-        assert_eq!(call("flooder-secret").await.unwrap().status(), 202);
+    for n in 0..3 {
+        assert_eq!(call("flooder-secret", n).await.unwrap().status(), 202);
     }
-    let res = call("flooder-secret").await.unwrap();
+    let res = call("flooder-secret", 3).await.unwrap();
     assert_eq!(res.status(), 429);
     assert!(res.headers().contains_key("retry-after"));
     let p: Value = res.json().await.unwrap();
     assert!(p["detail"].as_str().unwrap().contains("at most 3"), "{p}");
     // Another caller still gets through; the refused call left nothing.
-    assert_eq!(call("other-secret").await.unwrap().status(), 202);
+    assert_eq!(call("other-secret", 0).await.unwrap().status(), 202);
     let pending: Value = client
         .get(server.url("/approvals?status=pending"))
         .bearer_auth("other-secret")
@@ -658,17 +660,19 @@ async fn event_streams_are_bounded_in_number_and_lifetime() {
     };
     let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Untrusted)]), settings).await;
     let client = reqwest::Client::new();
-    let stream = || {
+    // Three different calls (their own paths): the same call again would
+    // join the first's request.
+    let stream = |n: usize| {
         client
             .post(server.url("/tools/mark/invoke"))
             .header("accept", "text/event-stream")
-            .json(&json!({"arguments": {"path": marker}}))
+            .json(&json!({"arguments": {"path": format!("{}.{n}", marker.display())}}))
             .send()
     };
-    let mut first = stream().await.unwrap();
-    let _second = stream().await.unwrap();
+    let mut first = stream(1).await.unwrap();
+    let _second = stream(2).await.unwrap();
     assert_eq!(first.status(), 200);
-    let third = stream().await.unwrap();
+    let third = stream(3).await.unwrap();
     assert_eq!(third.status(), 503);
     let p: Value = third.json().await.unwrap();
     assert!(
@@ -695,7 +699,7 @@ async fn event_streams_are_bounded_in_number_and_lifetime() {
     );
     // Its room is given back.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(stream().await.unwrap().status(), 200);
+    assert_eq!(stream(4).await.unwrap().status(), 200);
     assert!(!marker.exists());
 }
 

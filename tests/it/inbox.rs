@@ -56,9 +56,13 @@ impl Events {
     }
 }
 
+/// A held call of `stamp`, each to a path of its own beside `marks`:
+/// the same call again would join the request that still waits.
 async fn hold_stamp(server: &TestServer, marks: &std::path::Path) -> Value {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (status, held) = server
-        .invoke("stamp", json!({"path": marks.display().to_string()}))
+        .invoke("stamp", json!({"path": format!("{}.{n}", marks.display())}))
         .await;
     assert_eq!(status, 202, "{held}");
     held

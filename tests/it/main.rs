@@ -42,6 +42,7 @@ mod python_client;
 mod recovery;
 mod reload;
 mod resources;
+mod retries;
 mod robust;
 mod runner;
 mod sandbox;

@@ -111,8 +111,14 @@ fn notifier(server: &TestServer, targets: Vec<Target>, instance: &str) -> skilld
     .unwrap()
 }
 
+/// A held call of `stamp` writing to `/dev/null`, each spelt its own way
+/// (`/dev//null`, …) after the first: the same call again would join the
+/// request that still waits.
 async fn hold(server: &TestServer) -> Value {
-    let (status, held) = server.invoke("stamp", json!({"path": "/dev/null"})).await;
+    let runs = server.get_json("/runs?tool=stamp&limit=500").await;
+    let n = runs["runs"].as_array().map_or(0, Vec::len);
+    let path = format!("/dev/{}null", "/".repeat(n));
+    let (status, held) = server.invoke("stamp", json!({"path": path})).await;
     assert_eq!(status, 202, "{held}");
     held
 }

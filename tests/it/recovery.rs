@@ -148,6 +148,7 @@ async fn runs_a_crash_left_running_are_interrupted_at_start() {
                 mode: None,
                 request_id: None,
                 skill_version: None,
+                idempotency_key: None,
             })
             .await
             .unwrap();

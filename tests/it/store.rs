@@ -7,7 +7,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use skilld::store::{
     self, Approval, ApprovalStatus, Decide, DecisionFilter, GrantDecision, NewApproval, NewRun, PolicyFacts,
-    Run, RunFilter, RunPage, RunStatus, Scope, Store, StoreError, Undecidable,
+    Run, RunFilter, RunPage, RunStatus, SameCall, Scope, Store, StoreError, Undecidable,
 };
 use sqlx::Connection;
 use std::future::Future;
@@ -77,6 +77,9 @@ conformance! {
         decisions_are_listed_newest_first_with_their_runs,
         a_request_is_found_by_its_run_and_its_changes_announced,
         notifications_are_recorded_once_and_claimed_by_one,
+        a_retry_finds_the_pending_request_of_the_same_call,
+        a_retry_of_an_anonymous_call_finds_its_request,
+        an_idempotency_key_names_one_run_per_caller_for_a_day,
     ],
     url: [restart_keeps_every_run, changes_reach_every_instance],
 }
@@ -189,6 +192,7 @@ fn new_run(skill: &str, tool: &str, created_at: DateTime<Utc>) -> NewRun {
         mode: None,
         request_id: None,
         skill_version: None,
+        idempotency_key: None,
     }
 }
 
@@ -290,6 +294,7 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         mode: Some("Dev".to_owned()),
         request_id: Some("01937b2e-7c1a-7d2e-9f00-5a1c2b3d4e5f".to_owned()),
         skill_version: Some("1.2.0-rc.1".to_owned()),
+        idempotency_key: None,
     };
     let inserted = insert(&store, full.clone()).await;
     assert_eq!(store.get_run(full.id).await.unwrap(), inserted);
@@ -2220,4 +2225,232 @@ async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store
     assert_eq!((failed[0].id, failed[0].attempts), (decided, 2));
     assert_eq!(failed[0].last_error.as_deref(), Some("no answer"));
     assert!(only(NotificationStatus::Pending).await.is_empty());
+}
+
+// ---- retries -------------------------------------------------------------------
+
+/// The call `run` records, as a retry of it would be looked up.
+fn same_call<'a>(run: &'a NewRun, arguments: &'a Value) -> SameCall<'a> {
+    SameCall {
+        requested_by: run.requested_by.as_deref(),
+        skill: &run.skill,
+        tool: &run.tool,
+        skill_hash: &run.skill_hash,
+        mode: run.mode.as_deref(),
+        arguments,
+    }
+}
+
+async fn a_retry_finds_the_pending_request_of_the_same_call(store: Arc<dyn Store>) {
+    let (mut run, approval) = held("git", "git_log", "h1", t0());
+    run.arguments = json!({"count": 3, "path": "src", "flags": {"a": 1, "b": [1, 2]}});
+    store.insert_pending(run.clone(), approval.clone()).await.unwrap();
+    // Another caller's, and an older one of another call, are not it.
+    let (mut theirs, theirs_approval) = held("git", "git_log", "h1", t0());
+    theirs.requested_by = Some("other".to_owned());
+    theirs.arguments = run.arguments.clone();
+    store.insert_pending(theirs, theirs_approval).await.unwrap();
+    hold(&store, "git", "git_log", "h1", t0() - Duration::seconds(1)).await;
+
+    // The same arguments in another key order are the same call.
+    let reordered: Value =
+        serde_json::from_str(r#"{"flags": {"b": [1, 2], "a": 1}, "path": "src", "count": 3}"#).unwrap();
+    let at = t0() + Duration::seconds(5);
+    let found = store
+        .pending_like(&same_call(&run, &reordered), at, 20)
+        .await
+        .unwrap()
+        .expect("the pending request of the same call");
+    assert_eq!((found.id, found.run_id), (approval.id, run.id));
+
+    // Anything else that differs is another call.
+    let other_args = json!({"count": 4, "path": "src", "flags": {"a": 1, "b": [1, 2]}});
+    let differ = [
+        SameCall {
+            arguments: &other_args,
+            ..same_call(&run, &reordered)
+        },
+        SameCall {
+            tool: "git_status",
+            ..same_call(&run, &reordered)
+        },
+        SameCall {
+            skill: "gut",
+            ..same_call(&run, &reordered)
+        },
+        SameCall {
+            skill_hash: "h2",
+            ..same_call(&run, &reordered)
+        },
+        SameCall {
+            mode: Some("Global"),
+            ..same_call(&run, &reordered)
+        },
+        SameCall {
+            requested_by: Some("third"),
+            ..same_call(&run, &reordered)
+        },
+        SameCall {
+            requested_by: None,
+            ..same_call(&run, &reordered)
+        },
+    ];
+    for call in differ {
+        let found = store.pending_like(&call, at, 20).await.unwrap();
+        assert_eq!(found, None, "{call:?}");
+    }
+
+    // Bounded: only the caller's oldest `limit` requests of the tool are
+    // looked at (the older request of other arguments comes first).
+    let bounded = store
+        .pending_like(&same_call(&run, &reordered), at, 1)
+        .await
+        .unwrap();
+    assert_eq!(bounded, None);
+
+    // Past its time, or decided, it no longer waits: nothing to join.
+    let late = approval.expires_at + Duration::seconds(1);
+    assert_eq!(
+        store
+            .pending_like(&same_call(&run, &reordered), late, 20)
+            .await
+            .unwrap(),
+        None
+    );
+    store
+        .decide(decision(&approval, false, Scope::Once, at))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store
+            .pending_like(&same_call(&run, &reordered), at, 20)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+async fn a_retry_of_an_anonymous_call_finds_its_request(store: Arc<dyn Store>) {
+    let (mut run, approval) = held("git", "git_log", "h1", t0());
+    run.requested_by = None;
+    run.mode = None;
+    store.insert_pending(run.clone(), approval.clone()).await.unwrap();
+    let found = store
+        .pending_like(&same_call(&run, &run.arguments), t0(), 20)
+        .await
+        .unwrap()
+        .expect("the anonymous caller's request");
+    assert_eq!(found.id, approval.id);
+    let named = SameCall {
+        requested_by: Some("agent"),
+        ..same_call(&run, &run.arguments)
+    };
+    assert_eq!(store.pending_like(&named, t0(), 20).await.unwrap(), None);
+    // Cancelling the run withdraws the request: nothing to join.
+    store
+        .end_waiting(run.id, RunStatus::Cancelled, t0())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store
+            .pending_like(&same_call(&run, &run.arguments), t0(), 20)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Arc<dyn Store>) {
+    let day_before = |at: DateTime<Utc>| at - Duration::hours(24);
+    let keyed = |by: Option<&str>, key: &str, at: DateTime<Utc>| NewRun {
+        requested_by: by.map(str::to_owned),
+        idempotency_key: Some(key.to_owned()),
+        ..new_run("git", "git_log", at)
+    };
+    let first = store.insert_run(keyed(Some("agent"), "k-1", t0())).await.unwrap();
+    let later = t0() + Duration::hours(1);
+    let found = store
+        .run_by_key(Some("agent"), "k-1", day_before(later))
+        .await
+        .unwrap();
+    assert_eq!(found, Some(first.clone()));
+
+    // A second run with the caller's key is refused, held or not, so of
+    // two racing requests one records its run.
+    let again = store.insert_run(keyed(Some("agent"), "k-1", later)).await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+    let (mut run, approval) = held("git", "git_log", "h1", later);
+    run.idempotency_key = Some("k-1".to_owned());
+    let again = store.insert_pending(run, approval.clone()).await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+    assert!(
+        store.get_approval(approval.id).await.is_err(),
+        "nothing of the refused pair is kept"
+    );
+
+    // Keys are per caller: another caller (or none) has its own.
+    assert_eq!(
+        store
+            .run_by_key(Some("other"), "k-1", day_before(later))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.run_by_key(None, "k-1", day_before(later)).await.unwrap(),
+        None
+    );
+    let theirs = store
+        .insert_run(keyed(Some("other"), "k-1", later))
+        .await
+        .unwrap();
+    let anonymous = store.insert_run(keyed(None, "k-1", later)).await.unwrap();
+    assert_eq!(
+        store
+            .run_by_key(None, "k-1", day_before(later))
+            .await
+            .unwrap()
+            .map(|r| r.id),
+        Some(anonymous.id)
+    );
+    let again = store.insert_run(keyed(None, "k-1", later)).await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+    assert_eq!(
+        store
+            .run_by_key(Some("other"), "k-1", day_before(later))
+            .await
+            .unwrap()
+            .map(|r| r.id),
+        Some(theirs.id)
+    );
+    // Runs without a key never conflict.
+    insert(&store, new_run("git", "git_log", later)).await;
+    insert(&store, new_run("git", "git_log", later)).await;
+
+    // A day on, the key is forgotten: it names nothing, and a new run
+    // may take it.
+    let next_day = t0() + Duration::hours(24) + Duration::seconds(1);
+    assert_eq!(
+        store
+            .run_by_key(Some("agent"), "k-1", day_before(next_day))
+            .await
+            .unwrap(),
+        None
+    );
+    let fresh = store
+        .insert_run(keyed(Some("agent"), "k-1", next_day))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .run_by_key(Some("agent"), "k-1", day_before(next_day))
+            .await
+            .unwrap()
+            .map(|r| r.id),
+        Some(fresh.id)
+    );
+    // The old run is kept, only without its key.
+    assert_eq!(store.get_run(first.id).await.unwrap(), first);
 }

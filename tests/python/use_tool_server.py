@@ -38,9 +38,10 @@ envelope = repeat.sync(client=client, body=RepeatBody(word="typed", times=3))
 assert isinstance(envelope, Envelope), envelope
 assert envelope.success and envelope.output == "typed\n" * 3, envelope
 
-held = stamp.sync(client=client, body=StampBody(path=MARKER))
+# (Its own path: the same call again would join this request while it waits.)
+held = stamp.sync(client=client, body=StampBody(path=MARKER + ".held"))
 assert isinstance(held, InvokeAccepted) and held.status == "pending_approval", held
-assert not os.path.exists(MARKER), "nothing ran while held"
+assert not os.path.exists(MARKER + ".held"), "nothing ran while held"
 
 # With a wait, the call returns the envelope once a person approves it.
 known = {a["id"] for a in boss.get("/approvals?status=pending").json()["approvals"]}
