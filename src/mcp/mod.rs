@@ -5,6 +5,10 @@
 //! log are the same whichever way a call arrives.
 
 mod catalog;
+mod complete;
+mod content;
+mod events;
+mod logging;
 mod tools;
 
 use crate::auth::{Caller, Role};
@@ -12,10 +16,10 @@ use crate::catalog::{AgentTools, CatalogHandle};
 use crate::invoke::Invoker;
 use crate::store::Serving;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject,
+    ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -55,6 +59,8 @@ pub struct McpServer {
     /// Over HTTP every request carries its own [`Caller`], put there by
     /// the route's authentication.
     local: Option<Arc<LocalSession>>,
+    /// The level `logging/setLevel` set for the session.
+    log_level: logging::SessionLevel,
 }
 
 /// What a stdio session (`skilld mcp`) knows that a request does not say.
@@ -120,6 +126,7 @@ impl McpServer {
             catalog,
             invoker,
             local: None,
+            log_level: logging::SessionLevel::default(),
         }
     }
 
@@ -129,6 +136,7 @@ impl McpServer {
             catalog,
             invoker,
             local: Some(Arc::new(session)),
+            log_level: logging::SessionLevel::default(),
         }
     }
 
@@ -202,6 +210,10 @@ fn http_parts(ctx: &RequestContext<RoleServer>) -> Option<&axum::http::request::
 }
 
 impl ServerHandler for McpServer {
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by SEP-2577, and still part of the protocol"
+    )]
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
@@ -210,6 +222,8 @@ impl ServerHandler for McpServer {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_logging()
+            .enable_completions()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("skilld", env!("CARGO_PKG_VERSION")))
@@ -244,15 +258,44 @@ impl ServerHandler for McpServer {
             // No `Host`: links relative to this server.
             (None, None) => Inbox::Http(""),
         };
+        let listener = events::Listener::new(
+            ctx.peer.clone(),
+            meta.get_progress_token(),
+            self.log_level.of(&ctx),
+            &request.name,
+        );
         let asked = tools::Asking {
             caller: &caller,
             wait,
             mode,
             inbox,
+            listener,
         };
         tools::call(&self.invoker, &catalog, request, asked)
             .await
             .map(CallToolResponse::from)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by SEP-2577, and still part of the protocol"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        self.log_level.set(request.level, &ctx)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        complete::complete(&self.catalog.current(), &request)
     }
 
     async fn list_prompts(

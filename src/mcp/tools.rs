@@ -5,9 +5,7 @@ use super::{Decider, Inbox, WAIT_META};
 use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::export::Format;
-use crate::invoke::{
-    Asked, Call, Called, Delivery, Envelope, Gate, Held, InvokeError, Invoker, MAX_WAIT, Target,
-};
+use crate::invoke::{Asked, Call, Called, Delivery, Gate, Held, InvokeError, Invoker, MAX_WAIT, Target};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ListToolsResult, RequestMetaObject};
 use serde_json::{Map, Value, json};
@@ -32,6 +30,8 @@ pub(super) struct Asking<'a> {
     pub(super) mode: Option<String>,
     /// Where a person decides a call that waits for one.
     pub(super) inbox: Inbox<'a>,
+    /// Who hears of the run's events while it runs.
+    pub(super) listener: Option<super::events::Listener>,
 }
 
 /// Runs one `tools/call`. Only a request that names no tool is a protocol
@@ -61,7 +61,13 @@ pub(super) async fn call(
             request_id: None,
         },
     };
-    match invoker.call(catalog, call).await {
+    match super::events::call(invoker, catalog, call, asking.listener).await {
+        Ok(Called::Finished(envelope)) => {
+            let origin = match asking.inbox.locate() {
+                Decider::At(o) | Decider::Shared(o) | Decider::Nobody(o) => o,
+            };
+            Ok(super::content::finished(invoker, &envelope, &origin).await)
+        }
         Ok(called) => answer(called, &asking.inbox),
         Err(e @ (InvokeError::NotFound { .. } | InvokeError::Ambiguous { .. })) => {
             Err(ErrorData::invalid_params(e.to_string(), None))
@@ -101,29 +107,15 @@ pub(super) fn query_mode(parts: &axum::http::request::Parts) -> Option<String> {
 
 fn answer(called: Called, inbox: &Inbox<'_>) -> Result<CallToolResult, ErrorData> {
     match called {
-        Called::Finished(envelope) => Ok(finished(&envelope)),
         Called::Held(held) => Ok(held_for_a_person(&held, inbox)),
         Called::Refused { run_id, reason } => Ok(text_error(format!(
             "{reason}; nothing ran (run {run_id} is recorded as denied)"
         ))),
-        Called::DryRun(_) | Called::Started { .. } => Err(ErrorData::internal_error(
+        Called::Finished(_) | Called::DryRun(_) | Called::Started { .. } => Err(ErrorData::internal_error(
             "the pipeline answered a call that waits for its result with something else",
             None,
         )),
     }
-}
-
-/// The run's output for the model, and its whole envelope as structured
-/// content for the program.
-fn finished(envelope: &Envelope) -> CallToolResult {
-    let mut text = envelope.output.clone();
-    if let Some(error) = &envelope.error {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(&format!("[skilld: {error}]"));
-    }
-    result(text, serde_json::to_value(envelope).ok(), !envelope.success)
 }
 
 /// Why nothing ran yet, and where a person decides: links that work
