@@ -35,6 +35,8 @@ pub(super) struct Listener {
     steps: u32,
     /// Output not yet ended by a newline.
     partial: Vec<u8>,
+    /// Whether the line being written was sent cut at [`MAX_LINE`].
+    cut: bool,
 }
 
 impl Listener {
@@ -53,6 +55,7 @@ impl Listener {
             sent: 0,
             steps: 0,
             partial: Vec::new(),
+            cut: false,
         })
     }
 
@@ -86,7 +89,15 @@ impl Listener {
         let _ = self.peer.notify_progress(param).await;
     }
 
-    async fn output(&mut self, chunk: &[u8]) {
+    async fn output(&mut self, mut chunk: &[u8]) {
+        if self.cut {
+            // The rest of a line already sent cut.
+            let Some(end) = chunk.iter().position(|&b| b == b'\n') else {
+                return;
+            };
+            self.cut = false;
+            chunk = &chunk[end + 1..];
+        }
         self.partial.extend_from_slice(chunk);
         while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=end).collect();
@@ -95,6 +106,7 @@ impl Listener {
         if self.partial.len() > MAX_LINE {
             let line = std::mem::take(&mut self.partial);
             self.line(&line).await;
+            self.cut = true;
         }
     }
 

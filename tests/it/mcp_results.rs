@@ -27,7 +27,11 @@ fn skills(dir: &Path) {
          |---|---|---|---|\n| doc | string | yes | The document. |\n\n#### Command\n\n```\nprintf %s {{doc}}\n```\n\n\
          ### three_lines\n\nPrints three lines.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n\
          ```\nsh -c 'echo one; sleep 0.05; echo two; sleep 0.05; echo three'\n```\n\n\
-         ### fails\n\nFails.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n```\nsh -c 'echo oops; exit 3'\n```\n",
+         ### fails\n\nFails.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n```\nsh -c 'echo oops; exit 3'\n```\n\n\
+         ### flood\n\nPrints 1,200 lines (at once: one chunk, so no event is skipped).\n\n#### Parameters\n\nNone.\n\n#### Command\n\n\
+         ```\nsh -c 'i=0; while [ $i -lt 1200 ]; do echo line $i; i=$((i+1)); done > $TMPDIR/f; cat $TMPDIR/f'\n```\n\n\
+         ### long_line\n\nPrints a line of 10,000 bytes.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n\
+         ```\nsh -c 'head -c 10000 /dev/zero | tr \"\\\\000\" x; echo'\n```\n",
     );
     write_file(&dir.join("shapes/references/guide.md"), "# Guide\n");
     write_file(&dir.join("shapes/references/terms.txt"), "terms\n");
@@ -374,4 +378,37 @@ async fn completions_offer_skill_names_and_files() {
     let params = json!({"ref": unknown, "argument": skill("")});
     let (_, messages) = exchange(&server, "completion/complete", params).await;
     assert_eq!(messages[0]["error"]["code"], -32602, "{messages:?}");
+}
+
+/// A tool cannot flood the client: at most 1,000 log messages (the last
+/// saying the rest are in the run log) and 1,000 progress notifications
+/// per call, and a line is cut at 4 KiB.
+#[tokio::test]
+async fn a_tool_cannot_flood_the_client() {
+    let dir = crate::common::tempdir().unwrap();
+    skills(dir.path());
+    let server = server(dir.path()).await;
+    let listening = json!({"io.modelcontextprotocol/logLevel": "debug", "progressToken": 9});
+    let (result, messages) = call(&server, "flood", json!({}), listening).await;
+    assert_eq!(result["structuredContent"]["output_bytes"], 10_890, "{result}");
+    let flood = logs(&messages);
+    assert_eq!(flood.len(), 1000);
+    assert_eq!(flood[0].1, "run started");
+    assert_eq!(flood[1].1, "line 0");
+    assert_eq!(flood[998].1, "line 997");
+    assert_eq!(
+        flood[999].1,
+        "[skilld: more than 1000 messages; the rest are in the run log]"
+    );
+    let progress = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .count();
+    assert_eq!(progress, 1000);
+
+    let level = json!({"io.modelcontextprotocol/logLevel": "info"});
+    let (_, messages) = call(&server, "long_line", json!({}), level).await;
+    let long = logs(&messages);
+    assert_eq!(long.len(), 3, "{long:?}");
+    assert_eq!(long[1].1, "x".repeat(4096));
 }
