@@ -118,10 +118,11 @@ pub(super) fn answer(result: &ElicitResult) -> Result<Answer, ErrorData> {
 pub(super) async fn decide(
     invoker: &Arc<Invoker>,
     catalog: &Arc<Catalog>,
-    caller: &Caller,
+    asking: &tools::Asking<'_>,
     request: &Approval,
     answer: Answer,
 ) -> Result<Option<CallToolResult>, ErrorData> {
+    let caller = asking.caller;
     let Answer::Decided { approve, scope, note } = answer else {
         return Ok(None);
     };
@@ -153,7 +154,7 @@ pub(super) async fn decide(
         .wait_final(decided.run_id, MAX_WAIT)
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-    Ok(tools::ended_result(&run))
+    Ok(tools::ended_result(invoker, &run, &asking.inbox).await)
 }
 
 /// The approval of `held`, to show the person.

@@ -34,6 +34,12 @@ fn prompt_names(catalog: &Catalog) -> BTreeMap<String, (&Arc<Skill>, String)> {
     names
 }
 
+/// The skill whose instructions prompt `name` gives.
+pub(super) fn prompt_skill<'a>(catalog: &'a Catalog, name: &str) -> Option<&'a Arc<Skill>> {
+    let name = name.strip_prefix('/').unwrap_or(name);
+    prompt_names(catalog).remove(name).map(|(skill, _)| skill)
+}
+
 /// The prompts of the skills `policy` leaves in.
 pub(super) fn prompts(catalog: &Catalog, policy: &AgentTools) -> Result<ListPromptsResult, ErrorData> {
     let prompts: Vec<Value> = prompt_names(catalog)
@@ -100,7 +106,8 @@ pub(super) fn resources(catalog: &Catalog) -> Result<ListResourcesResult, ErrorD
 /// Reads `skill://<skill>/<path>`: a file of the skill's own directory,
 /// of a served kind, as text when it is UTF-8 and base64 otherwise.
 pub(super) async fn read(catalog: &Catalog, uri: &str) -> Result<ReadResourceResult, ErrorData> {
-    let not_found = || ErrorData::resource_not_found(format!("resource '{uri}' not found"), None);
+    let not_found =
+        || ErrorData::resource_not_found(format!("resource '{uri}' not found"), Some(json!({ "uri": uri })));
     let (skill, path) = uri
         .strip_prefix(SCHEME)
         .and_then(|rest| rest.split_once('/'))

@@ -6,6 +6,10 @@
 
 mod approve;
 mod catalog;
+mod complete;
+mod content;
+mod events;
+mod logging;
 mod skills;
 mod tasks;
 mod tools;
@@ -15,12 +19,12 @@ use crate::catalog::{AgentTools, CatalogHandle};
 use crate::invoke::Invoker;
 use crate::store::Serving;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetPromptRequestParams, GetPromptResponse,
-    GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
-    ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ServerCapabilities, ServerConfig,
-    SubscriptionFilter, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult, GetTaskParams,
+    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListSkillsResult, ListToolsResult, PaginatedRequestParams, ReadResourceDirectoryRequestParams,
+    ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -60,6 +64,8 @@ pub struct McpServer {
     /// Over HTTP every request carries its own [`Caller`], put there by
     /// the route's authentication.
     local: Option<Arc<LocalSession>>,
+    /// The level `logging/setLevel` set for the session.
+    log_level: logging::SessionLevel,
 }
 
 /// What a stdio session (`skilld mcp`) knows that a request does not say.
@@ -128,6 +134,7 @@ impl McpServer {
             catalog,
             invoker,
             local: None,
+            log_level: logging::SessionLevel::default(),
         }
     }
 
@@ -137,6 +144,7 @@ impl McpServer {
             catalog,
             invoker,
             local: Some(Arc::new(session)),
+            log_level: logging::SessionLevel::default(),
         }
     }
 
@@ -151,6 +159,15 @@ impl McpServer {
         from_meta
             .or_else(|| http_parts(ctx).and_then(tools::query_mode))
             .or_else(|| self.local.as_ref().and_then(|l| l.mode.clone()))
+    }
+
+    /// Where this request's links point: the server it came to, else
+    /// where the stdio session's inbox is.
+    fn origin(&self, ctx: &RequestContext<RoleServer>) -> String {
+        http_parts(ctx)
+            .and_then(tools::origin)
+            .or_else(|| self.local.as_ref().map(|l| l.inbox.address.clone()))
+            .unwrap_or_default()
     }
 
     /// How this request's caller is asked to decide its own held calls in
@@ -224,6 +241,10 @@ fn http_parts(ctx: &RequestContext<RoleServer>) -> Option<&axum::http::request::
 }
 
 impl ServerHandler for McpServer {
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by SEP-2577, and still part of the protocol"
+    )]
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
@@ -234,6 +255,8 @@ impl ServerHandler for McpServer {
             .enable_resources_list_changed()
             .enable_skills_with_directory_read()
             .enable_tasks()
+            .enable_logging()
+            .enable_completions()
             .build();
         let instructions = format!("{INSTRUCTIONS}{}", skills::index(&self.catalog.current()));
         ServerConfig::new(capabilities)
@@ -269,6 +292,12 @@ impl ServerHandler for McpServer {
             // No `Host`: links relative to this server.
             (None, None) => Inbox::Http(""),
         };
+        let listener = events::Listener::new(
+            ctx.peer.clone(),
+            meta.get_progress_token(),
+            self.log_level.of(&ctx),
+            &request.name,
+        );
         let asked = tools::Asking {
             caller: &caller,
             wait,
@@ -276,6 +305,7 @@ impl ServerHandler for McpServer {
             inbox,
             tasks: ctx.client_capabilities().is_some_and(|c| c.supports_tasks()),
             in_client: self.in_client(&ctx),
+            listener,
         };
         tools::call(&self.invoker, &catalog, request, asked).await
     }
@@ -286,7 +316,7 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let caller = self.caller(&ctx, Role::Invoke)?;
-        tasks::get(&self.invoker, &caller, &request.task_id).await
+        tasks::get(&self.invoker, &caller, &request.task_id, &self.origin(&ctx)).await
     }
 
     async fn cancel_task(
@@ -305,11 +335,33 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&ctx, Role::Invoke)?;
-        tasks::get(&self.invoker, &caller, &request.task_id).await?;
+        tasks::get(&self.invoker, &caller, &request.task_id, &self.origin(&ctx)).await?;
         Err(ErrorData::invalid_params(
             format!("task '{}' asks for no input", request.task_id),
             None,
         ))
+    }
+
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by SEP-2577, and still part of the protocol"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        self.log_level.set(request.level, &ctx)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.caller(&ctx, Role::Read)?;
+        complete::complete(&self.catalog.current(), &request)
     }
 
     async fn list_prompts(

@@ -4,7 +4,6 @@
 //! `tasks/get` reads the run log, so any instance answers it, and
 //! `tasks/cancel` withdraws a held call or stops a running one.
 
-use super::tools;
 use crate::auth::Caller;
 use crate::invoke::{Canceller, Envelope, InvokeError, Invoker};
 use crate::store::{Run, RunStatus, StoreError};
@@ -53,8 +52,14 @@ fn unavailable(e: &dyn std::fmt::Display) -> ErrorData {
     ErrorData::internal_error("the run log is unavailable", None)
 }
 
-/// `tasks/get`: the run as a task; once it ended, with its tool result.
-pub(super) async fn get(invoker: &Invoker, caller: &Caller, id: &str) -> Result<GetTaskResult, ErrorData> {
+/// `tasks/get`: the run as a task; once it ended, with its tool result
+/// (its artifacts' links on `origin`).
+pub(super) async fn get(
+    invoker: &Invoker,
+    caller: &Caller,
+    id: &str,
+    origin: &str,
+) -> Result<GetTaskResult, ErrorData> {
     let run = run_of(invoker, caller, id).await?;
     let updated = run.finished_at.or(run.started_at).unwrap_or(run.created_at);
     let mut task = Task::new(id, TaskStatus::Working, stamp(run.created_at), stamp(updated))
@@ -76,7 +81,7 @@ pub(super) async fn get(invoker: &Invoker, caller: &Caller, id: &str) -> Result<
             result: object(undecided(invoker, &run).await?),
         },
         RunStatus::Succeeded | RunStatus::Failed | RunStatus::TimedOut => TaskPayload::Completed {
-            result: object(ended(&run)?),
+            result: object(ended(invoker, &run, origin).await?),
         },
     };
     Ok(GetTaskResult::new(DetailedTask::new(task, payload)))
@@ -91,13 +96,13 @@ fn waiting(run: &Run) -> String {
 }
 
 /// The tool result of a run that ended.
-fn ended(run: &Run) -> Result<Value, ErrorData> {
+async fn ended(invoker: &Invoker, run: &Run, origin: &str) -> Result<Value, ErrorData> {
     let envelope: Envelope = run
         .result
         .clone()
         .and_then(|r| serde_json::from_value(r).ok())
         .ok_or_else(|| ErrorData::internal_error(format!("run {} ended without a result", run.id), None))?;
-    serde_json::to_value(tools::finished(&envelope))
+    serde_json::to_value(super::content::finished(invoker, &envelope, origin).await)
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 

@@ -42,6 +42,8 @@ pub(super) struct Asking<'a> {
     pub(super) tasks: bool,
     /// Whether, and how, the caller decides its own held call in its client.
     pub(super) in_client: InClient,
+    /// Who hears of the run's events while it runs.
+    pub(super) listener: Option<super::events::Listener>,
 }
 
 /// How a caller that may decide its own held calls is asked.
@@ -62,7 +64,7 @@ pub(super) async fn call(
     invoker: &Arc<Invoker>,
     catalog: &Arc<Catalog>,
     request: CallToolRequestParams,
-    asking: Asking<'_>,
+    mut asking: Asking<'_>,
 ) -> Result<CallToolResponse, ErrorData> {
     if let (Some(state), InClient::InputRequired) = (&request.request_state, &asking.in_client) {
         return resume(invoker, catalog, &request, state, &asking).await;
@@ -98,7 +100,10 @@ pub(super) async fn call(
             request_id: None,
         },
     };
-    match invoker.call(catalog, call).await {
+    // A task's client polls for its end rather than hearing it run.
+    let listener = asking.listener.take().filter(|_| !as_task);
+    match super::events::call(invoker, catalog, call, listener).await {
+        Ok(Called::Finished(envelope)) => Ok(finished(invoker, &envelope, &asking.inbox).await.into()),
         Ok(Called::Started { live, .. }) => Ok(tasks::created(live.id, None).into()),
         Ok(Called::Held(held)) if asking.tasks => {
             let message = held_text(&held, &asking.inbox);
@@ -146,7 +151,7 @@ async fn ask_in_client(
             return waiting();
         }
     };
-    match approve::decide(invoker, catalog, asking.caller, &request, answer).await? {
+    match approve::decide(invoker, catalog, asking, &request, answer).await? {
         Some(result) => Ok(result.into()),
         None => waiting(),
     }
@@ -168,19 +173,23 @@ async fn resume(
         run_id: pending.run_id,
         approval_id: pending.id,
     };
-    match approve::decide(invoker, catalog, asking.caller, &pending, answer).await? {
+    match approve::decide(invoker, catalog, asking, &pending, answer).await? {
         Some(result) => Ok(result.into()),
         None => Ok(held_for_a_person(&held, &asking.inbox).into()),
     }
 }
 
 /// The result of a run that ended, or `None` while it has not.
-pub(super) fn ended_result(run: &crate::store::Run) -> Option<CallToolResult> {
+pub(super) async fn ended_result(
+    invoker: &Invoker,
+    run: &crate::store::Run,
+    inbox: &Inbox<'_>,
+) -> Option<CallToolResult> {
     if !run.status.is_final() {
         return None;
     }
     let envelope: Envelope = serde_json::from_value(run.result.clone()?).ok()?;
-    Some(finished(&envelope))
+    Some(finished(invoker, &envelope, inbox).await)
 }
 
 /// What the skill of the tool `target` names says of tasks (`Forbidden`
@@ -218,29 +227,24 @@ pub(super) fn query_mode(parts: &axum::http::request::Parts) -> Option<String> {
 
 fn answer(called: Called, inbox: &Inbox<'_>) -> Result<CallToolResult, ErrorData> {
     match called {
-        Called::Finished(envelope) => Ok(finished(&envelope)),
         Called::Held(held) => Ok(held_for_a_person(&held, inbox)),
         Called::Refused { run_id, reason } => Ok(text_error(format!(
             "{reason}; nothing ran (run {run_id} is recorded as denied)"
         ))),
-        Called::DryRun(_) | Called::Started { .. } => Err(ErrorData::internal_error(
+        Called::Finished(_) | Called::DryRun(_) | Called::Started { .. } => Err(ErrorData::internal_error(
             "the pipeline answered a call that waits for its result with something else",
             None,
         )),
     }
 }
 
-/// The run's output for the model, and its whole envelope as structured
-/// content for the program.
-pub(super) fn finished(envelope: &Envelope) -> CallToolResult {
-    let mut text = envelope.output.clone();
-    if let Some(error) = &envelope.error {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(&format!("[skilld: {error}]"));
-    }
-    result(text, serde_json::to_value(envelope).ok(), !envelope.success)
+/// The run's result for the model: its output or content blocks, its
+/// artifacts as links (`content`), and its envelope as structured content.
+pub(super) async fn finished(invoker: &Invoker, envelope: &Envelope, inbox: &Inbox<'_>) -> CallToolResult {
+    let origin = match inbox.locate() {
+        Decider::At(o) | Decider::Shared(o) | Decider::Nobody(o) => o,
+    };
+    super::content::finished(invoker, envelope, &origin).await
 }
 
 /// Where a person decides a held call: links that work from anywhere,
