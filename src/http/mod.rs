@@ -15,6 +15,7 @@ pub mod invoke;
 pub mod mcp;
 pub mod metrics;
 pub mod notifications;
+pub mod oauth;
 mod query;
 pub mod responses;
 pub mod runs;
@@ -308,6 +309,7 @@ pub fn app(state: AppState) -> Router {
         .merge(ui::router())
         .merge(mcp::router(&state))
         .merge(toolserver::router())
+        .merge(oauth::router())
         // The interactive docs are the best first page for a person.
         .route(
             "/",
@@ -322,6 +324,10 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::refuse_web_pages,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            oauth::challenge,
         ))
         .with_state(state)
         .layer(axum::middleware::from_fn(metrics::track))
