@@ -768,6 +768,58 @@ mod tests {
         assert!(!format!("{:?}", entry(Some("hunter2"), None)).contains("hunter2"));
     }
 
+    fn oauth(issuer_name: &str) -> std::sync::Arc<crate::oauth::OAuth> {
+        let config: crate::oauth::OAuthConfig = toml::from_str(&format!(
+            "[[issuers]]\nissuer = \"https://login.example.com\"\nname = \"{issuer_name}\"\n"
+        ))
+        .unwrap();
+        let settings = config.resolve(&[]).unwrap().unwrap();
+        std::sync::Arc::new(crate::oauth::OAuth::new(&settings, "https://skilld.example/").unwrap())
+    }
+
+    #[test]
+    fn oauth_closes_the_server_and_keeps_names_apart() {
+        let with = Auth::open_with_secret("local")
+            .unwrap()
+            .with_oauth(oauth("idp"))
+            .unwrap();
+        assert!(!with.is_open());
+        assert!(!with.is_local_secret("local"), "the local secret goes");
+        assert_eq!(with.oauth().unwrap().resource(), "https://skilld.example");
+        // A static token named as the issuer's callers are could pass for one.
+        let twin = Auth::new(vec![
+            Token::with_secret("agent@idp", Role::Admin, "s", "config file").unwrap(),
+        ])
+        .unwrap()
+        .with_oauth(oauth("idp"))
+        .unwrap_err();
+        assert!(twin.contains("token 'agent@idp' (config file)"), "{twin}");
+        assert!(auth().with_oauth(oauth("idp")).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_bearer_that_is_no_static_token_is_tried_as_a_jwt() {
+        let a = auth().with_oauth(oauth("idp")).unwrap();
+        let who = |h: &'static str| {
+            let a = a.clone();
+            async move { a.identify(&[h.as_bytes()], None).await }
+        };
+        assert_eq!(
+            who("Bearer i-secret").await.unwrap().name.as_deref(),
+            Some("agent")
+        );
+        assert!(matches!(
+            who("Bearer nope").await,
+            Err(AuthError::InvalidToken(_))
+        ));
+        assert!(matches!(
+            who("Bearer a.b.c").await,
+            Err(AuthError::InvalidToken(_))
+        ));
+        assert_eq!(who("Basic x").await, Err(AuthError::Malformed));
+        assert_eq!(a.identify(&[], None).await, Err(AuthError::Missing));
+    }
+
     #[test]
     fn duplicate_names_and_secrets_are_refused() {
         let t =

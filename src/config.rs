@@ -1242,6 +1242,35 @@ mod tests {
     }
 
     #[test]
+    fn oauth_issuers_allow_a_public_bind() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("skilld.toml");
+        std::fs::write(
+            &file,
+            "[oauth]\nclock_skew_secs = 5\n[[oauth.issuers]]\nissuer = \"https://login.example.com\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            local: LocalArgs {
+                config: Some(file),
+                ..LocalArgs::default()
+            },
+            bind: Some("0.0.0.0:8080".into()),
+            ..ServeArgs::default()
+        };
+        let config = Config::resolve(&args).unwrap();
+        let oauth = config.oauth.unwrap();
+        assert_eq!(oauth.issuers[0].name, "login.example.com");
+        assert_eq!(oauth.clock_skew, std::time::Duration::from_secs(5));
+        let flagged = ServeArgs {
+            bind: Some("0.0.0.0:8080".into()),
+            oauth_issuers: vec!["http://login.example.com".into()],
+            ..ServeArgs::default()
+        };
+        assert!(Config::resolve(&flagged).unwrap_err().contains("https"));
+    }
+
+    #[test]
     fn unknown_file_keys_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("skilld.toml");

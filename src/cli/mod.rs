@@ -498,7 +498,9 @@ fn announce_auth(config: &Config, addr: std::net::SocketAddr, secret: Option<&st
             .iter()
             .map(|t| format!("{}:{}", t.name(), t.role()))
             .collect();
-        tracing::info!(tokens = %tokens.join(","), "bearer tokens required");
+        if !tokens.is_empty() {
+            tracing::info!(tokens = %tokens.join(","), "bearer tokens required");
+        }
         return;
     }
     if addr.ip().is_loopback() {

@@ -503,3 +503,47 @@ impl From<InstallError> for ApiError {
 /// The hidden cause of a 500, carried to the logging middleware.
 #[derive(Debug, Clone)]
 pub struct InternalCause(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges_name_the_metadata_only_with_oauth() {
+        let unauthorized = |token_sent| ApiError::Unauthorized {
+            detail: String::new(),
+            token_sent,
+        };
+        let header = |e: ApiError, meta: Option<&str>| {
+            e.challenge()
+                .and_then(|c| c.header(meta))
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(
+            header(unauthorized(false), None).as_deref(),
+            Some(r#"Bearer realm="skilld""#)
+        );
+        assert_eq!(
+            header(
+                unauthorized(true),
+                Some("https://s.example/.well-known/oauth-protected-resource")
+            )
+            .as_deref(),
+            Some(
+                r#"Bearer realm="skilld", error="invalid_token", resource_metadata="https://s.example/.well-known/oauth-protected-resource""#
+            )
+        );
+        let forbidden = || ApiError::Forbidden {
+            detail: String::new(),
+            scope: "skilld:invoke".into(),
+        };
+        assert_eq!(header(forbidden(), None), None);
+        assert_eq!(
+            header(forbidden(), Some("m")).as_deref(),
+            Some(
+                r#"Bearer realm="skilld", error="insufficient_scope", scope="skilld:invoke", resource_metadata="m""#
+            )
+        );
+        assert!(ApiError::BadRequest(String::new()).challenge().is_none());
+    }
+}

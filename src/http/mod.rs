@@ -254,7 +254,7 @@ fn describe_auth(doc: &mut Document) {
                     HeaderBuilder::new()
                         .schema(Some(Object::with_type(Type::String)))
                         .description(Some(
-                            r#"`Bearer realm="skilld"`, with `error="invalid_token"` when a token was sent"#,
+                            r#"`Bearer realm="skilld"`, with `error="invalid_token"` when a token was sent, and `resource_metadata="<URL>"` (RFC 9728) when OAuth issuers are configured"#,
                         ))
                         .build(),
                 )

@@ -3,8 +3,9 @@
 // resource through the client-credentials grant with resource indicators
 // (RFC 8707), as a company's identity provider would.
 //
-// Started as `node provider.mjs`; it listens on a free loopback port and
-// prints `issuer http://127.0.0.1:PORT` as its first line. Besides the
+// Started as `node provider.mjs`; it listens on a free loopback port (or
+// on `OIDC_PORT`) and prints `issuer http://127.0.0.1:PORT` as its first
+// line. It runs until its stdin closes. Besides the
 // provider's own routes it answers, for the tests only:
 //   POST /test/rotate  a new signing key replaces the old one (the JWKS
 //                      then lists the new key alone), as a key rotation does
@@ -116,7 +117,7 @@ const server = http.createServer((req, res) => {
 });
 
 let issuer;
-server.listen(0, '127.0.0.1', () => {
+server.listen(Number(process.env.OIDC_PORT || 0), '127.0.0.1', () => {
   issuer = `http://127.0.0.1:${server.address().port}`;
   provider = makeProvider(issuer, newKey());
   handler = provider.callback();
