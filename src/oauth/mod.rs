@@ -218,3 +218,6 @@ impl OAuth {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
