@@ -12,9 +12,14 @@
 //! started it, through the link it printed) decides approvals, grants
 //! and admin work, as `admin`. It is kept and compared as a token is.
 //!
+//! Beside the static tokens, the access tokens of configured OAuth issuers
+//! ([`crate::oauth`]): a bearer that is no static token is verified as a
+//! JWT, and its caller is `<sub>@<issuer name>` with the highest role its
+//! `skilld:<role>` scopes (or configured claim) grant.
+//!
 //! This module knows nothing of HTTP beyond the `Authorization` header's
 //! text and the secret a cookie carried: the HTTP layer's `Require`
-//! extractor calls [`Auth::authenticate`] and [`Caller::require`], and
+//! extractor calls [`Auth::identify`] and [`Caller::require`], and
 //! renders an [`AuthError`] as 401 or 403.
 
 use serde::Deserialize;
@@ -256,6 +261,8 @@ pub struct Auth {
     tokens: Vec<Token>,
     /// Without tokens: the SHA-256 of the local secret.
     local: Option<[u8; 32]>,
+    /// The OAuth issuers whose access tokens are taken too.
+    oauth: Option<std::sync::Arc<crate::oauth::OAuth>>,
 }
 
 /// Names the tokens, and whether there is a local secret, never a digest.
@@ -264,6 +271,7 @@ impl fmt::Debug for Auth {
         f.debug_struct("Auth")
             .field("tokens", &self.tokens)
             .field("local_secret", &self.local.is_some())
+            .field("oauth", &self.oauth)
             .finish()
     }
 }
@@ -281,6 +289,7 @@ impl Auth {
         Ok(Self {
             tokens: Vec::new(),
             local: Some(token.digest),
+            oauth: None,
         })
     }
 
@@ -303,12 +312,45 @@ impl Auth {
                 }
             }
         }
-        Ok(Self { tokens, local: None })
+        Ok(Self {
+            tokens,
+            local: None,
+            oauth: None,
+        })
     }
 
-    /// Whether no token is configured: anyone lists and invokes.
+    /// These tokens, and the access tokens `oauth` verifies. The local
+    /// secret goes: the server is no longer open. A static token named as
+    /// an issuer's callers are (`…@<issuer name>`) is refused, or it could
+    /// pass for one of them in the run log and in approvals.
+    pub fn with_oauth(self, oauth: std::sync::Arc<crate::oauth::OAuth>) -> Result<Self, String> {
+        for token in &self.tokens {
+            if let Some(issuer) = oauth
+                .issuer_names()
+                .find(|issuer| token.name.ends_with(&format!("@{issuer}")))
+            {
+                return Err(format!(
+                    "token '{}' ({}) is named as the callers of the OAuth issuer '{issuer}' are; rename it",
+                    token.name, token.source
+                ));
+            }
+        }
+        Ok(Self {
+            tokens: self.tokens,
+            local: None,
+            oauth: Some(oauth),
+        })
+    }
+
+    /// The OAuth verifier, when issuers are configured.
+    pub fn oauth(&self) -> Option<&std::sync::Arc<crate::oauth::OAuth>> {
+        self.oauth.as_ref()
+    }
+
+    /// Whether no token is configured, static or OAuth: anyone lists and
+    /// invokes.
     pub fn is_open(&self) -> bool {
-        self.tokens.is_empty()
+        self.tokens.is_empty() && self.oauth.is_none()
     }
 
     /// Whether `secret` is the local secret (in constant time).
@@ -375,6 +417,38 @@ impl Auth {
             name: Some(token.name.clone()),
             role: token.role,
         })
+    }
+}
+
+impl Auth {
+    /// Who sent these `Authorization` values and cookie, as
+    /// [`Auth::authenticate`] says, or, for a bearer that is no static
+    /// token, as the configured OAuth issuers' access token it is.
+    pub async fn identify(&self, authorization: &[&[u8]], cookie: Option<&str>) -> Result<Caller, AuthError> {
+        let static_caller = self.authenticate(authorization.iter().copied(), cookie);
+        let Some(oauth) = &self.oauth else {
+            return static_caller;
+        };
+        if static_caller != Err(AuthError::Unknown) {
+            return static_caller;
+        }
+        let token = bearer(authorization.iter().copied())?;
+        let verified = oauth.verify(token).await.map_err(|e| match e {
+            crate::oauth::OAuthError::Invalid(why) => AuthError::InvalidToken(why),
+            crate::oauth::OAuthError::Unavailable(why) => AuthError::IssuerUnavailable(why),
+        })?;
+        let role = verified
+            .grants
+            .iter()
+            .filter_map(|g| g.parse::<Role>().ok())
+            .max();
+        match role {
+            Some(role) => Ok(Caller {
+                name: Some(verified.name),
+                role,
+            }),
+            None => Err(AuthError::NoRole { name: verified.name }),
+        }
     }
 }
 
@@ -450,6 +524,19 @@ pub enum AuthError {
     Malformed,
     #[error("the bearer token is not one this server knows")]
     Unknown,
+    /// An OAuth access token that does not pass: why, in words.
+    #[error("the bearer token is refused: {0}")]
+    InvalidToken(String),
+    /// An OAuth access token whose issuer's keys cannot be had now.
+    #[error("{0}")]
+    IssuerUnavailable(String),
+    /// A good OAuth access token that grants no role here.
+    #[error(
+        "the token of '{name}' grants no role on this server: it needs one of the scopes \
+         skilld:read, skilld:invoke, skilld:approve or skilld:admin (or their role names in the \
+         claim the server reads roles from)"
+    )]
+    NoRole { name: String },
     /// The token's role is below the one needed.
     #[error("the token '{name}' has the role '{role}'; this needs '{need}' or above")]
     Forbidden { name: String, role: Role, need: Role },
@@ -679,6 +766,58 @@ mod tests {
         assert!(err(entry(None, Some(&"g".repeat(64)))).contains("64 hexadecimal"));
         assert!(format!("{:?}", entry(Some("hunter2"), None)).contains("ci"));
         assert!(!format!("{:?}", entry(Some("hunter2"), None)).contains("hunter2"));
+    }
+
+    fn oauth(issuer_name: &str) -> std::sync::Arc<crate::oauth::OAuth> {
+        let config: crate::oauth::OAuthConfig = toml::from_str(&format!(
+            "[[issuers]]\nissuer = \"https://login.example.com\"\nname = \"{issuer_name}\"\n"
+        ))
+        .unwrap();
+        let settings = config.resolve(&[]).unwrap().unwrap();
+        std::sync::Arc::new(crate::oauth::OAuth::new(&settings, "https://skilld.example/").unwrap())
+    }
+
+    #[test]
+    fn oauth_closes_the_server_and_keeps_names_apart() {
+        let with = Auth::open_with_secret("local")
+            .unwrap()
+            .with_oauth(oauth("idp"))
+            .unwrap();
+        assert!(!with.is_open());
+        assert!(!with.is_local_secret("local"), "the local secret goes");
+        assert_eq!(with.oauth().unwrap().resource(), "https://skilld.example");
+        // A static token named as the issuer's callers are could pass for one.
+        let twin = Auth::new(vec![
+            Token::with_secret("agent@idp", Role::Admin, "s", "config file").unwrap(),
+        ])
+        .unwrap()
+        .with_oauth(oauth("idp"))
+        .unwrap_err();
+        assert!(twin.contains("token 'agent@idp' (config file)"), "{twin}");
+        assert!(auth().with_oauth(oauth("idp")).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_bearer_that_is_no_static_token_is_tried_as_a_jwt() {
+        let a = auth().with_oauth(oauth("idp")).unwrap();
+        let who = |h: &'static str| {
+            let a = a.clone();
+            async move { a.identify(&[h.as_bytes()], None).await }
+        };
+        assert_eq!(
+            who("Bearer i-secret").await.unwrap().name.as_deref(),
+            Some("agent")
+        );
+        assert!(matches!(
+            who("Bearer nope").await,
+            Err(AuthError::InvalidToken(_))
+        ));
+        assert!(matches!(
+            who("Bearer a.b.c").await,
+            Err(AuthError::InvalidToken(_))
+        ));
+        assert_eq!(who("Basic x").await, Err(AuthError::Malformed));
+        assert_eq!(a.identify(&[], None).await, Err(AuthError::Missing));
     }
 
     #[test]

@@ -118,6 +118,16 @@ pub struct ServeArgs {
     /// The bucket's region (default `us-east-1`).
     #[arg(long, env = "SKILLD_ARTIFACT_REGION", value_name = "REGION")]
     pub artifact_region: Option<String>,
+    /// An OAuth issuer whose JWT access tokens the server takes, with the
+    /// defaults of `[[oauth.issuers]]`; repeat for several. Replaces the
+    /// file's issuers.
+    #[arg(
+        long = "oauth-issuer",
+        env = "SKILLD_OAUTH_ISSUERS",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    pub oauth_issuers: Vec<String>,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
@@ -194,6 +204,8 @@ pub struct FileConfig {
     pub instance: Option<String>,
     /// Bearer tokens: `[[tokens]] name, role, secret | secret_sha256`.
     pub tokens: Option<Vec<TokenConfig>>,
+    /// OAuth access tokens: `[oauth]` and its `[[oauth.issuers]]`.
+    pub oauth: Option<crate::oauth::OAuthConfig>,
     /// See [`ServeArgs::allowed_origins`].
     pub allowed_origins: Option<Vec<String>>,
     /// See [`ServeArgs::public_url`].
@@ -314,8 +326,12 @@ pub struct Config {
     pub rules: crate::skill::SkillRules,
     pub run: crate::invoke::RunSettings,
     pub shutdown_grace: std::time::Duration,
-    /// The file's and `SKILLD_TOKENS`' tokens, merged; open when none.
+    /// The file's and `SKILLD_TOKENS`' tokens, merged; open when none
+    /// (and no OAuth issuer is configured).
     pub auth: std::sync::Arc<Auth>,
+    /// The OAuth issuers whose access tokens are taken too; the verifier
+    /// is made once the server's address is known.
+    pub oauth: Option<crate::oauth::OAuthSettings>,
     /// Origins whose pages may call a server without tokens, as
     /// `scheme://host[:port]`, lowercased.
     pub allowed_origins: Vec<String>,
@@ -348,6 +364,7 @@ impl fmt::Debug for Config {
             .field("max_timeout_secs", &self.max_timeout_secs)
             .field("watch", &self.watch)
             .field("auth", &self.auth)
+            .field("oauth", &self.oauth)
             .field("allowed_origins", &self.allowed_origins)
             .field("public_url", &self.public_url)
             .field("notify", &self.notify)
@@ -403,8 +420,13 @@ impl Config {
             None => FileConfig::default(),
         };
         let auth = resolve_tokens(file.tokens.as_deref().unwrap_or_default(), args.tokens.as_ref())?;
+        let oauth = file
+            .oauth
+            .clone()
+            .unwrap_or_default()
+            .resolve(&args.oauth_issuers)?;
         let insecure = args.insecure.or(file.insecure).unwrap_or(false);
-        let bind = resolve_bind(args, &file, insecure, &auth)?;
+        let bind = resolve_bind(args, &file, insecure, &auth, oauth.is_some())?;
         // Absolute, because children run elsewhere: a relative path handed
         // to one (its run directory, its working directory) would be read
         // against the child's working directory, not the server's.
@@ -478,6 +500,7 @@ impl Config {
             workspace,
             data_dir,
             auth: std::sync::Arc::new(auth),
+            oauth,
             allowed_origins: resolve_origins(args, &file)?,
             public_url: resolve_public_url(args, &file)?,
             notify: resolve_notify(&file)?,
@@ -604,13 +627,14 @@ fn resolve_origins(args: &ServeArgs, file: &FileConfig) -> Result<Vec<String>, S
         .collect()
 }
 
-/// The address to listen on. A non-loopback one needs tokens, or the
-/// operator's explicit `--insecure`.
+/// The address to listen on. A non-loopback one needs tokens (static or
+/// OAuth), or the operator's explicit `--insecure`.
 fn resolve_bind(
     args: &ServeArgs,
     file: &FileConfig,
     insecure: bool,
     auth: &Auth,
+    oauth: bool,
 ) -> Result<SocketAddr, String> {
     let text = args
         .bind
@@ -620,7 +644,7 @@ fn resolve_bind(
     let bind: SocketAddr = text
         .parse()
         .map_err(|_| format!("--bind '{text}' is not an address such as 127.0.0.1:8080"))?;
-    if !bind.ip().is_loopback() && !insecure && auth.is_open() {
+    if !bind.ip().is_loopback() && !insecure && auth.is_open() && !oauth {
         return Err(format!(
             "refusing to listen on {bind} without tokens: anyone who can reach it could run tools; \
              configure tokens, bind to a loopback address, or pass --insecure"
@@ -1215,6 +1239,35 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(Config::resolve(&args).unwrap_err().contains("without tokens"));
+    }
+
+    #[test]
+    fn oauth_issuers_allow_a_public_bind() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("skilld.toml");
+        std::fs::write(
+            &file,
+            "[oauth]\nclock_skew_secs = 5\n[[oauth.issuers]]\nissuer = \"https://login.example.com\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            local: LocalArgs {
+                config: Some(file),
+                ..LocalArgs::default()
+            },
+            bind: Some("0.0.0.0:8080".into()),
+            ..ServeArgs::default()
+        };
+        let config = Config::resolve(&args).unwrap();
+        let oauth = config.oauth.unwrap();
+        assert_eq!(oauth.issuers[0].name, "login.example.com");
+        assert_eq!(oauth.clock_skew, std::time::Duration::from_secs(5));
+        let flagged = ServeArgs {
+            bind: Some("0.0.0.0:8080".into()),
+            oauth_issuers: vec!["http://login.example.com".into()],
+            ..ServeArgs::default()
+        };
+        assert!(Config::resolve(&flagged).unwrap_err().contains("https"));
     }
 
     #[test]

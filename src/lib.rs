@@ -17,6 +17,7 @@ mod logline;
 pub mod mcp;
 pub mod metrics;
 pub mod notify;
+pub mod oauth;
 pub mod policy;
 pub mod runner;
 pub mod sandbox;

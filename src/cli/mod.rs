@@ -433,7 +433,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         "catalog loaded"
     );
     let _watcher = watch(&config, &handle);
-    let (auth, secret) = authority(&config)?;
+    let (auth, secret) = authority(&config, &people_url(&config, addr))?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on http://{addr}")?;
@@ -470,9 +470,21 @@ fn people_url(config: &Config, addr: std::net::SocketAddr) -> String {
         .unwrap_or_else(|| format!("http://{}", link_host(addr)))
 }
 
-/// Who may do what on this server: its tokens; without any, the local
-/// secret kept in the data directory (made on first start), returned too.
-fn authority(config: &Config) -> anyhow::Result<(Arc<crate::auth::Auth>, Option<String>)> {
+/// Who may do what on this server: its tokens, and the access tokens of
+/// its OAuth issuers for the resource at `public_url`; without either, the
+/// local secret kept in the data directory (made on first start), returned
+/// too.
+fn authority(config: &Config, public_url: &str) -> anyhow::Result<(Arc<crate::auth::Auth>, Option<String>)> {
+    if let Some(settings) = &config.oauth {
+        let oauth = crate::oauth::OAuth::new(settings, public_url).map_err(anyhow::Error::msg)?;
+        tracing::info!(resource = %oauth.resource(), metadata = %oauth.metadata_url(true),
+            "OAuth access tokens are taken");
+        let auth = (*config.auth)
+            .clone()
+            .with_oauth(Arc::new(oauth))
+            .map_err(anyhow::Error::msg)?;
+        return Ok((Arc::new(auth), None));
+    }
     if !config.auth.is_open() {
         return Ok((config.auth.clone(), None));
     }
@@ -486,14 +498,16 @@ fn authority(config: &Config) -> anyhow::Result<(Arc<crate::auth::Auth>, Option<
 /// local secret, on stdout after the address and in the log (the one place
 /// the log holds it).
 fn announce_auth(config: &Config, addr: std::net::SocketAddr, secret: Option<&str>) {
-    if !config.auth.is_open() {
+    if !config.auth.is_open() || config.oauth.is_some() {
         let tokens: Vec<String> = config
             .auth
             .tokens()
             .iter()
             .map(|t| format!("{}:{}", t.name(), t.role()))
             .collect();
-        tracing::info!(tokens = %tokens.join(","), "bearer tokens required");
+        if !tokens.is_empty() {
+            tracing::info!(tokens = %tokens.join(","), "bearer tokens required");
+        }
         return;
     }
     if addr.ip().is_loopback() {

@@ -90,23 +90,26 @@ impl<N: Need> FromRequestParts<AppState> for Require<N> {
             N::ROLE
         };
         Ok(Self {
-            caller: caller(state, &parts.headers, role)?,
+            caller: caller(state, &parts.headers, role).await?,
             need: PhantomData,
         })
     }
 }
 
-/// The caller a request's token (or local secret) names, once it holds
-/// `role`: 401 without a valid token or the secret, 403 with too low a role.
-pub(super) fn caller(state: &AppState, headers: &HeaderMap, role: Role) -> Result<Caller, ApiError> {
-    let authorization = headers.get_all(header::AUTHORIZATION);
+/// The caller a request's token (static or OAuth) or local secret names,
+/// once it holds `role`: 401 without a valid token or the secret, 403
+/// with too low a role.
+pub(super) async fn caller(state: &AppState, headers: &HeaderMap, role: Role) -> Result<Caller, ApiError> {
+    let authorization: Vec<&[u8]> = headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
     let cookie = state
         .auth
         .local_id()
         .and_then(|id| cookie(headers, &format!("{COOKIE_PREFIX}{id}")));
-    let caller = state
-        .auth
-        .authenticate(authorization.iter().map(HeaderValue::as_bytes), cookie)?;
+    let caller = state.auth.identify(&authorization, cookie).await?;
     if let Some(name) = &caller.name {
         // The request's span was opened before anyone knew who asked.
         tracing::Span::current().record("caller", name.as_str());

@@ -75,8 +75,10 @@ pub enum ApiError {
     /// may do this.
     #[error("{0}")]
     NeedsLocalSecret(String),
-    #[error("{0}")]
-    Forbidden(String),
+    /// 403: the token's role is below the one needed; `scope` is the
+    /// OAuth scope of that role, for the `insufficient_scope` challenge.
+    #[error("{detail}")]
+    Forbidden { detail: String, scope: String },
     /// 403 for a reason with its own code: a standing deny (`denied`), an
     /// approver deciding its own request (`self_approval`).
     #[error("{detail}")]
@@ -134,7 +136,7 @@ impl ApiError {
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized { .. } | ApiError::NeedsLocalSecret(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
+            ApiError::Forbidden { .. } | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
             ApiError::Unprocessable { .. } | ApiError::InvalidSkill { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -159,7 +161,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::NeedsLocalSecret(_) => "local_secret_required",
-            ApiError::Forbidden(_) => "forbidden",
+            ApiError::Forbidden { .. } => "forbidden",
             ApiError::Refused { code, .. } => code,
             ApiError::Unprocessable { code, .. } => code,
             ApiError::Conflict { code, .. } => code,
@@ -216,16 +218,12 @@ impl IntoResponse for ApiError {
         {
             res.headers_mut().insert(header::RETRY_AFTER, v);
         }
-        let challenge = match &self {
-            ApiError::Unauthorized { token_sent: true, .. } => {
-                Some(r#"Bearer realm="skilld", error="invalid_token""#)
+        if let Some(challenge) = self.challenge() {
+            if let Some(value) = challenge.header(None) {
+                res.headers_mut().insert(header::WWW_AUTHENTICATE, value);
             }
-            ApiError::Unauthorized { .. } | ApiError::NeedsLocalSecret(_) => Some(r#"Bearer realm="skilld""#),
-            _ => None,
-        };
-        if let Some(challenge) = challenge {
-            res.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+            // For `oauth_challenge`, which knows where the metadata is.
+            res.extensions_mut().insert(challenge);
         }
         if let ApiError::Internal(cause) = &self {
             // Logged by the trace middleware with the request id.
@@ -235,18 +233,72 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl ApiError {
+    /// The `WWW-Authenticate` challenge of a 401, or of a 403 for too low
+    /// a role (RFC 6750 §3).
+    fn challenge(&self) -> Option<Challenge> {
+        let (error, scope) = match self {
+            ApiError::Unauthorized { token_sent: true, .. } => (Some("invalid_token"), None),
+            ApiError::Unauthorized { .. } | ApiError::NeedsLocalSecret(_) => (None, None),
+            ApiError::Forbidden { scope, .. } => (Some("insufficient_scope"), Some(scope.clone())),
+            _ => return None,
+        };
+        Some(Challenge { error, scope })
+    }
+}
+
+/// A `Bearer` challenge, carried on the response until the OAuth layer
+/// (`super::oauth::challenge`) adds where the metadata is: the one place
+/// every 401 and insufficient-scope 403 gets its header from.
+#[derive(Debug, Clone)]
+pub struct Challenge {
+    error: Option<&'static str>,
+    scope: Option<String>,
+}
+
+impl Challenge {
+    /// The header; `metadata`, the protected-resource metadata's URL when
+    /// OAuth is configured. A 403's challenge names a scope, which only an
+    /// OAuth client can act on: without OAuth it has no header.
+    pub fn header(&self, metadata: Option<&str>) -> Option<HeaderValue> {
+        let mut value = r#"Bearer realm="skilld""#.to_owned();
+        if let Some(error) = self.error {
+            value.push_str(&format!(r#", error="{error}""#));
+        }
+        match (&self.scope, metadata) {
+            (Some(_), None) => return None,
+            (Some(scope), Some(_)) => value.push_str(&format!(r#", scope="{scope}""#)),
+            (None, _) => {}
+        }
+        if let Some(url) = metadata {
+            value.push_str(&format!(r#", resource_metadata="{url}""#));
+        }
+        HeaderValue::from_str(&value).ok()
+    }
+}
+
 impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {
-            AuthError::Forbidden { .. } => ApiError::Forbidden(e.to_string()),
+            AuthError::Forbidden { need, .. } => ApiError::Forbidden {
+                detail: e.to_string(),
+                scope: crate::oauth::scope(need.as_str()),
+            },
+            AuthError::NoRole { .. } => ApiError::Forbidden {
+                detail: e.to_string(),
+                scope: crate::oauth::scope(crate::auth::Role::Read.as_str()),
+            },
             AuthError::Missing => ApiError::Unauthorized {
                 detail: e.to_string(),
                 token_sent: false,
             },
-            AuthError::Malformed | AuthError::Unknown => ApiError::Unauthorized {
-                detail: e.to_string(),
-                token_sent: true,
-            },
+            AuthError::Malformed | AuthError::Unknown | AuthError::InvalidToken(_) => {
+                ApiError::Unauthorized {
+                    detail: e.to_string(),
+                    token_sent: true,
+                }
+            }
+            AuthError::IssuerUnavailable(why) => ApiError::Unavailable(why),
             AuthError::NeedsLocalSecret { .. } => ApiError::NeedsLocalSecret(e.to_string()),
         }
     }
@@ -453,3 +505,47 @@ impl From<InstallError> for ApiError {
 /// The hidden cause of a 500, carried to the logging middleware.
 #[derive(Debug, Clone)]
 pub struct InternalCause(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges_name_the_metadata_only_with_oauth() {
+        let unauthorized = |token_sent| ApiError::Unauthorized {
+            detail: String::new(),
+            token_sent,
+        };
+        let header = |e: ApiError, meta: Option<&str>| {
+            e.challenge()
+                .and_then(|c| c.header(meta))
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(
+            header(unauthorized(false), None).as_deref(),
+            Some(r#"Bearer realm="skilld""#)
+        );
+        assert_eq!(
+            header(
+                unauthorized(true),
+                Some("https://s.example/.well-known/oauth-protected-resource")
+            )
+            .as_deref(),
+            Some(
+                r#"Bearer realm="skilld", error="invalid_token", resource_metadata="https://s.example/.well-known/oauth-protected-resource""#
+            )
+        );
+        let forbidden = || ApiError::Forbidden {
+            detail: String::new(),
+            scope: "skilld:invoke".into(),
+        };
+        assert_eq!(header(forbidden(), None), None);
+        assert_eq!(
+            header(forbidden(), Some("m")).as_deref(),
+            Some(
+                r#"Bearer realm="skilld", error="insufficient_scope", scope="skilld:invoke", resource_metadata="m""#
+            )
+        );
+        assert!(ApiError::BadRequest(String::new()).challenge().is_none());
+    }
+}

@@ -176,7 +176,7 @@ async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let caller = super::auth::caller(&state, req.headers(), Role::Read)?;
+    let caller = super::auth::caller(&state, req.headers(), Role::Read).await?;
     req.extensions_mut().insert(caller);
     Ok(next.run(req).await)
 }

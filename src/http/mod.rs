@@ -15,6 +15,7 @@ pub mod invoke;
 pub mod mcp;
 pub mod metrics;
 pub mod notifications;
+pub mod oauth;
 mod query;
 pub mod responses;
 pub mod runs;
@@ -253,7 +254,7 @@ fn describe_auth(doc: &mut Document) {
                     HeaderBuilder::new()
                         .schema(Some(Object::with_type(Type::String)))
                         .description(Some(
-                            r#"`Bearer realm="skilld"`, with `error="invalid_token"` when a token was sent"#,
+                            r#"`Bearer realm="skilld"`, with `error="invalid_token"` when a token was sent, and `resource_metadata="<URL>"` (RFC 9728) when OAuth issuers are configured"#,
                         ))
                         .build(),
                 )
@@ -308,6 +309,7 @@ pub fn app(state: AppState) -> Router {
         .merge(ui::router())
         .merge(mcp::router(&state))
         .merge(toolserver::router())
+        .merge(oauth::router())
         // The interactive docs are the best first page for a person.
         .route(
             "/",
@@ -322,6 +324,10 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::refuse_web_pages,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            oauth::challenge,
         ))
         .with_state(state)
         .layer(axum::middleware::from_fn(metrics::track))

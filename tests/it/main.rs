@@ -36,6 +36,7 @@ mod metrics;
 mod modes;
 mod notify;
 mod nul_bytes;
+mod oauth;
 mod openapi;
 mod papercuts;
 mod plain_deps;
