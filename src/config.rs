@@ -166,6 +166,9 @@ pub struct FileConfig {
     pub approval_ttl_secs: Option<u64>,
     /// Requests one caller may have waiting for a person at once (default 20).
     pub max_pending_approvals_per_caller: Option<u64>,
+    /// Callers (token names, or `sub@issuer` of OAuth) who decide their own
+    /// held calls in their MCP client rather than in the inbox.
+    pub client_approval: Option<Vec<String>>,
     /// Event streams open at once (default 256), how many of them one
     /// caller may hold (default 32), and how long one may stay open
     /// (default 3600 s).
@@ -787,6 +790,7 @@ fn run_settings(
             .max_pending_approvals_per_caller
             .unwrap_or(defaults.max_pending_per_caller)
             .max(1),
+        client_approval: file.client_approval.clone().unwrap_or_default(),
         max_streams: file.max_event_streams.unwrap_or(defaults.max_streams).max(1),
         max_streams_per_caller: share_of(
             "max_event_streams_per_caller",

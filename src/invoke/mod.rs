@@ -93,6 +93,9 @@ pub struct RunSettings {
     /// Requests one caller may have waiting at once (then 429), so one
     /// token cannot bury the approvers' inbox.
     pub max_pending_per_caller: u64,
+    /// Callers (token names, `sub@issuer` of OAuth) who decide their own
+    /// held calls in their MCP client (`client_approval`, `docs/mcp.md`).
+    pub client_approval: Vec<String>,
     /// Event streams open at once (then 503): each holds a task and a
     /// connection.
     pub max_streams: usize,
@@ -136,6 +139,7 @@ impl Default for RunSettings {
             extra_env: Vec::new(),
             approval_ttl: Duration::from_secs(3600),
             max_pending_per_caller: 20,
+            client_approval: Vec::new(),
             max_streams: 256,
             max_streams_per_caller: 32,
             max_stream: Duration::from_secs(3600),

@@ -172,8 +172,12 @@ impl McpServer {
 
     /// How this request's caller is asked to decide its own held calls in
     /// its client, if the configuration lets it and the client can be.
-    fn in_client(&self, ctx: &RequestContext<RoleServer>) -> tools::InClient {
-        let allowed = self.local.as_ref().is_some_and(|l| l.client_approval);
+    fn in_client(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> tools::InClient {
+        let marked = caller
+            .name
+            .as_ref()
+            .is_some_and(|name| self.invoker.settings.client_approval.contains(name));
+        let allowed = marked || self.local.as_ref().is_some_and(|l| l.client_approval);
         let elicits = ctx.client_capabilities().is_some_and(|c| c.elicitation.is_some());
         if !allowed || !elicits {
             return tools::InClient::No;
@@ -304,7 +308,7 @@ impl ServerHandler for McpServer {
             mode,
             inbox,
             tasks: ctx.client_capabilities().is_some_and(|c| c.supports_tasks()),
-            in_client: self.in_client(&ctx),
+            in_client: self.in_client(&ctx, &caller),
             listener,
         };
         tools::call(&self.invoker, &catalog, request, asked).await

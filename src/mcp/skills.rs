@@ -196,11 +196,16 @@ fn file_resource(skill: &str, path: &str, size: u64) -> Value {
 pub(super) fn skill_md_resources(catalog: &Catalog) -> impl Iterator<Item = Value> + '_ {
     served(catalog).map(|(skill, listing)| {
         let size = listing.files.first().map_or(0, |(_, d)| d.size);
+        let description = listing
+            .frontmatter
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or(&skill.description);
         json!({
             "uri": skill_uri(&skill.name),
             "name": skill.name,
             "title": format!("{} skill", skill.name),
-            "description": skill.description,
+            "description": description,
             "mimeType": MARKDOWN,
             "size": size,
         })
