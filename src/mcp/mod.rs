@@ -5,6 +5,7 @@
 //! log are the same whichever way a call arrives.
 
 mod catalog;
+mod output;
 mod tools;
 
 use crate::auth::{Caller, Role};

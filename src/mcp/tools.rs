@@ -62,7 +62,7 @@ pub(super) async fn call(
         },
     };
     match invoker.call(catalog, call).await {
-        Ok(called) => answer(called, &asking.inbox),
+        Ok(called) => answer(called, &asking.inbox).map(|r| super::output::conform(r, catalog)),
         Err(e @ (InvokeError::NotFound { .. } | InvokeError::Ambiguous { .. })) => {
             Err(ErrorData::invalid_params(e.to_string(), None))
         }
