@@ -22,6 +22,7 @@ mod cli;
 mod common;
 mod corpus;
 mod cors;
+mod docs_mcp;
 mod exports;
 mod http_api;
 mod inbox;
