@@ -439,6 +439,7 @@ fn declared(answer: &Value) -> Result<Declared, String> {
                         .get("input_schema")
                         .cloned()
                         .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                    output_schema: t.get("output_schema").filter(|s| !s.is_null()).cloned(),
                 })
             })
             .collect::<Option<Vec<_>>>()

@@ -93,6 +93,11 @@ pub struct ToolInfo {
     pub timeout_secs: u64,
     pub trust: Trust,
     pub requires_approval: RequiresApproval,
+    /// A JSON Schema object for the tool's JSON output (the envelope's
+    /// `parsed`), where the tool declares one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Box<RawValue>>,
 }
 
 impl ToolInfo {
@@ -111,8 +116,14 @@ impl ToolInfo {
             timeout_secs: skill.timeout_secs,
             trust: skill.trust,
             requires_approval: requires_approval(skill, tool),
+            output_schema: output_schema(skill, tool),
         }
     }
+}
+
+/// The declared schema of the tool's output, serialised.
+fn output_schema(skill: &Skill, tool: &Tool) -> Option<Box<RawValue>> {
+    skill.output_schema(&tool.name).map(|s| raw(&s.value))
 }
 
 /// A JSON value serialised once, to be embedded in many documents.
@@ -184,6 +195,11 @@ pub struct GeminiFunction {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub parameters_json_schema: Option<Box<RawValue>>,
+    /// The JSON Schema of the function's result, where the tool declares
+    /// one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub response_json_schema: Option<Box<RawValue>>,
 }
 
 /// An MCP tool as `tools/list` lists it.
@@ -196,6 +212,11 @@ pub struct McpTool {
     #[serde(rename = "inputSchema")]
     #[schema(value_type = Object)]
     pub input_schema: Box<RawValue>,
+    /// Where the tool declares its output: a result's `structuredContent`
+    /// validates against it.
+    #[serde(rename = "outputSchema", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Box<RawValue>>,
     pub annotations: McpAnnotations,
     /// Whether a call may answer with a task (the skill's `tasks`);
     /// absent when it never does.
@@ -319,12 +340,14 @@ fn fragment(
             description,
             parameters: gemini_parameters(tool).as_ref().map(raw),
             parameters_json_schema: gemini_json_schema(tool).as_ref().map(raw),
+            response_json_schema: output_schema(skill, tool),
         }),
         Format::Mcp => serde_json::to_vec(&McpTool {
             title: title(&tool.name),
             name,
             description,
             input_schema: schema.to_owned(),
+            output_schema: output_schema(skill, tool),
             annotations: McpAnnotations {
                 read_only_hint: skill.read_only,
                 destructive_hint: !skill.read_only,

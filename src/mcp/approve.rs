@@ -154,7 +154,7 @@ pub(super) async fn decide(
         .wait_final(decided.run_id, MAX_WAIT)
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-    Ok(tools::ended_result(invoker, &run, &asking.inbox).await)
+    Ok(tools::ended_result(invoker, catalog, &run, &asking.inbox).await)
 }
 
 /// The approval of `held`, to show the person.

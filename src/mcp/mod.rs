@@ -10,6 +10,7 @@ mod complete;
 mod content;
 mod events;
 mod logging;
+mod output;
 mod skills;
 mod tasks;
 mod tools;
@@ -309,6 +310,7 @@ impl ServerHandler for McpServer {
             inbox,
             tasks: ctx.client_capabilities().is_some_and(|c| c.supports_tasks()),
             in_client: self.in_client(&ctx, &caller),
+            waiting_is_error: false,
             listener,
         };
         tools::call(&self.invoker, &catalog, request, asked).await
@@ -320,7 +322,14 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let caller = self.caller(&ctx, Role::Invoke)?;
-        tasks::get(&self.invoker, &caller, &request.task_id, &self.origin(&ctx)).await
+        tasks::get(
+            &self.invoker,
+            &self.catalog.current(),
+            &caller,
+            &request.task_id,
+            &self.origin(&ctx),
+        )
+        .await
     }
 
     async fn cancel_task(
@@ -339,7 +348,14 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&ctx, Role::Invoke)?;
-        tasks::get(&self.invoker, &caller, &request.task_id, &self.origin(&ctx)).await?;
+        tasks::get(
+            &self.invoker,
+            &self.catalog.current(),
+            &caller,
+            &request.task_id,
+            &self.origin(&ctx),
+        )
+        .await?;
         Err(ErrorData::invalid_params(
             format!("task '{}' asks for no input", request.task_id),
             None,

@@ -5,6 +5,7 @@
 //! `tasks/cancel` withdraws a held call or stops a running one.
 
 use crate::auth::Caller;
+use crate::catalog::Catalog;
 use crate::invoke::{Canceller, Envelope, InvokeError, Invoker};
 use crate::store::{Run, RunStatus, StoreError};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -56,6 +57,7 @@ fn unavailable(e: &dyn std::fmt::Display) -> ErrorData {
 /// (its artifacts' links on `origin`).
 pub(super) async fn get(
     invoker: &Invoker,
+    catalog: &Catalog,
     caller: &Caller,
     id: &str,
     origin: &str,
@@ -81,7 +83,7 @@ pub(super) async fn get(
             result: object(undecided(invoker, &run).await?),
         },
         RunStatus::Succeeded | RunStatus::Failed | RunStatus::TimedOut => TaskPayload::Completed {
-            result: object(ended(invoker, &run, origin).await?),
+            result: object(ended(invoker, catalog, &run, origin).await?),
         },
     };
     Ok(GetTaskResult::new(DetailedTask::new(task, payload)))
@@ -96,13 +98,13 @@ fn waiting(run: &Run) -> String {
 }
 
 /// The tool result of a run that ended.
-async fn ended(invoker: &Invoker, run: &Run, origin: &str) -> Result<Value, ErrorData> {
+async fn ended(invoker: &Invoker, catalog: &Catalog, run: &Run, origin: &str) -> Result<Value, ErrorData> {
     let envelope: Envelope = run
         .result
         .clone()
         .and_then(|r| serde_json::from_value(r).ok())
         .ok_or_else(|| ErrorData::internal_error(format!("run {} ended without a result", run.id), None))?;
-    serde_json::to_value(super::content::finished(invoker, &envelope, origin).await)
+    serde_json::to_value(super::tools::finished(invoker, catalog, &envelope, origin).await)
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 

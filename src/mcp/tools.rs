@@ -44,6 +44,9 @@ pub(super) struct Asking<'a> {
     pub(super) in_client: InClient,
     /// Who hears of the run's events while it runs.
     pub(super) listener: Option<super::events::Listener>,
+    /// A call that waits for a person answers as an error (its tool
+    /// declares an output schema; set by [`call`]).
+    pub(super) waiting_is_error: bool,
 }
 
 /// How a caller that may decide its own held calls is asked.
@@ -77,6 +80,7 @@ pub(super) async fn call(
         ));
     }
     let as_task = asking.tasks && support != TaskSupport::Forbidden;
+    asking.waiting_is_error = declares_output(catalog, &target);
     // A client with tasks gets a held call as a task at once.
     let wait = match asking.wait {
         Ok(_) if asking.tasks => Duration::ZERO,
@@ -103,14 +107,17 @@ pub(super) async fn call(
     // A task's client polls for its end rather than hearing it run.
     let listener = asking.listener.take().filter(|_| !as_task);
     match super::events::call(invoker, catalog, call, listener).await {
-        Ok(Called::Finished(envelope)) => Ok(finished(invoker, &envelope, &asking.inbox).await.into()),
+        Ok(Called::Finished(envelope)) => {
+            let origin = origin_of(&asking.inbox);
+            Ok(finished(invoker, catalog, &envelope, &origin).await.into())
+        }
         Ok(Called::Started { live, .. }) => Ok(tasks::created(live.id, None).into()),
         Ok(Called::Held(held)) if asking.tasks => {
             let message = held_text(&held, &asking.inbox);
             Ok(tasks::created(held.run_id, Some(message)).into())
         }
         Ok(Called::Held(held)) => ask_in_client(invoker, catalog, held, &asking).await,
-        Ok(called) => answer(called, &asking.inbox).map(CallToolResponse::from),
+        Ok(called) => answer(called, &asking).map(CallToolResponse::from),
         Err(e @ (InvokeError::NotFound { .. } | InvokeError::Ambiguous { .. })) => {
             Err(ErrorData::invalid_params(e.to_string(), None))
         }
@@ -130,7 +137,7 @@ async fn ask_in_client(
     held: Held,
     asking: &Asking<'_>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let waiting = || Ok(held_for_a_person(&held, &asking.inbox).into());
+    let waiting = || Ok(held_for_a_person(&held, asking).into());
     let peer = match &asking.in_client {
         InClient::No => return waiting(),
         InClient::InputRequired => {
@@ -175,13 +182,14 @@ async fn resume(
     };
     match approve::decide(invoker, catalog, asking, &pending, answer).await? {
         Some(result) => Ok(result.into()),
-        None => Ok(held_for_a_person(&held, &asking.inbox).into()),
+        None => Ok(held_for_a_person(&held, asking).into()),
     }
 }
 
 /// The result of a run that ended, or `None` while it has not.
 pub(super) async fn ended_result(
     invoker: &Invoker,
+    catalog: &Catalog,
     run: &crate::store::Run,
     inbox: &Inbox<'_>,
 ) -> Option<CallToolResult> {
@@ -189,7 +197,7 @@ pub(super) async fn ended_result(
         return None;
     }
     let envelope: Envelope = serde_json::from_value(run.result.clone()?).ok()?;
-    Some(finished(invoker, &envelope, inbox).await)
+    Some(finished(invoker, catalog, &envelope, &origin_of(inbox)).await)
 }
 
 /// What the skill of the tool `target` names says of tasks (`Forbidden`
@@ -198,6 +206,20 @@ fn task_support(catalog: &Catalog, target: &Target) -> TaskSupport {
     crate::invoke::resolve(catalog, target)
         .map(|i| catalog.skills[catalog.tools[i].skill].task_support)
         .unwrap_or_default()
+}
+
+/// Whether the tool `target` names declares an output schema: then only a
+/// result whose structured content conforms may be a success, so even a
+/// call that merely waits answers as an error (a client checks).
+fn declares_output(catalog: &Catalog, target: &Target) -> bool {
+    crate::invoke::resolve(catalog, target).is_ok_and(|i| {
+        let entry = &catalog.tools[i];
+        let skill = &catalog.skills[entry.skill];
+        skill
+            .tools
+            .get(entry.tool)
+            .is_some_and(|tool| skill.output_schema(&tool.name).is_some())
+    })
 }
 
 /// `_meta["skilld/wait"]`: whole seconds, at most [`MAX_WAIT`].
@@ -225,9 +247,9 @@ pub(super) fn query_mode(parts: &axum::http::request::Parts) -> Option<String> {
         .map(|(_, value)| value.into_owned())
 }
 
-fn answer(called: Called, inbox: &Inbox<'_>) -> Result<CallToolResult, ErrorData> {
+fn answer(called: Called, asking: &Asking<'_>) -> Result<CallToolResult, ErrorData> {
     match called {
-        Called::Held(held) => Ok(held_for_a_person(&held, inbox)),
+        Called::Held(held) => Ok(held_for_a_person(&held, asking)),
         Called::Refused { run_id, reason } => Ok(text_error(format!(
             "{reason}; nothing ran (run {run_id} is recorded as denied)"
         ))),
@@ -239,12 +261,23 @@ fn answer(called: Called, inbox: &Inbox<'_>) -> Result<CallToolResult, ErrorData
 }
 
 /// The run's result for the model: its output or content blocks, its
-/// artifacts as links (`content`), and its envelope as structured content.
-pub(super) async fn finished(invoker: &Invoker, envelope: &Envelope, inbox: &Inbox<'_>) -> CallToolResult {
-    let origin = match inbox.locate() {
+/// artifacts as links (`content`), and as structured content its
+/// envelope, or its JSON output where the tool declares an output schema
+/// (`output`). Links point at `origin`.
+pub(super) async fn finished(
+    invoker: &Invoker,
+    catalog: &Catalog,
+    envelope: &Envelope,
+    origin: &str,
+) -> CallToolResult {
+    super::output::conform(super::content::finished(invoker, envelope, origin).await, catalog)
+}
+
+/// Where links for a person point: the server that decides.
+pub(super) fn origin_of(inbox: &Inbox<'_>) -> String {
+    match inbox.locate() {
         Decider::At(o) | Decider::Shared(o) | Decider::Nobody(o) => o,
-    };
-    super::content::finished(invoker, envelope, &origin).await
+    }
 }
 
 /// Where a person decides a held call: links that work from anywhere,
@@ -287,7 +320,8 @@ fn held_text(held: &Held, inbox: &Inbox<'_>) -> String {
 
 /// A held call for a client without tasks: not a failure, but a call that
 /// waits. Calling again with the same arguments joins the same request.
-fn held_for_a_person(held: &Held, inbox: &Inbox<'_>) -> CallToolResult {
+fn held_for_a_person(held: &Held, asking: &Asking<'_>) -> CallToolResult {
+    let inbox = &asking.inbox;
     let (origin, _) = decided_where(inbox, held.approval_id);
     let text = format!(
         "{} Calling again with the same arguments joins this request rather than filing another; \
@@ -302,7 +336,7 @@ fn held_for_a_person(held: &Held, inbox: &Inbox<'_>) -> CallToolResult {
         "approval_url": format!("{origin}/approvals/{}", held.approval_id),
         "run_url": format!("{origin}/runs/{}", held.run_id),
     });
-    result(text, Some(structured), false)
+    result(text, Some(structured), asking.waiting_is_error)
 }
 
 pub(super) fn text_error(text: String) -> CallToolResult {

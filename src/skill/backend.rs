@@ -66,6 +66,8 @@ pub struct DeclaredTool {
     pub name: String,
     pub description: String,
     pub input_schema: Value,
+    /// The JSON Schema of its result, if it declares one.
+    pub output_schema: Option<Value>,
 }
 
 /// A started backend and what it declared.

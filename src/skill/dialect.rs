@@ -3,7 +3,7 @@
 use super::entrypoint;
 use super::markdown::ToolBlock;
 use super::model::Dialect;
-use super::scripts::{Runtimes, list_scripts};
+use super::scripts::{Runtimes, list_scripts, opted_out};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -26,8 +26,9 @@ pub(super) fn detect(
     runtimes: &Runtimes,
 ) -> Detected {
     let scripts_dir = dir.join("scripts");
-    // Tool blocks decide the dialect; only without them do scripts matter.
-    let has_scripts = blocks.is_empty() && scripts_dir.is_dir();
+    // Tool blocks decide the dialect; only without them do scripts matter,
+    // and not at all when the skill says they are not tools.
+    let has_scripts = blocks.is_empty() && scripts_dir.is_dir() && !opted_out(fm);
     let entrypoint = if has_scripts {
         entrypoint::find(&scripts_dir)
     } else {

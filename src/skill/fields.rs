@@ -150,6 +150,7 @@ impl Fields {
             trust: origin.trust,
             hash: String::new(),
             fingerprint: std::sync::Arc::default(),
+            output_schemas: Default::default(),
             tools: Vec::new(),
             warnings: Vec::new(),
             listing: None,
@@ -252,6 +253,21 @@ impl Parse<'_, '_> {
     /// `metadata`: a map of strings (the Agent Skills specification's);
     /// `version` and `author` there stand in for the top-level fields.
     fn metadata(&mut self, fm: &Map<String, Value>) -> BTreeMap<String, String> {
+        let opt_out = super::scripts::OPT_OUT_KEY;
+        if let Some(value) = fm.get("metadata").and_then(|m| m.get(opt_out))
+            && !value
+                .as_str()
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("none"))
+        {
+            let value = value.clone();
+            self.invalid(
+                "metadata",
+                &format!(
+                    "a map whose {opt_out} is 'none' (the only value it takes: the scripts are not tools)"
+                ),
+                &value,
+            );
+        }
         match fm.get("metadata") {
             None | Some(Value::Null) => Default::default(),
             Some(Value::Object(m)) => m

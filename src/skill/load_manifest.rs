@@ -91,6 +91,7 @@ pub(super) fn load(
         .cloned()
         .map(|(d, schema, ask)| backend_tool(d, schema, ask))
         .collect();
+    skill.output_schemas = parts.outputs.iter().cloned().collect();
     // A skill already excluded is not started: its child would serve nothing.
     if !p.has_errors() {
         p.launch(&mut skill, &parts, &Value::Object(manifest), opts);
@@ -295,6 +296,9 @@ impl Parse<'_, '_> {
                 continue;
             }
             if let Some(schema) = self.check_declared(&declared) {
+                if let Some(output) = self.check_output(&declared) {
+                    skill.output_schemas.insert(declared.name.clone(), output);
+                }
                 skill.tools.push(backend_tool(declared, schema, false));
             }
         }

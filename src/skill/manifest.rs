@@ -42,6 +42,8 @@ pub(super) struct ManifestParts {
     /// The manifest's `tools`, with their compiled schema and their
     /// `requires_approval`.
     pub tools: Vec<(DeclaredTool, Schema, bool)>,
+    /// The compiled `output_schema` of each tool that declares one.
+    pub outputs: Vec<(String, Schema)>,
 }
 
 impl Parse<'_, '_> {
@@ -53,6 +55,11 @@ impl Parse<'_, '_> {
         parts.implementation = self.implementation(m, dir);
         parts.instructions = self.prompt(m, dir);
         parts.tools = self.manifest_tools(m, dir);
+        parts.outputs = parts
+            .tools
+            .iter()
+            .filter_map(|(t, _, _)| Some((t.name.clone(), self.check_output(t)?)))
+            .collect();
         self.dependencies(m);
         let wants_code = parts.types.iter().any(|t| t != "prompt") || !parts.tools.is_empty();
         if wants_code && parts.implementation.is_none() && !m.contains_key("implementation") {
@@ -255,7 +262,7 @@ impl Parse<'_, '_> {
     }
 
     /// `tools: [{name, description, input_schema | input_schema_file,
-    /// requires_approval}]`.
+    /// output_schema | output_schema_file, requires_approval}]`.
     fn manifest_tools(&mut self, m: &Map<String, Value>, dir: &Path) -> Vec<(DeclaredTool, Schema, bool)> {
         let items = match m.get("tools") {
             None | Some(Value::Null) => return Vec::new(),
@@ -295,26 +302,10 @@ impl Parse<'_, '_> {
             self.error(Code::MissingField, pos, "a tool in 'tools' has no name");
             return None;
         };
-        let schema = match (
-            t.get("input_schema"),
-            t.get("input_schema_file").and_then(Value::as_str),
-        ) {
-            (Some(schema), _) => schema.clone(),
-            (None, Some(file)) => {
-                let text = self.prompt_file(dir, file)?;
-                match serde_json::from_str(&text)
-                    .or_else(|_| super::frontmatter::parse_yaml(&text).map_err(|_| ()))
-                {
-                    Ok(v) => v,
-                    Err(_) => {
-                        let pos = self.value_pos(file);
-                        self.error(Code::InvalidField, pos, format!("'{file}' is not JSON or YAML"));
-                        return None;
-                    }
-                }
-            }
-            (None, None) => serde_json::json!({"type": "object", "properties": {}}),
-        };
+        let schema = self
+            .schema_in(t, "input_schema", dir)?
+            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+        let output_schema = self.schema_in(t, "output_schema", dir)?;
         let declared = DeclaredTool {
             name: name.to_owned(),
             description: t
@@ -323,6 +314,7 @@ impl Parse<'_, '_> {
                 .unwrap_or("")
                 .to_owned(),
             input_schema: schema,
+            output_schema,
         };
         let requires_approval = match t.get("requires_approval") {
             None | Some(Value::Null) => false,
@@ -339,6 +331,54 @@ impl Parse<'_, '_> {
         };
         let schema = self.check_declared(&declared)?;
         Some((declared, schema, requires_approval))
+    }
+
+    /// A tool's schema `key` (`input_schema`), given inline or in the
+    /// file `<key>_file` names (JSON or YAML); `Some(None)` when it gives
+    /// neither, `None` when the file is not one.
+    fn schema_in(&mut self, t: &Map<String, Value>, key: &str, dir: &Path) -> Option<Option<Value>> {
+        if let Some(schema) = t.get(key).filter(|s| !s.is_null()) {
+            return Some(Some(schema.clone()));
+        }
+        let Some(file) = t.get(&format!("{key}_file")).and_then(Value::as_str) else {
+            return Some(None);
+        };
+        let text = self.prompt_file(dir, file)?;
+        match serde_json::from_str(&text).or_else(|_| super::frontmatter::parse_yaml(&text).map_err(|_| ())) {
+            Ok(v) => Some(Some(v)),
+            Err(()) => {
+                let pos = self.value_pos(file);
+                self.error(Code::InvalidField, pos, format!("'{file}' is not JSON or YAML"));
+                None
+            }
+        }
+    }
+
+    /// A declared `output_schema`, compiled: a valid JSON Schema of an
+    /// object, since MCP's `structuredContent` is one. `None` when the
+    /// tool declares none, or an invalid one (then an error says so).
+    pub(super) fn check_output(&mut self, tool: &DeclaredTool) -> Option<Schema> {
+        let schema = tool.output_schema.as_ref()?;
+        let is_object = schema
+            .as_object()
+            .is_some_and(|s| s.get("type") == Some(&Value::from("object")));
+        let compiled = jsonschema::validator_for(schema).ok().filter(|_| is_object);
+        if compiled.is_none() {
+            let pos = self.value_pos(&tool.name);
+            self.error(
+                Code::InvalidParameter,
+                pos,
+                format!(
+                    "tool '{}': output_schema must be a valid JSON Schema with \"type\": \"object\" \
+                     (MCP's structuredContent is an object)",
+                    tool.name
+                ),
+            );
+        }
+        compiled.map(|v| Schema {
+            value: schema.clone(),
+            validator: std::sync::Arc::new(v),
+        })
     }
 
     /// A declared tool's name and schema are usable (`^[a-z0-9_]{1,64}$`,

@@ -27,6 +27,7 @@ pub mod prepared;
 pub mod review;
 pub mod rules;
 pub mod scaffold;
+mod script_doc;
 pub mod scripts;
 pub mod template;
 pub mod triggers;

@@ -254,6 +254,9 @@ pub struct Skill {
     /// still hash to `hash`.
     pub fingerprint: std::sync::Arc<super::hash::Fingerprint>,
     pub tools: Vec<Tool>,
+    /// The JSON Schema of a tool's result, by tool name, where the tool
+    /// declares one (a manifest's `output_schema`, or its backend's).
+    pub output_schemas: std::collections::BTreeMap<String, Schema>,
     pub warnings: Vec<Diagnostic>,
     /// What the MCP Skills extension serves of it; `None` when it cannot
     /// be served as an Agent Skill (see [`super::listing`]).
@@ -274,6 +277,11 @@ impl Skill {
             .iter()
             .copied()
             .find(|n| !self.permissions.iter().any(|p| p == n.permission))
+    }
+
+    /// The declared JSON Schema of tool `tool`'s result, if it has one.
+    pub fn output_schema(&self, tool: &str) -> Option<&Schema> {
+        self.output_schemas.get(tool)
     }
 
     /// The files under `references/`, for the prompt route.

@@ -267,81 +267,18 @@ pub(super) fn runtime_for(script: &Path, lang: Option<&str>, runtimes: &Runtimes
     runtimes.by_extension.get(by_lang).cloned().unwrap_or_default()
 }
 
-/// A script's leading comment or docstring, as the description of its
-/// tool: its first paragraph, joined into one line. Skipped on the way:
-/// the `#!` line, blank lines, a coding line, and a Python inline
-/// metadata block (`# /// script` … `# ///`), which says how to run it,
-/// not what it does.
-fn script_summary(path: &Path) -> Option<String> {
-    let bytes = read_limited(path, 64 * 1024).ok()??;
-    let text = String::from_utf8_lossy(&bytes);
-    let mut lines = text.lines().take(60).map(str::trim).peekable();
-    let mut in_metadata = false;
-    while let Some(&line) = lines.peek() {
-        let skip = line.is_empty()
-            || line.starts_with("#!")
-            || line.contains("-*- coding")
-            || in_metadata
-            || line.starts_with("# /// ");
-        if line.starts_with("# /// ") {
-            in_metadata = true;
-        } else if in_metadata && line == "# ///" {
-            in_metadata = false;
-        }
-        if !skip {
-            break;
-        }
-        lines.next();
-    }
-    let first = lines.next()?;
-    let summary = if let Some(rest) = ["\"\"\"", "'''"].iter().find_map(|q| first.strip_prefix(q)) {
-        docstring(rest, &mut lines)
-    } else if let Some(marker) = ["//", "#"].iter().find(|m| first.starts_with(**m)) {
-        let body = std::iter::once(first)
-            .chain(lines.take_while(|l| l.starts_with(marker)))
-            .map(|l| l.trim_start_matches(marker).trim());
-        paragraph(body)
-    } else if let Some(rest) = first.strip_prefix("/**").or_else(|| first.strip_prefix("/*")) {
-        let body = std::iter::once(rest)
-            .chain(lines.take_while(|l| !l.starts_with("*/")))
-            .map(|l| l.trim_start_matches('*').trim_end_matches("*/").trim());
-        paragraph(body)
-    } else {
-        None
-    };
-    summary.filter(|s| !s.is_empty())
-}
+/// The `metadata` key by which a skill says its scripts are not tools
+/// (`"none"`): the Agent Skills specification leaves other top-level keys
+/// to be refused, and keeps `metadata` for a client's own.
+pub const OPT_OUT_KEY: &str = "skilld.script_tools";
 
-/// A Python docstring's first paragraph; `first` follows the opening
-/// quotes (and may be empty: the text starts on the next line).
-fn docstring<'a>(first: &'a str, rest: &mut impl Iterator<Item = &'a str>) -> Option<String> {
-    let closes = |l: &str| l.contains("\"\"\"") || l.contains("'''");
-    let strip = |l: &'a str| {
-        l.split("\"\"\"")
-            .next()
-            .unwrap_or(l)
-            .split("'''")
-            .next()
-            .unwrap_or(l)
-            .trim()
-    };
-    if closes(first) {
-        return Some(strip(first).to_owned());
-    }
-    let mut body = vec![first.trim()];
-    for line in rest {
-        body.push(strip(line));
-        if closes(line) {
-            break;
-        }
-    }
-    paragraph(body.into_iter().skip_while(|l| l.is_empty()))
-}
-
-/// The first paragraph of `lines` (up to a blank one), as one line.
-fn paragraph<'a>(lines: impl Iterator<Item = &'a str>) -> Option<String> {
-    let words: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
-    (!words.is_empty()).then(|| words.join(" "))
+/// Whether the frontmatter says the scripts are not tools: `metadata`'s
+/// [`OPT_OUT_KEY`] is `none` (any other value is reported by the loader).
+pub(super) fn opted_out(fm: &serde_json::Map<String, serde_json::Value>) -> bool {
+    fm.get("metadata")
+        .and_then(|m| m.get(OPT_OUT_KEY))
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("none"))
 }
 
 /// `<skill>_<stem>`, lowercased, with every other character as `_`; over
@@ -433,7 +370,9 @@ impl Parse<'_, '_> {
             }
             let runtime = runtime_for(script, None, runtimes);
             self.runtime_found(script, &runtime);
-            let description = script_summary(script).unwrap_or_else(|| format!("Run scripts/{file}."));
+            let skill_dir = script.parent().and_then(Path::parent).unwrap_or(script);
+            let description = super::script_doc::describe(script, skill_dir)
+                .unwrap_or_else(|| format!("Run scripts/{file}."));
             tools.push(Tool {
                 name,
                 description,

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 /// What the venv holds: the generator, and the generated client's runtime
 /// dependencies. `.ci/run` installs the same list; keep the two in step.
-const REQUIREMENTS: [&str; 9] = [
+const REQUIREMENTS: [&str; 10] = [
     "openapi-python-client==0.29.1",
     "httpx==0.28.1",
     "attrs==26.1.0",
@@ -39,6 +39,7 @@ const REQUIREMENTS: [&str; 9] = [
     "anthropic==2.12.0",
     "google-genai==3.4.0",
     "schemathesis==4.32.5",
+    "openai-agents==0.24.0",
 ];
 
 /// Written into a venv once `REQUIREMENTS` are installed in it.
@@ -79,7 +80,7 @@ fn usable(venv: &Path) -> Result<(), String> {
     let check = Command::new(&python)
         .args([
             "-c",
-            "import httpx, attrs, dateutil, mcp, openai, anthropic, google.genai, schemathesis",
+            "import httpx, attrs, dateutil, mcp, openai, anthropic, google.genai, schemathesis, agents",
         ])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;

@@ -95,6 +95,7 @@ fn sdk(builder: &mut GlobalsBuilder) {
             name: name.to_owned(),
             description: description.to_owned(),
             input_schema,
+            output_schema: None,
         });
         Ok(NoneType)
     }

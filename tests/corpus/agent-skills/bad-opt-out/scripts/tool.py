@@ -1,0 +1,2 @@
+"""A tool."""
+print("tool")

@@ -1,0 +1,2 @@
+"""Would be an entrypoint, were scripts tools here."""
+print("no")
