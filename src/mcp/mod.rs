@@ -341,7 +341,8 @@ impl ServerHandler for McpServer {
         tasks::cancel(&self.invoker, &caller, &request.task_id).await
     }
 
-    /// No skilld task asks its client for input.
+    /// No skilld task asks its client for input: responses to requests it
+    /// never made are ignored, as unknown keys are (SEP-2322), and acked.
     async fn update_task(
         &self,
         request: UpdateTaskParams,
@@ -356,10 +357,7 @@ impl ServerHandler for McpServer {
             &self.origin(&ctx),
         )
         .await?;
-        Err(ErrorData::invalid_params(
-            format!("task '{}' asks for no input", request.task_id),
-            None,
-        ))
+        Ok(())
     }
 
     #[expect(
