@@ -180,7 +180,7 @@ fn conform(dir: &Path, run: &str, args: &[&str]) {
     );
 }
 
-/// The whole scenarios `expected-failures.yaml` lists.
+/// Every entry `expected-failures.yaml` lists: scenarios, and `scenario:check`.
 fn expected_failures() -> Vec<String> {
     let text = std::fs::read_to_string(harness_dir().join("expected-failures.yaml")).unwrap();
     let doc: Value = serde_norway::from_str(&text).unwrap();
@@ -189,25 +189,41 @@ fn expected_failures() -> Vec<String> {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter(|entry| !entry.contains(':'))
         .map(str::to_owned)
         .collect()
 }
 
-/// Whether a scenario's results are a pass that shows something: no
-/// check failed, warned or was skipped, and some check besides the wire
-/// schema's ran.
-fn shown(results: &Path) -> bool {
+/// How a scenario's results stand against the checks of it expected to
+/// fail (`scenario:check` entries): `Ok` when some check besides the wire
+/// schema's ran and every other check passed (not failed, warned or
+/// skipped); `Err` with what is wrong, including an expected failure
+/// that passes now.
+fn judged(results: &Path, scenario: &str, expected: &[String]) -> Result<(), String> {
     let checks: Vec<Value> = walk(results)
         .into_iter()
         .filter(|f| f.file_name().is_some_and(|n| n == "checks.json"))
         .filter_map(|f| serde_json::from_slice::<Vec<Value>>(&std::fs::read(f).ok()?).ok())
         .flatten()
         .collect();
-    let ran = checks.iter().any(|c| c["id"] != "wire-schema-valid");
-    ran && checks
-        .iter()
-        .all(|c| c["status"] == "SUCCESS" || c["status"] == "INFO")
+    let listed = |id: &str| expected.iter().any(|e| *e == format!("{scenario}:{id}"));
+    let mut wrong = Vec::new();
+    for check in &checks {
+        let id = check["id"].as_str().unwrap_or("?");
+        let passed = check["status"] == "SUCCESS" || check["status"] == "INFO";
+        match (passed, listed(id)) {
+            (true, true) => wrong.push(format!("{scenario}:{id} passes now: remove it from the baseline")),
+            (false, false) => wrong.push(format!("{scenario}:{id} {}", check["status"])),
+            _ => {}
+        }
+    }
+    if !checks.iter().any(|c| c["id"] != "wire-schema-valid") {
+        wrong.push(format!("{scenario} ran no check"));
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("\n"))
+    }
 }
 
 /// The end of the suite's report: its summary.
@@ -283,12 +299,13 @@ fn conformance_extensions() {
     let mut wrong = Vec::new();
     for scenario in EXTENSIONS {
         let (output, results) = suite_run(&dir, &server, scenario, &["--scenario", scenario], false);
-        match (shown(&results), expected.iter().any(|e| e == scenario)) {
-            (true, true) => wrong.push(format!(
+        let judgement = judged(&results, scenario, &expected);
+        match (judgement, expected.iter().any(|e| e == scenario)) {
+            (Ok(()), true) => wrong.push(format!(
                 "{scenario} passes now: remove it from tests/conformance/expected-failures.yaml"
             )),
-            (false, false) => wrong.push(format!(
-                "{scenario} does not pass (results in {}):\n{}\n{}",
+            (Err(why), false) => wrong.push(format!(
+                "{scenario} does not pass (results in {}):\n{why}\n{}\n{}",
                 results.display(),
                 failed_checks(&results),
                 tail(&output)
