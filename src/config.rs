@@ -169,6 +169,8 @@ pub struct FileConfig {
     /// Callers (token names, or `sub@issuer` of OAuth) who decide their own
     /// held calls in their MCP client rather than in the inbox.
     pub client_approval: Option<Vec<String>>,
+    /// MCP offers the tool `load_skill` (default false).
+    pub mcp_load_skill_tool: Option<bool>,
     /// Event streams open at once (default 256), how many of them one
     /// caller may hold (default 32), and how long one may stay open
     /// (default 3600 s).
@@ -791,6 +793,7 @@ fn run_settings(
             .unwrap_or(defaults.max_pending_per_caller)
             .max(1),
         client_approval: file.client_approval.clone().unwrap_or_default(),
+        mcp_load_skill_tool: file.mcp_load_skill_tool.unwrap_or(false),
         max_streams: file.max_event_streams.unwrap_or(defaults.max_streams).max(1),
         max_streams_per_caller: share_of(
             "max_event_streams_per_caller",

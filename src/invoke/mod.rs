@@ -96,6 +96,9 @@ pub struct RunSettings {
     /// Callers (token names, `sub@issuer` of OAuth) who decide their own
     /// held calls in their MCP client (`client_approval`, `docs/mcp.md`).
     pub client_approval: Vec<String>,
+    /// MCP offers `load_skill`, a tool that loads a skill's instructions,
+    /// for clients that reach neither resources nor the Skills extension.
+    pub mcp_load_skill_tool: bool,
     /// Event streams open at once (then 503): each holds a task and a
     /// connection.
     pub max_streams: usize,
@@ -140,6 +143,7 @@ impl Default for RunSettings {
             approval_ttl: Duration::from_secs(3600),
             max_pending_per_caller: 20,
             client_approval: Vec::new(),
+            mcp_load_skill_tool: false,
             max_streams: 256,
             max_streams_per_caller: 32,
             max_stream: Duration::from_secs(3600),

@@ -276,7 +276,11 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         self.caller(&ctx, Role::Read)?;
         let mode = self.mode(&ctx.meta, &ctx);
-        tools::list(&self.catalog.current(), mode.as_deref())
+        tools::list(
+            &self.catalog.current(),
+            mode.as_deref(),
+            self.invoker.settings.mcp_load_skill_tool,
+        )
     }
 
     async fn call_tool(
@@ -311,6 +315,7 @@ impl ServerHandler for McpServer {
             tasks: ctx.client_capabilities().is_some_and(|c| c.supports_tasks()),
             in_client: self.in_client(&ctx, &caller),
             waiting_is_error: false,
+            load_tool: self.invoker.settings.mcp_load_skill_tool,
             listener,
         };
         tools::call(&self.invoker, &catalog, request, asked).await

@@ -265,3 +265,60 @@ pub(super) fn index(catalog: &Catalog) -> String {
     }
     out
 }
+
+/// The name of the tool that loads a skill, for clients that reach
+/// neither the extension nor resources (`mcp_load_skill_tool`).
+pub(super) const LOAD_TOOL: &str = "load_skill";
+
+/// Whether `load_skill` is offered: configured, and no skill's tool has
+/// the name (a skill's own tool wins).
+pub(super) fn offers_load_tool(catalog: &Catalog, configured: bool) -> bool {
+    configured && matches!(catalog.tool(LOAD_TOOL), crate::catalog::ToolLookup::Missing)
+}
+
+/// `load_skill`'s definition, as `tools/list` lists it.
+pub(super) fn load_tool() -> Value {
+    json!({
+        "name": LOAD_TOOL,
+        "title": "Load skill",
+        "description": "Load a skill's instructions (its SKILL.md) by name, with the URIs of its files. \
+            Load a skill before using it; the server's instructions list each skill with its description.",
+        "inputSchema": {
+            "type": "object",
+            "properties": { "name": { "type": "string", "description": "The skill's name." } },
+            "required": ["name"],
+            "additionalProperties": false,
+        },
+        "annotations": { "readOnlyHint": true, "destructiveHint": false, "openWorldHint": false },
+    })
+}
+
+/// A `load_skill` call: the skill's instructions, `{baseDir}` as its
+/// URI, and its files; an unknown name is a result that lists the known.
+pub(super) fn load(catalog: &Catalog, arguments: Option<&serde_json::Map<String, Value>>) -> Value {
+    let name = arguments
+        .and_then(|a| a.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let Some((skill, listing)) = served(catalog).find(|(s, _)| s.name == name) else {
+        let known: Vec<&str> = served(catalog).map(|(s, _)| s.name.as_str()).collect();
+        let text = format!("No skill '{name}'. Skills: {}.", known.join(", "));
+        return json!({ "content": [{ "type": "text", "text": text }], "isError": true });
+    };
+    let base = format!("{SCHEME}{}", skill.name);
+    let files: Vec<String> = listing
+        .files
+        .iter()
+        .map(|(path, _)| format!("{base}/{path}"))
+        .collect();
+    let text = format!(
+        "{}\n\nFiles of this skill (read them as resources): {}",
+        listing.body.replace("{baseDir}", &base),
+        files.join(", ")
+    );
+    json!({
+        "content": [{ "type": "text", "text": text }],
+        "structuredContent": { "name": skill.name, "uri": skill_uri(&skill.name), "files": files },
+        "isError": false,
+    })
+}

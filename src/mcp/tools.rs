@@ -20,10 +20,20 @@ use std::time::Duration;
 
 /// Every tool, exactly as `GET /tools?format=mcp` exports it (with
 /// `mode`, as `&mode=` does).
-pub(super) fn list(catalog: &Catalog, mode: Option<&str>) -> Result<ListToolsResult, ErrorData> {
+/// With `load_tool`, also `load_skill` (`mcp_load_skill_tool`).
+pub(super) fn list(
+    catalog: &Catalog,
+    mode: Option<&str>,
+    load_tool: bool,
+) -> Result<ListToolsResult, ErrorData> {
     let body = catalog.exports.body(Format::Mcp, mode, None);
-    let wire = serde_json::from_slice(&body)
+    let mut wire: Value = serde_json::from_slice(&body)
         .map_err(|e| ErrorData::internal_error(format!("the tool export: {e}"), None))?;
+    if super::skills::offers_load_tool(catalog, load_tool)
+        && let Some(tools) = wire.get_mut("tools").and_then(Value::as_array_mut)
+    {
+        tools.push(super::skills::load_tool());
+    }
     super::shaped(wire)
 }
 
@@ -47,6 +57,8 @@ pub(super) struct Asking<'a> {
     /// A call that waits for a person answers as an error (its tool
     /// declares an output schema; set by [`call`]).
     pub(super) waiting_is_error: bool,
+    /// `load_skill` is offered (`mcp_load_skill_tool`).
+    pub(super) load_tool: bool,
 }
 
 /// How a caller that may decide its own held calls is asked.
@@ -69,6 +81,13 @@ pub(super) async fn call(
     request: CallToolRequestParams,
     mut asking: Asking<'_>,
 ) -> Result<CallToolResponse, ErrorData> {
+    if asking.load_tool
+        && request.name == super::skills::LOAD_TOOL
+        && super::skills::offers_load_tool(catalog, true)
+    {
+        return super::shaped::<CallToolResult>(super::skills::load(catalog, request.arguments.as_ref()))
+            .map(CallToolResponse::from);
+    }
     if let (Some(state), InClient::InputRequired) = (&request.request_state, &asking.in_client) {
         return resume(invoker, catalog, &request, state, &asking).await;
     }

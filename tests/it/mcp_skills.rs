@@ -124,3 +124,27 @@ async fn the_local_user_decides_in_their_client() {
     let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
     python(&args, &[]).await;
 }
+
+/// Over HTTP: a token named in `client_approval` decides its own held
+/// calls in its client (another token's wait for the inbox), and
+/// `mcp_load_skill_tool` offers `load_skill`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marked_token_decides_in_its_client_and_load_skill_loads() {
+    let root_dir = crate::common::tempdir().unwrap();
+    skills(root_dir.path());
+    let out = crate::common::marks_dir();
+    let settings = skilld::invoke::RunSettings {
+        client_approval: vec!["agent".to_owned()],
+        mcp_load_skill_tool: true,
+        ..Default::default()
+    };
+    let data = crate::common::tempdir().unwrap();
+    let store = crate::common::test_store(data.path()).await;
+    let opts = options(vec![root(root_dir.path(), Trust::Bundled)]);
+    let server = TestServer::launch_with_auth(opts, settings, store, data, tokens()).await;
+    let env = [(
+        "SKILLD_TEST_MARKER",
+        out.path().join("stamps").display().to_string(),
+    )];
+    python(&["marked", server.url("").trim_end_matches('/')], &env).await;
+}

@@ -109,10 +109,10 @@ class Tasks(ClientExtension):
         return [ResultClaim(result_type="task", model=TaskCreated, resolve=resolve)]
 
 
-def over_http(base, token, mode, tasks=False):
+def over_http(base, token, mode, tasks=False, **kw):
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     transport = streamable_http_client(base + "/mcp", http_client=http)
-    return Client(transport, mode=mode, extensions=[Tasks()] if tasks else None)
+    return Client(transport, mode=mode, extensions=[Tasks()] if tasks else None, **kw)
 
 
 class Http:
@@ -373,12 +373,39 @@ async def in_client_main(binary, skills, data, marker):
     print("stdio: without --client-approval, the inbox decides")
 
 
+async def marked_tokens_main(base):
+    """Over HTTP, `client_approval` names the callers who decide their own
+    calls in their client; `mcp_load_skill_tool` offers `load_skill`."""
+    marker = ENV["SKILLD_TEST_MARKER"]
+    for mode in ("legacy", "auto"):
+        person = Person([("approve_once", None)])
+        async with over_http(base, ENV["SKILLD_TEST_AGENT"], mode, elicitation_callback=person) as client:
+            ran = await client.call_tool("stamp", {"path": marker + mode})
+            check(not ran.is_error and "stamped" in text(ran) and len(person.asked) == 1, f"{mode}: the marked token decided in its client", ran, person.asked)
+        stranger = Person([])
+        async with over_http(base, ENV["SKILLD_TEST_OTHER"], mode, elicitation_callback=stranger) as client:
+            held = await client.call_tool("stamp", {"path": marker + mode})
+            check(held.structured_content["status"] == "pending_approval" and not stranger.asked, f"{mode}: another token is not asked", held)
+        print(f"http {mode}: client_approval ok")
+    async with over_http(base, ENV["SKILLD_TEST_AGENT"], "auto") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        check("load_skill" in tools and tools["load_skill"].annotations.read_only_hint, "load_skill is listed", sorted(tools))
+        loaded = await client.call_tool("load_skill", {"name": "slow"})
+        check(not loaded.is_error and "Use skill://slow/notes.md." in text(loaded), "it answers the instructions, {baseDir} as the URI", loaded)
+        check("skill://slow/SKILL.md" in loaded.structured_content["files"], "and the skill's files", loaded.structured_content)
+        unknown = await client.call_tool("load_skill", {"name": "nope"})
+        check(unknown.is_error and "greet" in text(unknown), "an unknown skill names the known", unknown)
+    print("http: load_skill ok")
+
+
 if __name__ == "__main__":
     how = sys.argv[1]
     if how == "http":
         asyncio.run(http_main(sys.argv[2], ENV["SKILLD_TEST_SKILLS"]))
     elif how == "stdio":
         asyncio.run(stdio_main(*sys.argv[2:5]))
+    elif how == "marked":
+        asyncio.run(marked_tokens_main(sys.argv[2]))
     elif how == "in-client":
         asyncio.run(in_client_main(*sys.argv[2:6]))
     else:
