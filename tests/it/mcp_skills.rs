@@ -55,6 +55,25 @@ fn skills(dir: &Path) {
         "---\nsummary: Review a change, risks first.\ncommand: review-it\n---\n\nLook at the diff.\n",
     );
     write_file(
+        &dir.join("echo-manifest/SKILL.yaml"),
+        "name: echo-manifest\nversion: 1.0.0\ndescription: Echoes, from a manifest.\ntypes: [tool]\n\
+         prompt:\n  system_prompt_file: system.md\n\
+         implementation:\n  backend: starlark\n  entrypoint: skill.star\n\
+         tools:\n  - name: echo_back\n    description: Echoes its text.\n    input_schema:\n\
+         \x20     type: object\n      properties:\n        text: {type: string}\n",
+    );
+    write_file(
+        &dir.join("echo-manifest/skill.star"),
+        "def echo_back(args):\n    return args.get(\"text\", \"\")\n\n\
+         register_tool(name = \"echo_back\", description = \"Echoes its text.\", \
+         parameters = {\"type\": \"object\"}, handler = echo_back)\n",
+    );
+    write_file(
+        &dir.join("echo-manifest/system.md"),
+        "Echo what you are given; see {baseDir}/notes.md.\n",
+    );
+    write_file(&dir.join("echo-manifest/notes.md"), "Echo exactly.\n");
+    write_file(
         &dir.join("Bad_Name/SKILL.md"),
         "---\nname: Bad_Name\ndescription: Not an Agent Skills name.\n---\n\nNothing.\n",
     );

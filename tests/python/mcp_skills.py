@@ -154,7 +154,7 @@ async def skills_are_served(client, modern):
     check(caps.extensions and caps.extensions.get(SKILLS) == {"directoryRead": True}, "the skills extension, with directoryRead", caps)
     listed = await raw(client, "skills/list")
     entries = {e["frontmatter"]["name"]: e for e in listed["skills"]}
-    check(set(entries) == {"greet", "slow", "stamp", "summary-only"}, "every skill with an Agent Skills name, and only those", sorted(entries))
+    check(set(entries) == {"echo-manifest", "greet", "slow", "stamp", "summary-only"}, "every skill with an Agent Skills name, and only those", sorted(entries))
     check(("ttlMs" in listed and listed.get("cacheScope") == "private") == modern, "cache hints on 2026-07-28 only", listed.keys())
     for name, entry in entries.items():
         check(entry["uri"] == f"skill://{name}/SKILL.md", f"{name}: its SKILL.md uri", entry)
@@ -171,6 +171,10 @@ async def skills_are_served(client, modern):
     check("skill://greet/references/deep/more.md" in greet and "skill://greet/assets/template.json" in greet, "files in subdirectories are served", greet)
     made = entries["summary-only"]["frontmatter"]
     check(made["description"] == "Review a change, risks first." and made["summary"] == made["description"], "a SKILL.md without name gets one made, its keys kept", made)
+    manifest = entries["echo-manifest"]
+    uris = [r["uri"] for r in manifest["resources"]]
+    check(manifest["frontmatter"] == {"name": "echo-manifest", "description": "Echoes, from a manifest."}, "a manifest's SKILL.md is made from it", manifest)
+    check("skill://echo-manifest/SKILL.yaml" not in uris and "skill://echo-manifest/skill.star" not in uris and "skill://echo-manifest/notes.md" in uris, "its served files", uris)
 
     got = await raw(client, "skills/get", {"uri": "skill://greet/SKILL.md"})
     check(got["skill"] == entries["greet"] and "nextCursor" not in got, "skills/get gives the listed entry", got)
