@@ -6,7 +6,8 @@
 //! 2026-07-28. The decision is recorded as that caller's, as any decision
 //! is; everyone else's held calls wait for the inbox as before.
 
-use super::tools;
+use super::Inbox;
+use super::results;
 use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::invoke::{Held, InvokeError, Invoker, MAX_WAIT, Ruling};
@@ -118,11 +119,11 @@ pub(super) fn answer(result: &ElicitResult) -> Result<Answer, ErrorData> {
 pub(super) async fn decide(
     invoker: &Arc<Invoker>,
     catalog: &Arc<Catalog>,
-    asking: &tools::Asking<'_>,
+    caller: &Caller,
+    inbox: &Inbox<'_>,
     request: &Approval,
     answer: Answer,
 ) -> Result<Option<CallToolResult>, ErrorData> {
-    let caller = asking.caller;
     let Answer::Decided { approve, scope, note } = answer else {
         return Ok(None);
     };
@@ -136,7 +137,7 @@ pub(super) async fn decide(
     let decided = match invoker.decide_request(catalog, request.id, ruling).await {
         Ok(decided) => decided,
         Err(InvokeError::Store(e)) => return Err(ErrorData::internal_error(e.to_string(), None)),
-        Err(e) => return Ok(Some(tools::text_error(e.sentence()))),
+        Err(e) => return Ok(Some(results::text_error(e.sentence()))),
     };
     tracing::info!(approval = %decided.id, run = %decided.run_id, status = decided.status.as_str(),
         by = decided.decided_by.as_deref().unwrap_or("-"), "approval decided in the client");
@@ -145,7 +146,7 @@ pub(super) async fn decide(
             .note
             .map(|n| format!(" Your note: {n}"))
             .unwrap_or_default();
-        return Ok(Some(tools::text_error(format!(
+        return Ok(Some(results::text_error(format!(
             "You denied this call; nothing ran (run {} is recorded as denied).{note}",
             decided.run_id
         ))));
@@ -154,7 +155,7 @@ pub(super) async fn decide(
         .wait_final(decided.run_id, MAX_WAIT)
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-    Ok(tools::ended_result(invoker, catalog, &run, &asking.inbox).await)
+    Ok(results::ended_result(invoker, catalog, &run, inbox).await)
 }
 
 /// The approval of `held`, to show the person.

@@ -11,6 +11,7 @@ mod content;
 mod events;
 mod logging;
 mod output;
+mod results;
 mod skills;
 mod tasks;
 mod tools;

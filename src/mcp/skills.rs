@@ -6,8 +6,9 @@
 //! then the files it names: progressive disclosure.
 
 use crate::catalog::Catalog;
+use crate::skill::Listing;
 use crate::skill::Skill;
-use crate::skill::listing::{Listing, SKILL_MD};
+use crate::skill::listing::SKILL_MD;
 use rmcp::ErrorData;
 use rmcp::model::{
     CacheScope, GetSkillResult, ListResourceTemplatesResult, ListSkillsResult, PaginatedRequestParams,

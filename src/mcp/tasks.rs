@@ -104,7 +104,7 @@ async fn ended(invoker: &Invoker, catalog: &Catalog, run: &Run, origin: &str) ->
         .clone()
         .and_then(|r| serde_json::from_value(r).ok())
         .ok_or_else(|| ErrorData::internal_error(format!("run {} ended without a result", run.id), None))?;
-    serde_json::to_value(super::tools::finished(invoker, catalog, &envelope, origin).await)
+    serde_json::to_value(super::results::finished(invoker, catalog, &envelope, origin).await)
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 

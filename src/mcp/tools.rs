@@ -1,20 +1,19 @@
 //! `tools/list` and `tools/call`: the catalog's MCP export, and calls
 //! through the invoke pipeline, answered as MCP tool results.
 
+use super::results::{finished, origin_of, result, text_error};
 use super::{Decider, Inbox, WAIT_META, approve, tasks};
 use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::export::Format;
-use crate::invoke::{
-    Asked, Call, Called, Delivery, Envelope, Gate, Held, InvokeError, Invoker, MAX_WAIT, Target,
-};
+use crate::invoke::{Asked, Call, Called, Delivery, Gate, Held, InvokeError, Invoker, MAX_WAIT, Target};
 use crate::skill::TaskSupport;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ListToolsResult,
     RequestMetaObject,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -177,7 +176,7 @@ async fn ask_in_client(
             return waiting();
         }
     };
-    match approve::decide(invoker, catalog, asking, &request, answer).await? {
+    match approve::decide(invoker, catalog, asking.caller, &asking.inbox, &request, answer).await? {
         Some(result) => Ok(result.into()),
         None => waiting(),
     }
@@ -199,24 +198,10 @@ async fn resume(
         run_id: pending.run_id,
         approval_id: pending.id,
     };
-    match approve::decide(invoker, catalog, asking, &pending, answer).await? {
+    match approve::decide(invoker, catalog, asking.caller, &asking.inbox, &pending, answer).await? {
         Some(result) => Ok(result.into()),
         None => Ok(held_for_a_person(&held, asking).into()),
     }
-}
-
-/// The result of a run that ended, or `None` while it has not.
-pub(super) async fn ended_result(
-    invoker: &Invoker,
-    catalog: &Catalog,
-    run: &crate::store::Run,
-    inbox: &Inbox<'_>,
-) -> Option<CallToolResult> {
-    if !run.status.is_final() {
-        return None;
-    }
-    let envelope: Envelope = serde_json::from_value(run.result.clone()?).ok()?;
-    Some(finished(invoker, catalog, &envelope, &origin_of(inbox)).await)
 }
 
 /// What the skill of the tool `target` names says of tasks (`Forbidden`
@@ -279,26 +264,6 @@ fn answer(called: Called, asking: &Asking<'_>) -> Result<CallToolResult, ErrorDa
     }
 }
 
-/// The run's result for the model: its output or content blocks, its
-/// artifacts as links (`content`), and as structured content its
-/// envelope, or its JSON output where the tool declares an output schema
-/// (`output`). Links point at `origin`.
-pub(super) async fn finished(
-    invoker: &Invoker,
-    catalog: &Catalog,
-    envelope: &Envelope,
-    origin: &str,
-) -> CallToolResult {
-    super::output::conform(super::content::finished(invoker, envelope, origin).await, catalog)
-}
-
-/// Where links for a person point: the server that decides.
-pub(super) fn origin_of(inbox: &Inbox<'_>) -> String {
-    match inbox.locate() {
-        Decider::At(o) | Decider::Shared(o) | Decider::Nobody(o) => o,
-    }
-}
-
 /// Where a person decides a held call: links that work from anywhere,
 /// and, over stdio, whether a server is there to decide.
 fn decided_where(inbox: &Inbox<'_>, id: uuid::Uuid) -> (String, String) {
@@ -356,21 +321,6 @@ fn held_for_a_person(held: &Held, asking: &Asking<'_>) -> CallToolResult {
         "run_url": format!("{origin}/runs/{}", held.run_id),
     });
     result(text, Some(structured), asking.waiting_is_error)
-}
-
-pub(super) fn text_error(text: String) -> CallToolResult {
-    result(text, None, true)
-}
-
-fn result(text: String, structured: Option<Value>, is_error: bool) -> CallToolResult {
-    let mut body = Map::new();
-    body.insert("content".into(), json!([{ "type": "text", "text": text }]));
-    if let Some(s) = structured {
-        body.insert("structuredContent".into(), s);
-    }
-    body.insert("isError".into(), Value::Bool(is_error));
-    // The shape above is fixed: it always reads as a CallToolResult.
-    super::shaped(Value::Object(body)).unwrap_or_else(|_| CallToolResult::error(Vec::new()))
 }
 
 /// `scheme://host` of the request, for links a person can open.

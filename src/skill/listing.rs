@@ -10,7 +10,7 @@
 
 use super::files::served_type_of;
 use super::hash::{Digests, FileDigest};
-use super::model::{Dialect, SkillFile};
+use super::model::{Dialect, Listing, SkillFile};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -21,20 +21,6 @@ const MAX_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The file name of a skill's entry point in the extension.
 pub const SKILL_MD: &str = "SKILL.md";
-
-/// What the Skills extension serves of one skill.
-#[derive(Debug, Clone)]
-pub struct Listing {
-    /// The frontmatter of the served `SKILL.md`, as JSON.
-    pub frontmatter: Map<String, Value>,
-    /// The served `SKILL.md` when it is not the file on disk (a manifest
-    /// skill's, or one whose frontmatter lacks `name` or `description`).
-    pub made: Option<Arc<[u8]>>,
-    /// The instructions with `{baseDir}` as written.
-    pub body: String,
-    /// Each served file, `SKILL.md` first, with its digest.
-    pub files: Vec<(String, FileDigest)>,
-}
 
 /// What the listing is made from.
 pub(super) struct Source<'a> {

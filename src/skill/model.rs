@@ -185,6 +185,21 @@ pub struct Need {
     pub why: &'static str,
 }
 
+/// What the MCP Skills extension serves of one skill (made by
+/// [`super::listing`]).
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// The frontmatter of the served `SKILL.md`, as JSON.
+    pub frontmatter: serde_json::Map<String, serde_json::Value>,
+    /// The served `SKILL.md` when it is not the file on disk (a manifest
+    /// skill's, or one whose frontmatter lacks `name` or `description`).
+    pub made: Option<std::sync::Arc<[u8]>>,
+    /// The instructions with `{baseDir}` as written.
+    pub body: String,
+    /// Each served file, `SKILL.md` first, with its digest.
+    pub files: Vec<(String, super::hash::FileDigest)>,
+}
+
 /// One skill, whatever its dialect.
 #[derive(Debug, Clone)]
 pub struct Skill {
@@ -260,7 +275,7 @@ pub struct Skill {
     pub warnings: Vec<Diagnostic>,
     /// What the MCP Skills extension serves of it; `None` when it cannot
     /// be served as an Agent Skill (see [`super::listing`]).
-    pub listing: Option<std::sync::Arc<super::listing::Listing>>,
+    pub listing: Option<std::sync::Arc<Listing>>,
 }
 
 impl Skill {
