@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 const INVOKE: &str = "agent-secret-0123456789";
 const APPROVE: &str = "boss-secret-0123456789";
+/// A second agent: one caller's identical calls join one request.
+const INVOKE2: &str = "agent2-secret-0123456789";
 
 /// `note`, an entrypoint tool: its command line is the same for every
 /// call, and it appends its `message` to the file at `path`.
@@ -36,6 +38,7 @@ fn note_skill(dir: &Path) {
 fn tokens() -> Auth {
     Auth::new(vec![
         Token::with_secret("agent", Role::Invoke, INVOKE, "test").unwrap(),
+        Token::with_secret("agent2", Role::Invoke, INVOKE2, "test").unwrap(),
         Token::with_secret("boss", Role::Approve, APPROVE, "test").unwrap(),
     ])
     .unwrap()
@@ -412,7 +415,7 @@ async fn approve_all_of_an_entrypoint_tool_approves_only_identical_calls() {
             &base,
             "note",
             &json!({"message": "same", "path": path}),
-            Some(INVOKE),
+            Some(INVOKE2),
         )
         .await,
     ];

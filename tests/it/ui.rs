@@ -646,13 +646,22 @@ async fn a_new_request_arrives_live_is_counted_announced_and_leaves_when_decided
 #[tokio::test]
 async fn identical_requests_make_one_card_whose_approve_all_runs_each_once() {
     let Some(harness) = browser_harness() else { return };
-    let (server, _skills) = marker_server(None).await;
+    // Three callers: one caller's identical calls join one request
+    // (docs/mcp.md, "Retries"), three callers' are three.
+    let callers = ["ui-invoke-one-0123", "ui-invoke-two-0123", "ui-invoke-three-0123"];
+    let mut known: Vec<Token> = callers
+        .iter()
+        .enumerate()
+        .map(|(i, secret)| Token::with_secret(&format!("agent{i}"), Role::Invoke, secret, "test").unwrap())
+        .collect();
+    known.push(Token::with_secret("boss", Role::Approve, APPROVE, "test").unwrap());
+    let (server, _skills) = marker_server(Some(Auth::new(known).unwrap())).await;
     let dir = crate::common::marks_dir();
     let marker = dir.path().join("marker");
     let args = json!({"path": marker.to_str().unwrap(), "message": "same again"});
     let mut held = Vec::new();
-    for _ in 0..3 {
-        held.push(held_call(&server, "leave_mark", args.clone(), None).await);
+    for caller in callers {
+        held.push(held_call(&server, "leave_mark", args.clone(), Some(caller)).await);
     }
     let ids = held
         .iter()
@@ -660,7 +669,14 @@ async fn identical_requests_make_one_card_whose_approve_all_runs_each_once() {
         .collect::<Vec<_>>()
         .join(" ");
     let env = [("INBOX_APPROVAL_IDS", ids.as_str())];
-    let page = Script::start(&harness, "group.mjs", "ui-group.png", &server, None, &env);
+    let page = Script::start(
+        &harness,
+        "group.mjs",
+        "ui-group.png",
+        &server,
+        Some(APPROVE),
+        &env,
+    );
     let seen = page.done().await;
     assert_eq!(
         (&seen["cards"], &seen["count"], &seen["label"]),
@@ -669,8 +685,11 @@ async fn identical_requests_make_one_card_whose_approve_all_runs_each_once() {
     );
 
     for h in &held {
-        assert_eq!(finished(&server, &h.run_id, None).await["status"], "succeeded");
-        let approval = get_json(&server, &format!("/approvals/{}", h.approval_id), None).await;
+        assert_eq!(
+            finished(&server, &h.run_id, Some(APPROVE)).await["status"],
+            "succeeded"
+        );
+        let approval = get_json(&server, &format!("/approvals/{}", h.approval_id), Some(APPROVE)).await;
         assert_eq!(
             (&approval["status"], &approval["scope"]),
             (&json!("approved"), &json!("once")),
@@ -679,7 +698,10 @@ async fn identical_requests_make_one_card_whose_approve_all_runs_each_once() {
     }
     // Each ran exactly once, and nothing was granted for later calls.
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\nran\nran\n");
-    assert_eq!(get_json(&server, "/grants", None).await["grants"], json!([]));
+    assert_eq!(
+        get_json(&server, "/grants", Some(APPROVE)).await["grants"],
+        json!([])
+    );
 }
 
 #[tokio::test]
