@@ -315,6 +315,9 @@ async fn run_command(
     headers: HeaderMap,
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
+    // Checked for every command, also those that answer without a call:
+    // a key that is not one is a bad request whatever it would have keyed.
+    idempotency_key(&headers)?;
     let catalog = state.catalog.current();
     let name = p.command.strip_prefix('/').unwrap_or(&p.command);
     let request = CommandRequest {

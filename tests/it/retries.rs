@@ -452,6 +452,19 @@ async fn a_bad_idempotency_key_is_refused() {
         );
     }
     assert!(f.runs("run_sh").await.is_empty(), "nothing ran");
+    // A command that answers without a call checks it too (schemathesis
+    // found /commands/{command} taking a key its document refuses).
+    for path in ["/commands/help", "/tools/run_sh/invoke?dry_run=true"] {
+        let (status, problem) = f
+            .post(
+                AGENT,
+                path,
+                json!({"arguments": null}),
+                &[("Idempotency-Key", b"a\tb")],
+            )
+            .await;
+        assert_eq!(status, 400, "{path}: {problem}");
+    }
     // The longest key, and one with spaces inside, are keys.
     let longest = "k".repeat(255);
     for key in [longest.as_str(), "a key with spaces"] {
