@@ -24,7 +24,7 @@ pub enum RequiresApproval {
 /// (a manifest tool's `requires_approval` is its own `always_ask`); a user
 /// skill asks on first run; `read_only` runs; anything else asks.
 pub fn requires_approval(skill: &Skill, tool: &Tool) -> RequiresApproval {
-    if skill.trust == Trust::Untrusted || always_asks(skill, tool) || !skill.read_only {
+    if skill.trust == Trust::Untrusted || always_asks(skill, tool) || !reads_only(skill, tool) {
         return RequiresApproval::Always;
     }
     match skill.trust {
@@ -76,10 +76,17 @@ pub fn decide(skill: &Skill, tool: &Tool, facts: &PolicyFacts) -> Decision {
             Verdict::Ask,
             "first run of this version of a user skill: its content was never approved".to_owned(),
         ),
+        None if tool.read_only == Some(true) => (Verdict::Run, "the tool is read-only".to_owned()),
+        None if tool.read_only == Some(false) => (Verdict::Ask, "the tool is not read-only".to_owned()),
         None if skill.read_only => (Verdict::Run, "the skill is read-only".to_owned()),
         None => (Verdict::Ask, "the skill is not read-only".to_owned()),
     };
     Decision { decision, reason }
+}
+
+/// Whether a tool only reads: its own word over its skill's.
+pub fn reads_only(skill: &Skill, tool: &Tool) -> bool {
+    tool.read_only.unwrap_or(skill.read_only)
 }
 
 fn always_asks(skill: &Skill, tool: &Tool) -> bool {
@@ -144,6 +151,7 @@ mod tests {
             open_object: true,
             schema: None,
             requires_approval,
+            read_only: None,
             action: crate::skill::Action::Backend,
         }
     }

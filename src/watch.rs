@@ -103,3 +103,22 @@ fn add_watches(handle: &CatalogHandle, watcher: &Mutex<RecommendedWatcher>, watc
         }
     }
 }
+
+/// Reloads the catalog whenever an MCP server's tools change (announced,
+/// or found when it restarts), debounced like file changes: the hash then
+/// covers the new definitions, so grants of the old ones no longer apply.
+pub fn follow_offers(handle: Arc<CatalogHandle>) -> Option<tokio::task::JoinHandle<()>> {
+    let mut changes = handle.options().launcher.as_ref()?.offer_changes()?;
+    let weak = Arc::downgrade(&handle);
+    drop(handle);
+    Some(tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            tokio::time::sleep(DEBOUNCE).await;
+            changes.mark_unchanged();
+            let Some(h) = weak.upgrade() else { return };
+            if let Err(e) = tokio::task::spawn_blocking(move || h.reload()).await {
+                tracing::warn!(error = %e, "reloading after an upstream's change failed");
+            }
+        }
+    }))
+}

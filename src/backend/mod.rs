@@ -3,10 +3,13 @@
 //! A `process` skill is a long-lived child speaking JSON-RPC 2.0 on its
 //! stdin and stdout, started in the same sandbox as a run.
 
+mod mcp;
+mod place;
 mod process;
 mod rpc;
 mod starlark;
 
+pub use mcp::McpBackend;
 pub use process::ProcessBackend;
 pub use starlark::run_host as run_starlark_host;
 
@@ -48,6 +51,10 @@ pub struct Launcher {
     runtime: tokio::runtime::Handle,
     /// Running process backends by skill directory.
     running: Mutex<HashMap<PathBuf, Weak<ProcessBackend>>>,
+    /// MCP servers by skill directory.
+    upstreams: Mutex<HashMap<PathBuf, Weak<McpBackend>>>,
+    /// Ticks when an MCP server's tools changed: the catalog reloads.
+    reload: tokio::sync::watch::Sender<u64>,
 }
 
 impl Launcher {
@@ -58,7 +65,43 @@ impl Launcher {
             settings,
             runtime,
             running: Mutex::default(),
+            upstreams: Mutex::default(),
+            reload: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// The MCP server of `req`, kept when its skill is unchanged, else new.
+    fn upstream(&self, req: &LaunchRequest<'_>) -> Result<Arc<McpBackend>, String> {
+        let upstream = req.upstream.ok_or("an mcp backend needs its server")?;
+        let mut kept = self
+            .upstreams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.retain(|_, b| b.strong_count() > 0);
+        if let Some(backend) = kept
+            .get(req.dir)
+            .and_then(Weak::upgrade)
+            .filter(|b| b.hash() == req.hash)
+        {
+            return Ok(backend);
+        }
+        let _entered = self.runtime.enter();
+        let (sandbox, settings) = (self.sandbox.clone(), self.settings.clone());
+        let backend = McpBackend::new(req, upstream, sandbox, settings, self.reload.clone());
+        kept.insert(req.dir.to_path_buf(), Arc::downgrade(&backend));
+        Ok(backend)
+    }
+
+    /// Starts (or reuses) an MCP server and lists what it offers.
+    fn launch_mcp(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
+        let backend = self.upstream(req)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        // As in `start`: the connection lives on the server's runtime.
+        self.runtime.spawn(async move {
+            let _ = tx.send(backend.launched().await);
+        });
+        rx.recv_timeout(INITIALIZE_TIMEOUT + Duration::from_secs(5))
+            .map_err(|_| "the MCP server was not started in time".to_owned())?
     }
 
     /// Starts the backend `make` builds, unless one for this skill runs
@@ -88,6 +131,7 @@ impl Launcher {
             backend,
             tools: answer.tools,
             hooks: answer.hooks,
+            offered: None,
         })
     }
 
@@ -99,6 +143,7 @@ impl Launcher {
             backend,
             tools: answer.tools,
             hooks: answer.hooks,
+            offered: None,
         })
     }
 
@@ -119,6 +164,8 @@ impl Launcher {
                 let host = settings.starlark_host.clone();
                 starlark::backend(req, sandbox, settings, self.runtime.clone(), &host)
             }
+            // Launched by `launch_mcp`: never made here.
+            BackendKind::Mcp => ProcessBackend::new(req, sandbox, settings),
         }
     }
 
@@ -131,10 +178,20 @@ impl Launcher {
 
 impl Launch for Launcher {
     fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
+        if req.kind == BackendKind::Mcp {
+            return self.launch_mcp(req);
+        }
         self.start(req, || self.make(req))
     }
 
+    fn offer_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.reload.subscribe())
+    }
+
     fn unstarted(&self, req: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String> {
+        if req.kind == BackendKind::Mcp {
+            return Ok(self.upstream(req)?);
+        }
         if let Some(kept) = self.kept(req) {
             return Ok(kept);
         }

@@ -1,17 +1,16 @@
 //! The `process` backend: a skill's child, started in the run sandbox and
 //! kept, restarted with backoff after a crash (`docs/design.md` §2).
 
+use super::place::Place;
 use super::rpc::{Conn, ConnOptions, Death, RpcFailure, SCRIPT_TIMED_OUT, Serve};
 use super::{ChildSettings, INITIALIZE_TIMEOUT};
-use crate::runner::{Child, Spec, child_env, with_deps};
-use crate::sandbox::{Request, Sandbox};
+use crate::runner::Child;
+use crate::sandbox::Sandbox;
 use crate::skill::HOOK_PHASES;
-use crate::skill::Trust;
 use crate::skill::backend::{
     Backend, BackendCall, BackendResult, BoxFuture, DeclaredTool, HookAnswer, LaunchRequest,
 };
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -39,18 +38,10 @@ struct Backoff {
 /// One skill's child, started on demand and kept while its skill is loaded.
 #[derive(Debug)]
 pub struct ProcessBackend {
-    skill: String,
+    place: Place,
     hash: String,
-    dir: PathBuf,
-    deps: Option<PathBuf>,
     command: Vec<String>,
-    trust: Trust,
-    network: bool,
-    workspace_write: bool,
-    memory_bytes: Option<u64>,
     manifest: Value,
-    sandbox: Arc<Sandbox>,
-    settings: ChildSettings,
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     declared: Mutex<Option<Declared>>,
     backoff: Mutex<Backoff>,
@@ -66,18 +57,10 @@ pub struct ProcessBackend {
 impl ProcessBackend {
     pub(super) fn new(req: &LaunchRequest<'_>, sandbox: Arc<Sandbox>, settings: ChildSettings) -> Self {
         Self {
-            skill: req.skill.to_owned(),
+            place: Place::new(req, sandbox, settings),
             hash: req.hash.to_owned(),
-            dir: req.dir.to_path_buf(),
-            deps: req.deps.map(std::path::Path::to_path_buf),
             command: crate::runner::deps_command(req.command.clone(), req.deps),
-            trust: req.trust,
-            network: req.network,
-            workspace_write: req.permissions.iter().any(|p| p == "file:write"),
-            memory_bytes: req.memory_bytes,
             manifest: req.manifest.clone(),
-            sandbox,
-            settings,
             conn: tokio::sync::Mutex::new(None),
             declared: Mutex::new(None),
             backoff: Mutex::default(),
@@ -181,28 +164,25 @@ impl ProcessBackend {
     /// skill in root's home) most likely failed for that: the error says
     /// so, not only the child's "Permission denied".
     async fn start(&self) -> Result<Arc<Conn>, String> {
-        self.start_child()
-            .await
-            .map_err(|why| match self.sandbox.unreachable(self.trust, &self.dir) {
-                Some(hint) => format!("{why}; {hint}"),
-                None => why,
-            })
+        self.start_child().await.map_err(|why| self.place.explain(why))
     }
 
     async fn start_child(&self) -> Result<Arc<Conn>, String> {
         let scratch = self
+            .place
             .scratch_dir()
             .map_err(|e| format!("cannot make its directory: {e}"))?;
         let spec = self
-            .spec(&scratch)
+            .place
+            .spec(&self.command, &scratch, Vec::new())
             .map_err(|e| format!("cannot prepare its sandbox: {e}"))?;
         let child = Child::start(spec)?;
         let conn = Conn::spawn(
             child,
             ConnOptions {
-                skill: self.skill.clone(),
-                grace: self.settings.grace,
-                idle: self.settings.idle,
+                skill: self.place.skill.clone(),
+                grace: self.place.settings.grace,
+                idle: self.place.settings.idle,
                 stopped: self.stopped.child_token(),
                 scratch,
                 serve: self.serve.clone(),
@@ -223,61 +203,6 @@ impl ProcessBackend {
             declared(&answer).inspect_err(|_| conn.kill_for("answered initialize wrongly".to_owned()))?;
         *lock(&self.declared) = Some(declared);
         Ok(conn)
-    }
-
-    /// The child's own directory under the scratch root, its `TMPDIR` and
-    /// `HOME`, owned by the sandbox's user.
-    fn scratch_dir(&self) -> std::io::Result<PathBuf> {
-        let name = format!("backend-{}-{}", self.skill, uuid::Uuid::now_v7());
-        self.sandbox
-            .private_dir(&self.settings.scratch_dir, &name, self.trust)
-    }
-
-    fn spec(&self, scratch: &std::path::Path) -> std::io::Result<Spec> {
-        let mut env = child_env(&self.skill, &self.dir, "Global", &self.settings.extra_env);
-        if let Some(deps) = &self.deps {
-            with_deps(&mut env, deps);
-        }
-        env.retain(|(name, _)| name != "HOME" && name != "TMPDIR");
-        let scratch_text = scratch.display().to_string();
-        env.extend([
-            ("HOME".to_owned(), scratch_text.clone()),
-            ("TMPDIR".to_owned(), scratch_text),
-        ]);
-        let request = Request {
-            trust: self.trust,
-            skill_dir: &self.dir,
-            deps: self.deps.as_deref(),
-            workspace: Some(&self.settings.workspace),
-            workspace_write: self.workspace_write,
-            scratch,
-            network: self.network,
-            programs: self
-                .command
-                .first()
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .into_iter()
-                .collect(),
-            memory_bytes: self.memory_bytes.or(self.settings.limits.memory_bytes),
-            cpu: None,
-            private_tmp: false,
-        };
-        let mut limits = self.settings.limits;
-        limits.memory_bytes = request.memory_bytes;
-        // A long-lived child would spend any CPU-seconds limit over its life.
-        limits.cpu_secs = None;
-        Ok(Spec {
-            program: self.command.first().cloned().unwrap_or_default(),
-            args: self.command.iter().skip(1).cloned().collect(),
-            cwd: self.settings.workspace.clone(),
-            env,
-            timeout: Duration::MAX,
-            grace: self.settings.grace,
-            limits,
-            isolate_network: !self.network,
-            confinement: self.sandbox.confine(&request)?,
-        })
     }
 
     async fn call(&self, call: BackendCall) -> BackendResult {
@@ -440,6 +365,7 @@ fn declared(answer: &Value) -> Result<Declared, String> {
                         .cloned()
                         .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
                     output_schema: t.get("output_schema").filter(|s| !s.is_null()).cloned(),
+                    hints: Default::default(),
                 })
             })
             .collect::<Option<Vec<_>>>()

@@ -375,8 +375,9 @@ async fn pipeline(config: &Config, recover: bool) -> anyhow::Result<(Arc<Invoker
     let store = open_store(config, recover).await?;
     let invoker = Arc::new(Invoker::new(store, config.run.clone()));
     let (loading, launcher) = (config.clone(), invoker.launcher());
-    let handle = tokio::task::spawn_blocking(move || load_catalog(&loading, launcher)).await?;
-    Ok((invoker, Arc::new(handle)))
+    let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&loading, launcher)).await?);
+    crate::watch::follow_offers(handle.clone());
+    Ok((invoker, handle))
 }
 
 fn load_catalog(config: &Config, launcher: Option<Arc<dyn Launch>>) -> CatalogHandle {

@@ -111,7 +111,7 @@ impl ToolInfo {
             skill: skill.name.clone(),
             description: tool.description.clone(),
             parameters,
-            read_only: skill.read_only,
+            read_only: crate::policy::reads_only(skill, tool),
             always_ask: skill.always_ask || tool.requires_approval,
             timeout_secs: skill.timeout_secs,
             trust: skill.trust,
@@ -349,8 +349,8 @@ fn fragment(
             input_schema: schema.to_owned(),
             output_schema: output_schema(skill, tool),
             annotations: McpAnnotations {
-                read_only_hint: skill.read_only,
-                destructive_hint: !skill.read_only,
+                read_only_hint: crate::policy::reads_only(skill, tool),
+                destructive_hint: !crate::policy::reads_only(skill, tool),
                 open_world_hint: skill.network,
             },
             execution: (skill.task_support != crate::skill::TaskSupport::Forbidden).then_some(McpExecution {

@@ -172,6 +172,10 @@ fn sse_event(event: &RunEvent) -> Event {
             "output",
             &serde_json::json!({"chunk": String::from_utf8_lossy(chunk)}),
         ),
+        RunEvent::Progress(p) => json_event(
+            "progress",
+            &serde_json::json!({"progress": p.progress, "total": p.total, "message": p.message}),
+        ),
         RunEvent::Result(envelope) => json_event("result", envelope.as_ref()),
     }
 }

@@ -184,6 +184,7 @@ mod tests {
             open_object: false,
             schema: None,
             requires_approval: false,
+            read_only: None,
             action: Action::Command {
                 template: CommandTemplate::parse("echo").unwrap(),
                 program: "echo".into(),
@@ -253,6 +254,7 @@ mod tests {
             open_object: true,
             schema: None,
             requires_approval: false,
+            read_only: None,
             params: vec![],
             ..tool()
         };

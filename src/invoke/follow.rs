@@ -270,6 +270,7 @@ async fn relay(
                 RunEvent::Status(status)
             }
             Ok(RunEvent::Output(chunk)) => RunEvent::Output(chunk),
+            Ok(RunEvent::Progress(p)) => RunEvent::Progress(p),
             Ok(RunEvent::Status(_) | RunEvent::Held(_) | RunEvent::Denied { .. })
             | Err(RecvError::Lagged(_)) => {
                 continue;

@@ -3,6 +3,7 @@
 
 use super::{Envelope, Held};
 use crate::runner;
+use crate::skill::backend::{Progress, ProgressSink};
 use crate::store::RunStatus;
 use axum::body::Bytes;
 use std::collections::HashMap;
@@ -29,6 +30,8 @@ pub enum RunEvent {
         note: Option<String>,
     },
     Output(Bytes),
+    /// How far the tool got, as it reported (an MCP server's progress).
+    Progress(Progress),
     Result(Arc<Envelope>),
 }
 
@@ -60,6 +63,16 @@ impl LiveRun {
     /// subscribing: if false, the `running` event is still to come.
     pub fn has_started(&self) -> bool {
         self.started.load(Ordering::Acquire)
+    }
+
+    /// Where the backend's progress reports go: to the event streams.
+    pub fn progress_sink(self: &Arc<Self>) -> ProgressSink {
+        let live = Arc::downgrade(self);
+        ProgressSink(Arc::new(move |p| {
+            if let Some(live) = live.upgrade() {
+                live.send(RunEvent::Progress(p));
+            }
+        }))
     }
 
     pub fn send(&self, event: RunEvent) {

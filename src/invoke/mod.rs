@@ -489,7 +489,7 @@ impl Invoker {
     /// (`before_tool_call`, the call, `after_tool_result`).
     async fn through_backend(
         &self,
-        live: &LiveRun,
+        live: &Arc<LiveRun>,
         mut p: Prepared,
         backend: &dyn Backend,
     ) -> (RunStatus, Envelope, Duration) {
@@ -539,7 +539,7 @@ impl Invoker {
     /// Runs a call through its skill's backend.
     async fn call_backend(
         &self,
-        live: &LiveRun,
+        live: &Arc<LiveRun>,
         p: &Prepared,
         backend: &dyn Backend,
     ) -> (RunStatus, Envelope, Duration) {
@@ -551,6 +551,7 @@ impl Invoker {
                 run_id: live.id,
                 timeout: p.timeout,
                 cancel: live.cancel.clone(),
+                progress: Some(live.progress_sink()),
             })
             .await;
         let took = started.elapsed();

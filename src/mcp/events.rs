@@ -140,6 +140,7 @@ impl Listener {
                 };
                 self.tell(level, text).await;
             }
+            RunEvent::Progress(p) => self.tell(LoggingLevel::Info, progress_text(&p)).await,
             RunEvent::Held(_) | RunEvent::Denied { .. } => {}
         }
     }
@@ -199,5 +200,17 @@ pub(super) async fn call(
             run_id: live.id,
             status: RunStatus::Cancelled,
         }),
+    }
+}
+
+/// An upstream's progress report, in words: "3/10: copying".
+fn progress_text(p: &crate::skill::backend::Progress) -> String {
+    let done = match p.total {
+        Some(total) => format!("{}/{total}", p.progress),
+        None => p.progress.to_string(),
+    };
+    match &p.message {
+        Some(m) => format!("progress {done}: {m}"),
+        None => format!("progress {done}"),
     }
 }

@@ -6,6 +6,7 @@
 //! belongs to the server, which hands the catalog a [`Launch`].
 
 use super::trust::Trust;
+use super::upstream::Upstream;
 use serde_json::Value;
 use std::fmt::Debug;
 use std::future::Future;
@@ -26,6 +27,8 @@ pub enum BackendKind {
     Process,
     /// A Starlark script evaluated in the server.
     Starlark,
+    /// An MCP server, on stdio or over Streamable HTTP.
+    Mcp,
 }
 
 impl BackendKind {
@@ -33,6 +36,7 @@ impl BackendKind {
         match self {
             BackendKind::Process => "process",
             BackendKind::Starlark => "starlark",
+            BackendKind::Mcp => "mcp",
         }
     }
 }
@@ -58,6 +62,8 @@ pub struct LaunchRequest<'a> {
     pub network: bool,
     pub permissions: &'a [String],
     pub memory_bytes: Option<u64>,
+    /// The MCP server an `mcp` backend fronts.
+    pub upstream: Option<&'a Upstream>,
 }
 
 /// A tool a backend declared.
@@ -68,6 +74,15 @@ pub struct DeclaredTool {
     pub input_schema: Value,
     /// The JSON Schema of its result, if it declares one.
     pub output_schema: Option<Value>,
+    /// An MCP server's `readOnlyHint` and `destructiveHint`, as given.
+    pub hints: ToolHints,
+}
+
+/// What an MCP server's annotations say of a tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolHints {
+    pub read_only: Option<bool>,
+    pub destructive: Option<bool>,
 }
 
 /// A started backend and what it declared.
@@ -76,6 +91,9 @@ pub struct Launched {
     pub backend: Arc<dyn Backend>,
     pub tools: Vec<DeclaredTool>,
     pub hooks: Vec<String>,
+    /// What an MCP server offered, as one digest: it is part of the
+    /// skill's hash, so a changed definition asks again.
+    pub offered: Option<String>,
 }
 
 /// Why a launcher starts no backend at all: the skill loads with the
@@ -101,6 +119,11 @@ pub trait Launch: Send + Sync + Debug {
 
     /// Whether backends are held back on purpose, and why.
     fn held_back(&self) -> Option<HeldBack> {
+        None
+    }
+
+    /// Ticks when an upstream's offer changed: the catalog should reload.
+    fn offer_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
 }
@@ -151,6 +174,32 @@ pub struct BackendCall {
     pub run_id: Uuid,
     pub timeout: Duration,
     pub cancel: CancellationToken,
+    /// Where the tool's progress goes (an MCP server's notifications).
+    pub progress: Option<ProgressSink>,
+}
+
+/// A tool's report of how far it got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Takes a call's progress reports.
+#[derive(Clone)]
+pub struct ProgressSink(pub Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl ProgressSink {
+    pub fn report(&self, progress: Progress) {
+        (self.0)(progress);
+    }
+}
+
+impl Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink")
+    }
 }
 
 /// What a backend's tool gave. A failure of the tool is a result here.

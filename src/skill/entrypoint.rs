@@ -62,6 +62,7 @@ impl Parse<'_, '_> {
             open_object: true,
             schema: None,
             requires_approval: false,
+            read_only: None,
             action: Action::Entrypoint {
                 path: ep.to_path_buf(),
                 runtime,

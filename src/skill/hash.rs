@@ -45,6 +45,7 @@ pub(super) fn content_hash(
         definition: definition_path.to_path_buf(),
         files: paths.into_iter().map(str::to_owned).collect(),
         stamps,
+        offered: None,
     };
     (hex::encode(h.finalize()), fingerprint, digests)
 }
@@ -84,6 +85,8 @@ pub struct Fingerprint {
     /// The definition's stamp, then each file's, in order; `None` for one
     /// that could not be read.
     stamps: Vec<Option<Stamp>>,
+    /// The digest of what an MCP server offered, folded into the hash.
+    offered: Option<String>,
 }
 
 /// The parts of a file's status any change to it touches.
@@ -136,8 +139,27 @@ impl Fingerprint {
             let content = std::fs::read(self.dir.join(rel)).unwrap_or_default();
             feed(&mut h, rel, &content);
         }
-        Some(hex::encode(h.finalize()))
+        let files = hex::encode(h.finalize());
+        Some(match &self.offered {
+            Some(offered) => fold(&files, offered),
+            None => files,
+        })
     }
+
+    /// The hash of the files with `offered`, what an MCP server listed,
+    /// folded in: from now on the skill's hash is that.
+    pub(super) fn fold_offer(&mut self, files_hash: &str, offered: &str) -> String {
+        self.offered = Some(offered.to_owned());
+        fold(files_hash, offered)
+    }
+}
+
+/// A skill's hash over its files' hash and an upstream's offer.
+fn fold(files_hash: &str, offered: &str) -> String {
+    let mut h = Sha256::new();
+    feed(&mut h, "files", files_hash.as_bytes());
+    feed(&mut h, "upstream", offered.as_bytes());
+    hex::encode(h.finalize())
 }
 
 fn feed(h: &mut Sha256, path: &str, content: &[u8]) {

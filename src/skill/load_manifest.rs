@@ -12,6 +12,7 @@ use super::manifest::{MANIFEST_KEYS, ManifestParts};
 use super::model::*;
 use super::parse::Parse;
 use super::trust::Trust;
+use super::upstream::Upstream;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -105,7 +106,11 @@ const SHELL_EXEC: &str = "shell:exec";
 /// program, and network access is fetching.
 fn needs(parts: &ManifestParts, network: bool) -> Vec<Need> {
     let mut needs = Vec::new();
-    if matches!(parts.implementation, Some((BackendKind::Process, _))) {
+    let stdio_mcp = parts
+        .upstream
+        .as_ref()
+        .is_some_and(|u| matches!(u.transport, super::upstream::Transport::Stdio { .. }));
+    if matches!(parts.implementation, Some((BackendKind::Process, _))) || stdio_mcp {
         needs.push(Need {
             permission: SHELL_EXEC,
             why: "its tools run in a child process",
@@ -141,6 +146,7 @@ fn backend_tool(d: DeclaredTool, schema: Schema, requires_approval: bool) -> Too
         open_object: true,
         schema: Some(schema),
         requires_approval,
+        read_only: None,
         action: Action::Backend,
     }
 }
@@ -247,13 +253,17 @@ impl Parse<'_, '_> {
             network: skill.network,
             permissions: &skill.permissions,
             memory_bytes: skill.resources.memory_bytes,
+            upstream: parts.upstream.as_ref(),
         };
+        if !self.references_allowed(skill, parts) {
+            return;
+        }
         if skill.trust == Trust::Untrusted {
             let backend = launcher.unstarted(&req);
             return self.await_first_call(skill, parts, *kind, backend);
         }
         match launcher.launch(&req) {
-            Ok(launched) => self.adopt(skill, launched),
+            Ok(launched) => self.adopt(skill, launched, parts),
             Err(why) => self.error(
                 Code::BackendFailed,
                 pos,
@@ -290,7 +300,24 @@ impl Parse<'_, '_> {
         }
     }
 
-    fn adopt(&mut self, skill: &mut Skill, launched: Launched) {
+    /// Whether the upstream's references to the server's environment and
+    /// files may be resolved: only for skills an operator placed. An
+    /// uploaded skill naming `{env: …}` would read the server's secrets.
+    fn references_allowed(&mut self, skill: &Skill, parts: &ManifestParts) -> bool {
+        let refers = parts.upstream.as_ref().is_some_and(Upstream::has_references);
+        if refers && skill.trust == Trust::Untrusted {
+            self.error(
+                Code::InvalidField,
+                self.key_pos("implementation"),
+                "an untrusted skill may not take values from the server's environment or files                  ({env: …} or {file: …}); only skills an operator placed may",
+            );
+            return false;
+        }
+        true
+    }
+
+    fn adopt(&mut self, skill: &mut Skill, launched: Launched, parts: &ManifestParts) {
+        let rules = Rules::of(skill, parts);
         for declared in launched.tools {
             if skill.tools.iter().any(|t| t.name == declared.name) {
                 continue;
@@ -299,8 +326,15 @@ impl Parse<'_, '_> {
                 if let Some(output) = self.check_output(&declared) {
                     skill.output_schemas.insert(declared.name.clone(), output);
                 }
-                skill.tools.push(backend_tool(declared, schema, false));
+                let (read_only, asks) = rules.of_tool(&declared);
+                let mut tool = backend_tool(declared, schema, asks);
+                tool.read_only = read_only;
+                skill.tools.push(tool);
             }
+        }
+        if let Some(offered) = &launched.offered {
+            let fingerprint = std::sync::Arc::make_mut(&mut skill.fingerprint);
+            skill.hash = fingerprint.fold_offer(&skill.hash, offered);
         }
         for hook in &launched.hooks {
             if !HOOK_PHASES.contains(&hook.as_str()) {
@@ -317,6 +351,40 @@ impl Parse<'_, '_> {
             .filter(|h| HOOK_PHASES.contains(&h.as_str()))
             .collect();
         skill.backend = Some(launched.backend);
+    }
+}
+
+/// How an MCP server's tools are ruled: the manifest's overrides, then
+/// its skill-wide `read_only` and `always_ask` when written, then the
+/// server's annotations.
+struct Rules<'a> {
+    overrides: Option<&'a std::collections::BTreeMap<String, super::upstream::ToolOverride>>,
+    /// The manifest's `read_only`, when it was written.
+    read_only: Option<bool>,
+}
+
+impl<'a> Rules<'a> {
+    fn of(skill: &Skill, parts: &'a ManifestParts) -> Self {
+        Self {
+            overrides: parts.upstream.as_ref().map(|u| &u.overrides),
+            read_only: parts.read_only_written.then_some(skill.read_only),
+        }
+    }
+
+    /// A tool's own `read_only` (`None`: its skill's) and whether it
+    /// always asks.
+    fn of_tool(&self, t: &DeclaredTool) -> (Option<bool>, bool) {
+        if self.overrides.is_none() {
+            return (None, false);
+        }
+        let rule = self
+            .overrides
+            .and_then(|o| o.get(&t.name))
+            .copied()
+            .unwrap_or_default();
+        let read_only = rule.read_only.or(self.read_only).or(t.hints.read_only);
+        let asks = rule.always_ask.unwrap_or(t.hints.destructive == Some(true));
+        (read_only, asks)
     }
 }
 

@@ -9,6 +9,7 @@ use super::files::{read_inside, resolve_inside};
 use super::model::Schema;
 use super::names::is_generated_tool_name;
 use super::parse::Parse;
+use super::upstream::Upstream;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -37,6 +38,11 @@ const CHARS_PER_TOKEN: usize = 4;
 pub(super) struct ManifestParts {
     pub types: Vec<String>,
     pub implementation: Option<(BackendKind, PathBuf)>,
+    /// The MCP server an `mcp` backend fronts.
+    pub upstream: Option<Upstream>,
+    /// Whether the manifest writes `read_only` (over an MCP server's
+    /// annotations) rather than leaving it to its default.
+    pub read_only_written: bool,
     /// The system prompt and context files, for the prompt route.
     pub instructions: String,
     /// The manifest's `tools`, with their compiled schema and their
@@ -52,7 +58,8 @@ impl Parse<'_, '_> {
             types: self.types(m),
             ..ManifestParts::default()
         };
-        parts.implementation = self.implementation(m, dir);
+        (parts.implementation, parts.upstream) = self.implementation(m, dir);
+        parts.read_only_written = m.contains_key("read_only");
         parts.instructions = self.prompt(m, dir);
         parts.tools = self.manifest_tools(m, dir);
         parts.outputs = parts
@@ -102,18 +109,35 @@ impl Parse<'_, '_> {
         types
     }
 
-    /// `implementation: {backend, entrypoint}`. `plugin` (Go's `.so`) and
-    /// anything else unknown is `unsupported_backend`.
-    fn implementation(&mut self, m: &Map<String, Value>, dir: &Path) -> Option<(BackendKind, PathBuf)> {
-        let imp = match m.get("implementation")? {
-            Value::Object(imp) => imp,
-            Value::Null => return None,
-            other => {
+    /// `implementation: {backend, entrypoint}`, or `{backend: mcp, …}`
+    /// with its upstream (whose "entrypoint" is the skill's directory).
+    fn implementation(
+        &mut self,
+        m: &Map<String, Value>,
+        dir: &Path,
+    ) -> (Option<(BackendKind, PathBuf)>, Option<Upstream>) {
+        let imp = match m.get("implementation") {
+            Some(Value::Object(imp)) => imp,
+            None | Some(Value::Null) => return (None, None),
+            Some(other) => {
                 let other = other.clone();
                 self.invalid("implementation", "a mapping with backend and entrypoint", &other);
-                return None;
+                return (None, None);
             }
         };
+        if imp.get("backend").and_then(Value::as_str) == Some("mcp") {
+            let upstream = self.upstream(imp);
+            return (
+                upstream.is_some().then(|| (BackendKind::Mcp, dir.to_path_buf())),
+                upstream,
+            );
+        }
+        (self.entrypoint_backend(imp, dir), None)
+    }
+
+    /// `{backend: process|starlark, entrypoint}`. `plugin` (Go's `.so`)
+    /// and anything else unknown is `unsupported_backend`.
+    fn entrypoint_backend(&mut self, imp: &Map<String, Value>, dir: &Path) -> Option<(BackendKind, PathBuf)> {
         let pos = self.key_pos("implementation");
         let kind = match imp.get("backend").and_then(Value::as_str) {
             Some("process") => BackendKind::Process,
@@ -123,7 +147,7 @@ impl Parse<'_, '_> {
                     Code::UnsupportedBackend,
                     pos,
                     format!(
-                        "backend '{other}' is not supported: use process (a JSON-RPC child) or starlark; \
+                        "backend '{other}' is not supported: use process (a JSON-RPC child), starlark or mcp; \
                          Go plugins (.so) cannot be loaded safely into a Rust server"
                     ),
                 );
@@ -133,7 +157,7 @@ impl Parse<'_, '_> {
                 self.error(
                     Code::MissingField,
                     pos,
-                    "implementation needs 'backend' (process or starlark)",
+                    "implementation needs 'backend' (process, starlark or mcp)",
                 );
                 return None;
             }
@@ -315,6 +339,7 @@ impl Parse<'_, '_> {
                 .to_owned(),
             input_schema: schema,
             output_schema,
+            hints: Default::default(),
         };
         let requires_approval = match t.get("requires_approval") {
             None | Some(Value::Null) => false,

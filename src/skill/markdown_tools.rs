@@ -100,6 +100,7 @@ impl Parse<'_, '_> {
             open_object: false,
             schema: None,
             requires_approval: false,
+            read_only: None,
             action: Action::Command { template, program },
         })
     }

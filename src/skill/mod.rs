@@ -33,6 +33,7 @@ pub mod template;
 pub mod triggers;
 mod trust;
 pub mod unpack;
+pub mod upstream;
 
 pub use definition::{LoadOptions, MAX_DEFINITION_BYTES};
 pub use diag::{Code, Diagnostic, Severity};

@@ -126,6 +126,9 @@ pub struct Tool {
     pub schema: Option<Schema>,
     /// The call always asks a person (a manifest's `requires_approval`).
     pub requires_approval: bool,
+    /// Whether this tool only reads, when it differs from its skill's
+    /// `read_only` (an MCP server's `readOnlyHint`, or an override).
+    pub read_only: Option<bool>,
     pub action: Action,
 }
 

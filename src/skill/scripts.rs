@@ -387,6 +387,7 @@ impl Parse<'_, '_> {
                 open_object: false,
                 schema: None,
                 requires_approval: false,
+                read_only: None,
                 action: Action::Script {
                     path: script.clone(),
                     runtime,

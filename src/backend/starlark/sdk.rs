@@ -96,6 +96,7 @@ fn sdk(builder: &mut GlobalsBuilder) {
             description: description.to_owned(),
             input_schema,
             output_schema: None,
+            hints: Default::default(),
         });
         Ok(NoneType)
     }

@@ -1,0 +1,197 @@
+//! One tool call sent upstream: bounded by the call's timeout and cancel,
+//! either of which sends `notifications/cancelled` and then kills a stdio
+//! server's group; its progress routed to the run; its result read into
+//! the backend's shape.
+
+use super::McpBackend;
+use super::session::Session;
+use crate::skill::backend::{BackendCall, BackendResult};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+    CancelledNotificationParam, ClientNotification, ClientRequest, ContentBlock, RequestId, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long a stdio server has, after `notifications/cancelled`, before
+/// its group is killed.
+const CANCEL_GRACE: Duration = Duration::from_millis(100);
+
+/// The longest first line of a failure kept as the error.
+const ERROR_CHARS: usize = 500;
+
+impl McpBackend {
+    pub(super) async fn call(&self, call: BackendCall) -> BackendResult {
+        let deadline = Instant::now() + call.timeout;
+        let session = tokio::select! {
+            s = self.session(deadline) => s,
+            () = call.cancel.cancelled() => return cancelled(),
+        };
+        let session = match session {
+            Ok(s) => s,
+            Err(why) => return failed(format!("the MCP server could not be started: {why}")),
+        };
+        if !self.by_first_call && !self.offer_is_served() {
+            self.reload.send_modify(|n| *n += 1);
+            return failed(
+                "the MCP server's tools changed since the catalog listed them, so what was decided is \
+                 not what would run; nothing ran: the catalog reloads, call again"
+                    .to_owned(),
+            );
+        }
+        let Some(name) = self.upstream_name(&call.tool) else {
+            return failed(format!("the MCP server no longer offers '{}'", call.tool));
+        };
+        session.touch();
+        let answer = self.send(&session, name, &call, deadline).await;
+        session.touch();
+        answer
+    }
+
+    async fn send(
+        &self,
+        session: &Arc<Session>,
+        name: String,
+        call: &BackendCall,
+        deadline: Instant,
+    ) -> BackendResult {
+        let arguments = call.input.as_object().cloned();
+        let mut params = CallToolRequestParams::new(name);
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let peer = session.service.peer().clone();
+        let handle = match peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(h) => h,
+            Err(e) => return failed(format!("the MCP server did not take the call: {e}")),
+        };
+        let _following = call
+            .progress
+            .clone()
+            .map(|sink| self.handler.follow(handle.progress_token.clone(), sink));
+        let id = handle.id.clone();
+        tokio::select! {
+            answer = handle.rx => {
+                let answer = answer.unwrap_or(Err(ServiceError::TransportClosed));
+                if !matches!(answer, Err(ServiceError::TransportClosed)) {
+                    self.answered();
+                }
+                read_answer(answer)
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                self.abandon(session, id, "timed out").await;
+                timed_out(call.timeout, self.is_stdio())
+            }
+            () = call.cancel.cancelled() => {
+                self.abandon(session, id, "cancelled").await;
+                cancelled()
+            }
+        }
+    }
+
+    fn is_stdio(&self) -> bool {
+        matches!(
+            self.upstream.transport,
+            crate::skill::upstream::Transport::Stdio { .. }
+        )
+    }
+
+    /// Tells the server the call is off; a stdio server's group is then
+    /// killed (the next call starts it again), so nothing it began goes on.
+    async fn abandon(&self, session: &Arc<Session>, id: RequestId, reason: &str) {
+        let note =
+            CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason.to_owned())));
+        let peer = session.service.peer();
+        if let Err(e) = peer
+            .send_notification(ClientNotification::CancelledNotification(note))
+            .await
+        {
+            tracing::warn!(skill = %self.place.skill, "cannot tell the MCP server a call was {reason}: {e}");
+        }
+        if self.is_stdio() {
+            tokio::time::sleep(CANCEL_GRACE).await;
+            if let Some(s) = self.forget(session).await {
+                s.kill();
+            }
+        }
+    }
+}
+
+/// The server's answer as a result: its text, its structured content, and
+/// its error when it says the tool failed.
+fn read_answer(answer: Result<ServerResult, ServiceError>) -> BackendResult {
+    match answer {
+        Ok(ServerResult::CallToolResult(result)) => tool_result(result),
+        Ok(_) => failed("the MCP server answered tools/call with something other than a result".to_owned()),
+        Err(ServiceError::McpError(e)) => failed(format!("the MCP server refused the call: {}", e.message)),
+        Err(ServiceError::TransportClosed) => failed("the MCP server went away during the call".to_owned()),
+        Err(e) => failed(format!("the call failed: {e}")),
+    }
+}
+
+fn tool_result(result: CallToolResult) -> BackendResult {
+    let all_text = result.content.iter().all(|c| c.as_text().is_some());
+    let output = if all_text {
+        let texts: Vec<&str> = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .map(|t| t.text.as_str())
+            .collect();
+        texts.join("\n")
+    } else {
+        content_json(&result.content)
+    };
+    let parsed = result.structured_content.clone();
+    let error = (result.is_error == Some(true)).then(|| {
+        let first = output.lines().next().unwrap_or("").trim();
+        if first.is_empty() {
+            "the tool reported a failure".to_owned()
+        } else {
+            first.chars().take(ERROR_CHARS).collect()
+        }
+    });
+    BackendResult {
+        output,
+        parsed,
+        error,
+        ..BackendResult::default()
+    }
+}
+
+/// Content that is not all text (images, resources), as its JSON.
+fn content_json(content: &[ContentBlock]) -> String {
+    serde_json::to_string(content).unwrap_or_default()
+}
+
+fn failed(why: String) -> BackendResult {
+    BackendResult {
+        error: Some(why),
+        ..BackendResult::default()
+    }
+}
+
+fn timed_out(timeout: Duration, stdio: bool) -> BackendResult {
+    let then = if stdio {
+        "the server was told and stopped; it starts again on the next call"
+    } else {
+        "the server was told to cancel it"
+    };
+    BackendResult {
+        timed_out: true,
+        error: Some(format!("timed out after {}s; {then}", timeout.as_secs())),
+        ..BackendResult::default()
+    }
+}
+
+fn cancelled() -> BackendResult {
+    BackendResult {
+        cancelled: true,
+        error: Some("cancelled".to_owned()),
+        ..BackendResult::default()
+    }
+}

@@ -1,0 +1,343 @@
+//! The `mcp` backend (`docs/gateway.md`): a skill that fronts an existing
+//! MCP server. A stdio server is started in the run sandbox like a process
+//! backend's child, kept, restarted with backoff and stopped when idle; a
+//! remote one is reached over Streamable HTTP. Its tools are listed at
+//! load; the digest of their definitions is part of the skill's hash, and
+//! a changed list (announced, or found at a restart) reloads the catalog.
+
+mod call;
+mod offer;
+mod session;
+
+use super::place::Place;
+use super::{ChildSettings, INITIALIZE_TIMEOUT};
+use crate::runner::Child;
+use crate::sandbox::Sandbox;
+use crate::skill::backend::{
+    Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, LaunchRequest, Launched,
+};
+use crate::skill::upstream::{EnvValue, Transport, Upstream};
+use offer::Offer;
+use serde_json::Value;
+use session::{Handler, Session};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The first wait before a restart after a failure; it doubles with each
+/// failure in a row, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// One skill's upstream MCP server.
+#[derive(Debug)]
+pub struct McpBackend {
+    /// Itself, for the tasks that watch its sessions.
+    me: Weak<McpBackend>,
+    place: Place,
+    /// The skill's content hash before the offer is folded in: the same
+    /// hash reuses this backend across reloads.
+    hash: String,
+    upstream: Upstream,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    handler: Handler,
+    /// What the server lists now.
+    offer: Mutex<Option<Offer>>,
+    /// The digest of the offer the catalog last took.
+    served: Mutex<Option<String>>,
+    backoff: Mutex<Backoff>,
+    /// Ticks when the catalog should reload (shared by the launcher).
+    reload: watch::Sender<u64>,
+    stopped: CancellationToken,
+    /// Started by its first call (an untrusted skill's).
+    by_first_call: bool,
+}
+
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    not_before: Option<Instant>,
+}
+
+impl McpBackend {
+    /// The backend of `req`, not started. `reload` ticks when its offer
+    /// changes.
+    pub fn new(
+        req: &LaunchRequest<'_>,
+        upstream: &Upstream,
+        sandbox: Arc<Sandbox>,
+        settings: ChildSettings,
+        reload: watch::Sender<u64>,
+    ) -> Arc<Self> {
+        let (tools_changed, changes) = watch::channel(0);
+        let backend = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            place: Place::new(req, sandbox, settings),
+            hash: req.hash.to_owned(),
+            upstream: upstream.clone(),
+            session: tokio::sync::Mutex::new(None),
+            handler: Handler::new(req.skill, tools_changed),
+            offer: Mutex::new(None),
+            served: Mutex::new(None),
+            backoff: Mutex::default(),
+            reload,
+            stopped: CancellationToken::new(),
+            by_first_call: req.trust == crate::skill::Trust::Untrusted,
+        });
+        tokio::spawn(follow_changes(Arc::downgrade(&backend), changes));
+        backend
+    }
+
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// Starts the server (unless it runs) and says what it offers: what
+    /// the catalog takes from now on.
+    pub async fn launched(&self) -> Result<Launched, String> {
+        let backend = self.me.upgrade().ok_or("the backend was dropped")?;
+        self.session(Instant::now() + INITIALIZE_TIMEOUT).await?;
+        let offer = lock(&self.offer).clone().ok_or("the server listed no tools")?;
+        for skipped in &offer.skipped {
+            tracing::warn!(skill = %self.place.skill, "{skipped}");
+        }
+        *lock(&self.served) = Some(offer.digest.clone());
+        Ok(Launched {
+            backend,
+            tools: offer.tools,
+            hooks: Vec::new(),
+            offered: Some(offer.digest),
+        })
+    }
+
+    /// The live session, started (after the backoff, if it must wait and
+    /// may by `deadline`) when there is none.
+    async fn session(&self, deadline: Instant) -> Result<Arc<Session>, String> {
+        let mut slot = self.session.lock().await;
+        if let Some(session) = slot.as_ref().filter(|s| s.is_alive()) {
+            return Ok(session.clone());
+        }
+        if slot.take().is_some() {
+            self.failed();
+        }
+        self.wait_backoff(deadline).await?;
+        let started = tokio::time::timeout_at(deadline, self.start()).await;
+        match started.unwrap_or_else(|_| Err("it did not answer initialize in time".to_owned())) {
+            Ok(session) => {
+                let session = Arc::new(session);
+                *slot = Some(session.clone());
+                tokio::spawn(watch_session(self.me.clone(), Arc::downgrade(&session)));
+                Ok(session)
+            }
+            Err(why) => {
+                self.failed();
+                Err(self.place.explain(why))
+            }
+        }
+    }
+
+    /// Starts an untrusted skill's server, for a call a person let run.
+    async fn woken(&self, timeout: Duration) -> Result<(), String> {
+        self.session(Instant::now() + timeout)
+            .await
+            .map(|_| ())
+            .map_err(|why| format!("the MCP server could not be started: {why}"))
+    }
+
+    /// Connects, then lists the tools; a list that differs from what the
+    /// catalog took reloads it.
+    async fn start(&self) -> Result<Session, String> {
+        let session = match &self.upstream.transport {
+            Transport::Stdio { command, env } => self.start_stdio(command, env).await?,
+            Transport::Remote { url, headers } => Session::remote(url, headers, self.handler.clone()).await?,
+        };
+        self.relist(&session).await?;
+        Ok(session)
+    }
+
+    async fn start_stdio(&self, command: &[String], env: &[(String, EnvValue)]) -> Result<Session, String> {
+        let mut more_env = Vec::with_capacity(env.len());
+        for (name, value) in env {
+            let value = match value {
+                EnvValue::Literal(v) => v.clone(),
+                EnvValue::Secret(secret) => secret.resolve()?,
+            };
+            more_env.push((name.clone(), value));
+        }
+        let scratch = self
+            .place
+            .scratch_dir()
+            .map_err(|e| format!("cannot make its directory: {e}"))?;
+        let command = crate::runner::deps_command(command.to_vec(), self.place.deps.as_deref());
+        let spec = self
+            .place
+            .spec(&command, &scratch, more_env)
+            .map_err(|e| format!("cannot prepare its sandbox: {e}"))?;
+        let child = Child::start(spec)?;
+        Session::stdio(child, scratch, self.handler.clone(), &self.place.skill).await
+    }
+
+    /// Lists the server's tools into [`Self::offer`]; when they differ from
+    /// what the catalog took, asks for a reload.
+    async fn relist(&self, session: &Session) -> Result<(), String> {
+        let tools = session
+            .service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        let offer = Offer::of(&tools);
+        let served = lock(&self.served).clone();
+        if served.is_some_and(|s| s != offer.digest) {
+            tracing::warn!(skill = %self.place.skill, "the upstream's tools changed: reloading the catalog");
+            self.reload.send_modify(|n| *n += 1);
+        }
+        *lock(&self.offer) = Some(offer);
+        Ok(())
+    }
+
+    /// Whether the server's tools are still those the catalog took.
+    fn offer_is_served(&self) -> bool {
+        let offer = lock(&self.offer).as_ref().map(|o| o.digest.clone());
+        offer.is_some() && offer == *lock(&self.served)
+    }
+
+    /// The server's name of catalog tool `name`.
+    fn upstream_name(&self, name: &str) -> Option<String> {
+        lock(&self.offer).as_ref()?.names.get(name).cloned()
+    }
+
+    fn failed(&self) {
+        let mut b = lock(&self.backoff);
+        b.failures = b.failures.saturating_add(1);
+        let wait = FIRST_BACKOFF
+            .saturating_mul(1 << b.failures.saturating_sub(1).min(16))
+            .min(MAX_BACKOFF);
+        b.not_before = Some(Instant::now() + wait);
+    }
+
+    fn answered(&self) {
+        lock(&self.backoff).failures = 0;
+    }
+
+    async fn wait_backoff(&self, deadline: Instant) -> Result<(), String> {
+        let (failures, not_before) = {
+            let b = lock(&self.backoff);
+            (b.failures, b.not_before)
+        };
+        let Some(at) = not_before.filter(|at| *at > Instant::now()) else {
+            return Ok(());
+        };
+        if at > deadline {
+            let wait = at.saturating_duration_since(Instant::now());
+            return Err(format!(
+                "the MCP server failed {failures} time(s) in a row; it is started again in {:.1}s",
+                wait.as_secs_f64()
+            ));
+        }
+        tokio::time::sleep_until(at).await;
+        Ok(())
+    }
+
+    /// Drops the session if it is still `session`: the next call starts
+    /// the server again.
+    async fn forget(&self, session: &Arc<Session>) -> Option<Arc<Session>> {
+        let mut slot = self.session.lock().await;
+        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, session)) {
+            return slot.take();
+        }
+        None
+    }
+}
+
+impl Drop for McpBackend {
+    fn drop(&mut self) {
+        self.stopped.cancel();
+        if let Ok(mut slot) = self.session.try_lock()
+            && let Some(session) = slot.take()
+        {
+            session.kill();
+        }
+    }
+}
+
+/// Re-lists the tools whenever the server says they changed.
+async fn follow_changes(backend: Weak<McpBackend>, mut changes: watch::Receiver<u64>) {
+    while changes.changed().await.is_ok() {
+        let Some(b) = backend.upgrade() else { return };
+        let session = b.session.lock().await.clone();
+        if let Some(session) = session
+            && let Err(why) = b.relist(&session).await
+        {
+            tracing::warn!(skill = %b.place.skill, "cannot list the upstream's tools: {why}");
+        }
+    }
+}
+
+/// Stops a session when its server exits (a crash counts toward the
+/// backoff) or when it has had no call for the idle time.
+async fn watch_session(backend: Weak<McpBackend>, session: Weak<Session>) {
+    let Some(idle) = backend.upgrade().map(|b| b.place.settings.idle) else {
+        return;
+    };
+    let tick = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+    loop {
+        let Some(s) = session.upgrade() else { return };
+        let stopped = backend.upgrade().map(|b| b.stopped.clone());
+        let Some(stopped) = stopped else { return };
+        tokio::select! {
+            how = s.exited() => {
+                if let Some(b) = backend.upgrade() {
+                    tracing::warn!(skill = %b.place.skill, "the upstream MCP server {}", how.unwrap_or_default());
+                    b.forget(&s).await;
+                    b.failed();
+                }
+                return;
+            }
+            () = stopped.cancelled() => return,
+            () = tokio::time::sleep(tick) => {}
+        }
+        // Only the slot and this watch hold it: no call is in flight.
+        if s.idle_for() >= idle && Arc::strong_count(&s) <= 2 {
+            let Some(b) = backend.upgrade() else { return };
+            if let Some(s) = b.forget(&s).await {
+                tracing::info!(skill = %b.place.skill, "stopping the idle upstream MCP server");
+                drop(b);
+                if let Some(s) = Arc::into_inner(s) {
+                    s.stop(Duration::from_secs(2)).await;
+                }
+            }
+            return;
+        }
+    }
+}
+
+impl Backend for McpBackend {
+    fn execute(&self, call: BackendCall) -> BoxFuture<'_, BackendResult> {
+        Box::pin(self.call(call))
+    }
+
+    fn hook(&self, phase: &str, _: &str, _: Value, _: Duration) -> BoxFuture<'_, Result<HookAnswer, String>> {
+        let why = format!("an MCP server runs no hooks ({phase})");
+        Box::pin(std::future::ready(Err(why)))
+    }
+
+    fn command_line(&self) -> Vec<String> {
+        self.upstream.identity()
+    }
+
+    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Option<Result<Vec<String>, String>>> {
+        Box::pin(async move {
+            if !self.by_first_call {
+                return None;
+            }
+            Some(self.woken(timeout).await.map(|()| Vec::new()))
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
