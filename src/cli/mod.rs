@@ -1,5 +1,6 @@
 //! The `skilld` command line (`docs/api.md`, "The command line").
 
+mod import;
 mod install;
 
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
@@ -114,6 +115,12 @@ pub enum Command {
     /// that version exists, …); 2 the source, the server or the disk
     /// cannot be reached.
     Install(install::InstallArgs),
+    /// Write a skill (a SKILL.yaml with an `mcp` backend) for each MCP
+    /// server of Claude Desktop's, Claude Code's, Cursor's or VS Code's
+    /// config, with secrets as environment references. Prints each skill
+    /// and the variables to set. Exit 1 on bad input, 2 when a skill
+    /// cannot be written.
+    Import(import::ImportArgs),
     /// Evaluate a Starlark skill's script for a server: the child it
     /// starts in the run sandbox, speaking JSON-RPC on stdin and stdout.
     #[command(hide = true)]
@@ -175,6 +182,7 @@ pub fn main() -> ExitCode {
         Command::Package { dir, output } => return package(&dir, output.as_deref()),
         Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
         Command::Install(args) => return install::run(&args),
+        Command::Import(args) => return import::run(&args),
         Command::StarlarkHost { .. } => Ok(()),
         Command::Run {
             skills,

@@ -26,6 +26,7 @@ mod cors;
 mod docs_mcp;
 mod exports;
 mod http_api;
+mod import;
 mod inbox;
 mod install;
 mod invoke;
