@@ -1033,6 +1033,20 @@ pub fn bundled_dir() -> PathBuf {
 }
 
 /// `docs/design.md` §2's sources, in precedence order.
+/// The user's own skills: `$XDG_CONFIG_HOME/skilld/skills`, else
+/// `~/.config/skilld/skills`.
+pub fn user_skills_dir() -> Option<PathBuf> {
+    let set = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    match set("XDG_CONFIG_HOME") {
+        Some(config) => Some(config.join("skilld/skills")),
+        None => home().map(|h| h.join(".config/skilld/skills")),
+    }
+}
+
 pub fn default_roots(workspace: &Path, data_dir: &Path) -> Vec<Root> {
     let mut roots = vec![Root {
         name: "bundled".to_owned(),
@@ -1041,10 +1055,10 @@ pub fn default_roots(workspace: &Path, data_dir: &Path) -> Vec<Root> {
         explicit: false,
         installed: false,
     }];
-    if let Some(h) = home() {
+    if let Some(path) = user_skills_dir() {
         roots.push(Root {
             name: "user".to_owned(),
-            path: h.join(".config/skilld/skills"),
+            path,
             trust: Trust::User,
             explicit: false,
             installed: false,

@@ -114,7 +114,7 @@ pub fn run(args: &ImportArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let Some(into) = args.into.clone().or_else(default_skills_dir) else {
+    let Some(into) = args.into.clone().or_else(crate::config::user_skills_dir) else {
         eprintln!("skilld import: no HOME to find ~/.config/skilld/skills in; pass --into DIR");
         return ExitCode::from(1);
     };
@@ -126,15 +126,6 @@ pub fn run(args: &ImportArgs) -> ExitCode {
     }
     print_needs(&needs);
     outcome.code()
-}
-
-/// The user's skills directory, as `skilld serve` finds it by default.
-fn default_skills_dir() -> Option<PathBuf> {
-    let non_empty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(config) = non_empty("XDG_CONFIG_HOME") {
-        return Some(PathBuf::from(config).join("skilld/skills"));
-    }
-    non_empty("HOME").map(|home| PathBuf::from(home).join(".config/skilld/skills"))
 }
 
 /// Where the clients keep their configs, user-wide then in this project.

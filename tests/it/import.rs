@@ -70,6 +70,15 @@ impl Env {
     fn manifest(&self, skill: &str) -> Value {
         manifest_in(&self.into, skill)
     }
+
+    /// `skilld check` of everything imported: the written manifests must
+    /// be ones the server loads.
+    fn assert_checks(&self) {
+        let out = skilld().arg("check").arg(&self.into).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{said}");
+        assert!(said.contains(" 0 errors, 0 warnings"), "{said}");
+    }
 }
 
 struct Run {
@@ -195,7 +204,7 @@ fn claude_desktop_config_with_a_literal_token() {
         stdio(
             "filesystem",
             origin,
-            false,
+            true,
             json!([
                 "npx",
                 "-y",
@@ -223,14 +232,15 @@ fn claude_desktop_config_with_a_literal_token() {
         env.manifest("postgres")["implementation"]["env"],
         json!({"DATABASE_URL": {"env": "DATABASE_URL"}})
     );
+    env.assert_checks();
     let text = std::fs::read_to_string(env.into.join("filesystem/SKILL.yaml")).unwrap();
     assert!(
-        text.contains("# network: false, since server-filesystem is known to work offline"),
+        text.contains("# network: true, since npx downloads the server each time it starts"),
         "{text}"
     );
     let text = std::fs::read_to_string(env.into.join("github/SKILL.yaml")).unwrap();
     assert!(
-        text.contains("# network: true, since skilld cannot tell"),
+        text.contains("# network: true, since npx downloads the server each time it starts"),
         "{text}"
     );
     assert!(
@@ -275,6 +285,7 @@ fn claude_code_mcp_json_with_placeholders_and_transports() {
     );
     let run = env.import_file(&file, &[]);
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    env.assert_checks();
     let origin = "Claude Code's .mcp.json";
     assert_eq!(skills(&env.into), ["api", "asana", "sentry", "time"]);
     assert_eq!(
@@ -298,7 +309,7 @@ fn claude_code_mcp_json_with_placeholders_and_transports() {
         stdio(
             "time",
             origin,
-            false,
+            true,
             json!(["uvx", "mcp-server-time", "--local-timezone=Europe/Paris"]),
             None
         )
@@ -383,7 +394,8 @@ fn cursor_configs_are_found_in_home_and_project() {
         env.manifest("brave")["implementation"]["env"],
         json!({"BRAVE_API_KEY": {"env": "BRAVE_API_KEY"}})
     );
-    assert_eq!(env.manifest("memory")["network"], json!(false));
+    // Started by npx, which downloads it: it needs the network.
+    assert_eq!(env.manifest("memory")["network"], json!(true));
     assert_nowhere(&env.into, OPENAI_KEY);
     assert!(!run.stdout.contains(OPENAI_KEY));
 }
@@ -417,6 +429,7 @@ fn vscode_mcp_json_with_inputs_and_comments() {
     );
     let run = env.import_file(&file, &[]);
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    env.assert_checks();
     assert_eq!(skills(&env.into), ["git", "github", "perplexity"]);
     let origin = "VS Code's mcp.json";
     let perplexity = stdio(
@@ -442,7 +455,8 @@ fn vscode_mcp_json_with_inputs_and_comments() {
             json!({"Authorization": {"env": "GITHUB_PAT", "prefix": "Bearer "}})
         )
     );
-    assert_eq!(env.manifest("git")["network"], json!(false));
+    // Started by uvx, which downloads it: it needs the network.
+    assert_eq!(env.manifest("git")["network"], json!(true));
     assert!(run.stdout.contains("needs PERPLEXITY_KEY in skilld's environment: the config's input \"perplexity-key\": Perplexity API Key"), "{}", run.stdout);
     assert!(
         run.stdout.contains("\"Perplexity\": named perplexity"),
@@ -565,6 +579,7 @@ fn skilld_names_are_never_referenced() {
     );
     let run = env.import_file(&file, &[]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
+    env.assert_checks();
     assert_eq!(
         env.manifest("inner")["implementation"]["env"],
         json!({

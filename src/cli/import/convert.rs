@@ -89,6 +89,9 @@ pub struct Context<'a> {
     pub inputs: &'a HashMap<String, String>,
 }
 
+/// Programs that fetch the package they run when they start.
+const PACKAGE_RUNNERS: [&str; 6] = ["npx", "uvx", "pipx", "bunx", "pnpx", "docker"];
+
 /// Servers known to need no network: `network: false` suits them.
 const OFFLINE_SERVERS: [&str; 6] = [
     "server-filesystem",
@@ -176,9 +179,17 @@ impl<'a> Builder<'a> {
         } else {
             vec!["shell:exec", "net:fetch"]
         };
-        self.comments.push(match offline {
-            Some(known) => format!("network: false, since {known} is known to work offline."),
-            None => "network: true, since skilld cannot tell whether this server needs the network; \
+        let runner = command
+            .first()
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .filter(|p| PACKAGE_RUNNERS.contains(p));
+        self.comments.push(match (offline, runner) {
+            (Some(known), _) => format!("network: false, since {known} is known to work offline."),
+            (None, Some(runner)) => format!(
+                "network: true, since {runner} downloads the server each time it starts (the sandbox's \
+                 home is fresh); install it and name its program to run it offline."
+            ),
+            (None, None) => "network: true, since skilld cannot tell whether this server needs the network; \
                      set it to false (and drop net:fetch) if it does not."
                 .to_owned(),
         });
@@ -409,7 +420,14 @@ fn scalar(value: &Value) -> Option<String> {
 /// The known offline server a command starts (`npx -y
 /// @modelcontextprotocol/server-filesystem@1.0 /data`, `uvx
 /// mcp-server-time`), by its package's bare name.
+/// Not when a package runner starts it: `npx -y` and the like download
+/// the package at each start (the sandbox's home is fresh each time), so
+/// the server needs the network whatever it does then.
 fn offline_server(command: &[String]) -> Option<&'static str> {
+    let program = command.first().map(|p| p.rsplit('/').next().unwrap_or(p));
+    if program.is_some_and(|p| PACKAGE_RUNNERS.contains(&p)) {
+        return None;
+    }
     command.iter().find_map(|arg| {
         let base = arg.rsplit('/').next().unwrap_or(arg);
         let base = base.split(['@', '=']).next().unwrap_or(base);
@@ -490,16 +508,18 @@ mod tests {
     #[test]
     fn offline_servers_by_package() {
         let names = |c: &[&str]| offline_server(&c.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
-        assert_eq!(
-            names(&[
-                "npx",
-                "-y",
-                "@modelcontextprotocol/server-filesystem@2025.1.1",
-                "/d"
-            ]),
-            Some("server-filesystem")
-        );
-        assert_eq!(names(&["uvx", "mcp-server-git==0.6.2"]), Some("mcp-server-git"));
+        let installed = "/opt/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js";
+        assert_eq!(names(&["node", installed, "/d"]), Some("server-filesystem"));
+        assert_eq!(names(&["/opt/venv/bin/mcp-server-git"]), Some("mcp-server-git"));
+        // A package runner downloads at each start: never offline.
+        let npx = [
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-filesystem@2025.1.1",
+            "/d",
+        ];
+        assert_eq!(names(&npx), None);
+        assert_eq!(names(&["uvx", "mcp-server-git==0.6.2"]), None);
         assert_eq!(names(&["npx", "-y", "@modelcontextprotocol/server-github"]), None);
         assert_eq!(names(&["uvx", "mcp-server-github"]), None);
     }
