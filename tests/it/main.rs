@@ -25,6 +25,7 @@ mod corpus;
 mod cors;
 mod docs_mcp;
 mod exports;
+mod gateway;
 mod http_api;
 mod import;
 mod inbox;

@@ -6,6 +6,7 @@
 //! a changed list (announced, or found at a restart) reloads the catalog.
 
 mod call;
+mod http;
 mod offer;
 mod session;
 

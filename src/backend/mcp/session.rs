@@ -23,8 +23,6 @@ use tokio::time::Instant;
 /// Of a stdio server's stderr, this much is logged over its life; the rest
 /// is read and dropped.
 const STDERR_LOG_BUDGET: usize = 64 * 1024;
-/// The largest JSON answer taken from a remote server.
-const MAX_RESPONSE: usize = 16 * 1024 * 1024;
 
 /// What the server's notifications reach.
 #[derive(Debug, Clone)]
@@ -150,17 +148,16 @@ impl Session {
         let mut custom = HashMap::new();
         for (name, secret) in headers {
             let value = secret.resolve()?;
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            let name = hyper::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| format!("'{name}' is not a header name"))?;
-            let mut value = reqwest::header::HeaderValue::from_str(&value)
+            let mut value = hyper::header::HeaderValue::from_str(&value)
                 .map_err(|_| format!("the value for header {name} is not a valid header value"))?;
             value.set_sensitive(true);
             custom.insert(name, value);
         }
         let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-        config.max_json_response_size = MAX_RESPONSE;
         config.max_concurrent_requests = 64;
-        let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
+        let transport = StreamableHttpClientTransport::with_client(super::http::HyperClient::new()?, config);
         let service = handler
             .serve(transport)
             .await
@@ -227,24 +224,6 @@ impl Drop for Session {
             let _ = std::fs::remove_dir_all(scratch);
         }
     }
-}
-
-/// reqwest over rustls with ring and the system's roots, as webhooks use:
-/// no process-wide provider.
-fn http_client() -> Result<reqwest::Client, String> {
-    use rustls_platform_verifier::BuilderVerifierExt;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_platform_verifier()
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
 }
 
 /// Logs the first [`STDERR_LOG_BUDGET`] bytes of a stdio server's stderr
