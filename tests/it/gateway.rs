@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// The kit of real servers, or `None` (with a note) where it was not
 /// built; under CI its absence fails the test.
-fn kit() -> Option<PathBuf> {
+pub(crate) fn kit() -> Option<PathBuf> {
     match std::env::var_os("SKILLD_UPSTREAMS").map(PathBuf::from) {
         Some(kit) if kit.join(".ready").is_file() => Some(kit),
         _ if std::env::var_os("CI").is_some() => {
@@ -36,15 +36,15 @@ fn kit() -> Option<PathBuf> {
 
 /// A gate: a server over one skills directory, its upstreams readable in
 /// the sandbox, following upstreams' changes as `skilld serve` does.
-struct Gate {
-    server: TestServer,
+pub(crate) struct Gate {
+    pub(crate) server: TestServer,
     _skills: tempfile::TempDir,
     _follow: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Gate {
     /// `area`'s files are readable in the sandbox, and its logs writable.
-    async fn start(kit: &Path, skills: tempfile::TempDir, area: &Path) -> Self {
+    pub(crate) async fn start(kit: &Path, skills: tempfile::TempDir, area: &Path) -> Self {
         let mut settings = RunSettings::default();
         settings
             .sandbox
@@ -61,18 +61,18 @@ impl Gate {
         }
     }
 
-    async fn invoke(&self, tool: &str, arguments: Value) -> (u16, Value) {
+    pub(crate) async fn invoke(&self, tool: &str, arguments: Value) -> (u16, Value) {
         self.server.invoke(tool, arguments).await
     }
 
     /// Invokes, and approves the held call once, answering its run.
-    async fn approved(&self, tool: &str, arguments: Value) -> Value {
+    pub(crate) async fn approved(&self, tool: &str, arguments: Value) -> Value {
         let (status, held) = self.invoke(tool, arguments).await;
         assert_eq!(status, 202, "{held}");
         self.server.approve_once_and_wait(&held).await
     }
 
-    async fn decide(&self, held: &Value, verdict: &str, scope: &str) {
+    pub(crate) async fn decide(&self, held: &Value, verdict: &str, scope: &str) {
         let id = held["approval_id"].as_str().unwrap();
         let res = self
             .server
@@ -86,7 +86,7 @@ impl Gate {
     }
 
     /// The tools of `skill` the catalog lists now, by name.
-    fn tools(&self, skill: &str) -> Vec<String> {
+    pub(crate) fn tools(&self, skill: &str) -> Vec<String> {
         let catalog = self.server.catalog.current();
         let mut names: Vec<String> = catalog
             .skill(skill)
@@ -96,7 +96,7 @@ impl Gate {
         names
     }
 
-    fn hash(&self, skill: &str) -> String {
+    pub(crate) fn hash(&self, skill: &str) -> String {
         self.server
             .catalog
             .current()
@@ -106,7 +106,7 @@ impl Gate {
     }
 
     /// Waits until the catalog's hash of `skill` is no longer `old`.
-    async fn rehashed(&self, skill: &str, old: &str) -> String {
+    pub(crate) async fn rehashed(&self, skill: &str, old: &str) -> String {
         for _ in 0..100 {
             let now = self.hash(skill);
             if !now.is_empty() && now != old {
@@ -119,7 +119,7 @@ impl Gate {
 }
 
 /// `SKILL.yaml` of an `mcp` skill.
-fn manifest(name: &str, implementation: &str, extra: &str) -> String {
+pub(crate) fn manifest(name: &str, implementation: &str, extra: &str) -> String {
     format!(
         "name: {name}\nversion: 1.0.0\ndescription: The {name} MCP server, gated.\ntypes: [tool]\n\
          permissions: [shell:exec]\n{extra}implementation:\n  backend: mcp\n{implementation}"
@@ -128,7 +128,7 @@ fn manifest(name: &str, implementation: &str, extra: &str) -> String {
 
 /// A skills directory with our upstream on stdio as skill `up`, logging
 /// to `log`, echo's description read from `description`.
-fn stdio_upstream(kit: &Path, dir: &Path, log: &Path, description: &Path, extra: &str) {
+pub(crate) fn stdio_upstream(kit: &Path, dir: &Path, log: &Path, description: &Path, extra: &str) {
     let script = dir.join("upstream.py");
     std::fs::copy(
         crate::common::checkout().join("tests/python/upstream.py"),
@@ -150,7 +150,7 @@ fn stdio_upstream(kit: &Path, dir: &Path, log: &Path, description: &Path, extra:
 }
 
 /// Lines of an upstream's log.
-fn logged(log: &Path) -> Vec<Value> {
+pub(crate) fn logged(log: &Path) -> Vec<Value> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -158,14 +158,14 @@ fn logged(log: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn calls_of(log: &Path, tool: &str) -> usize {
+pub(crate) fn calls_of(log: &Path, tool: &str) -> usize {
     logged(log)
         .iter()
         .filter(|e| e["method"] == "tools/call" && e["tool"] == tool)
         .count()
 }
 
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     for _ in 0..100 {
         if done() {
             return;
@@ -177,13 +177,13 @@ async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 
 /// A scratch area for one test: readable by the sandbox's user, with a
 /// writable place for the upstream's log.
-struct Area {
-    dir: tempfile::TempDir,
-    log: PathBuf,
-    description: PathBuf,
+pub(crate) struct Area {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) log: PathBuf,
+    pub(crate) description: PathBuf,
 }
 
-fn area() -> Area {
+pub(crate) fn area() -> Area {
     let dir = tempdir().unwrap();
     let logs = dir.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
@@ -199,7 +199,7 @@ fn area() -> Area {
     }
 }
 
-async fn stdio_gate(kit: &Path, a: &Area, extra: &str) -> Gate {
+pub(crate) async fn stdio_gate(kit: &Path, a: &Area, extra: &str) -> Gate {
     stdio_upstream(kit, a.dir.path(), &a.log, &a.description, extra);
     Gate::start(kit, moved_skills(a), a.dir.path()).await
 }
@@ -310,7 +310,7 @@ async fn the_manifest_overrides_the_annotations_per_tool() {
     assert_eq!(echo["annotations"]["readOnlyHint"], false, "{echo}");
 }
 
-fn moved_skills(a: &Area) -> tempfile::TempDir {
+pub(crate) fn moved_skills(a: &Area) -> tempfile::TempDir {
     let skills = tempfile::TempDir::new_in(a.dir.path()).unwrap();
     std::fs::remove_dir(skills.path()).unwrap();
     std::fs::rename(a.dir.path().join("skills"), skills.path()).unwrap();
@@ -320,7 +320,7 @@ fn moved_skills(a: &Area) -> tempfile::TempDir {
 }
 
 /// `tools/list` on `/mcp` (2026-07-28, stateless).
-async fn mcp_tools(gate: &Gate) -> Vec<Value> {
+pub(crate) async fn mcp_tools(gate: &Gate) -> Vec<Value> {
     let (_, messages) = mcp_exchange(gate, "tools/list", json!({})).await;
     messages.last().unwrap()["result"]["tools"]
         .as_array()
@@ -328,7 +328,7 @@ async fn mcp_tools(gate: &Gate) -> Vec<Value> {
         .clone()
 }
 
-async fn mcp_exchange(gate: &Gate, method: &str, mut params: Value) -> (u16, Vec<Value>) {
+pub(crate) async fn mcp_exchange(gate: &Gate, method: &str, mut params: Value) -> (u16, Vec<Value>) {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
