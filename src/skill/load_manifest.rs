@@ -201,6 +201,9 @@ impl Parse<'_, '_> {
             return;
         };
         let pos = self.key_pos("implementation");
+        if !self.references_allowed(skill, parts) {
+            return;
+        }
         if let Some(need) = skill.undeclared_need().filter(|n| n.permission == SHELL_EXEC) {
             self.warn(
                 Code::PermissionNotDeclared,
@@ -255,9 +258,7 @@ impl Parse<'_, '_> {
             memory_bytes: skill.resources.memory_bytes,
             upstream: parts.upstream.as_ref(),
         };
-        if !self.references_allowed(skill, parts) {
-            return;
-        }
+
         if skill.trust == Trust::Untrusted {
             let backend = launcher.unstarted(&req);
             return self.await_first_call(skill, parts, *kind, backend);

@@ -499,3 +499,254 @@ async fn a_sandboxed_stdio_upstream_reaches_neither_the_network_nor_the_data_dir
         assert_ne!(me["uid"], 0, "it runs as the sandbox's user: {me}");
     }
 }
+
+/// Our upstream as a remote Streamable HTTP server on `port` (0: any),
+/// requiring the bearer token in variable `SKILLD_TEST_UPSTREAM_TOKEN` of
+/// its own environment; its URL.
+struct Remote {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Remote {
+    fn start(kit: &Path, a: &Area, port: u16, token: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(kit.join("venv/bin/python"))
+            .arg(crate::common::checkout().join("tests/python/upstream.py"))
+            .args([
+                "http",
+                "--port",
+                &port.to_string(),
+                "--token-env",
+                "UPSTREAM_TOKEN",
+                "--log",
+            ])
+            .arg(&a.log)
+            .arg("--description-file")
+            .arg(&a.description)
+            .env("UPSTREAM_TOKEN", token)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(
+            first.starts_with("http://"),
+            "the upstream did not start: {first:?}"
+        );
+        Self {
+            child,
+            url: first.trim().to_owned(),
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .trim_end_matches("/mcp")
+            .parse()
+            .unwrap()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A gate over skill `far`, our upstream over HTTP, its token read from
+/// a secret file.
+async fn remote_gate(kit: &Path, a: &Area, remote: &Remote, token: &str, extra: &str) -> Gate {
+    let secret = a.dir.path().join("token");
+    std::fs::write(&secret, format!("{token}\n")).unwrap();
+    let implementation = format!(
+        "  url: {}\n  headers:\n    Authorization: {{file: {}, prefix: \"Bearer \"}}\n",
+        remote.url,
+        secret.display()
+    );
+    let text = manifest("far", &implementation, extra)
+        .replace("permissions: [shell:exec]\n", "permissions: [net:fetch]\n");
+    write_file(&a.dir.path().join("skills/far/SKILL.yaml"), &text);
+    Gate::start(kit, moved_skills(a), a.dir.path()).await
+}
+
+#[tokio::test]
+async fn a_remote_upstream_is_gated_like_a_local_one() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    let token = "t0k3n-of-the-upstream";
+    let remote = Remote::start(&kit, &a, 0, token);
+    let gate = remote_gate(&kit, &a, &remote, token, "timeout: 1\n").await;
+    assert_eq!(
+        gate.tools("far"),
+        ["crash", "delete_item", "echo", "slow", "whoami"],
+        "{:?}",
+        gate.server.catalog.current().diagnostics
+    );
+    let run = gate.approved("echo", json!({"text": "over http"})).await;
+    assert_eq!(run["result"]["output"], "over http", "{run}");
+    let (status, envelope) = gate.invoke("echo", json!({"text": "again"})).await;
+    assert_eq!(
+        (status, envelope["output"].clone()),
+        (200, json!("again")),
+        "{envelope}"
+    );
+    assert!(
+        logged(&a.log).iter().all(|e| e["event"] != "refused"),
+        "the token from the secret file was sent: {:?}",
+        logged(&a.log)
+    );
+
+    // Held and denied: the upstream never hears of it.
+    let (status, held) = gate.invoke("delete_item", json!({"id": "9"})).await;
+    assert_eq!(status, 202, "{held}");
+    gate.decide(&held, "deny", "once").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(calls_of(&a.log, "delete_item"), 0);
+
+    // A timeout (slow is read-only: the first run's approval covers it):
+    // the upstream is told.
+    let (status, envelope) = gate.invoke("slow", json!({"seconds": 20})).await;
+    assert_eq!(
+        (status, envelope["timed_out"].clone()),
+        (200, json!(true)),
+        "{envelope}"
+    );
+    eventually("the remote upstream logged notifications/cancelled", || {
+        logged(&a.log)
+            .iter()
+            .any(|e| e["method"] == "notifications/cancelled")
+    })
+    .await;
+
+    // Nothing of the token reaches the run log.
+    let runs = gate.server.get_json("/runs?limit=50").await;
+    assert!(!runs.to_string().contains(token), "{runs}");
+}
+
+#[tokio::test]
+async fn a_remote_upstream_that_restarts_is_reached_again() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    let token = "another-token";
+    let mut remote = Remote::start(&kit, &a, 0, token);
+    let port = remote.port();
+    let gate = remote_gate(&kit, &a, &remote, token, "read_only: true\n").await;
+    gate.server.allow_every_tool().await;
+    let (status, envelope) = gate.invoke("echo", json!({"text": "before"})).await;
+    assert_eq!(
+        (status, envelope["output"].clone()),
+        (200, json!("before")),
+        "{envelope}"
+    );
+    remote.kill();
+    let (_, down) = gate.invoke("echo", json!({"text": "while down"})).await;
+    assert_eq!(down["success"], false, "{down}");
+    let _back = Remote::start(&kit, &a, port, token);
+    let mut answer = json!(null);
+    for _ in 0..40 {
+        let (_, envelope) = gate.invoke("echo", json!({"text": "after"})).await;
+        if envelope["success"] == true {
+            answer = envelope;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        answer["output"], "after",
+        "reconnected after its backoff: {answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_remote_upstreams_changed_tool_asks_again() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    let remote = Remote::start(&kit, &a, 0, "tok");
+    let gate = remote_gate(&kit, &a, &remote, "tok", "").await;
+    let (status, held) = gate.invoke("echo", json!({"text": "one"})).await;
+    assert_eq!(status, 202, "{held}");
+    gate.decide(&held, "approve", "always").await;
+    let (status, _) = gate.invoke("echo", json!({"text": "two"})).await;
+    assert_eq!(status, 200);
+    let before = gate.hash("far");
+    std::fs::write(&a.description, "Answers its text. Also reads your mail.").unwrap();
+    gate.rehashed("far", &before).await;
+    let (status, held) = gate.invoke("echo", json!({"text": "three"})).await;
+    assert_eq!(status, 202, "{held}");
+}
+
+/// Attacks on the manifest's references: an uploaded (untrusted) skill
+/// may not read the server's environment or files, skilld's own
+/// variables are never handed on, and a literal credential is refused.
+#[tokio::test]
+async fn references_are_refused_where_they_would_leak() {
+    let dir = tempdir().unwrap();
+    let bad = [
+        (
+            "env-untrusted",
+            Trust::Untrusted,
+            "  command: [/bin/true]\n  env:\n    TOKEN: {env: HOME}\n",
+            "untrusted skill may not take values",
+        ),
+        (
+            "file-untrusted",
+            Trust::Untrusted,
+            "  url: http://127.0.0.1:9/mcp\n  headers:\n    Authorization: {file: /etc/shadow}\n",
+            "untrusted skill may not take values",
+        ),
+        (
+            "skilld-var",
+            Trust::User,
+            "  command: [/bin/true]\n  env:\n    T: {env: SKILLD_ADMIN_TOKEN}\n",
+            "never handed on",
+        ),
+        (
+            "literal-header",
+            Trust::User,
+            "  url: http://127.0.0.1:9/mcp\n  headers:\n    Authorization: Bearer sk-live-123\n",
+            "credentials are never written in a manifest",
+        ),
+        (
+            "both",
+            Trust::User,
+            "  command: [/bin/true]\n  url: http://127.0.0.1:9/mcp\n",
+            "not both",
+        ),
+        (
+            "shell-string",
+            Trust::User,
+            "  command: /bin/true --x\n",
+            "must be a list",
+        ),
+        (
+            "not-http",
+            Trust::User,
+            "  url: file:///etc/passwd\n",
+            "http:// or https://",
+        ),
+    ];
+    for (name, trust, implementation, said) in bad {
+        let root_dir = dir.path().join(name);
+        write_file(
+            &root_dir.join(name).join("SKILL.yaml"),
+            &manifest(name, implementation, ""),
+        );
+        let catalog = skilld::catalog::Catalog::build(&options(vec![root(&root_dir, trust)]), None);
+        let messages: Vec<String> = catalog.diagnostics.iter().map(|d| d.message.clone()).collect();
+        assert!(catalog.skill(name).is_none(), "{name} loaded: {messages:?}");
+        assert!(messages.iter().any(|m| m.contains(said)), "{name}: {messages:?}");
+        assert!(!messages.join(" ").contains("sk-live-123") || name == "literal-header");
+    }
+}

@@ -5,6 +5,7 @@
 
 use super::McpBackend;
 use super::session::Session;
+use crate::backend::INITIALIZE_TIMEOUT;
 use crate::skill::backend::{BackendCall, BackendResult};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
@@ -24,9 +25,11 @@ const ERROR_CHARS: usize = 500;
 
 impl McpBackend {
     pub(super) async fn call(&self, call: BackendCall) -> BackendResult {
-        let deadline = Instant::now() + call.timeout;
+        // Starting the server has its own bound: a tool's timeout is for
+        // the call, which may be shorter than a slow server's start.
+        let start_by = Instant::now() + call.timeout.max(INITIALIZE_TIMEOUT);
         let session = tokio::select! {
-            s = self.session(deadline) => s,
+            s = self.session(start_by) => s,
             () = call.cancel.cancelled() => return cancelled(),
         };
         let session = match session {
@@ -45,6 +48,7 @@ impl McpBackend {
             return failed(format!("the MCP server no longer offers '{}'", call.tool));
         };
         session.touch();
+        let deadline = Instant::now() + call.timeout;
         let answer = self.send(&session, name, &call, deadline).await;
         session.touch();
         answer
