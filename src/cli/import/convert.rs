@@ -428,9 +428,9 @@ fn offline_server(command: &[String]) -> Option<&'static str> {
     if program.is_some_and(|p| PACKAGE_RUNNERS.contains(&p)) {
         return None;
     }
-    command.iter().find_map(|arg| {
-        let base = arg.rsplit('/').next().unwrap_or(arg);
-        let base = base.split(['@', '=']).next().unwrap_or(base);
+    // Any segment of a path: `…/server-filesystem/dist/index.js` too.
+    command.iter().flat_map(|arg| arg.split('/')).find_map(|segment| {
+        let base = segment.split(['@', '=']).next().unwrap_or(segment);
         OFFLINE_SERVERS.iter().copied().find(|known| *known == base)
     })
 }
