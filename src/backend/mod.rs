@@ -132,6 +132,7 @@ impl Launcher {
             tools: answer.tools,
             hooks: answer.hooks,
             offered: None,
+            extras: None,
         })
     }
 
@@ -144,6 +145,7 @@ impl Launcher {
             tools: answer.tools,
             hooks: answer.hooks,
             offered: None,
+            extras: None,
         })
     }
 

@@ -46,6 +46,7 @@ pub(super) fn prompts(catalog: &Catalog, policy: &AgentTools) -> Result<ListProm
         .into_iter()
         .filter(|(_, (skill, _))| catalog.exclusion(skill, policy).is_none())
         .map(|(name, (skill, title))| json!({ "name": name, "title": title, "description": skill.description }))
+        .chain(super::upstream::prompts(catalog))
         .collect();
     shaped(json!({ "prompts": prompts }))
 }
@@ -99,6 +100,7 @@ pub(super) fn resources(catalog: &Catalog) -> Result<ListResourcesResult, ErrorD
     });
     let resources: Vec<Value> = super::skills::skill_md_resources(catalog)
         .chain(references)
+        .chain(super::upstream::resources(catalog))
         .collect();
     shaped(json!({ "resources": resources }))
 }

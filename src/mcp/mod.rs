@@ -15,6 +15,7 @@ mod results;
 mod skills;
 mod tasks;
 mod tools;
+mod upstream;
 
 use crate::auth::{Caller, Role};
 use crate::catalog::{AgentTools, CatalogHandle};
@@ -405,7 +406,12 @@ impl ServerHandler for McpServer {
     ) -> Result<GetPromptResponse, ErrorData> {
         self.caller(&ctx, Role::Read)?;
         let policy = self.policy(request.meta.as_ref(), &ctx)?;
-        catalog::prompt(&self.catalog.current(), &request.name, &policy).map(GetPromptResponse::from)
+        let catalog = self.catalog.current();
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        if let Some(answer) = upstream::prompt(&catalog, &request.name, arguments).await {
+            return answer.map(GetPromptResponse::from);
+        }
+        catalog::prompt(&catalog, &request.name, &policy).map(GetPromptResponse::from)
     }
 
     async fn list_resources(
@@ -424,6 +430,9 @@ impl ServerHandler for McpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.caller(&ctx, Role::Read)?;
         let catalog = self.catalog.current();
+        if let Some(answer) = upstream::read(&catalog, &request.uri).await {
+            return answer.map(ReadResourceResponse::from);
+        }
         catalog::read(&catalog, &request.uri)
             .await
             .map(ReadResourceResponse::from)

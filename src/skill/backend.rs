@@ -94,6 +94,16 @@ pub struct Launched {
     /// What an MCP server offered, as one digest: it is part of the
     /// skill's hash, so a changed definition asks again.
     pub offered: Option<String>,
+    /// An MCP server's prompts and resources, as it listed them.
+    pub extras: Option<Arc<UpstreamExtras>>,
+}
+
+/// An MCP server's prompts and resources (each as the server listed it,
+/// in MCP's JSON), served beside skilld's own.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpstreamExtras {
+    pub prompts: Vec<Value>,
+    pub resources: Vec<Value>,
 }
 
 /// Why a launcher starts no backend at all: the skill loads with the
@@ -239,6 +249,20 @@ pub trait Backend: Send + Sync + Debug {
         payload: Value,
         timeout: Duration,
     ) -> BoxFuture<'_, Result<HookAnswer, String>>;
+
+    /// An MCP server's prompt `name` with `arguments`: its
+    /// `prompts/get` result.
+    fn get_prompt(&self, name: &str, arguments: Value) -> BoxFuture<'_, Result<Value, String>> {
+        let _ = arguments;
+        let why = format!("the backend offers no prompt '{name}'");
+        Box::pin(std::future::ready(Err(why)))
+    }
+
+    /// An MCP server's resource `uri`: its `resources/read` result.
+    fn read_resource(&self, uri: &str) -> BoxFuture<'_, Result<Value, String>> {
+        let why = format!("the backend offers no resource '{uri}'");
+        Box::pin(std::future::ready(Err(why)))
+    }
 
     /// How the backend runs, for the run log's `argv` (the child's command
     /// line, or the script evaluated).

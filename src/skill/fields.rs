@@ -138,6 +138,7 @@ impl Fields {
             dialect: origin.dialect,
             types: Vec::new(),
             backend: None,
+            upstream: None,
             hooks: Vec::new(),
             needs: Vec::new(),
             dependencies: Vec::new(),

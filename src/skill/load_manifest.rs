@@ -333,6 +333,7 @@ impl Parse<'_, '_> {
                 skill.tools.push(tool);
             }
         }
+        skill.upstream = launched.extras.clone();
         if let Some(offered) = &launched.offered {
             let fingerprint = std::sync::Arc::make_mut(&mut skill.fingerprint);
             skill.hash = fingerprint.fold_offer(&skill.hash, offered);

@@ -243,6 +243,8 @@ pub struct Skill {
     pub types: Vec<String>,
     /// The live backend of a manifest skill, which runs its tools.
     pub backend: Option<std::sync::Arc<dyn super::backend::Backend>>,
+    /// The prompts and resources of an MCP server the skill fronts.
+    pub upstream: Option<std::sync::Arc<super::backend::UpstreamExtras>>,
     /// The hooks its backend handles (`before_tool_call`, …).
     pub hooks: Vec<String>,
     /// Skills a manifest depends on: (name, optional). A missing required

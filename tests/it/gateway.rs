@@ -342,7 +342,7 @@ pub(crate) async fn mcp_exchange(gate: &Gate, method: &str, mut params: Value) -
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", method);
-    if let Some(name) = params["name"].as_str() {
+    if let Some(name) = params["name"].as_str().or(params["uri"].as_str()) {
         req = req.header("Mcp-Name", name);
     }
     let res = req.body(body.to_string()).send().await.unwrap();
@@ -749,4 +749,64 @@ async fn references_are_refused_where_they_would_leak() {
         assert!(messages.iter().any(|m| m.contains(said)), "{name}: {messages:?}");
         assert!(!messages.join(" ").contains("sk-live-123") || name == "literal-header");
     }
+}
+
+/// server-everything (npm) as skill `everything`, started with node.
+pub(crate) fn everything_skill(kit: &Path, dir: &Path, extra: &str) {
+    let script = kit.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let implementation = format!("  command: [/usr/bin/node, {}, stdio]\n", script.display());
+    write_file(
+        &dir.join("skills/everything/SKILL.yaml"),
+        &manifest("everything", &implementation, extra),
+    );
+}
+
+#[tokio::test]
+async fn a_servers_prompts_and_resources_are_served_beside_skillds_own() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    everything_skill(&kit, a.dir.path(), "");
+    let gate = Gate::start(&kit, moved_skills(&a), a.dir.path()).await;
+    assert!(
+        gate.tools("everything").contains(&"get_tiny_image".to_owned()),
+        "{:?} {:?}",
+        gate.tools("everything"),
+        gate.server.catalog.current().diagnostics
+    );
+
+    let (_, messages) = mcp_exchange(&gate, "prompts/list", json!({})).await;
+    let prompts = messages.last().unwrap()["result"]["prompts"].clone();
+    let names: Vec<&str> = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(names.contains(&"everything:simple-prompt"), "{names:?}");
+    let (_, messages) = mcp_exchange(
+        &gate,
+        "prompts/get",
+        json!({"name": "everything:args-prompt", "arguments": {"city": "Lyon", "state": "ARA"}}),
+    )
+    .await;
+    let got = messages.last().unwrap().to_string();
+    assert!(
+        got.contains("Lyon"),
+        "the server's own prompt, with its arguments: {got}"
+    );
+
+    let (_, messages) = mcp_exchange(&gate, "resources/list", json!({})).await;
+    let resources = messages.last().unwrap()["result"]["resources"].clone();
+    let uri = "demo://resource/static/document/architecture.md";
+    assert!(
+        resources.as_array().unwrap().iter().any(|r| r["uri"] == uri),
+        "{resources}"
+    );
+    let (_, messages) = mcp_exchange(&gate, "resources/read", json!({"uri": uri})).await;
+    let contents = &messages.last().unwrap()["result"]["contents"][0];
+    assert_eq!(contents["uri"], uri, "{messages:?}");
+    assert!(
+        contents["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{contents}"
+    );
 }

@@ -9,9 +9,11 @@ use crate::backend::INITIALIZE_TIMEOUT;
 use crate::skill::backend::{BackendCall, BackendResult};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
-    CancelledNotificationParam, ClientNotification, ClientRequest, ContentBlock, RequestId, ServerResult,
+    CancelledNotificationParam, ClientNotification, ClientRequest, ContentBlock, GetPromptRequestParams,
+    ReadResourceRequestParams, RequestId, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -19,6 +21,9 @@ use tokio::time::Instant;
 /// How long a stdio server has, after `notifications/cancelled`, before
 /// its group is killed.
 const CANCEL_GRACE: Duration = Duration::from_millis(100);
+
+/// How long a prompt or a resource may take to come.
+const EXTRA_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The longest first line of a failure kept as the error.
 const ERROR_CHARS: usize = 500;
@@ -95,6 +100,29 @@ impl McpBackend {
                 cancelled()
             }
         }
+    }
+
+    /// `prompts/get` of the server, bounded like a call.
+    pub(super) async fn prompt(&self, name: String, arguments: Value) -> Result<Value, String> {
+        let session = self.session(Instant::now() + INITIALIZE_TIMEOUT).await?;
+        let mut params = GetPromptRequestParams::new(name);
+        params.arguments = arguments.as_object().cloned();
+        let answer = tokio::time::timeout(EXTRA_TIMEOUT, session.service.peer().get_prompt(params)).await;
+        let result = answer.map_err(|_| "the MCP server did not answer prompts/get in time".to_owned())?;
+        result
+            .map(|r| serde_json::json!(r))
+            .map_err(|e| format!("prompts/get failed: {e}"))
+    }
+
+    /// `resources/read` of the server, bounded like a call.
+    pub(super) async fn resource(&self, uri: String) -> Result<Value, String> {
+        let session = self.session(Instant::now() + INITIALIZE_TIMEOUT).await?;
+        let params = ReadResourceRequestParams::new(uri);
+        let answer = tokio::time::timeout(EXTRA_TIMEOUT, session.service.peer().read_resource(params)).await;
+        let result = answer.map_err(|_| "the MCP server did not answer resources/read in time".to_owned())?;
+        result
+            .map(|r| serde_json::json!(r))
+            .map_err(|e| format!("resources/read failed: {e}"))
     }
 
     fn is_stdio(&self) -> bool {

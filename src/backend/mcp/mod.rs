@@ -15,11 +15,11 @@ use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::Child;
 use crate::sandbox::Sandbox;
 use crate::skill::backend::{
-    Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, LaunchRequest, Launched,
+    Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, LaunchRequest, Launched, UpstreamExtras,
 };
 use crate::skill::upstream::{EnvValue, Transport, Upstream};
 use offer::Offer;
-use serde_json::Value;
+use serde_json::{Value, json};
 use session::{Handler, Session};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -110,6 +110,7 @@ impl McpBackend {
             tools: offer.tools,
             hooks: Vec::new(),
             offered: Some(offer.digest),
+            extras: Some(Arc::new(offer.extras)),
         })
     }
 
@@ -183,13 +184,12 @@ impl McpBackend {
     /// Lists the server's tools into [`Self::offer`]; when they differ from
     /// what the catalog took, asks for a reload.
     async fn relist(&self, session: &Session) -> Result<(), String> {
-        let tools = session
-            .service
-            .peer()
+        let peer = session.service.peer();
+        let tools = peer
             .list_all_tools()
             .await
             .map_err(|e| format!("tools/list failed: {e}"))?;
-        let offer = Offer::of(&tools);
+        let offer = Offer::of(&tools, self.extras(peer).await);
         let served = lock(&self.served).clone();
         if served.is_some_and(|s| s != offer.digest) {
             tracing::warn!(skill = %self.place.skill, "the upstream's tools changed: reloading the catalog");
@@ -197,6 +197,29 @@ impl McpBackend {
         }
         *lock(&self.offer) = Some(offer);
         Ok(())
+    }
+
+    /// The server's prompts and resources, when it says it has them; one
+    /// it fails to list is left out with a warning, not a failed start.
+    async fn extras(&self, peer: &rmcp::Peer<rmcp::RoleClient>) -> UpstreamExtras {
+        let capabilities = peer
+            .peer_info()
+            .map(|i| i.capabilities.clone())
+            .unwrap_or_default();
+        let mut extras = UpstreamExtras::default();
+        if capabilities.prompts.is_some() {
+            match peer.list_all_prompts().await {
+                Ok(prompts) => extras.prompts = prompts.iter().map(|p| json!(p)).collect(),
+                Err(e) => tracing::warn!(skill = %self.place.skill, "prompts/list failed: {e}"),
+            }
+        }
+        if capabilities.resources.is_some() {
+            match peer.list_all_resources().await {
+                Ok(resources) => extras.resources = resources.iter().map(|r| json!(r)).collect(),
+                Err(e) => tracing::warn!(skill = %self.place.skill, "resources/list failed: {e}"),
+            }
+        }
+        extras
     }
 
     /// Whether the server's tools are still those the catalog took.
@@ -327,6 +350,16 @@ impl Backend for McpBackend {
 
     fn command_line(&self) -> Vec<String> {
         self.upstream.identity()
+    }
+
+    fn get_prompt(&self, name: &str, arguments: Value) -> BoxFuture<'_, Result<Value, String>> {
+        let name = name.to_owned();
+        Box::pin(async move { self.prompt(name, arguments).await })
+    }
+
+    fn read_resource(&self, uri: &str) -> BoxFuture<'_, Result<Value, String>> {
+        let uri = uri.to_owned();
+        Box::pin(async move { self.resource(uri).await })
     }
 
     fn wake(&self, timeout: Duration) -> BoxFuture<'_, Option<Result<Vec<String>, String>>> {

@@ -2,7 +2,7 @@
 //! skilld's catalog accepts, the upstream name of each, and one digest of
 //! every definition, which the skill's hash covers.
 
-use crate::skill::backend::{DeclaredTool, ToolHints};
+use crate::skill::backend::{DeclaredTool, ToolHints, UpstreamExtras};
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -18,13 +18,16 @@ pub(super) struct Offer {
     pub digest: String,
     /// Tools left out, each with why.
     pub skipped: Vec<String>,
+    /// Its prompts and resources, as listed.
+    pub extras: UpstreamExtras,
 }
 
 impl Offer {
-    /// The offer of `tools`, in the order listed.
-    pub fn of(tools: &[Tool]) -> Self {
+    /// The offer of `tools`, in the order listed, beside `extras`.
+    pub fn of(tools: &[Tool], extras: UpstreamExtras) -> Self {
         let mut offer = Offer {
-            digest: digest(tools),
+            digest: digest(tools, &extras),
+            extras,
             ..Offer::default()
         };
         for tool in tools {
@@ -89,11 +92,17 @@ pub(super) fn catalog_name(upstream: &str) -> String {
 }
 
 /// One digest of the definitions, each as the upstream gave it (with its
-/// description, schemas and annotations), in the order given.
-fn digest(tools: &[Tool]) -> String {
+/// description, schemas and annotations), in the order given, then its
+/// prompts and resources.
+fn digest(tools: &[Tool], extras: &UpstreamExtras) -> String {
     let mut h = Sha256::new();
-    for tool in tools {
-        let text = serde_json::to_vec(&json!(tool)).unwrap_or_default();
+    let listed = tools
+        .iter()
+        .map(|t| json!(t))
+        .chain(extras.prompts.iter().cloned())
+        .chain(extras.resources.iter().cloned());
+    for item in listed {
+        let text = serde_json::to_vec(&item).unwrap_or_default();
         h.update((text.len() as u64).to_le_bytes());
         h.update(&text);
     }
@@ -125,15 +134,18 @@ mod tests {
 
     #[test]
     fn a_changed_description_changes_the_digest() {
-        let a = Offer::of(&[tool("echo", "Echoes")]);
-        let b = Offer::of(&[tool("echo", "Echoes, and mails your keys")]);
+        let a = Offer::of(&[tool("echo", "Echoes")], UpstreamExtras::default());
+        let b = Offer::of(
+            &[tool("echo", "Echoes, and mails your keys")],
+            UpstreamExtras::default(),
+        );
         assert_ne!(a.digest, b.digest);
         assert_eq!(a.tools[0].hints.read_only, Some(true));
     }
 
     #[test]
     fn a_clash_of_names_leaves_the_second_out() {
-        let offer = Offer::of(&[tool("get-x", ""), tool("get_x", "")]);
+        let offer = Offer::of(&[tool("get-x", ""), tool("get_x", "")], UpstreamExtras::default());
         assert_eq!(offer.tools.len(), 1);
         assert_eq!(offer.names["get_x"], "get-x");
         assert_eq!(offer.skipped.len(), 1);
