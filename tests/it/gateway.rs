@@ -810,3 +810,203 @@ async fn a_servers_prompts_and_resources_are_served_beside_skillds_own() {
         "{contents}"
     );
 }
+
+/// "Done when": a Claude Desktop user runs `skilld import`, points their
+/// client at skilld alone, and keeps their servers, now gated and logged.
+/// Real binaries throughout: `skilld import` of a Claude Desktop config
+/// naming server-everything and mcp-server-time as installed, then
+/// `skilld serve` on what it wrote, then MCP calls through `/mcp`.
+#[tokio::test]
+async fn a_claude_desktop_user_imports_and_keeps_every_server_gated() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    let home = a.dir.path().join("home");
+    let everything = kit.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let config = json!({"mcpServers": {
+        "everything": {"command": "/usr/bin/node", "args": [everything, "stdio"]},
+        "time": {"command": kit.join("venv/bin/python"), "args": ["-m", "mcp_server_time"],
+                 "env": {"TZ_API_TOKEN": "sk-never-copied-1234567890"}},
+    }});
+    write_file(
+        &home.join(".config/Claude/claude_desktop_config.json"),
+        &config.to_string(),
+    );
+    let skills = a.dir.path().join("skills");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_skilld"))
+        .args(["import", "--into"])
+        .arg(&skills)
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(a.dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("TZ_API_TOKEN"),
+        "it says which variable to set: {said}"
+    );
+
+    let served = Served::start(&kit, &skills, a.dir.path());
+    let tools = served.mcp("tools/list", json!({})).await;
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"get_current_time") && names.contains(&"get_sum"),
+        "{names:?}"
+    );
+
+    // The first call of a user skill waits for a person; approved, it ran
+    // through the server it fronts, and the run log has it.
+    let args = json!({"name": "get_sum", "arguments": {"a": 2, "b": 3}});
+    let first = served.mcp("tools/call", args.clone()).await;
+    let run_id = served.pending_run().await;
+    served.approve(&run_id).await;
+    let run = served.get(&format!("/runs/{run_id}?wait=30")).await;
+    assert_eq!(run["status"], "succeeded", "{run} after {first}");
+    assert!(run["result"]["output"].as_str().unwrap().contains('5'), "{run}");
+    let again = served
+        .mcp(
+            "tools/call",
+            json!({"name": "get_current_time", "arguments": {"timezone": "UTC"}}),
+        )
+        .await;
+    let time_run = served.pending_run().await;
+    served.approve(&time_run).await;
+    let run = served.get(&format!("/runs/{time_run}?wait=30")).await;
+    assert_eq!(run["status"], "succeeded", "{run} after {again}");
+    assert!(run["result"]["output"].as_str().unwrap().contains("UTC"), "{run}");
+}
+
+/// `skilld serve` as a process over `skills`, the kit readable.
+struct Served {
+    child: std::process::Child,
+    url: String,
+    secret: String,
+    _data: tempfile::TempDir,
+}
+
+impl Served {
+    fn start(kit: &Path, skills: &Path, area: &Path) -> Self {
+        let data = tempdir().unwrap();
+        let config = area.join("skilld.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "sandbox_read_paths = [{:?}, {:?}]\n",
+                kit.display().to_string(),
+                area.display().to_string()
+            ),
+        )
+        .unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_skilld"))
+            .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(data.path())
+            .arg("--skills")
+            .arg(format!("user={}", skills.display()))
+            .env("SKILLD_LOG", "warn")
+            .env_remove("SKILLD_DATABASE_URL")
+            // What import said to set: the time server's reference.
+            .env("TZ_API_TOKEN", "sk-set-by-the-user")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let url = crate::common::announced_url(&mut child).unwrap();
+        let secret = std::fs::read_to_string(data.path().join("local-secret")).unwrap();
+        Self {
+            child,
+            url,
+            secret: secret.trim().to_owned(),
+            _data: data,
+        }
+    }
+
+    async fn mcp(&self, method: &str, mut params: Value) -> Value {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        let mut req = reqwest::Client::new()
+            .post(format!("{}/mcp", self.url))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", method);
+        if let Some(name) = params["name"].as_str() {
+            req = req.header("Mcp-Name", name);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let text = req
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .last()
+            .unwrap_or(Value::Null)
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        reqwest::Client::new()
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.secret)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// The run of the one request waiting in the inbox.
+    async fn pending_run(&self) -> String {
+        for _ in 0..50 {
+            let inbox = self.get("/approvals?status=pending").await;
+            if let Some(run) = inbox["approvals"][0]["run_id"].as_str() {
+                return run.to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("nothing waits in the inbox");
+    }
+
+    async fn approve(&self, run_id: &str) {
+        let inbox = self.get("/approvals?status=pending").await;
+        let approval = inbox["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["run_id"] == run_id)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let res = reqwest::Client::new()
+            .post(format!("{}/approvals/{approval}/approve", self.url))
+            .bearer_auth(&self.secret)
+            .json(&json!({"scope": "once"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
