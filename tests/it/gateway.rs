@@ -952,9 +952,9 @@ impl Served {
             .await
             .unwrap();
         text.lines()
+            .rev()
             .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .last()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
             .unwrap_or(Value::Null)
     }
 
