@@ -3,7 +3,9 @@
 //! A `process` skill is a long-lived child speaking JSON-RPC 2.0 on its
 //! stdin and stdout, started in the same sandbox as a run.
 
+mod backoff;
 mod mcp;
+mod outcome;
 mod place;
 mod process;
 mod rpc;

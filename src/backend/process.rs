@@ -1,6 +1,8 @@
 //! The `process` backend: a skill's child, started in the run sandbox and
 //! kept, restarted with backoff after a crash (`docs/design.md` §2).
 
+use super::backoff::Backoff;
+use super::outcome::{cancelled, failed, timed_out};
 use super::place::Place;
 use super::rpc::{Conn, ConnOptions, Death, RpcFailure, SCRIPT_TIMED_OUT, Serve};
 use super::{ChildSettings, INITIALIZE_TIMEOUT};
@@ -16,23 +18,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// The first wait before a restart after a failure; it doubles with each
-/// failure in a row, up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
 /// What `initialize` declared.
 #[derive(Debug, Clone)]
 pub(super) struct Declared {
     pub tools: Vec<DeclaredTool>,
     pub hooks: Vec<String>,
-}
-
-/// Failures in a row, and when the next start may be tried.
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
-    not_before: Option<Instant>,
 }
 
 /// One skill's child, started on demand and kept while its skill is loaded.
@@ -44,7 +34,7 @@ pub struct ProcessBackend {
     manifest: Value,
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     declared: Mutex<Option<Declared>>,
-    backoff: Mutex<Backoff>,
+    backoff: Backoff,
     /// Cancelled on drop: the running child is shut down.
     stopped: CancellationToken,
     /// Serves the child's own requests (the Starlark host's).
@@ -63,7 +53,7 @@ impl ProcessBackend {
             manifest: req.manifest.clone(),
             conn: tokio::sync::Mutex::new(None),
             declared: Mutex::new(None),
-            backoff: Mutex::default(),
+            backoff: Backoff::default(),
             stopped: CancellationToken::new(),
             serve: None,
             by_first_call: false,
@@ -129,34 +119,13 @@ impl ProcessBackend {
 
     /// Counts a failed child toward the backoff.
     fn count(&self, death: &Death) {
-        if !death.failed {
-            return;
+        if death.failed {
+            self.backoff.failed(death.at);
         }
-        let mut b = lock(&self.backoff);
-        b.failures = b.failures.saturating_add(1);
-        let wait = FIRST_BACKOFF
-            .saturating_mul(1 << b.failures.saturating_sub(1).min(16))
-            .min(MAX_BACKOFF);
-        b.not_before = Some(death.at + wait);
     }
 
     async fn wait_backoff(&self, deadline: Instant) -> Result<(), String> {
-        let (failures, not_before) = {
-            let b = lock(&self.backoff);
-            (b.failures, b.not_before)
-        };
-        let Some(at) = not_before.filter(|at| *at > Instant::now()) else {
-            return Ok(());
-        };
-        if at > deadline {
-            let wait = at.saturating_duration_since(Instant::now());
-            return Err(format!(
-                "the skill's process failed {failures} time(s) in a row; it is started again in {:.1}s",
-                wait.as_secs_f64()
-            ));
-        }
-        tokio::time::sleep_until(at).await;
-        Ok(())
+        self.backoff.wait(deadline, "the skill's process").await
     }
 
     /// Starts a child in the sandbox and initializes it. A child that
@@ -222,7 +191,7 @@ impl ProcessBackend {
             .await;
         if matches!(answer, Ok(_) | Err(RpcFailure::Remote { .. })) {
             // It answered: whatever failed before, it works now.
-            lock(&self.backoff).failures = 0;
+            self.backoff.answered();
         }
         match answer {
             Ok(result) => tool_result(&result),
@@ -316,29 +285,6 @@ fn failure_text(f: &RpcFailure) -> String {
         RpcFailure::Died(why) => format!("the skill's process {why}"),
         RpcFailure::TimedOut => "timed out".to_owned(),
         RpcFailure::Cancelled => "cancelled".to_owned(),
-    }
-}
-
-fn failed(why: String) -> BackendResult {
-    BackendResult {
-        error: Some(why),
-        ..BackendResult::default()
-    }
-}
-
-fn timed_out(timeout: Duration, then: &str) -> BackendResult {
-    BackendResult {
-        timed_out: true,
-        error: Some(format!("timed out after {}s; {then}", timeout.as_secs())),
-        ..BackendResult::default()
-    }
-}
-
-fn cancelled() -> BackendResult {
-    BackendResult {
-        cancelled: true,
-        error: Some("cancelled".to_owned()),
-        ..BackendResult::default()
     }
 }
 

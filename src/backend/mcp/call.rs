@@ -6,6 +6,7 @@
 use super::McpBackend;
 use super::session::Session;
 use crate::backend::INITIALIZE_TIMEOUT;
+use crate::backend::outcome::{self, cancelled, failed};
 use crate::skill::backend::{BackendCall, BackendResult};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
@@ -200,30 +201,13 @@ fn content_json(content: &[ContentBlock]) -> String {
     serde_json::to_string(content).unwrap_or_default()
 }
 
-fn failed(why: String) -> BackendResult {
-    BackendResult {
-        error: Some(why),
-        ..BackendResult::default()
-    }
-}
-
 fn timed_out(timeout: Duration, stdio: bool) -> BackendResult {
-    let then = if stdio {
-        "the server was told and stopped; it starts again on the next call"
-    } else {
-        "the server was told to cancel it"
-    };
-    BackendResult {
-        timed_out: true,
-        error: Some(format!("timed out after {}s; {then}", timeout.as_secs())),
-        ..BackendResult::default()
-    }
-}
-
-fn cancelled() -> BackendResult {
-    BackendResult {
-        cancelled: true,
-        error: Some("cancelled".to_owned()),
-        ..BackendResult::default()
-    }
+    outcome::timed_out(
+        timeout,
+        if stdio {
+            "the server was told and stopped; it starts again on the next call"
+        } else {
+            "the server was told to cancel it"
+        },
+    )
 }

@@ -10,6 +10,7 @@ mod http;
 mod offer;
 mod session;
 
+use super::backoff::Backoff;
 use super::place::Place;
 use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::Child;
@@ -27,11 +28,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// The first wait before a restart after a failure; it doubles with each
-/// failure in a row, up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
 /// One skill's upstream MCP server.
 #[derive(Debug)]
 pub struct McpBackend {
@@ -48,18 +44,12 @@ pub struct McpBackend {
     offer: Mutex<Option<Offer>>,
     /// The digest of the offer the catalog last took.
     served: Mutex<Option<String>>,
-    backoff: Mutex<Backoff>,
+    backoff: Backoff,
     /// Ticks when the catalog should reload (shared by the launcher).
     reload: watch::Sender<u64>,
     stopped: CancellationToken,
     /// Started by its first call (an untrusted skill's).
     by_first_call: bool,
-}
-
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
-    not_before: Option<Instant>,
 }
 
 impl McpBackend {
@@ -82,7 +72,7 @@ impl McpBackend {
             handler: Handler::new(req.skill, tools_changed),
             offer: Mutex::new(None),
             served: Mutex::new(None),
-            backoff: Mutex::default(),
+            backoff: Backoff::default(),
             reload,
             stopped: CancellationToken::new(),
             by_first_call: req.trust == crate::skill::Trust::Untrusted,
@@ -234,35 +224,15 @@ impl McpBackend {
     }
 
     fn failed(&self) {
-        let mut b = lock(&self.backoff);
-        b.failures = b.failures.saturating_add(1);
-        let wait = FIRST_BACKOFF
-            .saturating_mul(1 << b.failures.saturating_sub(1).min(16))
-            .min(MAX_BACKOFF);
-        b.not_before = Some(Instant::now() + wait);
+        self.backoff.failed(Instant::now());
     }
 
     fn answered(&self) {
-        lock(&self.backoff).failures = 0;
+        self.backoff.answered();
     }
 
     async fn wait_backoff(&self, deadline: Instant) -> Result<(), String> {
-        let (failures, not_before) = {
-            let b = lock(&self.backoff);
-            (b.failures, b.not_before)
-        };
-        let Some(at) = not_before.filter(|at| *at > Instant::now()) else {
-            return Ok(());
-        };
-        if at > deadline {
-            let wait = at.saturating_duration_since(Instant::now());
-            return Err(format!(
-                "the MCP server failed {failures} time(s) in a row; it is started again in {:.1}s",
-                wait.as_secs_f64()
-            ));
-        }
-        tokio::time::sleep_until(at).await;
-        Ok(())
+        self.backoff.wait(deadline, "the MCP server").await
     }
 
     /// Drops the session if it is still `session`: the next call starts
