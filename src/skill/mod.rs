@@ -18,6 +18,7 @@ pub mod listing;
 pub mod load;
 mod load_manifest;
 pub mod manifest;
+mod manifest_upstream;
 pub mod markdown;
 mod markdown_tools;
 pub mod model;
