@@ -16,8 +16,9 @@
 //! HTTP legs share one driver (reqwest, one connection per caller). Each
 //! leg is warmed up; at c=1 the legs alternate in rounds so drift on a
 //! shared machine hits them alike; at c=8 each leg runs alone. The direct
-//! leg is the baseline. Goal: at most +0.5 ms median at c=1 over direct,
-//! and at c=8 at least 3x mcpo's calls/s.
+//! leg is the baseline; `GET /healthz` on the same skilld shows what HTTP
+//! alone costs (the stdio baseline has no HTTP hop). Goal: at most +0.5 ms
+//! median at c=1 over direct, and at c=8 at least 3x mcpo's calls/s.
 //!
 //! Needs the test venv (`target/python-venv`, or `SKILLD_PYTHON_VENV`),
 //! `tests/mcp-upstreams/node_modules` (`npm ci` there) and mcpo's venv
@@ -379,6 +380,8 @@ enum Leg {
     Skilld(String, String),
     /// mcpo's `POST /echo`: 200, the echoed text in the body.
     Mcpo(String, Value, &'static str),
+    /// skilld's `GET /healthz`: HTTP's own floor on this server.
+    Floor(String),
 }
 
 impl Leg {
@@ -414,6 +417,14 @@ impl Leg {
                 let body = res.bytes().await.map_err(|e| e.to_string())?;
                 if !status.is_success() || !String::from_utf8_lossy(&body).contains(want) {
                     return Err(format!("mcpo: {status} {}", String::from_utf8_lossy(&body)));
+                }
+            }
+            Leg::Floor(url) => {
+                let res = http.get(url).send().await.map_err(|e| e.to_string())?;
+                let status = res.status();
+                res.bytes().await.map_err(|e| e.to_string())?;
+                if !status.is_success() {
+                    return Err(format!("GET /healthz: {status}"));
                 }
             }
         }
@@ -533,13 +544,21 @@ async fn measure(title: &str, mut rows: Vec<Row>) {
             Err(why) => println!("{:<44} skipped: {why}", row.label),
         }
     }
-    // rows: direct (the baseline), skilld, mcpo.
+    // rows: direct (the baseline), skilld, mcpo, the HTTP floor.
     if let (Ok(_), Ok(_)) = (&rows[0].leg, &rows[1].leg) {
         let added = rows[1].c1.median - rows[0].c1.median;
         println!(
             "skilld over direct at c=1: {added:+.3} ms median [goal <= +0.5 ms: {}]",
             if added <= 0.5 { "met" } else { "missed" }
         );
+        if let Ok(Leg::Stdio(..)) = rows[0].leg.as_deref()
+            && rows[3].leg.is_ok()
+        {
+            println!(
+                "  of which the caller's own HTTP round trip (the floor): {:.3} ms",
+                rows[3].c1.median
+            );
+        }
     }
     if let (Ok(_), Ok(_)) = (&rows[1].leg, &rows[2].leg) {
         let ratio = rows[1].c8.rate / rows[2].c8.rate;
@@ -688,11 +707,11 @@ async fn skilld_leg(catalog: &CatalogHandle, base: &str, skill: &str, arg: &str)
     loop {
         let current = catalog.current();
         let Some(s) = current.skill(skill) else {
-            let why: Vec<String> = current
+            let why: Vec<&str> = current
                 .diagnostics
                 .iter()
-                .map(|d| format!("{d:?}"))
-                .filter(|d| d.contains(skill))
+                .filter(|d| d.skill.as_deref() == Some(skill))
+                .map(|d| d.message.as_str())
                 .collect();
             return Err(format!("skilld did not load the manifest: {}", why.join("; ")));
         };
@@ -760,6 +779,10 @@ async fn bench() {
                 row("direct: its Streamable HTTP (baseline)", direct),
                 row("skilld: POST /skills/bench-http/…/invoke", skilld),
                 row("mcpo: POST /echo", mcpo_leg),
+                row(
+                    "floor: skilld GET /healthz",
+                    Ok(Leg::Floor(format!("{base}/healthz"))),
+                ),
             ];
             measure("upstream.py http, echo", rows).await;
             drop(via_mcpo);
@@ -787,6 +810,10 @@ async fn bench() {
                 row("direct: its pipes (baseline)", direct),
                 row("skilld: POST /skills/bench-stdio/…/invoke", skilld),
                 row("mcpo: POST /echo", mcpo_leg),
+                row(
+                    "floor: skilld GET /healthz",
+                    Ok(Leg::Floor(format!("{base}/healthz"))),
+                ),
             ];
             measure("server-everything stdio, echo", rows).await;
             drop(via_mcpo);
