@@ -630,14 +630,18 @@ async fn start_mcpo(bin: &Path, server_type: &str, target: &[&str]) -> Result<(C
     }
 }
 
-fn write_skill(root: &Path, name: &str, implementation: &str) {
+/// A read_only manifest with `backend: mcp` (issue 27's format), so calls
+/// run without approval; a stdio upstream is a child process, so it takes
+/// `shell:exec`.
+fn write_skill(root: &Path, name: &str, stdio: bool, implementation: &str) {
+    let permissions = if stdio { "permissions: [shell:exec]\n" } else { "" };
     let dir = root.join(name);
     std::fs::create_dir_all(&dir).expect("skill dir");
     std::fs::write(
         dir.join("SKILL.yaml"),
         format!(
             "name: {name}\nversion: 1.0.0\ndescription: An MCP upstream, gated by skilld (bench).\n\
-             types: [tool]\npermissions: [shell:exec]\nread_only: true\nimplementation:\n  backend: mcp\n{implementation}"
+             types: [tool]\n{permissions}read_only: true\nimplementation:\n  backend: mcp\n{implementation}"
         ),
     )
     .expect("manifest");
@@ -751,12 +755,13 @@ async fn bench() {
         Err(e) => Err(e.clone()),
     };
     if let Ok((_, url)) = &upstream {
-        write_skill(&root, "bench-http", &format!("  url: {url}\n"));
+        write_skill(&root, "bench-http", false, &format!("  url: {url}\n"));
     }
     if let Ok(js) = &everything {
         write_skill(
             &root,
             "bench-stdio",
+            true,
             &format!("  command: [node, {}, stdio]\n", js.display()),
         );
     }
