@@ -21,7 +21,8 @@
 //! median at c=1 over direct, and at c=8 at least 3x mcpo's calls/s.
 //!
 //! Needs the test venv (`target/python-venv`, or `SKILLD_PYTHON_VENV`),
-//! `tests/mcp-upstreams/node_modules` (`npm ci` there) and mcpo's venv
+//! the npm servers (the kit named by `SKILLD_UPSTREAMS`, else
+//! `tests/mcp-upstreams/node_modules`: `npm ci` there) and mcpo's venv
 //! (`target/mcpo-venv`, made here from the pins of `.ci/run` if missing).
 //! A leg whose piece is missing, or whose manifest skilld rejects, prints
 //! `skipped: <why>` and the rest still run.
@@ -155,13 +156,27 @@ fn mcpo() -> Result<PathBuf, String> {
     Ok(bin)
 }
 
-/// server-everything's entry point, installed by `npm ci` in tests/mcp-upstreams.
+/// The directory holding the npm servers' `node_modules`: the kit of
+/// `tests/mcp-upstreams/kit.sh` when `SKILLD_UPSTREAMS` names one (outside
+/// the checkout, readable by the sandbox's user), else tests/mcp-upstreams
+/// (`npm ci` there).
+fn npm_servers() -> PathBuf {
+    match std::env::var_os("SKILLD_UPSTREAMS").map(PathBuf::from) {
+        Some(kit) if kit.join(".ready").is_file() => kit,
+        _ => repo().join("tests/mcp-upstreams"),
+    }
+}
+
+/// server-everything's entry point.
 fn everything() -> Result<PathBuf, String> {
-    let js =
-        repo().join("tests/mcp-upstreams/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    js.is_file()
-        .then_some(js)
-        .ok_or_else(|| "tests/mcp-upstreams/node_modules is missing (run `npm ci` there)".to_owned())
+    let dir = npm_servers();
+    let js = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    js.is_file().then_some(js).ok_or_else(|| {
+        format!(
+            "{} is missing (`npm ci` in tests/mcp-upstreams, or SKILLD_UPSTREAMS=$(bash tests/mcp-upstreams/kit.sh))",
+            dir.join("node_modules").display()
+        )
+    })
 }
 
 fn free_port() -> u16 {
@@ -656,8 +671,8 @@ async fn start_skilld(root: &Path, data: &Path) -> (String, Arc<CatalogHandle>) 
         data_dir: data.to_path_buf(),
         max_concurrent_per_tool: 16,
         sandbox: skilld::sandbox::Settings {
-            // The stdio upstream's program lives in the repository.
-            read_paths: vec![repo().join("tests/mcp-upstreams")],
+            // The stdio upstream's program, outside the system directories.
+            read_paths: vec![npm_servers()],
             ..Default::default()
         },
         ..RunSettings::default()
