@@ -29,7 +29,7 @@ use std::time::Duration;
 
 /// What the venv holds: the generator, and the generated client's runtime
 /// dependencies. `.ci/run` installs the same list; keep the two in step.
-const REQUIREMENTS: [&str; 10] = [
+const REQUIREMENTS: [&str; 12] = [
     "openapi-python-client==0.29.1",
     "httpx==0.28.1",
     "attrs==26.1.0",
@@ -40,6 +40,8 @@ const REQUIREMENTS: [&str; 10] = [
     "google-genai==3.4.0",
     "schemathesis==4.32.5",
     "openai-agents==0.24.0",
+    "mcp-server-time==2026.10.19",
+    "mcp-server-git==2026.10.19",
 ];
 
 /// Written into a venv once `REQUIREMENTS` are installed in it.
@@ -80,13 +82,13 @@ fn usable(venv: &Path) -> Result<(), String> {
     let check = Command::new(&python)
         .args([
             "-c",
-            "import httpx, attrs, dateutil, mcp, openai, anthropic, google.genai, schemathesis, agents",
+            "import httpx, attrs, dateutil, mcp, openai, anthropic, google.genai, schemathesis, agents, mcp_server_time, mcp_server_git",
         ])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     if !check.status.success() {
         return Err(format!(
-            "the generated client's dependencies (httpx, attrs, python-dateutil) or the MCP, provider and schemathesis packages do not import: {}",
+            "the generated client's dependencies (httpx, attrs, python-dateutil) or the MCP, provider, schemathesis and MCP server packages do not import: {}",
             show(&check)
         ));
     }

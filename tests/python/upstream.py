@@ -297,6 +297,10 @@ async def serve_http(upstream: Upstream, args: argparse.Namespace) -> None:
     # Bound here so that with --port 0 the caller learns the real port from
     # the first line of stdout before any request can arrive.
     sock = socket.create_server((args.host, args.port))
+    # Accepted connections inherit it. asyncio sets it only on sockets whose
+    # proto is IPPROTO_TCP, and create_server's is 0: without it a reused
+    # connection waits for the client's delayed ACK (40 ms) within a response.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{args.host}:{port}/mcp"
     upstream.log.write(event="listening", url=url)
