@@ -1,0 +1,375 @@
+//! The registries' own MCP servers fronted by skilld, through the real
+//! pipeline (issue 27): `server-everything` and `server-filesystem` from
+//! npm and `mcp-server-time` from PyPI, started on stdio in skilld's
+//! sandbox from the kit `tests/mcp-upstreams/kit.sh` builds.
+//! - each is listed (in `GET /tools` and every export format), called,
+//!   and survives a SIGKILL: the next call after the backoff starts it
+//!   again;
+//! - filesystem's `write_file` is held: approved, the file is written;
+//!   denied, nothing is; and approved by a person clicking in the inbox;
+//! - everything's long-running tool times out (its process group is gone,
+//!   and the next call starts it again) and streams its progress;
+//! - served everywhere: `/mcp`, the typed tool server and `skilld mcp` on
+//!   stdio.
+
+use crate::common::write_file;
+use crate::gateway::{Area, Gate, area, eventually, kit, manifest, moved_skills};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn package(kit: &Path, name: &str) -> PathBuf {
+    kit.join("node_modules/@modelcontextprotocol")
+        .join(name)
+        .join("dist/index.js")
+}
+
+/// server-everything as skill `everything`. The area's path after
+/// `stdio`, which the server ignores, makes its command line this test's
+/// own, so that /proc finds this test's server among the others'.
+fn everything(kit: &Path, a: &Area, extra: &str) {
+    let implementation = format!(
+        "  command: [/usr/bin/node, {}, stdio, {}]\n",
+        package(kit, "server-everything").display(),
+        a.dir.path().display()
+    );
+    write_file(
+        &a.dir.path().join("skills/everything/SKILL.yaml"),
+        &manifest("everything", &implementation, extra),
+    );
+}
+
+/// server-filesystem as skill `filesystem`, serving `files` (under the
+/// area's logs, which the gate lets the sandbox write).
+fn filesystem(kit: &Path, a: &Area, files: &Path) {
+    let implementation = format!(
+        "  command: [/usr/bin/node, {}, {}]\n",
+        package(kit, "server-filesystem").display(),
+        files.display()
+    );
+    let text =
+        manifest("filesystem", &implementation, "").replace("[shell:exec]", "[shell:exec, file:write]");
+    write_file(&a.dir.path().join("skills/filesystem/SKILL.yaml"), &text);
+}
+
+/// mcp-server-time as skill `time`; `-X` marks its command line with the
+/// area (Python keeps unknown `-X` options and ignores them).
+fn time(kit: &Path, a: &Area, extra: &str) {
+    let implementation = format!(
+        "  command: [{}, -X, 'mark={}', -m, mcp_server_time]\n",
+        kit.join("venv/bin/python").display(),
+        a.dir.path().display()
+    );
+    write_file(
+        &a.dir.path().join("skills/time/SKILL.yaml"),
+        &manifest("time", &implementation, extra),
+    );
+}
+
+/// A directory the filesystem server (the sandbox's user) may write.
+fn files_dir(a: &Area) -> PathBuf {
+    let files = a.dir.path().join("logs/files");
+    std::fs::create_dir_all(&files).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&files, std::fs::Permissions::from_mode(0o777)).unwrap();
+    files
+}
+
+async fn gate(kit: &Path, a: &Area) -> Gate {
+    Gate::start(kit, moved_skills(a), a.dir.path()).await
+}
+
+/// The processes whose command line holds `needle`.
+fn processes(needle: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if pid != std::process::id() as i32 && line.contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Calls `tool` until it succeeds (a restart waits out its backoff).
+async fn until_success(gate: &Gate, tool: &str, arguments: Value) -> Value {
+    let mut last = json!(null);
+    for _ in 0..40 {
+        let (_, envelope) = gate.invoke(tool, arguments.clone()).await;
+        if envelope["success"] == true {
+            return envelope;
+        }
+        last = envelope;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("{tool} never succeeded again: {last}");
+}
+
+/// The upstream's process, SIGKILLed, is started again by a later call;
+/// `needle` finds it in /proc.
+async fn survives_a_kill(gate: &Gate, needle: &str, tool: &str, arguments: Value) {
+    let before = processes(needle);
+    assert!(!before.is_empty(), "no process has {needle} in its command line");
+    for pid in &before {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    eventually("the killed server is gone", || {
+        processes(needle).iter().all(|p| !before.contains(p))
+    })
+    .await;
+    until_success(gate, tool, arguments).await;
+    let after = processes(needle);
+    assert!(
+        !after.is_empty() && after.iter().all(|p| !before.contains(p)),
+        "a new server: {before:?} then {after:?}"
+    );
+}
+
+/// A tool as `GET /tools` lists it.
+async fn listed(gate: &Gate, name: &str) -> Value {
+    let tools = gate.server.get_json("/tools").await;
+    tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} is not in GET /tools: {tools}"))
+}
+
+/// `tool` is in every export format, with `property` in its schema.
+async fn exported_everywhere(gate: &Gate, tool: &str, property: &str) {
+    let native = listed(gate, tool).await;
+    assert!(
+        native["parameters"]["properties"].get(property).is_some(),
+        "{native}"
+    );
+    for format in ["openai", "openai-responses", "anthropic", "gemini", "mcp"] {
+        let body = gate.server.get_json(&format!("/tools?format={format}")).await;
+        let list = body["tools"]
+            .as_array()
+            .or(body["function_declarations"].as_array())
+            .unwrap_or_else(|| panic!("{format}: {body}"));
+        let entry = list
+            .iter()
+            .map(|t| if format == "openai" { &t["function"] } else { t })
+            .find(|t| t["name"] == tool)
+            .unwrap_or_else(|| panic!("{tool} is not exported as {format}: {body}"));
+        let schema = [
+            "parameters",
+            "input_schema",
+            "inputSchema",
+            "parameters_json_schema",
+        ]
+        .iter()
+        .find_map(|k| entry.get(*k).filter(|s| !s.is_null()))
+        .unwrap_or_else(|| panic!("{format}: {entry}"));
+        assert!(schema["properties"].get(property).is_some(), "{format}: {entry}");
+    }
+}
+
+#[tokio::test]
+async fn everything_is_listed_everywhere_called_and_restarted_after_a_kill() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    everything(&kit, &a, "");
+    let gate = gate(&kit, &a).await;
+    let tools = gate.tools("everything");
+    for name in ["echo", "get_sum", "trigger_long_running_operation"] {
+        assert!(
+            tools.contains(&name.to_owned()),
+            "{tools:?} {:?}",
+            gate.server.catalog.current().diagnostics
+        );
+    }
+    let echo = listed(&gate, "echo").await;
+    assert_eq!(echo["read_only"], true, "readOnlyHint: {echo}");
+    assert_eq!(echo["parameters"]["properties"]["message"]["type"], "string");
+    exported_everywhere(&gate, "echo", "message").await;
+    exported_everywhere(&gate, "get_sum", "a").await;
+
+    // Read-only: a user skill's first run asks once, then it runs at once.
+    let run = gate.approved("echo", json!({"message": "hello"})).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["result"]["output"], "Echo: hello", "{run}");
+    let (status, envelope) = gate.invoke("get_sum", json!({"a": 2, "b": 40})).await;
+    assert_eq!(status, 200, "{envelope}");
+    assert!(envelope["output"].as_str().unwrap().contains("42"), "{envelope}");
+
+    let mark = a.dir.path().display().to_string();
+    survives_a_kill(&gate, &mark, "echo", json!({"message": "back"})).await;
+}
+
+#[tokio::test]
+async fn everythings_long_operation_times_out_its_group_goes_and_it_starts_again() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    everything(&kit, &a, "timeout: 1\n");
+    let gate = gate(&kit, &a).await;
+    gate.server.allow_every_tool().await;
+    let mark = a.dir.path().display().to_string();
+    let first = processes(&mark);
+    assert!(!first.is_empty(), "the server runs once listed");
+
+    let started = std::time::Instant::now();
+    let (status, envelope) = gate
+        .invoke(
+            "trigger_long_running_operation",
+            json!({"duration": 30, "steps": 30}),
+        )
+        .await;
+    assert_eq!(status, 200, "{envelope}");
+    assert_eq!(envelope["timed_out"], true, "{envelope}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Stopped: its whole group, not only the call.
+    eventually("the server's processes are gone after the timeout", || {
+        processes(&mark).is_empty()
+    })
+    .await;
+
+    let envelope = until_success(&gate, "echo", json!({"message": "again"})).await;
+    assert_eq!(envelope["output"], "Echo: again");
+    let now = processes(&mark);
+    assert!(
+        !now.is_empty() && now.iter().all(|p| !first.contains(p)),
+        "started again: {first:?} then {now:?}"
+    );
+}
+
+#[tokio::test]
+async fn everythings_progress_reaches_the_runs_event_stream() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    everything(&kit, &a, "");
+    let gate = gate(&kit, &a).await;
+    gate.server.allow_every_tool().await;
+    let res = reqwest::Client::new()
+        .post(gate.server.url("/tools/trigger_long_running_operation/invoke"))
+        .header("Accept", "text/event-stream")
+        .json(&json!({"arguments": {"duration": 1, "steps": 4}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    let progress: Vec<Value> = events(&text, "progress");
+    assert!(progress.len() >= 2, "{text}");
+    let result = events(&text, "result");
+    assert_eq!(result.len(), 1, "{text}");
+    assert!(
+        result[0].to_string().contains("Long running operation completed"),
+        "{text}"
+    );
+}
+
+/// The data of each `event` of an SSE stream.
+fn events(text: &str, event: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter(|block| block.lines().any(|l| l == format!("event: {event}")))
+        .filter_map(|block| {
+            let data: String = block
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .collect();
+            serde_json::from_str(&data).ok()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn filesystem_reads_and_its_writes_are_held_then_done_or_not() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    let files = files_dir(&a);
+    std::fs::write(files.join("notes.txt"), "written by the test\n").unwrap();
+    filesystem(&kit, &a, &files);
+    let gate = gate(&kit, &a).await;
+    let tools = gate.tools("filesystem");
+    for name in ["list_directory", "read_text_file", "write_file"] {
+        assert!(
+            tools.contains(&name.to_owned()),
+            "{tools:?} {:?}",
+            gate.server.catalog.current().diagnostics
+        );
+    }
+    let write = listed(&gate, "write_file").await;
+    assert_eq!(
+        (&write["read_only"], &write["requires_approval"]),
+        (&json!(false), &json!("always")),
+        "destructiveHint: {write}"
+    );
+    exported_everywhere(&gate, "read_text_file", "path").await;
+    exported_everywhere(&gate, "write_file", "content").await;
+
+    let notes = files.join("notes.txt").display().to_string();
+    let run = gate.approved("read_text_file", json!({"path": notes})).await;
+    assert_eq!(run["result"]["output"], "written by the test\n", "{run}");
+    let dir = files.display().to_string();
+    let (status, envelope) = gate.invoke("list_directory", json!({"path": dir})).await;
+    assert_eq!(status, 200, "{envelope}");
+    assert!(
+        envelope["output"].as_str().unwrap().contains("[FILE] notes.txt"),
+        "{envelope}"
+    );
+
+    // Denied, nothing is written; approved, the server writes it.
+    let denied = files.join("denied.txt");
+    let (status, held) = gate
+        .invoke(
+            "write_file",
+            json!({"path": denied.display().to_string(), "content": "no"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{held}");
+    gate.decide(&held, "deny", "once").await;
+    let run = gate
+        .server
+        .get_json(&format!("/runs/{}?wait=10", held["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["status"], "denied", "{run}");
+    let approved = files.join("approved.txt");
+    let run = gate
+        .approved(
+            "write_file",
+            json!({"path": approved.display().to_string(), "content": "yes, written"}),
+        )
+        .await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(std::fs::read_to_string(&approved).unwrap(), "yes, written");
+    assert!(!denied.exists(), "a denied write_file wrote nothing");
+
+    survives_a_kill(&gate, &dir, "list_directory", json!({"path": dir})).await;
+}
+
+#[tokio::test]
+async fn time_is_listed_everywhere_called_and_restarted_after_a_kill() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    time(&kit, &a, "");
+    let gate = gate(&kit, &a).await;
+    assert_eq!(
+        gate.tools("time"),
+        ["convert_time", "get_current_time"],
+        "{:?}",
+        gate.server.catalog.current().diagnostics
+    );
+    exported_everywhere(&gate, "get_current_time", "timezone").await;
+    exported_everywhere(&gate, "convert_time", "source_timezone").await;
+    let run = gate
+        .approved("get_current_time", json!({"timezone": "Europe/Paris"}))
+        .await;
+    let answer: Value = serde_json::from_str(run["result"]["output"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["timezone"], "Europe/Paris", "{run}");
+    let mark = format!("mark={}", a.dir.path().display());
+    survives_a_kill(&gate, &mark, "get_current_time", json!({"timezone": "UTC"})).await;
+}
