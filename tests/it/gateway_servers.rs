@@ -12,8 +12,8 @@
 //! - served everywhere: `/mcp`, the typed tool server and `skilld mcp` on
 //!   stdio.
 
-use crate::common::write_file;
-use crate::gateway::{Area, Gate, area, eventually, kit, manifest, moved_skills};
+use crate::common::{tempdir, write_file};
+use crate::gateway::{Area, Gate, area, eventually, kit, manifest, mcp_exchange, moved_skills};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -372,4 +372,200 @@ async fn time_is_listed_everywhere_called_and_restarted_after_a_kill() {
     assert_eq!(answer["timezone"], "Europe/Paris", "{run}");
     let mark = format!("mark={}", a.dir.path().display());
     survives_a_kill(&gate, &mark, "get_current_time", json!({"timezone": "UTC"})).await;
+}
+
+/// mcp-server-time's tools on `/mcp` (2026-07-28, stateless): listed,
+/// and called after an operator's standing allow, answering the server's
+/// own content.
+#[tokio::test]
+async fn time_is_served_on_mcp() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    time(&kit, &a, "");
+    let gate = gate(&kit, &a).await;
+    gate.server.allow_every_tool().await;
+    let (_, messages) = mcp_exchange(&gate, "tools/list", json!({})).await;
+    let tools = messages.last().unwrap()["result"]["tools"].clone();
+    let listed = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "get_current_time")
+        .unwrap_or_else(|| panic!("{tools}"));
+    assert_eq!(listed["annotations"]["readOnlyHint"], true, "{listed}");
+    assert_eq!(listed["inputSchema"]["properties"]["timezone"]["type"], "string");
+    let (status, messages) = mcp_exchange(
+        &gate,
+        "tools/call",
+        json!({"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{messages:?}");
+    let result = &messages.last().unwrap()["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    let answer: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(answer["timezone"], "Asia/Tokyo", "{result}");
+}
+
+/// The typed tool server: an operation for the server's tool, called
+/// with its bare arguments.
+#[tokio::test]
+async fn time_is_served_on_the_typed_tool_server() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    time(&kit, &a, "");
+    let gate = gate(&kit, &a).await;
+    gate.server.allow_every_tool().await;
+    let doc = gate.server.get_json("/tools/openapi.json").await;
+    let op = &doc["paths"]["/tools/convert_time/call"]["post"];
+    assert_eq!(op["operationId"], "convert_time", "{doc}");
+    // The server's own schema, beside the NUL check every call gets.
+    let schema = &op["requestBody"]["content"]["application/json"]["schema"]["allOf"][0];
+    assert_eq!(
+        schema["required"],
+        json!(["source_timezone", "time", "target_timezone"]),
+        "{op}"
+    );
+    let res = gate
+        .server
+        .person()
+        .post(gate.server.url("/tools/convert_time/call"))
+        .json(&json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Kolkata"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let envelope: Value = res.json().await.unwrap();
+    let answer: Value = serde_json::from_str(envelope["output"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        answer["target"]["datetime"].as_str().map(|t| &t[11..16]),
+        Some("17:30"),
+        "{envelope}"
+    );
+}
+
+/// `skilld mcp`, as a desktop client starts it, speaking JSON-RPC lines.
+struct StdioMcp {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    next: u64,
+    _data: tempfile::TempDir,
+}
+
+impl StdioMcp {
+    fn start(kit: &Path, skills: &str, area: &Path) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let data = tempdir().unwrap();
+        let config = area.join("skilld.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "sandbox_read_paths = [{:?}, {:?}]\n",
+                kit.display().to_string(),
+                area.display().to_string()
+            ),
+        )
+        .unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_skilld"))
+            .args(["mcp", "--no-watch", "--skills", skills, "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(data.path())
+            .arg("--workspace")
+            .arg(area)
+            .env("SKILLD_LOG", "warn")
+            .env_remove("SKILLD_DATABASE_URL")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Self {
+            stdin: child.stdin.take().unwrap(),
+            stdout: tokio::io::BufReader::new(child.stdout.take().unwrap()).lines(),
+            child,
+            next: 0,
+            _data: data,
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        use tokio::io::AsyncWriteExt;
+        let line = format!("{message}\n");
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// Sends a request; its answer, past any notification.
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), self.stdout.next_line()).await;
+            let Ok(Ok(Some(line))) = line else {
+                panic!("skilld mcp did not answer {method}: {line:?}");
+            };
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+}
+
+impl Drop for StdioMcp {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// `skilld mcp` on stdio fronts the server too: an operator's read-only
+/// bundled skill runs without a person.
+#[tokio::test]
+async fn time_is_served_by_skilld_mcp_on_stdio() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    time(&kit, &a, "read_only: true\n");
+    let skills = moved_skills(&a);
+    let mut mcp = StdioMcp::start(
+        &kit,
+        &format!("bundled={}", skills.path().display()),
+        a.dir.path(),
+    );
+    let init = mcp
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "gateway-servers-test", "version": "1"}}),
+        )
+        .await;
+    assert!(init["result"]["capabilities"]["tools"].is_object(), "{init}");
+    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let tools = mcp.request("tools/list", json!({})).await;
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{tools}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"get_current_time") && names.contains(&"convert_time"),
+        "{names:?}"
+    );
+    let called = mcp
+        .request(
+            "tools/call",
+            json!({"name": "get_current_time", "arguments": {"timezone": "America/Sao_Paulo"}}),
+        )
+        .await;
+    let result = &called["result"];
+    assert_eq!(result["isError"], false, "{called}");
+    let answer: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["timezone"], "America/Sao_Paulo", "{called}");
 }
