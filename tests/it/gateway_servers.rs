@@ -569,3 +569,60 @@ async fn time_is_served_by_skilld_mcp_on_stdio() {
     let answer: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(answer["timezone"], "America/Sao_Paulo", "{called}");
 }
+
+/// A person approves filesystem's held `write_file` by clicking in the
+/// inbox (`tests/browser/inbox.mjs` in headless chromium): the run
+/// succeeds and the server wrote the file, which it had not before.
+#[tokio::test]
+async fn a_person_approves_filesystems_write_in_the_browser() {
+    let Some(kit) = kit() else { return };
+    let Some(harness) = crate::ui::browser_harness() else {
+        return;
+    };
+    let a = area();
+    let files = files_dir(&a);
+    filesystem(&kit, &a, &files);
+    let gate = gate(&kit, &a).await;
+    let target = files.join("from-the-inbox.txt");
+    let (status, held) = gate
+        .invoke(
+            "write_file",
+            json!({"path": target.display().to_string(), "content": "approved by a click"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{held}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!target.exists(), "nothing is written before a person says yes");
+
+    let env = [
+        ("INBOX_APPROVAL_ID", held["approval_id"].as_str().unwrap()),
+        ("INBOX_ACTION", "Approve once"),
+        ("INBOX_STATUS", "succeeded"),
+        ("INBOX_OUTPUT", "Successfully wrote to"),
+    ];
+    let page = crate::ui::Script::start(
+        &harness,
+        "inbox.mjs",
+        "gateway-filesystem-approve.png",
+        &gate.server,
+        None,
+        &env,
+    );
+    let seen = page.done().await;
+    assert_eq!(seen["run_id"], held["run_id"], "{seen}");
+    assert_eq!(seen["status"], "succeeded", "{seen}");
+    assert!(
+        seen["permission_details"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("file:write")),
+        "the card shows what the skill may do: {seen}"
+    );
+    let run = gate
+        .server
+        .get_json(&format!("/runs/{}?wait=10", held["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["approval_id"], held["approval_id"], "{run}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved by a click");
+}
