@@ -97,6 +97,13 @@ fn processes(needle: &str) -> Vec<i32> {
     found
 }
 
+/// The real uid of a process, while it lives.
+fn uid_of(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Calls `tool` until it succeeds (a restart waits out its backoff).
 async fn until_success(gate: &Gate, tool: &str, arguments: Value) -> Value {
     let mut last = json!(null);
@@ -116,6 +123,11 @@ async fn until_success(gate: &Gate, tool: &str, arguments: Value) -> Value {
 async fn survives_a_kill(gate: &Gate, needle: &str, tool: &str, arguments: Value) {
     let before = processes(needle);
     assert!(!before.is_empty(), "no process has {needle} in its command line");
+    if nix::unistd::geteuid().is_root() {
+        for pid in &before {
+            assert_ne!(uid_of(*pid), Some(0), "{pid} runs as the sandbox's user");
+        }
+    }
     for pid in &before {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(*pid),
@@ -204,6 +216,12 @@ async fn everything_is_listed_everywhere_called_and_restarted_after_a_kill() {
     let (status, envelope) = gate.invoke("get_sum", json!({"a": 2, "b": 40})).await;
     assert_eq!(status, 200, "{envelope}");
     assert!(envelope["output"].as_str().unwrap().contains("42"), "{envelope}");
+
+    // Its environment was cleared: none of skilld's own reaches it.
+    let (_, envelope) = gate.invoke("get_env", json!({})).await;
+    let seen = envelope["output"].as_str().unwrap();
+    assert!(seen.contains("PATH"), "{envelope}");
+    assert!(!seen.contains("SKILLD_"), "{seen}");
 
     let mark = a.dir.path().display().to_string();
     survives_a_kill(&gate, &mark, "echo", json!({"message": "back"})).await;
