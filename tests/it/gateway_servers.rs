@@ -644,3 +644,53 @@ async fn a_person_approves_filesystems_write_in_the_browser() {
     assert_eq!(run["approval_id"], held["approval_id"], "{run}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved by a click");
 }
+
+/// A run cancelled while everything's long operation goes on: the run
+/// ends cancelled, the server's processes are gone, and the next call
+/// starts it again.
+#[tokio::test]
+async fn everythings_long_operation_cancelled_stops_its_group() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    everything(&kit, &a, "timeout: 60\n");
+    let gate = gate(&kit, &a).await;
+    gate.server.allow_every_tool().await;
+    let mark = a.dir.path().display().to_string();
+    let res = gate
+        .server
+        .person()
+        .post(gate.server.url("/tools/trigger_long_running_operation/invoke"))
+        .header("Prefer", "respond-async")
+        .json(&json!({"arguments": {"duration": 60, "steps": 60}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let accepted: Value = res.json().await.unwrap();
+    let id = accepted["run_id"].as_str().unwrap().to_owned();
+    for _ in 0..100 {
+        let run = gate.server.get_json(&format!("/runs/{id}")).await;
+        if run["status"] == "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let the call reach the server.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let res = gate
+        .server
+        .person()
+        .post(gate.server.url(&format!("/runs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let run = gate.server.get_json(&format!("/runs/{id}?wait=20")).await;
+    assert_eq!(run["status"], "cancelled", "{run}");
+    eventually("the server's processes are gone after the cancel", || {
+        processes(&mark).is_empty()
+    })
+    .await;
+    let envelope = until_success(&gate, "echo", json!({"message": "after"})).await;
+    assert_eq!(envelope["output"], "Echo: after");
+}
