@@ -217,6 +217,19 @@ async fn everything_is_listed_everywhere_called_and_restarted_after_a_kill() {
     assert_eq!(status, 200, "{envelope}");
     assert!(envelope["output"].as_str().unwrap().contains("42"), "{envelope}");
 
+    // Its structured content is the envelope's parsed value, as its
+    // output schema (listed with the tool) says.
+    let (_, envelope) = gate
+        .invoke("get_structured_content", json!({"location": "Chicago"}))
+        .await;
+    assert!(envelope["parsed"]["temperature"].is_number(), "{envelope}");
+    let weather = listed(&gate, "get_structured_content").await;
+    assert_eq!(
+        weather["output_schema"]["required"],
+        json!(["temperature", "conditions", "humidity"]),
+        "{weather}"
+    );
+
     // Its environment was cleared: none of skilld's own reaches it.
     let (_, envelope) = gate.invoke("get_env", json!({})).await;
     let seen = envelope["output"].as_str().unwrap();
