@@ -707,3 +707,33 @@ async fn everythings_long_operation_cancelled_stops_its_group() {
     let envelope = until_success(&gate, "echo", json!({"message": "after"})).await;
     assert_eq!(envelope["output"], "Echo: after");
 }
+
+/// server-filesystem told to serve `/` still reads only what the sandbox
+/// lets it: a file of the area, not skilld's data directory, even when
+/// the file's own mode would let anyone read it.
+#[tokio::test]
+async fn filesystem_serving_the_root_cannot_read_skillds_data() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    filesystem(&kit, &a, Path::new("/"));
+    let gate = gate(&kit, &a).await;
+    gate.server.allow_every_tool().await;
+    let data = gate.server.data_dir().to_path_buf();
+    let secret = data.join("local-secret");
+    std::fs::write(&secret, "the server's secret").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let readable = a.dir.path().join("description.txt").display().to_string();
+    let (_, envelope) = gate.invoke("read_text_file", json!({"path": readable})).await;
+    assert_eq!(envelope["output"], "Answers its text.", "{envelope}");
+    let (_, envelope) = gate
+        .invoke("read_text_file", json!({"path": secret.display().to_string()}))
+        .await;
+    assert_eq!(envelope["success"], false, "{envelope}");
+    assert!(
+        !envelope.to_string().contains("the server's secret"),
+        "{envelope}"
+    );
+}
