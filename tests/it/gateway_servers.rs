@@ -3,12 +3,14 @@
 //! npm and `mcp-server-time` from PyPI, started on stdio in skilld's
 //! sandbox from the kit `tests/mcp-upstreams/kit.sh` builds.
 //! - each is listed (in `GET /tools` and every export format), called,
-//!   and survives a SIGKILL: the next call after the backoff starts it
-//!   again;
+//!   runs as the sandbox's user, and survives a SIGKILL: the next call
+//!   after the backoff starts it again;
 //! - filesystem's `write_file` is held: approved, the file is written;
-//!   denied, nothing is; and approved by a person clicking in the inbox;
-//! - everything's long-running tool times out (its process group is gone,
-//!   and the next call starts it again) and streams its progress;
+//!   denied, nothing is; and approved by a person clicking in the inbox.
+//!   Serving `/`, it still cannot read skilld's data directory;
+//! - everything's long-running tool times out or is cancelled (either
+//!   way its process group is gone, and the next call starts it again)
+//!   and streams its progress; its structured content is kept;
 //! - served everywhere: `/mcp`, the typed tool server and `skilld mcp` on
 //!   stdio.
 
