@@ -26,6 +26,7 @@ mod cors;
 mod docs_mcp;
 mod exports;
 mod gateway;
+mod gateway_servers;
 mod http_api;
 mod import;
 mod inbox;
