@@ -172,9 +172,14 @@
     if (HIDDEN.test(ch)) return `\\u${code.toString(16).padStart(4, '0')}`;
     return ch;
   }
-  /** JSON with the same hiding characters written as \u escapes (still valid JSON). */
+  /**
+   * JSON with the same hiding characters written as \u escapes (still
+   * valid JSON). JSON.stringify escapes every control character inside
+   * strings, so a raw newline in its output is its own indentation: kept.
+   */
   const safeJson = (value) =>
-    JSON.stringify(value, null, 2).replace(new RegExp(HIDDEN.source, 'g'), (ch) => `\\u${ch.codePointAt(0).toString(16).padStart(4, '0')}`);
+    JSON.stringify(value, null, 2).replace(new RegExp(HIDDEN.source, 'g'), (ch) =>
+      ch === '\n' ? ch : `\\u${ch.codePointAt(0).toString(16).padStart(4, '0')}`);
   const commandLine = (argv) => (Array.isArray(argv) ? argv.map((w) => shellQuote(String(w))).join(' ') : '');
   /**
    * A value as JSON with object keys sorted at every depth: two calls with

@@ -18,7 +18,7 @@ fn object(tool: &Tool, dialect: Dialect) -> Value {
     if let Some(schema) = &tool.schema {
         // As the server checks a call: the schema, and no NUL anywhere.
         return match dialect {
-            Dialect::Call => json!({"allOf": [schema.value, open_call_object()]}),
+            Dialect::Call => json!({"allOf": [schema.value, nul_free_object()]}),
             _ => schema.value.clone(),
         };
     }
@@ -59,6 +59,16 @@ fn open_call_object() -> Value {
     let mut o = open_object();
     o["propertyNames"] = json!({"pattern": NO_NUL});
     o["additionalProperties"] = json!({"$ref": NUL_FREE_REF});
+    o
+}
+
+/// The same check beside a tool's own schema (a manifest's, an MCP
+/// server's), which says itself what the object holds.
+fn nul_free_object() -> Value {
+    let mut o = open_call_object();
+    if let Some(o) = o.as_object_mut() {
+        o.remove("description");
+    }
     o
 }
 

@@ -99,6 +99,8 @@ await drive(async (page) => {
   const declared = article.locator('.summary .permissions');
   const permissions = (await declared.count()) ? ((await declared.textContent()) || '').trim() : null;
   const permissionDetails = await article.locator('code.permission').allTextContents();
+  const args = article.locator('pre.arguments');
+  const argumentsShown = (await args.count()) ? (await args.textContent()) || '' : null;
   await shoot(page, 'pending');
 
   if (process.env.INBOX_NOTE) await article.getByLabel(/^Note for /).fill(process.env.INBOX_NOTE);
@@ -110,6 +112,7 @@ await drive(async (page) => {
     warning,
     permissions,
     permission_details: permissionDetails,
+    arguments: argumentsShown,
     ...(await runOutcome(page, runId)),
   };
 });

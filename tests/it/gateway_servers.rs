@@ -644,6 +644,9 @@ async fn a_person_approves_filesystems_write_in_the_browser() {
     let seen = page.done().await;
     assert_eq!(seen["run_id"], held["run_id"], "{seen}");
     assert_eq!(seen["status"], "succeeded", "{seen}");
+    // The arguments read as indented JSON, not as escaped newlines.
+    let shown = seen["arguments"].as_str().unwrap_or_default();
+    assert!(shown.contains("\n  \"") && !shown.contains("\\u000a"), "{seen}");
     assert!(
         seen["permission_details"]
             .as_array()
