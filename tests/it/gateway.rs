@@ -45,13 +45,23 @@ pub(crate) struct Gate {
 impl Gate {
     /// `area`'s files are readable in the sandbox, and its logs writable.
     pub(crate) async fn start(kit: &Path, skills: tempfile::TempDir, area: &Path) -> Self {
+        Self::start_idle(kit, skills, area, Duration::from_secs(60)).await
+    }
+
+    /// With servers stopped after `idle` without a call.
+    pub(crate) async fn start_idle(
+        kit: &Path,
+        skills: tempfile::TempDir,
+        area: &Path,
+        idle: Duration,
+    ) -> Self {
         let mut settings = RunSettings::default();
         settings
             .sandbox
             .read_paths
             .extend([kit.to_path_buf(), area.to_path_buf()]);
         settings.sandbox.write_paths.push(area.join("logs"));
-        settings.backend_idle = Duration::from_secs(60);
+        settings.backend_idle = idle;
         let server = TestServer::start_with(options(vec![root(skills.path(), Trust::User)]), settings).await;
         let follow = skilld::watch::follow_offers(server.catalog.clone());
         Self {
@@ -1009,4 +1019,50 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether a process whose command line holds `needle` runs.
+fn running(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        e.file_name()
+            .to_string_lossy()
+            .parse::<u32>()
+            .is_ok_and(|pid| pid != std::process::id())
+            && std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|raw| String::from_utf8_lossy(&raw).replace('\0', " ").contains(needle))
+    })
+}
+
+#[tokio::test]
+async fn an_idle_server_is_stopped_and_the_next_call_starts_it() {
+    let Some(kit) = kit() else { return };
+    let a = area();
+    stdio_upstream(&kit, a.dir.path(), &a.log, &a.description, "read_only: true\n");
+    let gate = Gate::start_idle(&kit, moved_skills(&a), a.dir.path(), Duration::from_secs(1)).await;
+    gate.server.allow_every_tool().await;
+    // The log's path is this test's own: it finds this server in /proc.
+    let needle = a.log.display().to_string();
+    let (status, envelope) = gate.invoke("echo", json!({"text": "warm"})).await;
+    assert_eq!(
+        (status, envelope["output"].clone()),
+        (200, json!("warm")),
+        "{envelope}"
+    );
+    assert!(running(&needle), "the server runs after a call");
+    let inits = || {
+        logged(&a.log)
+            .iter()
+            .filter(|e| e["method"] == "initialize")
+            .count()
+    };
+    let before = inits();
+    eventually("the idle server was stopped", || !running(&needle)).await;
+    let (status, envelope) = gate.invoke("echo", json!({"text": "woken"})).await;
+    assert_eq!(
+        (status, envelope["output"].clone()),
+        (200, json!("woken")),
+        "{envelope}"
+    );
+    assert!(running(&needle), "the next call started it again");
+    assert_eq!(inits(), before + 1, "started again after its idle stop");
 }
