@@ -98,6 +98,9 @@ pub struct Catalog {
     scans: Vec<RootScan>,
     /// Installed versions other than the serving ones, loaded when named.
     versions: versions::Versions,
+    /// The index of skills MCP sessions get as instructions, made by
+    /// `mcp` once per snapshot (rmcp asks for it at every request).
+    pub instructions_index: std::sync::OnceLock<String>,
 }
 
 /// What looking a tool up by name found.
@@ -222,6 +225,7 @@ impl Catalog {
             exports,
             scans,
             versions: versions::Versions::new(opts),
+            instructions_index: std::sync::OnceLock::new(),
         }
     }
 

@@ -265,7 +265,9 @@ impl ServerHandler for McpServer {
             .enable_logging()
             .enable_completions()
             .build();
-        let instructions = format!("{INSTRUCTIONS}{}", skills::index(&self.catalog.current()));
+        let catalog = self.catalog.current();
+        let index = catalog.instructions_index.get_or_init(|| skills::index(&catalog));
+        let instructions = format!("{INSTRUCTIONS}{index}");
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("skilld", env!("CARGO_PKG_VERSION")))
             .with_instructions(instructions)
