@@ -131,6 +131,13 @@ impl Inbox<'_> {
 }
 
 impl McpServer {
+    /// Task `id` as its caller may see it (`tasks/get`, `tasks/update`).
+    async fn task(&self, id: &str, ctx: &RequestContext<RoleServer>) -> Result<GetTaskResult, ErrorData> {
+        let caller = self.caller(ctx, Role::Invoke)?;
+        let catalog = self.catalog.current();
+        tasks::get(&self.invoker, &catalog, &caller, id, &self.origin(ctx)).await
+    }
+
     /// A server for callers that each HTTP request names.
     pub fn over_http(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>) -> Self {
         Self {
@@ -330,15 +337,7 @@ impl ServerHandler for McpServer {
         request: GetTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let caller = self.caller(&ctx, Role::Invoke)?;
-        tasks::get(
-            &self.invoker,
-            &self.catalog.current(),
-            &caller,
-            &request.task_id,
-            &self.origin(&ctx),
-        )
-        .await
+        self.task(&request.task_id, &ctx).await
     }
 
     async fn cancel_task(
@@ -357,16 +356,7 @@ impl ServerHandler for McpServer {
         request: UpdateTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let caller = self.caller(&ctx, Role::Invoke)?;
-        tasks::get(
-            &self.invoker,
-            &self.catalog.current(),
-            &caller,
-            &request.task_id,
-            &self.origin(&ctx),
-        )
-        .await?;
-        Ok(())
+        self.task(&request.task_id, &ctx).await.map(|_| ())
     }
 
     #[expect(
