@@ -10,7 +10,8 @@
 //! without a timer, and HTTP/2 has no idle timeout at all.
 //!
 //! At the cap, a new connection replaces the one that has idled longest
-//! (silent since accepted, or between requests): none of those is doing
+//! (silent since accepted, or between requests, for at least a moment:
+//! the newest must have had time to write): none of those is doing
 //! anything, and the newcomer most likely is, so a flood of silent
 //! connections cannot keep `/healthz` or anyone else out. Only when every
 //! connection has a request in flight does the newcomer wait (in the
@@ -127,15 +128,19 @@ impl Connections {
     }
 
     /// A place for a connection just accepted: at once below the cap; at
-    /// it, the place of the connection idle the longest, which is closed;
-    /// else once a connection ends.
+    /// it, the place of the connection idle the longest (and not young),
+    /// which is closed; else once a connection ends or grows old enough.
     pub(super) async fn admit(self: &Arc<Self>) -> Slot {
         loop {
             let freed = self.freed.notified();
             if let Some(slot) = self.try_admit() {
                 return slot;
             }
-            freed.await;
+            // A young connection may be replaced once it has had its time.
+            tokio::select! {
+                () = freed => {}
+                () = tokio::time::sleep(YOUNG) => {}
+            }
         }
     }
 
@@ -165,12 +170,19 @@ impl Connections {
     }
 }
 
-/// The connection with no request in flight that has been so the longest.
+/// How long a connection accepted (or done with a request) is left to
+/// send one before it may be replaced: under a flood of silent ones, the
+/// newest would otherwise be replaced before its client could write, and
+/// `/healthz` be reset (seen once in CI, 1 call of 70).
+const YOUNG: Duration = Duration::from_millis(100);
+
+/// The connection with no request in flight that has been so the longest,
+/// and for at least [`YOUNG`].
 fn longest_idle(open: &HashMap<u64, Arc<Activity>>) -> Option<u64> {
     open.values()
         .filter_map(|a| {
             let state = lock(&a.state);
-            (state.in_flight == 0).then_some((state.idle_since, a.id))
+            (state.in_flight == 0 && state.idle_since.elapsed() >= YOUNG).then_some((state.idle_since, a.id))
         })
         .min()
         .map(|(_, id)| id)
