@@ -97,13 +97,23 @@ impl Launcher {
     /// Starts (or reuses) an MCP server and lists what it offers.
     fn launch_mcp(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
         let backend = self.upstream(req)?;
+        self.on_runtime(async move { backend.launched().await }, "the MCP server")?
+    }
+
+    /// Runs `start` on the server's runtime, which owns the children's
+    /// pipes and connections, and waits for it here: the catalog loads on
+    /// plain threads.
+    fn on_runtime<T: Send + 'static>(
+        &self,
+        start: impl std::future::Future<Output = T> + Send + 'static,
+        what: &str,
+    ) -> Result<T, String> {
         let (tx, rx) = std::sync::mpsc::channel();
-        // As in `start`: the connection lives on the server's runtime.
         self.runtime.spawn(async move {
-            let _ = tx.send(backend.launched().await);
+            let _ = tx.send(start.await);
         });
         rx.recv_timeout(INITIALIZE_TIMEOUT + Duration::from_secs(5))
-            .map_err(|_| "the MCP server was not started in time".to_owned())?
+            .map_err(|_| format!("{what} was not started in time"))
     }
 
     /// Starts the backend `make` builds, unless one for this skill runs
@@ -118,15 +128,7 @@ impl Launcher {
         }
         let backend = Arc::new(make());
         let starting = backend.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        // The catalog loads on plain threads: the start runs on the server's
-        // runtime, which owns the child's pipes, and this thread waits.
-        self.runtime.spawn(async move {
-            let _ = tx.send(starting.initialize().await);
-        });
-        let answer = rx
-            .recv_timeout(INITIALIZE_TIMEOUT + Duration::from_secs(5))
-            .map_err(|_| "the child was not started in time".to_owned())??;
+        let answer = self.on_runtime(async move { starting.initialize().await }, "the child")??;
         self.lock()
             .insert(req.dir.to_path_buf(), Arc::downgrade(&backend));
         Ok(Launched {

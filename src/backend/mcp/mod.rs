@@ -214,8 +214,12 @@ impl McpBackend {
 
     /// Whether the server's tools are still those the catalog took.
     fn offer_is_served(&self) -> bool {
-        let offer = lock(&self.offer).as_ref().map(|o| o.digest.clone());
-        offer.is_some() && offer == *lock(&self.served)
+        let offer = lock(&self.offer);
+        let served = lock(&self.served);
+        offer
+            .as_ref()
+            .map(|o| &o.digest)
+            .is_some_and(|d| served.as_ref() == Some(d))
     }
 
     /// The server's name of catalog tool `name`.
@@ -285,8 +289,10 @@ async fn watch_session(backend: Weak<McpBackend>, session: Weak<Session>) {
             how = s.exited() => {
                 if let Some(b) = backend.upgrade() {
                     tracing::warn!(skill = %b.place.skill, "the upstream MCP server {}", how.unwrap_or_default());
-                    b.forget(&s).await;
-                    b.failed();
+                    // Unless a call found it dead first, and counted it.
+                    if b.forget(&s).await.is_some() {
+                        b.failed();
+                    }
                 }
                 return;
             }
