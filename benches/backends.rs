@@ -8,6 +8,10 @@
 //! caller, for a child whose tool answers at once and for one whose tool
 //! waits 2 ms (threads in the child), so skilld's multiplexing shows.
 //!
+//! The c=1 figures (issue 30's process-backend and Starlark rows) are
+//! measured in three rounds, each printed with its medians, p99s and
+//! baselines.
+//!
 //! Run with `cargo bench --bench backends`. Nothing asserts on time; every
 //! call is checked to have succeeded, so the figures cannot describe errors.
 
@@ -18,15 +22,23 @@
 
 use serde_json::{Value, json};
 use skilld::AppState;
-use skilld::catalog::{CatalogHandle, CatalogOptions, Root};
+use skilld::catalog::CatalogHandle;
 use skilld::invoke::{Invoker, RunSettings};
-use skilld::skill::{Runtimes, Trust};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+#[path = "support/cpu.rs"]
+#[expect(dead_code, reason = "shared with the invoke bench, which reads CPU time too")]
+mod cpu;
+
+use cpu::{Stats, added_ms};
+#[path = "support/skills.rs"]
+mod skills;
 
 const CALLS: usize = 1000;
+/// Rounds of the c=1 figures, each measured and printed on its own.
+const TABLE_ROUNDS: usize = 3;
 const ROUNDS: usize = 4;
 const WARMUP: usize = 100;
 const WORKERS: usize = 8;
@@ -62,14 +74,6 @@ for line in sys.stdin:
         break
 "#;
 
-const STAR: &str = r#"
-def value(args):
-    return "ok"
-
-register_tool(name = "bench_value", description = "Returns a value.",
-              parameters = {"type": "object", "properties": {}}, handler = value)
-"#;
-
 fn write_skills(root: &Path) {
     let proc_dir = root.join("bench-proc");
     std::fs::create_dir_all(&proc_dir).expect("skill dir");
@@ -80,15 +84,7 @@ fn write_skills(root: &Path) {
     )
     .expect("manifest");
     std::fs::write(proc_dir.join("child.py"), CHILD).expect("child");
-    let star_dir = root.join("bench-star");
-    std::fs::create_dir_all(&star_dir).expect("skill dir");
-    std::fs::write(
-        star_dir.join("SKILL.yaml"),
-        "name: bench-star\nversion: 1.0.0\ndescription: Bench script.\ntypes: [tool]\n\
-         read_only: true\nimplementation:\n  backend: starlark\n  entrypoint: skill.star\n",
-    )
-    .expect("manifest");
-    std::fs::write(star_dir.join("skill.star"), STAR).expect("script");
+    skills::write_star(root);
 }
 
 /// The child driven directly: one request at a time over its pipes.
@@ -144,6 +140,45 @@ impl Direct {
     }
 }
 
+/// One round's c=1 call times, by side.
+#[derive(Default)]
+struct Times {
+    base: Vec<Duration>,
+    proc_http: Vec<Duration>,
+    floor: Vec<Duration>,
+    star: Vec<Duration>,
+}
+
+impl Times {
+    fn print(&self, round: usize) {
+        let (b, f, p) = (
+            Stats::of(&self.base),
+            Stats::of(&self.floor),
+            Stats::of(&self.proc_http),
+        );
+        println!("-- round {} of {TABLE_ROUNDS} --", round + 1);
+        println!("  baseline: the child over its pipes      {}", b.shown());
+        println!("  baseline: GET /healthz (HTTP floor)     {}", f.shown());
+        println!("  process tool over HTTP                  {}", p.shown());
+        // The HTTP floor is counted apart: the child's baseline has no HTTP.
+        println!(
+            "  process backend, added over the child and the floor: median {:+.3} ms  p99 {:+.3} ms   [goal median <= 0.3 ms]",
+            added_ms(p.median, b.median) - added_ms(f.median, Duration::ZERO),
+            added_ms(p.p99, b.p99) - added_ms(f.p99, Duration::ZERO)
+        );
+        if self.star.is_empty() {
+            return;
+        }
+        let s = Stats::of(&self.star);
+        println!("  starlark value tool over HTTP           {}", s.shown());
+        println!(
+            "  starlark, added over the HTTP floor: median {:+.3} ms  p99 {:+.3} ms   [goal median <= 0.2 ms]",
+            added_ms(s.median, f.median),
+            added_ms(s.p99, f.p99)
+        );
+    }
+}
+
 async fn post(client: &reqwest::Client, url: &str) -> Duration {
     let start = Instant::now();
     let res = client
@@ -180,16 +215,6 @@ fn client() -> reqwest::Client {
         .no_proxy()
         .build()
         .expect("client")
-}
-
-/// Median and p99 of `v`, in milliseconds.
-fn stats(mut v: Vec<Duration>) -> (f64, f64) {
-    v.sort();
-    let at = |q: f64| {
-        let i = ((v.len() as f64 - 1.0) * q).round() as usize;
-        v[i].as_secs_f64() * 1000.0
-    };
-    (at(0.5), at(0.99))
 }
 
 /// Calls per second of `WORKERS` callers making `n` calls in all.
@@ -233,19 +258,7 @@ async fn bench(root: &Path) {
         ..RunSettings::default()
     };
     let invoker = Arc::new(Invoker::new(store, settings));
-    let opts = CatalogOptions {
-        roots: vec![Root {
-            name: "bench".to_owned(),
-            path: root.to_path_buf(),
-            trust: Trust::Bundled,
-            explicit: true,
-            installed: false,
-        }],
-        max_timeout_secs: 600,
-        runtimes: Runtimes::default(),
-        launcher: invoker.launcher(),
-        rules: Default::default(),
-    };
+    let opts = skills::options(root, invoker.launcher());
     let catalog = Arc::new(
         tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
             .await
@@ -288,37 +301,23 @@ async fn bench(root: &Path) {
             post(&http, &value).await;
         }
     }
-    let (mut base, mut proc_http, mut floor_t, mut star) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        for _ in 0..CALLS / ROUNDS {
-            base.push(direct.call().await);
-            proc_http.push(post(&http, &echo).await);
-            floor_t.push(get(&http, &floor).await);
-            if starlark {
-                star.push(post(&http, &value).await);
+    if !starlark {
+        println!("starlark: not loaded ({:?})", current.diagnostics);
+    }
+    println!("== c=1, {TABLE_ROUNDS} rounds of {CALLS} calls each, interleaved in {ROUNDS} blocks ==");
+    for round in 0..TABLE_ROUNDS {
+        let mut times = Times::default();
+        for _ in 0..ROUNDS {
+            for _ in 0..CALLS / ROUNDS {
+                times.base.push(direct.call().await);
+                times.proc_http.push(post(&http, &echo).await);
+                times.floor.push(get(&http, &floor).await);
+                if starlark {
+                    times.star.push(post(&http, &value).await);
+                }
             }
         }
-    }
-    let (b, b99) = stats(base);
-    let (f, f99) = stats(floor_t);
-    let (p, p99) = stats(proc_http);
-    println!("== c=1, {CALLS} calls each, interleaved ==");
-    println!("baseline: the child over its pipes      median {b:.3} ms  p99 {b99:.3} ms");
-    println!("baseline: GET /healthz (HTTP floor)     median {f:.3} ms  p99 {f99:.3} ms");
-    println!("process tool over HTTP                  median {p:.3} ms  p99 {p99:.3} ms");
-    println!(
-        "added by skilld (tool - child - floor)  median {:.3} ms   [goal <= 0.3 ms]",
-        p - b - f
-    );
-    if starlark {
-        let (s, s99) = stats(star);
-        println!("starlark value tool over HTTP           median {s:.3} ms  p99 {s99:.3} ms");
-        println!(
-            "added over the HTTP floor               median {:.3} ms   [goal <= 0.2 ms]",
-            s - f
-        );
-    } else {
-        println!("starlark: not loaded ({:?})", current.diagnostics);
+        times.print(round);
     }
 
     let echo = Arc::new(echo);
@@ -340,7 +339,7 @@ fn main() {
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let root = tmp.path().join("skills");
     write_skills(&root);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     println!("{cores} cores available");
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -4,6 +4,17 @@
 //! `SKILL.md`, and the latency of `/tools?format=openai` and
 //! `/skills/{skill}` against `/healthz` on an in-process server.
 //!
+//! Then the catalog at scale (issue 30): 50,000 generated skills, a mix
+//! (a quarter prompt-only, the rest with one to three tools, a tenth with
+//! triggers), against 500 of the same mix as the baseline, in the same
+//! run: `Catalog::build` (medians, CPU, µs per skill), a reload after one
+//! `SKILL.md` changed, and the real `skilld serve` binary on each: its
+//! start-up until it listens, its resident memory, and the latency of
+//! `GET /skills` (whole and filtered), `GET /tools` in the openai,
+//! anthropic and mcp formats, `POST /skills/match` and MCP `tools/list`,
+//! each against `GET /healthz` on the same server. `SKILLD_BENCH_QUICK=1`
+//! shrinks 50,000 to 2,000.
+//!
 //! Run with `cargo bench --bench catalog`. Nothing here asserts on time;
 //! it only asserts the catalog holds what was generated, so the figures
 //! cannot silently describe an empty catalog.
@@ -23,6 +34,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+#[path = "support/mcp.rs"]
+mod mcp;
+#[path = "support/server.rs"]
+mod server;
+#[path = "support/stats.rs"]
+mod stats;
 
 const SKILLS: usize = 10_000;
 const TOOLS_PER_SKILL: usize = 3;
@@ -127,7 +145,7 @@ fn options(root: &Path) -> CatalogOptions {
 }
 
 fn workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// Reads every file on `workers()` threads, handing out work the way the
@@ -296,6 +314,317 @@ async fn measure(client: &reqwest::Client, url: &str) -> Latency {
         median: median(&times),
         p90: p90(&times),
         bytes,
+    }
+}
+
+/// One skill of the scale mix: `i % 4 == 0` prompt-only, else `i % 4`
+/// tools; every tenth with triggers. Returns its tool count.
+fn scale_skill(root: &Path, i: usize) -> usize {
+    let name = format!("scale-{i:06}");
+    let tools = i % 4;
+    let triggers = if i.is_multiple_of(10) {
+        format!("triggers:\n  files: [\"*.ext{i}\"]\n  keywords: [kw{i}]\n")
+    } else {
+        String::new()
+    };
+    let mut md = format!(
+        "---\nname: {name}\nversion: 1.0.0\ndescription: Scale skill {i}, generated for the catalog benchmark.\n\
+         read_only: true\n{triggers}---\n\n# Scale {i}\n\nInstructions for skill {i}: read, then act.\n"
+    );
+    for t in 0..tools {
+        let _ = write!(
+            md,
+            "\n### t{i}_{t}\n\nTool {t} of skill {i}.\n\n#### Parameters\n\n\
+             | Name | Type | Required | Description |\n|------|------|----------|-------------|\n\
+             | text | string | yes | What to echo |\n| count | integer | no | How often |\n\n\
+             #### Command\n\n```bash\necho {{{{text}}}} {{{{count}}}}\n```\n"
+        );
+    }
+    let dir = root.join(&name);
+    std::fs::create_dir(&dir).expect("create skill dir");
+    std::fs::write(dir.join("SKILL.md"), md).expect("write SKILL.md");
+    tools
+}
+
+/// What a served body must hold.
+type Check = Box<dyn Fn(&serde_json::Value) -> bool>;
+
+struct ScaleFigures {
+    n: usize,
+    tools: usize,
+    build: Vec<Duration>,
+    build_cpu: Vec<Duration>,
+    reload: Vec<Duration>,
+    started_in: Duration,
+    rss_ready_kib: u64,
+    rss_served_kib: u64,
+    rows: Vec<(String, Vec<Duration>, usize)>,
+}
+
+async fn timed_get(client: &reqwest::Client, url: &str) -> (Duration, usize, serde_json::Value) {
+    let start = Instant::now();
+    let r = client.get(url).send().await.expect("request");
+    let status = r.status();
+    let body = r.bytes().await.expect("body");
+    let took = start.elapsed();
+    assert!(status.is_success(), "{url}: {status}");
+    let v = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    (took, body.len(), v)
+}
+
+async fn serve_figures(n: usize, root: &Path, tools: usize, f: &mut ScaleFigures) {
+    let data = tempfile::tempdir().expect("data dir");
+    let root_arg = root.display().to_string();
+    let data_arg = data.path().display().to_string();
+    let server = server::Skilld::start(
+        &[
+            "--skills",
+            &root_arg,
+            "--data-dir",
+            &data_arg,
+            "--workspace",
+            &data_arg,
+            "--no-watch",
+        ],
+        &data.path().join("skilld.log"),
+    );
+    f.started_in = server.started_in;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .no_proxy()
+        .build()
+        .expect("client");
+    server.ready(&client, n as u64, Duration::from_secs(600)).await;
+    f.rss_ready_kib = stats::rss_kib_of(server.pid()).expect("server RSS");
+    let base = server.base.clone();
+    // Few repetitions of the big bodies: at 50,000 skills each is many MB.
+    let reps = if n > 5_000 { 20 } else { 100 };
+    let probe = format!("scale-{:06}", n / 2);
+    let kw = (n / 2) / 10 * 10;
+    let match_body =
+        serde_json::json!({"message": format!("please kw{kw} now"), "files": [format!("src/a.ext{kw}")]});
+    let mut rows: Vec<(String, Vec<Duration>, usize)> = Vec::new();
+    let gets: Vec<(String, String, Check)> = vec![
+        (
+            "GET /healthz (baseline)".into(),
+            "/healthz".into(),
+            Box::new(|_| true),
+        ),
+        (
+            "GET /skills (all)".into(),
+            "/skills".into(),
+            Box::new(move |v| v["skills"].as_array().map(Vec::len) == Some(n)),
+        ),
+        (
+            format!("GET /skills?q={probe}"),
+            format!("/skills?q={probe}"),
+            Box::new(|v| v["skills"].as_array().map(Vec::len) == Some(1)),
+        ),
+        (
+            format!("GET /skills/{probe}"),
+            format!("/skills/{probe}"),
+            Box::new(|v| v["name"].is_string()),
+        ),
+        (
+            "GET /tools?format=openai".into(),
+            "/tools?format=openai".into(),
+            Box::new(move |v| v["tools"].as_array().map(Vec::len) == Some(tools)),
+        ),
+        (
+            "GET /tools?format=anthropic".into(),
+            "/tools?format=anthropic".into(),
+            Box::new(move |v| v["tools"].as_array().map(Vec::len) == Some(tools)),
+        ),
+        (
+            "GET /tools?format=mcp".into(),
+            "/tools?format=mcp".into(),
+            Box::new(move |v| v["tools"].as_array().map(Vec::len) == Some(tools)),
+        ),
+    ];
+    for (label, path, ok) in &gets {
+        let url = format!("{base}{path}");
+        let mut times = Vec::with_capacity(reps);
+        let mut bytes = 0;
+        for k in 0..reps + 3 {
+            let (took, len, v) = timed_get(&client, &url).await;
+            assert!(ok(&v), "{label}: unexpected body");
+            bytes = len;
+            if k >= 3 {
+                times.push(took);
+            }
+        }
+        rows.push((label.clone(), times, bytes));
+    }
+    let mut times = Vec::with_capacity(reps);
+    let mut bytes = 0;
+    for k in 0..reps + 3 {
+        let start = Instant::now();
+        let r = client
+            .post(format!("{base}/skills/match"))
+            .json(&match_body)
+            .send()
+            .await
+            .expect("match");
+        let status = r.status();
+        let body = r.bytes().await.expect("body");
+        let took = start.elapsed();
+        assert!(status.is_success(), "match: {status}");
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("match JSON");
+        let matched = v["matches"].as_array().expect("matches");
+        assert!(
+            matched.iter().any(|m| m["skill"] == format!("scale-{kw:06}")),
+            "match found scale-{kw:06}: {v}"
+        );
+        bytes = body.len();
+        if k >= 3 {
+            times.push(took);
+        }
+    }
+    rows.push(("POST /skills/match (kw + file)".into(), times, bytes));
+
+    let session = mcp::Session::open(&client, &format!("{base}/mcp"))
+        .await
+        .expect("MCP session");
+    let mut times = Vec::with_capacity(reps);
+    for k in 0..reps + 3 {
+        let start = Instant::now();
+        let listed = session
+            .request(&client, "tools/list", serde_json::json!({}))
+            .await
+            .expect("tools/list");
+        let took = start.elapsed();
+        let count = listed["tools"].as_array().map_or(0, Vec::len);
+        assert!(count >= tools, "tools/list listed {count} of {tools}");
+        assert!(
+            listed.get("nextCursor").is_none_or(serde_json::Value::is_null),
+            "one page"
+        );
+        if k >= 3 {
+            times.push(took);
+        }
+    }
+    rows.push(("MCP tools/list (one page)".into(), times, 0));
+    session.close(&client).await;
+    f.rss_served_kib = stats::rss_kib_of(server.pid()).expect("server RSS");
+    f.rows = rows;
+}
+
+fn scale_at(n: usize, tmp: &Path, rt: &tokio::runtime::Runtime) -> ScaleFigures {
+    let root = tmp.join(format!("scale-{n}"));
+    std::fs::create_dir(&root).expect("scale root");
+    let start = Instant::now();
+    let tools: usize = (0..n).map(|i| scale_skill(&root, i)).sum();
+    println!(
+        "generated {n} skills ({tools} tools) in {}",
+        stats::ms(start.elapsed())
+    );
+    let opts = options(&root);
+    let check = |c: &Catalog| {
+        assert_eq!(c.skills.len(), n, "skills loaded; {:?}", c.diagnostics.first());
+        assert_eq!(c.tools.len(), tools, "tools indexed");
+    };
+    check(&Catalog::build(&opts, None));
+    let mut f = ScaleFigures {
+        n,
+        tools,
+        build: Vec::new(),
+        build_cpu: Vec::new(),
+        reload: Vec::new(),
+        started_in: Duration::ZERO,
+        rss_ready_kib: 0,
+        rss_served_kib: 0,
+        rows: Vec::new(),
+    };
+    let runs = if n > 5_000 { 3 } else { LOAD_RUNS };
+    for _ in 0..runs {
+        let (start, cpu) = (Instant::now(), cpu_time());
+        let c = Catalog::build(&opts, None);
+        f.build.push(start.elapsed());
+        if let (Some(a), Some(b)) = (cpu_time(), cpu) {
+            f.build_cpu.push(a.saturating_sub(b));
+        }
+        check(&c);
+    }
+    let handle = CatalogHandle::new(opts);
+    let changed = root.join("scale-000001/SKILL.md");
+    let original = std::fs::read_to_string(&changed).expect("read");
+    for k in 0..runs {
+        let marker = format!("Changed {k} for the reload.");
+        std::fs::write(
+            &changed,
+            original.replace("generated for the catalog benchmark.", &marker),
+        )
+        .expect("change one SKILL.md");
+        let start = Instant::now();
+        let c = handle.reload();
+        f.reload.push(start.elapsed());
+        check(&c);
+        let s = c.skill("scale-000001").expect("changed skill");
+        assert!(s.description.contains(&marker), "the reload saw the change");
+    }
+    drop(handle);
+    rt.block_on(serve_figures(n, &root, tools, &mut f));
+    f
+}
+
+fn report_scale(base: &mut ScaleFigures, big: &mut ScaleFigures) {
+    use stats::{ms, quantile};
+    println!();
+    println!(
+        "== catalog at scale: {} skills against {} (baseline), same run ==",
+        big.n, base.n
+    );
+    for f in [&mut *base, &mut *big] {
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / f.n as f64;
+        let (b, r) = (quantile(&mut f.build, 0.5), quantile(&mut f.reload, 0.5));
+        let cpu = quantile(&mut f.build_cpu, 0.5);
+        println!("-- {} skills, {} tools --", f.n, f.tools);
+        println!(
+            "  Catalog::build        median {:>12}  ({:.1} µs/skill)   CPU {:>12}",
+            ms(b),
+            per(b),
+            ms(cpu)
+        );
+        println!(
+            "  reload, one changed   median {:>12}  ({:.1} µs/skill)   (every root rescanned)",
+            ms(r),
+            per(r)
+        );
+        println!(
+            "  skilld serve: listening after {:>12};  RSS ready {:.1} MiB, after serving {:.1} MiB",
+            ms(f.started_in),
+            f.rss_ready_kib as f64 / 1024.0,
+            f.rss_served_kib as f64 / 1024.0
+        );
+        let floor = quantile(&mut f.rows[0].1, 0.5);
+        for (label, times, bytes) in &mut f.rows {
+            let m = quantile(times, 0.5);
+            println!(
+                "  {label:<34} median {:>12} p99 {:>12} ({:>8.1}x healthz)  {:>10} bytes  n={}",
+                ms(m),
+                ms(quantile(times, 0.99)),
+                m.as_secs_f64() / floor.as_secs_f64().max(1e-9),
+                bytes,
+                times.len()
+            );
+        }
+    }
+    let grow = |a: Duration, b: Duration| b.as_secs_f64() / a.as_secs_f64().max(1e-9);
+    let x = big.n as f64 / base.n as f64;
+    println!("-- growth {}→{} skills (×{x:.0}) --", base.n, big.n);
+    println!(
+        "  build ×{:.1}, reload ×{:.1}; RSS per added skill {:.1} KiB (ready), {:.1} KiB (after serving)",
+        grow(quantile(&mut base.build, 0.5), quantile(&mut big.build, 0.5)),
+        grow(quantile(&mut base.reload, 0.5), quantile(&mut big.reload, 0.5)),
+        (big.rss_ready_kib as f64 - base.rss_ready_kib as f64) / (big.n - base.n) as f64,
+        (big.rss_served_kib as f64 - base.rss_served_kib as f64) / (big.n - base.n) as f64,
+    );
+    for (a, b) in base.rows.iter_mut().zip(big.rows.iter_mut()) {
+        println!(
+            "  {:<34} median ×{:.1}",
+            a.0,
+            grow(quantile(&mut a.1, 0.5), quantile(&mut b.1, 0.5))
+        );
     }
 }
 
@@ -518,4 +847,9 @@ fn main() {
     println!();
     println!("== summary: goals ==");
     print!("{summary}");
+
+    let big = if stats::quick() { 2_000 } else { 50_000 };
+    let mut base = scale_at(500, tmp.path(), &rt);
+    let mut scaled = scale_at(big, tmp.path(), &rt);
+    report_scale(&mut base, &mut scaled);
 }

@@ -844,7 +844,7 @@ async fn bench() {
 }
 
 fn main() {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     println!("{cores} cores available; {N_SEQ} calls per leg at c=1, {N_CONC} at c={WORKERS}");
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

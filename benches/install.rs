@@ -16,7 +16,7 @@
 //! 3. `GET /skills/{skill}/versions` with 1,000 installed versions answers
 //!    in 20 ms or less, against `GET /healthz`. A few versions are
 //!    installed over HTTP; the rest are written into the installed root's
-//!    layout directly (`skill::installed`), as installing 1,000 over HTTP
+//!    layout directly (`catalog::installed`), as installing 1,000 over HTTP
 //!    would only measure goal 1 again.
 //!
 //! Run with `cargo bench --bench install`. Nothing here asserts on time;
@@ -32,11 +32,11 @@
 use chrono::Utc;
 use sha2::{Digest, Sha256};
 use skilld::AppState;
+use skilld::catalog::installed::{self, SkillState, VersionState, VersionStatus};
 use skilld::catalog::{CatalogHandle, CatalogOptions, Root};
 use skilld::http::install::VersionList;
+use skilld::install::unpack::{UnpackLimits, unpack};
 use skilld::install::{InstallSettings, Installer};
-use skilld::skill::installed::{self, SkillState, VersionState, VersionStatus};
-use skilld::skill::unpack::{UnpackLimits, unpack};
 use skilld::skill::{LoadOptions, PathCache, Runtimes, Trust, load_skill};
 use std::fmt::Write as _;
 use std::io::{Seek, Write};
@@ -498,7 +498,7 @@ fn install_phases(
     let mut findings = Vec::new();
     let scanned = phase(|i| {
         let start = Instant::now();
-        findings = skilld::skill::review::scan(&dir_of(i), false).expect("scan");
+        findings = skilld::install::review::scan(&dir_of(i), false).expect("scan");
         start.elapsed()
     });
     let placed = phase(|i| {
@@ -528,7 +528,7 @@ fn install_phases(
     });
     let phases = vec![
         ("receive: body to a temp file", receive),
-        ("unpack (skill::unpack, checked)", unpacked),
+        ("unpack (install::unpack, checked)", unpacked),
         ("load_skill (the lint)", loaded),
         ("review::scan", scanned),
         ("place: mkdir, findings, rename, fsync dir", placed),
@@ -669,7 +669,7 @@ async fn download(addr: SocketAddr, path: &str) -> Download {
 /// time, size and digest.
 fn reference_archive(dir: &Path) -> (Duration, u64, Vec<u8>) {
     let start = Instant::now();
-    let mut file = skilld::skill::archive::write_archive(dir, tempfile::tempfile().expect("tempfile"))
+    let mut file = skilld::install::archive::write_archive(dir, tempfile::tempfile().expect("tempfile"))
         .expect("write_archive");
     let took = start.elapsed();
     file.rewind().expect("rewind");
@@ -973,7 +973,7 @@ fn main() {
     println!(
         "working under {}; {} CPUs; load average {}",
         tmp.path().display(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         load_average()
     );
 

@@ -3,7 +3,11 @@
 //! Runs `true` through `POST /tools/{tool}/invoke` on an in-process server
 //! (SQLite run log) and compares it with spawning `true` directly from
 //! Tokio: latency one call at a time, throughput with 8 concurrent
-//! callers. Then runs a tool that writes 1 GiB and watches this process's
+//! callers, and CPU per call (this process's utime and stime from
+//! `/proc/self/stat`, and its reaped children's), in three rounds that
+//! print issue 30's table each, with a bubblewrap spawn of `/bin/true`
+//! (user, pid, ipc, uts and network namespaces) as a second baseline.
+//! Then runs a tool that writes 1 GiB and watches this process's
 //! resident memory, which must not grow with the tool's output. Last, a
 //! breakdown of a call through public APIs, so a missed goal points
 //! somewhere: the invoke pipeline without HTTP (also for a `network: true`
@@ -12,10 +16,14 @@
 //! run log's four writes alone, and peak RSS by layer.
 //!
 //! Run with `cargo bench --bench invoke`; with `SKILLD_BENCH_POSTGRES_URL`
-//! set, the run log is that PostgreSQL database instead of SQLite. Nothing here asserts on time; it
-//! asserts every call returned 200 with `"success": true` and that the
-//! 1 GiB tool really wrote 1 GiB, so the figures cannot silently describe
-//! errors.
+//! set, the run log is that PostgreSQL database instead of SQLite. The
+//! bubblewrap row needs `bwrap` on the PATH (Debian's `bubblewrap`); where
+//! it is missing or cannot make namespaces, the row is skipped with a
+//! message. The process-backend and Starlark rows of the table are
+//! `cargo bench --bench backends`'s. Nothing here asserts on time; it
+//! asserts every call returned 200 with `"success": true` (and every
+//! bubblewrap run exited 0) and that the 1 GiB tool really wrote 1 GiB,
+//! so the figures cannot silently describe errors.
 
 #![expect(
     clippy::expect_used,
@@ -37,6 +45,10 @@ use std::process::Stdio;
 #[path = "support/rss.rs"]
 mod rss;
 
+#[path = "support/cpu.rs"]
+mod cpu;
+
+use cpu::{Cpu, Stats, added_ms};
 use rss::{RssSampler, SAMPLE_EVERY, vm_rss_kib};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,6 +65,11 @@ const UNSANDBOXED: &str = "Invoker pipeline, sandbox off";
 
 /// Calls at c=8, per side.
 const N_CONC: usize = 800;
+/// Calls of bubblewrap per round of the table, at c=1: each costs ten
+/// of the others.
+const N_BWRAP: usize = 80;
+/// Rounds of the issue's table, each measured and printed on its own.
+const TABLE_ROUNDS: usize = 3;
 const WORKERS: usize = 8;
 /// Both sides alternate in this many blocks, so drift on a shared machine
 /// hits both alike.
@@ -181,6 +198,86 @@ async fn spawn_true() {
     assert!(status.success(), "true failed: {status}");
 }
 
+// --------------------------------------------------------------- bubblewrap
+
+/// Bubblewrap's namespaces for one `/bin/true`, as close to a skilld run
+/// as its options go: user, pid, ipc, uts and network namespaces, the
+/// system read-only, its own `/proc`, `/dev` and `/tmp`, a session of its
+/// own, dying with its parent.
+const BWRAP_ARGS: &[&str] = &[
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-net",
+    "--die-with-parent",
+    "--new-session",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--ro-bind-try",
+    "/etc",
+    "/etc",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--symlink",
+    "usr/sbin",
+    "/sbin",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "/bin/true",
+];
+
+/// Whether `bwrap` runs here (and can make its namespaces).
+fn bwrap_available() -> bool {
+    let ok = std::process::Command::new("bwrap")
+        .args(BWRAP_ARGS)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        println!("bwrap: not installed or cannot make its namespaces here; its row is left out");
+    }
+    ok
+}
+
+/// [`spawn_true`], inside bubblewrap.
+async fn bwrap_true() {
+    let mut child = tokio::process::Command::new("bwrap")
+        .args(BWRAP_ARGS)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn bwrap");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+    a.expect("read stdout");
+    b.expect("read stderr");
+    let status = child.wait().await.expect("wait");
+    assert!(
+        status.success(),
+        "bwrap true failed: {status}: {}",
+        String::from_utf8_lossy(&err)
+    );
+}
+
 // -------------------------------------------------------------------- HTTP
 
 fn client() -> reqwest::Client {
@@ -237,6 +334,8 @@ enum Call {
     Pipeline(Arc<Invoker>, Arc<CatalogHandle>, usize),
     /// [`store_writes`] with this result.
     Store(Arc<dyn Store>, Arc<Value>),
+    /// [`bwrap_true`].
+    Bwrap,
 }
 
 impl Call {
@@ -264,6 +363,7 @@ impl Call {
                 }
             }
             Call::Store(store, result) => return store_writes(store, result).await,
+            Call::Bwrap => bwrap_true().await,
         }
         start.elapsed()
     }
@@ -356,6 +456,137 @@ async fn latencies(n: usize, call: &Call) -> Vec<Duration> {
         times.push(call.run().await);
     }
     times
+}
+
+// ------------------------------------------------------------ issue table
+
+/// One side of a round of the table: its c=1 and c=8 call times, the
+/// c=8 wall time, and the CPU time of each phase.
+#[derive(Default)]
+struct Side {
+    seq: Vec<Duration>,
+    seq_cpu: Cpu,
+    conc: Vec<Duration>,
+    conc_wall: Duration,
+    conc_cpu: Cpu,
+}
+
+impl Side {
+    async fn seq(&mut self, n: usize, call: &Call) {
+        let before = Cpu::now();
+        self.seq.extend(latencies(n, call).await);
+        self.seq_cpu.add(Cpu::since(before));
+    }
+
+    async fn conc(&mut self, n: usize, calls: &[Call]) {
+        let before = Cpu::now();
+        let (wall, times) = throughput(n, calls).await;
+        self.conc_cpu.add(Cpu::since(before));
+        self.conc_wall += wall;
+        self.conc.extend(times);
+    }
+
+    fn rate(&self) -> f64 {
+        rate(self.conc.len(), self.conc_wall)
+    }
+
+    /// CPU per call over both phases.
+    fn cpu_per_call(&self) -> String {
+        let mut cpu = self.seq_cpu;
+        cpu.add(self.conc_cpu);
+        cpu.per_call(self.seq.len() + self.conc.len())
+    }
+}
+
+/// One of the table's [`TABLE_ROUNDS`]: the bare spawn, skilld over HTTP
+/// and (where it runs) bubblewrap, each phase interleaved in [`ROUNDS`]
+/// blocks so drift on a shared machine hits every side alike.
+#[derive(Default)]
+struct TableRound {
+    base: Side,
+    http: Side,
+    bwrap: Option<Vec<Duration>>,
+}
+
+/// Measures one round; the machine's ticks around the HTTP c=8 phases
+/// come back too.
+async fn table_round(
+    seq_http: &Call,
+    conc_base: &[Call],
+    conc_http: &[Call],
+    bwrap: bool,
+) -> (TableRound, MachineTicks) {
+    let mut round = TableRound {
+        bwrap: bwrap.then(Vec::new),
+        ..TableRound::default()
+    };
+    let mut idle = MachineTicks::default();
+    for _ in 0..ROUNDS {
+        round.base.seq(N_SEQ / ROUNDS, &Call::Baseline).await;
+        round.http.seq(N_SEQ / ROUNDS, seq_http).await;
+        if let Some(times) = &mut round.bwrap {
+            times.extend(latencies(N_BWRAP / ROUNDS, &Call::Bwrap).await);
+        }
+        round.base.conc(N_CONC / ROUNDS, conc_base).await;
+        let machine = MachineTicks::now();
+        round.http.conc(N_CONC / ROUNDS, conc_http).await;
+        idle.add(&machine, &MachineTicks::now());
+    }
+    (round, idle)
+}
+
+/// Prints one round of the table.
+fn print_round(i: usize, r: &TableRound) {
+    let (base, http) = (Stats::of(&r.base.seq), Stats::of(&r.http.seq));
+    println!("-- round {} of {TABLE_ROUNDS} --", i + 1);
+    println!(
+        "  {:<52} {}",
+        "c=1 baseline: spawn `true` from tokio",
+        base.shown()
+    );
+    println!(
+        "  {:<52} {}",
+        "c=1 skilld: POST /tools/bench_true/invoke",
+        http.shown()
+    );
+    println!(
+        "  {:<52} median {:>+8.3} ms  p99 {:>+8.3} ms   [goal median <= 0.3 ms]",
+        "c=1 added by skilld",
+        added_ms(http.median, base.median),
+        added_ms(http.p99, base.p99)
+    );
+    let (bc, hc) = (Stats::of(&r.base.conc), Stats::of(&r.http.conc));
+    println!(
+        "  {:<52} baseline {:>7.1}/s ({})   skilld {:>7.1}/s ({})",
+        format!("c={WORKERS} throughput"),
+        r.base.rate(),
+        bc.shown(),
+        r.http.rate(),
+        hc.shown()
+    );
+    println!(
+        "  {:<52} {:>7.1}%   [goal >= 75%]",
+        format!("c={WORKERS} skilld as a share of the baseline"),
+        100.0 * r.http.rate() / r.base.rate()
+    );
+    println!("  {:<52} {}", "CPU per call, baseline", r.base.cpu_per_call());
+    println!("  {:<52} {}", "CPU per call, skilld", r.http.cpu_per_call());
+    match &r.bwrap {
+        Some(times) => {
+            let b = Stats::of(times);
+            println!(
+                "  {:<52} {}",
+                "c=1 bubblewrap: `bwrap ... /bin/true` from tokio",
+                b.shown()
+            );
+            println!(
+                "  {:<52} x{:.2} (bwrap median / skilld median)   [goal >= x5]",
+                "skilld's sandboxed call against bubblewrap",
+                b.median.as_secs_f64() / http.median.as_secs_f64()
+            );
+        }
+        None => println!("  bubblewrap: skipped (bwrap is not installed or cannot run here)"),
+    }
 }
 
 // ------------------------------------------------------------- statements
@@ -518,6 +749,8 @@ struct Figures {
     rows: Vec<Row>,
     rss_rows: Vec<RssRow>,
     netns: bool,
+    /// The issue's table, round by round.
+    table: Vec<TableRound>,
 }
 
 /// Measures one 1 GiB run (`run` returns the bytes it saw) on `sampler`.
@@ -637,27 +870,24 @@ async fn bench(root: &Path) -> Figures {
     throughput(WARMUP, &conc_base).await;
     throughput(WARMUP.max(2 * WORKERS), &conc_http).await;
 
-    let (mut base_seq, mut http_seq) = (Vec::new(), Vec::new());
-    let (mut base_conc, mut http_conc) = (Duration::ZERO, Duration::ZERO);
-    let (mut base_conc_calls, mut http_conc_calls) = (Vec::new(), Vec::new());
-    let (mut base_cpu, mut http_cpu) = (Duration::ZERO, Duration::ZERO);
-    let mut http_idle = MachineTicks::default();
-    for _ in 0..ROUNDS {
-        base_seq.extend(latencies(N_SEQ / ROUNDS, &Call::Baseline).await);
-        http_seq.extend(latencies(N_SEQ / ROUNDS, &seq_http).await);
-        let cpu = cpu_time();
-        let (wall, times) = throughput(N_CONC / ROUNDS, &conc_base).await;
-        base_cpu += cpu_time() - cpu;
-        base_conc += wall;
-        base_conc_calls.extend(times);
-        let cpu = cpu_time();
-        let machine = MachineTicks::now();
-        let (wall, times) = throughput(N_CONC / ROUNDS, &conc_http).await;
-        http_idle.add(&machine, &MachineTicks::now());
-        http_cpu += cpu_time() - cpu;
-        http_conc += wall;
-        http_conc_calls.extend(times);
+    let bwrap = bwrap_available();
+    if bwrap {
+        latencies(WARMUP / 5, &Call::Bwrap).await;
     }
+    let mut table = Vec::with_capacity(TABLE_ROUNDS);
+    let mut http_idle = MachineTicks::default();
+    for _ in 0..TABLE_ROUNDS {
+        let (round, idle) = table_round(&seq_http, &conc_base, &conc_http, bwrap).await;
+        http_idle.add(&MachineTicks::default(), &idle);
+        table.push(round);
+    }
+    let all = |f: fn(&TableRound) -> &Vec<Duration>| table.iter().flat_map(f).copied().collect::<Vec<_>>();
+    let (base_seq, http_seq) = (all(|r| &r.base.seq), all(|r| &r.http.seq));
+    let (base_conc_calls, http_conc_calls) = (all(|r| &r.base.conc), all(|r| &r.http.conc));
+    let base_conc = table.iter().map(|r| r.base.conc_wall).sum();
+    let http_conc = table.iter().map(|r| r.http.conc_wall).sum();
+    let base_cpu = table.iter().map(|r| r.base.conc_cpu.total()).sum();
+    let http_cpu = table.iter().map(|r| r.http.conc_cpu.total()).sum();
 
     // 1 GiB of output through the whole server, watching our own RSS.
     let sampler = RssSampler::start();
@@ -814,6 +1044,7 @@ async fn bench(root: &Path) -> Figures {
         rows,
         rss_rows,
         netns: runner::network_isolation_available(),
+        table,
     }
 }
 
@@ -832,7 +1063,7 @@ fn main() {
         "timeout: 120\n",
         "sh -c 'head -c 1073741824 /dev/zero'",
     );
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     println!("skills under {}; {cores} cores available", root.display());
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -854,7 +1085,17 @@ fn main() {
     };
     println!();
     println!(
-        "== c=1: latency ({N_SEQ} sequential calls per side after {WARMUP} warm-up, {ROUNDS} interleaved rounds) =="
+        "== issue 30's table, {TABLE_ROUNDS} rounds (c=1: {N_SEQ} calls per side, bubblewrap {N_BWRAP}; \
+         c={WORKERS}: {N_CONC}; each in {ROUNDS} interleaved blocks) =="
+    );
+    for (i, round) in f.table.iter().enumerate() {
+        print_round(i, round);
+    }
+    println!("  (process backend and Starlark rows: `cargo bench --bench backends`)");
+    println!();
+    println!(
+        "== c=1: latency, all {TABLE_ROUNDS} rounds ({} sequential calls per side after {WARMUP} warm-up) ==",
+        b.len()
     );
     line("baseline: spawn `true` from tokio", b);
     line(&format!("HTTP: POST /tools/{TRUE_TOOL}/invoke"), h);
@@ -868,12 +1109,11 @@ fn main() {
         signed_ms(max(h), max(b))
     );
 
-    let (base_rate, http_rate) = (rate(N_CONC, f.base_conc), rate(N_CONC, f.http_conc));
+    let conc_calls = f.base_conc_calls.len();
+    let (base_rate, http_rate) = (rate(conc_calls, f.base_conc), rate(conc_calls, f.http_conc));
     let ratio = http_rate / base_rate;
     println!();
-    println!(
-        "== c={WORKERS}: throughput ({N_CONC} calls per side, {WORKERS} workers, {ROUNDS} interleaved rounds) =="
-    );
+    println!("== c={WORKERS}: throughput, all rounds ({conc_calls} calls per side, {WORKERS} workers) ==");
     println!(
         "{:<44} {:>9.1} calls/s   ({} wall)",
         "baseline: spawn `true` from tokio",
@@ -894,13 +1134,13 @@ fn main() {
         "machine CPU idle during the HTTP phases",
         100.0 * f.http_idle.idle_share()
     );
-    let per_call = |cpu: Duration| cpu / u32::try_from(N_CONC).unwrap_or(u32::MAX);
+    let per_call = |cpu: Duration| cpu / u32::try_from(conc_calls).unwrap_or(u32::MAX);
     println!(
         "{:<44} baseline {}   HTTP {}   ({} cores)",
         "CPU per call (process + children)",
         ms(per_call(f.base_cpu)),
         ms(per_call(f.http_cpu)),
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
     );
 
     println!();

@@ -128,6 +128,18 @@ pub struct ServeArgs {
         value_name = "URL"
     )]
     pub oauth_issuers: Vec<String>,
+    /// How long final runs stay in the run log: `90d` (default), `12h`,
+    /// `30m`, `45s`, or `off` to keep them whatever their age.
+    #[arg(long, env = "SKILLD_RETENTION_MAX_AGE", value_name = "AGE|off")]
+    pub retention_max_age: Option<String>,
+    /// How many of the newest runs the run log keeps at least; older final
+    /// runs are pruned. Default `off`: no limit by count.
+    #[arg(long, env = "SKILLD_RETENTION_MAX_RUNS", value_name = "N|off")]
+    pub retention_max_runs: Option<String>,
+    /// A file pruned runs are appended to, one JSON line each, before they
+    /// are deleted (default: none).
+    #[arg(long, env = "SKILLD_RETENTION_EXPORT", value_name = "FILE")]
+    pub retention_export: Option<PathBuf>,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
@@ -197,6 +209,10 @@ pub struct FileConfig {
     pub kill_grace_secs: Option<u64>,
     /// How long running tools may finish after SIGTERM to skilld (default 10 s).
     pub shutdown_grace_secs: Option<u64>,
+    /// How long a run's end waits in memory, after the answer, for others
+    /// to share its commit (default 0: committed at once, still after the
+    /// answer; at most 10000).
+    pub run_log_commit_interval_ms: Option<u64>,
     /// Extra environment variables children may inherit (secret-shaped
     /// names never pass).
     pub env_allow: Option<Vec<String>>,
@@ -247,6 +263,27 @@ pub struct FileConfig {
     pub install: Option<InstallConfig>,
     /// Where entrypoints' artifacts go.
     pub artifacts: Option<ArtifactsConfig>,
+    /// How long the run log keeps runs.
+    pub retention: Option<RetentionConfig>,
+}
+
+/// `[retention]`: which final runs the run log keeps, and how the rest is
+/// pruned (`docs/api.md`, "Retention").
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// See [`ServeArgs::retention_max_age`].
+    pub max_age: Option<String>,
+    /// See [`ServeArgs::retention_max_runs`]; a number, or `"off"`.
+    pub max_runs: Option<toml::Value>,
+    /// See [`ServeArgs::retention_export`].
+    pub export: Option<PathBuf>,
+    /// How often a pass looks for runs to prune (default 3600 s).
+    pub interval_secs: Option<u64>,
+    /// Runs deleted per transaction (default 500).
+    pub batch_size: Option<u32>,
+    /// The pause between two transactions of a pass (default 100 ms).
+    pub pause_ms: Option<u64>,
 }
 
 /// `[artifacts]`: an S3-compatible bucket for entrypoints' artifacts. The
@@ -295,7 +332,7 @@ impl InstallConfig {
     fn settings(&self, review_uploads: bool) -> crate::install::InstallSettings {
         let d = crate::install::InstallSettings::default();
         crate::install::InstallSettings {
-            limits: crate::skill::unpack::UnpackLimits {
+            limits: crate::install::unpack::UnpackLimits {
                 max_entries: self.max_entries.unwrap_or(d.limits.max_entries),
                 max_bytes: self.max_unpacked_bytes.unwrap_or(d.limits.max_bytes),
                 max_ratio: self.max_ratio.unwrap_or(d.limits.max_ratio),
@@ -331,6 +368,8 @@ pub struct Config {
     pub rules: crate::skill::SkillRules,
     pub run: crate::invoke::RunSettings,
     pub shutdown_grace: std::time::Duration,
+    /// See [`FileConfig::run_log_commit_interval_ms`].
+    pub run_log_commit_interval: std::time::Duration,
     /// The file's and `SKILLD_TOKENS`' tokens, merged; open when none
     /// (and no OAuth issuer is configured).
     pub auth: std::sync::Arc<Auth>,
@@ -354,6 +393,8 @@ pub struct Config {
     pub limits: crate::http::ServerLimits,
     /// The tool policy of callers that state none.
     pub agent_tools: AgentTools,
+    /// What the run log keeps.
+    pub retention: crate::retention::RetentionSettings,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -432,54 +473,15 @@ impl Config {
             .resolve(&args.oauth_issuers)?;
         let insecure = args.insecure.or(file.insecure).unwrap_or(false);
         let bind = resolve_bind(args, &file, insecure, &auth, oauth.is_some())?;
-        // Absolute, because children run elsewhere: a relative path handed
-        // to one (its run directory, its working directory) would be read
-        // against the child's working directory, not the server's.
-        let data_dir = absolute(
-            args.local
-                .data_dir
-                .clone()
-                .or(file.data_dir.clone())
-                .unwrap_or_else(default_data_dir),
-        );
-        let workspace = absolute(
-            args.local
-                .workspace
-                .clone()
-                .or(file.workspace.clone())
-                .unwrap_or_else(default_workspace),
-        );
-        let database_url = args
-            .local
-            .database
-            .clone()
-            .or(file.database.clone())
-            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("skilld.db").display()));
-        let max_timeout_secs = args
-            .local
-            .max_timeout_secs
-            .or(file.max_timeout_secs)
-            .unwrap_or(DEFAULT_MAX_TIMEOUT_SECS);
-        if max_timeout_secs == 0 {
-            return Err("max_timeout_secs must be at least 1".to_owned());
-        }
+        let Places {
+            data_dir,
+            workspace,
+            scratch_dir,
+            database_url,
+        } = Places::resolve(args, &file);
+        let max_timeout_secs = resolve_max_timeout(args, &file)?;
         let roots = resolve_roots(args, &file, &workspace, &data_dir)?;
-        let scratch_dir = absolute(
-            args.local
-                .scratch_dir
-                .clone()
-                .or(file.scratch_dir.clone())
-                .unwrap_or_else(|| default_scratch_dir(&data_dir)),
-        );
-        let mut protected = vec![data_dir.clone(), scratch_dir.clone()];
-        protected.extend(args.local.config.iter().map(|c| absolute(c.clone())));
-        protected.extend(roots.iter().map(|r| r.path.clone()));
-        // A run log kept outside the data directory is no tool's either.
-        protected.extend(
-            crate::store::sqlite_files(&database_url)
-                .into_iter()
-                .map(absolute),
-        );
+        let protected = protected_paths(args, &roots, &[&data_dir, &scratch_dir], &database_url);
         let install = file
             .install
             .clone()
@@ -491,7 +493,11 @@ impl Config {
         let (artifacts, artifact_secrets) = resolve_artifacts(args, &file)?;
         run.artifacts = artifacts;
         run.sandbox.protected = protected;
+        let retention = resolve_retention(args, &file)?;
+        // The export holds the log's history: no tool's to write.
+        run.sandbox.protected.extend(retention.export.clone());
         Ok(Self {
+            retention,
             bind,
             roots,
             database_url,
@@ -502,6 +508,7 @@ impl Config {
             rules,
             run,
             shutdown_grace: std::time::Duration::from_secs(file.shutdown_grace_secs.unwrap_or(10)),
+            run_log_commit_interval: resolve_commit_interval(&file)?,
             workspace,
             data_dir,
             auth: std::sync::Arc::new(auth),
@@ -525,6 +532,77 @@ impl Config {
                 .collect(),
         })
     }
+}
+
+/// Where the server keeps its files and its run log.
+struct Places {
+    data_dir: PathBuf,
+    workspace: PathBuf,
+    scratch_dir: PathBuf,
+    database_url: String,
+}
+
+impl Places {
+    /// Absolute, because children run elsewhere: a relative path handed to
+    /// one (its run directory, its working directory) would be read against
+    /// the child's working directory, not the server's.
+    fn resolve(args: &ServeArgs, file: &FileConfig) -> Self {
+        let local = &args.local;
+        let data_dir = absolute(
+            local
+                .data_dir
+                .clone()
+                .or(file.data_dir.clone())
+                .unwrap_or_else(default_data_dir),
+        );
+        let workspace = absolute(
+            local
+                .workspace
+                .clone()
+                .or(file.workspace.clone())
+                .unwrap_or_else(default_workspace),
+        );
+        let database_url = local
+            .database
+            .clone()
+            .or(file.database.clone())
+            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("skilld.db").display()));
+        let scratch_dir = absolute(
+            local
+                .scratch_dir
+                .clone()
+                .or(file.scratch_dir.clone())
+                .unwrap_or_else(|| default_scratch_dir(&data_dir)),
+        );
+        Self {
+            data_dir,
+            workspace,
+            scratch_dir,
+            database_url,
+        }
+    }
+}
+
+fn resolve_max_timeout(args: &ServeArgs, file: &FileConfig) -> Result<u64, String> {
+    let secs = args
+        .local
+        .max_timeout_secs
+        .or(file.max_timeout_secs)
+        .unwrap_or(DEFAULT_MAX_TIMEOUT_SECS);
+    if secs == 0 {
+        return Err("max_timeout_secs must be at least 1".to_owned());
+    }
+    Ok(secs)
+}
+
+/// What no tool may touch: the server's own directories, its config file,
+/// the skills' roots, and a run log kept outside the data directory.
+fn protected_paths(args: &ServeArgs, roots: &[Root], own: &[&PathBuf], database_url: &str) -> Vec<PathBuf> {
+    let mut protected: Vec<PathBuf> = own.iter().map(|p| (*p).clone()).collect();
+    protected.extend(args.local.config.iter().map(|c| absolute(c.clone())));
+    protected.extend(roots.iter().map(|r| r.path.clone()));
+    protected.extend(crate::store::sqlite_files(database_url).into_iter().map(absolute));
+    protected
 }
 
 /// Where artifacts go: a bucket when one is named (flag, environment or
@@ -568,6 +646,84 @@ fn resolve_artifacts(
         crate::artifacts::ArtifactStore::S3(std::sync::Arc::new(store)),
         secrets,
     ))
+}
+
+/// `[retention]` under its flags, checked: every bad value is refused
+/// at start-up rather than found out by the first pass.
+fn resolve_retention(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<crate::retention::RetentionSettings, String> {
+    use crate::retention::{MAX_BATCH, RetentionSettings, parse_age};
+    let section = file.retention.clone().unwrap_or_default();
+    let defaults = RetentionSettings::default();
+    let max_age = match args.retention_max_age.clone().or(section.max_age) {
+        None => defaults.max_age,
+        Some(off) if off.trim() == "off" => None,
+        Some(age) => Some(parse_age(&age).map_err(|e| format!("retention max_age: {e}"))?),
+    };
+    let max_runs = match (&args.retention_max_runs, &section.max_runs) {
+        (Some(flag), _) => parse_max_runs(flag)?,
+        (None, Some(toml::Value::Integer(n))) => parse_max_runs(&n.to_string())?,
+        (None, Some(toml::Value::String(text))) => parse_max_runs(text)?,
+        (None, Some(other)) => return Err(format!("retention max_runs: {other} is not a number or \"off\"")),
+        (None, None) => None,
+    };
+    let batch = section.batch_size.unwrap_or(defaults.batch);
+    if !(1..=MAX_BATCH).contains(&batch) {
+        return Err(format!(
+            "retention batch_size must be 1 to {MAX_BATCH}, not {batch}"
+        ));
+    }
+    let interval = section
+        .interval_secs
+        .map_or(defaults.interval, std::time::Duration::from_secs);
+    if interval.is_zero() {
+        return Err("retention interval_secs must be at least 1".to_owned());
+    }
+    let export = args.retention_export.clone().or(section.export).map(absolute);
+    if let Some(path) = &export {
+        check_export(path)?;
+    }
+    Ok(RetentionSettings {
+        max_age,
+        max_runs,
+        export,
+        interval,
+        batch,
+        pause: section
+            .pause_ms
+            .map_or(defaults.pause, std::time::Duration::from_millis),
+    })
+}
+
+/// `max_runs`: a count of at least 1, or `off`.
+fn parse_max_runs(text: &str) -> Result<Option<u64>, String> {
+    match text.trim() {
+        "off" => Ok(None),
+        n => match n.parse::<u64>() {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(format!(
+                "retention max_runs '{text}' must be a count of at least 1, or off (no limit by count)"
+            )),
+        },
+    }
+}
+
+/// The export file must be one the server can append to: in an existing
+/// directory, and not a directory itself.
+fn check_export(path: &Path) -> Result<(), String> {
+    let dir = path.parent().filter(|d| d.is_dir());
+    if dir.is_none() {
+        return Err(format!(
+            "retention export {}: its directory does not exist",
+            path.display()
+        ));
+    }
+    if path.is_dir() {
+        return Err(format!("retention export {} is a directory", path.display()));
+    }
+    Ok(())
 }
 
 /// `--public-url` over the file's, if either is given.
@@ -688,6 +844,21 @@ fn resolve_roots(
 }
 
 /// The script runtimes, with the file's replacing the defaults by extension.
+/// The run log's commit interval, refused past
+/// [`MAX_COMMIT_INTERVAL`](crate::store::MAX_COMMIT_INTERVAL): another
+/// instance reads a finished run as `running` for up to that long.
+fn resolve_commit_interval(file: &FileConfig) -> Result<std::time::Duration, String> {
+    let interval = std::time::Duration::from_millis(file.run_log_commit_interval_ms.unwrap_or(0));
+    if interval > crate::store::MAX_COMMIT_INTERVAL {
+        return Err(format!(
+            "run_log_commit_interval_ms ({}) is more than {}",
+            interval.as_millis(),
+            crate::store::MAX_COMMIT_INTERVAL.as_millis()
+        ));
+    }
+    Ok(interval)
+}
+
 fn resolve_runtimes(file: &FileConfig) -> Result<Runtimes, String> {
     let mut runtimes = Runtimes::default();
     for (ext, argv) in file.runtimes.clone().unwrap_or_default() {
@@ -969,7 +1140,7 @@ pub fn lint_settings(config: Option<&Path>) -> Result<(Runtimes, crate::skill::S
         .install
         .as_ref()
         .and_then(|i| i.npm_registry.clone())
-        .unwrap_or_else(|| crate::skill::deps::DEFAULT_NPM_REGISTRY.to_owned());
+        .unwrap_or_else(|| crate::deps::DEFAULT_NPM_REGISTRY.to_owned());
     let rules = resolve_rules(&file, &absolute(data_dir), &registry)?;
     Ok((resolve_runtimes(&file)?, rules))
 }

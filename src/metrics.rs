@@ -12,7 +12,7 @@
 //! tests therefore compare counts before and after, or use names of their
 //! own.
 
-use axum::http::Method;
+use hyper::http::Method;
 use metrics::{Gauge, Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;

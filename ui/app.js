@@ -22,6 +22,8 @@
   const SILENCE_MS = 45000;
   const BACKOFF_MS = [1000, 2000, 5000, 10000, 15000];
   const HISTORY_PAGE = 50;
+  // The inbox's pages after the stream's first: as big as the API allows.
+  const INBOX_PAGE = 500;
   const FINISHED = new Set([
     'succeeded', 'failed', 'timed_out', 'cancelled', 'denied', 'expired', 'interrupted',
   ]);
@@ -341,17 +343,59 @@
   let primed = false;
   let blocked = false;
 
-  function applySnapshot(list) {
-    pending.clear();
-    for (const a of list) if (a.status === 'pending') pending.set(a.id, a);
+  // A snapshot is the inbox's first page; the rest are read after it
+  // (`readRest`), and only once the last is read does what no page held
+  // leave, so the cards past the first page stay put meanwhile. What a
+  // change told of while reading is newer than any page: a page cannot
+  // bring back a request decided since, nor undo a change.
+  const read = { gen: 0, held: new Set(), told: new Set(), whole: false };
+
+  function applySnapshot(list, nextCursor) {
+    const gen = ++read.gen;
+    read.held = new Set();
+    read.told = new Set();
     blocked = false;
-    announce([...pending.values()]);
+    applyPage(list, false);
+    readRest(gen, nextCursor || null);
+  }
+
+  /** The snapshot's later pages, oldest first, until the last or a newer snapshot. */
+  async function readRest(gen, cursor) {
+    while (cursor && gen === read.gen) {
+      const params = new URLSearchParams({ status: 'pending', limit: String(INBOX_PAGE), cursor });
+      let data;
+      try {
+        data = await api('GET', `approvals?${params}`);
+      } catch (err) {
+        // The next snapshot (the stream follows again, or the poll) reads them afresh.
+        if (gen === read.gen) setProblem('approvals', err.message);
+        return;
+      }
+      if (gen !== read.gen) return;
+      // Until the inbox was read whole once, its pages are what was already waiting.
+      applyPage((data && data.approvals) || [], !read.whole);
+      cursor = (data && data.next_cursor) || null;
+    }
+    if (gen !== read.gen) return;
+    for (const id of pending.keys()) if (!read.held.has(id) && !read.told.has(id)) pending.delete(id);
+    read.whole = true;
+    renderApprovals();
+  }
+
+  function applyPage(list, quiet) {
+    const shown = list.filter((a) => a.status === 'pending' && !read.told.has(a.id));
+    for (const a of shown) {
+      pending.set(a.id, a);
+      read.held.add(a.id);
+    }
+    announce(shown, quiet);
     renderApprovals();
   }
 
   /** One request created or changed: anything not pending leaves the inbox. */
   function applyChange(a) {
     if (!a || !a.id) return;
+    read.told.add(a.id);
     if (a.status === 'pending') {
       pending.set(a.id, a);
       announce([a]);
@@ -365,15 +409,16 @@
   }
 
   function clearApprovals() {
+    read.gen++;
     pending.clear();
     blocked = true;
     renderApprovals();
   }
 
-  function announce(list) {
+  function announce(list, quiet) {
     const fresh = list.filter((a) => !known.has(a.id));
     fresh.forEach((a) => known.add(a.id));
-    if (primed) fresh.forEach(notify);
+    if (primed && !quiet) fresh.forEach(notify);
     primed = true;
   }
 
@@ -582,6 +627,7 @@
 
   async function decide(a, action, scope, note) {
     await api('POST', `approvals/${encodeURIComponent(a.id)}/${action}`, { scope, note });
+    read.told.add(a.id);
     if (pending.delete(a.id)) renderApprovals();
   }
 
@@ -879,7 +925,7 @@
       stopPolling();
       setProblem('approvals', null);
       setStreamState('live');
-      applySnapshot((body && body.approvals) || []);
+      applySnapshot((body && body.approvals) || [], body && body.next_cursor);
     } else if (type === 'approval') {
       applyChange(body);
     }
@@ -903,10 +949,10 @@
 
   async function poll(gen) {
     try {
-      const data = await api('GET', 'approvals?status=pending&limit=500');
+      const data = await api('GET', `approvals?status=pending&limit=${INBOX_PAGE}`);
       if (gen !== pollGen) return;
       setProblem('approvals', null);
-      applySnapshot((data && data.approvals) || []);
+      applySnapshot((data && data.approvals) || [], data && data.next_cursor);
     } catch (err) {
       if (gen !== pollGen) return;
       setProblem('approvals', err.message);

@@ -1,4 +1,4 @@
-//! Fuzzes the dependency-file checks (`skilld::skill::deps`): the input is
+//! Fuzzes the dependency-file checks (`skilld::deps`): the input is
 //! the text of a `requirements.txt`, a `package.json` or a
 //! `package-lock.json`, checked as each. Beyond not panicking, a line the
 //! requirements check takes must name nothing pip would read as a path, a
@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use skilld::skill::deps::{DEFAULT_NPM_REGISTRY, check_lock, check_package, check_requirements};
+use skilld::deps::{DEFAULT_NPM_REGISTRY, check_lock, check_package, check_requirements};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

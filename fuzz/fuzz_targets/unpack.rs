@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skilld::skill::unpack::{UnpackLimits, unpack};
+use skilld::install::unpack::{UnpackLimits, unpack};
 use std::io::Cursor;
 
 fuzz_target!(|data: &[u8]| {

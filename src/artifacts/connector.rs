@@ -15,10 +15,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// the largest artifact included).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-type Client = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    HttpRequestBody,
->;
+type Client = hyper_util::client::legacy::Client<crate::https::Connector, HttpRequestBody>;
 
 /// Makes [`Hyper`] clients for object_store.
 #[derive(Debug, Default)]
@@ -28,16 +25,10 @@ impl HttpConnector for Connector {
     fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        http.enforce_http(false);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())
-            .map_err(|e| object_store::Error::Generic {
-                store: "S3",
-                source: Box::new(e),
-            })?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let https = crate::https::connector(http).map_err(|e| object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(e),
+        })?;
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https);
         Ok(HttpClient::new(Hyper(client)))

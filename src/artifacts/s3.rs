@@ -396,7 +396,7 @@ mod tests {
         assert!(
             S3Store::new(S3Settings {
                 endpoint: Some("ftp://x".to_owned()),
-                ..store.settings.clone()
+                ..store.settings
             })
             .is_err()
         );

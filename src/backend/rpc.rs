@@ -118,9 +118,10 @@ impl std::fmt::Debug for Conn {
 impl Conn {
     /// Takes over `child` and starts its supervisor.
     pub(super) fn spawn(mut child: Child, opts: ConnOptions) -> Result<Arc<Self>, String> {
-        let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
-            (Some(i), Some(o), Some(e)) => (i, o, e),
-            _ => return Err("the child's pipes were not open".to_owned()),
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("the child's pipes were not open".to_owned());
         };
         let (outgoing, queued) = mpsc::unbounded_channel();
         let conn = Arc::new(Self::new(outgoing, opts.serve.clone()));
@@ -185,6 +186,7 @@ impl Conn {
             Duration::ZERO
         };
         let deadline = Instant::now() + timeout + slack;
+        let answering = tracing::trace_span!("rpc.answer");
         let reply = tokio::select! {
             reply = &mut rx => reply.unwrap_or_else(|_| Err(RpcFailure::Died(self.reason()))),
             () = tokio::time::sleep_until(deadline) => {
@@ -199,6 +201,7 @@ impl Conn {
                 Err(RpcFailure::Cancelled)
             }
         };
+        drop(answering);
         *lock(&self.last_used) = Instant::now();
         reply
     }

@@ -3,6 +3,8 @@
 //! is immutable; reloading builds a new one and swaps it in whole.
 
 mod agent_tools;
+mod derived;
+pub mod installed;
 pub mod versions;
 
 use crate::export::Exports;
@@ -26,7 +28,7 @@ pub struct Root {
     pub trust: Trust,
     /// Named explicitly (`--skills`): a missing directory is worth a warning.
     pub explicit: bool,
-    /// Laid out as [`crate::skill::installed`] says: versions side by
+    /// Laid out as [`installed`] says: versions side by
     /// side, the active one served.
     pub installed: bool,
 }
@@ -101,6 +103,8 @@ pub struct Catalog {
     /// The index of skills MCP sessions get as instructions, made by
     /// `mcp` once per snapshot (rmcp asks for it at every request).
     pub instructions_index: std::sync::OnceLock<String>,
+    /// Other answers made from this snapshot once, for every session.
+    pub derived: derived::Derived,
 }
 
 /// What looking a tool up by name found.
@@ -226,6 +230,7 @@ impl Catalog {
             scans,
             versions: versions::Versions::new(opts),
             instructions_index: std::sync::OnceLock::new(),
+            derived: derived::Derived::default(),
         }
     }
 
@@ -320,7 +325,7 @@ fn root_dirs(root: &Root, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result<
         let dirs = skill_dirs(&root.path, diagnostics)?;
         return Ok(dirs.into_iter().map(|d| (d, root.trust)).collect());
     }
-    let crate::skill::installed::Serving { dirs, unreadable } = crate::skill::installed::serving(&root.path)?;
+    let installed::Serving { dirs, unreadable } = installed::serving(&root.path)?;
     for (name, why) in unreadable {
         diagnostics.push(
             Diagnostic::error(
@@ -391,7 +396,7 @@ fn skill_dirs(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result
 /// Loads skill directories on every available core, keeping job order.
 fn load_parallel(jobs: &[Job], opts: &CatalogOptions, path: &PathCache) -> Vec<Loaded> {
     let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+        .map_or(1, std::num::NonZero::get)
         .min(jobs.len().max(1));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, Loaded)>> = Mutex::new(Vec::with_capacity(jobs.len()));
@@ -421,7 +426,9 @@ fn load_parallel(jobs: &[Job], opts: &CatalogOptions, path: &PathCache) -> Vec<L
             });
         }
     });
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut results = results
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     results.sort_by_key(|(i, _)| *i);
     results.into_iter().map(|(_, l)| l).collect()
 }
@@ -585,7 +592,10 @@ impl CatalogHandle {
     /// Rescans every root and swaps the result in. Blocking: call it from a
     /// blocking thread.
     pub fn reload(&self) -> Arc<Catalog> {
-        let _guard = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self
+            .reloading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let previous = self.current();
         let next = Arc::new(Catalog::build(&self.options, Some(&previous)));
         match self.current.write() {

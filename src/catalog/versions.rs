@@ -3,9 +3,9 @@
 //! snapshot's own skill; another installed version is loaded when first
 //! named and kept for the life of the snapshot.
 
+use super::installed::{self, SkillState, VersionStatus};
 use super::{Catalog, CatalogOptions, Root};
 use crate::skill::backend::Deferred;
-use crate::skill::installed::{self, SkillState, VersionStatus};
 use crate::skill::{LoadOptions, PathCache, Skill, load_skill};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -153,7 +153,11 @@ impl Catalog {
         name: &str,
         version: &str,
     ) -> Result<Arc<Skill>, NotFound> {
-        let mut loaded = self.versions.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let mut loaded = self
+            .versions
+            .loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(skill) = loaded.get(&dir) {
             return Ok(skill.clone());
         }

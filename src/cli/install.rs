@@ -183,7 +183,7 @@ async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> R
     let (invoker, catalog) = pipeline(&config, false)
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
-    let installer = Installer::new(catalog, invoker, config.install.clone());
+    let installer = Installer::new(catalog, invoker.clone(), config.install.clone());
     let installed = installer
         .install(Upload {
             archive: fetched.file,
@@ -192,7 +192,9 @@ async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> R
             follow: None,
             expect_hash: fetched.hash,
         })
-        .await?;
+        .await;
+    invoker.shutdown(config.shutdown_grace).await;
+    let installed = installed?;
     let skill = &installed.skill;
     Ok(format!(
         "{}@{} {} {}",

@@ -2,6 +2,7 @@
 
 mod import;
 mod install;
+pub mod scaffold;
 
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use crate::config::{self, Config, LocalArgs, ServeArgs};
@@ -9,12 +10,12 @@ use crate::export::Format;
 use crate::http::{AppState, serve};
 use crate::invoke::{Asked, Call, Called, Delivery, Gate, Invoker, Target};
 use crate::skill::backend::{Launch, Linting};
-use crate::skill::scaffold::{self, ScaffoldDialect};
 use crate::skill::{Code, Diagnostic, Severity, Trust};
 use crate::skill::{LoadOptions, PathCache, Runtimes, SkillRules, load_skill};
 use crate::store::Store;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use scaffold::ScaffoldDialect;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,7 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Lint skills; exit 1 on any error (a path with no skill is one).
     Check {
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
@@ -351,12 +352,14 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// left `running` as interrupted; `skilld run` must not, since a server may
 /// be running some of them right now.
 async fn open_store(config: &Config, recover: bool) -> anyhow::Result<Arc<dyn Store>> {
-    let store = crate::store::connect(&config.database_url).await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot open the run log {}: {e}",
-            config::redact_url(&config.database_url)
-        )
-    })?;
+    let store = crate::store::connect_with(&config.database_url, config.run_log_commit_interval)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot open the run log {}: {e}",
+                config::redact_url(&config.database_url)
+            )
+        })?;
     if !recover {
         return Ok(store);
     }
@@ -380,7 +383,14 @@ async fn open_store(config: &Config, recover: bool) -> anyhow::Result<Arc<dyn St
 /// `run`, `mcp` and `install` each start from. `recover` ends the runs a
 /// crash left running, as only a server should.
 async fn pipeline(config: &Config, recover: bool) -> anyhow::Result<(Arc<Invoker>, Arc<CatalogHandle>)> {
-    let store = open_store(config, recover).await?;
+    pipeline_over(open_store(config, recover).await?, config).await
+}
+
+/// [`pipeline`] over a store already open.
+async fn pipeline_over(
+    store: Arc<dyn Store>,
+    config: &Config,
+) -> anyhow::Result<(Arc<Invoker>, Arc<CatalogHandle>)> {
     let invoker = Arc::new(Invoker::new(store, config.run.clone()));
     let (loading, launcher) = (config.clone(), invoker.launcher());
     let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&loading, launcher)).await?);
@@ -418,10 +428,13 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     {
         tracing::warn!(error = %e, "cannot note this server's address for skilld mcp sessions");
     }
-    let (invoker, handle) = pipeline(&config, true).await?;
+    let store = open_store(&config, true).await?;
+    let (invoker, handle) = pipeline_over(store.clone(), &config).await?;
+    // Only a server prunes: `skilld run` and `mcp` sessions come and go.
+    let _retention = crate::retention::spawn(store, config.retention.clone());
     // In the background: an unreachable bucket is retried for a while.
     tokio::spawn({
-        let artifacts = invoker.artifacts.clone();
+        let artifacts = invoker.artifacts().clone();
         async move { artifacts.check().await }
     });
     let _notifier = crate::notify::spawn(
@@ -443,6 +456,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     );
     let _watcher = watch(&config, &handle);
     let (auth, secret) = authority(&config, &people_url(&config, addr))?;
+    let shutdown = shutdown_signal().context("cannot listen for SIGTERM and SIGINT")?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on http://{addr}")?;
@@ -465,7 +479,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
             allowed_origins: config.allowed_origins.clone(),
         }),
     };
-    serve(state, listener, shutdown_signal(), config.shutdown_grace).await?;
+    serve(state, listener, shutdown, config.shutdown_grace).await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -562,24 +576,21 @@ fn connection_limits(limits: &crate::http::ServerLimits) -> crate::http::ServerL
     limits
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Completes on Ctrl-C or SIGTERM. The handlers are installed here, before
+/// the server says it is listening, not when the future is first polled:
+/// a client that reads the announcement and signals at once must find them
+/// (the accept loop may serve a first connection before it polls this).
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {},
+            _ = terminate.recv() => {},
         }
-    };
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    tracing::info!("shutting down");
+        tracing::info!("shutting down");
+    })
 }
 
 /// Lints each path: a skill directory on its own (or its `SKILL.md`), or
@@ -737,7 +748,7 @@ fn write_package(dir: &Path, output: &Path) -> anyhow::Result<()> {
         _ => Path::new("."),
     };
     let staged = tempfile::NamedTempFile::new_in(parent)?;
-    let file = crate::skill::archive::write_archive(dir, staged.reopen()?)?;
+    let file = crate::install::archive::write_archive(dir, staged.reopen()?)?;
     file.sync_all()?;
     // A package is for others to read, not a private temporary file.
     use std::os::unix::fs::PermissionsExt;
@@ -927,6 +938,7 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
             Ok(_) => anyhow::bail!("the run did not finish"),
             Err(e) => anyhow::bail!("{}", e.sentence()),
         };
+        invoker.shutdown(config.shutdown_grace).await;
         let mut out = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut out, envelope.as_ref())?;
         writeln!(out)?;

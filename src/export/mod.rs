@@ -9,7 +9,7 @@ mod schema;
 
 use crate::policy::{RequiresApproval, requires_approval};
 use crate::skill::{Skill, Tool, Trust};
-use axum::body::Bytes;
+use bytes::Bytes;
 pub use schema::{MAX_NAME, NUL_FREE_JSON, call_schema, fit_name, json_schema, nul_free_json};
 use schema::{gemini_json_schema, gemini_parameters, strict_schema};
 use serde::{Deserialize, Serialize};
@@ -465,6 +465,10 @@ impl Exports {
         };
         // The formats are independent: build them side by side.
         let formats: Vec<FormatExport> = std::thread::scope(|scope| {
+            #[expect(
+                clippy::needless_collect,
+                reason = "every thread starts before the first join"
+            )]
             let handles: Vec<_> = Format::ALL
                 .iter()
                 .map(|&f| scope.spawn(move || build(f)))
@@ -502,6 +506,15 @@ impl Exports {
                     .map(|(_, f)| f),
             ),
         }
+    }
+
+    /// `mode` as [`Exports::body`] tells it apart: itself when a tool
+    /// names it (any case), else `None`, since every mode no tool names
+    /// exports the same tools.
+    pub fn known_mode(&self, mode: &str) -> Option<String> {
+        let mode = mode.to_ascii_lowercase();
+        let fe = self.formats.first()?;
+        fe.by_mode.contains_key(&mode).then_some(mode)
     }
 
     /// The native fragment of catalog tool `i` (the `Tool` JSON).

@@ -10,14 +10,18 @@ use super::responses::{
 };
 use super::runs::json_event;
 use crate::invoke::{InboxEvent, Ruling};
-use crate::store::{Approval, ApprovalStatus, DecisionFilter, DecisionPage, Grant, Scope};
+use crate::store::{
+    self, ApprovalFilter, ApprovalPage, ApprovalStatus, DecisionFilter, GrantDecision, RunStatus, Scope,
+};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::convert::Infallible;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -45,21 +49,114 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct ApprovalQuery {
     /// Only requests in this state (the inbox: `pending`).
     pub status: Option<ApprovalStatus>,
-    /// At most this many, 1–500 (default 100).
+    /// Page size, 1–500 (default 100).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
+    /// `next_cursor` of the previous page, as it was handed out.
+    #[param(pattern = "^[0-9]{1,16}_[0-9a-fA-F]{32}$")]
+    pub cursor: Option<String>,
 }
 
-/// Approval requests, oldest first.
+/// An approval request: everything an approver needs to decide, and the
+/// decision. This is the API's `Approval`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Approval {
+    #[schema(value_type = String, format = "uuid")]
+    pub id: Uuid,
+    /// The run held for this decision.
+    #[schema(value_type = String, format = "uuid")]
+    pub run_id: Uuid,
+    pub skill: String,
+    pub tool: String,
+    /// What the tool does, as its skill describes it.
+    pub description: String,
+    /// `bundled`, `user` or `untrusted`.
+    pub trust: String,
+    /// Why this call deserves a closer look, when it does.
+    pub warning: Option<String>,
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    /// The exact command line that will run once approved.
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// The permissions the skill declares (`file:write`, `net:fetch`, …),
+    /// which an approval grants along with the call. Part of the skill's
+    /// content, so a changed set is a changed `skill_hash`.
+    pub permissions: Vec<String>,
+    /// The skill version this request (and an `always` grant) is bound to.
+    pub skill_hash: String,
+    pub status: ApprovalStatus,
+    /// Set once decided.
+    pub scope: Option<Scope>,
+    pub requested_by: Option<String>,
+    pub decided_by: Option<String>,
+    pub note: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub decided_at: Option<DateTime<Utc>>,
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: DateTime<Utc>,
+    /// The mode the caller asked in (`SKILL_MODE` for the tool).
+    pub mode: Option<String>,
+    /// When the caller stopped waiting for the decision (its wait ran out,
+    /// or it went away). Approving still runs the call; its result is in
+    /// the run log, but nobody is waiting on it.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub caller_left_at: Option<DateTime<Utc>>,
+}
+
+impl From<store::Approval> for Approval {
+    fn from(a: store::Approval) -> Self {
+        Self {
+            id: a.id,
+            run_id: a.run_id,
+            skill: a.skill,
+            tool: a.tool,
+            description: a.description,
+            trust: a.trust,
+            warning: a.warning,
+            arguments: a.arguments,
+            argv: a.argv,
+            cwd: a.cwd,
+            permissions: a.permissions,
+            skill_hash: a.skill_hash,
+            status: a.status,
+            scope: a.scope,
+            requested_by: a.requested_by,
+            decided_by: a.decided_by,
+            note: a.note,
+            created_at: a.created_at,
+            decided_at: a.decided_at,
+            expires_at: a.expires_at,
+            mode: a.mode,
+            caller_left_at: a.caller_left_at,
+        }
+    }
+}
+
+/// A page of approval requests, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApprovalList {
     pub approvals: Vec<Approval>,
+    /// Pass back as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
 }
 
-/// Approval requests, oldest first: with `status=pending`, the inbox.
+impl From<ApprovalPage> for ApprovalList {
+    fn from(page: ApprovalPage) -> Self {
+        Self {
+            approvals: page.approvals.into_iter().map(Approval::from).collect(),
+            next_cursor: page.next_cursor,
+        }
+    }
+}
+
+/// Approval requests, oldest first, a page at a time: with
+/// `status=pending`, the inbox.
 #[utoipa::path(get, path = "/approvals", tag = "approvals", security(("bearer" = ["invoke"])), params(ApprovalQuery),
     responses(
-        (status = 200, description = "Approval requests, oldest first", body = ApprovalList),
+        (status = 200, description = "A page of approval requests, oldest first", body = ApprovalList),
         BadQuery,
         StoreUnavailable,
     ))]
@@ -68,12 +165,17 @@ async fn list_approvals(
     State(state): State<AppState>,
     Query(q): Query<ApprovalQuery>,
 ) -> Result<Json<ApprovalList>> {
-    let limit = page_limit(q.limit, 100)?;
-    let approvals = state.invoker.store.list_approvals(q.status, limit).await?;
-    Ok(Json(ApprovalList { approvals }))
+    let filter = ApprovalFilter {
+        status: q.status,
+        limit: page_limit(q.limit, 100)?,
+        cursor: q.cursor,
+    };
+    let page = state.store().list_approvals(filter).await?;
+    Ok(Json(page.into()))
 }
 
-/// The inbox, live: every pending request, then each change.
+/// The inbox, live: the first page of pending requests (the rest are
+/// read from `GET /approvals` with its `next_cursor`), then each change.
 #[utoipa::path(get, path = "/approvals/events", tag = "approvals", security(("bearer" = ["invoke"])),
     responses(
         (status = 200, description = "The inbox's events, as server-sent events", content_type = "text/event-stream", body = String),
@@ -93,13 +195,8 @@ async fn approval_events(
 
 fn inbox_event(event: &InboxEvent) -> Event {
     match event {
-        InboxEvent::Snapshot(approvals) => json_event(
-            "snapshot",
-            &ApprovalList {
-                approvals: approvals.clone(),
-            },
-        ),
-        InboxEvent::Changed(approval) => json_event("approval", approval),
+        InboxEvent::Snapshot(page) => json_event("snapshot", &ApprovalList::from(page.clone())),
+        InboxEvent::Changed(approval) => json_event("approval", &Approval::from((**approval).clone())),
     }
 }
 
@@ -115,6 +212,37 @@ pub struct HistoryQuery {
     /// `next_cursor` of the previous page, as it was handed out.
     #[param(pattern = "^[0-9]{1,16}_[0-9a-fA-F]{32}$")]
     pub cursor: Option<String>,
+}
+
+/// A decided request and what became of its run: an entry of the
+/// approvers' history.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecidedApproval {
+    #[serde(flatten)]
+    pub approval: Approval,
+    /// The status of the run the request held: its outcome once approved.
+    pub run_status: RunStatus,
+}
+
+/// One page of decisions, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecisionPage {
+    pub decisions: Vec<DecidedApproval>,
+    /// Pass back as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+impl From<store::DecisionPage> for DecisionPage {
+    fn from(page: store::DecisionPage) -> Self {
+        let decided = |d: store::DecidedApproval| DecidedApproval {
+            approval: d.approval.into(),
+            run_status: d.run_status,
+        };
+        Self {
+            decisions: page.decisions.into_iter().map(decided).collect(),
+            next_cursor: page.next_cursor,
+        }
+    }
 }
 
 /// Who decided what: decided requests, newest decision first, each with
@@ -137,7 +265,7 @@ async fn approval_history(
         limit,
         cursor: q.cursor,
     };
-    Ok(Json(state.invoker.store.list_decisions(filter).await?))
+    Ok(Json(state.store().list_decisions(filter).await?.into()))
 }
 
 /// An approval id in a path.
@@ -160,7 +288,7 @@ async fn get_approval(
     State(state): State<AppState>,
     Path(p): Path<ApprovalPath>,
 ) -> Result<Json<Approval>> {
-    Ok(Json(state.invoker.store.get_approval(p.id).await?))
+    Ok(Json(state.store().get_approval(p.id).await?.into()))
 }
 
 /// A decision: for this run only, or standing for the tool of this skill
@@ -240,7 +368,36 @@ async fn decide(
         scope = body.scope.as_str(), by = decided.decided_by.as_deref().unwrap_or("-"),
         "approval decided"
     );
-    Ok(Json(decided))
+    Ok(Json(decided.into()))
+}
+
+/// A standing allow or deny for one tool of one skill version. This is the
+/// API's `Grant`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Grant {
+    #[schema(value_type = String, format = "uuid")]
+    pub id: Uuid,
+    pub skill: String,
+    pub tool: String,
+    pub skill_hash: String,
+    pub decision: GrantDecision,
+    pub created_by: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<store::Grant> for Grant {
+    fn from(g: store::Grant) -> Self {
+        Self {
+            id: g.id,
+            skill: g.skill,
+            tool: g.tool,
+            skill_hash: g.skill_hash,
+            decision: g.decision,
+            created_by: g.created_by,
+            created_at: g.created_at,
+        }
+    }
 }
 
 /// Standing grants, newest first.
@@ -257,8 +414,10 @@ pub struct GrantList {
         StoreUnavailable,
     ))]
 async fn list_grants(_: Require<need::Inbox>, State(state): State<AppState>) -> Result<Json<GrantList>> {
-    let grants = state.invoker.store.list_grants().await?;
-    Ok(Json(GrantList { grants }))
+    let grants = state.store().list_grants().await?;
+    Ok(Json(GrantList {
+        grants: grants.into_iter().map(Grant::from).collect(),
+    }))
 }
 
 /// A grant id in a path.
@@ -281,7 +440,7 @@ async fn revoke_grant(
     State(state): State<AppState>,
     Path(p): Path<GrantPath>,
 ) -> Result<StatusCode> {
-    state.invoker.store.revoke_grant(p.id).await?;
+    state.invoker.revoke_grant(p.id).await?;
     tracing::info!(grant = %p.id, by = auth.caller.name.as_deref().unwrap_or("-"), "grant revoked");
     Ok(StatusCode::NO_CONTENT)
 }

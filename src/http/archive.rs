@@ -9,7 +9,7 @@ use super::error::{ApiError, Problem, Result};
 use super::extract::Path;
 use super::responses::{BadQuery, Binary, NoSuchSkill};
 use super::skills::SkillPath;
-use crate::skill::archive::{ArchiveError, write_archive};
+use crate::install::archive::{ArchiveError, write_archive};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};

@@ -447,7 +447,7 @@ impl From<ArtifactError> for ApiError {
 
 impl From<InstallError> for ApiError {
     fn from(e: InstallError) -> Self {
-        use crate::skill::unpack::UnpackError as U;
+        use crate::install::unpack::UnpackError as U;
         let detail = e.to_string();
         let unprocessable = |code| ApiError::Unprocessable {
             code,

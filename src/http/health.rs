@@ -57,7 +57,7 @@ async fn healthz() -> Json<Health> {
         StoreUnavailable,
     ))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
-    let store = &state.invoker.store;
+    let store = state.store();
     store.ping().await?;
     let catalog = state.catalog.current();
     Ok(Json(Readiness {
@@ -67,7 +67,7 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiErr
         tools: catalog.tools.len(),
         sandbox: state
             .invoker
-            .sandbox
+            .sandbox()
             .report(crate::runner::network_isolation_available()),
     }))
 }

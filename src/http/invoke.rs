@@ -8,8 +8,7 @@ use super::responses::{BodyProblems, InvokeProblems, describe_streams, empty_bod
 use super::runs::sse;
 use crate::auth::Caller;
 use crate::invoke::{
-    Asked, Call, Called, Delivery, DryRun, Envelope, Gate, IdempotencyKey, InvokeError, MAX_WAIT,
-    StreamPermit, Target,
+    Asked, Call, Called, Delivery, DryRun, Envelope, Gate, IdempotencyKey, InvokeError, StreamPermit, Target,
 };
 use crate::store::RunStatus;
 use axum::Json;
@@ -34,9 +33,6 @@ pub fn router() -> OpenApiRouter<AppState> {
     router
 }
 
-/// The longest `mode` taken (as `invoke::valid_mode` checks it).
-const MAX_MODE_CHARS: usize = 32;
-
 /// The body of an invoke call.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -57,28 +53,8 @@ impl InvokeRequest {
     /// do not reach it (a `prompt_rewrite` command), so that a request one
     /// route refuses is refused by all.
     fn check(&self, q: &InvokeQuery) -> Result<(), InvokeError> {
-        if q.wait.unwrap_or(0) > MAX_WAIT.as_secs() {
-            return Err(InvokeError::WaitTooLong);
-        }
-        let kind = match &self.arguments {
-            Value::Object(_) | Value::Null => None,
-            Value::Bool(_) => Some("a boolean"),
-            Value::Number(_) => Some("a number"),
-            Value::String(_) => Some("a string"),
-            Value::Array(_) => Some("an array"),
-        };
-        if let Some(kind) = kind {
-            return Err(InvokeError::NotAnObject(kind));
-        }
-        let mode_ok = self.mode.as_deref().is_none_or(|m| {
-            (1..=MAX_MODE_CHARS).contains(&m.len())
-                && m.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-        });
-        if !mode_ok {
-            return Err(InvokeError::InvalidMode { max: MAX_MODE_CHARS });
-        }
-        Ok(())
+        let wait = Duration::from_secs(q.wait.unwrap_or(0));
+        crate::invoke::check_request(&self.arguments, self.mode.as_deref(), wait)
     }
 }
 
@@ -160,6 +136,10 @@ const INVOKE_OK: &str = "The tool ran (or could not start): its `Envelope`, also
 (`success: false`). With `dry_run=true`, a `DryRun`: what would run, and whether it would be held for approval. \
 With `Accept: text/event-stream`, the run's events instead.";
 
+/// What an invoke's (or a command's) 202 holds.
+const INVOKE_ACCEPTED: &str = "Held for approval (`pending_approval`, with the approval's id and URL), or \
+accepted after `Prefer: respond-async`; follow the run at `Location`";
+
 /// What a command's 200 holds.
 const COMMAND_OK: &str = "A `prompt_rewrite` command: the skill's `SkillPrompt`. A `tool_dispatch` command: \
 what invoking its tool answers (an `Envelope`, a `DryRun` with `dry_run=true`, or with \
@@ -208,7 +188,7 @@ pub struct SkillToolPath {
             (InvokeOutcome = "application/json"),
             (String = "text/event-stream"),
         )),
-        (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
+        (status = 202, description = INVOKE_ACCEPTED, body = InvokeAccepted),
         InvokeProblems,
         BodyProblems,
         (status = 404, description = "No such tool", body = Problem, content_type = "application/problem+json"),
@@ -245,7 +225,7 @@ async fn invoke_tool(
             (InvokeOutcome = "application/json"),
             (String = "text/event-stream"),
         )),
-        (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
+        (status = 202, description = INVOKE_ACCEPTED, body = InvokeAccepted),
         InvokeProblems,
         BodyProblems,
         (status = 404, description = "No such skill or tool", body = Problem, content_type = "application/problem+json"),
@@ -298,7 +278,7 @@ pub struct CommandPath {
             (CommandOutcome = "application/json"),
             (String = "text/event-stream"),
         )),
-        (status = 202, description = "Held for approval (`pending_approval`, with the approval's id and URL), or accepted after `Prefer: respond-async`; follow the run at `Location`", body = InvokeAccepted),
+        (status = 202, description = INVOKE_ACCEPTED, body = InvokeAccepted),
         InvokeProblems,
         BodyProblems,
         (status = 404, description = "No such command, or no skill of the name `/skill` was given", body = Problem, content_type = "application/problem+json"),
@@ -331,7 +311,7 @@ async fn run_command(
     match name {
         "skills" => {
             no_arguments(&body, &request.q, name)?;
-            let index = crate::http::skills::SkillList::of(&catalog, &request.policy, |_| true);
+            let index = crate::http::skills::SkillList::of(&catalog, &request.policy, |_, _| true);
             Ok(Json(CommandOutcome::Index(index)).into_response())
         }
         "help" => {

@@ -36,7 +36,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         let invoker = state.invoker.clone();
         let stop = stop.clone();
         runtime.spawn(async move {
-            invoker.runs.closing().await;
+            invoker.closing().await;
             stop.cancel();
         });
     }

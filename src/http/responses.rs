@@ -182,7 +182,9 @@ then `result` (the `Envelope`), and the stream ends. Comment lines keep the conn
 
 /// The description of the approvers' inbox stream.
 pub const INBOX_EVENTS_DESCRIPTION: &str = "Server-sent events, one JSON object in each `data`: first \
-`snapshot` (`{\"approvals\": [Approval]}`: every pending request, oldest first), then `approval` (an \
+`snapshot` (`{\"approvals\": [Approval], \"next_cursor\": string|null}`: the first page of pending \
+requests, oldest first, at most 500; when `next_cursor` is set, the rest are read from \
+`GET /approvals?status=pending&cursor=…`, following each page's `next_cursor`), then `approval` (an \
 `Approval`) each time a request is made or changes (decided, expired, withdrawn, its caller gone); one no \
 longer pending leaves the inbox. A fresh `snapshot` follows whenever changes may have been missed. \
 Comment lines keep the connection alive.";
@@ -216,6 +218,7 @@ fn inbox_event() -> RefOr<Schema> {
                 "required": ["approvals"],
                 "properties": {
                     "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}},
+                    "next_cursor": {"type": ["string", "null"]},
                 },
             })),
             event("approval", serde_json::json!({"$ref": "#/components/schemas/Approval"})),

@@ -8,16 +8,18 @@ use super::extract::{Path, Peer, Query, page_limit};
 use super::responses::{BadQuery, Binary, StoreUnavailable, describe_streams};
 use crate::artifacts::{Access, Served};
 use crate::auth::Role;
-use crate::invoke::{Cancelled, Canceller, RunEvent};
-use crate::store::{Run, RunFilter, RunStatus};
+use crate::invoke::{Cancelled, Canceller, Envelope, RunEvent};
+use crate::store::{self, RunFilter, RunStatus};
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use futures_util::stream::{BoxStream, StreamExt};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::convert::Infallible;
 use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
@@ -52,6 +54,73 @@ pub struct RunQuery {
     pub cursor: Option<String>,
 }
 
+/// One call of a tool as the audit log holds it. This is the API's `Run`.
+///
+/// Timestamps come back from the store with microsecond precision (what
+/// PostgreSQL keeps), whatever precision they were given with.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Run {
+    #[schema(value_type = String, format = "uuid")]
+    pub id: Uuid,
+    pub skill: String,
+    pub tool: String,
+    /// The skill's content hash when the call was decided: what an approval
+    /// or grant was given for.
+    pub skill_hash: String,
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    /// The exact command line that runs (or ran, or would have run).
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub status: RunStatus,
+    pub requested_by: Option<String>,
+    #[schema(value_type = Option<String>, format = "uuid")]
+    pub approval_id: Option<Uuid>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The envelope, once finished.
+    #[schema(value_type = Option<Envelope>)]
+    pub result: Option<Value>,
+    /// The `x-request-id` of the request that made the call, to find its
+    /// log lines.
+    pub request_id: Option<String>,
+    /// What the person who decided the call wrote: why they denied it, or
+    /// what they said approving it.
+    pub note: Option<String>,
+    /// The version of the skill called (installed skills keep several).
+    pub skill_version: Option<String>,
+}
+
+/// The run as the log keeps it, less what means nothing outside the
+/// machine that ran it (its process group, its instance, its mode).
+impl From<store::Run> for Run {
+    fn from(run: store::Run) -> Self {
+        Self {
+            id: run.id,
+            skill: run.skill,
+            tool: run.tool,
+            skill_hash: run.skill_hash,
+            arguments: run.arguments,
+            argv: run.argv,
+            cwd: run.cwd,
+            status: run.status,
+            requested_by: run.requested_by,
+            approval_id: run.approval_id,
+            created_at: run.created_at,
+            started_at: run.started_at,
+            finished_at: run.finished_at,
+            result: run.result,
+            request_id: run.request_id,
+            note: run.note,
+            skill_version: run.skill_version,
+        }
+    }
+}
+
 /// A page of runs, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunList {
@@ -77,8 +146,7 @@ async fn list_runs(
 ) -> Result<Json<RunList>> {
     let limit = page_limit(q.limit, 50)?;
     let page = state
-        .invoker
-        .store
+        .store()
         .list_runs(RunFilter {
             tool: q.tool,
             skill: q.skill,
@@ -88,7 +156,7 @@ async fn list_runs(
         })
         .await?;
     Ok(Json(RunList {
-        runs: page.runs,
+        runs: page.runs.into_iter().map(Run::from).collect(),
         next_cursor: page.next_cursor,
     }))
 }
@@ -124,7 +192,7 @@ async fn get_run(
     Query(q): Query<WaitQuery>,
 ) -> Result<Json<Run>> {
     let wait = Duration::from_secs(q.wait.unwrap_or(0));
-    Ok(Json(state.invoker.run_after(p.id, wait).await?))
+    Ok(Json(state.invoker.run_after(p.id, wait).await?.into()))
 }
 
 /// The run's events: `status`, `output` chunks, then `result` with the
@@ -308,12 +376,7 @@ pub(super) async fn get_run_file(
             signature: link.signature.as_deref(),
         },
     };
-    let invoker = &state.invoker;
-    match invoker
-        .artifacts
-        .serve(&*invoker.store, p.id, &p.path, access)
-        .await?
-    {
+    match state.invoker.serve_artifact(p.id, &p.path, access).await? {
         Served::Bytes(bytes) => Ok(attachment(&p.path, bytes)),
         Served::Redirect(url) => Ok((
             StatusCode::TEMPORARY_REDIRECT,

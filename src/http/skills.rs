@@ -86,13 +86,15 @@ pub struct SkillList {
 }
 
 impl SkillList {
-    /// The skills `keep` lets through, those `policy` leaves out apart.
-    pub fn of(catalog: &Catalog, policy: &AgentTools, keep: impl Fn(&Skill) -> bool) -> Self {
+    /// The skills `keep` lets through (given each one's place in the
+    /// catalog), those `policy` leaves out apart.
+    pub fn of(catalog: &Catalog, policy: &AgentTools, keep: impl Fn(usize, &Skill) -> bool) -> Self {
         let mut list = Self {
             skills: Vec::new(),
             excluded: Vec::new(),
         };
-        for s in catalog.skills.iter().filter(|s| keep(s)) {
+        let kept = catalog.skills.iter().enumerate().filter(|(i, s)| keep(*i, s));
+        for (_, s) in kept {
             match catalog.exclusion(s, policy) {
                 Some(why) => list.excluded.push(why),
                 None => list.skills.push(SkillSummary::new(s)),
@@ -226,13 +228,47 @@ async fn list_skills(
 ) -> Json<SkillList> {
     let catalog = state.catalog.current();
     let q = filter.q.as_deref().map(str::to_lowercase);
-    Json(SkillList::of(&catalog, &policy, |s| {
+    let text = q.as_ref().map(|_| SearchText::of(&catalog));
+    Json(SkillList::of(&catalog, &policy, |i, s| {
         filter.mode.as_deref().is_none_or(|m| s.in_mode(m))
             && filter.trust.is_none_or(|t| s.trust == t)
             && filter.source.as_deref().is_none_or(|src| s.source == src)
             && q.as_deref()
-                .is_none_or(|q| s.name.to_lowercase().contains(q) || s.description.to_lowercase().contains(q))
+                .zip(text.as_deref())
+                .is_none_or(|(q, text)| text.matches(i, q))
     }))
+}
+
+/// Each skill's name and description in lower case, made once per catalog
+/// snapshot: lowering every skill's text for each `?q=` took 50 ms of a
+/// request at 50 000 skills (`cargo bench --bench catalog`).
+struct SearchText(Vec<(String, String)>);
+
+impl SearchText {
+    fn of(catalog: &Catalog) -> Arc<Self> {
+        let made = catalog
+            .derived
+            .get_or_try_make::<Self, std::convert::Infallible>("skills.search", || {
+                Ok(Self(
+                    catalog
+                        .skills
+                        .iter()
+                        .map(|s| (s.name.to_lowercase(), s.description.to_lowercase()))
+                        .collect(),
+                ))
+            });
+        match made {
+            Ok(text) => text,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Whether the skill at `i` holds `q` (already lower case).
+    fn matches(&self, i: usize, q: &str) -> bool {
+        self.0
+            .get(i)
+            .is_some_and(|(name, description)| name.contains(q) || description.contains(q))
+    }
 }
 
 /// The skill's name in a path.

@@ -3,15 +3,12 @@
 //! server. A hand-written HTTP call on hyper's client, already a
 //! dependency for webhooks, rather than a second HTTP client crate.
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
 use std::io::Write;
 
-type Client = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Full<Bytes>,
->;
+type Client = hyper_util::client::legacy::Client<crate::https::Connector, Full<Bytes>>;
 
 /// What a peer or a file gave.
 pub struct Fetched {
@@ -38,12 +35,7 @@ pub enum ClientError {
 }
 
 fn client() -> Result<Client, ClientError> {
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())?
-        .https_or_http()
-        .enable_http1()
-        .build();
-    Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https))
+    Ok(crate::https::client()?)
 }
 
 /// The archive URL of a skill named by `url`: `…/skills/NAME[@VERSION]`,
@@ -94,7 +86,11 @@ pub async fn fetch(url: &str, token: Option<&str>, max_bytes: u64) -> Result<Fet
     let status = response.status();
     let mut body = response.into_body();
     if status != StatusCode::OK {
-        let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let bytes = body
+            .collect()
+            .await
+            .map(http_body_util::Collected::to_bytes)
+            .unwrap_or_default();
         return Err(refused(&url, status, &bytes));
     }
     let mut file = tempfile::tempfile()?;

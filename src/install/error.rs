@@ -1,9 +1,9 @@
 //! What installing or managing installed versions can fail with.
 
+use crate::catalog::installed::VersionStatus;
+use crate::deps::Refusal;
+use crate::install::unpack::UnpackError;
 use crate::skill::Diagnostic;
-use crate::skill::deps::Refusal;
-use crate::skill::installed::VersionStatus;
-use crate::skill::unpack::UnpackError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,26 +1,30 @@
 //! Installing skills from archives into the installed root, and managing
 //! the versions there: which one serves, reviews, removal. The layout on
-//! disk is [`crate::skill::installed`]'s; every change ends with a catalog
+//! disk is [`crate::catalog::installed`]'s; every change ends with a catalog
 //! reload, so what serves is always what the state file says.
 
+pub mod archive;
 pub mod client;
-pub mod deps;
+pub mod diff;
 mod error;
 mod handback;
+pub mod packages;
 mod prepare;
+pub mod review;
 mod stage;
+pub mod unpack;
 
+use crate::catalog::installed::{self, Review, SkillState, VersionState, VersionStatus};
 use crate::catalog::{CatalogHandle, Found, Root};
+use crate::deps::Refusal;
+use crate::install::review::{Finding, dependency_findings, scan_with_registry};
+use crate::install::unpack::UnpackLimits;
 use crate::invoke::Invoker;
 use crate::skill::backend::Deferred;
-use crate::skill::deps::Refusal;
-use crate::skill::installed::{self, Review, SkillState, VersionState, VersionStatus};
-use crate::skill::review::{Finding, dependency_findings, scan_with_registry};
-use crate::skill::unpack::UnpackLimits;
 use crate::skill::{Diagnostic, LoadOptions, PathCache, Runtimes, Skill, SkillRules, Trust, load_skill};
 use chrono::Utc;
-pub use deps::{Confines, DepsSettings, Log};
 pub use error::InstallError;
+pub use packages::{Confines, DepsSettings, Log};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -245,17 +249,17 @@ impl Installer {
     /// Installs a version's dependencies: its status after.
     async fn dependencies(&self, place: &Placement, log: &Log) -> VersionStatus {
         let dir = place.skill_dir();
-        if !deps::wanted(&dir) {
+        if !packages::wanted(&dir) {
             log.line("no dependencies");
             return VersionStatus::Ready;
         }
         log.line("installing dependencies");
         let confines = Confines {
-            sandbox: self.invoker.sandbox.clone(),
-            limits: self.invoker.settings.limits,
-            grace: self.invoker.settings.grace,
+            sandbox: self.invoker.sandbox().clone(),
+            limits: self.invoker.settings().limits,
+            grace: self.invoker.settings().grace,
         };
-        match deps::install(&dir, &place.env_dir(), &self.settings.deps, &confines, log).await {
+        match packages::install(&dir, &place.env_dir(), &self.settings.deps, &confines, log).await {
             Ok(()) => {
                 log.line("dependencies installed");
                 VersionStatus::Ready
@@ -423,7 +427,7 @@ impl Installer {
     /// installed, each logged.
     async fn refusals(&self, place: &Placement, log: &Log) -> Result<Vec<Refusal>, InstallError> {
         let (dir, settings, log) = (place.skill_dir(), self.settings.deps.clone(), log.clone());
-        blocking(move || deps::refused(&dir, &settings, &log).map_err(InstallError::Io)).await
+        blocking(move || packages::refused(&dir, &settings, &log).map_err(InstallError::Io)).await
     }
 
     /// Removes one version, or every version of a skill. Refused while its
@@ -592,7 +596,7 @@ fn becomes_active(state: &SkillState, version: &str) -> bool {
 /// Refuses an upload whose dependency files ask for anything but
 /// packages by name and version, before anything of it runs.
 fn vet_dependencies(dir: &Path, npm_registry: &str) -> Result<(), InstallError> {
-    let refused = crate::skill::deps::check_dir(dir, npm_registry)?;
+    let refused = crate::deps::check_dir(dir, npm_registry)?;
     if refused.is_empty() {
         Ok(())
     } else {

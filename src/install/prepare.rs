@@ -1,13 +1,13 @@
 //! Preparing the dependencies of skills outside the installed root: a
 //! `requirements.txt` or `package.json` in a plain skills directory is
-//! installed the way an upload's is ([`super::deps::install`]: checked
+//! installed the way an upload's is ([`super::packages::install`]: checked
 //! first, in the run sandbox, as the sandbox's user, no package's code
 //! run), once per content ([`crate::skill::prepared`]), in the background
 //! after a load finds it missing; a reload then serves the skill with it.
 //! Nothing is installed at call time: until they are ready, calls answer
 //! 409 `dependencies_not_ready`.
 
-use super::deps::{self, Confines, Log};
+use super::packages::{self, Confines, Log};
 use super::{InstallError, Installer};
 use crate::skill::prepared::{self, ENV, FAILED, LOG, READY, State};
 use std::collections::HashSet;
@@ -75,11 +75,11 @@ impl Installer {
         let outcome = match fresh_place(&place).await {
             Ok(()) => {
                 let confines = Confines {
-                    sandbox: self.invoker.sandbox.clone(),
-                    limits: self.invoker.settings.limits,
-                    grace: self.invoker.settings.grace,
+                    sandbox: self.invoker.sandbox().clone(),
+                    limits: self.invoker.settings().limits,
+                    grace: self.invoker.settings().grace,
                 };
-                deps::install(skill_dir, &place.join(ENV), &self.settings.deps, &confines, &log).await
+                packages::install(skill_dir, &place.join(ENV), &self.settings.deps, &confines, &log).await
             }
             Err(e) => Err(e.to_string()),
         };

@@ -5,9 +5,9 @@
 //! against the definition.
 
 use super::InstallError;
+use crate::install::unpack::{UnpackLimits, unpack};
 use crate::skill::frontmatter;
 use crate::skill::names::{NameCheck, check_name};
-use crate::skill::unpack::{UnpackLimits, unpack};
 use std::path::{Path, PathBuf};
 
 /// A staging directory, removed with everything in it when dropped.

@@ -96,9 +96,8 @@ fn field(name: &str, message: impl Into<String>) -> FieldError {
 fn integral(p: &Param, value: &Value) -> Value {
     const EXACT: f64 = 9_007_199_254_740_992.0;
     match (p.ty, value.as_f64()) {
-        (ParamType::Integer, Some(f)) if value.is_f64() && f.fract() == 0.0 && f.abs() < EXACT =>
-        {
-            #[allow(clippy::cast_possible_truncation)]
+        (ParamType::Integer, Some(f)) if value.is_f64() && f.fract() == 0.0 && f.abs() < EXACT => {
+            // Exact: `f` is whole and below 2^53.
             Value::from(f as i64)
         }
         _ => value.clone(),

@@ -1,17 +1,19 @@
-//! [`Invoker::call`]: one call of a tool from start to answer. It owns the
-//! whole decision (refuse, hold for a person, or run) and the dispatch, so
-//! the HTTP route, the command line and MCP only translate its [`Called`].
+//! A call of a tool as [`Invoker::call`] takes it and answers it: the
+//! tool it names, and the decision (refuse, hold for a person, or run) and
+//! the dispatch, so the HTTP route, the command line and MCP only
+//! translate its [`Called`].
 
-use super::{Asked, Envelope, Held, InvokeError, Invoker, LiveRun, MAX_WAIT, Prepared, RunEvent};
+use super::{Asked, Envelope, Held, InvokeError, Invoker, LiveRun, Prepared, RunEvent};
 use crate::catalog::{Catalog, NotFound, ToolLookup};
 use crate::policy::{Decision, Verdict};
 use crate::skill::Skill;
-use crate::store::{PolicyFacts, Run, RunStatus, StoreError};
+use crate::store::{PolicyFacts, Run, RunStatus};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
+use tracing::Instrument as _;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -26,7 +28,7 @@ pub struct Call {
     /// Render and decide only: nothing is recorded or run.
     pub dry_run: bool,
     /// How long a call held for a person may wait for its end before the
-    /// answer is [`Called::Held`]; at most [`MAX_WAIT`]. Only with
+    /// answer is [`Called::Held`]; at most [`super::MAX_WAIT`]. Only with
     /// [`Delivery::Result`].
     pub wait: Duration,
     pub delivery: Delivery,
@@ -78,6 +80,27 @@ pub enum Called {
         live: Arc<LiveRun>,
         events: broadcast::Receiver<RunEvent>,
     },
+}
+
+impl Called {
+    /// How a call that waits for its run ends: with the envelope, with a
+    /// hook's cancel as an error, or `NotRun` when the run ended without
+    /// one.
+    pub async fn when_finished(live: &LiveRun) -> Result<Self, InvokeError> {
+        match live.finished().await {
+            Some(envelope) => match envelope.cancelled_by_hook() {
+                Some(reason) => Err(InvokeError::HookCancelled {
+                    run_id: live.id,
+                    reason,
+                }),
+                None => Ok(Self::Finished(envelope)),
+            },
+            None => Err(InvokeError::NotRun {
+                run_id: live.id,
+                status: RunStatus::Cancelled,
+            }),
+        }
+    }
 }
 
 /// What a dry run would do.
@@ -176,58 +199,19 @@ pub async fn locate(catalog: &Arc<Catalog>, target: &Target) -> Result<(Arc<Skil
 }
 
 impl Invoker {
-    /// Resolves, validates, renders and decides a call, then refuses it,
-    /// holds it for a person, or runs it, as [`Call`] asks.
-    pub async fn call(self: &Arc<Self>, catalog: &Arc<Catalog>, call: Call) -> Result<Called, InvokeError> {
-        self.call_keyed(catalog, call, None).await
-    }
-
-    /// [`Invoker::call`] with the caller's `Idempotency-Key`: a call the
-    /// caller made with the same key within [`super::KEY_KEPT`] is answered
-    /// again (its run, as it is now) instead of being made twice; the same
-    /// key with another tool or other arguments is refused.
-    pub async fn call_keyed(
-        self: &Arc<Self>,
-        catalog: &Arc<Catalog>,
-        call: Call,
-        key: Option<super::IdempotencyKey>,
-    ) -> Result<Called, InvokeError> {
-        if call.wait > MAX_WAIT {
-            return Err(InvokeError::WaitTooLong);
-        }
-        let (skill, tool) = locate(catalog, &call.target).await?;
-        if let Some(mode) = &call.mode {
-            in_mode(&skill, tool, mode)?;
-        }
-        let mut prepared = self.prepare(skill, tool, &call.arguments, call.mode.as_deref())?;
-        // Nothing is recorded for a dry run, and the terminal's own runs
-        // are not retried over HTTP.
-        let key = key.filter(|_| !call.dry_run && call.gate == Gate::Policy);
-        let Some(key) = key else {
-            return self.decide_call(prepared, &call).await;
-        };
-        let same = super::retry::Keyed::of(&prepared, &call.asked, key);
-        if let Some(run) = self.keyed_run(&same).await? {
-            return self.again(run, &call).await;
-        }
-        prepared.idempotency_key = Some(same.key().to_owned());
-        match self.decide_call(prepared, &call).await {
-            // Another request with the key recorded its run first: this
-            // one answers with that run.
-            Err(InvokeError::Store(StoreError::Conflict(why))) => match self.keyed_run(&same).await? {
-                Some(run) => self.again(run, &call).await,
-                None => Err(InvokeError::Store(StoreError::Conflict(why))),
-            },
-            answer => answer,
-        }
-    }
-
     /// Decides a prepared call, then refuses it, holds it or runs it.
-    async fn decide_call(self: &Arc<Self>, prepared: Prepared, call: &Call) -> Result<Called, InvokeError> {
+    pub(super) async fn decide_call(
+        self: &Arc<Self>,
+        prepared: Prepared,
+        call: &Call,
+    ) -> Result<Called, InvokeError> {
         if call.gate == Gate::Operator {
             return self.run(prepared, call).await;
         }
-        let (decision, facts) = self.judge(&prepared).await?;
+        let (decision, facts) = self
+            .judge(&prepared)
+            .instrument(tracing::trace_span!("invoke.judge"))
+            .await?;
         if call.dry_run {
             return Ok(Called::DryRun(Box::new(dry_run(
                 &prepared,
@@ -332,19 +316,7 @@ impl Invoker {
             return Ok(Called::Started { live, events });
         }
         drop(events);
-        match live.finished().await {
-            Some(envelope) => match envelope.cancelled_by_hook() {
-                Some(reason) => Err(InvokeError::HookCancelled {
-                    run_id: live.id,
-                    reason,
-                }),
-                None => Ok(Called::Finished(envelope)),
-            },
-            None => Err(InvokeError::NotRun {
-                run_id: live.id,
-                status: RunStatus::Cancelled,
-            }),
-        }
+        Called::when_finished(&live).await
     }
 }
 
@@ -377,23 +349,6 @@ impl Drop for Waiting {
             });
         }
     }
-}
-
-/// Refuses a call made in a mode its tool's skill does not serve in (seed
-/// 000 §7.2): what a listing in that mode hides cannot be called in it.
-/// A call that names no mode is not checked, as a listing without one
-/// shows every tool.
-fn in_mode(skill: &Skill, tool: usize, mode: &str) -> Result<(), InvokeError> {
-    let mode = super::valid_mode(mode)?;
-    if skill.in_mode(mode) {
-        return Ok(());
-    }
-    Err(InvokeError::NotInMode {
-        tool: skill.tools[tool].name.clone(),
-        skill: skill.name.clone(),
-        mode: mode.to_owned(),
-        modes: skill.modes.clone(),
-    })
 }
 
 fn dry_run(p: &Prepared, decision: Decision, sandbox: crate::sandbox::Allowance) -> DryRun {

@@ -63,10 +63,10 @@ impl Invoker {
             ensure_scratch_root(root)?;
             self.scratch_ready.store(true, Ordering::Release);
         }
-        match RunDir::create(root, id, p, owner) {
+        match RunDir::create(root, id, p, owner, &self.dirs) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 ensure_scratch_root(root)?;
-                RunDir::create(root, id, p, owner)
+                RunDir::create(root, id, p, owner, &self.dirs)
             }
             made => made,
         }

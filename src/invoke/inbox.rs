@@ -7,7 +7,9 @@
 //! look-up however many listen, and none while nobody does.
 
 use super::{InvokeError, Invoker};
-use crate::store::{Approval, ApprovalStatus, MAX_APPROVALS, Store, StoreError};
+use crate::store::{
+    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, MAX_APPROVALS, Store, StoreError,
+};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -18,9 +20,11 @@ use uuid::Uuid;
 /// What an inbox is told.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InboxEvent {
-    /// Every pending request, oldest first: the inbox as it is. Sent first,
-    /// and again whenever changes may have been missed.
-    Snapshot(Vec<Approval>),
+    /// The first page of pending requests, oldest first, and where the
+    /// next page starts (read it with [`Store::list_approvals`], as
+    /// `GET /approvals?status=pending&cursor=` does): the inbox as it is.
+    /// Sent first, and again whenever changes may have been missed.
+    Snapshot(ApprovalPage),
     /// A request made, or changed (decided, expired, withdrawn, its caller
     /// gone); one no longer pending leaves the inbox.
     Changed(Arc<Approval>),
@@ -93,13 +97,15 @@ impl Invoker {
 /// snapshot after a lag. Ends when the subscriber goes or the store fails.
 async fn relay(store: Arc<dyn Store>, mut news: broadcast::Receiver<News>, tx: mpsc::Sender<InboxEvent>) {
     loop {
-        let pending = match store
-            .list_approvals(Some(ApprovalStatus::Pending), MAX_APPROVALS)
-            .await
-        {
+        let pending = match store.list_approvals(first_page()).await {
             Ok(pending) => pending,
             Err(e) => return tracing::warn!(error = %e, "cannot read the inbox"),
         };
+        // The feed may tell, late, of a request as the snapshot already
+        // shows it (another instance's notice arriving after the read):
+        // that is no change, and is not told again.
+        let mut shown: HashMap<Uuid, Approval> =
+            pending.approvals.iter().map(|a| (a.id, a.clone())).collect();
         if tx.send(InboxEvent::Snapshot(pending)).await.is_err() {
             return;
         }
@@ -110,6 +116,9 @@ async fn relay(store: Arc<dyn Store>, mut news: broadcast::Receiver<News>, tx: m
             };
             match item {
                 Ok(News::Changed(approval)) => {
+                    if shown.remove(&approval.id).is_some_and(|seen| seen == *approval) {
+                        continue;
+                    }
                     if tx.send(InboxEvent::Changed(approval)).await.is_err() {
                         return;
                     }
@@ -118,6 +127,15 @@ async fn relay(store: Arc<dyn Store>, mut news: broadcast::Receiver<News>, tx: m
                 Err(RecvError::Closed) => return,
             }
         }
+    }
+}
+
+/// The inbox's first page, as big as a page may be: most inboxes fit.
+pub fn first_page() -> ApprovalFilter {
+    ApprovalFilter {
+        status: Some(ApprovalStatus::Pending),
+        limit: MAX_APPROVALS,
+        cursor: None,
     }
 }
 
@@ -189,5 +207,72 @@ impl Requests {
                 Ok(other)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NewApproval, NewRun, RunStatus};
+    use chrono::Utc;
+
+    async fn one_pending(store: &Arc<dyn Store>) -> Approval {
+        let at = Utc::now();
+        let approval = NewApproval {
+            id: Uuid::now_v7(),
+            description: "Stamps.".to_owned(),
+            trust: "user".to_owned(),
+            warning: None,
+            permissions: Vec::new(),
+            expires_at: at + chrono::Duration::hours(1),
+        };
+        let run = NewRun {
+            id: Uuid::now_v7(),
+            skill: "s".to_owned(),
+            tool: "t".to_owned(),
+            skill_hash: "h".to_owned(),
+            arguments: serde_json::json!({}),
+            argv: vec!["true".to_owned()],
+            cwd: "/".to_owned(),
+            status: RunStatus::PendingApproval,
+            requested_by: None,
+            approval_id: Some(approval.id),
+            created_at: at,
+            started_at: None,
+            instance: None,
+            mode: None,
+            request_id: None,
+            skill_version: None,
+            idempotency_key: None,
+        };
+        let run_id = run.id;
+        store.insert_pending(run, approval).await.expect("held");
+        store.approval_of_run(run_id).await.expect("read").expect("held")
+    }
+
+    /// Another instance's notice of a request can reach this one after a
+    /// new inbox read its snapshot: told as it was shown, it is dropped;
+    /// a real change to it still goes out.
+    #[tokio::test]
+    async fn a_late_notice_of_what_the_snapshot_showed_is_not_told_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("log.db").display());
+        let store = crate::store::open(&url).await.expect("store");
+        let shown = one_pending(&store).await;
+        let (feed, news) = broadcast::channel(8);
+        let (tx, mut rx) = mpsc::channel(8);
+        tokio::spawn(relay(store.clone(), news, tx));
+        let Some(InboxEvent::Snapshot(page)) = rx.recv().await else {
+            panic!("a snapshot first");
+        };
+        assert_eq!(page.approvals, std::slice::from_ref(&shown));
+        feed.send(News::Changed(Arc::new(shown.clone()))).expect("sent");
+        let mut changed = shown.clone();
+        changed.status = ApprovalStatus::Denied;
+        feed.send(News::Changed(Arc::new(changed.clone()))).expect("sent");
+        let Some(InboxEvent::Changed(told)) = rx.recv().await else {
+            panic!("the change is told");
+        };
+        assert_eq!(*told, changed, "the late notice of the shown request was dropped");
     }
 }

@@ -5,7 +5,7 @@ use super::{Envelope, Held};
 use crate::runner;
 use crate::skill::backend::{Progress, ProgressSink};
 use crate::store::RunStatus;
-use axum::body::Bytes;
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -197,6 +197,8 @@ impl Runs {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<LiveRun>>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

@@ -4,7 +4,7 @@
 //! a key joins its pending request: [`Invoker::pending_like`].)
 
 use super::{Asked, Call, Called, Delivery, Held, InvokeError, Invoker, MAX_WAIT, Prepared};
-use crate::store::{Run, RunStatus};
+use crate::store::{Run, RunStatus, StoreError};
 use chrono::Utc;
 use serde_json::Value;
 use std::sync::Arc;
@@ -85,6 +85,30 @@ impl Invoker {
         match found {
             Some(run) if !keyed.made(&run) => Err(InvokeError::IdempotencyKeyReused { run_id: run.id }),
             found => Ok(found),
+        }
+    }
+
+    /// Decides and answers a call made with the caller's key once: a run
+    /// the key already made answers it again instead.
+    pub(super) async fn decide_once(
+        self: &Arc<Self>,
+        mut prepared: Prepared,
+        call: &Call,
+        key: IdempotencyKey,
+    ) -> Result<Called, InvokeError> {
+        let same = Keyed::of(&prepared, &call.asked, key);
+        if let Some(run) = self.keyed_run(&same).await? {
+            return self.again(run, call).await;
+        }
+        prepared.idempotency_key = Some(same.key().to_owned());
+        match self.decide_call(prepared, call).await {
+            // Another request with the key recorded its run first: this
+            // one answers with that run.
+            Err(InvokeError::Store(StoreError::Conflict(why))) => match self.keyed_run(&same).await? {
+                Some(run) => self.again(run, call).await,
+                None => Err(InvokeError::Store(StoreError::Conflict(why))),
+            },
+            answer => answer,
         }
     }
 

@@ -4,13 +4,15 @@
 use super::{Envelope, Prepared};
 use crate::artifacts::Artifacts;
 use crate::fsafe;
-use crate::skill::Action;
+use crate::skill::{Action, Trust};
 use nix::fcntl::OFlag;
 use nix::sys::stat::SFlag;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -38,22 +40,101 @@ pub(super) struct RunDir {
     /// artifacts; other tools' directories go when they end.
     entrypoint: bool,
     pub env: Vec<(String, String)>,
+    /// Where the directory may go back for the next run of the same skill
+    /// as the same user (other tools' runs only).
+    reuse: Option<(Arc<DirPool>, PoolKey)>,
+}
+
+/// Run directories kept at most, over all skills.
+const POOL_MAX: usize = 64;
+
+/// The skill directory, its trust and the owner a kept run directory may
+/// serve again: never another skill's run, nor one of another trust or
+/// identity.
+type PoolKey = (PathBuf, Trust, Option<(u32, u32)>);
+
+/// Empty run directories, kept under names no run has, for the next runs
+/// of the same skill. Removing a directory and making another costs the
+/// filesystem far more than renaming one (on ext4 mounted with `discard`,
+/// the rmdir waits for the device), and a run needs only that its
+/// directory be empty, private and its own. What goes back is checked
+/// ([`RunDir::give_back`]): only a directory no process of its run can
+/// still reach, empty, unchanged in owner, mode and extended attributes.
+#[derive(Debug, Default)]
+pub(crate) struct DirPool {
+    kept: Mutex<HashMap<PoolKey, Vec<Uuid>>>,
+}
+
+impl DirPool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PoolKey, Vec<Uuid>>> {
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn len(&self) -> usize {
+        self.lock().values().map(Vec::len).sum()
+    }
+
+    /// Whether `name` is a kept directory, which the sweep must spare.
+    pub(crate) fn holds(&self, name: Uuid) -> bool {
+        self.lock().values().any(|names| names.contains(&name))
+    }
+
+    /// Moves a kept directory of `key` to `root`; false when there is
+    /// none (or the sweep of another server took it).
+    fn reuse(&self, scratch: &Path, key: &PoolKey, root: &Path) -> bool {
+        loop {
+            let Some(name) = self.lock().get_mut(key).and_then(Vec::pop) else {
+                return false;
+            };
+            if std::fs::rename(scratch.join(name.to_string()), root).is_ok() {
+                return true;
+            }
+        }
+    }
+
+    /// Keeps `name` for `key`; false when the pool is full.
+    fn keep(&self, key: PoolKey, name: Uuid) -> bool {
+        let mut kept = self.lock();
+        if kept.values().map(Vec::len).sum::<usize>() >= POOL_MAX {
+            return false;
+        }
+        kept.entry(key).or_default().push(name);
+        true
+    }
 }
 
 impl RunDir {
     /// Makes the directory of run `id` in a scratch root made ready by
     /// [`ensure_scratch_root`](crate::sandbox::ensure_scratch_root), owned by `owner` (the sandbox's identity)
     /// when given, and writes an entrypoint's input.
+    /// Other tools' runs take a directory their skill's earlier runs left
+    /// empty in `pool`, when there is one.
     pub fn create(
         scratch: &Path,
         id: Uuid,
         p: &Prepared,
         owner: Option<(u32, u32)>,
+        pool: &Arc<DirPool>,
     ) -> std::io::Result<Self> {
         let root = scratch.join(id.to_string());
+        let entrypoint = matches!(p.tool().action, Action::Entrypoint { .. });
+        let reuse = (!entrypoint).then(|| (pool.clone(), (p.skill.dir.clone(), p.skill.trust, owner)));
+        if let Some((pool, key)) = &reuse
+            && pool.reuse(scratch, key, &root)
+        {
+            return Ok(Self {
+                env: vec![("TMPDIR".to_owned(), root.display().to_string())],
+                scratch: scratch.to_path_buf(),
+                id,
+                root,
+                entrypoint,
+                reuse,
+            });
+        }
         std::fs::DirBuilder::new().mode(0o700).create(&root)?;
         let mut env = vec![("TMPDIR".to_owned(), root.display().to_string())];
-        let entrypoint = matches!(p.tool().action, Action::Entrypoint { .. });
         if entrypoint {
             let dir = root.join("out");
             let files = dir.join("files");
@@ -81,18 +162,22 @@ impl RunDir {
             root,
             entrypoint,
             env,
+            reuse,
         })
     }
 
     /// For an entrypoint, `output.json` becomes `parsed`, `out/files` is
     /// kept (here, or in the artifact bucket) and listed as the artifacts,
     /// and the rest of the directory goes; any other run's directory is
-    /// removed. Off the async workers and within [`FINISH_TIMEOUT`]: a
-    /// tool chooses what lies there.
-    pub async fn finish(self, envelope: &mut Envelope, artifacts: &Artifacts) {
-        // Most tools leave their directory empty: one rmdir, which follows
-        // nothing and cannot block, ends it without the hop to the pool.
-        if !self.entrypoint && std::fs::remove_dir(&self.root).is_ok() {
+    /// removed, or kept for the next run of its skill when `contained`
+    /// (no process of the run is left) and it is as it was made. Off the
+    /// async workers and within [`FINISH_TIMEOUT`]: a tool chooses what
+    /// lies there.
+    pub async fn finish(self, envelope: &mut Envelope, artifacts: &Artifacts, contained: bool) {
+        // Most tools leave their directory empty: it goes back to the pool,
+        // or one rmdir, which follows nothing and cannot block, ends it
+        // without the hop to the blocking pool.
+        if !self.entrypoint && ((contained && self.give_back()) || std::fs::remove_dir(&self.root).is_ok()) {
             return;
         }
         let (entrypoint, id, root) = (self.entrypoint, self.id, self.root.clone());
@@ -115,6 +200,31 @@ impl RunDir {
         if entrypoint && envelope.files.is_none() {
             envelope.files = Some(Vec::new());
         }
+    }
+
+    /// Keeps the directory for the next run of the same skill and owner,
+    /// under a fresh name, when the pool has room and the directory is as
+    /// it was made: a directory (not a link put in its place), of its
+    /// owner, `rwx------`, with no entry and no extended attribute (an
+    /// ACL among them). Its times are reset, so nothing of this run is
+    /// left to read. Only for a run none of whose processes is left
+    /// (the caller's `contained`): nothing else can reach it, since the
+    /// scratch root is the server's and no other run's ruleset grants it.
+    fn give_back(&self) -> bool {
+        let Some((pool, key)) = &self.reuse else {
+            return false;
+        };
+        if pool.len() >= POOL_MAX || !as_made(&self.root, key.2) {
+            return false;
+        }
+        let name = Uuid::now_v7();
+        if std::fs::rename(&self.root, self.scratch.join(name.to_string())).is_err() {
+            return false;
+        }
+        if !pool.keep(key.clone(), name) {
+            remove(&self.scratch.join(name.to_string()));
+        }
+        true
     }
 
     /// [`finish`](Self::finish)'s blocking part: what an entrypoint left
@@ -211,6 +321,39 @@ fn move_files(scratch_fd: BorrowedFd<'_>, id: &str, kept_out: BorrowedFd<'_>) ->
     Ok(())
 }
 
+/// Whether `dir` is a run directory as [`RunDir::create`] made it, of
+/// `owner` (else this server's user), and empty; its times are reset when
+/// it is.
+fn as_made(dir: &Path, owner: Option<(u32, u32)>) -> bool {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let Ok(fd) = nix::fcntl::open(dir, flags, nix::sys::stat::Mode::empty()) else {
+        return false;
+    };
+    let Ok(st) = nix::sys::stat::fstat(&fd) else {
+        return false;
+    };
+    let (uid, gid) = owner.unwrap_or_else(|| {
+        let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+        (uid.as_raw(), gid.as_raw())
+    });
+    let kept = st.st_uid == uid
+        && st.st_gid == gid
+        && st.st_mode & 0o7777 == 0o700
+        && st.st_nlink == 2
+        && rustix::fs::flistxattr_query(&fd).is_ok_and(|n| n == 0);
+    if !kept {
+        return false;
+    }
+    let Ok(mut entries) = nix::dir::Dir::from_fd(fd) else {
+        return false;
+    };
+    let empty = entries
+        .iter()
+        .all(|e| e.is_ok_and(|e| matches!(e.file_name().to_bytes(), b"." | b"..")));
+    let now = nix::sys::time::TimeSpec::UTIME_NOW;
+    empty && nix::sys::stat::futimens(&entries, &now, &now).is_ok()
+}
+
 /// Removes a run's directory (see [`keep_artifacts`] on why this is safe),
 /// saying so when it cannot.
 fn remove(dir: &Path) {
@@ -241,9 +384,14 @@ impl super::Invoker {
         let every = (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
         loop {
             self.artifacts.sweep().await;
-            let (scratch, runs) = (self.settings.scratch_dir.clone(), self.runs.clone());
-            let swept =
-                tokio::task::spawn_blocking(move || sweep(&scratch, ttl, |id| runs.get(id).is_some()));
+            let (scratch, runs, kept) = (
+                self.settings.scratch_dir.clone(),
+                self.runs.clone(),
+                self.dirs.clone(),
+            );
+            let swept = tokio::task::spawn_blocking(move || {
+                sweep(&scratch, ttl, |id| runs.get(id).is_some() || kept.holds(id))
+            });
             match swept.await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(count = n, "expired run directories removed"),
@@ -259,7 +407,8 @@ impl super::Invoker {
 
 /// Removes each run directory under `scratch` unchanged for `ttl` (by its
 /// ctime, which a tool cannot set back), and a `<id>.keep` left by a
-/// server that stopped, unless `live` says its run is still going. Names
+/// server that stopped, unless `live` says its run is still going (or
+/// the directory is kept for reuse: see [`DirPool`]). Names
 /// that are not run ids (a manifest's `backend-…`, `.starlark-host`) are
 /// never touched. Returns how many went.
 fn sweep(scratch: &Path, ttl: Duration, live: impl Fn(Uuid) -> bool) -> usize {

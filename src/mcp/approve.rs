@@ -161,7 +161,7 @@ pub(super) async fn decide(
 /// The approval of `held`, to show the person.
 pub(super) async fn request_of(invoker: &Invoker, held: &Held) -> Result<Approval, ErrorData> {
     invoker
-        .store
+        .reader()
         .get_approval(held.approval_id)
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))
@@ -194,7 +194,7 @@ pub(super) async fn resumed(
     let tampered =
         || ErrorData::invalid_params("requestState does not name a pending request of this call", None);
     let id = Uuid::parse_str(state).map_err(|_| tampered())?;
-    let request = invoker.store.get_approval(id).await.map_err(|_| tampered())?;
+    let request = invoker.reader().get_approval(id).await.map_err(|_| tampered())?;
     let same_call = request.requested_by == caller.name
         && (request.tool == tool || format!("{}__{}", request.skill, request.tool) == tool)
         && &request.arguments == arguments;

@@ -158,10 +158,8 @@ async fn artifact(invoker: &Invoker, envelope: &Envelope, file: &Artifact, origi
     let Some((mime, sniff)) = kind.filter(|_| file.size <= MAX_INLINE_BYTES) else {
         return vec![link];
     };
-    let store = invoker.store.as_ref();
     let bytes = match invoker
-        .artifacts
-        .serve(store, envelope.run_id, &file.path, Access::Caller)
+        .serve_artifact(envelope.run_id, &file.path, Access::Caller)
         .await
     {
         Ok(Served::Bytes(bytes)) if sniff(&bytes) => bytes,
@@ -187,8 +185,8 @@ fn media_type(path: &str) -> Option<(&'static str, Sniff)> {
         "gif" => ("image/gif", |b| {
             b.starts_with(b"GIF87a") || b.starts_with(b"GIF89a")
         }),
-        "webp" => ("image/webp", |b| riff(b, b"WEBP")),
-        "wav" => ("audio/wav", |b| riff(b, b"WAVE")),
+        "webp" => ("image/webp", |b| riff(b, *b"WEBP")),
+        "wav" => ("audio/wav", |b| riff(b, *b"WAVE")),
         "mp3" => ("audio/mpeg", |b| {
             b.starts_with(b"ID3") || (b.len() > 1 && b[0] == 0xff && b[1] & 0xe0 == 0xe0)
         }),
@@ -199,6 +197,6 @@ fn media_type(path: &str) -> Option<(&'static str, Sniff)> {
     Some(found)
 }
 
-fn riff(bytes: &[u8], form: &[u8; 4]) -> bool {
-    bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == form
+fn riff(bytes: &[u8], form: [u8; 4]) -> bool {
+    bytes.len() >= 12 && bytes.starts_with(b"RIFF") && bytes[8..12] == form
 }

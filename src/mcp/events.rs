@@ -187,20 +187,7 @@ pub(super) async fn call(
         other => return Ok(other),
     };
     listener.follow(&live, events).await;
-    // As the pipeline ends a call that waits for its result.
-    match live.finished().await {
-        Some(envelope) => match envelope.cancelled_by_hook() {
-            Some(reason) => Err(InvokeError::HookCancelled {
-                run_id: live.id,
-                reason,
-            }),
-            None => Ok(Called::Finished(envelope)),
-        },
-        None => Err(InvokeError::NotRun {
-            run_id: live.id,
-            status: RunStatus::Cancelled,
-        }),
-    }
+    Called::when_finished(&live).await
 }
 
 /// An upstream's progress report, in words: "3/10: copying".

@@ -24,7 +24,7 @@ impl SessionLevel {
         if per_request(ctx) {
             return Err(ErrorData::method_not_found::<SetLevelRequestMethod>());
         }
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(level);
         Ok(())
     }
 
@@ -35,7 +35,7 @@ impl SessionLevel {
         if per_request(ctx) {
             return own;
         }
-        own.or(*self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        own.or(*self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 }
 

@@ -186,7 +186,7 @@ impl McpServer {
         let marked = caller
             .name
             .as_ref()
-            .is_some_and(|name| self.invoker.settings.client_approval.contains(name));
+            .is_some_and(|name| self.invoker.settings().client_approval.contains(name));
         let allowed = marked || self.local.as_ref().is_some_and(|l| l.client_approval);
         let elicits = ctx.client_capabilities().is_some_and(|c| c.elicitation.is_some());
         if !allowed || !elicits {
@@ -250,8 +250,8 @@ fn shaped<T: serde::de::DeserializeOwned>(mut wire: serde_json::Value) -> Result
 }
 
 /// The HTTP request a Streamable HTTP message arrived in.
-fn http_parts(ctx: &RequestContext<RoleServer>) -> Option<&axum::http::request::Parts> {
-    ctx.extensions.get::<axum::http::request::Parts>()
+fn http_parts(ctx: &RequestContext<RoleServer>) -> Option<&hyper::http::request::Parts> {
+    ctx.extensions.get::<hyper::http::request::Parts>()
 }
 
 impl ServerHandler for McpServer {
@@ -290,7 +290,7 @@ impl ServerHandler for McpServer {
         tools::list(
             &self.catalog.current(),
             mode.as_deref(),
-            self.invoker.settings.mcp_load_skill_tool,
+            self.invoker.settings().mcp_load_skill_tool,
         )
     }
 
@@ -326,7 +326,7 @@ impl ServerHandler for McpServer {
             tasks: ctx.client_capabilities().is_some_and(|c| c.supports_tasks()),
             in_client: self.in_client(&ctx, &caller),
             waiting_is_error: false,
-            load_tool: self.invoker.settings.mcp_load_skill_tool,
+            load_tool: self.invoker.settings().mcp_load_skill_tool,
             listener,
         };
         tools::call(&self.invoker, &catalog, request, asked).await

@@ -37,7 +37,7 @@ pub(super) fn created(run_id: Uuid, message: Option<String>) -> CreateTaskResult
 async fn run_of(invoker: &Invoker, caller: &Caller, id: &str) -> Result<Run, ErrorData> {
     let unknown = || ErrorData::invalid_params(format!("no task '{id}'"), None);
     let run_id = Uuid::parse_str(id).map_err(|_| unknown())?;
-    let run = match invoker.store.get_run(run_id).await {
+    let run = match invoker.reader().get_run(run_id).await {
         Ok(run) => run,
         Err(StoreError::NotFound { .. }) => return Err(unknown()),
         Err(e) => return Err(unavailable(&e)),
@@ -112,7 +112,7 @@ async fn ended(invoker: &Invoker, catalog: &Catalog, run: &Run, origin: &str) ->
 /// decided in time: it did not fail, it never ran.
 async fn undecided(invoker: &Invoker, run: &Run) -> Result<Value, ErrorData> {
     let approval = invoker
-        .store
+        .reader()
         .approval_of_run(run.id)
         .await
         .map_err(|e| unavailable(&e))?;

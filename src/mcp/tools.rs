@@ -20,11 +20,29 @@ use std::time::Duration;
 /// Every tool, exactly as `GET /tools?format=mcp` exports it (with
 /// `mode`, as `&mode=` does).
 /// With `load_tool`, also `load_skill` (`mcp_load_skill_tool`).
+/// Made once per catalog snapshot, mode and `load_tool`: every session
+/// asks for the same list, and making it parses and converts every tool.
 pub(super) fn list(
     catalog: &Catalog,
     mode: Option<&str>,
     load_tool: bool,
 ) -> Result<ListToolsResult, ErrorData> {
+    // A mode no tool names lists what every such mode lists: one entry
+    // for all of them, so callers cannot grow the cache with made-up modes.
+    let key = match mode {
+        None => format!("mcp tools/list {load_tool} all"),
+        Some(m) => format!(
+            "mcp tools/list {load_tool} mode {:?}",
+            catalog.exports.known_mode(m)
+        ),
+    };
+    let made = catalog
+        .derived
+        .get_or_try_make(&key, || make_list(catalog, mode, load_tool))?;
+    Ok(ListToolsResult::clone(&made))
+}
+
+fn make_list(catalog: &Catalog, mode: Option<&str>, load_tool: bool) -> Result<ListToolsResult, ErrorData> {
     let body = catalog.exports.body(Format::Mcp, mode, None);
     let mut wire: Value = serde_json::from_slice(&body)
         .map_err(|e| ErrorData::internal_error(format!("the tool export: {e}"), None))?;
@@ -244,7 +262,7 @@ pub(super) fn wait(meta: &RequestMetaObject) -> Result<Duration, String> {
 }
 
 /// The mode in the query of an `/mcp` request (`/mcp?mode=Dev`).
-pub(super) fn query_mode(parts: &axum::http::request::Parts) -> Option<String> {
+pub(super) fn query_mode(parts: &hyper::http::request::Parts) -> Option<String> {
     let query = parts.uri.query()?;
     form_urlencoded::parse(query.as_bytes())
         .find(|(name, _)| name == "mode")
@@ -324,8 +342,8 @@ fn held_for_a_person(held: &Held, asking: &Asking<'_>) -> CallToolResult {
 }
 
 /// `scheme://host` of the request, for links a person can open.
-pub(super) fn origin(parts: &axum::http::request::Parts) -> Option<String> {
-    let host = parts.headers.get(axum::http::header::HOST)?.to_str().ok()?;
+pub(super) fn origin(parts: &hyper::http::request::Parts) -> Option<String> {
+    let host = parts.headers.get(hyper::http::header::HOST)?.to_str().ok()?;
     let scheme = parts
         .headers
         .get("x-forwarded-proto")

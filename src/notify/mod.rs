@@ -14,8 +14,8 @@ pub mod payload;
 
 pub use target::{Event, Format, NotifyConfig, Target};
 
-use crate::invoke::{InboxEvent, Invoker};
-use crate::store::{Approval, ApprovalStatus, NewNotification};
+use crate::invoke::{InboxEvent, Invoker, first_page};
+use crate::store::{Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, NewNotification, Outbox};
 use chrono::Utc;
 use futures_util::StreamExt;
 use std::sync::Arc;
@@ -41,8 +41,8 @@ struct Shared {
     /// keeps the deliveries.
     invoker: Arc<Invoker>,
     targets: Vec<Target>,
-    /// This instance's name, for claims.
-    instance: String,
+    /// The deliveries, claimed in this instance's name.
+    outbox: Outbox,
     /// Where links in payloads point.
     public_url: String,
     /// Rung when a delivery is recorded, so the sender need not wait for
@@ -62,9 +62,9 @@ pub fn spawn(
         return None;
     }
     let shared = Arc::new(Shared {
+        outbox: invoker.outbox(instance),
         invoker,
         targets,
-        instance,
         public_url,
         recorded: Notify::new(),
     });
@@ -84,19 +84,42 @@ async fn record_events(shared: Arc<Shared>) {
     loop {
         let mut events = shared.invoker.watch_inbox();
         while let Some(event) = events.next().await {
-            let approvals = match event {
-                InboxEvent::Snapshot(pending) => pending,
-                InboxEvent::Changed(approval) => vec![Approval::clone(&approval)],
-            };
-            for approval in &approvals {
-                if let Some(event) = event_of(approval) {
-                    record(&shared, event, approval).await;
-                }
+            match event {
+                InboxEvent::Snapshot(page) => record_inbox(&shared, page).await,
+                InboxEvent::Changed(approval) => record_all(&shared, std::slice::from_ref(&*approval)).await,
             }
         }
         // The store failed; the feed starts again from a snapshot.
         tracing::warn!("the notifier lost its event feed; following it again");
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+/// Records the requests of a snapshot: its first page, then each later
+/// page, so that a request past the first is not missed. A page that
+/// cannot be read ends it; the next snapshot starts over.
+async fn record_inbox(shared: &Shared, mut page: ApprovalPage) {
+    loop {
+        record_all(shared, &page.approvals).await;
+        let Some(cursor) = page.next_cursor else {
+            return;
+        };
+        let next = ApprovalFilter {
+            cursor: Some(cursor),
+            ..first_page()
+        };
+        page = match shared.invoker.reader().list_approvals(next).await {
+            Ok(page) => page,
+            Err(e) => return tracing::warn!(error = %e, "cannot read the rest of the inbox"),
+        };
+    }
+}
+
+async fn record_all(shared: &Shared, approvals: &[Approval]) {
+    for approval in approvals {
+        if let Some(event) = event_of(approval) {
+            record(shared, event, approval).await;
+        }
     }
 }
 
@@ -121,7 +144,7 @@ async fn record(shared: &Shared, event: Event, approval: &Approval) {
             payload: payload::body(target.format, event, approval, &shared.public_url, now),
             created_at: now,
         };
-        match shared.invoker.store.enqueue_notification(new).await {
+        match shared.outbox.enqueue(new).await {
             Ok(true) => shared.recorded.notify_one(),
             Ok(false) => {}
             Err(e) => tracing::warn!(target = %target.name, error = %e, "cannot record a notification"),

@@ -4,11 +4,11 @@
 
 use super::{Shared, Target};
 use crate::store::{Attempt, Notification};
-use axum::body::Bytes;
-use axum::http::header;
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use hmac::{KeyInit, Mac};
 use http_body_util::Full;
+use hyper::http::header;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,20 +31,11 @@ pub(super) struct Sender {
 
 /// An HTTP/1 client for `http` and `https` URLs. It follows no redirects:
 /// a webhook answers where it was asked.
-type Client = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Full<Bytes>,
->;
+type Client = hyper_util::client::legacy::Client<crate::https::Connector, Full<Bytes>>;
 
 impl Sender {
     pub(super) fn new(shared: Arc<Shared>) -> std::io::Result<Self> {
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())?
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https);
+        let client = crate::https::client()?;
         Ok(Self { shared, client })
     }
 
@@ -53,13 +44,7 @@ impl Sender {
         loop {
             let now = Utc::now();
             let lease_until = now + chrono::Duration::from_std(LEASE).unwrap_or_default();
-            match this
-                .shared
-                .invoker
-                .store
-                .claim_notifications(&this.shared.instance, now, lease_until, BATCH)
-                .await
-            {
+            match this.shared.outbox.claim(now, lease_until, BATCH).await {
                 Ok(due) => {
                     let sends = due.into_iter().map(|n| {
                         let this = this.clone();
@@ -95,11 +80,7 @@ impl Sender {
     }
 
     async fn record(&self, n: &Notification, attempt: Attempt) {
-        let store = &self.shared.invoker.store;
-        if let Err(e) = store
-            .record_attempt(n.id, &self.shared.instance, attempt, Utc::now())
-            .await
-        {
+        if let Err(e) = self.shared.outbox.settle(n.id, attempt, Utc::now()).await {
             tracing::warn!(notification = %n.id, error = %e, "cannot record a delivery attempt");
         }
     }

@@ -3,9 +3,9 @@
 //! following no redirect, and only to `https://` URLs, or `http://` on
 //! loopback (a provider the tests start, or one beside the server).
 
-use axum::body::Bytes;
-use axum::http::{StatusCode, Uri, header};
+use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
+use hyper::http::{StatusCode, Uri, header};
 use std::time::Duration;
 
 /// The longest one fetch may take, answer and body together.
@@ -13,10 +13,7 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest document taken: a JWKS of a few dozen keys is tens of KiB.
 const MAX_BYTES: usize = 512 * 1024;
 
-type Client = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Empty<Bytes>,
->;
+type Client = hyper_util::client::legacy::Client<crate::https::Connector, Empty<Bytes>>;
 
 /// A client for issuers' documents.
 pub(super) struct Fetcher {
@@ -25,14 +22,8 @@ pub(super) struct Fetcher {
 
 impl Fetcher {
     pub(super) fn new() -> Result<Self, String> {
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("cannot load the system's TLS roots for OAuth issuers: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https);
+        let client = crate::https::client()
+            .map_err(|e| format!("cannot load the system's TLS roots for OAuth issuers: {e}"))?;
         Ok(Self { client })
     }
 

@@ -159,7 +159,7 @@ fn check_issuer(config: IssuerConfig) -> Result<IssuerSettings, String> {
     let audiences = config.audience.map(OneOrMany::into_vec);
     if audiences
         .as_ref()
-        .is_some_and(|a| a.is_empty() || a.iter().any(|a| a.is_empty()))
+        .is_some_and(|a| a.is_empty() || a.iter().any(std::string::String::is_empty))
     {
         return Err(format!("OAuth issuer {issuer}: audience is empty"));
     }

@@ -16,12 +16,12 @@ mod private_tmp;
 mod process;
 mod spawn;
 
-pub use crate::sandbox::runnable_by_anyone;
+pub use crate::program::runnable_by_anyone;
 pub use child::Child;
 pub use env::{DEFAULT_PATH, child_env, deps_command, is_secret_name, with_deps};
 pub use limits::{Limits, network_isolation_available};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use capture::{Capture, Stream};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -35,6 +35,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 /// Bytes of the start of the merged output kept in [`Outcome::output`].
 pub const HEAD_BYTES: usize = 2048;
@@ -124,6 +125,11 @@ pub struct Outcome {
     pub spawn_error: Option<String>,
     /// The process group (= the leader's pid), once spawned.
     pub pgid: Option<i32>,
+    /// Every process of the run is known to have ended: its cgroup, which
+    /// none of them could leave, was found empty at the end. Without a
+    /// cgroup (or with one still holding a process) this is false, and
+    /// nothing the run could reach may be trusted to be left alone.
+    pub contained: bool,
 }
 
 /// `text` as a run's output is kept: whole up to `HEAD_BYTES +
@@ -174,7 +180,8 @@ pub async fn run(
             ..Outcome::default()
         };
     }
-    let (mut leader, stdout, stderr) = match start(&mut spec, on_spawn).await {
+    let spawning = tracing::trace_span!("runner.spawn");
+    let (mut leader, stdout, stderr) = match start(&mut spec, on_spawn).instrument(spawning).await {
         Ok(running) => running,
         Err(outcome) => {
             return Outcome {
@@ -201,8 +208,15 @@ pub async fn run(
         &spec,
         &cancel,
     )
+    .instrument(tracing::trace_span!("runner.wait"))
     .await;
-    if !readers_done && tokio::time::timeout(DRAIN_TIMEOUT, &mut readers).await.is_err() {
+    let draining = tracing::trace_span!("runner.drain");
+    if !readers_done
+        && tokio::time::timeout(DRAIN_TIMEOUT, &mut readers)
+            .instrument(draining)
+            .await
+            .is_err()
+    {
         tracing::debug!(
             pgid = pgid.as_raw(),
             "output still open after the leader exited; killing the group"
@@ -212,13 +226,21 @@ pub async fn run(
     // its status was lost, warned about in `supervise`: some other wait
     // reaped it).
     drop((readers, exited));
+    let _cleanup = tracing::trace_span!("runner.cleanup").entered();
     leader.kill_all();
     leader.reap_exited();
     let captured = capture
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner)
         .finish();
-    ending.outcome(exit, captured, started.elapsed(), pgid.as_raw())
+    let contained = leader
+        .cgroup
+        .as_ref()
+        .is_some_and(crate::sandbox::RunCgroup::found_empty);
+    Outcome {
+        contained,
+        ..ending.outcome(exit, captured, started.elapsed(), pgid.as_raw())
+    }
 }
 
 /// Spawns the leader and gets ready to read it: its guard and its pipes,
@@ -292,6 +314,7 @@ impl Ending {
             cancelled: self.cancelled,
             spawn_error: None,
             pgid: Some(pgid),
+            contained: false,
         }
     }
 }
@@ -510,7 +533,7 @@ mod tests {
 
     fn request(scratch: &Path) -> crate::sandbox::Request<'_> {
         crate::sandbox::Request {
-            trust: crate::skill::Trust::User,
+            trust: crate::trust::Trust::User,
             skill_dir: Path::new("/"),
             deps: None,
             workspace: Some(Path::new("/")),

@@ -1,7 +1,7 @@
 //! Finding the program, naming failures and signals, signalling groups.
 
 use super::env::DEFAULT_PATH;
-use crate::sandbox::runnable_by_anyone;
+use crate::program::{Lookup, lookup};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{AccessFlags, Pid, access};
@@ -71,32 +71,13 @@ pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Re
         .rev()
         .find(|(k, _)| k == "PATH")
         .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
-    let mut not_executable = false;
-    let mut first = None;
-    // Only absolute entries: an empty or relative one (POSIX reads them
-    // against the working directory) would let the workspace, which a
-    // tool's caller may control, choose the program that runs.
-    for dir in path_var.split(':').filter(|d| d.starts_with('/')) {
-        let candidate = Path::new(dir).join(program);
-        if !candidate.is_file() {
-            continue;
-        }
-        if access(&candidate, AccessFlags::X_OK).is_err() {
-            not_executable = true;
-        } else if runnable_by_anyone(&candidate) {
-            return Ok(candidate);
-        } else if first.is_none() {
-            first = Some(candidate);
-        }
+    match lookup(path_var.as_ref(), program, |p| {
+        access(p, AccessFlags::X_OK).is_ok()
+    }) {
+        Lookup::Found(found) => Ok(found),
+        Lookup::NotExecutable => Err(format!("permission denied: {program}")),
+        Lookup::NotFound => Err(format!("command not found: {program}")),
     }
-    if let Some(found) = first {
-        return Ok(found);
-    }
-    Err(if not_executable {
-        format!("permission denied: {program}")
-    } else {
-        format!("command not found: {program}")
-    })
 }
 
 /// One sentence for a child that failed at `step` with `errno`.

@@ -111,25 +111,9 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         return Err(format!("working directory not found: {}", spec.cwd.display()));
     }
     let path = resolve(&spec.program, &spec.cwd, &spec.env)?;
-    let nul = || {
-        format!(
-            "could not start {}: an argument or variable contains a NUL byte",
-            spec.program
-        )
-    };
-    let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| nul())?;
-    let c_cwd = CString::new(spec.cwd.as_os_str().as_encoded_bytes()).map_err(|_| nul())?;
-    let argv = std::iter::once(spec.program.as_str())
-        .chain(spec.args.iter().map(String::as_str))
-        .map(|a| CString::new(a).map_err(|_| nul()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let envp = spec
-        .env
-        .iter()
-        .map(|(k, v)| CString::new(format!("{k}={v}")).map_err(|_| nul()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let argv_ptrs = null_terminated(&argv);
-    let envp_ptrs = null_terminated(&envp);
+    let c = CSpec::of(spec, &path)?;
+    let argv_ptrs = null_terminated(&c.argv);
+    let envp_ptrs = null_terminated(&c.envp);
 
     let setup = ChildSetup::plan(&spec.limits, spec.isolate_network);
     let rlimits = setup.rlimits();
@@ -139,42 +123,19 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         .and_then(|c| c.private_tmp.as_ref())
         .map(private_tmp::Plan::of);
     let tmp = tmp_plan.as_mut().map(private_tmp::Plan::raw);
-    let seccomp: Vec<libc::sock_fprog> = confine
-        .map(|c| c.seccomp.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|program| libc::sock_fprog {
-            len: u16::try_from(program.len()).unwrap_or(u16::MAX),
-            filter: program.as_ptr().cast_mut().cast::<libc::sock_filter>(),
-        })
-        .collect();
+    let seccomp = seccomp_programs(confine);
     let could_not = |what: &str, err: io::Error| format!("could not start {}: {what}: {err}", spec.program);
-
-    // Descriptors at 3 or above, so the child's dup2 onto 0, 1 and 2 can
-    // never close one it still needs (a server started with a closed
-    // stdin would otherwise get a pipe at 0).
-    let (stdin, stdin_w) = match stdin {
-        Stdin::Null => (
-            open_dev_null().map_err(|e| could_not("cannot open /dev/null", e))?,
-            None,
-        ),
-        Stdin::Pipe => {
-            let (r, w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
-            (r, Some(w))
-        }
-    };
-    let (stdout_r, stdout_w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
-    let (stderr_r, stderr_w) = pipe().map_err(|e| could_not("cannot create a pipe", e))?;
+    let stdio = Stdio::open(stdin).map_err(|(what, e)| could_not(what, e))?;
     let stack = Stack::take().map_err(|e| could_not("cannot allocate a stack", e))?;
 
     let mut args = ChildArgs {
-        path: c_path.as_ptr(),
+        path: c.path.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
-        cwd: c_cwd.as_ptr(),
-        stdin: stdin.as_raw_fd(),
-        stdout: stdout_w.as_raw_fd(),
-        stderr: stderr_w.as_raw_fd(),
+        cwd: c.cwd.as_ptr(),
+        stdin: stdio.stdin.as_raw_fd(),
+        stdout: stdio.stdout_w.as_raw_fd(),
+        stderr: stdio.stderr_w.as_raw_fd(),
         rlimits: rlimits.as_ptr(),
         rlimit_count: rlimits.len(),
         netns: setup.netns().unwrap_or(-1),
@@ -214,7 +175,7 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         drop(all);
         cloned
     };
-    drop((stdin, stdout_w, stderr_w));
+    drop((stdio.stdin, stdio.stdout_w, stdio.stderr_w));
     // The child has exec'd or exited: the stack is free for the next spawn.
     stack.give_back();
     let pid = cloned.map_err(|err| could_not("clone failed", err))?;
@@ -222,22 +183,121 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
     // that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
 
-    let step = Step::from_raw(args.failed_step.load(Ordering::Acquire));
-    if step != Step::None {
-        // The child has already exited (127); reap it so no zombie stays.
-        if let Err(err) = reap(&pidfd) {
-            tracing::warn!(%err, "could not reap a child that failed to start");
-        }
-        let errno = args.errno.load(Ordering::Acquire);
-        return Err(describe_errno(errno, step, &spec.program, &path));
-    }
+    reached_exec(&args, &pidfd, &spec.program, &path)?;
     Ok(Spawned {
         pid,
         pidfd,
-        stdout: stdout_r,
-        stderr: stderr_r,
-        stdin: stdin_w,
+        stdout: stdio.stdout_r,
+        stderr: stdio.stderr_r,
+        stdin: stdio.stdin_w,
     })
+}
+
+/// Whether the child reached its exec. One that failed a step before it
+/// has already exited (127): it is reaped so no zombie stays.
+fn reached_exec(
+    args: &ChildArgs,
+    pidfd: &OwnedFd,
+    program: &str,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    let step = Step::from_raw(args.failed_step.load(Ordering::Acquire));
+    if step == Step::None {
+        return Ok(());
+    }
+    if let Err(err) = reap(pidfd) {
+        tracing::warn!(%err, "could not reap a child that failed to start");
+    }
+    Err(describe_errno(
+        args.errno.load(Ordering::Acquire),
+        step,
+        program,
+        path,
+    ))
+}
+
+/// The program, its arguments, environment and directory as C strings:
+/// what the child's pointers point into, so they live until the clone
+/// returns.
+struct CSpec {
+    path: CString,
+    cwd: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+}
+
+impl CSpec {
+    fn of(spec: &Spec, path: &std::path::Path) -> Result<Self, String> {
+        let nul = || {
+            format!(
+                "could not start {}: an argument or variable contains a NUL byte",
+                spec.program
+            )
+        };
+        Ok(Self {
+            path: CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| nul())?,
+            cwd: CString::new(spec.cwd.as_os_str().as_encoded_bytes()).map_err(|_| nul())?,
+            argv: std::iter::once(spec.program.as_str())
+                .chain(spec.args.iter().map(String::as_str))
+                .map(|a| CString::new(a).map_err(|_| nul()))
+                .collect::<Result<Vec<_>, _>>()?,
+            envp: spec
+                .env
+                .iter()
+                .map(|(k, v)| CString::new(format!("{k}={v}")).map_err(|_| nul()))
+                .collect::<Result<Vec<_>, _>>()?,
+        })
+    }
+}
+
+/// The run's seccomp programs as the kernel takes them; they point into
+/// `confine`, which outlives the clone.
+fn seccomp_programs(confine: Option<&crate::sandbox::Confinement>) -> Vec<libc::sock_fprog> {
+    confine
+        .map(|c| c.seccomp.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|program| libc::sock_fprog {
+            len: u16::try_from(program.len()).unwrap_or(u16::MAX),
+            filter: program.as_ptr().cast_mut().cast::<libc::sock_filter>(),
+        })
+        .collect()
+}
+
+/// The child's standard streams and the parent's ends of them.
+struct Stdio {
+    stdin: OwnedFd,
+    stdin_w: Option<OwnedFd>,
+    stdout_r: OwnedFd,
+    stdout_w: OwnedFd,
+    stderr_r: OwnedFd,
+    stderr_w: OwnedFd,
+}
+
+impl Stdio {
+    /// Descriptors at 3 or above, so the child's dup2 onto 0, 1 and 2 can
+    /// never close one it still needs (a server started with a closed
+    /// stdin would otherwise get a pipe at 0).
+    fn open(stdin: Stdin) -> Result<Self, (&'static str, io::Error)> {
+        let piped = |e| ("cannot create a pipe", e);
+        let (stdin, stdin_w) = match stdin {
+            Stdin::Null => (open_dev_null().map_err(|e| ("cannot open /dev/null", e))?, None),
+            Stdin::Pipe => {
+                let (r, w) = pipe().map_err(piped)?;
+                (r, Some(w))
+            }
+        };
+        let (stdout_r, stdout_w) = pipe().map_err(piped)?;
+        let (stderr_r, stderr_w) = pipe().map_err(piped)?;
+        Ok(Self {
+            stdin,
+            stdin_w,
+            stdout_r,
+            stdout_w,
+            stderr_r,
+            stderr_w,
+        })
+    }
 }
 
 /// How the child joins the run's cgroups: born in the v2 one where it can
@@ -646,7 +706,7 @@ pub(super) fn watch_pidfd(fd: OwnedFd) -> Result<AsyncFd<OwnedFd>, (OwnedFd, io:
     // SAFETY: an open descriptor that the AsyncFd owns, so it stays open
     // and the same until dropped or taken back by `into_inner`.
     unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
-        .map_err(|failed| failed.into_parts())
+        .map_err(tokio::io::unix::AsyncFdRegisterError::into_parts)
 }
 
 /// Waits until the leader has ended, WITHOUT reaping it: while the zombie

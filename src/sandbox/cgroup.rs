@@ -382,6 +382,12 @@ impl RunCgroup {
             }
             return;
         }
+        // A run that left nothing behind is the common case: one read
+        // tells, as for `Slot::is_empty`, and the drop need not read again.
+        if self.slot.as_ref().is_some_and(Slot::is_empty) {
+            self.ended.fetch_max(FOUND_EMPTY, Ordering::Relaxed);
+            return;
+        }
         for dir in self.slot.iter().flat_map(Slot::dirs) {
             for _ in 0..20 {
                 let pids = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
@@ -397,6 +403,13 @@ impl RunCgroup {
                 }
             }
         }
+    }
+
+    /// Whether [`kill`](Self::kill) found the run's cgroup empty: every
+    /// process of the run has ended, and none can come back, since none
+    /// is left to fork.
+    pub fn found_empty(&self) -> bool {
+        self.ended.load(Ordering::Relaxed) == FOUND_EMPTY
     }
 }
 

@@ -51,8 +51,8 @@ pub(super) fn probe() -> RulesetStatus {
             let status = Ruleset::default()
                 .handle_access(AccessFs::from_all(TARGET))
                 .and_then(|r| r.scope(Scope::from_all(TARGET)))
-                .and_then(|r| r.create())
-                .and_then(|r| r.restrict_self());
+                .and_then(landlock::Ruleset::create)
+                .and_then(landlock::RulesetCreated::restrict_self);
             status.map(|s| s.ruleset)
         })
         .ok()

@@ -12,7 +12,8 @@ mod userns;
 pub use cgroup::RunCgroup;
 pub use seccompiler::BpfProgram;
 
-use crate::skill::Trust;
+use crate::program::runnable_by_anyone;
+use crate::trust::Trust;
 use ::landlock::RulesetStatus;
 use serde::Serialize;
 use std::os::fd::OwnedFd;
@@ -643,14 +644,4 @@ pub fn ensure_scratch_root(scratch: &Path) -> std::io::Result<()> {
         std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o711))?;
     }
     Ok(())
-}
-
-/// Whether any user can run `path`: it and every directory above it are
-/// executable by others. A sandboxed tool runs as another user, so a
-/// program under `/root` (a pyenv shim, say) is passed over for one
-/// further down the PATH that it can run.
-pub fn runnable_by_anyone(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let others_x = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0);
-    others_x(path) && path.ancestors().skip(1).all(others_x)
 }

@@ -5,8 +5,8 @@
 //! layer only reads manifests; starting children and evaluating scripts
 //! belongs to the server, which hands the catalog a [`Launch`].
 
-use super::trust::Trust;
 use super::upstream::Upstream;
+use crate::trust::Trust;
 use serde_json::Value;
 use std::fmt::Debug;
 use std::future::Future;

@@ -9,7 +9,7 @@ use super::names::{NameCheck, check_name};
 use super::parse::Parse;
 use super::rules::SkillRules;
 use super::scripts::Runtimes;
-use super::trust::Trust;
+use crate::trust::Trust;
 use std::path::Path;
 
 /// The largest definition file that is parsed.
@@ -22,7 +22,7 @@ pub struct LoadOptions<'a> {
     pub max_timeout_secs: u64,
     pub runtimes: &'a Runtimes,
     /// The skill is an installed version: its dependencies (if any) sit
-    /// beside it (`installed::deps_of`), for its tools and its backend.
+    /// beside it (`prepared::deps_of`), for its tools and its backend.
     pub installed: bool,
     pub path: &'a PathCache,
     /// Starts manifests' backends; without one they cannot load.

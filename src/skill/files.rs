@@ -40,24 +40,13 @@ impl PathCache {
     }
 }
 
-/// `name` as an executable file in an absolute directory of `path` (a
-/// `PATH` value). Relative entries are skipped: they would be read against
-/// whatever directory a tool runs in, which its caller may control.
-/// One that any user can run comes first (see
-/// [`crate::runner::runnable_by_anyone`]).
+/// `name` as an executable file on `path` (a `PATH` value), as
+/// [`crate::program::lookup`] finds it.
 pub(super) fn find_program(path: &std::ffi::OsStr, name: &str) -> Option<PathBuf> {
-    let found: Vec<PathBuf> = std::env::split_paths(path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .filter(|p| is_executable(p))
-        .collect();
-    let anyone = found.iter().find(|p| crate::runner::runnable_by_anyone(p));
-    anyone.or(found.first()).cloned()
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    match crate::program::lookup(path, name, crate::program::has_execute_bit) {
+        crate::program::Lookup::Found(found) => Some(found),
+        crate::program::Lookup::NotExecutable | crate::program::Lookup::NotFound => None,
+    }
 }
 
 /// Reads a file unless it is larger than `limit` (then `Ok(None)`).

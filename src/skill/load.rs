@@ -98,34 +98,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         ),
         Dialect::Prompt | Dialect::Manifest => Vec::new(),
     };
-    let runnable = files::runnable_files(dir);
-    for outside in &runnable.outside {
-        p.error_in(
-            Code::ProgramOutsideSkill,
-            &dir.join(outside).display().to_string(),
-            format!("{outside} resolves outside the skill directory; a skill may run only its own files"),
-        );
-    }
-    if runnable.incomplete {
-        p.error_in(
-            Code::TooLarge,
-            &dir.join("scripts").display().to_string(),
-            files::too_deep("scripts/"),
-        );
-    }
-    hashed.extend(runnable.inside);
-    // What its dependencies are is part of what it runs: an approval given
-    // for one `requirements.txt` is not for another.
-    hashed.extend(
-        [
-            super::deps::REQUIREMENTS,
-            super::deps::PACKAGE,
-            super::deps::PACKAGE_LOCK,
-        ]
-        .into_iter()
-        .filter(|f| dir.join(f).is_file())
-        .map(str::to_owned),
-    );
+    p.runnable_files(dir, &mut hashed);
     let files = files::list_files(dir);
     let served = listing::served_paths(&files);
     // What it serves is what an agent reads: an approval binds to that too.
@@ -162,6 +135,40 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
 }
 
 impl<'t> Parse<'t, '_> {
+    /// Adds to `hashed` what a skill runs beyond what its tools name: its
+    /// runnable files (reporting those that lead outside it) and its
+    /// dependency files.
+    fn runnable_files(&mut self, dir: &Path, hashed: &mut Vec<String>) {
+        let runnable = files::runnable_files(dir);
+        for outside in &runnable.outside {
+            self.error_in(
+                Code::ProgramOutsideSkill,
+                &dir.join(outside).display().to_string(),
+                format!("{outside} resolves outside the skill directory; a skill may run only its own files"),
+            );
+        }
+        if runnable.incomplete {
+            self.error_in(
+                Code::TooLarge,
+                &dir.join("scripts").display().to_string(),
+                files::too_deep("scripts/"),
+            );
+        }
+        hashed.extend(runnable.inside);
+        // What its dependencies are is part of what it runs: an approval given
+        // for one `requirements.txt` is not for another.
+        hashed.extend(
+            [
+                crate::deps::REQUIREMENTS,
+                crate::deps::PACKAGE,
+                crate::deps::PACKAGE_LOCK,
+            ]
+            .into_iter()
+            .filter(|f| dir.join(f).is_file())
+            .map(str::to_owned),
+        );
+    }
+
     /// The frontmatter as a mapping (empty without one) and the split file;
     /// `None` when it is unclosed or not a YAML mapping.
     fn frontmatter(&mut self, text: &'t str) -> Option<(Map<String, Value>, Split<'t>)> {

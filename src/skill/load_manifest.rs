@@ -11,8 +11,8 @@ use super::hash;
 use super::manifest::{MANIFEST_KEYS, ManifestParts};
 use super::model::*;
 use super::parse::Parse;
-use super::trust::Trust;
 use super::upstream::Upstream;
+use crate::trust::Trust;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -220,7 +220,7 @@ impl Parse<'_, '_> {
             // them; the dependencies' own finding says why.
             return;
         }
-        match opts.launcher.and_then(|l| l.held_back()) {
+        match opts.launcher.and_then(super::backend::Launch::held_back) {
             Some(HeldBack::UntilReviewed) => {
                 self.warn(
                     Code::BackendFailed,

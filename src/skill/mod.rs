@@ -1,19 +1,17 @@
-//! Skills on disk: the unified model, the dialects that parse into it, and
-//! the diagnostics they produce.
+//! Reading skills: the unified model, the dialects that parse a skill
+//! directory into it, and the diagnostics they produce. Packaging,
+//! reviewing and installing skills live in `install`, the installed root's
+//! layout in `catalog`, the `skilld new` templates in `cli`.
 
-pub mod archive;
 pub mod backend;
 mod definition;
-pub mod deps;
 pub mod diag;
 mod dialect;
-pub mod diff;
 mod entrypoint;
 pub mod fields;
 pub mod files;
 pub mod frontmatter;
 pub mod hash;
-pub mod installed;
 pub mod listing;
 pub mod load;
 mod load_manifest;
@@ -25,15 +23,11 @@ pub mod model;
 pub mod names;
 mod parse;
 pub mod prepared;
-pub mod review;
 pub mod rules;
-pub mod scaffold;
 mod script_doc;
 pub mod scripts;
 pub mod template;
 pub mod triggers;
-mod trust;
-pub mod unpack;
 pub mod upstream;
 
 pub use definition::{LoadOptions, MAX_DEFINITION_BYTES};

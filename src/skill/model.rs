@@ -18,7 +18,7 @@ pub enum Dialect {
     Prompt,
 }
 
-pub use super::trust::Trust;
+pub use crate::trust::Trust;
 
 /// How a prompt skill's command alias is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, ToSchema)]

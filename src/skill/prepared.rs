@@ -7,10 +7,10 @@
 //! Editing a dependency file makes a new key, so a new preparation.
 
 use super::definition::LoadOptions;
-use super::deps::{PACKAGE, PACKAGE_LOCK, REQUIREMENTS, check_dir};
 use super::diag::Code;
 use super::model::{DepsWait, Dialect};
 use super::parse::Parse;
+use crate::deps::{PACKAGE, PACKAGE_LOCK, REQUIREMENTS, check_dir};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -22,6 +22,10 @@ pub const FAILED: &str = "failed";
 pub const LOG: &str = "install.log";
 /// The virtualenv and `node_modules`, as [`crate::runner::with_deps`] takes them.
 pub const ENV: &str = "env";
+/// An installed version's dependencies, beside its skill directory. The
+/// layout is `catalog::installed`'s; the name lives here because
+/// the loader reads it and the catalog sits above the loader.
+pub const ENV_DIR: &str = "env";
 
 /// The largest dependency file that is hashed; a larger one is not
 /// prepared (the installers' own checks read the same files).
@@ -80,6 +84,13 @@ pub fn state(deps_dir: &Path, key: &str) -> State {
     }
 }
 
+/// The dependencies installed for the version whose skill directory is
+/// `skill_dir`, when it has some.
+pub fn deps_of(skill_dir: &Path) -> Option<PathBuf> {
+    let env = skill_dir.parent()?.join(ENV_DIR);
+    env.is_dir().then_some(env)
+}
+
 impl Parse<'_, '_> {
     /// The dependencies the tools of the skill in `dir` run with: an
     /// installed version's, beside it; a plain skill's, once the server
@@ -94,7 +105,7 @@ impl Parse<'_, '_> {
         opts: &LoadOptions<'_>,
     ) -> (Option<PathBuf>, Option<DepsWait>) {
         if opts.installed {
-            return (super::installed::deps_of(dir), None);
+            return (deps_of(dir), None);
         }
         let Some(deps_dir) = opts
             .rules

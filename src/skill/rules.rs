@@ -3,7 +3,7 @@
 //! where the dependencies of skills outside the installed root are
 //! prepared. One value per catalog, read by every load.
 
-use super::deps::DEFAULT_NPM_REGISTRY;
+use crate::deps::DEFAULT_NPM_REGISTRY;
 use std::path::PathBuf;
 
 /// Seed 003's default image of each `lang`, which is also its default

@@ -4,11 +4,11 @@ use super::{RunStatus, StoreError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 /// Where an approval request is. Only `pending` ever changes, once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalStatus {
     Pending,
@@ -18,6 +18,9 @@ pub enum ApprovalStatus {
 }
 
 impl ApprovalStatus {
+    /// Every status, in the order of the API's list.
+    pub const ALL: [ApprovalStatus; 4] = [Self::Pending, Self::Approved, Self::Denied, Self::Expired];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -28,15 +31,13 @@ impl ApprovalStatus {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Pending, Self::Approved, Self::Denied, Self::Expired]
-            .into_iter()
-            .find(|v| v.as_str() == s)
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 }
 
 /// How far a decision reaches: this run, or every later call of the same
 /// tool of the same skill version (a grant).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     #[default]
@@ -45,6 +46,9 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// Every scope, in the order of the API's list.
+    pub const ALL: [Scope; 2] = [Self::Once, Self::Always];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Once => "once",
@@ -62,7 +66,7 @@ impl Scope {
 }
 
 /// A standing decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GrantDecision {
     Allow,
@@ -70,6 +74,9 @@ pub enum GrantDecision {
 }
 
 impl GrantDecision {
+    /// Every decision, in the order of the API's list.
+    pub const ALL: [GrantDecision; 2] = [Self::Allow, Self::Deny];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Allow => "allow",
@@ -87,13 +94,11 @@ impl GrantDecision {
 }
 
 /// An approval request: everything an approver needs to decide, and the
-/// decision. This is the API's `Approval`.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+/// decision. The API's `Approval` is built from it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Approval {
-    #[schema(value_type = String, format = "uuid")]
     pub id: Uuid,
     /// The run held for this decision.
-    #[schema(value_type = String, format = "uuid")]
     pub run_id: Uuid,
     pub skill: String,
     pub tool: String,
@@ -103,7 +108,6 @@ pub struct Approval {
     pub trust: String,
     /// Why this call deserves a closer look, when it does.
     pub warning: Option<String>,
-    #[schema(value_type = Object)]
     pub arguments: Value,
     /// The exact command line that will run once approved.
     pub argv: Vec<String>,
@@ -120,26 +124,21 @@ pub struct Approval {
     pub requested_by: Option<String>,
     pub decided_by: Option<String>,
     pub note: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: DateTime<Utc>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub decided_at: Option<DateTime<Utc>>,
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: DateTime<Utc>,
     /// The mode the caller asked in (`SKILL_MODE` for the tool).
     pub mode: Option<String>,
     /// When the caller stopped waiting for the decision (its wait ran out,
     /// or it went away). Approving still runs the call; its result is in
     /// the run log, but nobody is waiting on it.
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub caller_left_at: Option<DateTime<Utc>>,
 }
 
 /// A decided request and what became of its run: an entry of the
 /// approvers' history.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DecidedApproval {
-    #[serde(flatten)]
     pub approval: Approval,
     /// The status of the run the request held: its outcome once approved.
     pub run_status: RunStatus,
@@ -164,10 +163,29 @@ impl DecisionFilter {
 }
 
 /// One page of decisions, newest first.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DecisionPage {
     pub decisions: Vec<DecidedApproval>,
-    /// Pass back as `cursor` for the next page; absent on the last page.
+    /// Pass back as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /approvals`'s query.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ApprovalFilter {
+    /// Only requests in this state (the inbox: `Pending`).
+    pub status: Option<ApprovalStatus>,
+    /// Page size; the store clamps it to 1..=[`MAX_APPROVALS`](super::MAX_APPROVALS).
+    pub limit: u32,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of approval requests, oldest first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ApprovalPage {
+    pub approvals: Vec<Approval>,
+    /// Pass back as `cursor` for the next page; `None` on the last page.
     pub next_cursor: Option<String>,
 }
 
@@ -183,18 +201,16 @@ pub struct NewApproval {
     pub expires_at: DateTime<Utc>,
 }
 
-/// A standing allow or deny for one tool of one skill version. This is the
-/// API's `Grant`.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+/// A standing allow or deny for one tool of one skill version. The API's
+/// `Grant` is built from it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Grant {
-    #[schema(value_type = String, format = "uuid")]
     pub id: Uuid,
     pub skill: String,
     pub tool: String,
     pub skill_hash: String,
     pub decision: GrantDecision,
     pub created_by: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: DateTime<Utc>,
 }
 
@@ -235,7 +251,37 @@ pub struct SameCall<'a> {
     pub arguments: &'a Value,
 }
 
-impl SameCall<'_> {
+impl<'a> SameCall<'a> {
+    /// The call a new run makes, as a retry of it would be matched.
+    pub fn of_run(run: &'a super::NewRun) -> Self {
+        Self {
+            requested_by: run.requested_by.as_deref(),
+            skill: &run.skill,
+            tool: &run.tool,
+            skill_hash: &run.skill_hash,
+            mode: run.mode.as_deref(),
+            arguments: &run.arguments,
+        }
+    }
+
+    /// A digest of everything [`SameCall::is`] compares, kept with each
+    /// request so that finding the same call is one index look-up rather
+    /// than a walk over the caller's pending requests. Calls that are the
+    /// same have the same digest (arguments in any key order); the store
+    /// still compares what it finds, so a collision is harmless.
+    pub fn digest(&self) -> String {
+        let mut text = serde_json::json!([
+            self.requested_by,
+            self.skill,
+            self.tool,
+            self.skill_hash,
+            self.mode
+        ])
+        .to_string();
+        canonical(self.arguments, &mut text);
+        hex::encode(Sha256::digest(text.as_bytes()))
+    }
+
     /// Whether `request` is of this call (the store's query has matched
     /// the rest already, but a second look costs nothing).
     pub(super) fn is(&self, request: &Approval) -> bool {
@@ -245,6 +291,45 @@ impl SameCall<'_> {
             && request.skill_hash == self.skill_hash
             && request.mode.as_deref() == self.mode
             && &request.arguments == self.arguments
+    }
+}
+
+/// `value` as text that is the same for every value JSON equality (serde's
+/// `Value` `==`) holds equal: object keys sorted. A number prints as it
+/// compares (its text, with serde_json's `arbitrary_precision`, which
+/// starlark turns on); without that feature `0.0` and `-0.0` would compare
+/// equal but print apart, so zero is printed one way. Values that differ
+/// may still print alike: the store compares what it finds.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(fields) => {
+            let mut keys: Vec<&String> = fields.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(key.as_str()).to_string());
+                out.push(':');
+                if let Some(field) = fields.get(key) {
+                    canonical(field, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Number(n) if n.as_f64() == Some(0.0) && n.is_f64() => out.push_str("0.0"),
+        other => out.push_str(&other.to_string()),
     }
 }
 
@@ -272,4 +357,68 @@ pub(super) fn parse_scope(s: Option<String>) -> Result<Option<Scope>, StoreError
 pub(super) fn parse_grant_decision(s: &str) -> Result<GrantDecision, StoreError> {
     GrantDecision::parse(s)
         .ok_or_else(|| StoreError::Other(format!("unknown grant decision '{s}' in the database")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(arguments: &Value) -> SameCall<'_> {
+        SameCall {
+            requested_by: Some("agent"),
+            skill: "git",
+            tool: "git_log",
+            skill_hash: "h1",
+            mode: Some("Dev"),
+            arguments,
+        }
+    }
+
+    #[test]
+    fn json_equal_arguments_have_one_digest() {
+        let a = json!({"b": {"y": [1, {"q": 1, "p": 2.5}], "x": "é\"\n"}, "a": null});
+        let b: Value =
+            serde_json::from_str(r#"{"a": null, "b": {"x": "é\"\n", "y": [1, {"p": 2.5, "q": 1}]}}"#)
+                .unwrap();
+        assert_eq!(a, b, "the premise: serde's JSON equality");
+        assert_eq!(call(&a).digest(), call(&b).digest());
+    }
+
+    #[test]
+    fn anything_that_differs_changes_the_digest() {
+        let args = json!({"n": 1, "s": "x"});
+        let base = call(&args).digest();
+        let others = [
+            json!({"n": 1.0, "s": "x"}),
+            json!({"n": 1, "s": "y"}),
+            json!({"n": 1}),
+            json!([1, "x"]),
+        ];
+        for other in &others {
+            assert_ne!(call(other).digest(), base, "{other}");
+        }
+        let differ = [
+            SameCall {
+                requested_by: None,
+                ..call(&args)
+            },
+            SameCall {
+                skill: "gi",
+                tool: "tgit_log",
+                ..call(&args)
+            },
+            SameCall {
+                skill_hash: "h2",
+                ..call(&args)
+            },
+            SameCall {
+                mode: None,
+                ..call(&args)
+            },
+        ];
+        for other in differ {
+            assert_ne!(other.digest(), base, "{other:?}");
+        }
+    }
 }

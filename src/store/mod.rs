@@ -9,33 +9,37 @@
 //! PostgreSQL cannot both win.
 
 mod approvals;
+mod deferred;
 mod notifications;
 mod postgres;
 mod sqlite;
+mod views;
 
 pub use approvals::{
-    Approval, ApprovalStatus, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant, GrantDecision,
-    NewApproval, PolicyFacts, SameCall, Scope, Undecidable,
+    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Decide, DecidedApproval, DecisionFilter,
+    DecisionPage, Grant, GrantDecision, NewApproval, PolicyFacts, SameCall, Scope, Undecidable,
 };
+pub use deferred::{Deferred, MAX_COMMIT_INTERVAL};
 use notifications::http_status;
 pub use notifications::{Attempt, NewNotification, Notification, NotificationStatus};
 pub use postgres::PgStore;
 pub use sqlite::{
     Serving, SqliteStore, announce_serving, claim_for_serving, files_of as sqlite_files, who_serves,
 };
+pub use views::{Outbox, StoreReader};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::broadcast;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// Where a run is in its life. The first three are live; the rest are final
 /// and never change again (see [`RunStatus::is_final`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     PendingApproval,
@@ -103,37 +107,31 @@ impl fmt::Display for RunStatus {
     }
 }
 
-/// One call of a tool as the audit log holds it. This is the API's `Run`.
+/// One call of a tool as the audit log holds it; the API's `Run` is built
+/// from it.
 ///
 /// Timestamps come back from the store with microsecond precision (what
 /// PostgreSQL keeps), whatever precision they were given with.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
-    #[schema(value_type = String, format = "uuid")]
     pub id: Uuid,
     pub skill: String,
     pub tool: String,
     /// The skill's content hash when the call was decided: what an approval
     /// or grant was given for.
     pub skill_hash: String,
-    #[schema(value_type = Object)]
     pub arguments: Value,
     /// The exact command line that runs (or ran, or would have run).
     pub argv: Vec<String>,
     pub cwd: String,
     pub status: RunStatus,
     pub requested_by: Option<String>,
-    #[schema(value_type = Option<String>, format = "uuid")]
     pub approval_id: Option<Uuid>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: DateTime<Utc>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub started_at: Option<DateTime<Utc>>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub finished_at: Option<DateTime<Utc>>,
-    /// The envelope, once finished (the document names it `Envelope`: see
-    /// `http::type_run_result`; the store does not import the pipeline).
-    #[schema(value_type = Option<Object>)]
+    /// The envelope, once finished, as JSON: the store does not import the
+    /// pipeline that defines it.
     pub result: Option<Value>,
     /// Process group of the running child; kept out of the API because it
     /// means nothing outside the machine that ran it.
@@ -186,6 +184,15 @@ pub struct NewRun {
     pub idempotency_key: Option<String>,
 }
 
+/// How one run ended, for [`Store::finish_runs`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub id: Uuid,
+    pub status: RunStatus,
+    pub result: Option<Value>,
+    pub at: DateTime<Utc>,
+}
+
 /// `GET /runs`'s query: every filter given must match.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunFilter {
@@ -224,11 +231,42 @@ impl Default for RunFilter {
 }
 
 /// One page of runs, newest first.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunPage {
     pub runs: Vec<Run>,
-    /// Pass back as `cursor` for the next page; absent on the last page.
+    /// Pass back as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
+}
+
+/// A place in the run log's order: a run's creation time, then its id.
+/// Compared as that pair, as `GET /runs` orders runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RunPosition {
+    pub created_at: DateTime<Utc>,
+    pub id: Uuid,
+}
+
+impl RunPosition {
+    /// Before every run created at `at` or later.
+    pub fn created_before(at: DateTime<Utc>) -> Self {
+        Self {
+            created_at: at,
+            id: Uuid::nil(),
+        }
+    }
+}
+
+/// Where pruned runs are kept before they are deleted (see
+/// [`Store::prune_runs`]).
+#[async_trait::async_trait]
+pub trait PruneExport: Send + Sync {
+    /// Keeps `runs` durably (written and synced) before returning.
+    async fn export(&self, runs: &[Run]) -> std::io::Result<()>;
+}
+
+/// An export error as the store reports it: nothing was deleted.
+fn export_failed(err: &std::io::Error) -> StoreError {
+    StoreError::Unavailable(format!("cannot export the runs to prune: {err}"))
 }
 
 /// What can go wrong at the store boundary: narrow on purpose, mapped once to
@@ -295,12 +333,11 @@ pub trait Store: Send + Sync + 'static {
     /// decision first, each with its run's status.
     async fn list_decisions(&self, filter: DecisionFilter) -> Result<DecisionPage, StoreError>;
 
-    /// Approval requests, oldest first, at most `limit`.
-    async fn list_approvals(
-        &self,
-        status: Option<ApprovalStatus>,
-        limit: u32,
-    ) -> Result<Vec<Approval>, StoreError>;
+    /// A page of approval requests, oldest first (`created_at`, then `id`,
+    /// so requests made in the same microsecond still have one order),
+    /// resuming after `filter.cursor`. `InvalidCursor` for a cursor this
+    /// store did not make.
+    async fn list_approvals(&self, filter: ApprovalFilter) -> Result<ApprovalPage, StoreError>;
 
     /// Decides a pending, unexpired request, exactly once across every
     /// caller and instance (one conditional update in a transaction). On
@@ -333,9 +370,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// The pending, unexpired (at `at`) request for the same call as
     /// `call`: the same caller, skill, tool, skill hash, mode and
-    /// arguments (JSON equality). Of the caller's oldest `limit` such
-    /// requests of that tool (a caller holds few: `max_pending_per_caller`),
-    /// the oldest that matches.
+    /// arguments (JSON equality), the oldest if several. Found by the
+    /// call's digest ([`SameCall::digest`]), one index look-up however
+    /// many requests the caller holds; requests recorded before digests
+    /// were kept are compared as before. At most `limit` candidates are
+    /// compared (a caller holds few: `max_pending_per_caller`).
     async fn pending_like(
         &self,
         call: &SameCall<'_>,
@@ -428,6 +467,42 @@ pub trait Store: Send + Sync + 'static {
         at: DateTime<Utc>,
     ) -> Result<Option<Run>, StoreError>;
 
+    /// Ends a live run as [`Store::finish_run`] does, but may answer before
+    /// the end commits (`docs/design.md` §5): this store's own reads show
+    /// the end at once, and [`Store::flush`] waits for its commit. A store
+    /// without such a queue writes it here.
+    async fn finish_run_soon(
+        &self,
+        id: Uuid,
+        status: RunStatus,
+        result: Option<Value>,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.finish_run(id, status, result, at).await.map(|_| ())
+    }
+
+    /// Ends each of several live runs as [`Store::finish_run`] does, in as
+    /// few commits as the store can: for ends gathered after their answers.
+    /// A run already final is left as it ended; an unknown one is skipped.
+    async fn finish_runs(&self, ends: &[RunEnd]) -> Result<(), StoreError> {
+        let each = ends
+            .iter()
+            .map(|end| self.finish_run(end.id, end.status, end.result.clone(), end.at));
+        for done in futures_util::future::join_all(each).await {
+            match done {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every end given to [`Store::finish_run_soon`] so far
+    /// has committed (or been given up): before the process exits.
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Ends a run that has not started (pending_approval or queued) with
     /// a final status and no envelope, withdrawing its pending request;
     /// `Ok(None)` if it has started or ended meanwhile, so a run claimed
@@ -454,12 +529,48 @@ pub trait Store: Send + Sync + 'static {
     /// instance when `instance` is `None`), was orphaned by a crash and
     /// becomes `interrupted`, finished at `at`. Returns how many.
     async fn interrupt_running(&self, instance: Option<&str>, at: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    // ---- retention (`docs/design.md` §5, `crate::retention`) ----
+
+    /// Where the `n`th newest run stands (1: the newest), in the order of
+    /// [`Store::list_runs`]; `None` when there are fewer runs. Retention by
+    /// count prunes what is older. It walks `n` index entries: for a
+    /// background task, not for a request.
+    async fn nth_newest_run(&self, n: u64) -> Result<Option<RunPosition>, StoreError>;
+
+    /// Deletes up to `batch` final runs older than `before`, oldest first,
+    /// in one short transaction, with their approval requests and those
+    /// requests' webhook deliveries; a live run (pending_approval, queued,
+    /// running) is never touched. An approved request's skill version is
+    /// remembered first, so that first-run approval does not ask again.
+    /// `export`, if given, gets the runs before the delete commits, and
+    /// must have them durably when it returns: an export error deletes
+    /// nothing. Runs another instance is pruning at the same moment are
+    /// skipped, so no run is exported twice by two instances. Returns how
+    /// many runs were deleted: fewer than `batch` when no more are due.
+    async fn prune_runs(
+        &self,
+        before: RunPosition,
+        batch: u32,
+        export: Option<&dyn PruneExport>,
+    ) -> Result<u64, StoreError>;
 }
 
 /// Opens the store a URL names and applies its migrations: `sqlite://path`
 /// (or `sqlite:path`) → [`SqliteStore`], `postgres://` or `postgresql://` →
-/// [`PgStore`].
+/// [`PgStore`]; runs' ends commit after the answer, without waiting.
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    connect_with(url, Duration::ZERO).await
+}
+
+/// [`connect`], with runs' ends committed after the answer (see
+/// [`Deferred`]), gathered for `commit_interval` before each commit.
+pub async fn connect_with(url: &str, commit_interval: Duration) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Deferred::wrap(open(url).await?, commit_interval))
+}
+
+/// The store a URL names, writing every end before it answers.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     if url.starts_with("sqlite:") {
         Ok(Arc::new(SqliteStore::connect(url).await?))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -514,8 +625,10 @@ fn page_size(limit: u32) -> u32 {
     limit.clamp(1, RunFilter::MAX_LIMIT)
 }
 
-/// A position in a newest-first order: the last row of a page, by its
-/// time (a run's creation, a request's decision) and id.
+/// A position in a keyset order: the last row of a page, by its time (a
+/// run's creation, a request's decision or creation) and id. The order
+/// (newest or oldest first) is the listing's; the cursor only says where
+/// its last page ended.
 ///
 /// Rendered as `<time in µs since the epoch>_<id>`, which is URL-safe
 /// as it stands and means the same to both backends.
@@ -537,6 +650,13 @@ impl Cursor {
         Self {
             at: d.approval.decided_at.unwrap_or(d.approval.created_at),
             id: d.approval.id,
+        }
+    }
+
+    fn after_request(a: &Approval) -> Self {
+        Self {
+            at: a.created_at,
+            id: a.id,
         }
     }
 
@@ -575,6 +695,15 @@ fn into_decision_page(mut decisions: Vec<DecidedApproval>, limit: u32) -> Decisi
     let next_cursor = next_cursor(&mut decisions, limit, Cursor::after_decision);
     DecisionPage {
         decisions,
+        next_cursor,
+    }
+}
+
+/// Builds a page of approval requests (see [`next_cursor`]).
+fn into_approval_page(mut approvals: Vec<Approval>, limit: u32) -> ApprovalPage {
+    let next_cursor = next_cursor(&mut approvals, limit, Cursor::after_request);
+    ApprovalPage {
+        approvals,
         next_cursor,
     }
 }

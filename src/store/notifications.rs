@@ -7,11 +7,10 @@ use super::StoreError;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// Where a delivery is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NotificationStatus {
     /// Not delivered yet: waiting for its first attempt or a retry.
@@ -22,6 +21,9 @@ pub enum NotificationStatus {
 }
 
 impl NotificationStatus {
+    /// Every status, in the order of the API's list.
+    pub const ALL: [NotificationStatus; 3] = [Self::Pending, Self::Delivered, Self::Failed];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -31,7 +33,7 @@ impl NotificationStatus {
     }
 
     pub(super) fn parse(s: &str) -> Result<Self, StoreError> {
-        [Self::Pending, Self::Delivered, Self::Failed]
+        Self::ALL
             .into_iter()
             .find(|v| v.as_str() == s)
             .ok_or_else(|| StoreError::Other(format!("unknown notification status '{s}' in the database")))
@@ -54,12 +56,10 @@ pub struct NewNotification {
 }
 
 /// A delivery as recorded: the API's `Notification`.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Notification {
-    #[schema(value_type = String, format = "uuid")]
     pub id: Uuid,
     pub event: String,
-    #[schema(value_type = String, format = "uuid")]
     pub approval_id: Uuid,
     pub target: String,
     pub status: NotificationStatus,
@@ -69,15 +69,11 @@ pub struct Notification {
     pub last_status: Option<u16>,
     /// Why the last attempt failed.
     pub last_error: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: DateTime<Utc>,
     /// When the next attempt is due, while pending.
-    #[schema(value_type = String, format = DateTime)]
     pub next_attempt_at: DateTime<Utc>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub delivered_at: Option<DateTime<Utc>>,
     /// The body sent.
-    #[schema(value_type = Object)]
     pub payload: Value,
 }
 

@@ -8,9 +8,10 @@
 
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
-    Approval, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
-    NewApproval, NewNotification, NewRun, Notification, NotificationStatus, PolicyFacts, Run, RunFilter,
-    RunPage, RunStatus, SameCall, Store, StoreError, Undecidable,
+    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval,
+    DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, Notification,
+    NotificationStatus, PolicyFacts, PruneExport, Run, RunFilter, RunPage, RunPosition, RunStatus, SameCall,
+    Store, StoreError, Undecidable,
 };
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -66,6 +67,11 @@ const FINISH_LIVE: &str = concat!(
      where id = $1 and status in ('pending_approval', 'queued', 'running') returning ",
     run_columns!()
 );
+/// Ends the live runs among many, one statement and one commit for all:
+/// the statement behind `finish_runs`.
+const FINISH_MANY: &str = "update runs set status = e.status, result = e.result, finished_at = e.finished_at \
+     from unnest($1::uuid[], $2::text[], $3::jsonb[], $4::timestamptz[]) as e(id, status, result, finished_at) \
+     where runs.id = e.id and runs.status in ('pending_approval', 'queued', 'running') returning runs.id";
 /// Ends a run that has not started: the statement behind `end_waiting`.
 const FINISH_WAITING: &str = concat!(
     "update runs set status = $2, result = $3, finished_at = $4 \
@@ -77,6 +83,28 @@ const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, dec
      values ($1, $2, $3, $4, $5, $6, $7) \
      on conflict (skill, tool, skill_hash) do update set id = excluded.id, \
      decision = excluded.decision, created_by = excluded.created_by, created_at = excluded.created_at";
+
+/// The oldest final runs before a position, locked: one batch of
+/// retention. `skip locked` passes over runs another instance is pruning
+/// right now, so two instances never export or delete the same run.
+const DUE_FOR_PRUNING: &str = concat!(
+    "select ",
+    run_columns!(),
+    " from runs where (created_at, id) < ($1, $2) \
+     and status not in ('pending_approval', 'queued', 'running') \
+     order by created_at, id limit $3 for update skip locked"
+);
+/// One batch of retention, each statement given the runs' ids: the
+/// approved versions their requests stand for are remembered, then the
+/// requests' deliveries, the requests (which name their runs) and the runs
+/// go.
+const PRUNE: [&str; 4] = [
+    "insert into approved_versions (skill, skill_hash) select skill, skill_hash from approvals \
+     where run_id = any($1) and status = 'approved' on conflict do nothing",
+    "delete from notifications where approval_id in (select id from approvals where run_id = any($1))",
+    "delete from approvals where run_id = any($1)",
+    "delete from runs where id = any($1)",
+];
 
 /// Enough for the concurrent runs and readers of one instance, while several
 /// instances stay well under PostgreSQL's default of 100 connections.
@@ -188,8 +216,8 @@ impl Store for PgStore {
         insert_run_on(&mut tx, &run).await?;
         sqlx::query(
             "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
-             skill_hash, status, requested_by, created_at, expires_at, mode, permissions) \
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $16)",
+             skill_hash, status, requested_by, created_at, expires_at, mode, permissions, call_digest) \
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $16, $17)",
         )
         .bind(approval.id)
         .bind(run.id)
@@ -207,6 +235,7 @@ impl Store for PgStore {
         .bind(approval.expires_at)
         .bind(&run.mode)
         .bind(Json(&approval.permissions))
+        .bind(SameCall::of_run(&run).digest())
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -223,7 +252,8 @@ impl Store for PgStore {
         let row = sqlx::query(
             "select (select decision from grants where skill = $1 and tool = $2 and skill_hash = $3) as grant_decision, \
              (exists (select 1 from approvals where skill = $1 and skill_hash = $3 and status = 'approved') \
-              or exists (select 1 from grants where skill = $1 and skill_hash = $3 and decision = 'allow')) as approved",
+              or exists (select 1 from grants where skill = $1 and skill_hash = $3 and decision = 'allow') \
+              or exists (select 1 from approved_versions where skill = $1 and skill_hash = $3)) as approved",
         )
         .bind(skill)
         .bind(tool)
@@ -384,21 +414,34 @@ impl Store for PgStore {
         rows.iter().map(notification_from_row).collect()
     }
 
-    async fn list_approvals(
-        &self,
-        status: Option<ApprovalStatus>,
-        limit: u32,
-    ) -> Result<Vec<Approval>, StoreError> {
-        let mut query =
-            QueryBuilder::<Postgres>::new(concat!("select ", approval_columns!(), " from approvals"));
-        if let Some(status) = status {
-            query.push(" where status = ").push_bind(status.as_str());
+    async fn list_approvals(&self, filter: ApprovalFilter) -> Result<ApprovalPage, StoreError> {
+        let limit = super::page_size(filter.limit);
+        let cursor = filter.cursor.as_deref().map(Cursor::decode).transpose()?;
+        let mut query = QueryBuilder::<Postgres>::new(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where true"
+        ));
+        if let Some(status) = filter.status {
+            query.push(" and status = ").push_bind(status.as_str());
+        }
+        if let Some(cursor) = cursor {
+            query
+                .push(" and (created_at, id) > (")
+                .push_bind(cursor.at)
+                .push(", ")
+                .push_bind(cursor.id)
+                .push(")");
         }
         query
             .push(" order by created_at, id limit ")
-            .push_bind(i64::from(limit.clamp(1, super::MAX_APPROVALS)));
+            .push_bind(i64::from(limit) + 1);
         let rows = query.build().fetch_all(&self.pool).await?;
-        rows.iter().map(approval_from_row).collect()
+        let approvals = rows
+            .iter()
+            .map(approval_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(super::into_approval_page(approvals, limit))
     }
 
     async fn decide(&self, d: Decide) -> Result<Result<Approval, Undecidable>, StoreError> {
@@ -550,19 +593,25 @@ impl Store for PgStore {
         at: DateTime<Utc>,
         limit: u32,
     ) -> Result<Option<Approval>, StoreError> {
+        // The digest finds the call in one look-up; requests recorded
+        // before digests were kept are looked for as they were then.
         let rows = sqlx::query(concat!(
             "select ",
             approval_columns!(),
-            " from approvals where status = 'pending' and requested_by is not distinct from $1 \
-             and skill = $2 and tool = $3 and skill_hash = $4 and mode is not distinct from $5 \
-             and expires_at > $6 order by created_at, id limit $7"
+            " from approvals where status = 'pending' and call_digest = $1 and expires_at > $2 \
+             union all select ",
+            approval_columns!(),
+            " from approvals where status = 'pending' and call_digest is null \
+             and requested_by is not distinct from $3 and skill = $4 and tool = $5 and skill_hash = $6 \
+             and mode is not distinct from $7 and expires_at > $2 order by created_at, id limit $8"
         ))
+        .bind(call.digest())
+        .bind(at)
         .bind(call.requested_by)
         .bind(call.skill)
         .bind(call.tool)
         .bind(call.skill_hash)
         .bind(call.mode)
-        .bind(at)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
@@ -689,6 +738,30 @@ impl Store for PgStore {
         self.finish(id, status, result, at, false).await
     }
 
+    async fn finish_runs(&self, ends: &[super::RunEnd]) -> Result<(), StoreError> {
+        for end in ends {
+            super::check_final(end.status)?;
+        }
+        let ids: Vec<Uuid> = ends.iter().map(|e| e.id).collect();
+        let statuses: Vec<&str> = ends.iter().map(|e| e.status.as_str()).collect();
+        let results: Vec<Option<Value>> = ends
+            .iter()
+            .map(|e| e.result.clone().map(super::keepable))
+            .collect();
+        let ats: Vec<DateTime<Utc>> = ends.iter().map(|e| e.at).collect();
+        let ended: Vec<Uuid> = sqlx::query_scalar(FINISH_MANY)
+            .bind(ids)
+            .bind(statuses)
+            .bind(results)
+            .bind(ats)
+            .fetch_all(&self.pool)
+            .await?;
+        for id in ended {
+            self.changed(id);
+        }
+        Ok(())
+    }
+
     async fn end_waiting(
         &self,
         id: Uuid,
@@ -755,6 +828,51 @@ impl Store for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
+    }
+
+    async fn nth_newest_run(&self, n: u64) -> Result<Option<RunPosition>, StoreError> {
+        let Some(offset) = n.checked_sub(1).and_then(|o| i64::try_from(o).ok()) else {
+            return Ok(None);
+        };
+        let row: Option<(DateTime<Utc>, Uuid)> = sqlx::query_as(
+            "select created_at, id from runs order by created_at desc, id desc limit 1 offset $1",
+        )
+        .bind(offset)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(created_at, id)| RunPosition { created_at, id }))
+    }
+
+    async fn prune_runs(
+        &self,
+        before: RunPosition,
+        batch: u32,
+        export: Option<&dyn PruneExport>,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(DUE_FOR_PRUNING)
+            .bind(before.created_at)
+            .bind(before.id)
+            .bind(i64::from(batch))
+            .fetch_all(&mut *tx)
+            .await?;
+        let runs = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
+        if runs.is_empty() {
+            return Ok(0);
+        }
+        // The rows stay locked while they are exported: another instance
+        // skips them, and nobody else writes a final run.
+        if let Some(export) = export {
+            export.export(&runs).await.map_err(|e| super::export_failed(&e))?;
+        }
+        let ids: Vec<Uuid> = runs.iter().map(|run| run.id).collect();
+        let [versions, deliveries, requests, runs] = PRUNE;
+        for sql in [versions, deliveries, requests] {
+            sqlx::query(sql).bind(&ids).execute(&mut *tx).await?;
+        }
+        let deleted = sqlx::query(runs).bind(&ids).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(deleted.rows_affected())
     }
 }
 

@@ -12,9 +12,10 @@ mod writer;
 
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
-    Approval, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval, DecisionFilter, DecisionPage, Grant,
-    NewApproval, NewNotification, NewRun, Notification, NotificationStatus, PolicyFacts, Run, RunFilter,
-    RunPage, RunStatus, SameCall, Store, StoreError, Undecidable,
+    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval,
+    DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, Notification,
+    NotificationStatus, PolicyFacts, PruneExport, Run, RunFilter, RunPage, RunPosition, RunStatus, SameCall,
+    Store, StoreError, Undecidable,
 };
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::Value;
@@ -79,8 +80,8 @@ const INSERT_RUN: &str = concat!(
 );
 /// Records a pending request, written together with its run.
 const INSERT_REQUEST: &str = "insert into approvals (id, run_id, skill, tool, description, trust, warning, \
-     arguments, argv, cwd, skill_hash, status, requested_by, created_at, expires_at, mode, permissions) \
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)";
+     arguments, argv, cwd, skill_hash, status, requested_by, created_at, expires_at, mode, permissions, \
+     call_digest) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)";
 /// Starts a queued run: the statement behind `start_run`.
 const START_QUEUED: &str = concat!(
     "update runs set status = 'running', started_at = ?, pgid = ?, instance = ? \
@@ -104,6 +105,29 @@ const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, dec
      values (?, ?, ?, ?, ?, ?, ?) \
      on conflict (skill, tool, skill_hash) do update set id = excluded.id, \
      decision = excluded.decision, created_by = excluded.created_by, created_at = excluded.created_at";
+
+/// The oldest final runs before a position: one batch of retention. The
+/// listing index `runs_created` gives them in order; live runs in the way
+/// are few (calls in flight, requests not yet expired).
+const DUE_FOR_PRUNING: &str = concat!(
+    "select ",
+    run_columns!(),
+    " from runs where (created_at, id) < (?, ?) \
+     and status not in ('pending_approval', 'queued', 'running') order by created_at, id limit ?"
+);
+/// One batch of retention, each statement given the runs' ids as a JSON
+/// array: the approved versions their requests stand for are remembered,
+/// then the requests' deliveries, the requests (which name their runs) and
+/// the runs go. The last statement checks again that a run is final.
+const PRUNE: [&str; 4] = [
+    "insert or ignore into approved_versions (skill, skill_hash) select skill, skill_hash from approvals \
+     where run_id in (select value from json_each(?1)) and status = 'approved'",
+    "delete from notifications where approval_id in \
+     (select id from approvals where run_id in (select value from json_each(?1)))",
+    "delete from approvals where run_id in (select value from json_each(?1))",
+    "delete from runs where id in (select value from json_each(?1)) \
+     and status not in ('pending_approval', 'queued', 'running')",
+];
 
 /// How long a writer waits for another's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -140,6 +164,10 @@ pub struct SqliteStore {
     /// never SQLite): every write that can change a fact goes through this
     /// store and clears the cache.
     facts: Arc<Mutex<FactsCache>>,
+    /// Held through a batch of retention, from its read to its delete, so
+    /// that two prunes at once never export the same run twice (the
+    /// batch is read outside the write lock).
+    pruning: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// See [`SqliteStore::facts`]. `generation` counts clears, so a read that
@@ -205,6 +233,7 @@ impl SqliteStore {
             _checkpointer: checkpointer,
             changes: broadcast::channel(super::CHANGES_CAPACITY).0,
             facts: Arc::default(),
+            pruning: Arc::default(),
         })
     }
 
@@ -460,10 +489,13 @@ impl Store for SqliteStore {
         let row = sqlx::query(
             "select (select decision from grants where skill = ? and tool = ? and skill_hash = ?) as grant_decision, \
              (exists (select 1 from approvals where skill = ? and skill_hash = ? and status = 'approved') \
-              or exists (select 1 from grants where skill = ? and skill_hash = ? and decision = 'allow')) as approved",
+              or exists (select 1 from grants where skill = ? and skill_hash = ? and decision = 'allow') \
+              or exists (select 1 from approved_versions where skill = ? and skill_hash = ?)) as approved",
         )
         .bind(skill)
         .bind(tool)
+        .bind(skill_hash)
+        .bind(skill)
         .bind(skill_hash)
         .bind(skill)
         .bind(skill_hash)
@@ -634,21 +666,34 @@ impl Store for SqliteStore {
         rows.iter().map(notification_from_row).collect()
     }
 
-    async fn list_approvals(
-        &self,
-        status: Option<ApprovalStatus>,
-        limit: u32,
-    ) -> Result<Vec<Approval>, StoreError> {
-        let mut query =
-            QueryBuilder::<Sqlite>::new(concat!("select ", approval_columns!(), " from approvals"));
-        if let Some(status) = status {
-            query.push(" where status = ").push_bind(status.as_str());
+    async fn list_approvals(&self, filter: ApprovalFilter) -> Result<ApprovalPage, StoreError> {
+        let limit = super::page_size(filter.limit);
+        let cursor = filter.cursor.as_deref().map(Cursor::decode).transpose()?;
+        let mut query = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where true"
+        ));
+        if let Some(status) = filter.status {
+            query.push(" and status = ").push_bind(status.as_str());
+        }
+        if let Some(cursor) = cursor {
+            query
+                .push(" and (created_at, id) > (")
+                .push_bind(time_text(cursor.at)?)
+                .push(", ")
+                .push_bind(cursor.id.to_string())
+                .push(")");
         }
         query
             .push(" order by created_at, id limit ")
-            .push_bind(i64::from(limit.clamp(1, super::MAX_APPROVALS)));
+            .push_bind(i64::from(limit) + 1);
         let rows = query.build().fetch_all(&self.pool).await?;
-        rows.iter().map(approval_from_row).collect()
+        let approvals = rows
+            .iter()
+            .map(approval_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(super::into_approval_page(approvals, limit))
     }
 
     async fn decide(&self, d: Decide) -> Result<Result<Approval, Undecidable>, StoreError> {
@@ -696,32 +741,7 @@ impl Store for SqliteStore {
             return Ok(Err(Undecidable::Expired));
         };
         let approval = approval_from_row(&row)?;
-        let run = if d.approve {
-            sqlx::query(
-                "update runs set status = 'queued', instance = ?, note = ? where id = ? and status = 'pending_approval'",
-            )
-            .bind(&d.instance)
-            .bind(&d.note)
-            .bind(approval.run_id.to_string())
-        } else {
-            sqlx::query(
-                "update runs set status = 'denied', finished_at = ?, note = ? \
-                 where id = ? and status = 'pending_approval'",
-            )
-            .bind(&at)
-            .bind(&d.note)
-            .bind(approval.run_id.to_string())
-        };
-        let moved = run.execute(&mut *tx).await?;
-        if moved.rows_affected() != 1 {
-            // Cannot happen while every path that ends a pending run also
-            // closes its request; refuse rather than decide a run that
-            // is no longer waiting.
-            return Err(StoreError::Conflict(format!(
-                "run {} is no longer waiting for approval",
-                approval.run_id
-            )));
-        }
+        move_decided_run(&mut tx, &d, approval.run_id, &at).await?;
         if d.scope == super::Scope::Always {
             sqlx::query(UPSERT_GRANT)
                 .bind(Uuid::now_v7().to_string())
@@ -805,18 +825,25 @@ impl Store for SqliteStore {
         at: DateTime<Utc>,
         limit: u32,
     ) -> Result<Option<Approval>, StoreError> {
+        // The digest finds the call in one look-up; requests recorded
+        // before digests were kept are looked for as they were then.
         let rows = sqlx::query(concat!(
             "select ",
             approval_columns!(),
-            " from approvals where status = 'pending' and requested_by is ? and skill = ? and tool = ? \
-             and skill_hash = ? and mode is ? and expires_at > ? order by created_at, id limit ?"
+            " from approvals where status = 'pending' and call_digest = ?1 and expires_at > ?2 \
+             union all select ",
+            approval_columns!(),
+            " from approvals where status = 'pending' and call_digest is null and requested_by is ?3 \
+             and skill = ?4 and tool = ?5 and skill_hash = ?6 and mode is ?7 and expires_at > ?2 \
+             order by created_at, id limit ?8"
         ))
+        .bind(call.digest())
+        .bind(time_text(at)?)
         .bind(call.requested_by)
         .bind(call.skill)
         .bind(call.tool)
         .bind(call.skill_hash)
         .bind(call.mode)
-        .bind(time_text(at)?)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
@@ -997,6 +1024,64 @@ impl Store for SqliteStore {
         .await?;
         Ok(done.rows_affected())
     }
+
+    async fn nth_newest_run(&self, n: u64) -> Result<Option<RunPosition>, StoreError> {
+        let Some(offset) = n.checked_sub(1).and_then(|o| i64::try_from(o).ok()) else {
+            return Ok(None);
+        };
+        let row: Option<(String, String)> = sqlx::query_as(
+            "select created_at, id from runs order by created_at desc, id desc limit 1 offset ?",
+        )
+        .bind(offset)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|(at, id)| {
+            Ok(RunPosition {
+                created_at: parse_time(&at)?,
+                id: parse_uuid(&id)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn prune_runs(
+        &self,
+        before: RunPosition,
+        batch: u32,
+        export: Option<&dyn PruneExport>,
+    ) -> Result<u64, StoreError> {
+        // Read without the write lock (WAL readers never block the
+        // writer), and exported before any lock is taken: a final run
+        // never changes again, and only this process writes the file.
+        let _pruning = self.pruning.lock().await;
+        let rows = sqlx::query(DUE_FOR_PRUNING)
+            .bind(time_text(before.created_at)?)
+            .bind(before.id.to_string())
+            .bind(i64::from(batch))
+            .fetch_all(&self.pool)
+            .await?;
+        let runs = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
+        if runs.is_empty() {
+            return Ok(0);
+        }
+        if let Some(export) = export {
+            export.export(&runs).await.map_err(|e| super::export_failed(&e))?;
+        }
+        let ids = json_text(&runs.iter().map(|run| run.id.to_string()).collect::<Vec<_>>())?;
+        // Through the hot path's writer: calls meanwhile queue behind the
+        // one short transaction instead of retrying against a lock.
+        self.writer.write(move |conn| prune_on(conn, &ids)).await
+    }
+}
+
+/// One batch of retention ([`PRUNE`]) inside a write; how many runs went.
+fn prune_on(conn: &rusqlite::Connection, ids: &str) -> Result<u64, WriteError> {
+    let [versions, deliveries, requests, runs] = PRUNE;
+    for sql in [versions, deliveries, requests] {
+        conn.prepare_cached(sql)?.execute([ids])?;
+    }
+    let deleted = conn.prepare_cached(runs)?.execute([ids])?;
+    Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
 }
 
 impl SqliteStore {
@@ -1091,6 +1176,7 @@ fn insert_request_on(
         time_text(approval.expires_at)?,
         run.mode,
         json_text(&approval.permissions)?,
+        SameCall::of_run(run).digest(),
     ])?;
     Ok(())
 }
@@ -1130,6 +1216,42 @@ fn run_or_why(conn: &rusqlite::Connection, id: Uuid, run: Option<Run>) -> Result
 
 /// Ends a run still waiting for approval as `expired`; the trigger
 /// `runs_withdraw_request` expires its request in the same statement.
+/// Moves a decided request's run out of `pending_approval`: queued to run,
+/// or denied.
+async fn move_decided_run(
+    conn: &mut SqliteConnection,
+    d: &Decide,
+    run_id: Uuid,
+    at: &str,
+) -> Result<(), StoreError> {
+    let run = if d.approve {
+        sqlx::query(
+            "update runs set status = 'queued', instance = ?, note = ? where id = ? and status = 'pending_approval'",
+        )
+        .bind(&d.instance)
+        .bind(&d.note)
+        .bind(run_id.to_string())
+    } else {
+        sqlx::query(
+            "update runs set status = 'denied', finished_at = ?, note = ? \
+             where id = ? and status = 'pending_approval'",
+        )
+        .bind(at)
+        .bind(&d.note)
+        .bind(run_id.to_string())
+    };
+    let moved = run.execute(conn).await?;
+    if moved.rows_affected() != 1 {
+        // Cannot happen while every path that ends a pending run also
+        // closes its request; refuse rather than decide a run that
+        // is no longer waiting.
+        return Err(StoreError::Conflict(format!(
+            "run {run_id} is no longer waiting for approval"
+        )));
+    }
+    Ok(())
+}
+
 async fn expire_on(conn: &mut SqliteConnection, run: Uuid, at: &str) -> Result<(), StoreError> {
     sqlx::query(
         "update runs set status = 'expired', finished_at = ? where id = ? and status = 'pending_approval'",

@@ -16,6 +16,8 @@
 //   INBOX_NOTE           a note to type before clicking (optional)
 //   INBOX_STATUS         the run's final status (default "succeeded")
 //   INBOX_OUTPUT         text the run's output must contain (optional)
+//   INBOX_PENDING        how many pending requests the page must count
+//                        before the click (optional)
 //   INBOX_WEAK_TOKEN     a token that may see but not decide: tried first,
 //                        the page must show the 403 and leave the request
 //   INBOX_SCREENSHOT     a PNG path for the final page; "-pending" is added
@@ -66,6 +68,14 @@ async function withWeakToken(page, article, weak) {
   if ((await article.count()) !== 1) fail('a refused decision removed the request');
 }
 
+/** Waits for the inbox to count `n` pending requests. */
+async function counted(page, n) {
+  const count = page.locator('#approvals-count');
+  await count.filter({ hasText: `(${n})` }).waitFor();
+  const cards = await page.locator('article[data-approval-id]').count();
+  if (String(cards) !== n) fail(`the page counts ${n} pending requests but shows ${cards} cards`);
+}
+
 async function runOutcome(page, runId) {
   const status = process.env.INBOX_STATUS || 'succeeded';
   const row = page.locator(`tr[data-run-id="${runId}"]`);
@@ -85,6 +95,7 @@ await drive(async (page) => {
   if (token) await useToken(page, token);
 
   await article.waitFor();
+  if (process.env.INBOX_PENDING) await counted(page, process.env.INBOX_PENDING);
   if ((await article.getByRole('heading').count()) < 1) fail('the approval has no heading');
   const runId = await article.getAttribute('data-run-id');
   await expand(article);

@@ -4,7 +4,7 @@
 //! server's `agent_tools` setting does for it, and a skill needing a tool
 //! that neither the policy names nor skilld serves is left out, saying why.
 
-use crate::common::{TestServer, copy_tree, corpus_dir, options, root, write_file};
+use crate::common::{TestServer, copy_tree, corpus_dir, options, root, write_tree};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::io::{BufRead, BufReader, Write};
@@ -20,27 +20,34 @@ fn skills(dir: &Path) {
         &corpus_dir().join("valid/plan_compiler"),
         &dir.join("plan_compiler"),
     );
-    write_file(
-        &dir.join("shell-runner/SKILL.md"),
-        "---\nsummary: Runs shell commands for the user.\ncommand: sh\nrequires_tools: [shell]\n\
+    write_tree(
+        dir,
+        &[
+            (
+                "shell-runner/SKILL.md",
+                "---\nsummary: Runs shell commands for the user.\ncommand: sh\nrequires_tools: [shell]\n\
          triggers:\n  keywords: [terminal]\n---\n\n# Shell runner\n\nUse the shell tool.\n",
-    );
-    write_file(
-        &dir.join("speaker/SKILL.md"),
-        "---\nname: speaker\nversion: 1.0.0\ndescription: Says things.\nread_only: true\n---\n\n\
+            ),
+            (
+                "speaker/SKILL.md",
+                "---\nname: speaker\nversion: 1.0.0\ndescription: Says things.\nread_only: true\n---\n\n\
          ### say\n\nPrints its text.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
          |---|---|---|---|\n| text | string | yes | What to say. |\n\n#### Command\n\n```\necho {{text}}\n```\n",
-    );
-    write_file(
-        &dir.join("uses-say/SKILL.md"),
-        "---\nsummary: Speaks through skilld's own tool.\nrequires_tools: [say]\n---\n\n# Uses say\n",
+            ),
+            (
+                "uses-say/SKILL.md",
+                "---\nsummary: Speaks through skilld's own tool.\nrequires_tools: [say]\n---\n\n# Uses say\n",
+            ),
+        ],
     );
 }
 
 async fn server() -> (TestServer, tempfile::TempDir) {
     let dir = crate::common::tempdir().unwrap();
     skills(dir.path());
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
     (server, dir)
 }
 
@@ -174,17 +181,23 @@ async fn a_stated_policy_leaves_out_what_it_lacks_and_says_why() {
     .await;
     assert_eq!((status, &prompt["skill"]), (200, &json!("plan_compiler")));
 
+    commands_are_left_out_too(&server).await;
+}
+
+/// Commands under a policy: listed apart, and refused by alias, by name
+/// and in the index.
+async fn commands_are_left_out_too(server: &TestServer) {
     // Commands: listed apart, and refused by alias, by name and in the index.
-    let (_, commands) = get(&server, "/commands?agent_tools=read,write").await;
+    let (_, commands) = get(server, "/commands?agent_tools=read,write").await;
     assert_eq!(names(&commands["commands"], "command"), ["plan"]);
     assert_eq!(names(&commands["excluded"], "skill"), ["shell-runner"]);
-    let (status, problem) = post(&server, "/commands/plan?agent_tools=read", json!({})).await;
+    let (status, problem) = post(server, "/commands/plan?agent_tools=read", json!({})).await;
     assert_eq!(
         (status, problem["code"].as_str()),
         (409, Some("missing_required_tool"))
     );
     let (status, problem) = post(
-        &server,
+        server,
         "/commands/skill?agent_tools=read",
         json!({"arguments": {"name": "plan_compiler"}}),
     )
@@ -193,14 +206,14 @@ async fn a_stated_policy_leaves_out_what_it_lacks_and_says_why() {
         (status, problem["code"].as_str()),
         (409, Some("missing_required_tool"))
     );
-    let (status, index) = post(&server, "/commands/skills?agent_tools=read,write", json!({})).await;
+    let (status, index) = post(server, "/commands/skills?agent_tools=read,write", json!({})).await;
     assert_eq!(status, 200);
     assert_eq!(
         names(&index["skills"], "name"),
         ["plan_compiler", "speaker", "uses-say"]
     );
     assert_eq!(names(&index["excluded"], "skill"), ["shell-runner"]);
-    let (status, plan) = post(&server, "/commands/plan?agent_tools=write,read", json!({})).await;
+    let (status, plan) = post(server, "/commands/plan?agent_tools=write,read", json!({})).await;
     assert_eq!((status, &plan["skill"]), (200, &json!("plan_compiler")));
     assert_eq!(server.get_json("/runs").await["runs"], json!([]), "nothing ran");
 }
@@ -242,7 +255,7 @@ async fn the_configured_policy_applies_to_callers_that_state_none() {
     let excluded = |v: &Value| {
         names(&v["excluded"], "skill")
             .iter()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .collect::<Vec<_>>()
     };
 

@@ -4,7 +4,7 @@
 //! `skilld serve` processes sharing one PostgreSQL. Every test checks what
 //! did or did not run through the marker file its tool appends to.
 
-use crate::common::{TestServer, options, root};
+use crate::common::{Api, TestServer, options, root};
 use crate::store::on_postgres;
 use serde_json::{Value, json};
 use skilld::auth::{Auth, Role, Token};
@@ -13,7 +13,7 @@ use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
 use skilld::store::{Grant, GrantDecision};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// A markdown skill whose one tool (named like the skill, `-` → `_`)
@@ -47,7 +47,9 @@ struct Fixture {
 async fn fixture(name: &str, front: &str, trust: Trust) -> Fixture {
     let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path(), name, front);
-    let server = TestServer::start(options(vec![root(skills.path(), trust)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), trust)]))
+        .start()
+        .await;
     let api = Api::of(&server);
     let out = crate::common::marks_dir();
     let file = out.path().join("m");
@@ -71,90 +73,6 @@ fn call_waiting(api: &Api, tool: &str, file: &Path) -> tokio::task::JoinHandle<(
 /// How many times the tool wrote to `path`.
 fn marks(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
-}
-
-/// An HTTP client for one server, with or without a bearer token.
-#[derive(Clone)]
-struct Api {
-    base: String,
-    token: Option<String>,
-    http: reqwest::Client,
-}
-
-impl Api {
-    fn new(base: impl Into<String>, token: Option<&str>) -> Self {
-        Self {
-            base: base.into(),
-            token: token.map(str::to_owned),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    /// The person at the inbox (with the local secret of a server without
-    /// tokens), who also makes the calls.
-    fn of(server: &TestServer) -> Self {
-        Self::new(server.url(""), server.secret.as_deref())
-    }
-
-    fn as_(&self, token: &str) -> Self {
-        Self::new(self.base.clone(), Some(token))
-    }
-
-    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let req = self.http.request(method, format!("{}{path}", self.base));
-        match &self.token {
-            Some(t) => req.bearer_auth(t),
-            None => req,
-        }
-    }
-
-    async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
-        let res = req.send().await.unwrap();
-        let status = res.status().as_u16();
-        let text = res.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        Self::send(self.req(reqwest::Method::GET, path)).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        Self::send(self.req(reqwest::Method::POST, path).json(&body)).await
-    }
-
-    async fn call(&self, tool: &str, path: &Path) -> (u16, Value) {
-        self.post(
-            &format!("/tools/{tool}/invoke"),
-            json!({"arguments": {"path": path}}),
-        )
-        .await
-    }
-
-    async fn approve(&self, approval: &Value, scope: &str) -> (u16, Value) {
-        self.post(
-            &format!("/approvals/{}/approve", approval.as_str().unwrap()),
-            json!({"scope": scope, "note": "ok by me"}),
-        )
-        .await
-    }
-
-    async fn deny(&self, approval: &Value, scope: &str) -> (u16, Value) {
-        self.post(
-            &format!("/approvals/{}/deny", approval.as_str().unwrap()),
-            json!({"scope": scope, "note": "no"}),
-        )
-        .await
-    }
-
-    /// The run, once final (at most 30 s).
-    async fn finished_run(&self, run: &Value) -> Value {
-        let (status, run) = self
-            .get(&format!("/runs/{}?wait=30", run.as_str().unwrap()))
-            .await;
-        assert_eq!(status, 200, "{run}");
-        run
-    }
 }
 
 /// Asserts a 202 held for approval and returns it.
@@ -204,7 +122,7 @@ async fn decision_table(server: &TestServer) {
             created_at: chrono::Utc::now(),
         }
     };
-    let store = &server.invoker.store;
+    let store = &server.store;
     store
         .put_grant(grant("denied-ro", GrantDecision::Deny))
         .await
@@ -297,7 +215,9 @@ fn table_skills() -> [tempfile::TempDir; 3] {
 #[tokio::test]
 async fn the_decision_table_on_sqlite() {
     let dirs = table_skills();
-    let server = TestServer::start(options(roots(dirs[0].path(), dirs[1].path(), dirs[2].path()))).await;
+    let server = TestServer::builder(options(roots(dirs[0].path(), dirs[1].path(), dirs[2].path())))
+        .start()
+        .await;
     decision_table(&server).await;
 }
 
@@ -305,11 +225,10 @@ async fn the_decision_table_on_sqlite() {
 async fn the_decision_table_on_postgres() {
     on_postgres(|url| async move {
         let dirs = table_skills();
-        let server = TestServer::start_on(
-            options(roots(dirs[0].path(), dirs[1].path(), dirs[2].path())),
-            &url,
-        )
-        .await;
+        let server = TestServer::builder(options(roots(dirs[0].path(), dirs[1].path(), dirs[2].path())))
+            .database(&url)
+            .start()
+            .await;
         decision_table(&server).await;
     })
     .await;
@@ -387,7 +306,9 @@ async fn a_changed_script_or_skill_md_voids_a_grant() {
     let skills = crate::common::tempdir().unwrap();
     script_skill(skills.path());
     mark_skill(skills.path(), "writer", "");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     let api = Api::of(&server);
     let out = crate::common::marks_dir();
     let file = out.path().join("m");
@@ -619,7 +540,10 @@ async fn pending_requests_expire_and_their_runs_with_them() {
         approval_ttl: Duration::from_secs(1),
         ..RunSettings::default()
     };
-    let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Bundled)]), settings).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .settings(settings)
+        .start()
+        .await;
     let api = Api::of(&server);
     let out = crate::common::marks_dir();
     let file = out.path().join("m");
@@ -862,8 +786,14 @@ async fn requests_whose_caller_gave_up_are_marked() {
     }
     assert!(left(&approval).is_some(), "{approval}");
 
+    an_answered_caller_is_not_marked(&api, &file).await;
+}
+
+/// A caller that waited for, and got, its answer is not marked.
+async fn an_answered_caller_is_not_marked(api: &Api, file: &Path) {
     // One that waited for, and got, its answer is not marked.
-    let waiting = call_waiting(&api, "abandoned", &file.with_extension("3"));
+    let left = |approval: &Value| approval["caller_left_at"].as_str().map(str::to_owned);
+    let waiting = call_waiting(api, "abandoned", &file.with_extension("3"));
     let mut pending = Vec::new();
     for _ in 0..100 {
         let (_, list) = api.get("/approvals?status=pending").await;
@@ -909,8 +839,10 @@ fn tokens() -> Auth {
 async fn an_invoke_token_cannot_approve_and_nobody_approves_their_own_call() {
     let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path(), "guarded", "");
-    let server =
-        TestServer::start_with_auth(options(vec![root(skills.path(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     let base = Api::of(&server);
     let (agent, boss, carol) = (base.as_(AGENT), base.as_(BOSS), base.as_(CAROL));
     let out = crate::common::marks_dir();
@@ -971,8 +903,10 @@ async fn an_invoke_token_cannot_approve_and_nobody_approves_their_own_call() {
 async fn racing_approvers_run_the_call_exactly_once() {
     let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path(), "contended", "");
-    let server =
-        TestServer::start_with_auth(options(vec![root(skills.path(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     let base = Api::of(&server);
     let out = crate::common::marks_dir();
     for round in 0..5 {
@@ -1033,30 +967,14 @@ struct Instance {
 impl Instance {
     fn start(name: &str, database: &str, skills: &Path) -> Self {
         let data = crate::common::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skilld"))
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1:0",
-                "--no-watch",
-                "--instance",
-                name,
-                "--database",
-                database,
-            ])
-            .arg("--data-dir")
-            .arg(data.path())
-            .arg("--skills")
-            .arg(format!("bundled={}", skills.display()))
+        let mut child = crate::common::serve_command(data.path(), skills)
+            .args(["--instance", name, "--database", database])
             .env("SKILLD_SANDBOX_WRITE_PATHS", crate::common::marks_root())
             .env(
                 "SKILLD_TOKENS",
                 format!("agent:invoke:{AGENT},boss:approve:{BOSS},carol:approve:{CAROL}"),
             )
-            .env("SKILLD_LOG", "warn")
-            .env_remove("SKILLD_DATABASE_URL")
             .env_remove("SKILLD_CONFIG")
-            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
@@ -1072,11 +990,7 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+        crate::common::terminate(&mut self.child);
     }
 }
 
@@ -1176,7 +1090,10 @@ async fn an_approved_call_waiting_for_a_slot_is_queued_and_can_be_cancelled() {
         max_concurrent_per_tool: 1,
         ..RunSettings::default()
     };
-    let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Bundled)]), settings).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .settings(settings)
+        .start()
+        .await;
     let api = Api::of(&server);
     let mut held_calls = Vec::new();
     for _ in 0..2 {

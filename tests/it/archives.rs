@@ -3,7 +3,7 @@
 //! and the archive unpacked is the same skill, with the same hash.
 
 use crate::cli::skilld;
-use crate::common::{TestServer, copy_tree, corpus_dir, options, root, tempdir};
+use crate::common::{TestServer, assert_exit, copy_tree, corpus_dir, options, root, tempdir};
 use skilld::skill::Trust;
 use std::io::Cursor;
 use std::path::Path;
@@ -32,12 +32,7 @@ async fn a_package_and_the_served_archive_are_the_same_bytes_and_the_same_skill(
     let (one, two) = (out.path().join("one.zip"), out.path().join("two.zip"));
     for path in [&one, &two] {
         let done = package(&skills.path().join("git"), path);
-        assert_eq!(
-            done.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&done.stderr)
-        );
+        assert_exit(&done, 0, "");
         assert_eq!(
             String::from_utf8_lossy(&done.stdout).trim(),
             path.display().to_string()
@@ -46,7 +41,9 @@ async fn a_package_and_the_served_archive_are_the_same_bytes_and_the_same_skill(
     let packaged = std::fs::read(&one).unwrap();
     assert_eq!(packaged, std::fs::read(&two).unwrap(), "two packages differ");
 
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     let detail = server.get_json("/skills/git").await;
     let res = reqwest::get(server.url("/skills/git/archive")).await.unwrap();
     assert_eq!(res.status(), 200);
@@ -64,7 +61,9 @@ async fn a_package_and_the_served_archive_are_the_same_bytes_and_the_same_skill(
     // Unpacked elsewhere, it is the same skill.
     let copy = tempdir().unwrap();
     unpack(&served, &copy.path().join("git"));
-    let again = TestServer::start(options(vec![root(copy.path(), Trust::User)])).await;
+    let again = TestServer::builder(options(vec![root(copy.path(), Trust::User)]))
+        .start()
+        .await;
     assert_eq!(again.get_json("/skills/git").await["hash"], detail["hash"]);
 }
 
@@ -74,7 +73,9 @@ async fn what_cannot_be_archived_is_refused_clearly() {
     copy_tree(&corpus_dir().join("valid/git"), &skills.path().join("git"));
     std::fs::create_dir_all(skills.path().join("git/references")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", skills.path().join("git/references/passwd")).unwrap();
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     let res = reqwest::get(server.url("/skills/git/archive")).await.unwrap();
     assert_eq!(res.status(), 422);
     let problem: serde_json::Value = res.json().await.unwrap();
@@ -90,12 +91,7 @@ async fn what_cannot_be_archived_is_refused_clearly() {
     let out = tempdir().unwrap();
     let target = out.path().join("git.zip");
     let done = package(&skills.path().join("git"), &target);
-    assert_eq!(
-        done.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    assert_exit(&done, 2, "");
     assert!(String::from_utf8_lossy(&done.stderr).contains("references/passwd"));
     assert_eq!(
         std::fs::read_dir(out.path()).unwrap().count(),

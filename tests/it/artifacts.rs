@@ -243,8 +243,7 @@ impl S3Server {
 
 impl Drop for S3Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::kill(&mut self.child);
     }
 }
 
@@ -313,11 +312,7 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+        crate::common::terminate(&mut self.child);
         let _ = std::fs::remove_file(&self.stderr);
     }
 }
@@ -464,14 +459,12 @@ async fn server_with_tokens(skills: &Path, ttl: Duration, store: ArtifactStore) 
         artifacts: store,
         ..RunSettings::default()
     };
-    TestServer::launch_with_auth(
-        options(vec![root(skills, Trust::Bundled)]),
-        settings,
-        db,
-        data,
-        auth,
-    )
-    .await
+    TestServer::builder(options(vec![root(skills, Trust::Bundled)]))
+        .settings(settings)
+        .store(db, data)
+        .auth(auth)
+        .start()
+        .await
 }
 
 /// A link opens its one file to anyone who holds it, until it expires:

@@ -49,7 +49,10 @@ async fn a_value_that_begins_a_word_cannot_become_an_option() {
     // `touch` would create the file named by an `--` option-like value,
     // if it were ever passed through as one word of its own.
     skill(skills.path(), "make_file", &["v"], "touch {{v}}.txt");
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let (status, problem) = server
         .invoke(
             "make_file",
@@ -73,7 +76,10 @@ async fn a_value_in_a_url_cannot_add_a_parameter_segment_or_fragment() {
         &["path", "query"],
         "printf %s \"https://api.example.com/{{path}}/search?q={{query}}&n=5\"",
     );
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let (status, envelope) = server
         .invoke(
             "show_url",
@@ -129,7 +135,10 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
 async fn a_web_page_cannot_drive_a_server_without_tokens() {
     let skills = crate::common::tempdir().unwrap();
     let (_out, marker) = mark_skill(skills.path());
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let client = reqwest::Client::new();
     let body = json!({"arguments": {"path": marker}}).to_string();
     let invoke = || client.post(server.url("/tools/mark/invoke"));
@@ -203,11 +212,10 @@ async fn a_web_page_cannot_approve_and_allowed_origins_open_the_door_deliberatel
     let skills = crate::common::tempdir().unwrap();
     let (_out, marker) = mark_skill(skills.path());
     let trusted = "https://inbox.example".to_owned();
-    let server = TestServer::start_with_origins(
-        options(vec![root(skills.path(), Trust::Untrusted)]),
-        vec![trusted.clone()],
-    )
-    .await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Untrusted)]))
+        .origins(vec![trusted.clone()])
+        .start()
+        .await;
     // Even with the local secret, a foreign page is refused.
     let client = server.person();
     let held: Value = client
@@ -283,7 +291,10 @@ fn scripts_skill(dir: &Path, name: &str) -> std::path::PathBuf {
 async fn editing_a_hidden_helper_voids_the_approval() {
     let skills = crate::common::tempdir().unwrap();
     let skill = scripts_skill(skills.path(), "helped");
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let (status, envelope) = server.invoke("helped_run", json!({})).await;
     assert_eq!(
         (status, envelope["output"].as_str()),
@@ -310,7 +321,10 @@ async fn a_script_that_leads_outside_the_skill_is_refused() {
     let target = outside.path().join("payload.sh");
     std::fs::write(&target, "#!/bin/sh\necho from outside\n").unwrap();
     std::os::unix::fs::symlink(&target, skill.join("scripts/payload.sh")).unwrap();
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let catalog = server.catalog.current();
     assert!(catalog.skill("linked").is_none(), "the skill loaded");
     let d = catalog
@@ -450,8 +464,11 @@ async fn only_the_requester_or_an_approver_may_cancel_a_run() {
         Token::with_secret("boss", Role::Approve, "boss-secret", "test").unwrap(),
     ])
     .unwrap();
-    let server = TestServer::start_with_auth(options(vec![root(skills.path(), Trust::User)]), auth).await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .auth(auth)
+        .allowed()
+        .start()
+        .await;
     let client = reqwest::Client::new();
     let start = || async {
         let accepted: Value = client
@@ -513,7 +530,9 @@ fn store_errors_keep_the_databases_words_out_of_responses() {
 async fn mode_is_a_short_name_and_the_approver_sees_it() {
     let skills = crate::common::tempdir().unwrap();
     let (_out, marker) = mark_skill(skills.path());
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Untrusted)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Untrusted)]))
+        .start()
+        .await;
     let client = reqwest::Client::new();
     for mode in [
         "x".repeat(900_000),
@@ -563,14 +582,12 @@ async fn one_caller_cannot_bury_the_inbox() {
         max_pending_per_caller: 3,
         ..Default::default()
     };
-    let server = TestServer::launch_with_auth(
-        options(vec![root(skills.path(), Trust::Untrusted)]),
-        settings,
-        store,
-        data,
-        auth,
-    )
-    .await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Untrusted)]))
+        .settings(settings)
+        .store(store, data)
+        .auth(auth)
+        .start()
+        .await;
     let client = reqwest::Client::new();
     // Each call differs (its own path): a repeat of a pending call would
     // join its request rather than file another.
@@ -610,7 +627,10 @@ async fn slow_clients_are_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let skills = crate::common::tempdir().unwrap();
     skill(skills.path(), "echo_it", &["v"], "echo {{v}}");
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let started = std::time::Instant::now();
     let headers = async {
         let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
@@ -658,7 +678,10 @@ async fn event_streams_are_bounded_in_number_and_lifetime() {
         max_stream: Duration::from_secs(2),
         ..Default::default()
     };
-    let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Untrusted)]), settings).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Untrusted)]))
+        .settings(settings)
+        .start()
+        .await;
     let client = reqwest::Client::new();
     // Three different calls (their own paths): the same call again would
     // join the first's request.

@@ -5,7 +5,9 @@
 //! it fails and that nothing ran, leaked or changed, while the person
 //! holding the local secret (its start link, its cookie, its file) can.
 
-use crate::common::{TEST_SECRET, TestServer, marks_dir, options, root, stamp_skill, tempdir, write_file};
+use crate::common::{
+    TEST_SECRET, TestServer, assert_exit, marks_dir, options, root, stamp_skill, tempdir, write_file,
+};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use skilld::store::{Grant, GrantDecision};
@@ -104,7 +106,7 @@ async fn allow(server: &TestServer, skill: &str, tool: &str) -> uuid::Uuid {
         created_by: Some("the person".to_owned()),
         created_at: chrono::Utc::now(),
     };
-    server.invoker.store.put_grant(grant).await.unwrap();
+    server.store.put_grant(grant).await.unwrap();
     id
 }
 
@@ -122,7 +124,9 @@ async fn a_network_tool_can_neither_read_nor_decide_nor_administer_while_the_per
     let skills = tempdir().unwrap();
     stamp_skill(skills.path());
     prowler_skill(skills.path());
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     let grant = allow(&server, "prowler", "prowler_attack").await;
     let out = marks_dir();
     let marker = out.path().join("stamped");
@@ -193,6 +197,12 @@ async fn a_network_tool_can_neither_read_nor_decide_nor_administer_while_the_per
     assert_eq!(approved["status"], "succeeded", "{approved}");
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
 
+    signs_in_through_the_start_link(&server, &marker, grant).await;
+}
+
+/// The person signs in through the start link and decides, revokes and
+/// reloads with its cookie.
+async fn signs_in_through_the_start_link(server: &TestServer, marker: &Path, grant: uuid::Uuid) {
     // Through the start link: a cookie for this site only, which no script
     // reads, and back to the page without the secret.
     let browser = reqwest::Client::builder()
@@ -225,7 +235,7 @@ async fn a_network_tool_can_neither_read_nor_decide_nor_administer_while_the_per
         .await
         .unwrap();
     assert_eq!(decided.status(), 200);
-    let grants = grant_ids(&server).await;
+    let grants = grant_ids(server).await;
     assert_eq!(grants.len(), 2, "{grants:?}");
     let stamp_grant = grants.iter().find(|g| **g != grant.to_string()).unwrap();
     let revoked = cookie(browser.delete(server.url(&format!("/grants/{stamp_grant}"))))
@@ -293,7 +303,9 @@ async fn an_untrusted_manifests_backend_starts_only_for_a_call_a_person_approved
     let out = marks_dir();
     let mark = out.path().join("started");
     lurker_skill(skills.path(), &mark, "");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Untrusted)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Untrusted)]))
+        .start()
+        .await;
     let skill = server.get_json("/skills/lurker").await;
     assert_eq!(skill["trust"], "untrusted", "{skill}");
     assert_eq!(tool_names(&server.get_json("/tools").await), ["peek"]);
@@ -480,12 +492,7 @@ async fn the_command_line_installs_with_the_secret_of_its_data_directory_and_the
     // With the server's own data directory: installed.
     let done = install(data.path()).await;
     let stdout = String::from_utf8_lossy(&done.stdout);
-    assert_eq!(
-        done.status.code(),
-        Some(0),
-        "{stdout} {}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    assert_exit(&done, 0, &format!("{stdout} "));
     assert!(stdout.starts_with("hello@1.0.0 ready "), "{stdout}");
     let skill: Value = reqwest::get(format!("http://{addr}/skills/hello"))
         .await

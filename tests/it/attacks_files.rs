@@ -33,9 +33,11 @@ fn shell_skill(dir: &Path) {
 
 /// A server running every tool of the skills in `dir` without asking.
 async fn server(dir: &Path, settings: RunSettings) -> TestServer {
-    let server = TestServer::start_with(options(vec![root(dir, Trust::User)]), settings).await;
-    server.allow_every_tool().await;
-    server
+    TestServer::builder(options(vec![root(dir, Trust::User)]))
+        .settings(settings)
+        .allowed()
+        .start()
+        .await
 }
 
 /// Runs `tool` with `arguments` to its end: the envelope.
@@ -118,7 +120,7 @@ async fn a_link_to_root_as_the_files_directory_serves_nothing() {
     );
     let server = server(skills.path(), RunSettings::default()).await;
     // The run log, when it is a file (SQLite), and the local secret.
-    let data = &server.invoker.settings.data_dir;
+    let data = &server.invoker.settings().data_dir;
     let db = data.join("skilld.db");
     let secret = skilld::local_secret::path(data);
     assert!(secret.is_file() && (db.is_file() || crate::common::test_postgres().is_some()));
@@ -147,7 +149,7 @@ async fn a_link_planted_under_tmpdir_is_not_served_while_the_run_lives() {
     let skills = crate::common::tempdir().unwrap();
     shell_skill(skills.path());
     let server = server(skills.path(), RunSettings::default()).await;
-    let scratch = server.invoker.settings.scratch_dir.clone();
+    let scratch = server.invoker.settings().scratch_dir.clone();
     let plants = [
         ("ln -s / \"$TMPDIR/out\"; sleep 3", "out"),
         (
@@ -386,7 +388,7 @@ async fn a_directory_swapped_while_it_is_listed_is_never_followed() {
          sleep 0.3\n",
     );
     let server = server(skills.path(), RunSettings::default()).await;
-    let scratch = server.invoker.settings.scratch_dir.clone();
+    let scratch = server.invoker.settings().scratch_dir.clone();
     for _ in 0..5 {
         let id = start(&server, "racer", json!({})).await;
         let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -444,7 +446,9 @@ async fn a_link_inside_a_skill_is_not_served() {
     std::os::unix::fs::symlink("/etc/passwd", skill.join("references/passwd.txt")).unwrap();
     std::os::unix::fs::symlink("/etc", skill.join("etc")).unwrap();
     std::os::unix::fs::symlink("guide.md", skill.join("references/alias.md")).unwrap();
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     let get = |rel: &str| {
         let url = server.url(&format!("/skills/docs/files/{rel}"));
         async move {

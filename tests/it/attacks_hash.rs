@@ -58,7 +58,10 @@ async fn an_edit_deep_under_scripts_voids_the_grant() {
     let mark = marks.path().join("deep");
     let helper = "a/b/c/d/e/f/g/h/i/j/helper.sh";
     let skill = skill_with_helper(skills.path(), "deep", helper, &mark);
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let (status, envelope) = server.invoke("deep_run", json!({})).await;
     assert_eq!(
         (status, envelope["output"].as_str()),
@@ -91,7 +94,9 @@ async fn a_skill_too_deep_to_hash_is_not_loaded() {
     let marks = crate::common::marks_dir();
     let helper = format!("{}helper.sh", "d/".repeat(18));
     skill_with_helper(skills.path(), "abyss", &helper, &marks.path().join("abyss"));
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     assert!(server.catalog.current().skill("abyss").is_none());
     let (status, problem) = server.invoke("abyss_run", json!({})).await;
     assert_eq!(status, 404, "{problem}");
@@ -112,7 +117,10 @@ async fn an_edit_through_a_hard_link_is_caught_before_anything_runs() {
     let elsewhere = outside.path().join("helper.sh");
     std::fs::rename(skill.join("scripts/helper.sh"), &elsewhere).unwrap();
     std::fs::hard_link(&elsewhere, skill.join("scripts/helper.sh")).unwrap();
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let (status, envelope) = server.invoke("linked_run", json!({})).await;
     assert_eq!(
         (status, envelope["output"].as_str()),
@@ -137,7 +145,9 @@ async fn an_approved_call_runs_only_what_was_approved() {
     let marks = crate::common::marks_dir();
     let mark = marks.path().join("held");
     let skill = skill_with_helper(skills.path(), "held", "helper.sh", &mark);
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     let (status, held) = server.invoke("held_run", json!({})).await;
     assert_eq!(status, 202, "{held}");
 

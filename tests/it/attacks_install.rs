@@ -38,7 +38,11 @@ impl Site {
         .unwrap();
         let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
         let options = install_options(user.path(), installed.path());
-        let server = TestServer::start_installing_with_auth(options, install, auth).await;
+        let server = TestServer::builder(options)
+            .install(install)
+            .auth(auth)
+            .start()
+            .await;
         Self {
             server,
             installed,
@@ -512,12 +516,12 @@ async fn an_installer_runs_as_the_sandbox_user_and_writes_only_env() {
         ..Default::default()
     })
     .await;
-    if site.server.invoker.sandbox.report(true).files == "unavailable" {
+    if site.server.invoker.sandbox().report(true).files == "unavailable" {
         assert!(std::env::var_os("CI").is_none(), "CI hosts have Landlock");
         eprintln!("skipped: no Landlock here");
         return;
     }
-    let data = site.server.invoker.settings.data_dir.clone();
+    let data = site.server.invoker.settings().data_dir.clone();
     let marks = marks_dir();
     let version = site.version("reporter");
     let outside = vec![

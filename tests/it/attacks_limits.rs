@@ -141,15 +141,7 @@ impl Served {
         let secret = skilld::local_secret::read(&self._data.path().join("data"))
             .unwrap()
             .expect("an open server keeps its local secret");
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(
-            reqwest::header::AUTHORIZATION,
-            format!("Bearer {secret}").parse().unwrap(),
-        );
-        reqwest::Client::builder()
-            .default_headers(headers)
-            .build()
-            .unwrap()
+        crate::common::bearer_client(Some(&secret))
     }
 
     fn base(&self) -> String {
@@ -315,8 +307,8 @@ async fn webhooks_show_arguments(database: Option<&str>) {
     note_skill(skills.path());
     let opts = options(vec![root(skills.path(), Trust::Bundled)]);
     let server = match database {
-        Some(url) => TestServer::start_on(opts, url).await,
-        None => TestServer::start(opts).await,
+        Some(url) => TestServer::builder(opts).database(url).start().await,
+        None => TestServer::builder(opts).start().await,
     };
     let slack = NotifyConfig {
         name: Some("chat".into()),
@@ -397,8 +389,10 @@ async fn approve_all_of_an_entrypoint_tool_approves_only_identical_calls() {
     };
     let skills = tempdir().unwrap();
     note_skill(skills.path());
-    let server =
-        TestServer::start_with_auth(options(vec![root(skills.path(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     let out = crate::common::marks_dir();
     let marker = out.path().join("notes");
     let path = marker.to_str().unwrap();
@@ -460,25 +454,31 @@ async fn approve_all_of_an_entrypoint_tool_approves_only_identical_calls() {
     );
     assert_eq!(seen["single_after"], 1, "{seen}");
 
-    for id in &pair {
-        let a = get_as(&base, &format!("/approvals/{id}"), INVOKE).await;
+    only_the_identical_pair_ran(&base, &pair, &other, &marker).await;
+}
+
+/// Both calls of the identical pair were approved once and ran; the
+/// other call waits.
+async fn only_the_identical_pair_ran(base: &str, pair: &[String], other: &str, marker: &Path) {
+    for id in pair {
+        let a = get_as(base, &format!("/approvals/{id}"), INVOKE).await;
         assert_eq!(
             (&a["status"], &a["scope"]),
             (&json!("approved"), &json!("once")),
             "{a}"
         );
         let run = get_as(
-            &base,
+            base,
             &format!("/runs/{}?wait=30", a["run_id"].as_str().unwrap()),
             INVOKE,
         )
         .await;
         assert_eq!(run["status"], "succeeded", "{run}");
     }
-    let a = get_as(&base, &format!("/approvals/{other}"), INVOKE).await;
+    let a = get_as(base, &format!("/approvals/{other}"), INVOKE).await;
     assert_eq!(a["status"], "pending", "{a}");
     // The identical pair ran, each once; the unseen call did not.
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "same\nsame\n");
+    assert_eq!(std::fs::read_to_string(marker).unwrap(), "same\nsame\n");
 }
 
 /// The soft and hard limits of open files of process `pid`.

@@ -5,7 +5,7 @@
 //! names. Each test performs the attack and shows it fail, beside a
 //! control that the same step works where it is allowed.
 
-use crate::common::{TestServer, options, root};
+use crate::common::{Api, TestServer, options, root};
 use serde_json::{Value, json};
 use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
@@ -34,7 +34,10 @@ fn needs_root() -> bool {
 }
 
 async fn server(dir: &Path) -> TestServer {
-    TestServer::start_with(options(vec![root(dir, Trust::Bundled)]), RunSettings::default()).await
+    TestServer::builder(options(vec![root(dir, Trust::Bundled)]))
+        .settings(RunSettings::default())
+        .start()
+        .await
 }
 
 /// Runs `code` with `tool` and answers its output, expecting success.
@@ -279,7 +282,7 @@ attempt('server cmdline', lambda: open('/proc/{server_pid}/cmdline').read())
     let (status, slept) = other.await.unwrap();
     assert_eq!(status, 200, "{slept}");
     assert_eq!(
-        server.invoker.sandbox.report(true).processes,
+        server.invoker.sandbox().report(true).processes,
         "enforced",
         "{slept}"
     );
@@ -372,15 +375,9 @@ async fn an_absolute_program_does_not_widen_the_sandbox() {
         format!("denied {}\nhome-lib-ok\n", ssh.display()),
         "{envelope}"
     );
-    let dry: Value = reqwest::Client::new()
-        .post(server.url("/tools/peek_home/invoke?dry_run=true"))
-        .json(&json!({"arguments": {}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let dry: Value = Api::anonymous(&server)
+        .post_value("/tools/peek_home/invoke?dry_run=true", json!({"arguments": {}}))
+        .await;
     let read: Vec<String> = serde_json::from_value(dry["sandbox"]["read"].clone()).unwrap_or_default();
     assert!(
         !read.iter().any(|p| Path::new(p) == home.path()),
@@ -447,7 +444,7 @@ async fn readyz_reports_the_new_layers() {
 /// command only the dependencies provide is still found.
 #[tokio::test]
 async fn installed_dependencies_do_not_replace_the_program_the_approver_saw() {
-    use skilld::skill::installed::{SkillState, VersionState, VersionStatus, write_state};
+    use skilld::catalog::installed::{SkillState, VersionState, VersionStatus, write_state};
     use std::os::unix::fs::PermissionsExt;
     let installed = crate::common::tempdir().unwrap();
     let version = installed.path().join("lister/1.0.0");
@@ -478,11 +475,10 @@ async fn installed_dependencies_do_not_replace_the_program_the_approver_saw() {
         }],
     };
     write_state(installed.path(), "lister", &state).unwrap();
-    let server = TestServer::start_with(
-        options(vec![crate::install::installed_root(installed.path())]),
-        RunSettings::default(),
-    )
-    .await;
+    let server = TestServer::builder(options(vec![crate::install::installed_root(installed.path())]))
+        .settings(RunSettings::default())
+        .start()
+        .await;
     let (status, listed) = server.invoke("list_root", json!({})).await;
     assert_eq!(status, 200, "{listed}");
     let output = listed["output"].as_str().unwrap();
@@ -505,9 +501,12 @@ async fn all_runs_together_are_bounded() {
     settings.sandbox.memory_max = 64 << 20;
     settings.sandbox.total_memory_max = 100 << 20;
     let server = std::sync::Arc::new(
-        TestServer::start_with(options(vec![root(skills.path(), Trust::Bundled)]), settings).await,
+        TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+            .settings(settings)
+            .start()
+            .await,
     );
-    if server.invoker.sandbox.report(true).memory == "rlimit" {
+    if server.invoker.sandbox().report(true).memory == "rlimit" {
         assert!(std::env::var_os("CI").is_none(), "CI hosts have memory cgroups");
         eprintln!("skipped: no memory cgroup here");
         return;

@@ -90,8 +90,10 @@ async fn server_with_touch_skill() -> (TestServer, tempfile::TempDir, tempfile::
     let skills = crate::common::tempdir().unwrap();
     touch_skill(skills.path(), "touch-file");
     let out = crate::common::marks_dir();
-    let server =
-        TestServer::start_with_auth(options(vec![root(skills.path(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     (server, skills, out)
 }
 

@@ -111,16 +111,9 @@ impl Server {
             copy_tree(&harness_dir().join("tasks-skills"), skills.path());
         }
         let data = tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skilld"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
-            .arg(data.path())
-            .arg("--skills")
-            .arg(format!("bundled={}", skills.path().display()))
-            .env("SKILLD_LOG", "warn")
-            .env_remove("SKILLD_DATABASE_URL")
+        let mut child = crate::common::serve_command(data.path(), skills.path())
             .env_remove("SKILLD_CONFIG")
             .env_remove("SKILLD_TOKENS")
-            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
@@ -136,8 +129,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::kill(&mut self.child);
     }
 }
 

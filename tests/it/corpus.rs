@@ -30,6 +30,47 @@ fn strings(v: &Value) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
+/// What [`corpus_matches_expected`] checks of a loaded skill's shape: its
+/// dialect, tools and warnings; each mismatch added to `failures`.
+fn check_shape(
+    catalog: &skilld::catalog::Catalog,
+    name: &str,
+    skill: &skilld::skill::Skill,
+    want: &Value,
+    want_codes: &BTreeSet<String>,
+    failures: &mut Vec<String>,
+) {
+    let dialect = serde_json::to_value(skill.dialect).unwrap();
+    if dialect != want["dialect"] {
+        failures.push(format!("{name}: dialect {dialect}, expected {}", want["dialect"]));
+    }
+    let tools: BTreeSet<String> = skill.tools.iter().map(|t| t.name.clone()).collect();
+    if tools != strings(&want["tools"]) {
+        failures.push(format!(
+            "{name}: tools {tools:?}, expected {:?}",
+            strings(&want["tools"])
+        ));
+    }
+    let warnings = codes_of(catalog, name, Severity::Warning);
+    let mut unexpected = warnings.clone();
+    unexpected.retain(|c| !want_codes.contains(c) && c != CROSS_SKILL.as_str());
+    if !want_codes.is_subset(&warnings) || !unexpected.is_empty() {
+        failures.push(format!(
+            "{name}: warning codes {warnings:?}, expected {want_codes:?}"
+        ));
+    }
+    let skill_warnings: BTreeSet<String> = skill
+        .warnings
+        .iter()
+        .map(|d| d.code.as_str().to_owned())
+        .collect();
+    if skill_warnings != warnings {
+        failures.push(format!(
+            "{name}: the skill's own warnings {skill_warnings:?} differ from the catalog's {warnings:?}"
+        ));
+    }
+}
+
 #[test]
 fn corpus_matches_expected() {
     let expected: Value =
@@ -66,35 +107,7 @@ fn corpus_matches_expected() {
             failures.push(format!("{name}: not loaded: {errors:#?}"));
             continue;
         };
-        let dialect = serde_json::to_value(skill.dialect).unwrap();
-        if dialect != want["dialect"] {
-            failures.push(format!("{name}: dialect {dialect}, expected {}", want["dialect"]));
-        }
-        let tools: BTreeSet<String> = skill.tools.iter().map(|t| t.name.clone()).collect();
-        if tools != strings(&want["tools"]) {
-            failures.push(format!(
-                "{name}: tools {tools:?}, expected {:?}",
-                strings(&want["tools"])
-            ));
-        }
-        let warnings = codes_of(&catalog, name, Severity::Warning);
-        let mut unexpected = warnings.clone();
-        unexpected.retain(|c| !want_codes.contains(c) && c != CROSS_SKILL.as_str());
-        if !want_codes.is_subset(&warnings) || !unexpected.is_empty() {
-            failures.push(format!(
-                "{name}: warning codes {warnings:?}, expected {want_codes:?}"
-            ));
-        }
-        let skill_warnings: BTreeSet<String> = skill
-            .warnings
-            .iter()
-            .map(|d| d.code.as_str().to_owned())
-            .collect();
-        if skill_warnings != warnings {
-            failures.push(format!(
-                "{name}: the skill's own warnings {skill_warnings:?} differ from the catalog's {warnings:?}"
-            ));
-        }
+        check_shape(&catalog, name, skill, want, &want_codes, &mut failures);
         if let Some(command) = want.get("command") {
             if skill.command.as_deref() != command.as_str() {
                 failures.push(format!("{name}: command {:?}, expected {command}", skill.command));

@@ -35,8 +35,10 @@ fn allowed(res: &reqwest::Response) -> Option<&str> {
 
 #[tokio::test]
 async fn off_by_default() {
-    let server =
-        TestServer::start_with_auth(options(vec![root(bundled_dir(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(bundled_dir(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     let res = preflight(&server, PAGE).await;
     assert_eq!(allowed(&res), None, "no CORS without allowed_origins");
     assert_ne!(res.status(), 200);
@@ -52,12 +54,11 @@ async fn off_by_default() {
 
 #[tokio::test]
 async fn allowed_origins_get_preflights_and_readable_answers() {
-    let server = TestServer::start_with_auth_and_origins(
-        options(vec![root(bundled_dir(), Trust::Bundled)]),
-        tokens(),
-        vec![PAGE.to_owned()],
-    )
-    .await;
+    let server = TestServer::builder(options(vec![root(bundled_dir(), Trust::Bundled)]))
+        .auth(tokens())
+        .origins(vec![PAGE.to_owned()])
+        .start()
+        .await;
     let res = preflight(&server, PAGE).await;
     assert!(res.status().is_success(), "{}", res.status());
     assert_eq!(allowed(&res), Some(PAGE));

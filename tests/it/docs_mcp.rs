@@ -109,16 +109,8 @@ struct Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        stop(&mut self.server);
+        crate::common::terminate(&mut self.server);
     }
-}
-
-fn stop(child: &mut Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let _ = child.wait();
 }
 
 impl Reader {
@@ -311,7 +303,7 @@ impl Reader {
             .spawn()
             .unwrap();
         let announced = announced_url(&mut child);
-        stop(&mut child);
+        crate::common::terminate(&mut child);
         announced.unwrap_or_else(|first| panic!("`{command}` did not start: {first:?}"));
     }
 

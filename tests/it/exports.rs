@@ -158,6 +158,7 @@ fn strict_mode_wherever_parameters_are_declared() {
             }
             strict_tools += 1;
             let props = schema["properties"].as_object().unwrap();
+            #[expect(clippy::needless_collect, reason = "collecting unwraps each name as a string")]
             let required: Vec<&str> = schema["required"]
                 .as_array()
                 .unwrap()
@@ -290,8 +291,10 @@ fn exports_are_built_once_per_snapshot() {
 #[tokio::test]
 async fn every_provider_sdk_accepts_every_export() {
     use crate::common::{TestServer, corpus_options};
-    let corpus = TestServer::start(corpus_options()).await;
-    let bundled = TestServer::start(options(vec![root(bundled_dir(), Trust::Bundled)])).await;
+    let corpus = TestServer::builder(corpus_options()).start().await;
+    let bundled = TestServer::builder(options(vec![root(bundled_dir(), Trust::Bundled)]))
+        .start()
+        .await;
     let (corpus, bundled) = (corpus.url(""), bundled.url(""));
     let bases = [corpus.trim_end_matches('/'), bundled.trim_end_matches('/')];
     crate::python_client::run_script(

@@ -62,7 +62,10 @@ impl Gate {
             .extend([kit.to_path_buf(), area.to_path_buf()]);
         settings.sandbox.write_paths.push(area.join("logs"));
         settings.backend_idle = idle;
-        let server = TestServer::start_with(options(vec![root(skills.path(), Trust::User)]), settings).await;
+        let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+            .settings(settings)
+            .start()
+            .await;
         let follow = skilld::watch::follow_offers(server.catalog.clone());
         Self {
             server,
@@ -564,8 +567,7 @@ impl Remote {
     }
 
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::kill(&mut self.child);
     }
 }
 
@@ -1016,8 +1018,7 @@ impl Served {
 
 impl Drop for Served {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::kill(&mut self.child);
     }
 }
 

@@ -40,7 +40,7 @@ async fn assert_problem(res: reqwest::Response, status: u16, code: &str) -> Valu
 
 #[tokio::test]
 async fn health_and_readiness() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let res = get(&server, "/healthz").await;
     assert_eq!(res.status(), 200);
     let id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
@@ -64,7 +64,7 @@ async fn health_and_readiness() {
 
 #[tokio::test]
 async fn request_ids_are_propagated() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let res = reqwest::Client::new()
         .get(server.url("/healthz"))
         .header("x-request-id", "trace-me-42")
@@ -76,7 +76,7 @@ async fn request_ids_are_propagated() {
 
 #[tokio::test]
 async fn skills_list_sorted_and_filtered() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let (status, body) = get_json(&server, "/skills").await;
     assert_eq!(status, 200);
     let names: Vec<&str> = body["skills"]
@@ -114,6 +114,12 @@ async fn skills_list_sorted_and_filtered() {
     let (_, q) = get_json(&server, "/skills?q=TIMEOUTS").await;
     assert_eq!(q["skills"].as_array().unwrap().len(), 1);
     assert_eq!(q["skills"][0]["name"], "slow");
+    // By name too, and the same answer again once the lowered text is kept.
+    for _ in 0..2 {
+        let (_, by_name) = get_json(&server, "/skills?q=SLo").await;
+        assert!(has(&by_name, "slow"), "{by_name}");
+        assert!(!has(&by_name, "git"), "{by_name}");
+    }
 
     let (_, untrusted) = get_json(&server, "/skills?trust=untrusted").await;
     assert_eq!(untrusted, json!({"skills": [], "excluded": []}));
@@ -122,7 +128,7 @@ async fn skills_list_sorted_and_filtered() {
 
 #[tokio::test]
 async fn skill_detail() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let (status, d) = get_json(&server, "/skills/echo").await;
     assert_eq!(status, 200);
     assert_eq!(d["name"], "echo");
@@ -172,7 +178,7 @@ async fn skill_detail() {
 
 #[tokio::test]
 async fn skill_prompt_as_json_and_markdown() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let (status, p) = get_json(&server, "/skills/text-tools/prompt").await;
     assert_eq!(status, 200);
     assert_eq!(p["skill"], "text-tools");
@@ -229,7 +235,9 @@ async fn skill_files_stay_inside_the_skill() {
     )
     .unwrap();
 
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .start()
+        .await;
     let app = skilld::app(skilld::AppState {
         installer: skilld::install::Installer::shared(&server.catalog, &server.invoker),
         catalog: server.catalog.clone(),
@@ -292,7 +300,7 @@ async fn skill_files_stay_inside_the_skill() {
 
 #[tokio::test]
 async fn diagnostics_and_commands() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let (status, d) = get_json(&server, "/diagnostics").await;
     assert_eq!(status, 200);
     let diags = d["diagnostics"].as_array().unwrap();
@@ -333,7 +341,7 @@ async fn diagnostics_and_commands() {
 
 #[tokio::test]
 async fn tool_exports_in_every_format() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let (status, native) = get_json(&server, "/tools").await;
     assert_eq!(status, 200);
     let tools = native["tools"].as_array().unwrap();
@@ -404,7 +412,12 @@ async fn tool_exports_in_every_format() {
     assert_eq!(by_name("data_analysis")["inputSchema"]["type"], "object");
     assert_eq!(by_name("git_status")["title"], "Git status");
 
-    let res = get(&server, "/tools?format=prompt&mode=Meeting").await;
+    prompt_export_and_bad_requests(&server).await;
+}
+
+/// The prompt export, alone and as a format, and the refused requests.
+async fn prompt_export_and_bad_requests(server: &TestServer) {
+    let res = get(server, "/tools?format=prompt&mode=Meeting").await;
     assert_eq!(content_type(&res), "text/plain; charset=utf-8");
     let text = res.text().await.unwrap();
     assert!(text.starts_with(
@@ -412,20 +425,20 @@ async fn tool_exports_in_every_format() {
     ));
     assert!(text.contains("\n- git_status: Show the current git status with short format.\n"));
     assert!(!text.contains("deploy_preview"), "deploy is Dev-only:\n{text}");
-    let manifest = get(&server, "/tools/prompt?mode=Meeting")
+    let manifest = get(server, "/tools/prompt?mode=Meeting")
         .await
         .text()
         .await
         .unwrap();
     assert_eq!(manifest, text);
 
-    assert_problem(get(&server, "/tools?format=xml").await, 400, "bad_request").await;
-    assert_problem(get(&server, "/tools?skill=nope").await, 404, "not_found").await;
+    assert_problem(get(server, "/tools?format=xml").await, 400, "bad_request").await;
+    assert_problem(get(server, "/tools?skill=nope").await, 404, "not_found").await;
 }
 
 #[tokio::test]
 async fn mode_filter_applies_to_every_format() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     for format in [
         "native",
         "openai",
@@ -450,7 +463,7 @@ async fn mode_filter_applies_to_every_format() {
 
 #[tokio::test]
 async fn single_tools_and_ambiguous_names() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let (status, t) = get_json(&server, "/tools/git_diff").await;
     assert_eq!(status, 200);
     assert_eq!(t["skill"], "git");
@@ -484,7 +497,7 @@ async fn single_tools_and_ambiguous_names() {
 
 #[tokio::test]
 async fn unknown_routes_and_methods_are_problems() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     assert_problem(get(&server, "/nowhere").await, 404, "not_found").await;
     let res = reqwest::Client::new()
         .delete(server.url("/healthz"))
@@ -496,7 +509,7 @@ async fn unknown_routes_and_methods_are_problems() {
 
 #[tokio::test]
 async fn openapi_and_docs_are_served() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let (status, doc) = get_json(&server, "/openapi.json").await;
     assert_eq!(status, 200);
     assert_eq!(doc, serde_json::to_value(skilld::openapi()).unwrap());
@@ -510,7 +523,9 @@ async fn openapi_and_docs_are_served() {
 async fn reload_on_demand() {
     let dir = crate::common::tempdir().unwrap();
     crate::common::copy_tree(&corpus_dir().join("valid/git"), &dir.path().join("git"));
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .start()
+        .await;
     let (_, before) = get_json(&server, "/skills").await;
     assert_eq!(before["skills"].as_array().unwrap().len(), 1);
 

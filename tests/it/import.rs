@@ -4,6 +4,7 @@
 //! the disk.
 
 use crate::cli::skilld;
+use crate::common::assert_exit;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -233,6 +234,11 @@ fn claude_desktop_config_with_a_literal_token() {
         json!({"DATABASE_URL": {"env": "DATABASE_URL"}})
     );
     env.assert_checks();
+    the_notes_are_said_and_no_secret_is_kept(&env, &run);
+}
+
+/// The notes in the manifests and on stdout, and no secret anywhere.
+fn the_notes_are_said_and_no_secret_is_kept(env: &Env, run: &Run) {
     let text = std::fs::read_to_string(env.into.join("filesystem/SKILL.yaml")).unwrap();
     assert!(
         text.contains("# network: true, since npx downloads the server each time it starts"),
@@ -693,12 +699,7 @@ fn the_default_is_the_users_skills_directory() {
         .env("XDG_CONFIG_HOME", &xdg)
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, "");
     assert_eq!(
         manifest_in(&xdg.join("skilld/skills"), "time")["name"],
         json!("time")

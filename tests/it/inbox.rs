@@ -129,7 +129,9 @@ fn skills() -> tempfile::TempDir {
 #[tokio::test]
 async fn the_inbox_stream_carries_requests_and_decisions() {
     let dir = skills();
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
     let marks = tempdir().unwrap();
     requests_and_decisions_arrive_live(&server, &server, &marks.path().join("marks")).await;
 }
@@ -138,8 +140,14 @@ async fn the_inbox_stream_carries_requests_and_decisions() {
 async fn the_inbox_stream_follows_another_instance_on_postgres() {
     on_postgres(|url| async move {
         let dir = skills();
-        let a = TestServer::start_on(options(vec![root(dir.path(), Trust::Bundled)]), &url).await;
-        let b = TestServer::start_on(options(vec![root(dir.path(), Trust::Bundled)]), &url).await;
+        let a = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+            .database(&url)
+            .start()
+            .await;
+        let b = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+            .database(&url)
+            .start()
+            .await;
         let marks = tempdir().unwrap();
         requests_and_decisions_arrive_live(&a, &b, &marks.path().join("marks")).await;
     })
@@ -149,7 +157,9 @@ async fn the_inbox_stream_follows_another_instance_on_postgres() {
 #[tokio::test]
 async fn the_history_says_who_decided_what_and_how_it_ended() {
     let dir = skills();
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
     let marks = tempdir().unwrap();
     let marks = marks.path().join("marks");
     let first = hold_stamp(&server, &marks).await;
@@ -188,4 +198,74 @@ async fn the_history_says_who_decided_what_and_how_it_ended() {
     let url = server.url("/approvals/history?limit=0");
     let res = server.person().get(url).send().await.unwrap();
     assert_eq!(res.status(), 400);
+}
+
+/// More requests wait than one page holds: `GET /approvals` pages through
+/// all of them, oldest first, and the stream's snapshot (the first page)
+/// says where the rest start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pending_request_is_reached_a_page_at_a_time() {
+    let dir = skills();
+    let settings = skilld::invoke::RunSettings {
+        max_pending_per_caller: 1000,
+        ..skilld::invoke::RunSettings::default()
+    };
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .settings(settings)
+        .start()
+        .await;
+    let marks = tempdir().unwrap();
+    let marks = marks.path().join("marks");
+    let mut held = Vec::new();
+    for _ in 0..503 {
+        held.push(hold_stamp(&server, &marks).await["approval_id"].clone());
+    }
+
+    let (mut paged, mut sizes, mut cursor) = (Vec::new(), Vec::new(), String::new());
+    loop {
+        let page = server
+            .get_json(&format!("/approvals?status=pending&limit=200{cursor}"))
+            .await;
+        let approvals = page["approvals"].as_array().unwrap();
+        sizes.push(approvals.len());
+        paged.extend(approvals.iter().map(|a| a["id"].clone()));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(sizes, [200, 200, 103]);
+    assert_eq!(paged, held, "every request, oldest first, once");
+
+    let mut events = Events::open(&server).await;
+    let (name, snapshot) = events.next().await;
+    assert_eq!(name, "snapshot");
+    let first: Vec<Value> = snapshot["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].clone())
+        .collect();
+    assert_eq!(first, held[..500]);
+    let next = snapshot["next_cursor"].as_str().expect("where the rest start");
+    let rest = server
+        .get_json(&format!("/approvals?status=pending&limit=500&cursor={next}"))
+        .await;
+    let rest: Vec<Value> = rest["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].clone())
+        .collect();
+    assert_eq!(rest, held[500..]);
+
+    // A cursor this server did not hand out is the caller's mistake.
+    let res = server
+        .person()
+        .get(server.url("/approvals?status=pending&cursor=12_nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    assert_eq!(res.headers()["content-type"], "application/problem+json");
 }

@@ -59,7 +59,7 @@ fn group_members(pgid: i32) -> Vec<i32> {
 
 #[tokio::test]
 async fn arguments_arrive_as_single_literal_words() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (status, env) = server.invoke("echo_args",
         json!({"text": "; rm -rf /", "words": ["$(id)", "*", "a b", "{{text}}"], "loud": true, "ratio": 0.5}),
     )
@@ -112,14 +112,14 @@ async fn arguments_arrive_as_single_literal_words() {
 
 #[tokio::test]
 async fn json_stdout_is_parsed() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (_, env) = server.invoke("echo_json", json!({"value": "x"})).await;
     assert_eq!(env["parsed"], json!({"value": "x", "ok": true}));
 }
 
 #[tokio::test]
 async fn bad_arguments_are_422_with_one_error_per_field() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (status, p) = server
         .invoke(
             "echo_args",
@@ -180,7 +180,7 @@ async fn bad_arguments_are_422_with_one_error_per_field() {
 
 #[tokio::test]
 async fn dry_run_renders_and_decides_without_running() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let dry_run = || async {
         let res = client()
             .post(server.url("/tools/git_log/invoke?dry_run=true"))
@@ -216,7 +216,7 @@ async fn dry_run_renders_and_decides_without_running() {
 
 #[tokio::test]
 async fn a_timeout_kills_the_group_and_is_a_result() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (status, env) = server.invoke("sleep_for", json!({"seconds": 30})).await;
     assert_eq!(status, 200);
     assert_eq!(env["success"], false);
@@ -232,7 +232,10 @@ async fn a_timeout_kills_the_group_and_is_a_result() {
 async fn missing_programs_are_results_not_errors() {
     let dir = crate::common::tempdir().unwrap();
     one_tool_skill(dir.path(), "ghost", "", "", "definitely-not-a-program-skilld");
-    let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let (status, env) = server.invoke("ghost", json!({})).await;
     assert_eq!(status, 200);
     assert_eq!(env["success"], false);
@@ -244,7 +247,7 @@ async fn missing_programs_are_results_not_errors() {
 
 #[tokio::test]
 async fn ambiguous_names_need_the_qualified_route() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (status, p) = server.invoke("say_hi", json!({})).await;
     assert_eq!(status, 409);
     assert_eq!(p["candidates"], json!(["long-description", "unknown-field"]));
@@ -273,7 +276,7 @@ async fn ambiguous_names_need_the_qualified_route() {
 
 #[tokio::test]
 async fn respond_async_then_wait() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let res = client()
         .post(server.url("/tools/sleep_for/invoke"))
         .header("prefer", "respond-async")
@@ -297,7 +300,7 @@ async fn respond_async_then_wait() {
 
 #[tokio::test]
 async fn event_streams_carry_status_output_and_result() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let res = client()
         .post(server.url("/tools/echo_json/invoke"))
         .header("accept", "text/event-stream")
@@ -356,7 +359,10 @@ async fn cancel_kills_the_group() {
         "",
         "sh -c 'sleep 1000 & sleep 1000'",
     );
-    let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let res = client()
         .post(server.url("/tools/nap/invoke"))
         .header("prefer", "respond-async")
@@ -372,7 +378,7 @@ async fn cancel_kills_the_group() {
     for _ in 0..100 {
         let run = get_json(&server, &format!("/runs/{id}")).await;
         if run["status"] == "running" {
-            let store = server.invoker.store.clone();
+            let store = server.store.clone();
             pgid = store.get_run(id.parse().unwrap()).await.unwrap().pgid;
             if pgid.is_some_and(|g| group_members(g).len() >= 2) {
                 break;
@@ -406,7 +412,7 @@ async fn cancel_kills_the_group() {
 
 #[tokio::test]
 async fn runs_list_filters_and_pages() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let mut ids = Vec::new();
     for i in 0..5 {
         let (_, env) = server
@@ -471,7 +477,7 @@ async fn runs_list_filters_and_pages() {
 
 #[tokio::test]
 async fn entrypoints_get_input_output_and_artifacts() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (status, env) = server
         .invoke(
             "data_analysis",
@@ -515,7 +521,7 @@ async fn entrypoints_get_input_output_and_artifacts() {
 
 #[tokio::test]
 async fn scripts_run_by_extension_with_their_args() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (_, env) = server
         .invoke(
             "text_tools_word_count",
@@ -538,8 +544,11 @@ async fn too_many_concurrent_runs_get_429_with_retry_after() {
         queue_timeout: Duration::from_millis(200),
         ..Default::default()
     };
-    let server = TestServer::start_with(options(vec![root(dir.path(), Trust::User)]), settings).await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .settings(settings)
+        .allowed()
+        .start()
+        .await;
     let first = client()
         .post(server.url("/tools/hold/invoke"))
         .header("prefer", "respond-async")
@@ -563,13 +572,19 @@ async fn the_run_log_survives_a_restart() {
     let data = crate::common::tempdir().unwrap();
     let url = format!("sqlite://{}", data.path().join("skilld.db").display());
     let id = {
-        let server = TestServer::start_on(corpus_options(), &url).await;
-        server.allow_every_tool().await;
+        let server = TestServer::builder(corpus_options())
+            .database(&url)
+            .allowed()
+            .start()
+            .await;
         let (_, env) = server.invoke("echo_json", json!({"value": "kept"})).await;
         env["run_id"].as_str().unwrap().to_owned()
     };
-    let server = TestServer::start_on(corpus_options(), &url).await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(corpus_options())
+        .database(&url)
+        .allowed()
+        .start()
+        .await;
     let run = get_json(&server, &format!("/runs/{id}")).await;
     assert_eq!(run["status"], "succeeded");
     assert_eq!(run["result"]["parsed"]["value"], "kept");
@@ -577,7 +592,7 @@ async fn the_run_log_survives_a_restart() {
 
 #[tokio::test]
 async fn readiness_reports_the_store_and_sandbox() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     let ready = get_json(&server, "/readyz").await;
     assert_eq!(ready["store"], "sqlite");
     let network = ready["sandbox"]["network"].as_str().unwrap();
@@ -633,7 +648,10 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
         "sh -c 'trap \"\" TERM; sleep 1000 & sleep 1000'",
     );
     one_tool_skill(dir.path(), "quick", "", "", "sleep 0.5");
-    let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let start = |tool: &'static str| {
         let url = server.url(&format!("/tools/{tool}/invoke"));
         async move {
@@ -651,7 +669,7 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
         }
     };
     let (linger, quick) = (start("linger").await, start("quick").await);
-    let store = server.invoker.store.clone();
+    let store = server.store.clone();
     let mut pgid = None;
     for _ in 0..100 {
         pgid = store.get_run(linger).await.unwrap().pgid;
@@ -683,7 +701,7 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
 
 #[tokio::test]
 async fn commands_dispatch_or_answer_instructions() {
-    let server = TestServer::start_allowed(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).allowed().start().await;
     // `status` is tool_dispatch → git_status, run exactly like the invoke route.
     let res = client()
         .post(server.url("/commands/status"))

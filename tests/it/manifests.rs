@@ -119,8 +119,11 @@ fn process_skill(root: &Path, name: &str, extra: &str) {
 async fn server_with(extra: &str, settings: RunSettings) -> (TestServer, tempfile::TempDir) {
     let skills = tempdir().unwrap();
     process_skill(skills.path(), "proc", extra);
-    let server = TestServer::start_with(options(vec![root(skills.path(), Trust::Bundled)]), settings).await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .settings(settings)
+        .allowed()
+        .start()
+        .await;
     (server, skills)
 }
 
@@ -328,7 +331,9 @@ async fn the_child_runs_in_the_sandbox() {
 async fn a_call_of_a_user_process_skill_waits_for_approval_like_any_other() {
     let skills = tempdir().unwrap();
     process_skill(skills.path(), "proc", "read_only: true\n");
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     let (status, held) = server.invoke("echo", json!({"text": "may I"})).await;
     assert_eq!(status, 202, "{held}");
     assert_eq!(held["status"], "pending_approval", "{held}");
@@ -353,7 +358,9 @@ async fn a_child_that_does_not_initialize_is_an_error_diagnostic() {
     )
     .unwrap();
     std::fs::write(dir.join("child.py"), "import sys\nsys.exit(1)\n").unwrap();
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .start()
+        .await;
     let diagnostics = server.get_json("/diagnostics").await;
     let found = diagnostics["diagnostics"]
         .as_array()
@@ -433,8 +440,10 @@ async fn hooked_server() -> (TestServer, tempfile::TempDir) {
     )
     .unwrap();
     std::fs::write(dir.join("child.py"), HOOK_CHILD).unwrap();
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .allowed()
+        .start()
+        .await;
     (server, skills)
 }
 
@@ -527,8 +536,10 @@ async fn a_call_needing_an_undeclared_permission_is_refused_and_nothing_runs() {
         format!("open({:?}, 'w').write('started')\n", marker.display().to_string()),
     )
     .unwrap();
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .allowed()
+        .start()
+        .await;
     let (status, problem) = server.invoke("count", json!({})).await;
     assert_eq!(status, 403, "{problem}");
     assert_eq!(problem["code"], "permission_not_declared", "{problem}");

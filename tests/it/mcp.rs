@@ -62,8 +62,10 @@ async fn the_official_client_works_over_streamable_http() {
     extra_skill(extra.path());
     let out = crate::common::marks_dir();
     let marker = out.path().join("stamps");
-    let server =
-        TestServer::start_with_auth(options(vec![root(root_dir.path(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(root_dir.path(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     let env = [
         ("SKILLD_TEST_MARKER", marker.display().to_string()),
         ("SKILLD_TEST_EXTRA_SKILL", extra.path().display().to_string()),
@@ -110,7 +112,7 @@ async fn the_official_client_works_over_stdio() {
         &data.path().display().to_string(),
         &format!("http://{addr}"),
     ];
-    let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
+    let args: Vec<&str> = args.iter().map(std::convert::AsRef::as_ref).collect();
     python(&args, &env).await;
     crate::cli::stop(child);
 }
@@ -120,7 +122,9 @@ async fn the_official_client_works_over_stdio() {
 /// rebinding), and a body over 1 MiB is refused before MCP parses it.
 #[tokio::test]
 async fn web_pages_cannot_drive_mcp() {
-    let server = TestServer::start(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)]))
+        .start()
+        .await;
     let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
     let post = |headers: &[(&str, &str)], body: String| {
@@ -156,7 +160,9 @@ async fn web_pages_cannot_drive_mcp() {
 /// takes anything but 200 or 204 for a failure); the ended session is gone.
 #[tokio::test]
 async fn ending_a_session_answers_204() {
-    let server = TestServer::start(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(crate::common::bundled_dir(), Trust::Bundled)]))
+        .start()
+        .await;
     let client = reqwest::Client::new();
     let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
@@ -207,7 +213,11 @@ async fn mcp_sessions_are_capped() {
         ..Default::default()
     };
     let opts = options(vec![root(crate::common::bundled_dir(), Trust::Bundled)]);
-    let server = TestServer::start_limited(opts, skilld::auth::Auth::open(), limits).await;
+    let server = TestServer::builder(opts)
+        .auth(skilld::auth::Auth::open())
+        .limits(limits)
+        .start()
+        .await;
     let client = reqwest::Client::new();
     let post = |session: Option<&str>, body: serde_json::Value| {
         let mut req = client
@@ -271,7 +281,9 @@ async fn a_failed_run_keeps_its_envelope() {
     let dir = crate::common::tempdir().unwrap();
     crate::common::one_tool_skill(dir.path(), "run_sh", "", "code", "sh -c {{code}}");
     crate::common::one_tool_skill(dir.path(), "slow_sh", "timeout: 1s\n", "code", "sh -c {{code}}");
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
     let mut mcp = crate::modes::McpHttp::open(&server.url("/mcp")).await;
     let mut call = async |name: &str, code: &str| {
         let params = json!({"name": name, "arguments": {"code": code}});

@@ -6,7 +6,7 @@
 //! notifications only at the level a request names; progress from the
 //! run's events; completions of skill names and files.
 
-use crate::common::{TestServer, options, root, write_file};
+use crate::common::{TestServer, options, root, write_tree};
 use base64::Engine;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
@@ -20,9 +20,12 @@ const DOT: &str =
 /// lines apart) and `pictures`, an entrypoint that leaves a real PNG, a
 /// text file named `.png`, a PNG over the inline limit and a text file.
 fn skills(dir: &Path) {
-    write_file(
-        &dir.join("shapes/SKILL.md"),
-        "---\nname: shapes\nversion: 1.0.0\ndescription: Prints things.\nread_only: true\n---\n\n\
+    write_tree(
+        dir,
+        &[
+            (
+                "shapes/SKILL.md",
+                "---\nname: shapes\nversion: 1.0.0\ndescription: Prints things.\nread_only: true\n---\n\n\
          ### print_doc\n\nPrints a document.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
          |---|---|---|---|\n| doc | string | yes | The document. |\n\n#### Command\n\n```\nprintf %s {{doc}}\n```\n\n\
          ### three_lines\n\nPrints three lines.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n\
@@ -32,30 +35,33 @@ fn skills(dir: &Path) {
          ```\nsh -c 'i=0; while [ $i -lt 1200 ]; do echo line $i; i=$((i+1)); done > $TMPDIR/f; cat $TMPDIR/f'\n```\n\n\
          ### long_line\n\nPrints a line of 10,000 bytes.\n\n#### Parameters\n\nNone.\n\n#### Command\n\n\
          ```\nsh -c 'head -c 10000 /dev/zero | tr \"\\\\000\" x; echo'\n```\n",
-    );
-    write_file(&dir.join("shapes/references/guide.md"), "# Guide\n");
-    write_file(&dir.join("shapes/references/terms.txt"), "terms\n");
-    write_file(
-        &dir.join("pictures/SKILL.md"),
-        "---\nname: pictures\nversion: 1.0.0\ndescription: Draws.\n---\n\nDraws.\n",
-    );
-    write_file(
-        &dir.join("pictures/scripts/main.sh"),
-        &format!(
-            "cd \"$SANDBOX_FILES_DIR\"\n\
+            ),
+            ("shapes/references/guide.md", "# Guide\n"),
+            ("shapes/references/terms.txt", "terms\n"),
+            (
+                "pictures/SKILL.md",
+                "---\nname: pictures\nversion: 1.0.0\ndescription: Draws.\n---\n\nDraws.\n",
+            ),
+            (
+                "pictures/scripts/main.sh",
+                &format!(
+                    "cd \"$SANDBOX_FILES_DIR\"\n\
              echo {DOT} | base64 -d > dot.png\n\
              echo 'not a picture' > fake.png\n\
              {{ printf '\\211PNG\\r\\n\\032\\n'; head -c 300000 /dev/zero; }} > big.png\n\
              echo notes > notes.txt\n\
              echo drawn\n"
-        ),
+                ),
+            ),
+        ],
     );
 }
 
 async fn server(dir: &Path) -> TestServer {
-    let server = TestServer::start(options(vec![root(dir, Trust::User)])).await;
-    server.allow_every_tool().await;
-    server
+    TestServer::builder(options(vec![root(dir, Trust::User)]))
+        .allowed()
+        .start()
+        .await
 }
 
 /// The `_meta` a 2026-07-28 request carries, with `extra` keys.

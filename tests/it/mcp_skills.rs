@@ -7,7 +7,7 @@
 //! the digests it saw, and drives held calls as tasks (approved, denied
 //! with a note, cancelled, another caller's) and as plain waiting results.
 
-use crate::common::{TestServer, options, root, write_file};
+use crate::common::{TestServer, options, root, write_file, write_tree};
 use crate::python_client::run_script;
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
@@ -42,40 +42,45 @@ fn skills(dir: &Path) {
         "{\"greeting\": \"hello\"}\n",
     );
     crate::common::stamp_skill(dir);
-    write_file(&dir.join("stamp/references/policy.md"), "Stamp once.\n");
-    write_file(
-        &dir.join("slow/SKILL.md"),
-        "---\nname: slow\nversion: 1.0.0\ndescription: Sleeps, then says so.\nread_only: true\n\
+    write_tree(
+        dir,
+        &[
+            ("stamp/references/policy.md", "Stamp once.\n"),
+            (
+                "slow/SKILL.md",
+                "---\nname: slow\nversion: 1.0.0\ndescription: Sleeps, then says so.\nread_only: true\n\
          tasks: optional\n---\n\nUse {baseDir}/notes.md.\n\n### slow\n\nSleeps a while.\n\n#### Parameters\n\n\
          | Name | Type | Required | Description |\n|---|---|---|---|\n\
          | seconds | string | yes | How long. |\n\n#### Command\n\n```\nsh -c 'sleep \"$0\"; echo slept' {{seconds}}\n```\n",
-    );
-    write_file(
-        &dir.join("summary-only/SKILL.md"),
-        "---\nsummary: Review a change, risks first.\ncommand: review-it\n---\n\nLook at the diff.\n",
-    );
-    write_file(
-        &dir.join("echo-manifest/SKILL.yaml"),
-        "name: echo-manifest\nversion: 1.0.0\ndescription: Echoes, from a manifest.\ntypes: [tool]\n\
+            ),
+            (
+                "summary-only/SKILL.md",
+                "---\nsummary: Review a change, risks first.\ncommand: review-it\n---\n\nLook at the diff.\n",
+            ),
+            (
+                "echo-manifest/SKILL.yaml",
+                "name: echo-manifest\nversion: 1.0.0\ndescription: Echoes, from a manifest.\ntypes: [tool]\n\
          prompt:\n  system_prompt_file: system.md\n\
          implementation:\n  backend: starlark\n  entrypoint: skill.star\n\
          tools:\n  - name: echo_back\n    description: Echoes its text.\n    input_schema:\n\
          \x20     type: object\n      properties:\n        text: {type: string}\n",
-    );
-    write_file(
-        &dir.join("echo-manifest/skill.star"),
-        "def echo_back(args):\n    return args.get(\"text\", \"\")\n\n\
+            ),
+            (
+                "echo-manifest/skill.star",
+                "def echo_back(args):\n    return args.get(\"text\", \"\")\n\n\
          register_tool(name = \"echo_back\", description = \"Echoes its text.\", \
          parameters = {\"type\": \"object\"}, handler = echo_back)\n",
-    );
-    write_file(
-        &dir.join("echo-manifest/system.md"),
-        "Echo what you are given; see {baseDir}/notes.md.\n",
-    );
-    write_file(&dir.join("echo-manifest/notes.md"), "Echo exactly.\n");
-    write_file(
-        &dir.join("Bad_Name/SKILL.md"),
-        "---\nname: Bad_Name\ndescription: Not an Agent Skills name.\n---\n\nNothing.\n",
+            ),
+            (
+                "echo-manifest/system.md",
+                "Echo what you are given; see {baseDir}/notes.md.\n",
+            ),
+            ("echo-manifest/notes.md", "Echo exactly.\n"),
+            (
+                "Bad_Name/SKILL.md",
+                "---\nname: Bad_Name\ndescription: Not an Agent Skills name.\n---\n\nNothing.\n",
+            ),
+        ],
     );
 }
 
@@ -95,8 +100,10 @@ async fn skills_and_tasks_over_streamable_http() {
     let root_dir = crate::common::tempdir().unwrap();
     skills(root_dir.path());
     let out = crate::common::marks_dir();
-    let server =
-        TestServer::start_with_auth(options(vec![root(root_dir.path(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(root_dir.path(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     let env = [
         (
             "SKILLD_TEST_MARKER",
@@ -119,7 +126,7 @@ async fn skills_over_stdio() {
         &root_dir.path().display().to_string(),
         &data.path().display().to_string(),
     ];
-    let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
+    let args: Vec<&str> = args.iter().map(std::convert::AsRef::as_ref).collect();
     python(&args, &[]).await;
 }
 
@@ -140,7 +147,7 @@ async fn the_local_user_decides_in_their_client() {
         &data.path().display().to_string(),
         &out.path().join("stamps").display().to_string(),
     ];
-    let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
+    let args: Vec<&str> = args.iter().map(std::convert::AsRef::as_ref).collect();
     python(&args, &[]).await;
 }
 
@@ -160,7 +167,12 @@ async fn a_marked_token_decides_in_its_client_and_load_skill_loads() {
     let data = crate::common::tempdir().unwrap();
     let store = crate::common::test_store(data.path()).await;
     let opts = options(vec![root(root_dir.path(), Trust::Bundled)]);
-    let server = TestServer::launch_with_auth(opts, settings, store, data, tokens()).await;
+    let server = TestServer::builder(opts)
+        .settings(settings)
+        .store(store, data)
+        .auth(tokens())
+        .start()
+        .await;
     let env = [(
         "SKILLD_TEST_MARKER",
         out.path().join("stamps").display().to_string(),

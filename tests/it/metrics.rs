@@ -59,7 +59,7 @@ fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 
 #[tokio::test]
 async fn metrics_are_prometheus_text_with_help_and_type() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     // The first scrape of a process may come before any request was counted.
     reqwest::get(server.url("/healthz")).await.unwrap();
     let text = scrape(&server).await;
@@ -87,7 +87,7 @@ async fn metrics_are_prometheus_text_with_help_and_type() {
 
 #[tokio::test]
 async fn requests_are_counted_by_route_template_and_status() {
-    let server = TestServer::start(corpus_options()).await;
+    let server = TestServer::builder(corpus_options()).start().await;
     let ok = [("method", "GET"), ("route", "/skills"), ("status", "200")];
     let missing_skill = [("method", "GET"), ("route", "/skills/{skill}"), ("status", "404")];
     let unmatched = [("method", "GET"), ("route", "unmatched"), ("status", "404")];
@@ -188,7 +188,9 @@ async fn runs_are_counted_by_tool_and_status_timed_and_in_flight() {
     let marks = crate::common::marks_dir();
     let release = marks.path().join("release");
     probe_skill(skills.path(), &release);
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .start()
+        .await;
 
     for _ in 0..2 {
         assert_eq!(invoke(&server, "metrics_probe_ok").await["success"], true);

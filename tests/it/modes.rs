@@ -7,7 +7,7 @@
 //! stdio (`skilld mcp --mode`) and `skilld run --mode`.
 
 use crate::cli::skilld;
-use crate::common::{TestServer, options, root, tempdir, write_file};
+use crate::common::{TestServer, assert_exit, options, root, tempdir, write_file};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::io::{BufRead, BufReader, Write};
@@ -66,7 +66,9 @@ async fn recorded(server: &TestServer) -> (usize, usize) {
 async fn http_calls_in_another_mode_are_refused_before_anything_happens() {
     let dir = tempdir().unwrap();
     skills(dir.path());
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
     let listed = server.get_json("/tools?mode=Dev").await;
     assert_eq!(tool_names(&listed), ["lint_code", "what_time"]);
 
@@ -160,13 +162,10 @@ fn initialize() -> Value {
 /// event stream.
 async fn answer_of(res: reqwest::Response, id: u64) -> Value {
     let text = res.text().await.unwrap();
-    let messages: Vec<Value> = text
+    let answer = text
         .lines()
         .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .collect();
-    let answer = messages
-        .into_iter()
         .find(|m| m["id"] == id)
         .unwrap_or_else(|| panic!("no answer to {id} in {text}"));
     answer
@@ -196,7 +195,9 @@ fn assert_refused_for_mode(result: &Value, mode: &str) {
 async fn mcp_over_http_takes_the_mode_from_the_url_or_the_call() {
     let dir = tempdir().unwrap();
     skills(dir.path());
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
 
     let mut dev = McpHttp::open(&server.url("/mcp?mode=Dev")).await;
     let listed = dev.request("tools/list", json!({})).await;
@@ -237,7 +238,8 @@ async fn mcp_over_http_takes_the_mode_from_the_url_or_the_call() {
 /// `skilld mcp` on stdio: newline-delimited JSON-RPC.
 pub(crate) struct McpStdio {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once the session is ended.
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next: u64,
 }
@@ -263,7 +265,7 @@ impl McpStdio {
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut mcp = Self {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             next: 0,
         };
@@ -274,8 +276,9 @@ impl McpStdio {
     }
 
     fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
     }
 
     fn answer(&mut self, id: u64) -> Value {
@@ -300,10 +303,22 @@ impl McpStdio {
     }
 }
 
+impl McpStdio {
+    /// Ends the session as a client does, closing skilld's input, and
+    /// waits for it to stop: on its way out it commits the run log.
+    fn end(mut self) {
+        self.stdin = None;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(std::time::Instant::now() < deadline, "skilld mcp did not stop");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for McpStdio {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::kill(&mut self.child);
     }
 }
 
@@ -344,7 +359,7 @@ async fn mcp_over_stdio_takes_the_mode_from_its_flag_or_the_call() {
     assert_refused_for_mode(&called, "Meeting");
     let called = mcp.request("tools/call", json!({"name": "lint_code"}));
     assert_eq!(text_of(&called), "lint_code\n", "{called}");
-    drop(mcp);
+    mcp.end();
     assert_eq!(
         runs_in(data.path()).await,
         [("lint_code".to_owned(), "succeeded".to_owned())]
@@ -377,14 +392,44 @@ async fn skilld_run_refuses_a_tool_of_another_mode() {
     assert!(runs_in(data.path()).await.is_empty(), "nothing was recorded");
 
     let out = run("Meeting");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, "");
     assert_eq!(
         runs_in(data.path()).await,
         [("take_notes".to_owned(), "succeeded".to_owned())]
     );
+}
+
+/// `tools/list` is made once per catalog and mode and kept: each mode
+/// still gets its own tools, case aside, and modes no tool names share one
+/// kept list, so a caller cannot grow the cache by making modes up.
+#[tokio::test]
+async fn listed_tools_are_kept_per_mode_and_made_up_modes_share_one() {
+    let dir = tempdir().unwrap();
+    skills(dir.path());
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
+    let mut expected = vec![
+        ("/mcp?mode=Dev", vec!["lint_code", "what_time"]),
+        ("/mcp?mode=dev", vec!["lint_code", "what_time"]),
+        ("/mcp", vec!["lint_code", "take_notes", "what_time"]),
+        ("/mcp", vec!["lint_code", "take_notes", "what_time"]),
+    ];
+    for n in 0..20 {
+        expected.push((
+            if n % 2 == 0 {
+                "/mcp?mode=Nope"
+            } else {
+                "/mcp?mode=Other"
+            },
+            vec!["what_time"],
+        ));
+    }
+    for (path, tools) in expected {
+        let mut session = McpHttp::open(&server.url(path)).await;
+        let listed = session.request("tools/list", json!({})).await;
+        assert_eq!(tool_names(&listed), tools, "{path}");
+    }
+    let kept = format!("{:?}", server.catalog.current().derived);
+    assert_eq!(kept.matches("tools/list").count(), 3, "{kept}");
 }

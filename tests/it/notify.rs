@@ -94,8 +94,8 @@ async fn server_with(
     stamp_skill(dir.path());
     let opts = options(vec![root(dir.path(), Trust::Bundled)]);
     let server = match url {
-        Some(url) => TestServer::start_on(opts, url).await,
-        None => TestServer::start(opts).await,
+        Some(url) => TestServer::builder(opts).database(url).start().await,
+        None => TestServer::builder(opts).start().await,
     };
     let notifier = notifier(&server, targets, "instance-a");
     (server, notifier, dir)
@@ -317,7 +317,10 @@ async fn two_instances_deliver_each_event_once() {
         let receiver = Receiver::start(vec![]).await;
         let targets = vec![target(&receiver.url, NotifyConfig::default())];
         let (a, _on_a, dir) = server_with(targets.clone(), Some(&url)).await;
-        let b = TestServer::start_on(options(vec![root(dir.path(), Trust::Bundled)]), &url).await;
+        let b = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+            .database(&url)
+            .start()
+            .await;
         let _on_b = notifier(&b, targets, "instance-b");
         let mut held = Vec::new();
         for _ in 0..3 {

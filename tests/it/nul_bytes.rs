@@ -3,7 +3,7 @@
 //! a clear answer or recorded as U+FFFD, the same on both backends, and
 //! never a 500 or a run left unrecorded.
 
-use crate::common::{TestServer, options, root, stamp_skill, tempdir, write_file};
+use crate::common::{Api, TestServer, options, root, stamp_skill, tempdir, write_tree};
 use crate::store::on_postgres;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
@@ -12,29 +12,27 @@ use std::path::Path;
 /// `nul`: two read-only script tools, one printing NUL bytes and one
 /// printing JSON that holds `\u0000` in a key and a value.
 fn nul_skill(dir: &Path) {
-    write_file(
-        &dir.join("nul/SKILL.md"),
-        "---\nname: nul\nversion: 1.0.0\ndescription: Prints NUL bytes.\nread_only: true\n---\n\nPrints NULs.\n",
-    );
-    write_file(
-        &dir.join("nul/scripts/bytes.sh"),
-        "#!/bin/sh\n# Prints two NUL bytes.\nprintf 'a\\000b\\000'\n",
-    );
-    write_file(
-        &dir.join("nul/scripts/json.sh"),
-        "#!/bin/sh\n# Prints JSON holding NUL escapes.\nprintf '{\"k\\\\u0000\": [\"x\\\\u0000\"]}'\n",
+    write_tree(
+        dir,
+        &[
+            (
+                "nul/SKILL.md",
+                "---\nname: nul\nversion: 1.0.0\ndescription: Prints NUL bytes.\nread_only: true\n---\n\nPrints NULs.\n",
+            ),
+            (
+                "nul/scripts/bytes.sh",
+                "#!/bin/sh\n# Prints two NUL bytes.\nprintf 'a\\000b\\000'\n",
+            ),
+            (
+                "nul/scripts/json.sh",
+                "#!/bin/sh\n# Prints JSON holding NUL escapes.\nprintf '{\"k\\\\u0000\": [\"x\\\\u0000\"]}'\n",
+            ),
+        ],
     );
 }
 
 async fn post(server: &TestServer, path: &str, body: Value) -> (u16, Value) {
-    let res = server
-        .person()
-        .post(server.url(path))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
+    Api::of(server).post(path, body).await
 }
 
 async fn every_side(server: &TestServer, skills: &Path) {
@@ -95,7 +93,10 @@ fn skills() -> tempfile::TempDir {
 #[tokio::test]
 async fn nul_bytes_on_sqlite() {
     let dir = skills();
-    let server = TestServer::start_allowed(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     every_side(&server, dir.path()).await;
 }
 
@@ -103,8 +104,11 @@ async fn nul_bytes_on_sqlite() {
 async fn nul_bytes_on_postgres() {
     on_postgres(|url| async move {
         let dir = skills();
-        let server = TestServer::start_on(options(vec![root(dir.path(), Trust::User)]), &url).await;
-        server.allow_every_tool().await;
+        let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+            .database(&url)
+            .allowed()
+            .start()
+            .await;
         every_side(&server, dir.path()).await;
     })
     .await;

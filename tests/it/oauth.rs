@@ -78,8 +78,7 @@ struct Provider {
 
 impl Drop for Provider {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::kill(&mut self.child);
     }
 }
 
@@ -550,13 +549,12 @@ async fn a_rotated_key_is_followed_and_unknown_keys_do_not_hammer_the_issuer() {
     // (Forging reads the JWKS too.)
     let forged = provider.forge(&new).await;
     let jwks_before = provider.stats().await["jwks"].as_u64().unwrap();
-    let unknown: Vec<String> = forged["unknown"]
+    let unknown = forged["unknown"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| t.as_str().unwrap().to_owned())
-        .collect();
-    let floods = unknown.into_iter().flat_map(|token| {
+        .map(|t| t.as_str().unwrap().to_owned());
+    let floods = unknown.flat_map(|token| {
         let (a, b) = (server.clone(), server.clone());
         let token2 = token.clone();
         [

@@ -28,7 +28,10 @@ fn stats_schema() -> Value {
 async fn server() -> (TestServer, tempfile::TempDir) {
     let skills = tempdir().unwrap();
     copy_tree(&corpus_dir().join("outputs"), skills.path());
-    let server = TestServer::start_allowed(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .allowed()
+        .start()
+        .await;
     (server, skills)
 }
 

@@ -8,7 +8,7 @@
 //! install` takes its tokens from the environment.
 
 use crate::cli::{serve, skilld, stop};
-use crate::common::{TestServer, greet_skill, options, root, stamp_skill, tempdir, write_file};
+use crate::common::{TestServer, assert_exit, greet_skill, options, root, stamp_skill, tempdir, write_file};
 use crate::modes::McpStdio;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
@@ -40,12 +40,7 @@ async fn check_and_serve_agree_on_what_two_roots_serve() {
         .arg(second.path())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, "");
     let checked: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(checked["skills"], 3, "{checked}");
     let shadowed: Vec<&Value> = checked["diagnostics"]
@@ -100,7 +95,9 @@ async fn a_skills_detail_carries_its_metadata() {
         "metadata:\n  owner: platform-team\n  revision: 7\n  internal: true\n",
     );
     small_skill(dir.path(), "plain", "");
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .start()
+        .await;
     let detail = server.get_json("/skills/tagged").await;
     assert_eq!(
         detail["metadata"],
@@ -114,10 +111,11 @@ async fn a_skills_detail_carries_its_metadata() {
 async fn a_skill_of_another_root_has_no_versions_rather_than_a_forbidden_route() {
     let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
     greet_skill(user.path());
-    let server = TestServer::start(options(vec![
+    let server = TestServer::builder(options(vec![
         root(user.path(), Trust::User),
         crate::install::installed_root(installed.path()),
     ]))
+    .start()
     .await;
     let person = server.person();
     let res = person
@@ -176,7 +174,10 @@ async fn a_backend_the_sandbox_user_cannot_read_says_why() {
         private.path().join("keeper/main.py"),
     )
     .unwrap();
-    let server = TestServer::start_allowed(options(vec![root(private.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(private.path(), Trust::Bundled)]))
+        .allowed()
+        .start()
+        .await;
     let catalog = server.catalog.current();
     let said: Vec<String> = catalog
         .diagnostics
@@ -259,7 +260,9 @@ async fn skilld_mcp_says_where_a_held_call_is_decided_and_whether_anyone_can() {
 async fn an_unknown_format_is_explained_in_our_words() {
     let dir = tempdir().unwrap();
     greet_skill(dir.path());
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .start()
+        .await;
     for (query, expected) in [
         (
             "/tools?format=xml",
@@ -328,16 +331,14 @@ async fn skilld_install_takes_its_tokens_from_the_environment() {
     let auth = |name: &str, role, secret| {
         Auth::new(vec![Token::with_secret(name, role, secret, "test").unwrap()]).unwrap()
     };
-    let source = TestServer::start_with_auth(
-        options(vec![root(user.path(), Trust::User)]),
-        auth("reader", Role::Read, reader),
-    )
-    .await;
-    let target = TestServer::start_with_auth(
-        options(vec![crate::install::installed_root(installed.path())]),
-        auth("ops", Role::Admin, admin),
-    )
-    .await;
+    let source = TestServer::builder(options(vec![root(user.path(), Trust::User)]))
+        .auth(auth("reader", Role::Read, reader))
+        .start()
+        .await;
+    let target = TestServer::builder(options(vec![crate::install::installed_root(installed.path())]))
+        .auth(auth("ops", Role::Admin, admin))
+        .start()
+        .await;
     let install = |env: Vec<(&'static str, &'static str)>| {
         let mut cmd = skilld();
         cmd.args(["install", &source.url("/skills/greet"), "--to", &target.url("")])
@@ -359,12 +360,7 @@ async fn skilld_install_takes_its_tokens_from_the_environment() {
     .await
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, &format!("{stdout} "));
     assert!(stdout.starts_with("greet@1.0.0 ready "), "{stdout}");
     let res = reqwest::Client::new()
         .get(target.url("/skills/greet"))

@@ -92,7 +92,9 @@ async fn a_plain_skill_with_a_package_json_runs_once_its_dependencies_are_prepar
             ("package.json", &package),
         ],
     );
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .start()
+        .await;
 
     // The first load found them missing: said so, and calls wait.
     let found = waiting(&server, "numbers").await;
@@ -146,7 +148,9 @@ async fn a_plain_skill_with_a_requirements_txt_runs_with_its_virtualenv() {
             ("requirements.txt", "idna==3.7\n"),
         ],
     );
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .start()
+        .await;
     until_ready(&server, "sixer").await;
     let (status, envelope) = server.invoke("sixer_idna_version", json!({})).await;
     assert_eq!(status, 200, "{envelope}");
@@ -214,7 +218,9 @@ async fn a_dependency_an_upload_could_not_have_is_refused_and_nothing_installs()
             ),
         ],
     );
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .start()
+        .await;
     for (name, line) in [
         ("builder", "requirements.txt line 2"),
         ("fetcher", "package.json line 1"),
@@ -276,7 +282,9 @@ async fn a_preparation_that_fails_says_why_and_is_not_retried_at_each_load() {
     );
     assert_eq!(out.status.code(), Some(0), "{stdout}");
 
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .start()
+        .await;
     let deadline = Instant::now() + Duration::from_secs(300);
     let message = loop {
         let found = waiting(&server, "missing").await;

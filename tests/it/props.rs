@@ -574,7 +574,7 @@ proptest! {
         let t = template(&pre, "{{v}}", &post);
         let argv = t.render(&args_with(json!(value))).unwrap();
         let mut want: Vec<String> = pre.iter().map(|w| rendered_context(w)).collect();
-        want.push(value.clone());
+        want.push(value);
         want.extend(post.iter().map(|w| rendered_context(w)));
         prop_assert_eq!(argv, want);
     }
@@ -597,7 +597,7 @@ proptest! {
         );
         // With a literal `--` somewhere before it: passed through as is.
         if let Some(at) = dd_at {
-            let mut pre = pre.clone();
+            let mut pre = pre;
             pre.insert(at.min(pre.len()), "--".to_owned());
             let argv = template(&pre, "{{v}}", &post).render(&args_with(v)).unwrap();
             let mut want: Vec<String> = pre.iter().map(|w| rendered_context(w)).collect();
@@ -694,15 +694,15 @@ proptest! {
         prop_assert_eq!(segments.len(), 3);
         prop_assert_eq!(segments[0], "items");
         prop_assert_eq!(segments[2], "raw");
-        prop_assert_eq!(decode(segments[1]), p.clone());
+        prop_assert_eq!(decode(segments[1]), p);
         prop_assert!(segments[1] != "." && segments[1] != "..");
         let params: Vec<&str> = query.split('&').collect();
         prop_assert_eq!(params.len(), 2);
         prop_assert_eq!(params[1], "n=5");
         let value = params[0].strip_prefix("q=").unwrap();
         prop_assert!(!value.contains('='));
-        prop_assert_eq!(decode(value), q.clone());
-        prop_assert_eq!(decode(fragment), f.clone());
+        prop_assert_eq!(decode(value), q);
+        prop_assert_eq!(decode(fragment), f);
     }
 
     /// Seed 000 §3.4: in a URL's query, each missing value takes its own

@@ -231,7 +231,7 @@ async fn generated_python_client_works() {
         root(bundled_dir(), Trust::Bundled),
         root(fixtures.path(), Trust::Bundled),
     ];
-    let server = TestServer::start_with_auth(options(roots), tokens()).await;
+    let server = TestServer::builder(options(roots)).auth(tokens()).start().await;
     let (marker, pythonpath) = (marker.display().to_string(), tmp.path().display().to_string());
     let env = [
         ("SKILLD_TEST_AGENT", AGENT),

@@ -31,15 +31,21 @@ async fn the_run_log_survives_a_restart_on_postgres() {
         let work = crate::common::marks_dir();
         let marker = work.path().join("one");
         let id = {
-            let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &url).await;
-            server.allow_every_tool().await;
+            let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+                .database(&url)
+                .allowed()
+                .start()
+                .await;
             let (status, env) = server.invoke("touch_marker", json!({"path": marker})).await;
             assert_eq!((status, env["success"].as_bool()), (200, Some(true)), "{env}");
             env["run_id"].as_str().unwrap().to_owned()
         };
         assert!(marker.exists());
-        let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &url).await;
-        server.allow_every_tool().await;
+        let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+            .database(&url)
+            .allowed()
+            .start()
+            .await;
         let run: Value = reqwest::get(server.url(&format!("/runs/{id}")))
             .await
             .unwrap()
@@ -98,8 +104,11 @@ async fn an_unreachable_store_fails_closed() {
         let skills = crate::common::tempdir().unwrap();
         touch_skill(skills.path());
         let work = crate::common::marks_dir();
-        let server = TestServer::start_on(options(vec![root(skills.path(), Trust::User)]), &proxied).await;
-        server.allow_every_tool().await;
+        let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+            .database(&proxied)
+            .allowed()
+            .start()
+            .await;
         let (status, _) = server
             .invoke("touch_marker", json!({"path": work.path().join("before")}))
             .await;

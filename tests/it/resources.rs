@@ -2,7 +2,7 @@
 //! the CPU controller, and a private, size-bounded `/tmp` that an
 //! entrypoint may write.
 
-use crate::common::{TestServer, options, root};
+use crate::common::{Api, TestServer, options, root};
 use serde_json::{Value, json};
 use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
@@ -19,9 +19,11 @@ fn entrypoint(dir: &Path, name: &str, front: &str, main: &str) {
 }
 
 async fn server(dir: &Path) -> TestServer {
-    let server = TestServer::start_with(options(vec![root(dir, Trust::User)]), RunSettings::default()).await;
-    server.allow_every_tool().await;
-    server
+    TestServer::builder(options(vec![root(dir, Trust::User)]))
+        .settings(RunSettings::default())
+        .allowed()
+        .start()
+        .await
 }
 
 /// The envelope of a call that must succeed.
@@ -44,7 +46,7 @@ async fn resources_cpu_bounds_the_run() {
     let skills = crate::common::tempdir().unwrap();
     entrypoint(skills.path(), "sipper", "resources:\n  cpu: \"0.1\"\n", SPIN);
     let server = server(skills.path()).await;
-    let cpu = server.invoker.sandbox.report(true).cpu;
+    let cpu = server.invoker.sandbox().report(true).cpu;
     if cpu == "unavailable" {
         assert!(std::env::var_os("CI").is_none(), "CI hosts have a CPU controller");
         eprintln!("skipped: no CPU controller here");
@@ -55,15 +57,9 @@ async fn resources_cpu_bounds_the_run() {
         ready["sandbox"]["cpu"].as_str().unwrap().starts_with("enforced"),
         "{ready}"
     );
-    let dry: Value = reqwest::Client::new()
-        .post(server.url("/tools/sipper/invoke?dry_run=true"))
-        .json(&json!({"arguments": {}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let dry: Value = Api::anonymous(&server)
+        .post_value("/tools/sipper/invoke?dry_run=true", json!({"arguments": {}}))
+        .await;
     assert_eq!(dry["sandbox"]["cpu_max"], 0.1, "{dry}");
     let envelope = run(&server, "sipper").await;
     let used = envelope["parsed"]["cpu"].as_f64().unwrap();
@@ -110,7 +106,7 @@ async fn an_entrypoint_gets_a_private_bounded_tmp() {
     let skills = crate::common::tempdir().unwrap();
     entrypoint(skills.path(), "tmp-user", "", TMP_USER);
     let server = std::sync::Arc::new(server(skills.path()).await);
-    if server.invoker.sandbox.report(true).mounts != "enforced" {
+    if server.invoker.sandbox().report(true).mounts != "enforced" {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI hosts have the runs' mount namespace"

@@ -71,7 +71,12 @@ async fn fixture_on(store: Arc<dyn Store>, data: tempfile::TempDir) -> Fixture {
     let dir = crate::common::tempdir().unwrap();
     skills(dir.path());
     let opts = options(vec![root(dir.path(), Trust::Bundled)]);
-    let server = TestServer::launch_with_auth(opts, RunSettings::default(), store, data, tokens()).await;
+    let server = TestServer::builder(opts)
+        .settings(RunSettings::default())
+        .store(store, data)
+        .auth(tokens())
+        .start()
+        .await;
     Fixture {
         server,
         skills: dir,
@@ -244,7 +249,9 @@ async fn a_retry_after_the_skill_changed_files_a_new_request() {
 async fn a_held_call_retried_over_mcp_joins_its_request() {
     let dir = crate::common::tempdir().unwrap();
     skills(dir.path());
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
     let out = crate::common::marks_dir();
     let file = out.path().join("m").display().to_string();
     let mut mcp = crate::modes::McpHttp::open(&server.url("/mcp")).await;

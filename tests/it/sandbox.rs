@@ -27,9 +27,11 @@ fn is_root() -> bool {
 }
 
 async fn server(dir: &Path, trust: Trust, settings: RunSettings) -> TestServer {
-    let server = TestServer::start_with(options(vec![root(dir, trust)]), settings).await;
-    server.allow_every_tool().await;
-    server
+    TestServer::builder(options(vec![root(dir, trust)]))
+        .settings(settings)
+        .allowed()
+        .start()
+        .await
 }
 
 /// Against `skilld serve` itself, with tokens in its environment and its
@@ -119,7 +121,7 @@ async fn a_process_that_leaves_its_group_dies_with_the_run() {
     let skills = crate::common::tempdir().unwrap();
     shell_skill(skills.path(), "leave", "");
     let server = server(skills.path(), Trust::User, RunSettings::default()).await;
-    let kills = server.invoker.sandbox.report(true).kill;
+    let kills = server.invoker.sandbox().report(true).kill;
     if kills != "cgroup" {
         assert!(std::env::var_os("CI").is_none(), "CI hosts have cgroup.kill");
         eprintln!("skipped: no cgroup.kill here ({kills})");
@@ -151,7 +153,7 @@ async fn a_fork_bomb_and_a_memory_hog_hit_the_runs_limits() {
     settings.sandbox.pids_max = 32;
     settings.sandbox.memory_max = 64 * 1024 * 1024;
     let server = server(skills.path(), Trust::User, settings).await;
-    let report = server.invoker.sandbox.report(true);
+    let report = server.invoker.sandbox().report(true);
     if report.pids == "unavailable" || report.memory == "rlimit" {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -258,16 +260,15 @@ async fn sandbox_off_still_confines_untrusted_skills_and_says_so() {
     shell_skill(untrusted.path(), "stranger", "");
     let mut settings = RunSettings::default();
     settings.sandbox.level = skilld::sandbox::Level::Off;
-    let server = TestServer::start_with(
-        options(vec![
-            root(user.path(), Trust::User),
-            root(untrusted.path(), Trust::Untrusted),
-        ]),
-        settings,
-    )
+    let server = TestServer::builder(options(vec![
+        root(user.path(), Trust::User),
+        root(untrusted.path(), Trust::Untrusted),
+    ]))
+    .settings(settings)
+    .allowed()
+    .start()
     .await;
-    server.allow_every_tool().await;
-    let data = server.invoker.settings.data_dir.display().to_string();
+    let data = server.invoker.settings().data_dir.display().to_string();
     let peek = format!("ls '{data}' >/dev/null 2>&1 && echo listed || echo denied");
     let env = run(&server, "trusted_probe", &peek).await;
     assert_eq!(env["output"], "listed\n", "{env}");

@@ -3,6 +3,7 @@
 //! and changes nothing.
 
 use crate::cli::skilld;
+use crate::common::assert_exit;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Output;
@@ -95,12 +96,7 @@ fn every_dialect_checks_clean_and_runs() {
     ];
     for (dialect, name, _, _, _) in &cases {
         let out = new(parent.path(), name, dialect);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{dialect}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_exit(&out, 0, &format!("{dialect}: "));
         let made = parent.path().join(name);
         assert_eq!(
             String::from_utf8(out.stdout).unwrap(),
@@ -149,12 +145,7 @@ fn markdown_in_the_current_directory_by_default() {
         .current_dir(parent.path())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, "");
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "./notes\n");
     assert_eq!(entries(&parent.path().join("notes")), ["SKILL.md"]);
     let text = std::fs::read_to_string(parent.path().join("notes/SKILL.md")).unwrap();

@@ -8,7 +8,7 @@
 //! the missing value still goes (`--limit={{limit}}`). Each through a real
 //! server: its dry run's argv, and a real call.
 
-use crate::common::{TestServer, options, root, write_file};
+use crate::common::{Api, TestServer, options, root, write_file};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;
@@ -32,13 +32,10 @@ fn skill(dir: &Path, name: &str, front: &str, command: &str) {
 }
 
 async fn call(server: &TestServer, tool: &str, query: &str, arguments: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(server.url(&format!("/tools/{tool}/invoke{query}")))
-        .json(&json!({ "arguments": arguments }))
-        .send()
+    let path = format!("/tools/{tool}/invoke{query}");
+    Api::anonymous(server)
+        .post(&path, json!({ "arguments": arguments }))
         .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
 }
 
 async fn argv(server: &TestServer, tool: &str, arguments: Value) -> Value {
@@ -85,7 +82,9 @@ async fn the_seeds_url_keeps_its_query_without_the_missing_pair() {
         "network: true\n",
         &format!(r#"curl -s "http://127.0.0.1:{port}/search?q={{{{query}}}}&n={{{{limit}}}}""#),
     );
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
 
     assert_eq!(
         argv(&server, "search", json!({"query": "rust lang", "limit": 5})).await,
@@ -125,7 +124,9 @@ async fn a_word_with_a_value_given_is_refused_not_dropped() {
         "",
         "echo https://api.com/{{limit}}/items?q={{query}}",
     );
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
 
     // A word that holds only the missing value still goes.
     assert_eq!(

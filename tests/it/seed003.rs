@@ -5,7 +5,7 @@
 //! seed's defaults, or the config's, with the memory bounding the run's
 //! cgroup rather than its address space (under which Node cannot start).
 
-use crate::common::{TestServer, options, root, tempdir, write_file};
+use crate::common::{Api, TestServer, options, root, tempdir, write_file};
 use crate::install::{installed_root, upload, zip_of};
 use serde_json::{Value, json};
 use skilld::catalog::CatalogOptions;
@@ -150,7 +150,7 @@ async fn an_image_off_the_allowlist_is_refused_at_lint_load_and_install() {
         root(skills.path(), Trust::User),
         installed_root(installed.path()),
     ]);
-    let server = TestServer::start(opts).await;
+    let server = TestServer::builder(opts).start().await;
     let diagnostics = server.get_json("/diagnostics").await;
     assert_eq!(
         codes_of(&diagnostics, "miner"),
@@ -194,7 +194,7 @@ async fn an_image_off_the_allowlist_is_refused_at_lint_load_and_install() {
         "node:20-slim".to_owned(),
         "evil/*".to_owned(),
     ];
-    let allowing = TestServer::start(opts).await;
+    let allowing = TestServer::builder(opts).start().await;
     let diagnostics = allowing.get_json("/diagnostics").await;
     assert_eq!(
         codes_of(&diagnostics, "miner"),
@@ -221,15 +221,12 @@ async fn detail(server: &TestServer, skill: &str) -> (u64, Value) {
 }
 
 async fn dry_run(server: &TestServer, tool: &str) -> Value {
-    reqwest::Client::new()
-        .post(server.url(&format!("/tools/{tool}/invoke?dry_run=true")))
-        .json(&json!({"arguments": {}}))
-        .send()
+    Api::anonymous(server)
+        .post_value(
+            &format!("/tools/{tool}/invoke?dry_run=true"),
+            json!({"arguments": {}}),
+        )
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 fn defaults_skills(dir: &Path) {
@@ -254,7 +251,10 @@ async fn entrypoint_defaults_apply_unless_the_skill_or_the_config_says_otherwise
     const MIB: u64 = 1024 * 1024;
     let skills = tempdir().unwrap();
     defaults_skills(skills.path());
-    let server = TestServer::start_allowed(options_for(skills.path())).await;
+    let server = TestServer::builder(options_for(skills.path()))
+        .allowed()
+        .start()
+        .await;
 
     // Seed 003's defaults where the skill says nothing, its own values
     // where it does; other dialects keep theirs.
@@ -274,7 +274,7 @@ async fn entrypoint_defaults_apply_unless_the_skill_or_the_config_says_otherwise
     assert_eq!(server.get_json("/tools/plain_node").await["timeout_secs"], 120);
 
     // The default memory bounds the cgroup, where there is one.
-    let report = server.invoker.sandbox.report(true);
+    let report = server.invoker.sandbox().report(true);
     let dry = dry_run(&server, "plain_node").await;
     assert_eq!(dry["timeout_secs"], 120, "{dry}");
     if report.memory != "rlimit" {
@@ -309,7 +309,7 @@ async fn entrypoint_defaults_apply_unless_the_skill_or_the_config_says_otherwise
     opts.rules.entrypoint.timeout_secs = 90;
     opts.rules.entrypoint.memory_bytes = Some(128 * MIB);
     opts.rules.entrypoint.cpu = Some(2.0);
-    let configured = TestServer::start(opts).await;
+    let configured = TestServer::builder(opts).start().await;
     assert_eq!(
         detail(&configured, "plain-node").await,
         (90, json!({"memory_bytes": 128 * MIB, "cpu": 2.0}))

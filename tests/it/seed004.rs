@@ -5,7 +5,7 @@
 //! example loads and executes, and `/skills`, `/skill` and `/plan` behave
 //! as defined.
 
-use crate::common::{TestServer, copy_tree, corpus_dir, options, root, write_file};
+use crate::common::{Api, TestServer, copy_tree, corpus_dir, options, root, write_file, write_tree};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;
@@ -41,49 +41,50 @@ fn seed_root(dir: &Path) {
     // §6, one each: no SKILL.md, invalid YAML, tool_dispatch without
     // command_tool, a command_tool no skill has, a command that is a
     // built-in, and each eligibility condition failing.
-    write_file(&dir.join("no-definition/assets/readme.txt"), "not a skill\n");
-    write_file(
-        &dir.join("bad-yaml/SKILL.md"),
-        "---\nsummary: [unclosed\ncommand: bad\n---\n\n# Bad\n",
-    );
-    write_file(
-        &dir.join("no-tool/SKILL.md"),
-        "---\nsummary: Dispatches nothing.\ninvocation_mode: tool_dispatch\ncommand: notool\n---\n\n# No tool\n",
-    );
-    write_file(
-        &dir.join("ghost-tool/SKILL.md"),
-        "---\nsummary: Dispatches a ghost.\ninvocation_mode: tool_dispatch\ncommand: ghost\ncommand_tool: no_such_tool\n---\n\n# Ghost\n",
-    );
-    write_file(
-        &dir.join("takes-builtin/SKILL.md"),
-        "---\nsummary: Takes a built-in.\ncommand: skills\n---\n\n# Takes /skills\n",
-    );
-    write_file(
-        &dir.join("windows-only/SKILL.md"),
-        "---\nsummary: Windows only.\ncommand: win\neligibility:\n  os: [win32]\n---\n\n# Windows\n",
-    );
-    write_file(
-        &dir.join("needs-env/SKILL.md"),
-        "---\nsummary: Needs a variable.\neligibility:\n  env: [SKILLD_SEED004_NEVER_SET]\n---\n\n# Env\n",
-    );
-    write_file(
-        &dir.join("needs-binary/SKILL.md"),
-        "---\nsummary: Needs a program.\neligibility:\n  binaries: [skilld-seed004-no-such-program]\n---\n\n# Binary\n",
+    write_tree(
+        dir,
+        &[
+            ("no-definition/assets/readme.txt", "not a skill\n"),
+            (
+                "bad-yaml/SKILL.md",
+                "---\nsummary: [unclosed\ncommand: bad\n---\n\n# Bad\n",
+            ),
+            (
+                "no-tool/SKILL.md",
+                "---\nsummary: Dispatches nothing.\ninvocation_mode: tool_dispatch\ncommand: notool\n---\n\n# No tool\n",
+            ),
+            (
+                "ghost-tool/SKILL.md",
+                "---\nsummary: Dispatches a ghost.\ninvocation_mode: tool_dispatch\ncommand: ghost\ncommand_tool: no_such_tool\n---\n\n# Ghost\n",
+            ),
+            (
+                "takes-builtin/SKILL.md",
+                "---\nsummary: Takes a built-in.\ncommand: skills\n---\n\n# Takes /skills\n",
+            ),
+            (
+                "windows-only/SKILL.md",
+                "---\nsummary: Windows only.\ncommand: win\neligibility:\n  os: [win32]\n---\n\n# Windows\n",
+            ),
+            (
+                "needs-env/SKILL.md",
+                "---\nsummary: Needs a variable.\neligibility:\n  env: [SKILLD_SEED004_NEVER_SET]\n---\n\n# Env\n",
+            ),
+            (
+                "needs-binary/SKILL.md",
+                "---\nsummary: Needs a program.\neligibility:\n  binaries: [skilld-seed004-no-such-program]\n---\n\n# Binary\n",
+            ),
+        ],
     );
 }
 
 async fn start(dir: &Path) -> TestServer {
-    TestServer::start(options(vec![root(dir, Trust::Bundled)])).await
+    TestServer::builder(options(vec![root(dir, Trust::Bundled)]))
+        .start()
+        .await
 }
 
 async fn command(server: &TestServer, path: &str, body: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(server.url(path))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
+    Api::anonymous(server).post(path, body).await
 }
 
 fn names(list: &Value) -> Vec<&str> {

@@ -14,14 +14,7 @@ struct Server {
 impl Server {
     fn start(skills: &Path) -> Self {
         let data = crate::common::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skilld"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
-            .arg(data.path())
-            .arg("--skills")
-            .arg(format!("bundled={}", skills.display()))
-            .env("SKILLD_LOG", "warn")
-            .env_remove("SKILLD_DATABASE_URL")
-            .stdout(Stdio::piped())
+        let mut child = crate::common::serve_command(data.path(), skills)
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -81,11 +74,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+        crate::common::terminate(&mut self.child);
     }
 }
 
@@ -202,4 +191,27 @@ async fn two_hundred_concurrent_calls_leave_no_zombie_or_descriptor() {
         fds_second <= fds_first,
         "descriptors grew from {fds_first} to {fds_second}:\n{targets_first:?}\n{targets_second:?}"
     );
+}
+
+/// A supervisor that signals as soon as the server says it is listening
+/// (or right after its first answer) finds the handlers in place: the
+/// server stops cleanly rather than dying of the signal's default action.
+#[tokio::test]
+async fn a_sigterm_right_after_the_announcement_stops_cleanly() {
+    let skills = crate::common::tempdir().unwrap();
+    skill(skills.path(), "echoer", "echo_json", "printf '{}'");
+    for round in 0..6 {
+        let mut server = Server::start(skills.path());
+        if round % 2 == 1 {
+            let ready = reqwest::get(format!("{}/healthz", server.url)).await.unwrap();
+            assert_eq!(ready.status(), 200);
+        }
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(server.child.id().to_string())
+            .status()
+            .unwrap();
+        let status = server.child.wait().unwrap();
+        assert!(status.success(), "round {round}: {status}");
+    }
 }

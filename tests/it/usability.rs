@@ -37,7 +37,9 @@ async fn problem(res: reqwest::Response) -> (u16, Value) {
 
 #[tokio::test]
 async fn the_root_leads_to_the_docs_and_unknown_routes_name_the_path() {
-    let server = TestServer::start(options(vec![root(bundled_dir(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(bundled_dir(), Trust::Bundled)]))
+        .start()
+        .await;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -62,8 +64,10 @@ async fn the_root_leads_to_the_docs_and_unknown_routes_name_the_path() {
 async fn an_unknown_query_parameter_is_refused_by_name_and_nothing_runs() {
     let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path());
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let marker = skills.path().join("ran");
     let client = reqwest::Client::new();
     let body = json!({"arguments": {"path": marker}});
@@ -106,7 +110,9 @@ async fn an_unknown_query_parameter_is_refused_by_name_and_nothing_runs() {
 
 #[tokio::test]
 async fn bodies_of_the_wrong_shape_are_explained_by_field() {
-    let server = TestServer::start(options(vec![root(bundled_dir(), Trust::Bundled)])).await;
+    let server = TestServer::builder(options(vec![root(bundled_dir(), Trust::Bundled)]))
+        .start()
+        .await;
     // The person, who may decide approvals.
     let client = server.person();
     let detail = |path: String, body: &'static str| {
@@ -148,8 +154,10 @@ async fn bodies_of_the_wrong_shape_are_explained_by_field() {
 async fn a_run_records_its_request_id_and_starts_after_it_was_created() {
     let skills = crate::common::tempdir().unwrap();
     mark_skill(skills.path());
-    let server = TestServer::start(options(vec![root(skills.path(), Trust::User)])).await;
-    server.allow_every_tool().await;
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
+        .allowed()
+        .start()
+        .await;
     let client = reqwest::Client::new();
     let body = json!({"arguments": {"path": skills.path().join("ran")}});
     let res = client

@@ -4,7 +4,7 @@
 //! crypto provider every other client in the process would then need) or
 //! a Unix socket; rmcp keeps the protocol, this only moves the bytes.
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use http_body_util::{BodyExt, Full, Limited};
@@ -31,7 +31,6 @@ const MAX_STANDALONE: usize = 64 * 1024 * 1024;
 /// The most of an error's body kept to say what went wrong.
 const MAX_ERROR: usize = 2048;
 
-type Connector = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
 type Error = StreamableHttpError<HttpError>;
 
 /// What failed below the protocol.
@@ -44,19 +43,13 @@ pub enum HttpError {
 /// A Streamable HTTP client.
 #[derive(Clone)]
 pub(super) struct HyperClient {
-    client: hyper_util::client::legacy::Client<Connector, Full<Bytes>>,
+    client: hyper_util::client::legacy::Client<crate::https::Connector, Full<Bytes>>,
 }
 
 impl HyperClient {
     pub fn new() -> Result<Self, String> {
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("cannot load the system's TLS roots: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .build();
         let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https);
+            crate::https::client().map_err(|e| format!("cannot load the system's TLS roots: {e}"))?;
         Ok(Self { client })
     }
 

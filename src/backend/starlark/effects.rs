@@ -10,7 +10,7 @@ use super::bounds::Bounds;
 use crate::runner::{Spec, child_env};
 use crate::sandbox::Request;
 use anyhow::{anyhow, bail};
-use axum::body::Bytes;
+use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use serde_json::{Value, json};
 use std::cell::OnceCell;
@@ -361,14 +361,7 @@ fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
 }
 
 async fn get(uri: hyper::Uri) -> Result<(u16, String), String> {
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())
-        .map_err(|e| e.to_string())?
-        .https_or_http()
-        .enable_http1()
-        .build();
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, Empty<Bytes>>(https);
+    let client = crate::https::client::<Empty<Bytes>>().map_err(|e| e.to_string())?;
     let request = hyper::Request::get(uri)
         .header(
             hyper::header::USER_AGENT,

@@ -2,7 +2,7 @@
 //! template that passes `skilld check` cleanly and whose tool runs, with
 //! comments telling its author what to edit next.
 
-use super::names::{NameCheck, check_name, fit_name};
+use crate::skill::names::{NameCheck, check_name, fit_name};
 use std::path::{Path, PathBuf};
 
 /// The dialect of a new skill (`docs/skills.md`, "Which dialect?").

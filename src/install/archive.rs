@@ -152,7 +152,7 @@ mod tests {
         assert_eq!(one, two);
         let mut zip = zip::ZipArchive::new(Cursor::new(one)).unwrap();
         let names: Vec<String> = zip.file_names().map(|n| n.unwrap().into_owned()).collect();
-        let mut sorted = names.clone();
+        let mut sorted = names;
         sorted.sort();
         assert_eq!(sorted, [".hidden", "SKILL.md", "scripts/run.sh"]);
         assert_eq!(zip.by_name("scripts/run.sh").unwrap().unix_mode(), Some(0o100755));

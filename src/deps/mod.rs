@@ -3,7 +3,8 @@
 //! version-control source or an installer option would make the installer
 //! build local code, read other files or fetch from other hosts; each is
 //! refused with the file, the line and why, before any installer runs.
-//! The same check feeds the review scanner ([`super::review`]).
+//! The same check feeds the admin's review scanner (`install::review`)
+//! and the loader; it imports nothing of skilld's, so any layer may use it.
 
 mod npm;
 mod pip;

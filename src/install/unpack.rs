@@ -152,7 +152,7 @@ fn check_entry<R: Read>(
 ) -> Result<Entry, UnpackError> {
     let raw = file
         .name()
-        .map(|n| n.into_owned())
+        .map(std::borrow::Cow::into_owned)
         .unwrap_or_else(|_| format!("entry {index}"));
     let path = safe_path(&raw).ok_or_else(|| UnpackError::UnsafePath(raw.clone()))?;
     if file.encrypted() {

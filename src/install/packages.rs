@@ -2,7 +2,7 @@
 //! call time: `requirements.txt` into a virtualenv, `package.json` into a
 //! `node_modules`, both under the version's `env/`.
 //!
-//! What may be asked for is checked first ([`crate::skill::deps`]):
+//! What may be asked for is checked first ([`crate::deps`]):
 //! packages of the index or the registry by name and version, never a
 //! path, a URL, a VCS source or an option. No package's own code runs
 //! while installing: pip takes wheels only (`--only-binary=:all:`) and npm
@@ -18,10 +18,10 @@
 //! ([`super::handback`]), so no later run can change its dependencies.
 
 use super::handback;
+use crate::deps::{self as allowed, DEFAULT_NPM_REGISTRY};
 use crate::runner::{self, Limits, Spec};
 use crate::sandbox::{Request, Sandbox};
 use crate::skill::Trust;
-use crate::skill::deps::{self as allowed, DEFAULT_NPM_REGISTRY};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

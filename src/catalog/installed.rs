@@ -14,7 +14,7 @@
 //! not in the run log's database: the files are on this machine's disk,
 //! and several instances sharing one PostgreSQL each have their own.
 
-use super::trust::Trust;
+use crate::trust::Trust;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -28,8 +28,8 @@ pub const STAGING: &str = ".staging";
 /// The bounded output of a version's dependency installer.
 pub const INSTALL_LOG: &str = "install.log";
 /// A version's dependencies, outside its files so its hash stays the
-/// archive's.
-pub const ENV_DIR: &str = "env";
+/// archive's. The loader finds them there itself, so the name lives with it.
+pub use crate::skill::prepared::ENV_DIR;
 
 /// Where a version stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -149,17 +149,13 @@ pub fn skill_dir(root: &Path, name: &str, version: &str) -> PathBuf {
     version_dir(root, name, version).join(name)
 }
 
-/// The dependencies installed for the version whose skill directory is
-/// `skill_dir`, when it has some.
-pub fn deps_of(skill_dir: &Path) -> Option<PathBuf> {
-    let env = skill_dir.parent()?.join(ENV_DIR);
-    env.is_dir().then_some(env)
-}
-
 /// Whether `name` can name an installed skill: a skill name, so it is one
 /// path component and never `..` (routes hand it in from URLs).
 pub fn is_installable_name(name: &str) -> bool {
-    !matches!(super::names::check_name(name), super::names::NameCheck::Invalid)
+    !matches!(
+        crate::skill::names::check_name(name),
+        crate::skill::names::NameCheck::Invalid
+    )
 }
 
 /// The state of skill `name`; `None` when it was never installed (or

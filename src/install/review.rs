@@ -3,12 +3,12 @@
 //! running decoded payloads, reading credentials, writing outside the
 //! skill, hiding code in encoded blobs), and network use the skill did not
 //! declare; and dependency files that ask for more than registry
-//! packages by name and version ([`super::deps`]).
+//! packages by name and version ([`crate::deps`]).
 //!
 //! It reads line by line and tells an admin where to look; it proves
 //! nothing safe. A pattern spread over several lines goes unseen.
 
-use super::deps;
+use crate::deps;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -162,7 +162,7 @@ fn sorted_entries(dir: &Path) -> io::Result<Vec<(String, PathBuf, std::fs::FileT
 
 /// The file's text, or `None` when it is too large or not UTF-8.
 fn read_text(path: &Path) -> io::Result<Option<String>> {
-    let bytes = super::files::read_limited(path, MAX_FILE_BYTES)?;
+    let bytes = crate::skill::files::read_limited(path, MAX_FILE_BYTES)?;
     Ok(bytes.and_then(|b| String::from_utf8(b).ok()))
 }
 

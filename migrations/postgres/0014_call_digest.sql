@@ -1,0 +1,12 @@
+-- a held call's retry looks for the caller's pending request of the same
+-- call. 0011's index gave it every pending request of the caller's tool,
+-- each compared in rust; the digest of the call (caller, skill, tool, skill
+-- hash, mode and canonical arguments; see SameCall::digest) makes it one
+-- index look-up, as on sqlite.
+alter table approvals add column call_digest text;
+create index approvals_pending_call on approvals (call_digest, created_at, id) where status = 'pending';
+-- requests recorded before this have no digest (sql cannot compute it) and
+-- are still found the old way, in an index of only those: it empties as
+-- they are decided or expire.
+create index approvals_pending_undigested on approvals (requested_by, skill, tool, skill_hash, mode, created_at, id)
+    where status = 'pending' and call_digest is null;
