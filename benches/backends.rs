@@ -22,7 +22,7 @@
 
 use serde_json::{Value, json};
 use skilld::AppState;
-use skilld::catalog::CatalogHandle;
+use skilld::catalog::{Catalog, CatalogHandle};
 use skilld::invoke::{Invoker, RunSettings};
 use std::path::Path;
 use std::sync::Arc;
@@ -246,13 +246,14 @@ async fn sequential_rate(client: &reqwest::Client, url: &str, n: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-async fn bench(root: &Path) {
-    let data = tempfile::tempdir().expect("data dir");
-    let url = format!("sqlite://{}", data.path().join("skilld.db").display());
+/// Serves the skills under `root` on a loopback port, the run log in
+/// `data`; where it listens, and the catalog as it loaded.
+async fn start_server(root: &Path, data: &Path) -> (std::net::SocketAddr, Arc<Catalog>) {
+    let url = format!("sqlite://{}", data.join("skilld.db").display());
     let store = skilld::store::connect(&url).await.expect("run log");
     let settings = RunSettings {
-        workspace: data.path().to_path_buf(),
-        data_dir: data.path().to_path_buf(),
+        workspace: data.to_path_buf(),
+        data_dir: data.to_path_buf(),
         max_concurrent_per_tool: 16,
         starlark_host: Some(env!("CARGO_BIN_EXE_skilld").into()),
         ..RunSettings::default()
@@ -265,7 +266,6 @@ async fn bench(root: &Path) {
             .expect("catalog"),
     );
     let current = catalog.current();
-    let starlark = current.skill("bench-star").is_some();
     assert!(current.skill("bench-proc").is_some(), "{:?}", current.diagnostics);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -286,50 +286,85 @@ async fn bench(root: &Path) {
         std::future::pending(),
         Duration::from_secs(1),
     ));
-    let echo = format!("http://{addr}/tools/bench_echo/invoke");
-    let wait = Arc::new(format!("http://{addr}/tools/bench_wait/invoke"));
-    let value = format!("http://{addr}/tools/bench_value/invoke");
-    let floor = format!("http://{addr}/healthz");
-    let http = client();
-    let mut direct = Direct::start(&root.join("bench-proc/child.py")).await;
+    (addr, current)
+}
 
-    for _ in 0..WARMUP {
-        direct.call().await;
-        post(&http, &echo).await;
-        get(&http, &floor).await;
-        if starlark {
-            post(&http, &value).await;
+/// The c=1 sides: the child over its pipes, and the server over HTTP.
+struct Sides {
+    http: reqwest::Client,
+    direct: Direct,
+    /// The process tool that answers at once.
+    echo: String,
+    /// `GET /healthz`, HTTP's own floor.
+    floor: String,
+    /// The Starlark value tool, where Starlark loaded.
+    value: Option<String>,
+}
+
+impl Sides {
+    /// One call of each side in turn, so drift hits every side alike.
+    async fn call_each(&mut self, times: &mut Times) {
+        times.base.push(self.direct.call().await);
+        times.proc_http.push(post(&self.http, &self.echo).await);
+        times.floor.push(get(&self.http, &self.floor).await);
+        if let Some(value) = &self.value {
+            times.star.push(post(&self.http, value).await);
         }
     }
-    if !starlark {
-        println!("starlark: not loaded ({:?})", current.diagnostics);
-    }
+}
+
+/// [`TABLE_ROUNDS`] rounds of [`CALLS`] calls per side, each round in
+/// [`ROUNDS`] blocks and printed on its own.
+async fn c1_rounds(sides: &mut Sides) {
     println!("== c=1, {TABLE_ROUNDS} rounds of {CALLS} calls each, interleaved in {ROUNDS} blocks ==");
     for round in 0..TABLE_ROUNDS {
         let mut times = Times::default();
         for _ in 0..ROUNDS {
             for _ in 0..CALLS / ROUNDS {
-                times.base.push(direct.call().await);
-                times.proc_http.push(post(&http, &echo).await);
-                times.floor.push(get(&http, &floor).await);
-                if starlark {
-                    times.star.push(post(&http, &value).await);
-                }
+                sides.call_each(&mut times).await;
             }
         }
         times.print(round);
     }
+}
 
-    let echo = Arc::new(echo);
+/// Throughput at c=8 against c=1, for a tool that answers at once and
+/// one that waits 2 ms, so skilld's multiplexing shows.
+async fn concurrency(http: &reqwest::Client, echo: Arc<String>, wait: Arc<String>) {
     for (label, url) in [("answers at once", echo), ("waits 2 ms", wait)] {
         throughput(url.clone(), 4 * WORKERS).await;
-        let one = sequential_rate(&http, &url, 400).await;
+        let one = sequential_rate(http, &url, 400).await;
         let eight = throughput(url.clone(), 1600).await;
         println!(
             "== {label}: c=1 {one:.0} calls/s, c={WORKERS} {eight:.0} calls/s, x{:.2} ==",
             eight / one
         );
     }
+}
+
+async fn bench(root: &Path) {
+    let data = tempfile::tempdir().expect("data dir");
+    let (addr, catalog) = start_server(root, data.path()).await;
+    let starlark = catalog.skill("bench-star").is_some();
+    let tool = |name: &str| format!("http://{addr}/tools/{name}/invoke");
+    let mut sides = Sides {
+        http: client(),
+        direct: Direct::start(&root.join("bench-proc/child.py")).await,
+        echo: tool("bench_echo"),
+        floor: format!("http://{addr}/healthz"),
+        value: starlark.then(|| tool("bench_value")),
+    };
+    // Warm-up: the same calls as a round, their times thrown away.
+    let mut warm = Times::default();
+    for _ in 0..WARMUP {
+        sides.call_each(&mut warm).await;
+    }
+    if !starlark {
+        println!("starlark: not loaded ({:?})", catalog.diagnostics);
+    }
+    c1_rounds(&mut sides).await;
+    let echo = Arc::new(sides.echo.clone());
+    concurrency(&sides.http, echo, Arc::new(tool("bench_wait"))).await;
 }
 
 fn main() {

@@ -120,14 +120,12 @@ where
     }
 }
 
-async fn run(secs: u64) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let root = tmp.path().join("skills");
-    write_skill(&root);
-    let catalog = Arc::new(CatalogHandle::new(CatalogOptions {
+/// The catalog of the soak skill under `root`.
+fn catalog(root: &Path) -> Arc<CatalogHandle> {
+    Arc::new(CatalogHandle::new(CatalogOptions {
         roots: vec![Root {
             name: "soak".into(),
-            path: root.clone(),
+            path: root.to_path_buf(),
             trust: Trust::Bundled,
             explicit: true,
             installed: false,
@@ -136,23 +134,30 @@ async fn run(secs: u64) {
         runtimes: Runtimes::default(),
         launcher: None,
         rules: Default::default(),
-    }));
-    let (url, wal) = match std::env::var("SKILLD_BENCH_POSTGRES_URL") {
+    }))
+}
+
+/// The run log's URL: `SKILLD_BENCH_POSTGRES_URL`, or SQLite in `dir`,
+/// whose WAL file each window reports.
+fn run_log(dir: &Path) -> (String, Option<PathBuf>) {
+    match std::env::var("SKILLD_BENCH_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => (url, None),
         _ => {
-            let db = tmp.path().join("skilld.db");
+            let db = dir.join("skilld.db");
             (
                 format!("sqlite://{}", db.display()),
-                Some(tmp.path().join("skilld.db-wal")),
+                Some(dir.join("skilld.db-wal")),
             )
         }
-    };
-    let store = skilld::store::connect(&url).await.expect("run log");
-    println!("run log: {}", store.backend());
+    }
+}
+
+/// The default settings in `dir`, with room for every worker's call.
+fn run_settings(dir: &Path) -> RunSettings {
     let defaults = RunSettings::default();
-    let settings = RunSettings {
-        workspace: tmp.path().to_path_buf(),
-        data_dir: tmp.path().to_path_buf(),
+    RunSettings {
+        workspace: dir.to_path_buf(),
+        data_dir: dir.to_path_buf(),
         // Runs' scratch directories elsewhere (a tmpfs, say), to tell
         // their filesystem's cost from the run log's.
         scratch_dir: std::env::var_os("SKILLD_SOAK_SCRATCH")
@@ -161,31 +166,51 @@ async fn run(secs: u64) {
         max_concurrent: defaults.max_concurrent.max(16),
         max_concurrent_per_tool: defaults.max_concurrent_per_tool.max(16),
         ..defaults
-    };
-    let invoker = Arc::new(Invoker::new(store, settings));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let state = AppState {
-        installer: skilld::install::Installer::shared(&catalog, &invoker),
-        catalog,
-        invoker,
-        auth: Default::default(),
-        limits: skilld::http::ServerLimits::default(),
-        web: Arc::new(skilld::http::guard::WebGuard {
-            loopback_only: true,
-            allowed_origins: Vec::new(),
-        }),
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(skilld::serve(
-        state,
-        listener,
-        async {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(1),
-    ));
+    }
+}
 
+/// The in-process server on a loopback port.
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn start(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let state = AppState {
+            installer: skilld::install::Installer::shared(&catalog, &invoker),
+            catalog,
+            invoker,
+            auth: Default::default(),
+            limits: skilld::http::ServerLimits::default(),
+            web: Arc::new(skilld::http::guard::WebGuard {
+                loopback_only: true,
+                allowed_origins: Vec::new(),
+            }),
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(skilld::serve(
+            state,
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(1),
+        ));
+        Self { addr, stop, task }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("server").expect("serve");
+    }
+}
+
+/// The baseline: a bare spawn of `true`, for two windows.
+async fn soak_baseline() {
     soak(
         "baseline: spawn `true` from tokio",
         WINDOW.as_secs() * 2,
@@ -199,6 +224,10 @@ async fn run(secs: u64) {
         },
     )
     .await;
+}
+
+/// `true` through the server for `secs`, each call checked.
+async fn soak_http(addr: std::net::SocketAddr, secs: u64, wal: Option<PathBuf>) {
     let url = Arc::new(format!("http://{addr}/tools/soak_true/invoke"));
     let client = reqwest::Client::builder().no_proxy().build().expect("client");
     soak(
@@ -222,8 +251,21 @@ async fn run(secs: u64) {
         },
     )
     .await;
-    let _ = stop.send(());
-    server.await.expect("server").expect("serve");
+}
+
+async fn run(secs: u64) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("skills");
+    write_skill(&root);
+    let catalog = catalog(&root);
+    let (url, wal) = run_log(tmp.path());
+    let store = skilld::store::connect(&url).await.expect("run log");
+    println!("run log: {}", store.backend());
+    let invoker = Arc::new(Invoker::new(store, run_settings(tmp.path())));
+    let server = Server::start(catalog, invoker).await;
+    soak_baseline().await;
+    soak_http(server.addr, secs, wal).await;
+    server.stop().await;
 }
 
 fn main() {
