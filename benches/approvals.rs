@@ -387,7 +387,18 @@ async fn scale(root: &Path, database_url: &str, n: usize) -> Scale {
         history: Vec::new(),
         runs_wait: Duration::ZERO,
     };
-    for i in 0..n {
+    hold(client, base, &mut f).await;
+    read_inbox(client, base, &mut f).await;
+    let approved = drain(client, base, &mut f).await;
+    f.runs_wait = await_runs(client, base, &approved).await;
+    page_history(client, base, &mut f).await;
+    server.stop().await;
+    f
+}
+
+/// Holds `f.n` calls, each with its own arguments.
+async fn hold(client: &reqwest::Client, base: &str, f: &mut Scale) {
+    for i in 0..f.n {
         let start = Instant::now();
         let res = client
             .post(format!("{base}/tools/bench_ask_n/invoke"))
@@ -400,6 +411,12 @@ async fn scale(root: &Path, database_url: &str, n: usize) -> Scale {
         f.hold.push(start.elapsed());
         assert_eq!(status, 202, "call {i}: {body}");
     }
+}
+
+/// With every call pending: the first page, the inbox's snapshot, and
+/// walks through all of it.
+async fn read_inbox(client: &reqwest::Client, base: &str, f: &mut Scale) {
+    let n = f.n;
     let first = n.min(PAGE);
     for _ in 0..30 {
         let start = Instant::now();
@@ -424,8 +441,11 @@ async fn scale(root: &Path, database_url: &str, n: usize) -> Scale {
         walk(client, base, n, &mut f.walk_pages).await;
         f.walk.push(start.elapsed());
     }
+}
 
-    // Drain as a person would: the oldest page, each decided, the next.
+/// Drains as a person would: the oldest page, each decided (approve and
+/// deny in turn), the next. The runs approved.
+async fn drain(client: &reqwest::Client, base: &str, f: &mut Scale) -> Vec<String> {
     let mut approved = Vec::new();
     let mut decided = 0;
     let drain = Instant::now();
@@ -440,25 +460,7 @@ async fn scale(root: &Path, database_url: &str, n: usize) -> Scale {
         for a in page {
             let approve = decided % 2 == 0;
             let id = a["id"].as_str().expect("approval id");
-            let start = Instant::now();
-            let res = client
-                .post(format!(
-                    "{base}/approvals/{id}/{}",
-                    if approve { "approve" } else { "deny" }
-                ))
-                .json(&json!({"scope": "once"}))
-                .send()
-                .await
-                .expect("decide");
-            let status = res.status();
-            let body: Value = res.json().await.expect("approval");
-            f.decide.push(start.elapsed());
-            assert_eq!(status, 200, "{body}");
-            assert_eq!(
-                body["status"],
-                if approve { "approved" } else { "denied" },
-                "{body}"
-            );
+            f.decide.push(decide(client, base, id, approve).await);
             if approve {
                 approved.push(a["run_id"].as_str().expect("run id").to_owned());
             }
@@ -466,15 +468,46 @@ async fn scale(root: &Path, database_url: &str, n: usize) -> Scale {
         }
     }
     f.drain_wall = drain.elapsed();
-    assert_eq!(decided, n, "every held call decided");
+    assert_eq!(decided, f.n, "every held call decided");
+    approved
+}
 
+/// Approves or denies one request; how long its 200 took.
+async fn decide(client: &reqwest::Client, base: &str, id: &str, approve: bool) -> Duration {
     let start = Instant::now();
-    for run in &approved {
+    let res = client
+        .post(format!(
+            "{base}/approvals/{id}/{}",
+            if approve { "approve" } else { "deny" }
+        ))
+        .json(&json!({"scope": "once"}))
+        .send()
+        .await
+        .expect("decide");
+    let status = res.status();
+    let body: Value = res.json().await.expect("approval");
+    let took = start.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["status"],
+        if approve { "approved" } else { "denied" },
+        "{body}"
+    );
+    took
+}
+
+/// Until every approved run has succeeded; how long that took.
+async fn await_runs(client: &reqwest::Client, base: &str, approved: &[String]) -> Duration {
+    let start = Instant::now();
+    for run in approved {
         let run = get_json(client, &format!("{base}/runs/{run}?wait=60")).await;
         assert_eq!(run["status"], "succeeded", "{run}");
     }
-    f.runs_wait = start.elapsed();
+    start.elapsed()
+}
 
+/// Every decision, through `GET /approvals/history` page by page.
+async fn page_history(client: &reqwest::Client, base: &str, f: &mut Scale) {
     let mut cursor: Option<String> = None;
     let mut seen = 0;
     loop {
@@ -491,9 +524,7 @@ async fn scale(root: &Path, database_url: &str, n: usize) -> Scale {
             None => break,
         }
     }
-    assert_eq!(seen, n, "every decision in the history");
-    server.stop().await;
-    f
+    assert_eq!(seen, f.n, "every decision in the history");
 }
 
 fn report_scale(backend: &str, mut base: Scale, mut big: Scale) {

@@ -499,22 +499,36 @@ async fn concurrent(leg: Arc<Leg>, n: usize) -> Result<Figures, String> {
 /// Measures the rows of one upstream and prints its table.
 async fn measure(title: &str, mut rows: Vec<Row>) {
     let http = client();
+    warm_up(&http, &mut rows).await;
+    sequential(&http, &mut rows).await;
     for row in &mut rows {
+        concurrent_row(row).await;
+    }
+    print_table(title, &rows);
+}
+
+/// `WARMUP` calls per leg; a leg that fails here is not measured.
+async fn warm_up(http: &reqwest::Client, rows: &mut [Row]) {
+    for row in rows {
         if let Ok(leg) = &row.leg {
             for _ in 0..WARMUP {
-                if let Err(e) = leg.call(&http).await {
+                if let Err(e) = leg.call(http).await {
                     row.leg = Err(format!("warm-up failed: {e}"));
                     break;
                 }
             }
         }
     }
+}
+
+/// The c=1 calls: the legs take turns in rounds, so drift hits them alike.
+async fn sequential(http: &reqwest::Client, rows: &mut [Row]) {
     for _ in 0..ROUNDS {
-        for row in &mut rows {
+        for row in rows.iter_mut() {
             let Ok(leg) = row.leg.clone() else { continue };
             let start = Instant::now();
             for _ in 0..N_SEQ / ROUNDS {
-                match leg.call(&http).await {
+                match leg.call(http).await {
                     Ok(d) => row.seq.push(d),
                     Err(e) => {
                         row.leg = Err(e);
@@ -525,32 +539,35 @@ async fn measure(title: &str, mut rows: Vec<Row>) {
             row.seq_wall += start.elapsed();
         }
     }
-    for row in &mut rows {
-        let Ok(leg) = row.leg.clone() else { continue };
-        row.c1 = figures(
-            std::mem::take(&mut row.seq),
-            row.seq_wall,
-            N_SEQ / ROUNDS * ROUNDS,
-        );
-        // A short warm-up of the 8 connections first.
-        match concurrent(leg.clone(), WORKERS * 4).await {
-            Ok(_) => {}
-            Err(e) => {
-                row.leg = Err(e);
-                continue;
-            }
-        }
-        match concurrent(leg, N_CONC).await {
-            Ok(f) => row.c8 = f,
-            Err(e) => row.leg = Err(e),
-        }
+}
+
+/// One row's c=1 figures, then its c=8 run (the leg alone).
+async fn concurrent_row(row: &mut Row) {
+    let Ok(leg) = row.leg.clone() else { return };
+    row.c1 = figures(
+        std::mem::take(&mut row.seq),
+        row.seq_wall,
+        N_SEQ / ROUNDS * ROUNDS,
+    );
+    // A short warm-up of the 8 connections first.
+    if let Err(e) = concurrent(leg.clone(), WORKERS * 4).await {
+        row.leg = Err(e);
+        return;
     }
+    match concurrent(leg, N_CONC).await {
+        Ok(f) => row.c8 = f,
+        Err(e) => row.leg = Err(e),
+    }
+}
+
+/// The table, then skilld against the goals.
+fn print_table(title: &str, rows: &[Row]) {
     println!("\n== {title} ==");
     println!(
         "{:<44} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}",
         "", "c=1 med", "p99", "calls/s", "c=8 med", "p99", "calls/s"
     );
-    for row in &rows {
+    for row in rows {
         match &row.leg {
             Ok(_) => println!(
                 "{:<44} {:>6.3} ms {:>6.3} ms {:>9.0} | {:>6.3} ms {:>6.3} ms {:>9.0}",
@@ -781,66 +798,88 @@ async fn bench() {
         );
     }
     let (base, catalog) = start_skilld(&root, &data).await;
+    let gateway = Gateway {
+        base: &base,
+        catalog: &catalog,
+        mcpo: &mcpo,
+    };
 
-    // Through upstream.py over Streamable HTTP.
     match &upstream {
-        Ok((_, url)) => {
-            let direct = DirectHttp::connect(url).await.map(|d| Leg::Http(Arc::new(d)));
-            let skilld = skilld_leg(&catalog, &base, "bench-http", "text").await;
-            let via_mcpo = match &mcpo {
-                Ok(bin) => start_mcpo(bin, "streamable-http", &[url]).await,
-                Err(e) => Err(e.clone()),
-            };
-            let mcpo_leg = via_mcpo
-                .as_ref()
-                .map(|(_, u)| Leg::Mcpo(u.clone(), json!({"text": TEXT}), TEXT))
-                .map_err(Clone::clone);
-            let rows = vec![
-                row("direct: its Streamable HTTP (baseline)", direct),
-                row("skilld: POST /skills/bench-http/…/invoke", skilld),
-                row("mcpo: POST /echo", mcpo_leg),
-                row(
-                    "floor: skilld GET /healthz",
-                    Ok(Leg::Floor(format!("{base}/healthz"))),
-                ),
-            ];
-            measure("upstream.py http, echo", rows).await;
-            drop(via_mcpo);
-        }
+        Ok((_, url)) => bench_http(&gateway, url).await,
         Err(e) => println!("\n== upstream.py http, echo ==\nskipped: {e}"),
     }
-
-    // Through server-everything on stdio.
     match &everything {
-        Ok(js) => {
-            let js_s = js.to_str().expect("UTF-8 path");
-            let direct = DirectStdio::start(Path::new("node"), &[js_s, "stdio"])
-                .await
-                .map(|d| Leg::Stdio(Arc::new(d), "message", "Echo: bench"));
-            let skilld = skilld_leg(&catalog, &base, "bench-stdio", "message").await;
-            let via_mcpo = match &mcpo {
-                Ok(bin) => start_mcpo(bin, "stdio", &["node", js_s, "stdio"]).await,
-                Err(e) => Err(e.clone()),
-            };
-            let mcpo_leg = via_mcpo
-                .as_ref()
-                .map(|(_, u)| Leg::Mcpo(u.clone(), json!({"message": TEXT}), "Echo: bench"))
-                .map_err(Clone::clone);
-            let rows = vec![
-                row("direct: its pipes (baseline)", direct),
-                row("skilld: POST /skills/bench-stdio/…/invoke", skilld),
-                row("mcpo: POST /echo", mcpo_leg),
-                row(
-                    "floor: skilld GET /healthz",
-                    Ok(Leg::Floor(format!("{base}/healthz"))),
-                ),
-            ];
-            measure("server-everything stdio, echo", rows).await;
-            drop(via_mcpo);
-        }
+        Ok(js) => bench_stdio(&gateway, js).await,
         Err(e) => println!("\n== server-everything stdio, echo ==\nskipped: {e}"),
     }
     drop(upstream);
+}
+
+/// What each upstream's legs go through: skilld as started, and mcpo's
+/// program (or why there is none).
+struct Gateway<'a> {
+    base: &'a str,
+    catalog: &'a CatalogHandle,
+    mcpo: &'a Result<PathBuf, String>,
+}
+
+impl Gateway<'_> {
+    /// skilld's `GET /healthz`: the HTTP floor of both tables.
+    fn floor(&self) -> Row {
+        row(
+            "floor: skilld GET /healthz",
+            Ok(Leg::Floor(format!("{}/healthz", self.base))),
+        )
+    }
+}
+
+/// Through upstream.py over Streamable HTTP.
+async fn bench_http(gateway: &Gateway<'_>, url: &str) {
+    let direct = DirectHttp::connect(url).await.map(|d| Leg::Http(Arc::new(d)));
+    let skilld = skilld_leg(gateway.catalog, gateway.base, "bench-http", "text").await;
+    let via_mcpo = match gateway.mcpo {
+        Ok(bin) => start_mcpo(bin, "streamable-http", &[url]).await,
+        Err(e) => Err(e.clone()),
+    };
+    let mcpo_leg = via_mcpo
+        .as_ref()
+        .map(|(_, u)| Leg::Mcpo(u.clone(), json!({"text": TEXT}), TEXT))
+        .map_err(Clone::clone);
+    let rows = vec![
+        row("direct: its Streamable HTTP (baseline)", direct),
+        row("skilld: POST /skills/bench-http/…/invoke", skilld),
+        row("mcpo: POST /echo", mcpo_leg),
+        gateway.floor(),
+    ];
+    measure("upstream.py http, echo", rows).await;
+    // mcpo serves until its table is measured.
+    drop(via_mcpo);
+}
+
+/// Through server-everything on stdio.
+async fn bench_stdio(gateway: &Gateway<'_>, js: &Path) {
+    let js_s = js.to_str().expect("UTF-8 path");
+    let direct = DirectStdio::start(Path::new("node"), &[js_s, "stdio"])
+        .await
+        .map(|d| Leg::Stdio(Arc::new(d), "message", "Echo: bench"));
+    let skilld = skilld_leg(gateway.catalog, gateway.base, "bench-stdio", "message").await;
+    let via_mcpo = match gateway.mcpo {
+        Ok(bin) => start_mcpo(bin, "stdio", &["node", js_s, "stdio"]).await,
+        Err(e) => Err(e.clone()),
+    };
+    let mcpo_leg = via_mcpo
+        .as_ref()
+        .map(|(_, u)| Leg::Mcpo(u.clone(), json!({"message": TEXT}), "Echo: bench"))
+        .map_err(Clone::clone);
+    let rows = vec![
+        row("direct: its pipes (baseline)", direct),
+        row("skilld: POST /skills/bench-stdio/…/invoke", skilld),
+        row("mcpo: POST /echo", mcpo_leg),
+        gateway.floor(),
+    ];
+    measure("server-everything stdio, echo", rows).await;
+    // mcpo serves until its table is measured.
+    drop(via_mcpo);
 }
 
 fn main() {

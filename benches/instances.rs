@@ -182,9 +182,37 @@ async fn run(n: usize, secs: u64, url: &str, admin: &mut sqlx::PgConnection, roo
     recreate(admin).await;
     let db = with_database(url, DATABASE);
     let tmp = tempfile::tempdir().expect("tempdir");
+    let servers = start_instances(n, &db, root, tmp.path()).await;
+    let load = Load::start(&servers);
+    tokio::time::sleep(WARMUP).await;
+
+    let pids: Vec<u32> = servers.iter().map(server::Skilld::pid).collect();
+    let before = Sample::take(&pids, admin).await;
+    let start = Instant::now();
+    load.measuring.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    load.stop.store(true, Ordering::Relaxed);
+    let wall = start.elapsed();
+    let after = Sample::take(&pids, admin).await;
+    let counted = load.finish(n).await;
+
+    let calls = counted.latencies.len();
+    let (instances, recorded) = recorded_runs(&db, calls).await;
+    drop(servers);
+    assert_eq!(instances, n, "succeeded runs from every instance");
+    assert!(
+        recorded as usize >= calls,
+        "{recorded} succeeded runs recorded for {calls} calls counted"
+    );
+    figures(counted, &before, &after, wall)
+}
+
+/// `n` instances of `skilld serve` on the database `db`, each with its own
+/// name and data directory under `tmp`, ready.
+async fn start_instances(n: usize, db: &str, root: &Path, tmp: &Path) -> Vec<server::Skilld> {
     // Bundled: a read-only tool runs without asking anyone.
     let root_s = format!("bundled={}", root.display());
-    let config = tmp.path().join("skilld.toml");
+    let config = tmp.join("skilld.toml");
     std::fs::write(
         &config,
         "max_concurrent_runs = 64\nmax_concurrent_runs_per_tool = 64\nqueue_timeout_secs = 60\n",
@@ -193,7 +221,7 @@ async fn run(n: usize, secs: u64, url: &str, admin: &mut sqlx::PgConnection, roo
     let config_s = config.display().to_string();
     let mut servers = Vec::new();
     for i in 0..n {
-        let data = tmp.path().join(format!("data-{i}"));
+        let data = tmp.join(format!("data-{i}"));
         std::fs::create_dir_all(&data).expect("data dir");
         let data_s = data.display().to_string();
         let name = format!("bench-{i}");
@@ -203,7 +231,7 @@ async fn run(n: usize, secs: u64, url: &str, admin: &mut sqlx::PgConnection, roo
                 "--config",
                 &config_s,
                 "--database",
-                &db,
+                db,
                 "--instance",
                 &name,
                 "--skills",
@@ -214,96 +242,156 @@ async fn run(n: usize, secs: u64, url: &str, admin: &mut sqlx::PgConnection, roo
                 &data_s,
                 "--no-watch",
             ],
-            &tmp.path().join(format!("skilld-{i}.log")),
+            &tmp.join(format!("skilld-{i}.log")),
         ));
     }
     let probe = reqwest::Client::builder().no_proxy().build().expect("client");
     for s in &servers {
         s.ready(&probe, 1, Duration::from_secs(60)).await;
     }
+    servers
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let measuring = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for (i, s) in servers.iter().enumerate() {
-        for _ in 0..PER_INSTANCE {
-            let url = format!("{}/tools/bench_true/invoke", s.base);
-            let (stop, measuring) = (stop.clone(), measuring.clone());
-            workers.push(tokio::spawn(async move {
-                let http = reqwest::Client::builder()
-                    .pool_max_idle_per_host(1)
-                    .no_proxy()
-                    .build()
-                    .expect("client");
-                let mut took = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    let start = Instant::now();
-                    let res = http
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .body(r#"{"arguments": {}}"#)
-                        .send()
-                        .await
-                        .expect("invoke");
-                    let status = res.status();
-                    let body = res.bytes().await.expect("body");
-                    let d = start.elapsed();
-                    let ok = status == 200
-                        && serde_json::from_slice::<Value>(&body).is_ok_and(|v| v["success"] == true);
-                    assert!(ok, "{status} {}", String::from_utf8_lossy(&body));
-                    if measuring.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
-                        took.push(d);
-                    }
-                }
-                (i, took)
-            }));
+/// The load generator: `PER_INSTANCE` workers per instance, calling until
+/// `stop`, keeping the latencies only while `measuring`.
+struct Load {
+    stop: Arc<AtomicBool>,
+    measuring: Arc<AtomicBool>,
+    workers: Vec<tokio::task::JoinHandle<(usize, Vec<Duration>)>>,
+}
+
+impl Load {
+    fn start(servers: &[server::Skilld]) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let measuring = Arc::new(AtomicBool::new(false));
+        let mut workers = Vec::new();
+        for (i, s) in servers.iter().enumerate() {
+            for _ in 0..PER_INSTANCE {
+                let url = format!("{}/tools/bench_true/invoke", s.base);
+                let (stop, measuring) = (stop.clone(), measuring.clone());
+                workers.push(tokio::spawn(
+                    async move { (i, worker(&url, &stop, &measuring).await) },
+                ));
+            }
+        }
+        Self {
+            stop,
+            measuring,
+            workers,
         }
     }
-    tokio::time::sleep(WARMUP).await;
 
-    let pids: Vec<u32> = servers.iter().map(server::Skilld::pid).collect();
-    let skilld_before: u64 = pids.iter().map(|&p| ticks(p, true)).sum();
-    let pg_before = postgres_ticks();
-    let me_before = ticks(std::process::id(), false);
-    let machine_before = machine();
-    let stats_before = pg_stats(admin).await;
-    let start = Instant::now();
-    measuring.store(true, Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_secs(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    let wall = start.elapsed();
-    let skilld_after: u64 = pids.iter().map(|&p| ticks(p, true)).sum();
-    let pg_after = postgres_ticks();
-    let me_after = ticks(std::process::id(), false);
-    let machine_after = machine();
-    let stats_after = pg_stats(admin).await;
-
-    let mut latencies = Vec::new();
-    let mut per_instance = vec![0; n];
-    for w in workers {
-        let (i, took) = w.await.expect("worker");
-        per_instance[i] += took.len();
-        latencies.extend(took);
+    /// The calls of the `n` instances, once `stop` is set.
+    async fn finish(self, n: usize) -> Counted {
+        let mut c = Counted {
+            latencies: Vec::new(),
+            per_instance: vec![0; n],
+        };
+        for w in self.workers {
+            let (i, took) = w.await.expect("worker");
+            c.per_instance[i] += took.len();
+            c.latencies.extend(took);
+        }
+        c
     }
-    let calls = latencies.len();
-    let pg_ticks: u64 = pg_after
+}
+
+/// Each call measured, and how many each instance answered.
+struct Counted {
+    latencies: Vec<Duration>,
+    per_instance: Vec<usize>,
+}
+
+/// One call in flight on `url` until `stop`; each checked to have succeeded.
+async fn worker(url: &str, stop: &AtomicBool, measuring: &AtomicBool) -> Vec<Duration> {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .no_proxy()
+        .build()
+        .expect("client");
+    let mut took = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let start = Instant::now();
+        let res = http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(r#"{"arguments": {}}"#)
+            .send()
+            .await
+            .expect("invoke");
+        let status = res.status();
+        let body = res.bytes().await.expect("body");
+        let d = start.elapsed();
+        let ok = status == 200 && serde_json::from_slice::<Value>(&body).is_ok_and(|v| v["success"] == true);
+        assert!(ok, "{status} {}", String::from_utf8_lossy(&body));
+        if measuring.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+            took.push(d);
+        }
+    }
+    took
+}
+
+/// The CPU counters and PostgreSQL's statistics at one moment.
+struct Sample {
+    skilld: u64,
+    postgres: std::collections::HashMap<u32, u64>,
+    me: u64,
+    machine: (u64, u64),
+    stats: PgStats,
+}
+
+impl Sample {
+    async fn take(pids: &[u32], admin: &mut sqlx::PgConnection) -> Self {
+        Self {
+            skilld: pids.iter().map(|&p| ticks(p, true)).sum(),
+            postgres: postgres_ticks(),
+            me: ticks(std::process::id(), false),
+            machine: machine(),
+            stats: pg_stats(admin).await,
+        }
+    }
+}
+
+/// The calls, where the CPU went between two samples `wall` apart, and
+/// PostgreSQL's work per second.
+fn figures(counted: Counted, before: &Sample, after: &Sample, wall: Duration) -> Figures {
+    let pg_ticks: u64 = after
+        .postgres
         .iter()
-        .filter_map(|(pid, after)| pg_before.get(pid).map(|b| after.saturating_sub(*b)))
+        .filter_map(|(pid, a)| before.postgres.get(pid).map(|b| a.saturating_sub(*b)))
         .sum();
     // Backends that started during the window count whole.
-    let pg_new: u64 = pg_after
+    let pg_new: u64 = after
+        .postgres
         .iter()
-        .filter(|(pid, _)| !pg_before.contains_key(pid))
+        .filter(|(pid, _)| !before.postgres.contains_key(pid))
         .map(|(_, t)| *t)
         .sum();
     let s = wall.as_secs_f64();
     let cores = |t: u64| t as f64 / ticks_per_sec() / s;
+    Figures {
+        instances: counted.per_instance.len(),
+        calls: counted.latencies.len(),
+        wall,
+        latencies: counted.latencies,
+        skilld_cores: cores(after.skilld - before.skilld),
+        postgres_cores: cores(pg_ticks + pg_new),
+        loadgen_cores: cores(after.me - before.me),
+        machine_busy: (after.machine.0 - before.machine.0) as f64
+            / (after.machine.1 - before.machine.1).max(1) as f64,
+        commits: (after.stats.commits - before.stats.commits) as f64 / s,
+        inserted: (after.stats.inserted - before.stats.inserted) as f64 / s,
+        updated: (after.stats.updated - before.stats.updated) as f64 / s,
+        per_instance: counted.per_instance,
+    }
+}
 
-    // The run log holds the calls, from every instance (an end record may
-    // still be on its way: a moment is allowed for it).
-    let mut conn = sqlx::PgConnection::connect(&db).await.expect("bench database");
+/// The run log's succeeded runs: from how many instances, how many in all
+/// (an end record may still be on its way: a moment is allowed for it).
+async fn recorded_runs(db: &str, calls: usize) -> (usize, i64) {
+    let mut conn = sqlx::PgConnection::connect(db).await.expect("bench database");
     let deadline = Instant::now() + Duration::from_secs(10);
-    let (instances, recorded) = loop {
+    let found = loop {
         let rows =
             sqlx::query("select instance, count(*) from runs where status = 'succeeded' group by instance")
                 .fetch_all(&mut conn)
@@ -316,27 +404,7 @@ async fn run(n: usize, secs: u64, url: &str, admin: &mut sqlx::PgConnection, roo
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     conn.close().await.expect("close");
-    drop(servers);
-    assert_eq!(instances, n, "succeeded runs from every instance");
-    assert!(
-        recorded as usize >= calls,
-        "{recorded} succeeded runs recorded for {calls} calls counted"
-    );
-    Figures {
-        instances: n,
-        calls,
-        wall,
-        latencies,
-        skilld_cores: cores(skilld_after - skilld_before),
-        postgres_cores: cores(pg_ticks + pg_new),
-        loadgen_cores: cores(me_after - me_before),
-        machine_busy: (machine_after.0 - machine_before.0) as f64
-            / (machine_after.1 - machine_before.1).max(1) as f64,
-        commits: (stats_after.commits - stats_before.commits) as f64 / s,
-        inserted: (stats_after.inserted - stats_before.inserted) as f64 / s,
-        updated: (stats_after.updated - stats_before.updated) as f64 / s,
-        per_instance,
-    }
+    found
 }
 
 async fn bench(url: &str, secs: u64) {

@@ -130,13 +130,13 @@ fn print_series(label: &str, s: &mut Series) {
     println!("  tools/list             {}", line(&mut s.list));
 }
 
-async fn bench(sessions: usize) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let root = tmp.path().join("skills");
+/// `skilld serve` on `tmp` with one skill, room for `sessions` sessions.
+fn start(tmp: &Path, sessions: usize) -> server::Skilld {
+    let root = tmp.join("skills");
     write_skill(&root);
-    let data = tmp.path().join("data");
+    let data = tmp.join("data");
     std::fs::create_dir_all(&data).expect("data");
-    let config = tmp.path().join("skilld.toml");
+    let config = tmp.join("skilld.toml");
     let cap = sessions + 100;
     std::fs::write(
         &config,
@@ -152,7 +152,7 @@ async fn bench(sessions: usize) {
         data.display().to_string(),
         config.display().to_string(),
     );
-    let skilld = server::Skilld::start(
+    server::Skilld::start(
         &[
             "--config",
             &config_s,
@@ -164,25 +164,27 @@ async fn bench(sessions: usize) {
             &data_s,
             "--no-watch",
         ],
-        &tmp.path().join("skilld.log"),
-    );
-    let http = client();
-    skilld.ready(&http, 1, Duration::from_secs(60)).await;
-    let base = skilld.base.clone();
-    let url = format!("{base}/mcp");
-    let pid = skilld.pid();
+        &tmp.join("skilld.log"),
+    )
+}
 
-    // Baseline: one session.
-    let one = mcp::Session::open(&http, &url).await.expect("first session");
-    let mut alone = series(&http, &base, &one).await;
-    let rss_one = stats::rss_kib_of(pid).expect("RSS");
+/// The sessions opened under load, and what each step took.
+struct Opening {
+    all: Vec<mcp::Session>,
+    setup: Vec<Duration>,
+    lists: Vec<Duration>,
+    calls: Vec<Duration>,
+    wall: Duration,
+}
 
-    // Open the rest, OPENERS at a time.
+/// Opens the sessions after `one`, `OPENERS` at a time, each listed and
+/// called once.
+async fn open_rest(url: &str, sessions: usize, one: mcp::Session) -> Opening {
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(1));
     let wall = Instant::now();
     let tasks: Vec<_> = (0..OPENERS)
         .map(|_| {
-            let (next, url) = (next.clone(), url.clone());
+            let (next, url) = (next.clone(), url.to_owned());
             tokio::spawn(async move {
                 let http = client();
                 let mut opened = Vec::new();
@@ -199,62 +201,124 @@ async fn bench(sessions: usize) {
             })
         })
         .collect();
-    let mut all = vec![one];
-    let (mut setup, mut lists, mut calls) = (Vec::new(), Vec::new(), Vec::new());
+    let mut out = Opening {
+        all: vec![one],
+        setup: Vec::new(),
+        lists: Vec::new(),
+        calls: Vec::new(),
+        wall: Duration::ZERO,
+    };
     for t in tasks {
         let (o, s, l, c) = t.await.expect("opener");
-        all.extend(o);
-        setup.extend(s);
-        lists.extend(l);
-        calls.extend(c);
+        out.all.extend(o);
+        out.setup.extend(s);
+        out.lists.extend(l);
+        out.calls.extend(c);
     }
-    let opened_in = wall.elapsed();
-    assert_eq!(all.len(), sessions, "every session opened");
-    let ids: std::collections::HashSet<&str> = all.iter().map(|s| s.id.as_str()).collect();
+    out.wall = wall.elapsed();
+    assert_eq!(out.all.len(), sessions, "every session opened");
+    let ids: std::collections::HashSet<&str> = out.all.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids.len(), sessions, "distinct sessions");
-    let rss_all = stats::rss_kib_of(pid).expect("RSS");
+    out
+}
 
-    // Every session still answers.
-    for s in all.iter().step_by((sessions / 20).max(1)) {
-        list(&http, s).await;
-    }
-    let mut crowded = series(&http, &base, &all[sessions / 2]).await;
-    let rss_after = stats::rss_kib_of(pid).expect("RSS");
-
+/// Deletes every session; how long that took.
+async fn close_all(http: &reqwest::Client, all: &[mcp::Session]) -> Duration {
     let close = Instant::now();
-    for s in &all {
-        s.close(&http).await;
+    for s in all {
+        s.close(http).await;
     }
-    let closed_in = close.elapsed();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_closed = stats::rss_kib_of(pid).expect("RSS");
-    let again = mcp::Session::open(&http, &url)
+    close.elapsed()
+}
+
+/// A new session opens and lists after the others were deleted; the
+/// server's `/readyz`.
+async fn reopen(http: &reqwest::Client, base: &str, url: &str) -> Value {
+    let again = mcp::Session::open(http, url)
         .await
         .expect("a session after closing");
-    list(&http, &again).await;
-    let status: Value = http
-        .get(format!("{base}/readyz"))
+    list(http, &again).await;
+    http.get(format!("{base}/readyz"))
         .send()
         .await
         .expect("readyz")
         .json()
         .await
-        .expect("readyz JSON");
+        .expect("readyz JSON")
+}
+
+/// The server's RSS (KiB) at each step.
+struct Rss {
+    one: u64,
+    all: u64,
+    after: u64,
+    closed: u64,
+}
+
+async fn bench(sessions: usize) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let skilld = start(tmp.path(), sessions);
+    let http = client();
+    skilld.ready(&http, 1, Duration::from_secs(60)).await;
+    let base = skilld.base.clone();
+    let url = format!("{base}/mcp");
+    let pid = skilld.pid();
+
+    // Baseline: one session.
+    let one = mcp::Session::open(&http, &url).await.expect("first session");
+    let mut alone = series(&http, &base, &one).await;
+    let rss_one = stats::rss_kib_of(pid).expect("RSS");
+
+    let mut opening = open_rest(&url, sessions, one).await;
+    let rss_all = stats::rss_kib_of(pid).expect("RSS");
+
+    // Every session still answers.
+    for s in opening.all.iter().step_by((sessions / 20).max(1)) {
+        list(&http, s).await;
+    }
+    let mut crowded = series(&http, &base, &opening.all[sessions / 2]).await;
+    let rss_after = stats::rss_kib_of(pid).expect("RSS");
+
+    let closed_in = close_all(&http, &opening.all).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = Rss {
+        one: rss_one,
+        all: rss_all,
+        after: rss_after,
+        closed: stats::rss_kib_of(pid).expect("RSS"),
+    };
+    let status = reopen(&http, &base, &url).await;
     drop(skilld);
 
     println!();
     println!("== MCP sessions: {sessions} open at once against 1 (baseline), same server, same run ==");
     print_series("1 session open (baseline)", &mut alone);
+    print_opening(sessions, &mut opening);
+    print_series(&format!("{sessions} sessions open"), &mut crowded);
+    print_against_one(sessions, &mut alone, &mut crowded);
+    print_memory(sessions, &rss);
+    println!(
+        "  {sessions} sessions deleted in {} ({} each); a new one opened after; readyz {}",
+        ms(closed_in),
+        ms(closed_in / sessions as u32),
+        status["status"]
+    );
+}
+
+fn print_opening(sessions: usize, o: &mut Opening) {
     println!("-- opening {sessions} sessions, {OPENERS} clients at once --");
-    println!("  initialize + initialized {}", line(&mut setup));
-    println!("  first tools/list         {}", line(&mut lists));
-    println!("  first tools/call         {}", line(&mut calls));
+    println!("  initialize + initialized {}", line(&mut o.setup));
+    println!("  first tools/list         {}", line(&mut o.lists));
+    println!("  first tools/call         {}", line(&mut o.calls));
     println!(
         "  all {sessions} open (each listed and called once) in {:.2} s = {:.0} sessions/s",
-        opened_in.as_secs_f64(),
-        sessions as f64 / opened_in.as_secs_f64()
+        o.wall.as_secs_f64(),
+        sessions as f64 / o.wall.as_secs_f64()
     );
-    print_series(&format!("{sessions} sessions open"), &mut crowded);
+}
+
+/// The crowded series against the baseline's.
+fn print_against_one(sessions: usize, alone: &mut Series, crowded: &mut Series) {
     let r = |a: &mut Vec<Duration>, b: &mut Vec<Duration>| {
         quantile(b, 0.5).as_secs_f64() / quantile(a, 0.5).as_secs_f64().max(1e-9)
     };
@@ -265,24 +329,21 @@ async fn bench(sessions: usize) {
         ms(quantile(&mut alone.call, 0.99)),
         r(&mut alone.list, &mut crowded.list),
     );
+}
+
+fn print_memory(sessions: usize, rss: &Rss) {
     println!("-- server memory (VmRSS of skilld) --");
     println!(
         "  1 open {:.1} MiB; {sessions} open {:.1} MiB (after the series {:.1} MiB); all deleted {:.1} MiB",
-        rss_one as f64 / 1024.0,
-        rss_all as f64 / 1024.0,
-        rss_after as f64 / 1024.0,
-        rss_closed as f64 / 1024.0
+        rss.one as f64 / 1024.0,
+        rss.all as f64 / 1024.0,
+        rss.after as f64 / 1024.0,
+        rss.closed as f64 / 1024.0
     );
     println!(
         "  per session: {:.1} KiB ((RSS with {sessions} − RSS with 1) / {})",
-        (rss_all as f64 - rss_one as f64) / (sessions - 1) as f64,
+        (rss.all as f64 - rss.one as f64) / (sessions - 1) as f64,
         sessions - 1
-    );
-    println!(
-        "  {sessions} sessions deleted in {} ({} each); a new one opened after; readyz {}",
-        ms(closed_in),
-        ms(closed_in / sessions as u32),
-        status["status"]
     );
 }
 
