@@ -48,6 +48,8 @@ const LOAD_RUNS: usize = 5;
 const WARMUP: usize = 20;
 const REQUESTS: usize = 300;
 const PROBE_SKILL: &str = "skill-05000";
+/// Untimed rounds before each timed series on `skilld serve`.
+const SCALE_WARMUP: usize = 3;
 
 const GOAL_LOAD: Duration = Duration::from_secs(1);
 const GOAL_TOOLS: Duration = Duration::from_millis(20);
@@ -372,39 +374,10 @@ async fn timed_get(client: &reqwest::Client, url: &str) -> (Duration, usize, ser
     (took, body.len(), v)
 }
 
-async fn serve_figures(n: usize, root: &Path, tools: usize, f: &mut ScaleFigures) {
-    let data = tempfile::tempdir().expect("data dir");
-    let root_arg = root.display().to_string();
-    let data_arg = data.path().display().to_string();
-    let server = server::Skilld::start(
-        &[
-            "--skills",
-            &root_arg,
-            "--data-dir",
-            &data_arg,
-            "--workspace",
-            &data_arg,
-            "--no-watch",
-        ],
-        &data.path().join("skilld.log"),
-    );
-    f.started_in = server.started_in;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(1)
-        .no_proxy()
-        .build()
-        .expect("client");
-    server.ready(&client, n as u64, Duration::from_secs(600)).await;
-    f.rss_ready_kib = stats::rss_kib_of(server.pid()).expect("server RSS");
-    let base = server.base.clone();
-    // Few repetitions of the big bodies: at 50,000 skills each is many MB.
-    let reps = if n > 5_000 { 20 } else { 100 };
-    let probe = format!("scale-{:06}", n / 2);
-    let kw = (n / 2) / 10 * 10;
-    let match_body =
-        serde_json::json!({"message": format!("please kw{kw} now"), "files": [format!("src/a.ext{kw}")]});
-    let mut rows: Vec<(String, Vec<Duration>, usize)> = Vec::new();
-    let gets: Vec<(String, String, Check)> = vec![
+/// The GETs timed on a catalog of `n` skills and `tools` tools: label,
+/// path, and what the body must hold.
+fn scale_gets(n: usize, tools: usize, probe: &str) -> Vec<(String, String, Check)> {
+    vec![
         (
             "GET /healthz (baseline)".into(),
             "/healthz".into(),
@@ -440,24 +413,43 @@ async fn serve_figures(n: usize, root: &Path, tools: usize, f: &mut ScaleFigures
             "/tools?format=mcp".into(),
             Box::new(move |v| v["tools"].as_array().map(Vec::len) == Some(tools)),
         ),
-    ];
-    for (label, path, ok) in &gets {
-        let url = format!("{base}{path}");
-        let mut times = Vec::with_capacity(reps);
-        let mut bytes = 0;
-        for k in 0..reps + 3 {
-            let (took, len, v) = timed_get(&client, &url).await;
-            assert!(ok(&v), "{label}: unexpected body");
-            bytes = len;
-            if k >= 3 {
-                times.push(took);
-            }
-        }
-        rows.push((label.clone(), times, bytes));
-    }
+    ]
+}
+
+/// A row of `reps` timed GETs of `path`, each body checked.
+async fn time_get(
+    client: &reqwest::Client,
+    base: &str,
+    reps: usize,
+    (label, path, ok): &(String, String, Check),
+) -> (String, Vec<Duration>, usize) {
+    let url = format!("{base}{path}");
     let mut times = Vec::with_capacity(reps);
     let mut bytes = 0;
-    for k in 0..reps + 3 {
+    for k in 0..reps + SCALE_WARMUP {
+        let (took, len, v) = timed_get(client, &url).await;
+        assert!(ok(&v), "{label}: unexpected body");
+        bytes = len;
+        if k >= SCALE_WARMUP {
+            times.push(took);
+        }
+    }
+    (label.clone(), times, bytes)
+}
+
+/// A row of `reps` timed `POST /skills/match` of a keyword and a file that
+/// only `scale-{kw}` triggers on; it must be matched.
+async fn time_match(
+    client: &reqwest::Client,
+    base: &str,
+    reps: usize,
+    kw: usize,
+) -> (String, Vec<Duration>, usize) {
+    let match_body =
+        serde_json::json!({"message": format!("please kw{kw} now"), "files": [format!("src/a.ext{kw}")]});
+    let mut times = Vec::with_capacity(reps);
+    let mut bytes = 0;
+    for k in 0..reps + SCALE_WARMUP {
         let start = Instant::now();
         let r = client
             .post(format!("{base}/skills/match"))
@@ -476,20 +468,28 @@ async fn serve_figures(n: usize, root: &Path, tools: usize, f: &mut ScaleFigures
             "match found scale-{kw:06}: {v}"
         );
         bytes = body.len();
-        if k >= 3 {
+        if k >= SCALE_WARMUP {
             times.push(took);
         }
     }
-    rows.push(("POST /skills/match (kw + file)".into(), times, bytes));
+    ("POST /skills/match (kw + file)".into(), times, bytes)
+}
 
-    let session = mcp::Session::open(&client, &format!("{base}/mcp"))
+/// A row of `reps` timed MCP `tools/list`, each one page of every tool.
+async fn time_tools_list(
+    client: &reqwest::Client,
+    base: &str,
+    reps: usize,
+    tools: usize,
+) -> (String, Vec<Duration>, usize) {
+    let session = mcp::Session::open(client, &format!("{base}/mcp"))
         .await
         .expect("MCP session");
     let mut times = Vec::with_capacity(reps);
-    for k in 0..reps + 3 {
+    for k in 0..reps + SCALE_WARMUP {
         let start = Instant::now();
         let listed = session
-            .request(&client, "tools/list", serde_json::json!({}))
+            .request(client, "tools/list", serde_json::json!({}))
             .await
             .expect("tools/list");
         let took = start.elapsed();
@@ -499,12 +499,49 @@ async fn serve_figures(n: usize, root: &Path, tools: usize, f: &mut ScaleFigures
             listed.get("nextCursor").is_none_or(serde_json::Value::is_null),
             "one page"
         );
-        if k >= 3 {
+        if k >= SCALE_WARMUP {
             times.push(took);
         }
     }
-    rows.push(("MCP tools/list (one page)".into(), times, 0));
-    session.close(&client).await;
+    session.close(client).await;
+    ("MCP tools/list (one page)".into(), times, 0)
+}
+
+async fn serve_figures(n: usize, root: &Path, tools: usize, f: &mut ScaleFigures) {
+    let data = tempfile::tempdir().expect("data dir");
+    let root_arg = root.display().to_string();
+    let data_arg = data.path().display().to_string();
+    let server = server::Skilld::start(
+        &[
+            "--skills",
+            &root_arg,
+            "--data-dir",
+            &data_arg,
+            "--workspace",
+            &data_arg,
+            "--no-watch",
+        ],
+        &data.path().join("skilld.log"),
+    );
+    f.started_in = server.started_in;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .no_proxy()
+        .build()
+        .expect("client");
+    server.ready(&client, n as u64, Duration::from_secs(600)).await;
+    f.rss_ready_kib = stats::rss_kib_of(server.pid()).expect("server RSS");
+    let base = server.base.clone();
+    // Few repetitions of the big bodies: at 50,000 skills each is many MB.
+    let reps = if n > 5_000 { 20 } else { 100 };
+    let probe = format!("scale-{:06}", n / 2);
+    let mut rows = Vec::new();
+    for get in &scale_gets(n, tools, &probe) {
+        rows.push(time_get(&client, &base, reps, get).await);
+    }
+    // Every tenth skill has triggers: the one at or just below the middle.
+    rows.push(time_match(&client, &base, reps, (n / 2) / 10 * 10).await);
+    rows.push(time_tools_list(&client, &base, reps, tools).await);
     f.rss_served_kib = stats::rss_kib_of(server.pid()).expect("server RSS");
     f.rows = rows;
 }
@@ -628,24 +665,22 @@ fn report_scale(base: &mut ScaleFigures, big: &mut ScaleFigures) {
     }
 }
 
-fn main() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let root = tmp.path().join("skills");
-    std::fs::create_dir(&root).expect("create root");
-    let gen_start = Instant::now();
-    let paths = generate(&root);
-    println!(
-        "generated {SKILLS} skills ({} tools) in {} under {}",
-        SKILLS * TOOLS_PER_SKILL,
-        ms(gen_start.elapsed()),
-        root.display()
-    );
-    println!("workers (available_parallelism): {}", workers());
-    let opts = options(&root);
+/// `Catalog::build` against merely reading every `SKILL.md`.
+struct LoadFigures {
+    /// The bytes of `SKILL.md` each read covers.
+    bytes: usize,
+    /// Sorted.
+    loads: Vec<Duration>,
+    /// Sorted.
+    reads: Vec<Duration>,
+    /// Sorted; `None` off Linux.
+    build_cpu: Option<Vec<Duration>>,
+}
 
+fn time_load(paths: &[PathBuf], opts: &CatalogOptions) -> LoadFigures {
     // Warm the page cache once, so both sides read from memory.
-    let bytes = read_all(&paths);
-    check(&Catalog::build(&opts, None));
+    let bytes = read_all(paths);
+    check(&Catalog::build(opts, None));
 
     // Interleave the two so drift on a noisy machine hits both alike.
     let mut loads = Vec::with_capacity(LOAD_RUNS);
@@ -653,12 +688,12 @@ fn main() {
     let mut build_cpu = Vec::with_capacity(LOAD_RUNS);
     for _ in 0..LOAD_RUNS {
         let start = Instant::now();
-        let n = read_all(&paths);
+        let n = read_all(paths);
         reads.push(start.elapsed());
         assert_eq!(n, bytes);
 
         let (start, cpu) = (Instant::now(), cpu_time());
-        let catalog = Catalog::build(&opts, None);
+        let catalog = Catalog::build(opts, None);
         loads.push(start.elapsed());
         build_cpu.push(
             cpu_time()
@@ -668,13 +703,22 @@ fn main() {
         check(&catalog);
         drop(catalog);
     }
-    let (loads, reads) = (sorted(loads), sorted(reads));
-    let (load_min, load_med) = (loads[0], median(&loads));
-    let (read_min, read_med) = (reads[0], median(&reads));
-    let build_cpu: Option<Vec<Duration>> = build_cpu.into_iter().collect();
+    LoadFigures {
+        bytes,
+        loads: sorted(loads),
+        reads: sorted(reads),
+        build_cpu: build_cpu.into_iter().collect::<Option<_>>().map(sorted),
+    }
+}
 
+fn report_load(l: &LoadFigures) {
+    let (load_min, load_med) = (l.loads[0], median(&l.loads));
+    let (read_min, read_med) = (l.reads[0], median(&l.reads));
     println!();
-    println!("== catalog load ({LOAD_RUNS} runs, {bytes} bytes of SKILL.md) ==");
+    println!(
+        "== catalog load ({LOAD_RUNS} runs, {} bytes of SKILL.md) ==",
+        l.bytes
+    );
     println!(
         "Catalog::build      min {:>12}   median {:>12}",
         ms(load_min),
@@ -690,8 +734,8 @@ fn main() {
         ratio(load_min, read_min),
         ratio(load_med, read_med)
     );
-    if let Some(cpu) = build_cpu {
-        let cpu = median(&sorted(cpu));
+    if let Some(cpu) = &l.build_cpu {
+        let cpu = median(cpu);
         println!(
             "Catalog::build CPU (all threads, median) {} = {:.2} cores busy of {}; load average {}",
             ms(cpu),
@@ -700,19 +744,22 @@ fn main() {
             load_average()
         );
     }
+}
 
-    // Where the build's time goes, phase by phase, through public APIs.
-    // CPU time is shown beside wall time: on a busy machine wall time
-    // stretches, CPU time much less.
-    let catalog = Catalog::build(&opts, None);
-    let dirs = scan(&root);
+/// A phase's label and its medians of wall and CPU time.
+type Phase = (&'static str, (Duration, Option<Duration>));
+
+/// Where the build's time goes, phase by phase, through public APIs.
+fn build_phases(root: &Path, opts: &CatalogOptions) -> [Phase; 3] {
+    let catalog = Catalog::build(opts, None);
+    let dirs = scan(root);
     assert_eq!(dirs.len(), SKILLS, "skill directories found");
     let phases = [
-        ("scan root (read_dir + is_file)", time_median(|| scan(&root))),
+        ("scan root (read_dir + is_file)", time_median(|| scan(root))),
         (
             "load_skill x each dir (parallel)",
             time_median(|| {
-                let loaded = load_all(&dirs, &opts);
+                let loaded = load_all(&dirs, opts);
                 assert_eq!(loaded.iter().filter(|l| l.skill.is_some()).count(), SKILLS);
                 loaded
             }),
@@ -723,10 +770,17 @@ fn main() {
         ),
     ];
     drop(catalog);
+    phases
+}
+
+/// Each phase as a share of the build's median `load_med`. CPU time is
+/// shown beside wall time: on a busy machine wall time stretches, CPU time
+/// much less.
+fn report_build_phases(phases: &[Phase], load_med: Duration) {
     let accounted: Duration = phases.iter().map(|(_, (wall, _))| *wall).sum();
     println!("-- phases of Catalog::build (medians of {LOAD_RUNS}; % of the build's median wall time) --");
     let cpu_ms = |c: Option<Duration>| c.map_or_else(|| "n/a".to_owned(), ms);
-    for (label, (wall, cpu)) in &phases {
+    for (label, (wall, cpu)) in phases {
         println!(
             "  {label:<36} wall {:>12} {:>5.1}%   cpu {:>12}",
             ms(*wall),
@@ -740,15 +794,21 @@ fn main() {
         ms(load_med.saturating_sub(accounted)),
         100.0 * ratio(load_med.saturating_sub(accounted), load_med)
     );
+}
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let (health, tools, skill) = rt.block_on(async {
-        let handle_opts = opts.clone();
+/// An in-process server on the catalog, with the run log's directory,
+/// which must outlive it.
+struct InProcess {
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    _data: tempfile::TempDir,
+}
+
+impl InProcess {
+    async fn start(opts: CatalogOptions) -> Self {
         let catalog = Arc::new(
-            tokio::task::spawn_blocking(move || CatalogHandle::new(handle_opts))
+            tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
                 .await
                 .expect("build catalog"),
         );
@@ -775,39 +835,61 @@ fn main() {
         let signal = async {
             let _ = stopped.await;
         };
-        let server = tokio::spawn(skilld::serve(
+        let task = tokio::spawn(skilld::serve(
             state,
             listener,
             signal,
             std::time::Duration::from_secs(1),
         ));
+        Self {
+            addr,
+            stop,
+            task,
+            _data: data,
+        }
+    }
 
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(1)
-            .build()
-            .expect("client");
-        let url = |p: &str| format!("http://{addr}{p}");
-        let health = measure(&client, &url("/healthz")).await;
-        let tools = measure(&client, &url("/tools?format=openai")).await;
-        let skill = measure(&client, &url(&format!("/skills/{PROBE_SKILL}"))).await;
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("server task").expect("serve");
+    }
+}
 
-        // The body must really list every tool.
-        let body: serde_json::Value = client
-            .get(url("/tools?format=openai"))
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
-        let listed = body["tools"].as_array().map_or(0, Vec::len);
-        assert_eq!(listed, SKILLS * TOOLS_PER_SKILL, "tools in /tools?format=openai");
+/// The latency of each route on the in-process server.
+struct Http {
+    health: Latency,
+    tools: Latency,
+    skill: Latency,
+}
 
-        let _ = stop.send(());
-        server.await.expect("server task").expect("serve");
-        (health, tools, skill)
-    });
+async fn time_http(opts: CatalogOptions) -> Http {
+    let server = InProcess::start(opts).await;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .build()
+        .expect("client");
+    let url = |p: &str| format!("http://{}{p}", server.addr);
+    let health = measure(&client, &url("/healthz")).await;
+    let tools = measure(&client, &url("/tools?format=openai")).await;
+    let skill = measure(&client, &url(&format!("/skills/{PROBE_SKILL}"))).await;
 
+    // The body must really list every tool.
+    let body: serde_json::Value = client
+        .get(url("/tools?format=openai"))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    let listed = body["tools"].as_array().map_or(0, Vec::len);
+    assert_eq!(listed, SKILLS * TOOLS_PER_SKILL, "tools in /tools?format=openai");
+
+    server.stop().await;
+    Http { health, tools, skill }
+}
+
+fn report_http(h: &Http) {
     println!();
     println!(
         "== HTTP latency ({REQUESTS} sequential requests after {WARMUP} warm-up, one keep-alive client) =="
@@ -816,21 +898,23 @@ fn main() {
         println!(
             "{label:<28} median {:>11} ({:>7.1}x)   p90 {:>11} ({:>7.1}x)   body {} bytes",
             ms(l.median),
-            ratio(l.median, health.median),
+            ratio(l.median, h.health.median),
             ms(l.p90),
-            ratio(l.p90, health.p90),
+            ratio(l.p90, h.health.p90),
             l.bytes
         );
     };
-    row("GET /healthz (baseline)", &health);
-    row("GET /tools?format=openai", &tools);
-    row(&format!("GET /skills/{PROBE_SKILL}"), &skill);
+    row("GET /healthz (baseline)", &h.health);
+    row("GET /tools?format=openai", &h.tools);
+    row(&format!("GET /skills/{PROBE_SKILL}"), &h.skill);
     println!(
         "/tools?format=openai body: {} bytes ({:.2} MiB)",
-        tools.bytes,
-        tools.bytes as f64 / (1024.0 * 1024.0)
+        h.tools.bytes,
+        h.tools.bytes as f64 / (1024.0 * 1024.0)
     );
+}
 
+fn report_goals(load_med: Duration, h: &Http) {
     let mut summary = String::new();
     let mut goal = |what: &str, got: Duration, limit: Duration| {
         let verdict = if got <= limit { "met" } else { "NOT MET" };
@@ -842,11 +926,40 @@ fn main() {
         );
     };
     goal("catalog load (median)", load_med, GOAL_LOAD);
-    goal("GET /tools?format=openai (median)", tools.median, GOAL_TOOLS);
-    goal("GET /skills/{skill} (median)", skill.median, GOAL_SKILL);
+    goal("GET /tools?format=openai (median)", h.tools.median, GOAL_TOOLS);
+    goal("GET /skills/{skill} (median)", h.skill.median, GOAL_SKILL);
     println!();
     println!("== summary: goals ==");
     print!("{summary}");
+}
+
+fn main() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("skills");
+    std::fs::create_dir(&root).expect("create root");
+    let gen_start = Instant::now();
+    let paths = generate(&root);
+    println!(
+        "generated {SKILLS} skills ({} tools) in {} under {}",
+        SKILLS * TOOLS_PER_SKILL,
+        ms(gen_start.elapsed()),
+        root.display()
+    );
+    println!("workers (available_parallelism): {}", workers());
+    let opts = options(&root);
+
+    let load = time_load(&paths, &opts);
+    report_load(&load);
+    let load_med = median(&load.loads);
+    report_build_phases(&build_phases(&root, &opts), load_med);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let http = rt.block_on(time_http(opts));
+    report_http(&http);
+    report_goals(load_med, &http);
 
     let big = if stats::quick() { 2_000 } else { 50_000 };
     let mut base = scale_at(500, tmp.path(), &rt);

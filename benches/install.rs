@@ -35,6 +35,7 @@ use skilld::AppState;
 use skilld::catalog::installed::{self, SkillState, VersionState, VersionStatus};
 use skilld::catalog::{CatalogHandle, CatalogOptions, Root};
 use skilld::http::install::VersionList;
+use skilld::install::review::Finding;
 use skilld::install::unpack::{UnpackLimits, unpack};
 use skilld::install::{InstallSettings, Installer};
 use skilld::skill::{LoadOptions, PathCache, Runtimes, Trust, load_skill};
@@ -441,6 +442,58 @@ fn phase(mut f: impl FnMut(usize) -> Duration) -> Duration {
     median(&sorted((0..PHASE_RUNS).map(&mut f).collect()))
 }
 
+/// receive: the body spooled to a temp file, as `receive` does it.
+fn time_receive(zip: &[u8]) -> Duration {
+    let start = Instant::now();
+    let mut file = tempfile::tempfile().expect("tempfile");
+    file.write_all(zip).expect("write body");
+    file.rewind().expect("rewind");
+    let took = start.elapsed();
+    drop(file);
+    took
+}
+
+/// unpack, checked, from a spooled body into `dir`; the spooling is untimed.
+fn time_unpack(zip: &[u8], dir: &Path) -> Duration {
+    let mut file = tempfile::tempfile().expect("tempfile");
+    file.write_all(zip).expect("write body");
+    file.rewind().expect("rewind");
+    let start = Instant::now();
+    unpack(std::io::BufReader::new(file), dir, &UnpackLimits::default()).expect("unpack");
+    start.elapsed()
+}
+
+/// load_skill, the lint an install runs on what it unpacked.
+fn time_load(dir: &Path, runtimes: &Runtimes, cache: &PathCache) -> Duration {
+    let opts = LoadOptions {
+        source: "installed",
+        trust: Trust::User,
+        max_timeout_secs: 600,
+        runtimes,
+        installed: false,
+        path: cache,
+        launcher: None,
+        rules: &Default::default(),
+    };
+    let start = Instant::now();
+    let loaded = load_skill(dir, &opts);
+    let took = start.elapsed();
+    assert!(loaded.skill.is_some(), "load: {:?}", loaded.diagnostics);
+    took
+}
+
+/// Placement::take: the version directory, findings beside it, the
+/// rename of the unpacked `dir` into it, and one directory sync.
+fn time_place(dir: &Path, version: &Path, name: &str, findings: &[Finding]) -> Duration {
+    let start = Instant::now();
+    std::fs::create_dir_all(version).expect("version dir");
+    let json = serde_json::to_vec_pretty(findings).expect("findings to JSON");
+    std::fs::write(version.join("findings.json"), json).expect("findings");
+    std::fs::rename(dir, version.join(name)).expect("rename");
+    installed::sync_dir(version).expect("sync dir");
+    start.elapsed()
+}
+
 /// The install's steps one by one, through public APIs, on one archive:
 /// what `Installer::install` and `receive` do, in their order.
 fn install_phases(
@@ -456,63 +509,16 @@ fn install_phases(
     for i in 0..PHASE_RUNS {
         std::fs::create_dir_all(scratch.join(format!("stage-{i}"))).expect("stage dir");
     }
-    let receive = phase(|_| {
-        let start = Instant::now();
-        let mut file = tempfile::tempfile().expect("tempfile");
-        file.write_all(zip).expect("write body");
-        file.rewind().expect("rewind");
-        let took = start.elapsed();
-        drop(file);
-        took
-    });
-    let unpacked = phase(|i| {
-        let mut file = tempfile::tempfile().expect("tempfile");
-        file.write_all(zip).expect("write body");
-        file.rewind().expect("rewind");
-        let start = Instant::now();
-        unpack(
-            std::io::BufReader::new(file),
-            &dir_of(i),
-            &UnpackLimits::default(),
-        )
-        .expect("unpack");
-        start.elapsed()
-    });
-    let loaded = phase(|i| {
-        let opts = LoadOptions {
-            source: "installed",
-            trust: Trust::User,
-            max_timeout_secs: 600,
-            runtimes: &runtimes,
-            installed: false,
-            path: &cache,
-            launcher: None,
-            rules: &Default::default(),
-        };
-        let start = Instant::now();
-        let loaded = load_skill(&dir_of(i), &opts);
-        let took = start.elapsed();
-        assert!(loaded.skill.is_some(), "load: {:?}", loaded.diagnostics);
-        took
-    });
+    let receive = phase(|_| time_receive(zip));
+    let unpacked = phase(|i| time_unpack(zip, &dir_of(i)));
+    let loaded = phase(|i| time_load(&dir_of(i), &runtimes, &cache));
     let mut findings = Vec::new();
     let scanned = phase(|i| {
         let start = Instant::now();
         findings = skilld::install::review::scan(&dir_of(i), false).expect("scan");
         start.elapsed()
     });
-    let placed = phase(|i| {
-        // Placement::take: the version directory, findings beside it, the
-        // rename, and one directory sync.
-        let version = scratch.join(format!("place-{i}"));
-        let start = Instant::now();
-        std::fs::create_dir_all(&version).expect("version dir");
-        let json = serde_json::to_vec_pretty(&findings).expect("findings to JSON");
-        std::fs::write(version.join("findings.json"), json).expect("findings");
-        std::fs::rename(dir_of(i), version.join(name)).expect("rename");
-        installed::sync_dir(&version).expect("sync dir");
-        start.elapsed()
-    });
+    let placed = phase(|i| time_place(&dir_of(i), &scratch.join(format!("place-{i}")), name, &findings));
     let states = scratch.join("states");
     let recorded = phase(|_| {
         let start = Instant::now();
@@ -850,12 +856,14 @@ async fn get(client: &reqwest::Client, url: &str) -> (Duration, usize) {
     (took, body.len())
 }
 
-async fn goal_versions(
+/// Installs `many` over HTTP a few times, then writes the rest of its
+/// `LISTED_VERSIONS` into the installed root, and reloads.
+async fn install_many(
     addr: SocketAddr,
     client: &reqwest::Client,
     catalog: &Arc<CatalogHandle>,
     installed_root: &Path,
-) -> ListFigures {
+) {
     let upload_url = format!("http://{addr}/skills?trust=user");
     for i in 0..HTTP_VERSIONS {
         upload(client, &upload_url, small_archive("many", &format!("1.0.{i}"))).await;
@@ -871,11 +879,12 @@ async fn goal_versions(
         Some(format!("1.0.{}", LISTED_VERSIONS - 1)),
         "the highest serves"
     );
+}
 
-    let list_url = format!("http://{addr}/skills/many/versions");
-    let health_url = format!("http://{addr}/healthz");
+/// The versions `list_url` lists, which must be all of them.
+async fn listed_versions(client: &reqwest::Client, list_url: &str) -> usize {
     let listed: serde_json::Value = client
-        .get(&list_url)
+        .get(list_url)
         .send()
         .await
         .expect("list")
@@ -884,53 +893,74 @@ async fn goal_versions(
         .expect("list is JSON");
     let versions = listed["versions"].as_array().map_or(0, Vec::len);
     assert_eq!(versions, LISTED_VERSIONS, "versions listed");
+    versions
+}
 
+/// `LIST_REQUESTS` of each after `LIST_WARMUP`, interleaved so drift hits
+/// both alike: the health and list times, and the list's body size.
+async fn time_lists(
+    client: &reqwest::Client,
+    health_url: &str,
+    list_url: &str,
+) -> (Vec<Duration>, Vec<Duration>, usize) {
     for _ in 0..LIST_WARMUP {
-        get(client, &health_url).await;
-        get(client, &list_url).await;
+        get(client, health_url).await;
+        get(client, list_url).await;
     }
     let (mut health, mut list, mut body_bytes) = (Vec::new(), Vec::new(), 0);
     for _ in 0..LIST_REQUESTS {
-        health.push(get(client, &health_url).await.0);
-        let (took, bytes) = get(client, &list_url).await;
+        health.push(get(client, health_url).await.0);
+        let (took, bytes) = get(client, list_url).await;
         list.push(took);
         body_bytes = bytes;
     }
+    (health, list, body_bytes)
+}
 
-    // The two halves of the handler's work, in-process.
+/// The two halves of the handler's work, in-process: the medians of
+/// reading the state and of encoding it, and the state file's size.
+fn handler_halves(root: &Path) -> (Duration, Duration, u64) {
+    let state_bytes = std::fs::metadata(root.join("many").join(installed::STATE_FILE))
+        .expect("state file")
+        .len();
+    let reads = (0..LIST_REQUESTS)
+        .map(|_| {
+            let start = Instant::now();
+            let state = installed::read_state(root, "many").expect("read").expect("state");
+            let took = start.elapsed();
+            drop(state);
+            took
+        })
+        .collect();
+    let state = installed::read_state(root, "many").expect("read").expect("state");
+    let encodes = (0..LIST_REQUESTS)
+        .map(|_| {
+            let state = state.clone();
+            let start = Instant::now();
+            let body = serde_json::to_vec(&VersionList::new("many", state)).expect("encode");
+            let took = start.elapsed();
+            drop(body);
+            took
+        })
+        .collect();
+    (median(&sorted(reads)), median(&sorted(encodes)), state_bytes)
+}
+
+async fn goal_versions(
+    addr: SocketAddr,
+    client: &reqwest::Client,
+    catalog: &Arc<CatalogHandle>,
+    installed_root: &Path,
+) -> ListFigures {
+    install_many(addr, client, catalog, installed_root).await;
+    let list_url = format!("http://{addr}/skills/many/versions");
+    let health_url = format!("http://{addr}/healthz");
+    let versions = listed_versions(client, &list_url).await;
+    let (health, list, body_bytes) = time_lists(client, &health_url, &list_url).await;
     let root = installed_root.to_path_buf();
-    let (read_state, serialize, state_bytes) = tokio::task::spawn_blocking(move || {
-        let state_bytes = std::fs::metadata(root.join("many").join(installed::STATE_FILE))
-            .expect("state file")
-            .len();
-        let reads = (0..LIST_REQUESTS)
-            .map(|_| {
-                let start = Instant::now();
-                let state = installed::read_state(&root, "many")
-                    .expect("read")
-                    .expect("state");
-                let took = start.elapsed();
-                drop(state);
-                took
-            })
-            .collect();
-        let state = installed::read_state(&root, "many")
-            .expect("read")
-            .expect("state");
-        let encodes = (0..LIST_REQUESTS)
-            .map(|_| {
-                let state = state.clone();
-                let start = Instant::now();
-                let body = serde_json::to_vec(&VersionList::new("many", state)).expect("encode");
-                let took = start.elapsed();
-                drop(body);
-                took
-            })
-            .collect();
-        (median(&sorted(reads)), median(&sorted(encodes)), state_bytes)
-    })
-    .await
-    .expect("handler halves");
+    let (read_state, serialize, state_bytes) = tokio::task::spawn_blocking(move || handler_halves(&root))
+        .await
+        .expect("handler halves");
     ListFigures {
         versions,
         body_bytes,
@@ -958,31 +988,18 @@ fn write_tiny_skill(user: &Path) {
     std::fs::write(dir.join("SKILL.md"), skill_md("tiny", "1.0.0", "A tiny skill.")).expect("write SKILL.md");
 }
 
-fn main() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let (user, installed_root, scratch) = (
-        tmp.path().join("user"),
-        tmp.path().join("installed"),
-        tmp.path().join("scratch"),
-    );
-    for d in [&user, &installed_root, &scratch] {
-        std::fs::create_dir_all(d).expect("create dir");
-    }
-    write_tiny_skill(&user);
-    let opts = options(&user, &installed_root);
-    println!(
-        "working under {}; {} CPUs; load average {}",
-        tmp.path().display(),
-        std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-        load_average()
-    );
+/// The in-process server the goals are measured against, with the run
+/// log's directory, which must outlive it.
+struct Server {
+    catalog: Arc<CatalogHandle>,
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    _data: tempfile::TempDir,
+}
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let started = Instant::now();
-    let (install, list, archive) = rt.block_on(async {
+impl Server {
+    async fn start(opts: CatalogOptions) -> Self {
         let catalog = Arc::new(
             tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
                 .await
@@ -1014,112 +1031,156 @@ fn main() {
         let signal = async {
             let _ = stopped.await;
         };
-        let server = tokio::spawn(skilld::serve(state, listener, signal, Duration::from_secs(1)));
-        let client = client();
-
-        let mut install = Vec::new();
-        for (payload, n) in [
-            (Payload::incompressible(), INSTALLS),
-            (Payload::prose(), PROSE_INSTALLS),
-        ] {
-            install.push(goal_install(payload, n, addr, &client, &catalog, &installed_root, &scratch).await);
-        }
-        println!("goal 1 measured at {:.1} s", started.elapsed().as_secs_f64());
-        let list = goal_versions(addr, &client, &catalog, &installed_root).await;
-        println!("goal 3 measured at {:.1} s", started.elapsed().as_secs_f64());
-        drop(client);
-        let archive = goal_archive(addr, &catalog, user.clone()).await;
-        println!("goal 2 measured at {:.1} s", started.elapsed().as_secs_f64());
-
-        let _ = stop.send(());
-        server.await.expect("server task").expect("serve");
-        (install, list, archive)
-    });
-
-    let mut summary = String::new();
-    let mut goal = |what: &str, limit: &str, got: &str, met: bool| {
-        let verdict = if met { "met" } else { "NOT MET" };
-        let _ = writeln!(
-            summary,
-            "  {what:<44} goal {limit:>12}   got {got:>12}   {verdict}"
-        );
-    };
-
-    // Goal 1.
-    for f in &install {
-        println!();
-        println!(
-            "== 1. POST /skills of skill '{}': a {} archive ({} unpacked, {} files), no dependencies; {} uploads after {INSTALL_WARMUP} warm-up ==",
-            f.name,
-            mib_of_bytes(f.archive_bytes as u64),
-            mib_of_bytes(f.unpacked_bytes as u64),
-            f.files,
-            f.installs.len()
-        );
-        let row = |label: &str, v: &[Duration]| {
-            println!(
-                "{label:<52} median {:>11} ({:>5.1}x)   p99 {:>11} ({:>5.1}x)",
-                ms(median(v)),
-                ratio(median(v), median(&f.baseline)),
-                ms(p99(v)),
-                ratio(p99(v), p99(&f.baseline)),
-            );
-        };
-        row("baseline: tokio::fs::write + zip extract", &f.baseline);
-        row(
-            &format!(
-                "HTTP transfer: POST /skills/match (answers {})",
-                f.transfer_status
-            ),
-            &f.transfer,
-        );
-        row("POST /skills (end to end)", &f.installs);
-        println!(
-            "(p99 of {} samples is their maximum; the review scan found {} finding(s))",
-            f.installs.len(),
-            f.findings
-        );
-        println!(
-            "-- phases of one install, in-process (medians of {PHASE_RUNS}; % of POST /skills' median) --"
-        );
-        let install_median = median(&f.installs);
-        for (label, took) in &f.phases {
-            println!(
-                "  {label:<44} {:>11} {:>5.1}%",
-                ms(*took),
-                100.0 * ratio(*took, install_median)
-            );
-        }
-        let accounted: Duration = f.phases.iter().map(|(_, t)| *t).sum();
-        println!(
-            "  {:<44} {:>11} {:>5.1}%   (by difference: HTTP, locks, state read, log; noisy)",
-            "rest",
-            ms(install_median.saturating_sub(accounted)),
-            100.0 * ratio(install_median.saturating_sub(accounted), install_median)
-        );
-        if let Some((_, scan)) = f
-            .phases
-            .iter()
-            .find(|(label, _)| label.starts_with("review::scan"))
-        {
-            println!(
-                "  review::scan reads {:.1} MiB/s of text ({} of it)",
-                f.text_bytes as f64 / (1024.0 * 1024.0) / scan.as_secs_f64().max(1e-9),
-                mib_of_bytes(f.text_bytes as u64)
-            );
-        }
-        for (which, got) in [("median", install_median), ("p99", p99(&f.installs))] {
-            goal(
-                &format!("POST /skills, 1 MiB '{}' ({which})", f.name),
-                &format!("<= {}", ms(GOAL_INSTALL)),
-                &ms(got),
-                got <= GOAL_INSTALL,
-            );
+        let task = tokio::spawn(skilld::serve(state, listener, signal, Duration::from_secs(1)));
+        Self {
+            catalog,
+            addr,
+            stop,
+            task,
+            _data: data,
         }
     }
 
-    // Goal 2.
-    let a = &archive;
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("server task").expect("serve");
+    }
+}
+
+/// What the three goals measured.
+struct Figures {
+    install: Vec<InstallFigures>,
+    archive: ArchiveFigures,
+    list: ListFigures,
+}
+
+/// The goals on one server, in the order 1, 3, 2; each says when it is
+/// done, counted from `started`.
+async fn measure(
+    opts: CatalogOptions,
+    user: &Path,
+    installed_root: &Path,
+    scratch: &Path,
+    started: Instant,
+) -> Figures {
+    let server = Server::start(opts).await;
+    let (addr, catalog) = (server.addr, &server.catalog);
+    let client = client();
+    let mut install = Vec::new();
+    for (payload, n) in [
+        (Payload::incompressible(), INSTALLS),
+        (Payload::prose(), PROSE_INSTALLS),
+    ] {
+        install.push(goal_install(payload, n, addr, &client, catalog, installed_root, scratch).await);
+    }
+    println!("goal 1 measured at {:.1} s", started.elapsed().as_secs_f64());
+    let list = goal_versions(addr, &client, catalog, installed_root).await;
+    println!("goal 3 measured at {:.1} s", started.elapsed().as_secs_f64());
+    drop(client);
+    let archive = goal_archive(addr, catalog, user.to_path_buf()).await;
+    println!("goal 2 measured at {:.1} s", started.elapsed().as_secs_f64());
+    server.stop().await;
+    Figures {
+        install,
+        archive,
+        list,
+    }
+}
+
+/// The verdict on each goal, printed together at the end.
+#[derive(Default)]
+struct Summary(String);
+
+impl Summary {
+    fn goal(&mut self, what: &str, limit: &str, got: &str, met: bool) {
+        let verdict = if met { "met" } else { "NOT MET" };
+        let _ = writeln!(
+            self.0,
+            "  {what:<44} goal {limit:>12}   got {got:>12}   {verdict}"
+        );
+    }
+}
+
+/// Goal 1 for one skill: its uploads against the baselines, then where
+/// one install's time goes.
+fn report_install(f: &InstallFigures, summary: &mut Summary) {
+    println!();
+    println!(
+        "== 1. POST /skills of skill '{}': a {} archive ({} unpacked, {} files), no dependencies; {} uploads after {INSTALL_WARMUP} warm-up ==",
+        f.name,
+        mib_of_bytes(f.archive_bytes as u64),
+        mib_of_bytes(f.unpacked_bytes as u64),
+        f.files,
+        f.installs.len()
+    );
+    let row = |label: &str, v: &[Duration]| {
+        println!(
+            "{label:<52} median {:>11} ({:>5.1}x)   p99 {:>11} ({:>5.1}x)",
+            ms(median(v)),
+            ratio(median(v), median(&f.baseline)),
+            ms(p99(v)),
+            ratio(p99(v), p99(&f.baseline)),
+        );
+    };
+    row("baseline: tokio::fs::write + zip extract", &f.baseline);
+    row(
+        &format!(
+            "HTTP transfer: POST /skills/match (answers {})",
+            f.transfer_status
+        ),
+        &f.transfer,
+    );
+    row("POST /skills (end to end)", &f.installs);
+    println!(
+        "(p99 of {} samples is their maximum; the review scan found {} finding(s))",
+        f.installs.len(),
+        f.findings
+    );
+    report_phases(f);
+    for (which, got) in [("median", median(&f.installs)), ("p99", p99(&f.installs))] {
+        summary.goal(
+            &format!("POST /skills, 1 MiB '{}' ({which})", f.name),
+            &format!("<= {}", ms(GOAL_INSTALL)),
+            &ms(got),
+            got <= GOAL_INSTALL,
+        );
+    }
+}
+
+/// Each phase of one install as a share of the upload's median, the rest
+/// by difference, and the review scan's rate.
+fn report_phases(f: &InstallFigures) {
+    println!("-- phases of one install, in-process (medians of {PHASE_RUNS}; % of POST /skills' median) --");
+    let install_median = median(&f.installs);
+    for (label, took) in &f.phases {
+        println!(
+            "  {label:<44} {:>11} {:>5.1}%",
+            ms(*took),
+            100.0 * ratio(*took, install_median)
+        );
+    }
+    let accounted: Duration = f.phases.iter().map(|(_, t)| *t).sum();
+    println!(
+        "  {:<44} {:>11} {:>5.1}%   (by difference: HTTP, locks, state read, log; noisy)",
+        "rest",
+        ms(install_median.saturating_sub(accounted)),
+        100.0 * ratio(install_median.saturating_sub(accounted), install_median)
+    );
+    if let Some((_, scan)) = f
+        .phases
+        .iter()
+        .find(|(label, _)| label.starts_with("review::scan"))
+    {
+        println!(
+            "  review::scan reads {:.1} MiB/s of text ({} of it)",
+            f.text_bytes as f64 / (1024.0 * 1024.0) / scan.as_secs_f64().max(1e-9),
+            mib_of_bytes(f.text_bytes as u64)
+        );
+    }
+}
+
+/// Goal 2: the growth of RSS over each download, against the tiny skill's.
+fn report_archive(a: &ArchiveFigures, summary: &mut Summary) {
     println!();
     println!(
         "== 2. GET /skills/{{skill}}/archive: peak RSS of this process above its level just before (sampled every {} ms) ==",
@@ -1152,15 +1213,17 @@ fn main() {
         );
     }
     let worst = a.rows[1..3].iter().map(RssRow::growth).max().unwrap_or_default();
-    goal(
+    summary.goal(
         "archive of 50 MiB: peak RSS growth (worst)",
         &format!("<= {}", mib(GOAL_RSS_KIB)),
         &mib(worst),
         worst <= GOAL_RSS_KIB,
     );
+}
 
-    // Goal 3.
-    let l = &list;
+/// Goal 3: listing the versions against `/healthz`, and the handler's two
+/// halves.
+fn report_versions(l: &ListFigures, summary: &mut Summary) {
     println!();
     println!(
         "== 3. GET /skills/{{skill}}/versions with {} versions ({LIST_REQUESTS} requests interleaved with /healthz, after {LIST_WARMUP} warm-up; one keep-alive client) ==",
@@ -1184,18 +1247,48 @@ fn main() {
         ms(l.read_state),
         ms(l.serialize)
     );
-    goal(
-        "GET versions, 1,000 versions (median)",
-        &format!("<= {}", ms(GOAL_LIST)),
-        &ms(median(&l.list)),
-        median(&l.list) <= GOAL_LIST,
+    for (which, got) in [("median", median(&l.list)), ("p99", p99(&l.list))] {
+        summary.goal(
+            &format!("GET versions, 1,000 versions ({which})"),
+            &format!("<= {}", ms(GOAL_LIST)),
+            &ms(got),
+            got <= GOAL_LIST,
+        );
+    }
+}
+
+fn main() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (user, installed_root, scratch) = (
+        tmp.path().join("user"),
+        tmp.path().join("installed"),
+        tmp.path().join("scratch"),
     );
-    goal(
-        "GET versions, 1,000 versions (p99)",
-        &format!("<= {}", ms(GOAL_LIST)),
-        &ms(p99(&l.list)),
-        p99(&l.list) <= GOAL_LIST,
+    for d in [&user, &installed_root, &scratch] {
+        std::fs::create_dir_all(d).expect("create dir");
+    }
+    write_tiny_skill(&user);
+    let opts = options(&user, &installed_root);
+    println!(
+        "working under {}; {} CPUs; load average {}",
+        tmp.path().display(),
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        load_average()
     );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let started = Instant::now();
+    let figures = rt.block_on(measure(opts, &user, &installed_root, &scratch, started));
+
+    let mut summary = Summary::default();
+    for f in &figures.install {
+        report_install(f, &mut summary);
+    }
+    report_archive(&figures.archive, &mut summary);
+    report_versions(&figures.list, &mut summary);
 
     println!();
     println!(
@@ -1203,5 +1296,5 @@ fn main() {
         started.elapsed().as_secs_f64(),
         load_average()
     );
-    print!("{summary}");
+    print!("{}", summary.0);
 }
