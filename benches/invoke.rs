@@ -181,21 +181,26 @@ fn mib(kib: u64) -> String {
 /// What any runner must do at least: spawn `true` in a new process group
 /// with stdin null and both outputs piped, read both to the end, wait.
 async fn spawn_true() {
-    let mut child = tokio::process::Command::new("true")
+    let (status, _) = run_piped(&mut tokio::process::Command::new("true")).await;
+    assert!(status.success(), "true failed: {status}");
+}
+
+/// Runs `command` as [`spawn_true`] describes; its status and stderr.
+async fn run_piped(command: &mut tokio::process::Command) -> (std::process::ExitStatus, Vec<u8>) {
+    let mut child = command
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn true");
+        .expect("spawn");
     let mut stdout = child.stdout.take().expect("stdout");
     let mut stderr = child.stderr.take().expect("stderr");
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
     a.expect("read stdout");
     b.expect("read stderr");
-    let status = child.wait().await.expect("wait");
-    assert!(status.success(), "true failed: {status}");
+    (child.wait().await.expect("wait"), err)
 }
 
 // --------------------------------------------------------------- bubblewrap
@@ -256,21 +261,7 @@ fn bwrap_available() -> bool {
 
 /// [`spawn_true`], inside bubblewrap.
 async fn bwrap_true() {
-    let mut child = tokio::process::Command::new("bwrap")
-        .args(BWRAP_ARGS)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn bwrap");
-    let mut stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
-    a.expect("read stdout");
-    b.expect("read stderr");
-    let status = child.wait().await.expect("wait");
+    let (status, err) = run_piped(tokio::process::Command::new("bwrap").args(BWRAP_ARGS)).await;
     assert!(
         status.success(),
         "bwrap true failed: {status}: {}",

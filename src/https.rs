@@ -3,19 +3,24 @@
 //! hyper's client over rustls on ring, trusting the platform's roots, for
 //! `https` and plain `http` URLs alike.
 
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 
 /// The connector every client here uses.
 pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
+/// A client sending bodies of type `B` over [`Connector`].
+pub type Client<B> = hyper_util::client::legacy::Client<Connector, B>;
+
 /// A client sending bodies of type `B`, over [`connector`].
-pub fn client<B>() -> std::io::Result<Client<Connector, B>>
+pub fn client<B>() -> std::io::Result<Client<B>>
 where
     B: hyper::body::Body + Send,
     B::Data: Send,
 {
-    Ok(Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector(HttpConnector::new())?))
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector(HttpConnector::new())?),
+    )
 }
 
 /// TLS over `http`, which is told to take `https` URLs too. It fails only

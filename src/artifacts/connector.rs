@@ -15,7 +15,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// the largest artifact included).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-type Client = hyper_util::client::legacy::Client<crate::https::Connector, HttpRequestBody>;
+type Client = crate::https::Client<HttpRequestBody>;
 
 /// Makes [`Hyper`] clients for object_store.
 #[derive(Debug, Default)]

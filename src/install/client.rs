@@ -8,7 +8,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
 use std::io::Write;
 
-type Client = hyper_util::client::legacy::Client<crate::https::Connector, Full<Bytes>>;
+type Client = crate::https::Client<Full<Bytes>>;
 
 /// What a peer or a file gave.
 pub struct Fetched {

@@ -31,7 +31,7 @@ pub(super) struct Sender {
 
 /// An HTTP/1 client for `http` and `https` URLs. It follows no redirects:
 /// a webhook answers where it was asked.
-type Client = hyper_util::client::legacy::Client<crate::https::Connector, Full<Bytes>>;
+type Client = crate::https::Client<Full<Bytes>>;
 
 impl Sender {
     pub(super) fn new(shared: Arc<Shared>) -> std::io::Result<Self> {

@@ -13,7 +13,7 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest document taken: a JWKS of a few dozen keys is tens of KiB.
 const MAX_BYTES: usize = 512 * 1024;
 
-type Client = hyper_util::client::legacy::Client<crate::https::Connector, Empty<Bytes>>;
+type Client = crate::https::Client<Empty<Bytes>>;
 
 /// A client for issuers' documents.
 pub(super) struct Fetcher {

@@ -43,7 +43,7 @@ pub enum HttpError {
 /// A Streamable HTTP client.
 #[derive(Clone)]
 pub(super) struct HyperClient {
-    client: hyper_util::client::legacy::Client<crate::https::Connector, Full<Bytes>>,
+    client: crate::https::Client<Full<Bytes>>,
 }
 
 impl HyperClient {
