@@ -85,6 +85,17 @@ pub struct LocalArgs {
     /// of their listings and commands. Default: unstated, nothing left out.
     #[arg(long, env = "SKILLD_AGENT_TOOLS", value_name = "TOOL,…")]
     pub agent_tools: Option<String>,
+    /// Pre-approve a skill's tools (`NAME`), or one (`NAME:TOOL`), at the
+    /// version loaded at start-up, for servers nobody watches. Repeat, or
+    /// separate with commas. See also `[[grants]]`.
+    #[arg(
+        long = "approve-skill",
+        visible_alias = "approve-skills",
+        env = "SKILLD_APPROVE_SKILLS",
+        value_delimiter = ',',
+        value_name = "NAME[:TOOL]"
+    )]
+    pub approve_skills: Vec<String>,
 }
 
 /// The `serve` flags: [`LocalArgs`] and those only a server listening on
@@ -254,6 +265,8 @@ pub struct FileConfig {
     pub sandbox_write_paths: Option<Vec<PathBuf>>,
     /// See [`ServeArgs::scratch_dir`].
     pub scratch_dir: Option<PathBuf>,
+    /// Pre-approvals (`docs/api.md`, "Grants").
+    pub grants: Option<Vec<crate::invoke::PreGrant>>,
     /// See [`ServeArgs::agent_tools`]; a list (`["read", "write"]`).
     pub agent_tools: Option<Vec<String>>,
     /// Untrusted uploads (`POST /skills`) wait for an admin's review
@@ -395,6 +408,8 @@ pub struct Config {
     pub agent_tools: AgentTools,
     /// What the run log keeps.
     pub retention: crate::retention::RetentionSettings,
+    /// The operator's pre-approvals: `[[grants]]`, then `--approve-skill`.
+    pub grants: Vec<crate::invoke::PreGrant>,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -497,6 +512,7 @@ impl Config {
         // The export holds the log's history: no tool's to write.
         run.sandbox.protected.extend(retention.export.clone());
         Ok(Self {
+            grants: resolve_grants(args, &file)?,
             retention,
             bind,
             roots,
@@ -532,6 +548,16 @@ impl Config {
                 .collect(),
         })
     }
+}
+
+fn resolve_grants(args: &ServeArgs, file: &FileConfig) -> Result<Vec<crate::invoke::PreGrant>, String> {
+    let flags = args
+        .local
+        .approve_skills
+        .iter()
+        .map(|v| crate::invoke::PreGrant::from_flag(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(file.grants.iter().flatten().cloned().chain(flags).collect())
 }
 
 /// Where the server keeps its files and its run log.

@@ -157,7 +157,12 @@ mod tests {
     }
 
     fn verdict(s: &Skill, grant: Option<GrantDecision>, hash_approved: bool) -> Verdict {
-        decide(s, &tool(false), &PolicyFacts { grant, hash_approved }).decision
+        let facts = PolicyFacts {
+            grant,
+            hash_approved,
+            ..PolicyFacts::default()
+        };
+        decide(s, &tool(false), &facts).decision
     }
 
     #[test]
@@ -184,7 +189,7 @@ mod tests {
         assert_eq!(requires_approval(&ro_bundled, &asks), RequiresApproval::Always);
         let allowed = PolicyFacts {
             grant: Some(Allow),
-            hash_approved: false,
+            ..PolicyFacts::default()
         };
         assert_eq!(decide(&ro_bundled, &asks, &allowed).decision, Run);
         // 4. a user skill asks until its version was approved, 5. then runs read-only.
@@ -201,8 +206,8 @@ mod tests {
             warning(
                 &ro_user,
                 &PolicyFacts {
-                    grant: None,
-                    hash_approved: true
+                    hash_approved: true,
+                    ..PolicyFacts::default()
                 }
             )
             .is_none()

@@ -394,6 +394,10 @@ async fn pipeline_over(
     let invoker = Arc::new(Invoker::new(store, config.run.clone()));
     let (loading, launcher) = (config.clone(), invoker.launcher());
     let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&loading, launcher)).await?);
+    invoker
+        .pre_grant(&handle.current(), &config.grants)
+        .await
+        .map_err(anyhow::Error::msg)?;
     crate::watch::follow_offers(handle.clone());
     Ok((invoker, handle))
 }

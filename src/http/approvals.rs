@@ -1,5 +1,5 @@
-//! `/approvals` and `/grants`: the inbox of calls waiting for a person, the
-//! decisions on them, and the standing grants those decisions leave.
+//! `/approvals`: the inbox of calls waiting for a person and the decisions
+//! on them (the standing grants they leave are `/grants`).
 
 use super::AppState;
 use super::auth::{Require, need};
@@ -10,12 +10,9 @@ use super::responses::{
 };
 use super::runs::json_event;
 use crate::invoke::{InboxEvent, Ruling};
-use crate::store::{
-    self, ApprovalFilter, ApprovalPage, ApprovalStatus, DecisionFilter, GrantDecision, RunStatus, Scope,
-};
+use crate::store::{self, ApprovalFilter, ApprovalPage, ApprovalStatus, DecisionFilter, RunStatus, Scope};
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
@@ -35,9 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(approval_history))
         .routes(routes!(get_approval))
         .routes(routes!(approve))
-        .routes(routes!(deny))
-        .routes(routes!(list_grants))
-        .routes(routes!(revoke_grant));
+        .routes(routes!(deny));
     empty_bodies_allowed(router.get_openapi_mut());
     describe_inbox_stream(router.get_openapi_mut());
     router
@@ -369,78 +364,4 @@ async fn decide(
         "approval decided"
     );
     Ok(Json(decided.into()))
-}
-
-/// A standing allow or deny for one tool of one skill version. This is the
-/// API's `Grant`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Grant {
-    #[schema(value_type = String, format = "uuid")]
-    pub id: Uuid,
-    pub skill: String,
-    pub tool: String,
-    pub skill_hash: String,
-    pub decision: GrantDecision,
-    pub created_by: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-}
-
-impl From<store::Grant> for Grant {
-    fn from(g: store::Grant) -> Self {
-        Self {
-            id: g.id,
-            skill: g.skill,
-            tool: g.tool,
-            skill_hash: g.skill_hash,
-            decision: g.decision,
-            created_by: g.created_by,
-            created_at: g.created_at,
-        }
-    }
-}
-
-/// Standing grants, newest first.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct GrantList {
-    pub grants: Vec<Grant>,
-}
-
-/// The standing allow and deny decisions, newest first.
-#[utoipa::path(get, path = "/grants", tag = "approvals", security(("bearer" = ["invoke"])),
-    responses(
-        (status = 200, description = "Every standing grant", body = GrantList),
-        BadQuery,
-        StoreUnavailable,
-    ))]
-async fn list_grants(_: Require<need::Inbox>, State(state): State<AppState>) -> Result<Json<GrantList>> {
-    let grants = state.store().list_grants().await?;
-    Ok(Json(GrantList {
-        grants: grants.into_iter().map(Grant::from).collect(),
-    }))
-}
-
-/// A grant id in a path.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Path)]
-pub struct GrantPath {
-    pub id: Uuid,
-}
-
-/// Revoke a standing grant: later calls are decided afresh.
-#[utoipa::path(delete, path = "/grants/{id}", tag = "approvals", security(("bearer" = ["approve"])), params(GrantPath),
-    responses(
-        (status = 204, description = "Revoked"),
-        BadQuery,
-        (status = 404, description = "No such grant", body = Problem, content_type = "application/problem+json"),
-        StoreUnavailable,
-    ))]
-async fn revoke_grant(
-    auth: Require<need::Approve>,
-    State(state): State<AppState>,
-    Path(p): Path<GrantPath>,
-) -> Result<StatusCode> {
-    state.invoker.revoke_grant(p.id).await?;
-    tracing::info!(grant = %p.id, by = auth.caller.name.as_deref().unwrap_or("-"), "grant revoked");
-    Ok(StatusCode::NO_CONTENT)
 }

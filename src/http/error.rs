@@ -345,6 +345,10 @@ impl From<InvokeError> for ApiError {
             detail: detail.clone(),
             errors: e.field_errors(),
         };
+        let refused = |code| ApiError::Refused {
+            code,
+            detail: detail.clone(),
+        };
         match &e {
             InvokeError::NotFound { what, name } => ApiError::not_found(what, name),
             InvokeError::Ambiguous { candidates, .. } => ApiError::AmbiguousTool {
@@ -362,34 +366,18 @@ impl From<InvokeError> for ApiError {
             | InvokeError::MissingInWord { .. } => unprocessable("invalid_arguments"),
             InvokeError::ArgumentInjection { .. } => unprocessable("argument_injection"),
             InvokeError::IdempotencyKeyReused { .. } => unprocessable("idempotency_key_reused"),
-            InvokeError::Denied { .. } => ApiError::Refused {
-                code: "denied",
-                detail,
-            },
-            InvokeError::HookCancelled { .. } => ApiError::Refused {
-                code: "hook_cancelled",
-                detail,
-            },
-            InvokeError::PermissionNotDeclared { .. } => ApiError::Refused {
-                code: "permission_not_declared",
-                detail,
-            },
-            InvokeError::NotInMode { .. } => ApiError::Refused {
-                code: "not_in_mode",
-                detail,
-            },
-            InvokeError::SelfApproval(_) => ApiError::Refused {
-                code: "self_approval",
-                detail,
-            },
-            InvokeError::NotRequester { .. } => ApiError::Refused {
-                code: "not_requester",
-                detail,
-            },
+            InvokeError::Denied { .. } => refused("denied"),
+            InvokeError::HookCancelled { .. } => refused("hook_cancelled"),
+            InvokeError::PermissionNotDeclared { .. } => refused("permission_not_declared"),
+            InvokeError::NotInMode { .. } => refused("not_in_mode"),
+            InvokeError::SelfApproval(_) => refused("self_approval"),
+            InvokeError::NotRequester { .. } => refused("not_requester"),
             InvokeError::ApprovalExpired(_) | InvokeError::RequestExpired(_) => conflict("approval_expired"),
             InvokeError::NotRun { .. } => conflict("not_run"),
             InvokeError::AlreadyDecided { .. } => conflict("already_decided"),
             InvokeError::SkillChanged(_) => conflict("skill_changed"),
+            InvokeError::HashMismatch { .. } => conflict("hash_mismatch"),
+            InvokeError::NothingToGrant(_) => unprocessable("no_tools"),
             InvokeError::RunFinished { .. } | InvokeError::RunStarted(_) => conflict("run_finished"),
             InvokeError::RunElsewhere(_) => conflict("run_elsewhere"),
             InvokeError::VersionUnavailable(_) => conflict("version_unavailable"),

@@ -11,6 +11,7 @@ mod cors;
 mod enums;
 pub mod error;
 mod extract;
+pub mod grants;
 pub mod guard;
 pub mod health;
 pub mod install;
@@ -163,6 +164,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(invoke::router())
         .merge(runs::router())
         .merge(approvals::router())
+        .merge(grants::router())
         .merge(notifications::router())
         .merge(metrics::router())
 }

@@ -209,7 +209,7 @@ impl Invoker {
             return self.run(prepared, call).await;
         }
         let (decision, facts) = self
-            .judge(&prepared)
+            .judge(&prepared, call.asked.by.as_deref())
             .instrument(tracing::trace_span!("invoke.judge"))
             .await?;
         if call.dry_run {

@@ -122,6 +122,16 @@ pub enum InvokeError {
     AlreadyDecided { id: Uuid, status: ApprovalStatus },
     #[error("approval {0} expired before it was decided")]
     RequestExpired(Uuid),
+    /// A grant asked for a skill version that is not the one loaded.
+    #[error("skill '{skill}' is at hash {current}, not {expected}: review it again before granting")]
+    HashMismatch {
+        skill: String,
+        expected: String,
+        current: String,
+    },
+    /// A grant asked for a skill that has no tools to grant.
+    #[error("skill '{0}' has no tools, so there is nothing to grant")]
+    NothingToGrant(String),
     /// The skill behind a request is not what the approver was shown.
     #[error("{0}; the request is void: call the tool again")]
     SkillChanged(String),

@@ -6,7 +6,7 @@ use crate::policy::{self, Decision};
 use crate::runner;
 use crate::skill::template::RenderError;
 use crate::skill::{Action, Skill, Tool};
-use crate::store::{NewRun, PolicyFacts, RunStatus};
+use crate::store::{GrantDecision, NewRun, PolicyFacts, RunStatus};
 use chrono::Utc;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -158,11 +158,23 @@ impl Invoker {
     /// The policy's decision for a prepared call (`docs/design.md` §4),
     /// with the store's facts it rests on. Fails closed: without the
     /// store, nothing is decided and nothing runs.
-    pub async fn judge(&self, p: &Prepared) -> Result<(Decision, PolicyFacts), InvokeError> {
-        let facts = self
+    ///
+    /// An allow grant that caller `by`'s own token made is not a person's
+    /// decision on its calls (an agent must not approve itself, ahead of
+    /// time either): the call is judged as if there were none.
+    pub async fn judge(
+        &self,
+        p: &Prepared,
+        by: Option<&str>,
+    ) -> Result<(Decision, PolicyFacts), InvokeError> {
+        let mut facts = self
             .store
             .policy_facts(&p.skill.name, &p.tool().name, &p.skill.hash)
             .await?;
+        if by.is_some() && facts.grant == Some(GrantDecision::Allow) && facts.grant_by.as_deref() == by {
+            facts.grant = None;
+            facts.hash_approved = false;
+        }
         Ok((policy::decide(&p.skill, p.tool(), &facts), facts))
     }
 

@@ -215,10 +215,13 @@ pub struct Grant {
 }
 
 /// What the store knows that the policy needs, for one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PolicyFacts {
     /// The standing grant for this skill, tool and hash, if any.
     pub grant: Option<GrantDecision>,
+    /// Who made that grant (a token's name), so that a token's own grant
+    /// never stands in for a person's decision on its own calls.
+    pub grant_by: Option<String>,
     /// Whether any call of this skill version was ever approved (or allowed
     /// by a grant): a user skill's first-run approval.
     pub hash_approved: bool,

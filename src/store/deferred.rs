@@ -394,16 +394,20 @@ impl Store for Deferred {
         self.inner.pending_like(call, at, limit).await
     }
 
-    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
-        self.inner.put_grant(grant).await
+    async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError> {
+        self.inner.put_grants(grants).await
     }
 
-    async fn list_grants(&self) -> Result<Vec<Grant>, StoreError> {
-        self.inner.list_grants().await
+    async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>, StoreError> {
+        self.inner.list_grants(skill).await
     }
 
     async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError> {
         self.inner.revoke_grant(id).await
+    }
+
+    async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError> {
+        self.inner.revoke_grants_of(skill).await
     }
 
     async fn enqueue_notification(&self, n: NewNotification) -> Result<bool, StoreError> {

@@ -8,6 +8,13 @@
 //! statements, never a read followed by a write, so two instances sharing one
 //! PostgreSQL cannot both win.
 
+/// The most grants listed at once, as a literal for the stores' SQL.
+macro_rules! max_grants_listed {
+    () => {
+        "1000"
+    };
+}
+
 mod approvals;
 mod deferred;
 mod notifications;
@@ -395,13 +402,24 @@ pub trait Store: Send + Sync + 'static {
     /// Records a standing grant directly (replacing any for the same
     /// skill, tool and hash), as an `always` decision would: for operators
     /// who decide ahead of any call.
-    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError>;
+    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
+        self.put_grants(vec![grant]).await
+    }
 
-    /// Every standing grant, newest first.
-    async fn list_grants(&self) -> Result<Vec<Grant>, StoreError>;
+    /// Records several grants as [`Store::put_grant`] does, all in one
+    /// transaction: all of them or none.
+    async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError>;
+
+    /// The standing grants (of `skill` only, when given), newest first;
+    /// at most [`MAX_GRANTS_LISTED`].
+    async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>, StoreError>;
 
     /// Revokes a grant; `NotFound` if there is none with this id.
     async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError>;
+
+    /// Revokes every grant of `skill`, whatever its tool and hash; returns
+    /// how many there were.
+    async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError>;
 
     /// Records a webhook delivery to make; `false` when the same event was
     /// already recorded for the same target (by this or another instance).
@@ -748,6 +766,17 @@ const CHANGES_CAPACITY: usize = 1024;
 
 /// The most approval requests listed at once.
 pub const MAX_APPROVALS: u32 = 500;
+
+/// The most grants [`Store::list_grants`] gives at once.
+pub const MAX_GRANTS_LISTED: usize = 1000;
+
+#[cfg(test)]
+mod grants_listed {
+    #[test]
+    fn the_sql_limit_is_the_constant() {
+        assert_eq!(max_grants_listed!(), super::MAX_GRANTS_LISTED.to_string());
+    }
+}
 
 /// Refuses to "finish" a run into a live status.
 fn check_final(status: RunStatus) -> Result<(), StoreError> {

@@ -250,10 +250,11 @@ impl Store for PgStore {
         skill_hash: &str,
     ) -> Result<PolicyFacts, StoreError> {
         let row = sqlx::query(
-            "select (select decision from grants where skill = $1 and tool = $2 and skill_hash = $3) as grant_decision, \
+            "select g.decision as grant_decision, g.created_by as grant_by, \
              (exists (select 1 from approvals where skill = $1 and skill_hash = $3 and status = 'approved') \
               or exists (select 1 from grants where skill = $1 and skill_hash = $3 and decision = 'allow') \
-              or exists (select 1 from approved_versions where skill = $1 and skill_hash = $3)) as approved",
+              or exists (select 1 from approved_versions where skill = $1 and skill_hash = $3)) as approved \
+             from (select 1) as one left join grants g on g.skill = $1 and g.tool = $2 and g.skill_hash = $3",
         )
         .bind(skill)
         .bind(tool)
@@ -265,6 +266,7 @@ impl Store for PgStore {
                 .as_deref()
                 .map(parse_grant_decision)
                 .transpose()?,
+            grant_by: get(&row, "grant_by")?,
             hash_approved: get::<bool>(&row, "approved")?,
         })
     }
@@ -652,26 +654,32 @@ impl Store for PgStore {
         Ok(None)
     }
 
-    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
-        sqlx::query(UPSERT_GRANT)
-            .bind(grant.id)
-            .bind(&grant.skill)
-            .bind(&grant.tool)
-            .bind(&grant.skill_hash)
-            .bind(grant.decision.as_str())
-            .bind(&grant.created_by)
-            .bind(grant.created_at)
-            .execute(&self.pool)
-            .await?;
+    async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for grant in &grants {
+            sqlx::query(UPSERT_GRANT)
+                .bind(grant.id)
+                .bind(&grant.skill)
+                .bind(&grant.tool)
+                .bind(&grant.skill_hash)
+                .bind(grant.decision.as_str())
+                .bind(&grant.created_by)
+                .bind(grant.created_at)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
-    async fn list_grants(&self) -> Result<Vec<Grant>, StoreError> {
+    async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>, StoreError> {
         let rows = sqlx::query(concat!(
             "select ",
             grant_columns!(),
-            " from grants order by created_at desc, id desc limit 1000"
+            " from grants where ($1::text is null or skill = $1) order by created_at desc, id desc limit ",
+            max_grants_listed!()
         ))
+        .bind(skill)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(grant_from_row).collect()
@@ -686,6 +694,14 @@ impl Store for PgStore {
             return Err(StoreError::NotFound { what: "grant", id });
         }
         Ok(())
+    }
+
+    async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query("delete from grants where skill = $1")
+            .bind(skill)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     async fn start_run(

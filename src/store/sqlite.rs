@@ -482,24 +482,25 @@ impl Store for SqliteStore {
         let generation = {
             let cache = self.facts_cache();
             if let Some(facts) = cache.entries.get(&key) {
-                return Ok(*facts);
+                return Ok(facts.clone());
             }
             cache.generation
         };
         let row = sqlx::query(
-            "select (select decision from grants where skill = ? and tool = ? and skill_hash = ?) as grant_decision, \
+            "select g.decision as grant_decision, g.created_by as grant_by, \
              (exists (select 1 from approvals where skill = ? and skill_hash = ? and status = 'approved') \
               or exists (select 1 from grants where skill = ? and skill_hash = ? and decision = 'allow') \
-              or exists (select 1 from approved_versions where skill = ? and skill_hash = ?)) as approved",
+              or exists (select 1 from approved_versions where skill = ? and skill_hash = ?)) as approved \
+             from (select 1) left join grants g on g.skill = ? and g.tool = ? and g.skill_hash = ?",
         )
         .bind(skill)
+        .bind(skill_hash)
+        .bind(skill)
+        .bind(skill_hash)
+        .bind(skill)
+        .bind(skill_hash)
+        .bind(skill)
         .bind(tool)
-        .bind(skill_hash)
-        .bind(skill)
-        .bind(skill_hash)
-        .bind(skill)
-        .bind(skill_hash)
-        .bind(skill)
         .bind(skill_hash)
         .fetch_one(&self.pool)
         .await?;
@@ -508,6 +509,7 @@ impl Store for SqliteStore {
                 .as_deref()
                 .map(parse_grant_decision)
                 .transpose()?,
+            grant_by: get(&row, "grant_by")?,
             hash_approved: get::<bool>(&row, "approved")?,
         };
         let mut cache = self.facts_cache();
@@ -515,7 +517,7 @@ impl Store for SqliteStore {
             if cache.entries.len() >= FACTS_CACHE_MAX {
                 cache.entries.clear();
             }
-            cache.entries.insert(key, facts);
+            cache.entries.insert(key, facts.clone());
         }
         Ok(facts)
     }
@@ -884,27 +886,33 @@ impl Store for SqliteStore {
         Ok(None)
     }
 
-    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
-        sqlx::query(UPSERT_GRANT)
-            .bind(grant.id.to_string())
-            .bind(&grant.skill)
-            .bind(&grant.tool)
-            .bind(&grant.skill_hash)
-            .bind(grant.decision.as_str())
-            .bind(&grant.created_by)
-            .bind(time_text(grant.created_at)?)
-            .execute(&self.pool)
-            .await?;
+    async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN).await?;
+        for grant in &grants {
+            sqlx::query(UPSERT_GRANT)
+                .bind(grant.id.to_string())
+                .bind(&grant.skill)
+                .bind(&grant.tool)
+                .bind(&grant.skill_hash)
+                .bind(grant.decision.as_str())
+                .bind(&grant.created_by)
+                .bind(time_text(grant.created_at)?)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
         self.forget_facts();
         Ok(())
     }
 
-    async fn list_grants(&self) -> Result<Vec<Grant>, StoreError> {
+    async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>, StoreError> {
         let rows = sqlx::query(concat!(
             "select ",
             grant_columns!(),
-            " from grants order by created_at desc, id desc limit 1000"
+            " from grants where (?1 is null or skill = ?1) order by created_at desc, id desc limit ",
+            max_grants_listed!()
         ))
+        .bind(skill)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(grant_from_row).collect()
@@ -920,6 +928,15 @@ impl Store for SqliteStore {
         }
         self.forget_facts();
         Ok(())
+    }
+
+    async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query("delete from grants where skill = ?")
+            .bind(skill)
+            .execute(&self.pool)
+            .await?;
+        self.forget_facts();
+        Ok(done.rows_affected())
     }
 
     async fn start_run(

@@ -57,8 +57,8 @@ impl StoreReader {
         self.0.list_decisions(filter).await
     }
 
-    pub async fn list_grants(&self) -> Result<Vec<Grant>> {
-        self.0.list_grants().await
+    pub async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>> {
+        self.0.list_grants(skill).await
     }
 
     pub async fn list_notifications(

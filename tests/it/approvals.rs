@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 /// A markdown skill whose one tool (named like the skill, `-` → `_`)
 /// appends a line to the file `path`: the lines say how often it ran.
-fn mark_skill(dir: &Path, name: &str, front: &str) {
+pub(crate) fn mark_skill(dir: &Path, name: &str, front: &str) {
     let skill = dir.join(name);
     std::fs::create_dir_all(&skill).unwrap();
     std::fs::write(
@@ -71,12 +71,12 @@ fn call_waiting(api: &Api, tool: &str, file: &Path) -> tokio::task::JoinHandle<(
 }
 
 /// How many times the tool wrote to `path`.
-fn marks(path: &Path) -> usize {
+pub(crate) fn marks(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
 }
 
 /// Asserts a 202 held for approval and returns it.
-fn held(status: u16, body: &Value) -> Value {
+pub(crate) fn held(status: u16, body: &Value) -> Value {
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["status"], "pending_approval", "{body}");
     let approval = body["approval_id"].as_str().unwrap();
@@ -89,7 +89,7 @@ fn held(status: u16, body: &Value) -> Value {
 }
 
 /// Asserts the tool ran here and now (200, success).
-fn ran(status: u16, body: &Value) {
+pub(crate) fn ran(status: u16, body: &Value) {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["success"], true, "{body}");
 }
@@ -822,11 +822,11 @@ async fn an_answered_caller_is_not_marked(api: &Api, file: &Path) {
 
 // ---- who may decide ---------------------------------------------------------------
 
-const AGENT: &str = "agent-secret-0123456789";
-const BOSS: &str = "boss-secret-0123456789";
-const CAROL: &str = "carol-secret-0123456789";
+pub(crate) const AGENT: &str = "agent-secret-0123456789";
+pub(crate) const BOSS: &str = "boss-secret-0123456789";
+pub(crate) const CAROL: &str = "carol-secret-0123456789";
 
-fn tokens() -> Auth {
+pub(crate) fn tokens() -> Auth {
     Auth::new(vec![
         Token::with_secret("agent", Role::Invoke, AGENT, "test").unwrap(),
         Token::with_secret("boss", Role::Approve, BOSS, "test").unwrap(),

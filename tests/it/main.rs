@@ -30,6 +30,7 @@ mod docs_mcp;
 mod exports;
 mod gateway;
 mod gateway_servers;
+mod grants;
 mod http_api;
 mod import;
 mod inbox;

@@ -6,9 +6,9 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use skilld::store::{
-    self, Approval, ApprovalFilter, ApprovalStatus, Decide, DecisionFilter, GrantDecision, NewApproval,
-    NewRun, PolicyFacts, Run, RunEnd, RunFilter, RunPage, RunStatus, SameCall, Scope, Store, StoreError,
-    Undecidable,
+    self, Approval, ApprovalFilter, ApprovalStatus, Decide, DecisionFilter, Grant, GrantDecision,
+    NewApproval, NewRun, PolicyFacts, Run, RunEnd, RunFilter, RunPage, RunStatus, SameCall, Scope, Store,
+    StoreError, Undecidable,
 };
 use sqlx::Connection;
 use std::future::Future;
@@ -67,6 +67,7 @@ conformance! {
         a_caller_that_stops_waiting_is_noted_once,
         deny_always_leaves_a_standing_deny_until_revoked,
         a_later_always_replaces_the_grant,
+        grants_are_listed_and_revoked_by_skill,
         expired_requests_cannot_be_decided,
         cancelling_a_held_run_withdraws_its_request,
         concurrent_decisions_have_one_winner,
@@ -1610,7 +1611,7 @@ async fn decided_once_leaves_the_version_approved(
     }
     assert_eq!(store.count_pending().await.unwrap(), 0);
     assert!(
-        store.list_grants().await.unwrap().is_empty(),
+        store.list_grants(None).await.unwrap().is_empty(),
         "once leaves no grant"
     );
     // The version is now approved (first-run), with no standing grant.
@@ -1619,6 +1620,7 @@ async fn decided_once_leaves_the_version_approved(
         facts,
         PolicyFacts {
             grant: None,
+            grant_by: None,
             hash_approved: true
         }
     );
@@ -1664,6 +1666,7 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>)
         facts,
         PolicyFacts {
             grant: Some(GrantDecision::Deny),
+            grant_by: Some("alice".to_owned()),
             hash_approved: false
         }
     );
@@ -1677,7 +1680,7 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>)
         PolicyFacts::default()
     );
 
-    let grants = store.list_grants().await.unwrap();
+    let grants = store.list_grants(None).await.unwrap();
     assert_eq!(grants.len(), 1);
     let grant = &grants[0];
     assert_eq!(
@@ -1714,6 +1717,7 @@ async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
         facts,
         PolicyFacts {
             grant: Some(GrantDecision::Allow),
+            grant_by: Some("alice".to_owned()),
             hash_approved: true
         }
     );
@@ -1737,7 +1741,7 @@ async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
         .await
         .unwrap()
         .unwrap();
-    let grants = store.list_grants().await.unwrap();
+    let grants = store.list_grants(None).await.unwrap();
     assert_eq!(grants.len(), 1, "{grants:?}");
     assert_eq!(grants[0].decision, GrantDecision::Deny);
     // The first approval still counts as a first-run approval.
@@ -1745,8 +1749,70 @@ async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
         store.policy_facts("fs", "write", "h1").await.unwrap(),
         PolicyFacts {
             grant: Some(GrantDecision::Deny),
+            grant_by: Some("alice".to_owned()),
             hash_approved: true
         }
+    );
+}
+
+/// `put_grants` records several at once, `list_grants(Some(skill))` and
+/// `revoke_grants_of` touch that skill's only, and the facts follow.
+async fn grants_are_listed_and_revoked_by_skill(store: Arc<dyn Store>) {
+    let grant = |skill: &str, tool: &str, hash: &str, by: &str| Grant {
+        id: Uuid::now_v7(),
+        skill: skill.to_owned(),
+        tool: tool.to_owned(),
+        skill_hash: hash.to_owned(),
+        decision: GrantDecision::Allow,
+        created_by: Some(by.to_owned()),
+        created_at: t0(),
+    };
+    store
+        .put_grants(vec![
+            grant("fs", "ls", "h1", "carol"),
+            grant("fs", "rm", "h1", "carol"),
+            grant("fs", "ls", "h2", "carol"),
+            grant("git", "log", "h1", "config:[[grants]]"),
+        ])
+        .await
+        .unwrap();
+    let of = |grants: Vec<Grant>| -> Vec<(String, String, String)> {
+        let mut v: Vec<_> = grants
+            .into_iter()
+            .map(|g| (g.skill, g.tool, g.skill_hash))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(store.list_grants(None).await.unwrap().len(), 4);
+    assert_eq!(
+        of(store.list_grants(Some("fs")).await.unwrap()),
+        [("fs", "ls", "h1"), ("fs", "ls", "h2"), ("fs", "rm", "h1")].map(|(a, b, c)| (
+            a.to_owned(),
+            b.to_owned(),
+            c.to_owned()
+        ))
+    );
+    assert_eq!(
+        store
+            .policy_facts("git", "log", "h1")
+            .await
+            .unwrap()
+            .grant_by
+            .as_deref(),
+        Some("config:[[grants]]")
+    );
+    assert_eq!(store.revoke_grants_of("fs").await.unwrap(), 3);
+    assert_eq!(store.revoke_grants_of("fs").await.unwrap(), 0);
+    assert!(store.list_grants(Some("fs")).await.unwrap().is_empty());
+    assert_eq!(
+        store.policy_facts("fs", "ls", "h1").await.unwrap(),
+        PolicyFacts::default()
+    );
+    assert_eq!(
+        store.list_grants(None).await.unwrap().len(),
+        1,
+        "git's grant stays"
     );
 }
 

@@ -1,0 +1,203 @@
+//! `/grants`: the standing allow and deny decisions. `always` decisions
+//! leave them; an approver can also give them ahead of any call, and take
+//! back one or all of a skill's.
+
+use super::AppState;
+use super::auth::{Require, need};
+use super::error::{ApiError, Problem, Result};
+use super::extract::{JsonBody, Path, Query};
+use super::responses::{BadQuery, BodyProblems, NoSuchSkill, StoreUnavailable};
+use super::skills::named;
+use crate::invoke::GrantAsk;
+use crate::store::{self, GrantDecision};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_grants, create_grants, revoke_skill_grants))
+        .routes(routes!(revoke_grant))
+}
+
+/// A standing allow or deny for one tool of one skill version. This is the
+/// API's `Grant`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Grant {
+    #[schema(value_type = String, format = "uuid")]
+    pub id: Uuid,
+    pub skill: String,
+    pub tool: String,
+    pub skill_hash: String,
+    pub decision: GrantDecision,
+    /// The token that gave it (`config:…` for the operator's
+    /// pre-approvals); `null` on a server without tokens.
+    pub created_by: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<store::Grant> for Grant {
+    fn from(g: store::Grant) -> Self {
+        Self {
+            id: g.id,
+            skill: g.skill,
+            tool: g.tool,
+            skill_hash: g.skill_hash,
+            decision: g.decision,
+            created_by: g.created_by,
+            created_at: g.created_at,
+        }
+    }
+}
+
+/// Standing grants, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GrantList {
+    pub grants: Vec<Grant>,
+}
+
+/// The skill whose grants a listing or a revocation is about.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GrantQuery {
+    /// Only this skill's grants (every tool, every version).
+    #[param(max_length = 64)]
+    pub skill: Option<String>,
+}
+
+/// The standing allow and deny decisions, newest first (at most 1000).
+#[utoipa::path(get, path = "/grants", tag = "approvals", security(("bearer" = ["invoke"])), params(GrantQuery),
+    responses(
+        (status = 200, description = "The standing grants (of one skill, with `skill`)", body = GrantList),
+        BadQuery,
+        StoreUnavailable,
+    ))]
+async fn list_grants(
+    _: Require<need::Inbox>,
+    State(state): State<AppState>,
+    Query(q): Query<GrantQuery>,
+) -> Result<Json<GrantList>> {
+    let grants = state.store().list_grants(q.skill.as_deref()).await?;
+    Ok(Json(GrantList {
+        grants: grants.into_iter().map(Grant::from).collect(),
+    }))
+}
+
+/// A grant given ahead of any call.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewGrant {
+    /// The skill: its name (the version loaded now), or `name@version`
+    /// for an installed version.
+    pub skill: String,
+    /// One tool; every tool the skill has now when left out.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// `allow` (default) or `deny`.
+    #[serde(default = "allow")]
+    pub decision: GrantDecision,
+    /// The skill hash that was reviewed: refused (409 `hash_mismatch`)
+    /// when the skill is no longer that version.
+    #[serde(default)]
+    pub skill_hash: Option<String>,
+}
+
+fn allow() -> GrantDecision {
+    GrantDecision::Allow
+}
+
+/// Grant a skill version's tools ahead of any call (or deny them): calls
+/// of that version are then allowed (or refused) without a person. A
+/// token's own allow never covers its own calls: those still ask.
+#[utoipa::path(post, path = "/grants", tag = "approvals", security(("bearer" = ["approve"])),
+    request_body = NewGrant,
+    responses(
+        (status = 201, description = "Granted: one grant per tool, each replacing any earlier one for the same tool and version", body = GrantList),
+        (status = 400, description = "The body is not a grant", body = Problem, content_type = "application/problem+json"),
+        BodyProblems,
+        NoSuchSkill,
+        (status = 409, description = "The skill is no longer at `skill_hash` (`hash_mismatch`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The skill has no tools (`no_tools`)", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
+    ))]
+async fn create_grants(
+    auth: Require<need::Approve>,
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<NewGrant>,
+) -> Result<(StatusCode, Json<GrantList>)> {
+    let skill = named(&state, &body.skill).await?;
+    let ask = GrantAsk {
+        tool: body.tool.as_deref(),
+        decision: body.decision,
+        expect_hash: body.skill_hash.as_deref(),
+        by: auth.caller.name.clone(),
+    };
+    let grants = state.invoker.grant(&skill, ask).await?;
+    tracing::info!(
+        skill = %skill.name, hash = %skill.hash, tools = grants.len(), decision = body.decision.as_str(),
+        by = auth.caller.name.as_deref().unwrap_or("-"), "granted ahead of any call"
+    );
+    let grants = grants.into_iter().map(Grant::from).collect();
+    Ok((StatusCode::CREATED, Json(GrantList { grants })))
+}
+
+/// How many grants a revocation took back.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Revoked {
+    pub revoked: u64,
+}
+
+/// Revoke every grant of one skill (every tool, every version): its calls
+/// are decided afresh.
+#[utoipa::path(delete, path = "/grants", tag = "approvals", security(("bearer" = ["approve"])), params(GrantQuery),
+    responses(
+        (status = 200, description = "Revoked (0 when it had none)", body = Revoked),
+        (status = 400, description = "No `skill` given: every grant at once is revoked one by one, never by accident", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
+    ))]
+async fn revoke_skill_grants(
+    auth: Require<need::Approve>,
+    State(state): State<AppState>,
+    Query(q): Query<GrantQuery>,
+) -> Result<Json<Revoked>> {
+    let Some(skill) = q.skill else {
+        return Err(ApiError::BadRequest(
+            "name the skill whose grants to revoke: DELETE /grants?skill=NAME".to_owned(),
+        ));
+    };
+    let revoked = state.invoker.revoke_grants_of(&skill).await?;
+    tracing::info!(%skill, revoked, by = auth.caller.name.as_deref().unwrap_or("-"), "grants revoked");
+    Ok(Json(Revoked { revoked }))
+}
+
+/// A grant id in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct GrantPath {
+    pub id: Uuid,
+}
+
+/// Revoke a standing grant: later calls are decided afresh.
+#[utoipa::path(delete, path = "/grants/{id}", tag = "approvals", security(("bearer" = ["approve"])), params(GrantPath),
+    responses(
+        (status = 204, description = "Revoked"),
+        BadQuery,
+        (status = 404, description = "No such grant", body = Problem, content_type = "application/problem+json"),
+        StoreUnavailable,
+    ))]
+async fn revoke_grant(
+    auth: Require<need::Approve>,
+    State(state): State<AppState>,
+    Path(p): Path<GrantPath>,
+) -> Result<StatusCode> {
+    state.invoker.revoke_grant(p.id).await?;
+    tracing::info!(grant = %p.id, by = auth.caller.name.as_deref().unwrap_or("-"), "grant revoked");
+    Ok(StatusCode::NO_CONTENT)
+}
