@@ -2,6 +2,7 @@
 
 mod import;
 mod install;
+mod manage;
 pub mod scaffold;
 
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
@@ -116,6 +117,19 @@ pub enum Command {
     /// that version exists, …); 2 the source, the server or the disk
     /// cannot be reached.
     Install(install::InstallArgs),
+    /// Show a skill: its manifest's main fields, permissions, state,
+    /// installed versions and grants. Exit 1 when there is no such skill,
+    /// 2 when the server, the disk or the database cannot be reached.
+    Info(manage::InfoArgs),
+    /// Remove an installed skill (every version) or one version
+    /// (`NAME@VERSION`): the highest other ready version then serves.
+    /// Exit 1 when it is not installed or runs of it are in flight
+    /// (without `--force`), 2 when it cannot be reached.
+    Remove(manage::RemoveArgs),
+    /// Show the permissions a skill declares and the grants standing for
+    /// it; `--revoke` revokes them all first. Exit 1 when there is no such
+    /// skill (or the token may not), 2 when it cannot be reached.
+    Permissions(manage::PermissionsArgs),
     /// Write a skill (a SKILL.yaml with an `mcp` backend) for each MCP
     /// server of Claude Desktop's, Claude Code's, Cursor's or VS Code's
     /// config, with secrets as environment references. Prints each skill
@@ -183,6 +197,9 @@ pub fn main() -> ExitCode {
         Command::Package { dir, output } => return package(&dir, output.as_deref()),
         Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
         Command::Install(args) => return install::run(&args),
+        Command::Info(args) => return manage::info(&args),
+        Command::Remove(args) => return manage::remove(&args),
+        Command::Permissions(args) => return manage::permissions(&args),
         Command::Import(args) => return import::run(&args),
         Command::StarlarkHost { .. } => Ok(()),
         Command::Run {

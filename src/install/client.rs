@@ -150,6 +150,42 @@ pub async fn push(
     Ok((detail, skill_status))
 }
 
+/// One call of `server`'s API, `method path`, with a JSON body or none:
+/// its status and JSON answer (null for an empty one, such as a 204).
+/// Any answer of 400 or more is a [`ClientError::Refused`] with the
+/// problem's detail.
+pub async fn call(
+    server: &str,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&serde_json::Value>,
+) -> Result<(u16, serde_json::Value), ClientError> {
+    let url = format!("{}{path}", server.trim_end_matches('/'));
+    let body = body.map(serde_json::Value::to_string).map(String::into_bytes);
+    let headers: &[(&str, &str)] = match body {
+        Some(_) => &[("content-type", "application/json")],
+        None => &[],
+    };
+    let response = send(&client()?, method, &url, token, body, headers).await?;
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| unreachable(&url, e))?
+        .to_bytes();
+    if status.as_u16() >= 400 {
+        return Err(refused(&url, status, &bytes));
+    }
+    if bytes.is_empty() {
+        return Ok((status.as_u16(), serde_json::Value::Null));
+    }
+    let answer = serde_json::from_slice(&bytes)
+        .map_err(|e| ClientError::Usage(format!("{url} answered with something not JSON: {e}")))?;
+    Ok((status.as_u16(), answer))
+}
+
 async fn send(
     client: &Client,
     method: Method,

@@ -20,6 +20,7 @@ mod attacks_rundir;
 mod attacks_sandbox;
 mod auth;
 mod cli;
+mod cli_manage;
 mod common;
 mod conformance;
 mod corpus;

@@ -1,0 +1,497 @@
+//! `skilld info`, `skilld remove` and `skilld permissions` (seed 002's
+//! `skill info`, `remove` and `permissions`): a skill's record, its
+//! removal, and the grants standing for it. Each acts on this machine's
+//! data directory, through the same parts a server uses, or with `--to`
+//! on a running server, through its API; both build the API's own
+//! answers, so the two print the same.
+
+use super::{pipeline, runtime};
+use crate::config::{Config, LocalArgs, ServeArgs};
+use crate::http::grants::{Grant, GrantList};
+use crate::http::install::VersionList;
+use crate::http::skills::SkillDetail;
+use crate::install::client::{self, ClientError};
+use crate::install::{InstallError, Installer};
+use crate::invoke::Invoker;
+use clap::{Args, ValueEnum};
+use hyper::Method;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Where a verb acts.
+#[derive(Debug, Clone, Args)]
+pub struct Place {
+    /// Act on this running server (`http://HOST:PORT`) instead of this
+    /// machine's data directory.
+    #[arg(long, value_name = "URL")]
+    to: Option<String>,
+    /// Bearer token for `--to` (prefer the environment). Without one, a
+    /// server on this machine (a loopback address) gets the local secret
+    /// of the data directory.
+    #[arg(
+        long = "to-token",
+        env = "SKILLD_TO_TOKEN",
+        hide_env_values = true,
+        value_name = "T"
+    )]
+    to_token: Option<String>,
+    /// The data directory (as `skilld serve` takes it).
+    #[arg(long = "data-dir", env = "SKILLD_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// A skills directory, `[TRUST=]DIR`, as `skilld serve` takes it
+    /// (default: serve's roots).
+    #[arg(
+        long = "skills",
+        env = "SKILLD_SKILLS",
+        value_delimiter = ',',
+        value_name = "[TRUST=]DIR"
+    )]
+    skills: Vec<String>,
+    /// A config file, for the data directory, roots and database.
+    #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// `text` (default) or `json`: the API's answers, as one object.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    format: Output,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// The skill: `NAME`, or `NAME@VERSION` of an installed version.
+    #[arg(value_name = "NAME[@VERSION]")]
+    name: String,
+    #[command(flatten)]
+    place: Place,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// An installed skill (every version), or `NAME@VERSION` for one.
+    #[arg(value_name = "NAME[@VERSION]")]
+    name: String,
+    /// Cancel its runs in flight first, instead of refusing.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    place: Place,
+}
+
+#[derive(Debug, Args)]
+pub struct PermissionsArgs {
+    /// The skill.
+    #[arg(value_name = "NAME")]
+    name: String,
+    /// Revoke every grant of the skill (every tool, every version).
+    #[arg(long)]
+    revoke: bool,
+    #[command(flatten)]
+    place: Place,
+}
+
+/// Why a verb failed, and the exit code it means.
+enum Failure {
+    /// 1: refused (no such skill, not installed, not allowed, …).
+    Refused(String),
+    /// 2: the server, the disk or the database cannot be reached.
+    Unreachable(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        match e {
+            ClientError::Usage(_) => Failure::Refused(e.to_string()),
+            ClientError::Refused { status, .. } if status < 500 => Failure::Refused(e.to_string()),
+            other => Failure::Unreachable(other.to_string()),
+        }
+    }
+}
+
+impl From<InstallError> for Failure {
+    fn from(e: InstallError) -> Self {
+        match e {
+            InstallError::Io(_) | InstallError::Store(_) => Failure::Unreachable(e.to_string()),
+            other => Failure::Refused(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for Failure {
+    fn from(e: crate::store::StoreError) -> Self {
+        Failure::Unreachable(e.to_string())
+    }
+}
+
+/// Runs `verb` on a runtime and turns its outcome into output and an exit
+/// code.
+fn finish<F>(format: Output, verb: F) -> ExitCode
+where
+    F: std::future::Future<Output = Result<(Value, String), Failure>>,
+{
+    let outcome = match runtime() {
+        Ok(rt) => rt.block_on(verb),
+        Err(e) => Err(Failure::Unreachable(format!("{e:#}"))),
+    };
+    match outcome {
+        Ok((value, text)) => {
+            match format {
+                Output::Json => println!("{value}"),
+                Output::Text => print!("{text}"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Refused(why)) => {
+            eprintln!("skilld: {why}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Unreachable(why)) => {
+            eprintln!("skilld: {why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `NAME[@VERSION]` as skills are named, checked before it goes into a
+/// path: a `?` or `/` would make it another request.
+fn checked(spec: &str) -> Result<&str, Failure> {
+    let (name, version) = crate::catalog::versions::split_spec(spec);
+    let name_ok = crate::skill::names::check_name(name) != crate::skill::names::NameCheck::Invalid;
+    let version_ok = version.is_none_or(|v| {
+        !v.is_empty()
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+    });
+    match name_ok && version_ok {
+        true => Ok(spec),
+        false => Err(Failure::Refused(format!(
+            "'{spec}' is not a skill name (lowercase letters, digits and single hyphens, \
+             optionally @VERSION)"
+        ))),
+    }
+}
+
+pub fn info(args: &InfoArgs) -> ExitCode {
+    finish(args.place.format, async {
+        checked(&args.name)?;
+        let value = match Remote::of(&args.place)? {
+            Some(remote) => remote.info(&args.name).await?,
+            None => Local::open(&args.place).await?.info(&args.name).await?,
+        };
+        let text = info_text(&value);
+        Ok((value, text))
+    })
+}
+
+pub fn remove(args: &RemoveArgs) -> ExitCode {
+    finish(args.place.format, async {
+        checked(&args.name)?;
+        match Remote::of(&args.place)? {
+            Some(remote) => {
+                let path = format!("/skills/{}?force={}", args.name, args.force);
+                remote.call(Method::DELETE, &path, None).await?;
+            }
+            None => {
+                let local = Local::open(&args.place).await?;
+                let (name, version) = crate::catalog::versions::split_spec(&args.name);
+                let removed = local.installer.remove(name, version, args.force).await;
+                local.close().await;
+                removed?;
+            }
+        }
+        Ok((json!({"removed": args.name}), format!("removed {}\n", args.name)))
+    })
+}
+
+pub fn permissions(args: &PermissionsArgs) -> ExitCode {
+    finish(args.place.format, async {
+        checked(&args.name)?;
+        if args.name.contains('@') {
+            return Err(Failure::Refused(
+                "grants stand for a skill across its versions (each bound to one hash): give NAME".to_owned(),
+            ));
+        }
+        let value = match Remote::of(&args.place)? {
+            Some(remote) => remote.permissions(&args.name, args.revoke).await?,
+            None => {
+                let local = Local::open(&args.place).await?;
+                let value = local.permissions(&args.name, args.revoke).await;
+                local.close().await;
+                value?
+            }
+        };
+        let text = permissions_text(&args.name, &value);
+        Ok((value, text))
+    })
+}
+
+/// A running server, through its API.
+struct Remote {
+    server: String,
+    token: Option<String>,
+}
+
+impl Remote {
+    /// The server `--to` names, if any, with the token to send it.
+    fn of(place: &Place) -> Result<Option<Self>, Failure> {
+        let Some(server) = place.to.clone() else {
+            return Ok(None);
+        };
+        let token = match &place.to_token {
+            Some(token) => Some(token.clone()),
+            None if client::is_loopback_url(&server) => {
+                let config = place.config()?;
+                crate::local_secret::read(&config.data_dir).map_err(|e| {
+                    Failure::Refused(format!(
+                        "cannot read the local secret of {}: {e}",
+                        config.data_dir.display()
+                    ))
+                })?
+            }
+            None => None,
+        };
+        Ok(Some(Self { server, token }))
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<(u16, Value), Failure> {
+        Ok(client::call(&self.server, method, path, self.token.as_deref(), body).await?)
+    }
+
+    async fn info(&self, name: &str) -> Result<Value, Failure> {
+        let (_, skill) = self.call(Method::GET, &format!("/skills/{name}"), None).await?;
+        let bare = skill["name"].as_str().unwrap_or(name).to_owned();
+        let versions = match self
+            .call(Method::GET, &format!("/skills/{bare}/versions"), None)
+            .await
+        {
+            Ok((_, list)) => list,
+            Err(Failure::Refused(_)) => Value::Null,
+            Err(e) => return Err(e),
+        };
+        // Reading grants takes the invoke role: a read token sees the rest.
+        let grants = match self
+            .call(Method::GET, &format!("/grants?skill={bare}"), None)
+            .await
+        {
+            Ok((_, list)) => list["grants"].clone(),
+            Err(Failure::Refused(_)) => Value::Null,
+            Err(e) => return Err(e),
+        };
+        Ok(json!({"skill": skill, "versions": versions, "grants": grants}))
+    }
+
+    async fn permissions(&self, name: &str, revoke: bool) -> Result<Value, Failure> {
+        let (_, skill) = self.call(Method::GET, &format!("/skills/{name}"), None).await?;
+        let revoked = if revoke {
+            let (_, answer) = self
+                .call(Method::DELETE, &format!("/grants?skill={name}"), None)
+                .await?;
+            Some(answer["revoked"].clone())
+        } else {
+            None
+        };
+        let (_, grants) = self
+            .call(Method::GET, &format!("/grants?skill={name}"), None)
+            .await?;
+        Ok(permissions_value(
+            &skill["permissions"],
+            &grants["grants"],
+            revoked,
+        ))
+    }
+}
+
+/// This machine's data directory, through the parts a server uses.
+struct Local {
+    config: Config,
+    invoker: Arc<Invoker>,
+    catalog: Arc<crate::catalog::CatalogHandle>,
+    installer: Installer,
+}
+
+impl Place {
+    fn config(&self) -> Result<Config, Failure> {
+        Config::resolve(&ServeArgs {
+            local: LocalArgs {
+                config: self.config.clone(),
+                data_dir: self.data_dir.clone(),
+                skills: self.skills.clone(),
+                no_watch: Some(true),
+                ..LocalArgs::default()
+            },
+            ..ServeArgs::default()
+        })
+        .map_err(Failure::Refused)
+    }
+}
+
+impl Local {
+    async fn open(place: &Place) -> Result<Self, Failure> {
+        let config = place.config()?;
+        let (invoker, catalog) = pipeline(&config, false)
+            .await
+            .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
+        let installer = Installer::new(catalog.clone(), invoker.clone(), config.install.clone());
+        Ok(Self {
+            config,
+            invoker,
+            catalog,
+            installer,
+        })
+    }
+
+    async fn close(&self) {
+        self.invoker.shutdown(self.config.shutdown_grace).await;
+    }
+
+    fn skill(&self, name: &str) -> Result<Arc<crate::skill::Skill>, Failure> {
+        self.catalog
+            .current()
+            .find(name)
+            .map(|found| found.skill)
+            .map_err(|e| Failure::Refused(e.to_string()))
+    }
+
+    async fn grants(&self, name: &str) -> Result<Value, Failure> {
+        let grants = self.invoker.reader().list_grants(Some(name)).await?;
+        let grants: Vec<Grant> = grants.into_iter().map(Grant::from).collect();
+        Ok(json!(GrantList { grants })["grants"].clone())
+    }
+
+    async fn info(&self, name: &str) -> Result<Value, Failure> {
+        let skill = self.skill(name)?;
+        let versions = match self.installer.state(&skill.name) {
+            Ok(state) => json!(VersionList::new(&skill.name, state)),
+            Err(InstallError::NotFound(_) | InstallError::OtherSource { .. } | InstallError::NoRoot) => {
+                Value::Null
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let grants = self.grants(&skill.name).await;
+        self.close().await;
+        Ok(json!({"skill": SkillDetail::new(&skill), "versions": versions, "grants": grants?}))
+    }
+
+    async fn permissions(&self, name: &str, revoke: bool) -> Result<Value, Failure> {
+        let declared = self.skill(name).map(|s| json!(s.permissions));
+        let revoked = match revoke {
+            true => Some(json!(self.invoker.revoke_grants_of(name).await?)),
+            false => None,
+        };
+        // A skill no longer loaded can still have grants to revoke.
+        let declared = match (declared, revoke) {
+            (Ok(list), _) => list,
+            (Err(_), true) => Value::Null,
+            (Err(e), false) => return Err(e),
+        };
+        Ok(permissions_value(&declared, &self.grants(name).await?, revoked))
+    }
+}
+
+fn permissions_value(declared: &Value, grants: &Value, revoked: Option<Value>) -> Value {
+    let mut value = json!({"permissions": declared, "grants": grants});
+    if let Some(n) = revoked {
+        value["revoked"] = n;
+    }
+    value
+}
+
+/// `skilld info`'s text: the manifest's main fields, its versions and grants.
+fn info_text(v: &Value) -> String {
+    let s = &v["skill"];
+    let text = |x: &Value| x.as_str().unwrap_or("-").to_owned();
+    let list = |x: &Value| {
+        let items: Vec<String> = x.as_array().into_iter().flatten().map(&text).collect();
+        if items.is_empty() {
+            "-".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    let tools: Vec<Value> = s["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| t["name"].clone())
+        .collect();
+    let mut out = format!(
+        "{} {} ({}, from {})\n  {}\n",
+        text(&s["name"]),
+        s["version"].as_str().unwrap_or("(no version)"),
+        text(&s["trust"]),
+        text(&s["source"]),
+        text(&s["description"])
+    );
+    out.push_str(&format!("  hash         {}\n", text(&s["hash"])));
+    out.push_str(&format!("  tools        {}\n", list(&Value::from(tools))));
+    out.push_str(&format!("  permissions  {}\n", list(&s["permissions"])));
+    out.push_str(&format!("  modes        {}\n", list(&s["modes"])));
+    out.push_str(&format!("  state        {}\n", state_text(v)));
+    out.push_str(&grants_text(&v["grants"]));
+    out
+}
+
+/// Loaded, and for an installed skill each version and its status.
+fn state_text(v: &Value) -> String {
+    let Some(versions) = v["versions"]["versions"].as_array() else {
+        return "loaded (not installed: served from its directory)".to_owned();
+    };
+    let each: Vec<String> = versions
+        .iter()
+        .map(|x| {
+            let active = if x["active"] == true { ", serving" } else { "" };
+            format!(
+                "{} {}{active}",
+                x["version"].as_str().unwrap_or("?"),
+                x["status"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    format!("loaded; installed versions: {}", each.join("; "))
+}
+
+fn grants_text(grants: &Value) -> String {
+    let Some(grants) = grants.as_array() else {
+        return "  grants       (not readable with this token: it takes the invoke role)\n".to_owned();
+    };
+    if grants.is_empty() {
+        return "  grants       none: its calls are decided by the policy\n".to_owned();
+    }
+    let mut out = String::from("  grants\n");
+    for g in grants {
+        let hash = g["skill_hash"].as_str().unwrap_or_default();
+        out.push_str(&format!(
+            "    {} {} at {} by {}\n",
+            g["tool"].as_str().unwrap_or("?"),
+            g["decision"].as_str().unwrap_or("?"),
+            &hash[..hash.len().min(12)],
+            g["created_by"].as_str().unwrap_or("-")
+        ));
+    }
+    out
+}
+
+fn permissions_text(name: &str, v: &Value) -> String {
+    let declared: Vec<&str> = v["permissions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut out = match v["permissions"].is_null() {
+        true => format!("{name}: not loaded\n"),
+        false if declared.is_empty() => format!("{name} declares no permissions\n"),
+        false => format!("{name} declares {}\n", declared.join(", ")),
+    };
+    if let Some(n) = v["revoked"].as_u64() {
+        out.push_str(&format!("revoked {n} grant{}\n", if n == 1 { "" } else { "s" }));
+    }
+    out.push_str(&grants_text(&v["grants"]));
+    out
+}
