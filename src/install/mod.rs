@@ -5,6 +5,7 @@
 
 pub mod archive;
 pub mod client;
+mod consent;
 pub mod diff;
 mod error;
 mod handback;
@@ -172,13 +173,9 @@ impl Installer {
             });
         }
         let version = self.admissible(&root, &staged.name, &checked)?;
+        let mut findings = findings;
+        let gated = self.gated(&staged.name, &checked, upload.trust, &mut findings, &log);
         log.line(&format!("review: {} finding(s)", findings.len()));
-        let gated = self.settings.review_uploads && upload.trust == Trust::Untrusted;
-        let status = if gated {
-            VersionStatus::PendingReview
-        } else {
-            VersionStatus::Ready
-        };
         let place = Placement::new(&root, &staged.name, &version);
         let (taking, kept) = (place.clone(), findings.clone());
         blocking(move || {
@@ -189,7 +186,7 @@ impl Installer {
         .await?;
         let status = if gated {
             log.line("waits for an admin's review before it serves");
-            status
+            VersionStatus::PendingReview
         } else {
             self.dependencies(&place, &log).await
         };
@@ -216,6 +213,39 @@ impl Installer {
             status,
             findings,
         })
+    }
+
+    /// Whether a new version waits for an admin's review: an untrusted
+    /// upload where uploads are reviewed, or an upgrade asking for more
+    /// than the serving version (its finding joins `findings`).
+    fn gated(
+        &self,
+        name: &str,
+        checked: &Checked,
+        trust: Trust,
+        findings: &mut Vec<Finding>,
+        log: &Log,
+    ) -> bool {
+        let asks_more = self.asks_more(name, checked);
+        if let Some(more) = &asks_more {
+            log.line(&more.message);
+            findings.push(more.clone());
+        }
+        asks_more.is_some() || (self.settings.review_uploads && trust == Trust::Untrusted)
+    }
+
+    /// The finding that holds an upgrade asking for capabilities the
+    /// installed version serving now does not declare; `None` for a first
+    /// install (the admin installing it consents) or one asking no more.
+    fn asks_more(&self, name: &str, checked: &Checked) -> Option<Finding> {
+        let catalog = self.catalog.current();
+        let serving = catalog.skill(name)?;
+        let added = checked.capabilities.beyond(&consent::Capabilities::of(serving));
+        if added.is_empty() {
+            return None;
+        }
+        let version = serving.version.as_deref().unwrap_or("the version");
+        Some(consent::finding(&checked.definition, &added, version))
     }
 
     /// Refuses an upload whose name another root serves, or whose version
@@ -609,6 +639,9 @@ struct Checked {
     version: Option<String>,
     hash: String,
     network: bool,
+    capabilities: consent::Capabilities,
+    /// The staged definition file (`SKILL.md` or `SKILL.yaml`).
+    definition: PathBuf,
 }
 
 /// Lints a staged skill without running any of it: a manifest's backend
@@ -637,6 +670,8 @@ fn check(
             version: skill.version.clone(),
             hash: skill.hash.clone(),
             network: skill.network,
+            capabilities: consent::Capabilities::of(&skill),
+            definition: skill.definition.clone(),
         }),
         None => Err(InstallError::Invalid(loaded.diagnostics)),
     }

@@ -65,6 +65,9 @@ pub enum FindingCode {
     /// path, a URL, a VCS source or an option: the upload is refused, and
     /// no installer ever runs it.
     UnsafeDependency,
+    /// An upgrade declaring capabilities (permissions, the network) the
+    /// serving version does not: it waits for an admin's consent.
+    PermissionsAdded,
 }
 
 impl FindingCode {
@@ -79,6 +82,7 @@ impl FindingCode {
             Self::ShellTrue => "shell_true",
             Self::NetworkUndeclared => "network_undeclared",
             Self::UnsafeDependency => "unsafe_dependency",
+            Self::PermissionsAdded => "permissions_added",
         }
     }
 }
@@ -285,6 +289,7 @@ impl FindingCode {
             Self::ShellTrue => "runs a command built at run time through the shell",
             Self::NetworkUndeclared => "uses the network, but the skill declares `network: false`",
             Self::UnsafeDependency => "names a dependency that is not a registry package by name and version",
+            Self::PermissionsAdded => "asks for capabilities the serving version does not declare",
         }
     }
 }

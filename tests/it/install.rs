@@ -155,7 +155,12 @@ async fn call_tool(server: &TestServer, path: &str) -> (u16, Value) {
     (status, body)
 }
 
-async fn send(server: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn send(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let mut req = server.person().request(method, server.url(path));
     if let Some(body) = body {
         req = req.json(&body);

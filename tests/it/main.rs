@@ -23,6 +23,7 @@ mod cli;
 mod cli_manage;
 mod common;
 mod conformance;
+mod consent;
 mod corpus;
 mod cors;
 mod deferred_ends;
