@@ -1,21 +1,29 @@
-//! `skilld install URL|FILE`: one skilld serving another. The archive is
-//! fetched (or read), then installed through the same [`Installer`] a
+//! `skilld install URL|FILE|DIR|git URL`: one skilld serving another, a
+//! zip, a skill's directory or a git repository. The archive is fetched,
+//! read or packed, then installed through the same [`Installer`] a
 //! server's `POST /skills` uses, here or on the server `--to` names.
 
 use super::{pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::install::client::{self, ClientError};
+use crate::install::sources::{GitSource, pack_dir};
 use crate::install::{InstallError, Installer, Upload};
 use crate::skill::Trust;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
 pub struct InstallArgs {
-    /// `http://HOST/skills/NAME[@VERSION]` of another skilld, or a zip file.
-    #[arg(value_name = "URL|FILE")]
+    /// `http://HOST/skills/NAME[@VERSION]` of another skilld, a zip file,
+    /// a skill's directory, or `git` followed by `URL[#REF][//SUBDIR]`.
+    #[arg(value_name = "URL|FILE|DIR|git")]
     source: String,
+    /// After `git`: the repository (`https://`, `http://`, `git://`,
+    /// `ssh://` or `file://`), a branch, tag or commit after `#`, and the
+    /// skill's directory in it after `//`.
+    #[arg(value_name = "URL[#REF][//SUBDIR]")]
+    git: Option<String>,
     /// Bearer token for the source skilld (its read role suffices).
     /// Prefer the environment: a flag shows it to anyone who can list
     /// processes.
@@ -119,14 +127,7 @@ async fn install(args: &InstallArgs) -> Result<String, Failure> {
         ..ServeArgs::default()
     })
     .map_err(Failure::Refused)?;
-    let max = config.install.max_upload_bytes;
-    let fetched = if args.source.starts_with("http://") || args.source.starts_with("https://") {
-        client::fetch(&args.source, args.token.as_deref(), max).await?
-    } else {
-        let file = std::fs::File::open(&args.source)
-            .map_err(|e| Failure::Refused(format!("cannot read {}: {e}", args.source)))?;
-        client::Fetched { file, hash: None }
-    };
+    let fetched = fetch(args, config.install.max_upload_bytes).await?;
     match &args.to {
         Some(server) => {
             let token = match &args.to_token {
@@ -136,6 +137,35 @@ async fn install(args: &InstallArgs) -> Result<String, Failure> {
             push(args, server, token.as_deref(), fetched).await
         }
         None => here(args, config, fetched).await,
+    }
+}
+
+/// The archive `args` name: fetched from a skilld, read from a zip, or
+/// packed from a directory or a git repository's.
+async fn fetch(args: &InstallArgs, max: u64) -> Result<client::Fetched, Failure> {
+    let source = args.source.as_str();
+    let packed = |file| client::Fetched { file, hash: None };
+    match (source, &args.git) {
+        ("git", Some(spec)) => {
+            let git = GitSource::parse(spec)?;
+            let clone = tempfile::tempdir().map_err(|e| Failure::Unreachable(e.to_string()))?;
+            eprintln!("cloning {} …", git.url);
+            let dir = git.fetch(clone.path()).await?;
+            Ok(packed(pack_dir(&dir)?))
+        }
+        ("git", None) => Err(Failure::Refused(
+            "give the repository after git: git URL[#REF][//SUBDIR]".to_owned(),
+        )),
+        (_, Some(extra)) => Err(Failure::Refused(format!("unexpected '{extra}' after {source}"))),
+        _ if source.starts_with("http://") || source.starts_with("https://") => {
+            Ok(client::fetch(source, args.token.as_deref(), max).await?)
+        }
+        _ if Path::new(source).is_dir() => Ok(packed(pack_dir(Path::new(source))?)),
+        _ => {
+            let file = std::fs::File::open(source)
+                .map_err(|e| Failure::Refused(format!("cannot read {source}: {e}")))?;
+            Ok(packed(file))
+        }
     }
 }
 

@@ -12,6 +12,7 @@ mod handback;
 pub mod packages;
 mod prepare;
 pub mod review;
+pub mod sources;
 mod stage;
 pub mod unpack;
 

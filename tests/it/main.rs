@@ -37,6 +37,7 @@ mod http_api;
 mod import;
 mod inbox;
 mod install;
+mod install_sources;
 mod invoke;
 mod manifests;
 mod mcp;
