@@ -97,6 +97,9 @@ pub(super) fn load(
     if !p.has_errors() {
         p.launch(&mut skill, &parts, &Value::Object(manifest), opts);
     }
+    // Without a started backend, the tools it would add are not known.
+    let unseen = parts.implementation.is_some() && skill.backend.is_none();
+    p.check_example_calls(&skill, unseen);
     Some(skill)
 }
 
