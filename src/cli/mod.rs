@@ -3,6 +3,7 @@
 mod import;
 mod install;
 pub mod scaffold;
+mod skill_test;
 
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use crate::config::{self, Config, LocalArgs, ServeArgs};
@@ -116,6 +117,12 @@ pub enum Command {
     /// that version exists, …); 2 the source, the server or the disk
     /// cannot be reached.
     Install(install::InstallArgs),
+    /// Run a skill's examples: its trigger examples through the engine of
+    /// `POST /skills/match`, its calls as `skilld run` runs them, in the
+    /// sandbox, with a throwaway run log. Prints a line per example. Exit
+    /// 0 all passed; 1 one failed, the skill does not lint or has no
+    /// examples; 2 they cannot be run.
+    Test(skill_test::TestArgs),
     /// Write a skill (a SKILL.yaml with an `mcp` backend) for each MCP
     /// server of Claude Desktop's, Claude Code's, Cursor's or VS Code's
     /// config, with secrets as environment references. Prints each skill
@@ -184,6 +191,7 @@ pub fn main() -> ExitCode {
         Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
         Command::Install(args) => return install::run(&args),
         Command::Import(args) => return import::run(&args),
+        Command::Test(args) => return skill_test::run(&args),
         Command::StarlarkHost { .. } => Ok(()),
         Command::Run {
             skills,
