@@ -329,7 +329,7 @@ fn call_outcome(example: &CallExample, result: Result<Arc<Envelope>, String>) ->
 }
 
 /// The expectations `envelope` does not meet, each in words.
-pub(crate) fn unmet(expect: &Expect, envelope: &Envelope) -> Vec<String> {
+fn unmet(expect: &Expect, envelope: &Envelope) -> Vec<String> {
     let mut unmet = Vec::new();
     if envelope.success != expect.success {
         unmet.push(format!("success: {}", expect.success));
@@ -474,4 +474,78 @@ fn text_lines(o: &Outcome) -> String {
         o.expected.join(", "),
         o.got
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn envelope(success: bool, exit_code: i32, output: &str) -> Envelope {
+        Envelope {
+            run_id: uuid::Uuid::nil(),
+            skill: "s".into(),
+            tool: "t".into(),
+            success,
+            exit_code: Some(exit_code),
+            output: output.into(),
+            truncated: false,
+            output_bytes: output.len() as u64,
+            duration_ms: 1,
+            timed_out: false,
+            signal: None,
+            parsed: serde_json::from_str(output).ok(),
+            error: (!success).then(|| format!("exited with code {exit_code}")),
+            files: None,
+            hooks: None,
+        }
+    }
+
+    #[test]
+    fn a_run_meeting_every_expectation_passes() {
+        let expect = Expect {
+            exit_code: Some(0),
+            output: Some("{\"n\": 2}".into()),
+            output_contains: vec!["\"n\"".into()],
+            parsed: Some(json!({"n": 2})),
+            ..Expect::default()
+        };
+        assert!(unmet(&expect, &envelope(true, 0, "{\"n\": 2}")).is_empty());
+    }
+
+    #[test]
+    fn each_unmet_expectation_is_named() {
+        let expect = Expect {
+            exit_code: Some(0),
+            output_contains: vec!["Hello".into(), "Ada".into()],
+            parsed: Some(json!({"n": 2})),
+            error_contains: Some("timed out".into()),
+            ..Expect::default()
+        };
+        assert_eq!(
+            unmet(&expect, &envelope(false, 3, "Hello, Bob")),
+            [
+                "success: true",
+                "exit_code: 0",
+                "output_contains: \"Ada\"",
+                "parsed: {\"n\":2}",
+                "error_contains: \"timed out\"",
+            ]
+        );
+        let failing = Expect {
+            success: false,
+            error_contains: Some("code 3".into()),
+            ..Expect::default()
+        };
+        assert!(unmet(&failing, &envelope(false, 3, "")).is_empty());
+    }
+
+    #[test]
+    fn what_a_run_gave_is_said_with_its_output() {
+        let words = envelope_in_words(&envelope(false, 3, "oops\n"));
+        assert_eq!(
+            words,
+            "success: false, exit_code: 3, error: \"exited with code 3\", output: \"oops\\n\""
+        );
+    }
 }

@@ -431,7 +431,10 @@ impl Parse<'_, '_> {
             if let Err(errors) = crate::invoke::args::validate(tool, &call.arguments) {
                 let why: Vec<String> = errors
                     .iter()
-                    .map(|e| format!("{}: {}", e.field, e.message))
+                    .map(|e| match e.field.as_str() {
+                        "" => e.message.clone(),
+                        field => format!("{field}: {}", e.message),
+                    })
                     .collect();
                 self.error(
                     Code::InvalidExampleArguments,
@@ -444,5 +447,103 @@ impl Parse<'_, '_> {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skill::diag::Diagnostic;
+    use serde_json::json;
+
+    /// The examples of a SKILL.yaml text, and the findings as
+    /// `line:column code message`.
+    fn read(yaml: &str) -> (Examples, Vec<String>) {
+        let mut diags: Vec<Diagnostic> = Vec::new();
+        let examples = {
+            let mut p = Parse::new("SKILL.yaml".to_owned(), yaml, &mut diags);
+            p.yaml = yaml;
+            let Ok(Value::Object(map)) = super::super::frontmatter::parse_yaml(yaml) else {
+                panic!("not a mapping: {yaml}");
+            };
+            p.examples(&map)
+        };
+        let found = diags
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}:{} {} {}",
+                    d.line.unwrap_or(0),
+                    d.column.unwrap_or(0),
+                    d.code,
+                    d.message
+                )
+            })
+            .collect();
+        (examples, found)
+    }
+
+    #[test]
+    fn calls_and_trigger_contexts_are_read() {
+        let (examples, found) = read(
+            "name: x\nexamples:\n  calls:\n    - tool: greet\n      arguments: {name: Ada}\n      expect:\n        output_contains: [Hello, Ada]\n        exit_code: 0\n    - tool: greet\n  triggers:\n    match:\n      - deploy it\n      - files: [k8s/a.yaml]\n        languages: rust\n    not_match:\n      - message: write a poem\n",
+        );
+        assert_eq!(found, Vec::<String>::new());
+        assert_eq!(examples.calls.len(), 2);
+        let first = &examples.calls[0];
+        assert_eq!(first.tool, "greet");
+        assert_eq!(Value::Object(first.arguments.clone()), json!({"name": "Ada"}));
+        assert_eq!(first.expect.output_contains, ["Hello", "Ada"]);
+        assert_eq!(first.expect.exit_code, Some(0));
+        assert!(first.expect.success);
+        assert_eq!(first.pos.map(|p| p.line), Some(4));
+        assert_eq!(examples.calls[1].expect, Expect::default());
+        assert_eq!(examples.calls[1].pos.map(|p| p.line), Some(9));
+        assert_eq!(examples.matches[0].message, "deploy it");
+        assert_eq!(examples.matches[0].pos.map(|p| p.line), Some(12));
+        assert_eq!(examples.matches[1].files, ["k8s/a.yaml"]);
+        assert_eq!(examples.matches[1].languages, ["rust"]);
+        assert_eq!(examples.matches[1].pos.map(|p| p.line), Some(13));
+        assert_eq!(examples.not_matches[0].message, "write a poem");
+        assert_eq!(examples.not_matches[0].pos.map(|p| p.line), Some(16));
+    }
+
+    #[test]
+    fn no_examples_key_is_no_examples() {
+        let (examples, found) = read("name: x\n");
+        assert!(examples.is_empty());
+        assert!(found.is_empty());
+    }
+
+    #[test]
+    fn each_wrong_shape_is_placed_where_it_is_written() {
+        let (_, found) = read(
+            "examples:\n  calls:\n    - arguments: {}\n    - tool: t\n      expect: {success: yes, outptu: 1}\n  triggers:\n    match:\n      - mode: ''\n    not_match:\n      - files: 3\n  extra: 1\n",
+        );
+        assert_eq!(
+            found,
+            [
+                "11:3 invalid_example examples: unknown key 'extra'; it takes calls, triggers",
+                "3:7 invalid_example examples.calls[0]: names no tool; give 'tool'",
+                "5:30 invalid_example examples.calls[1].expect: unknown key 'outptu'; it takes success, exit_code, output, output_contains, parsed, error_contains",
+                "5:16 invalid_example examples.calls[1].expect.success: must be true or false, not the string 'yes'",
+                "8:9 invalid_example examples.triggers.match[0]: gives neither a message nor files",
+                "10:9 invalid_example examples.triggers.not_match[0].files: must be a list of strings, not the number 3",
+            ]
+        );
+    }
+
+    #[test]
+    fn examples_that_list_nothing_are_an_error() {
+        let (_, found) = read("examples:\n  calls: []\n");
+        assert_eq!(
+            found,
+            ["1:1 invalid_example examples: lists no example; give calls or triggers"]
+        );
+        let (_, found) = read("examples: [a]\n");
+        assert_eq!(
+            found,
+            ["1:1 invalid_example examples: must be a mapping of calls, triggers, not a list"]
+        );
     }
 }
