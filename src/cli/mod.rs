@@ -634,6 +634,7 @@ fn check(paths: &[PathBuf], format: CheckFormat, config: Option<&Path>) -> ExitC
                 let l = load_skill(&dir, &lint_options("check", &linting));
                 loaded += usize::from(l.skill.is_some());
                 diagnostics.extend(l.diagnostics);
+                diagnostics.extend(l.skill.iter().flat_map(|s| skill_test::argument_findings(s)));
             }
             Ok(LintTarget::Root(root)) => {
                 if !roots.iter().any(|r| r.path == root.path) {
@@ -705,10 +706,12 @@ fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
         launcher: Some(&launcher),
     };
     let loaded = load_skill(dir, &lint_options("package", &linting));
-    for d in &loaded.diagnostics {
+    let mut diagnostics = loaded.diagnostics;
+    diagnostics.extend(loaded.skill.iter().flat_map(|s| skill_test::argument_findings(s)));
+    for d in &diagnostics {
         eprintln!("{d}");
     }
-    let failed = loaded.diagnostics.iter().any(|d| d.severity == Severity::Error);
+    let failed = diagnostics.iter().any(|d| d.severity == Severity::Error);
     let Some(skill) = loaded.skill.filter(|_| !failed) else {
         eprintln!("skilld: {} does not lint; nothing was written", dir.display());
         return ExitCode::from(1);
@@ -862,6 +865,7 @@ fn lint_roots(roots: Vec<Root>, linting: &Linted<'_>) -> (usize, Vec<Diagnostic>
         None,
     );
     let mut found = catalog.diagnostics.clone();
+    found.extend(catalog.skills.iter().flat_map(|s| skill_test::argument_findings(s)));
     for root in &roots {
         let has_skills = catalog.skills.iter().any(|s| s.source == root.name);
         // Skills of its own that failed, or lost their name to an

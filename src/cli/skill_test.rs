@@ -9,7 +9,7 @@ use crate::invoke::{Asked, Call, Called, Delivery, Envelope, Gate, Target};
 use crate::skill::backend::{Launch, Linting};
 use crate::skill::examples::{CallExample, Expect, TriggerExample};
 use crate::skill::triggers::{self, Context, FiredTrigger};
-use crate::skill::{PathCache, Severity, Skill, load_skill};
+use crate::skill::{Code, Diagnostic, PathCache, Severity, Skill, load_skill};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -102,14 +102,45 @@ fn lint(dir: &Path) -> Result<Arc<Skill>, String> {
         launcher: Some(&launcher),
     };
     let loaded = load_skill(dir, &lint_options("test", &linting));
-    for d in &loaded.diagnostics {
+    let mut diagnostics = loaded.diagnostics;
+    diagnostics.extend(loaded.skill.iter().flat_map(|s| argument_findings(s)));
+    for d in &diagnostics {
         eprintln!("{d}");
     }
-    let failed = loaded.diagnostics.iter().any(|d| d.severity == Severity::Error);
+    let failed = diagnostics.iter().any(|d| d.severity == Severity::Error);
     loaded
         .skill
         .filter(|_| !failed)
         .ok_or_else(|| format!("{} does not lint; no example was run", dir.display()))
+}
+
+/// A finding for each call example whose arguments its tool would
+/// refuse, checked as the invoke pipeline checks a call's (`check`,
+/// `package` and `test` lint with it; the loader, a layer below the
+/// pipeline, cannot).
+pub(super) fn argument_findings(skill: &Skill) -> Vec<Diagnostic> {
+    let path = skill.definition.display().to_string();
+    let calls = skill.examples.calls.iter().enumerate();
+    calls
+        .filter_map(|(i, call)| {
+            let tool = skill.tools.iter().find(|t| t.name == call.tool)?;
+            let errors = crate::invoke::args::validate(tool, &call.arguments).err()?;
+            let why: Vec<String> = errors
+                .iter()
+                .map(|e| match e.field.as_str() {
+                    "" => e.message.clone(),
+                    field => format!("{field}: {}", e.message),
+                })
+                .collect();
+            let msg = format!(
+                "examples.calls[{i}]: arguments that tool '{}' refuses: {}",
+                call.tool,
+                why.join("; ")
+            );
+            let d = Diagnostic::error(Code::InvalidExampleArguments, &path, msg);
+            Some(d.at(call.pos).for_skill(&skill.name))
+        })
+        .collect()
 }
 
 /// Each trigger example, through the engine of `POST /skills/match`.

@@ -141,6 +141,34 @@ fn a_trigger_that_does_not_fire_says_which_would() {
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
 
+/// `skilld check --format json DIR`: its exit code and its findings as
+/// (code, line, column).
+fn check_json(dir: &Path) -> (Option<i32>, Vec<(String, u64, u64)>, String) {
+    let out = skilld()
+        .args(["check", "--format", "json"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap().to_owned(),
+                d["line"].as_u64().unwrap_or(0),
+                d["column"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    (out.status.code(), found, v["diagnostics"].to_string())
+}
+
+fn owned(found: &[(&str, u64, u64)]) -> Vec<(String, u64, u64)> {
+    found.iter().map(|(c, l, k)| ((*c).to_owned(), *l, *k)).collect()
+}
+
 #[test]
 fn check_places_bad_examples_in_skill_md() {
     let skills = tempdir().unwrap();
@@ -156,55 +184,60 @@ fn check_places_bad_examples_in_skill_md() {
       - {}
 ";
     greet(skills.path(), examples);
-    let out = skilld()
-        .args(["check", "--format", "json"])
-        .arg(skills.path().join("greet"))
-        .output()
-        .unwrap();
-    assert_exit(&out, 1, "bad examples are errors: ");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let found: Vec<(String, u64, u64)> = v["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            (
-                d["code"].as_str().unwrap().to_owned(),
-                d["line"].as_u64().unwrap_or(0),
-                d["column"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
+    let dir = skills.path().join("greet");
+    let (code, found, messages) = check_json(&dir);
+    assert_eq!(code, Some(1), "bad examples are errors: {messages}");
     let want = [
         ("invalid_example", 15, 16),
         ("invalid_example", 17, 5),
         ("unknown_example_tool", 11, 7),
-        ("invalid_example_arguments", 12, 7),
     ];
-    let want: Vec<(String, u64, u64)> = want.iter().map(|(c, l, k)| ((*c).to_owned(), *l, *k)).collect();
-    assert_eq!(found, want, "{v}");
-    let messages = v["diagnostics"].to_string();
+    assert_eq!(found, owned(&want), "{messages}");
     assert!(
         messages.contains("'gret' is not a tool of this skill; it has greet"),
-        "{messages}"
-    );
-    assert!(
-        messages.contains("nme: unknown argument; expected one of name"),
-        "{messages}"
-    );
-    assert!(
-        messages.contains("name: required string is missing"),
         "{messages}"
     );
 
     // `skilld test` lints first: nothing runs, and it says why.
     let tmp = tempdir().unwrap();
-    let out = test(&skills.path().join("greet"), &[], tmp.path());
+    let out = test(&dir, &[], tmp.path());
     assert_exit(&out, 1, "does not lint: ");
     assert!(out.stdout.is_empty(), "{}", stdout(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("error[unknown_example_tool]"), "{stderr}");
     assert!(stderr.contains("does not lint; no example was run"), "{stderr}");
+
+    // Arguments are checked as a call's are, once the rest is right.
+    greet(
+        skills.path(),
+        "examples:\n  calls:\n    - tool: greet\n      arguments: {nme: Ada}\n",
+    );
+    let (code, found, messages) = check_json(&dir);
+    assert_eq!(code, Some(1), "{messages}");
+    assert_eq!(
+        found,
+        owned(&[("invalid_example_arguments", 11, 7)]),
+        "{messages}"
+    );
+    assert!(
+        messages.contains(
+            "examples.calls[0]: arguments that tool 'greet' refuses: nme: unknown argument; expected one of name; \
+             name: required string is missing"
+        ),
+        "{messages}"
+    );
+    let out = test(&dir, &[], tmp.path());
+    assert_exit(&out, 1, "bad arguments do not lint: ");
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    let out = skilld()
+        .arg("package")
+        .arg(&dir)
+        .arg("-o")
+        .arg(tmp.path().join("g.zip"))
+        .output()
+        .unwrap();
+    assert_exit(&out, 1, "nor package: ");
+    assert!(!tmp.path().join("g.zip").exists());
 }
 
 /// A manifest skill made by `skilld new`, with `examples` appended.
@@ -300,11 +333,11 @@ fn check_places_bad_examples_in_skill_yaml() {
         lines,
         [
             format!(
-                "{}:31:7: error[invalid_example_arguments]: examples.calls[0]: arguments that tool 'hello_yaml' refuses: name: 3 is not of type \"string\"",
+                "{}:33:7: warning[unknown_example_tool]: examples.calls[1]: 'from_backend' is not a tool of this skill; it has hello_yaml (its backend was not started here, and may offer it)",
                 path.display()
             ),
             format!(
-                "{}:33:7: warning[unknown_example_tool]: examples.calls[1]: 'from_backend' is not a tool of this skill; it has hello_yaml (its backend was not started here, and may offer it)",
+                "{}:31:7: error[invalid_example_arguments]: examples.calls[0]: arguments that tool 'hello_yaml' refuses: name: 3 is not of type \"string\"",
                 path.display()
             ),
         ],
@@ -341,4 +374,21 @@ fn bundled_skills_with_examples_pass() {
     let out = test(&bundled_dir().join("text-tools"), &[], tmp.path());
     assert_exit(&out, 0, &stdout(&out));
     assert!(stdout(&out).contains(" 0 failed"), "{}", stdout(&out));
+}
+
+#[test]
+fn an_untrusted_manifest_naming_a_backend_tool_still_loads() {
+    // Its backend starts only for an approved call, so the tools it would
+    // add are unknown at load: naming one must not keep it out.
+    let skills = tempdir().unwrap();
+    manifest(skills.path(), "examples:\n  calls:\n    - tool: from_backend\n");
+    let out = skilld()
+        .args(["tools", "--format", "native", "--skills"])
+        .arg(format!("untrusted={}", skills.path().display()))
+        .output()
+        .unwrap();
+    assert_exit(&out, 0, "tools: ");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("error["), "{stderr}");
+    assert!(stdout(&out).contains("hello_yaml"), "{}", stdout(&out));
 }
