@@ -42,6 +42,10 @@ pub fn run(args: &TestArgs) -> ExitCode {
         Ok(dir) => dir,
         Err(why) => return fail(2, &why),
     };
+    // A workspace of the user's must exist: a test makes nothing of theirs.
+    if let Some(work) = args.workspace.as_deref().filter(|w| !w.is_dir()) {
+        return fail(2, &format!("--workspace {} is not a directory", work.display()));
+    }
     let skill = match lint(&dir) {
         Ok(skill) => skill,
         Err(why) => return fail(1, &why),

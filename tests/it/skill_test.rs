@@ -362,8 +362,18 @@ fn exit_codes_for_what_cannot_be_tested() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // The definition file names its skill too.
+    // A workspace that is not there is not made: nothing can run.
     greet(skills.path(), PASSING);
+    let absent = tmp.path().join("no-workspace");
+    let args = ["--workspace", absent.to_str().unwrap()];
+    let out = test(&skills.path().join("greet"), &args, tmp.path());
+    assert_exit(&out, 2, "no workspace: ");
+    assert!(out.stdout.is_empty(), "nothing ran: {}", stdout(&out));
+    assert!(!absent.exists());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not a directory"), "{stderr}");
+
+    // The definition file names its skill too.
     let out = test(&skills.path().join("greet/SKILL.md"), &[], tmp.path());
     assert_exit(&out, 0, "by its SKILL.md: ");
 }
