@@ -174,11 +174,33 @@ impl Parse<'_, '_> {
             .keys()
             .filter_map(|k| self.nested_key_offset(k, cursor.at))
             .collect();
-        let start = found.iter().copied().min().unwrap_or(cursor.at);
+        let Some(start) = found.iter().copied().min() else {
+            // No key to find (`- {}`): the next block list item, if any.
+            let item = self.next_item_offset(cursor.at);
+            if let Some(at) = item {
+                cursor.at = at + 1;
+            }
+            return item.unwrap_or(cursor.at);
+        };
         if let Some(last) = found.iter().max() {
             cursor.at = last + 1;
         }
         start
+    }
+
+    /// Offset of the `-` of the first block list item on a line after the
+    /// one `from` is on.
+    fn next_item_offset(&self, from: usize) -> Option<usize> {
+        let rest = self.yaml.get(from..)?;
+        let mut at = from + rest.find('\n')? + 1;
+        for line in self.yaml.get(at..)?.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("- ") || trimmed.trim_end() == "-" {
+                return Some(at + line.len() - trimmed.len());
+            }
+            at += line.len();
+        }
+        None
     }
 
     fn call_examples(&mut self, value: Option<&Value>, cursor: &mut Cursor) -> Vec<CallExample> {

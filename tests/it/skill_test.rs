@@ -189,7 +189,7 @@ fn check_places_bad_examples_in_skill_md() {
     assert_eq!(code, Some(1), "bad examples are errors: {messages}");
     let want = [
         ("invalid_example", 15, 16),
-        ("invalid_example", 17, 5),
+        ("invalid_example", 18, 7),
         ("unknown_example_tool", 11, 7),
     ];
     assert_eq!(found, owned(&want), "{messages}");
