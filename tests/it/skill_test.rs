@@ -251,7 +251,9 @@ fn manifest(parent: &Path, examples: &str) -> std::path::PathBuf {
     assert_exit(&out, 0, "new: ");
     let dir = parent.join("hello-yaml");
     let path = dir.join("SKILL.yaml");
+    // The template's own examples give way to the test's.
     let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.split("# What `skilld test").next().unwrap();
     std::fs::write(
         &path,
         format!("{text}triggers:\n  keywords: [greeting]\n{examples}"),
