@@ -154,7 +154,8 @@ impl Parse<'_, '_> {
         Some(map)
     }
 
-    /// The entries of a list under `what`, each with its offset.
+    /// The entries of the list under `what`: none (and an error) when
+    /// it is not a list.
     fn example_list<'v>(&mut self, value: Option<&'v Value>, what: &str, at: usize) -> &'v [Value] {
         match value {
             None | Some(Value::Null) => &[],
