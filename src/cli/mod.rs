@@ -4,6 +4,7 @@ mod import;
 mod install;
 mod manage;
 pub mod scaffold;
+mod skill_test;
 
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
 use crate::config::{self, Config, LocalArgs, ServeArgs};
@@ -130,6 +131,12 @@ pub enum Command {
     /// it; `--revoke` revokes them all first. Exit 1 when there is no such
     /// skill (or the token may not), 2 when it cannot be reached.
     Permissions(manage::PermissionsArgs),
+    /// Run a skill's examples: its trigger examples through the engine of
+    /// `POST /skills/match`, its calls as `skilld run` runs them, in the
+    /// sandbox, with a throwaway run log. Prints a line per example. Exit
+    /// 0 all passed; 1 one failed, the skill does not lint or has no
+    /// examples; 2 they cannot be run.
+    Test(skill_test::TestArgs),
     /// Write a skill (a SKILL.yaml with an `mcp` backend) for each MCP
     /// server of Claude Desktop's, Claude Code's, Cursor's or VS Code's
     /// config, with secrets as environment references. Prints each skill
@@ -201,6 +208,7 @@ pub fn main() -> ExitCode {
         Command::Remove(args) => return manage::remove(&args),
         Command::Permissions(args) => return manage::permissions(&args),
         Command::Import(args) => return import::run(&args),
+        Command::Test(args) => return skill_test::run(&args),
         Command::StarlarkHost { .. } => Ok(()),
         Command::Run {
             skills,
@@ -647,6 +655,7 @@ fn check(paths: &[PathBuf], format: CheckFormat, config: Option<&Path>) -> ExitC
                 let l = load_skill(&dir, &lint_options("check", &linting));
                 loaded += usize::from(l.skill.is_some());
                 diagnostics.extend(l.diagnostics);
+                diagnostics.extend(l.skill.iter().flat_map(|s| skill_test::argument_findings(s)));
             }
             Ok(LintTarget::Root(root)) => {
                 if !roots.iter().any(|r| r.path == root.path) {
@@ -718,10 +727,12 @@ fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
         launcher: Some(&launcher),
     };
     let loaded = load_skill(dir, &lint_options("package", &linting));
-    for d in &loaded.diagnostics {
+    let mut diagnostics = loaded.diagnostics;
+    diagnostics.extend(loaded.skill.iter().flat_map(|s| skill_test::argument_findings(s)));
+    for d in &diagnostics {
         eprintln!("{d}");
     }
-    let failed = loaded.diagnostics.iter().any(|d| d.severity == Severity::Error);
+    let failed = diagnostics.iter().any(|d| d.severity == Severity::Error);
     let Some(skill) = loaded.skill.filter(|_| !failed) else {
         eprintln!("skilld: {} does not lint; nothing was written", dir.display());
         return ExitCode::from(1);
@@ -875,6 +886,12 @@ fn lint_roots(roots: Vec<Root>, linting: &Linted<'_>) -> (usize, Vec<Diagnostic>
         None,
     );
     let mut found = catalog.diagnostics.clone();
+    found.extend(
+        catalog
+            .skills
+            .iter()
+            .flat_map(|s| skill_test::argument_findings(s)),
+    );
     for root in &roots {
         let has_skills = catalog.skills.iter().any(|s| s.source == root.name);
         // Skills of its own that failed, or lost their name to an

@@ -261,6 +261,14 @@ description: Greets someone by name. Replace this sentence with what the skill d
 # the first. Remove this line for a tool that writes or deletes.
 read_only: true
 timeout: 10s
+# What `skilld test DIR` runs: calls with what they must give (and, beside
+# `triggers`, messages that must or must not match); docs/skills.md,
+# "Examples: testing a skill".
+examples:
+  calls:
+    - tool: @MD_TOOL@
+      arguments: {name: Ada}
+      expect: {output: "Hello, Ada!\n"}
 ---
 
 # @TITLE@
@@ -301,6 +309,14 @@ lang: python
 read_only: true
 timeout: 30s
 # Add `resources: {memory: 256Mi}` to cap the memory a run may use.
+# What `skilld test DIR` runs: calls with what they must give (and, beside
+# `triggers`, messages that must or must not match); docs/skills.md,
+# "Examples: testing a skill".
+examples:
+  calls:
+    - tool: @TOOL@
+      arguments: {name: Ada}
+      expect: {parsed: {greeting: "Hello, Ada!"}}
 ---
 
 # @TITLE@
@@ -344,6 +360,14 @@ version: 0.1.0
 description: Greets people by name. Replace this sentence with what the skill does and when an agent should use it.
 # The scripts only print: remove this line for ones that write or delete.
 read_only: true
+# What `skilld test DIR` runs: calls with what they must give (and, beside
+# `triggers`, messages that must or must not match); docs/skills.md,
+# "Examples: testing a skill".
+examples:
+  calls:
+    - tool: @SCRIPT_TOOL@
+      arguments: {args: [Ada, Grace]}
+      expect: {output: "Hello, Ada!\nHello, Grace!\n"}
 ---
 
 # @TITLE@
@@ -368,6 +392,16 @@ const PROMPT_SKILL: &str = r#"---
 # add `command: NAME` to offer it as /NAME. Lint with `skilld check DIR`.
 name: @NAME@
 description: Explains how to greet people in this project. Replace this sentence with what the instructions are for and when an agent should use them.
+# When the skill applies (POST /skills/match): words of the user's message,
+# project files, languages.
+triggers:
+  keywords: [greet, greeting]
+# What `skilld test DIR` runs: messages that must and must not match;
+# docs/skills.md, "Examples: testing a skill".
+examples:
+  triggers:
+    match: [how should I greet the new team member?]
+    not_match: [summarize this file]
 ---
 
 # @TITLE@
@@ -405,6 +439,14 @@ tools:
           type: string
           description: Who to greet.
       additionalProperties: false
+# What `skilld test DIR` runs: calls with what they must give (and, beside
+# `triggers`, messages that must or must not match); docs/skills.md,
+# "Examples: testing a skill".
+examples:
+  calls:
+    - tool: @TOOL@
+      arguments: {name: Ada}
+      expect: {output: "Hello, Ada!"}
 "#;
 
 const MANIFEST_MAIN: &str = r#"#!/usr/bin/env python3

@@ -60,6 +60,9 @@ pub enum Code {
     RootMissing,
     ImageNotAllowed,
     DependenciesNotReady,
+    InvalidExample,
+    UnknownExampleTool,
+    InvalidExampleArguments,
 }
 
 impl Code {
@@ -108,6 +111,9 @@ impl Code {
             Code::RootMissing => "root_missing",
             Code::ImageNotAllowed => "image_not_allowed",
             Code::DependenciesNotReady => "dependencies_not_ready",
+            Code::InvalidExample => "invalid_example",
+            Code::UnknownExampleTool => "unknown_example_tool",
+            Code::InvalidExampleArguments => "invalid_example_arguments",
         }
     }
 }

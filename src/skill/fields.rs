@@ -52,6 +52,8 @@ const KNOWN_KEYS: &[&str] = &[
     "requires_tools",
     "eligibility",
     "triggers",
+    // What `skilld test` runs (docs/skills.md, "Examples").
+    "examples",
     "permissions",
     "homepage",
     // The Agent Skills specification's own.
@@ -85,6 +87,7 @@ pub(super) struct Fields {
     pub(super) requires_tools: Vec<String>,
     pub(super) eligibility: Eligibility,
     pub(super) triggers: Triggers,
+    pub(super) examples: super::examples::Examples,
     pub(super) permissions: Vec<String>,
     pub(super) compatibility: Option<String>,
     pub(super) allowed_tools: Vec<String>,
@@ -131,6 +134,7 @@ impl Fields {
             requires_tools: self.requires_tools,
             eligibility: self.eligibility,
             triggers: self.triggers,
+            examples: self.examples,
             permissions: self.permissions,
             compatibility: self.compatibility,
             allowed_tools: self.allowed_tools,
@@ -216,6 +220,7 @@ impl Parse<'_, '_> {
         let requires_tools = self.list(fm, "requires_tools", false);
         let eligibility = self.eligibility(fm);
         let triggers = self.triggers(fm);
+        let examples = self.examples(fm);
         let permissions = self.permissions(fm);
         let compatibility = self.string(fm, "compatibility");
         let allowed_tools = self.allowed_tools(fm);
@@ -243,6 +248,7 @@ impl Parse<'_, '_> {
             requires_tools,
             eligibility,
             triggers,
+            examples,
             permissions,
             compatibility,
             allowed_tools,

@@ -131,6 +131,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     skill.hash = hash;
     skill.fingerprint = std::sync::Arc::new(fingerprint);
     skill.tools = tools;
+    p.check_example_tools(&skill, false);
     Some(skill)
 }
 

@@ -97,6 +97,12 @@ pub(super) fn load(
     if !p.has_errors() {
         p.launch(&mut skill, &parts, &Value::Object(manifest), opts);
     }
+    // Without a started backend (linting, held for review, or untrusted
+    // and waiting for an approved call), the tools it would add are not
+    // known: an upload must not be refused for naming one.
+    let started = skill.backend.is_some() && skill.trust != Trust::Untrusted;
+    let unseen = parts.implementation.is_some() && !started;
+    p.check_example_tools(&skill, unseen);
     Some(skill)
 }
 

@@ -8,6 +8,7 @@ mod definition;
 pub mod diag;
 mod dialect;
 mod entrypoint;
+pub mod examples;
 pub mod fields;
 pub mod files;
 pub mod frontmatter;

@@ -228,6 +228,8 @@ pub struct Skill {
     pub requires_tools: Vec<String>,
     pub eligibility: Eligibility,
     pub triggers: Triggers,
+    /// What `skilld test` runs: tool calls and trigger contexts.
+    pub examples: super::examples::Examples,
     pub permissions: Vec<String>,
     /// The Agent Skills `compatibility`: what the skill needs of its
     /// environment, in words.

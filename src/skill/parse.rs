@@ -26,6 +26,11 @@ impl<'t, 'd> Parse<'t, 'd> {
         }
     }
 
+    /// Whether a finding with `code` has been made so far.
+    pub(super) fn has_code(&self, code: Code) -> bool {
+        self.diags.iter().any(|d| d.code == code)
+    }
+
     /// Whether an error has been found so far.
     pub(super) fn has_errors(&self) -> bool {
         self.diags.iter().any(Diagnostic::is_error)
@@ -75,6 +80,11 @@ impl<'t, 'd> Parse<'t, 'd> {
 
     /// Position of a top-level `key:` in the frontmatter.
     pub(super) fn key_pos(&self, key: &str) -> Option<Pos> {
+        self.key_offset(key).map(|at| self.yaml_pos(at))
+    }
+
+    /// Offset in the YAML text of a top-level `key:`.
+    pub(super) fn key_offset(&self, key: &str) -> Option<usize> {
         let mut at = 0;
         for line in self.yaml.split_inclusive('\n') {
             let rest = line.strip_prefix(key).or_else(|| {
@@ -83,11 +93,29 @@ impl<'t, 'd> Parse<'t, 'd> {
                     .and_then(|l| l.strip_prefix('"'))
             });
             if rest.is_some_and(|r| r.trim_start().starts_with(':')) {
-                return Some(self.index.pos(self.yaml_offset + at));
+                return Some(at);
             }
             at += line.len();
         }
         None
+    }
+
+    /// Position of an offset in the YAML text.
+    pub(super) fn yaml_pos(&self, at: usize) -> Pos {
+        self.index.pos(self.yaml_offset + at)
+    }
+
+    /// Offset of the first `key:` (a key at any depth, block or flow
+    /// style) at or after `from` in the YAML text: how nested values are
+    /// placed, since the YAML reader keeps no positions.
+    pub(super) fn nested_key_offset(&self, key: &str, from: usize) -> Option<usize> {
+        let text = self.yaml.get(from..)?;
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        text.match_indices(key).find_map(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + key.len()..].trim_start_matches([' ', '"', '\'']);
+            (!word(before) && after.starts_with(':')).then_some(from + at)
+        })
     }
 
     /// Position of the first `value` in the YAML text (a tool's name, a
@@ -110,7 +138,8 @@ impl<'t, 'd> Parse<'t, 'd> {
     }
 }
 
-fn describe(v: &Value) -> String {
+/// A value's kind (and a scalar's value), for a message.
+pub(super) fn describe(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("the boolean {b}"),

@@ -57,6 +57,13 @@ fn entries(dir: &Path) -> Vec<String> {
     names
 }
 
+/// `skilld test DIR` passes: the template's examples hold as written.
+fn examples_pass(dir: &Path, tmp: &Path, dialect: &str) {
+    let out = skilld().arg("test").arg(dir).env("TMPDIR", tmp).output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_exit(&out, 0, &format!("{dialect}: {printed}"));
+}
+
 #[test]
 fn every_dialect_checks_clean_and_runs() {
     let parent = crate::common::tempdir().unwrap();
@@ -103,6 +110,7 @@ fn every_dialect_checks_clean_and_runs() {
             format!("{}\n", made.display())
         );
         assert_eq!(check(&made), clean, "{dialect}");
+        examples_pass(&made, data.path(), dialect);
     }
     // Together too: five skills, no finding between them.
     let all = check(parent.path());
