@@ -377,7 +377,7 @@ impl From<InvokeError> for ApiError {
             InvokeError::AlreadyDecided { .. } => conflict("already_decided"),
             InvokeError::SkillChanged(_) => conflict("skill_changed"),
             InvokeError::HashMismatch { .. } => conflict("hash_mismatch"),
-            InvokeError::NothingToGrant(_) => unprocessable("no_tools"),
+            InvokeError::NothingToGrant(_) => conflict("no_tools"),
             InvokeError::RunFinished { .. } | InvokeError::RunStarted(_) => conflict("run_finished"),
             InvokeError::RunElsewhere(_) => conflict("run_elsewhere"),
             InvokeError::VersionUnavailable(_) => conflict("version_unavailable"),

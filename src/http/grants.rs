@@ -63,13 +63,35 @@ pub struct GrantList {
     pub grants: Vec<Grant>,
 }
 
-/// The skill whose grants a listing or a revocation is about.
+/// The most characters of a skill name (`docs/skills.md`).
+const MAX_SKILL_CHARS: usize = 64;
+
+/// The skill whose grants a listing is about.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct GrantQuery {
     /// Only this skill's grants (every tool, every version).
-    #[param(max_length = 64)]
+    #[param(min_length = 1, max_length = 64)]
     pub skill: Option<String>,
+}
+
+/// The skill whose grants a revocation takes back.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RevokeQuery {
+    /// The skill (every tool, every version).
+    #[param(min_length = 1, max_length = 64)]
+    pub skill: String,
+}
+
+/// A skill name as the query gives it, within the documented length.
+fn skill_param(skill: &str) -> Result<&str> {
+    if skill.is_empty() || skill.chars().count() > MAX_SKILL_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "skill must be 1 to {MAX_SKILL_CHARS} characters"
+        )));
+    }
+    Ok(skill)
 }
 
 /// The standing allow and deny decisions, newest first (at most 1000).
@@ -84,7 +106,8 @@ async fn list_grants(
     State(state): State<AppState>,
     Query(q): Query<GrantQuery>,
 ) -> Result<Json<GrantList>> {
-    let grants = state.store().list_grants(q.skill.as_deref()).await?;
+    let skill = q.skill.as_deref().map(skill_param).transpose()?;
+    let grants = state.store().list_grants(skill).await?;
     Ok(Json(GrantList {
         grants: grants.into_iter().map(Grant::from).collect(),
     }))
@@ -123,8 +146,7 @@ fn allow() -> GrantDecision {
         (status = 400, description = "The body is not a grant", body = Problem, content_type = "application/problem+json"),
         BodyProblems,
         NoSuchSkill,
-        (status = 409, description = "The skill is no longer at `skill_hash` (`hash_mismatch`)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The skill has no tools (`no_tools`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The skill is no longer at `skill_hash` (`hash_mismatch`), or has no tools to grant (`no_tools`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
 async fn create_grants(
@@ -156,23 +178,19 @@ pub struct Revoked {
 
 /// Revoke every grant of one skill (every tool, every version): its calls
 /// are decided afresh.
-#[utoipa::path(delete, path = "/grants", tag = "approvals", security(("bearer" = ["approve"])), params(GrantQuery),
+#[utoipa::path(delete, path = "/grants", tag = "approvals", security(("bearer" = ["approve"])), params(RevokeQuery),
     responses(
         (status = 200, description = "Revoked (0 when it had none)", body = Revoked),
-        (status = 400, description = "No `skill` given: every grant at once is revoked one by one, never by accident", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "No `skill`, or one over 64 characters: every grant at once is revoked one by one, never by accident", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
 async fn revoke_skill_grants(
     auth: Require<need::Approve>,
     State(state): State<AppState>,
-    Query(q): Query<GrantQuery>,
+    Query(q): Query<RevokeQuery>,
 ) -> Result<Json<Revoked>> {
-    let Some(skill) = q.skill else {
-        return Err(ApiError::BadRequest(
-            "name the skill whose grants to revoke: DELETE /grants?skill=NAME".to_owned(),
-        ));
-    };
-    let revoked = state.invoker.revoke_grants_of(&skill).await?;
+    let skill = skill_param(&q.skill)?;
+    let revoked = state.invoker.revoke_grants_of(skill).await?;
     tracing::info!(%skill, revoked, by = auth.caller.name.as_deref().unwrap_or("-"), "grants revoked");
     Ok(Json(Revoked { revoked }))
 }

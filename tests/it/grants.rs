@@ -138,9 +138,13 @@ async fn a_grant_is_refused_clearly_and_nothing_is_half_recorded() {
     let (status, problem) = Api::send(carol.req(reqwest::Method::DELETE, "/grants")).await;
     assert_eq!(status, 400, "{problem}");
     assert!(
-        problem["detail"].as_str().unwrap().contains("?skill="),
+        problem["detail"].as_str().unwrap().contains("'skill'"),
         "{problem}"
     );
+    let long = "a".repeat(65);
+    assert_eq!(agent.get(&format!("/grants?skill={long}")).await.0, 400);
+    let (status, _) = Api::send(carol.req(reqwest::Method::DELETE, &format!("/grants?skill={long}"))).await;
+    assert_eq!(status, 400);
     let (_, all) = agent.get("/grants").await;
     assert_eq!(all["grants"], json!([]), "a refused grant left {all}");
 }
