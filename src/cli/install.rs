@@ -60,10 +60,37 @@ fn trust_parser() -> impl clap::builder::TypedValueParser<Value = Trust> {
         .try_map(|s| Trust::parse(&s).ok_or_else(|| format!("unknown trust '{s}'")))
 }
 
-/// Why an install did not happen, and the exit code it means.
-enum Failure {
+/// Why a verb that installs or manages skills failed, and the exit code
+/// it means.
+pub(super) enum Failure {
+    /// 1: refused (it does not lint, no such skill, not allowed, …).
     Refused(String),
+    /// 2: the source, the server, the disk or the database cannot be reached.
     Unreachable(String),
+}
+
+impl From<crate::store::StoreError> for Failure {
+    fn from(e: crate::store::StoreError) -> Self {
+        Failure::Unreachable(e.to_string())
+    }
+}
+
+/// Prints `Ok`'s line, or the failure on stderr, and gives the exit code.
+pub(super) fn report(outcome: Result<String, Failure>) -> ExitCode {
+    match outcome {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Refused(why)) => {
+            eprintln!("skilld: {why}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Unreachable(why)) => {
+            eprintln!("skilld: {why}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 impl From<ClientError> for Failure {
@@ -99,20 +126,7 @@ pub fn run(args: &InstallArgs) -> ExitCode {
         Ok(rt) => rt.block_on(install(args)),
         Err(e) => Err(Failure::Unreachable(format!("{e:#}"))),
     };
-    match outcome {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
-        Err(Failure::Refused(why)) => {
-            eprintln!("skilld: {why}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Unreachable(why)) => {
-            eprintln!("skilld: {why}");
-            ExitCode::from(2)
-        }
-    }
+    report(outcome.map(|line| format!("{line}\n")))
 }
 
 /// Fetches or reads the archive, then installs it: `NAME@VERSION STATUS HASH`.

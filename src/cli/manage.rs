@@ -5,12 +5,13 @@
 //! on a running server, through its API; both build the API's own
 //! answers, so the two print the same.
 
+use super::install::{Failure, report};
 use super::{pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::http::grants::{Grant, GrantList};
 use crate::http::install::VersionList;
 use crate::http::skills::SkillDetail;
-use crate::install::client::{self, ClientError};
+use crate::install::client;
 use crate::install::{InstallError, Installer};
 use crate::invoke::Invoker;
 use clap::{Args, ValueEnum};
@@ -96,41 +97,7 @@ pub struct PermissionsArgs {
     place: Place,
 }
 
-/// Why a verb failed, and the exit code it means.
-enum Failure {
-    /// 1: refused (no such skill, not installed, not allowed, …).
-    Refused(String),
-    /// 2: the server, the disk or the database cannot be reached.
-    Unreachable(String),
-}
-
-impl From<ClientError> for Failure {
-    fn from(e: ClientError) -> Self {
-        match e {
-            ClientError::Usage(_) => Failure::Refused(e.to_string()),
-            ClientError::Refused { status, .. } if status < 500 => Failure::Refused(e.to_string()),
-            other => Failure::Unreachable(other.to_string()),
-        }
-    }
-}
-
-impl From<InstallError> for Failure {
-    fn from(e: InstallError) -> Self {
-        match e {
-            InstallError::Io(_) | InstallError::Store(_) => Failure::Unreachable(e.to_string()),
-            other => Failure::Refused(other.to_string()),
-        }
-    }
-}
-
-impl From<crate::store::StoreError> for Failure {
-    fn from(e: crate::store::StoreError) -> Self {
-        Failure::Unreachable(e.to_string())
-    }
-}
-
-/// Runs `verb` on a runtime and turns its outcome into output and an exit
-/// code.
+/// Runs `verb` on a runtime and prints its value as `format` asks.
 fn finish<F>(format: Output, verb: F) -> ExitCode
 where
     F: std::future::Future<Output = Result<(Value, String), Failure>>,
@@ -139,23 +106,10 @@ where
         Ok(rt) => rt.block_on(verb),
         Err(e) => Err(Failure::Unreachable(format!("{e:#}"))),
     };
-    match outcome {
-        Ok((value, text)) => {
-            match format {
-                Output::Json => println!("{value}"),
-                Output::Text => print!("{text}"),
-            }
-            ExitCode::SUCCESS
-        }
-        Err(Failure::Refused(why)) => {
-            eprintln!("skilld: {why}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Unreachable(why)) => {
-            eprintln!("skilld: {why}");
-            ExitCode::from(2)
-        }
-    }
+    report(outcome.map(|(value, text)| match format {
+        Output::Json => format!("{value}\n"),
+        Output::Text => text,
+    }))
 }
 
 /// `NAME[@VERSION]` as skills are named, checked before it goes into a

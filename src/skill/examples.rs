@@ -4,7 +4,6 @@
 //! skill's tools once the dialect has found them.
 
 use super::diag::{Code, Pos};
-use super::model::Skill;
 use super::parse::{Parse, describe};
 use serde_json::{Map, Value};
 
@@ -429,12 +428,11 @@ impl Parse<'_, '_> {
     /// the invoke pipeline would, which this layer cannot reach). `unseen`
     /// says the skill's backend was not started here, so tools it would
     /// add are unknown: a name not among those seen is then a warning.
-    pub(super) fn check_example_tools(&mut self, skill: &Skill, unseen: bool) {
-        for (i, call) in skill.examples.calls.iter().enumerate() {
-            if skill.tools.iter().any(|t| t.name == call.tool) {
+    pub(super) fn check_example_tools(&mut self, examples: &Examples, known: &[&str], unseen: bool) {
+        for (i, call) in examples.calls.iter().enumerate() {
+            if known.contains(&call.tool.as_str()) {
                 continue;
             }
-            let known: Vec<&str> = skill.tools.iter().map(|t| t.name.as_str()).collect();
             let have = if known.is_empty() {
                 "it has none".to_owned()
             } else {

@@ -131,7 +131,8 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     skill.hash = hash;
     skill.fingerprint = std::sync::Arc::new(fingerprint);
     skill.tools = tools;
-    p.check_example_tools(&skill, false);
+    let known: Vec<&str> = skill.tools.iter().map(|t| t.name.as_str()).collect();
+    p.check_example_tools(&skill.examples, &known, false);
     Some(skill)
 }
 

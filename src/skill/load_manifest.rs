@@ -102,7 +102,8 @@ pub(super) fn load(
     // known: an upload must not be refused for naming one.
     let started = skill.backend.is_some() && skill.trust != Trust::Untrusted;
     let unseen = parts.implementation.is_some() && !started;
-    p.check_example_tools(&skill, unseen);
+    let known: Vec<&str> = skill.tools.iter().map(|t| t.name.as_str()).collect();
+    p.check_example_tools(&skill.examples, &known, unseen);
     Some(skill)
 }
 
