@@ -278,6 +278,12 @@ pub struct FileConfig {
     pub artifacts: Option<ArtifactsConfig>,
     /// How long the run log keeps runs.
     pub retention: Option<RetentionConfig>,
+    /// The registries `skilld search`, `install NAME` and `add` ask, in
+    /// order: `[[registries]] url, token`.
+    pub registries: Option<Vec<crate::registry::RegistrySource>>,
+    /// How long a registry's index is kept before it is asked again
+    /// (default 3600 s; 0 keeps nothing).
+    pub registry_ttl_secs: Option<u64>,
 }
 
 /// `[retention]`: which final runs the run log keeps, and how the rest is
@@ -410,6 +416,8 @@ pub struct Config {
     pub retention: crate::retention::RetentionSettings,
     /// The operator's pre-approvals: `[[grants]]`, then `--approve-skill`.
     pub grants: Vec<crate::invoke::PreGrant>,
+    /// The `[[registries]]` and how long their indexes are kept.
+    pub registries: crate::registry::RegistrySettings,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -513,6 +521,12 @@ impl Config {
         run.sandbox.protected.extend(retention.export.clone());
         Ok(Self {
             grants: resolve_grants(args, &file)?,
+            registries: crate::registry::RegistrySettings {
+                sources: file.registries.clone().unwrap_or_default(),
+                ttl: file
+                    .registry_ttl_secs
+                    .map_or(crate::registry::DEFAULT_TTL, std::time::Duration::from_secs),
+            },
             retention,
             bind,
             roots,

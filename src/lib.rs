@@ -22,6 +22,7 @@ pub mod notify;
 pub mod oauth;
 pub mod policy;
 pub mod program;
+pub mod registry;
 pub mod retention;
 pub mod runner;
 pub mod sandbox;

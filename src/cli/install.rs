@@ -3,21 +3,27 @@
 //! read or packed, then installed through the same [`Installer`] a
 //! server's `POST /skills` uses, here or on the server `--to` names.
 
-use super::{pipeline, runtime};
-use crate::config::{Config, LocalArgs, ServeArgs};
+use super::registry::{RegistryArgs, as_locked, check_locked, locked_entry, registry_spec, resolve};
+use super::{open_store, pipeline_over, runtime};
+use crate::config::Config;
 use crate::install::client::{self, ClientError};
 use crate::install::sources::{GitSource, pack_dir};
 use crate::install::{InstallError, Installer, Upload};
+use crate::registry::Registries;
+use crate::registry::lock::{Lock, Locked};
 use crate::skill::Trust;
+use crate::store::Store;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Debug, Args)]
 pub struct InstallArgs {
-    /// `http://HOST/skills/NAME[@VERSION]` of another skilld, a zip file,
-    /// a skill's directory, or `git` followed by `URL[#REF][//SUBDIR]`.
-    #[arg(value_name = "URL|FILE|DIR|git")]
+    /// `NAME[@VERSION]` from the registries, `http://HOST/skills/NAME[@VERSION]`
+    /// of another skilld, a zip file, a skill's directory, or `git`
+    /// followed by `URL[#REF][//SUBDIR]`.
+    #[arg(value_name = "NAME[@VERSION]|URL|FILE|DIR|git")]
     source: String,
     /// After `git`: the repository (`https://`, `http://`, `git://`,
     /// `ssh://` or `file://`), a branch, tag or commit after `#`, and the
@@ -46,12 +52,18 @@ pub struct InstallArgs {
     /// The trust the skill gets: `untrusted` or `user`.
     #[arg(long, default_value = "untrusted", value_parser = trust_parser())]
     trust: Trust,
-    /// The data directory to install into (as `skilld serve` takes it).
-    #[arg(long = "data-dir", env = "SKILLD_DATA_DIR", value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    /// A config file, for the data directory and the install limits.
-    #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
-    config: Option<PathBuf>,
+    /// The lock file to record the install in (default
+    /// `<data dir>/skills.lock`).
+    #[arg(long, value_name = "FILE")]
+    lock: Option<PathBuf>,
+    /// Install only what the lock names, from its source, with its version
+    /// and hash; anything else is refused and nothing is installed.
+    #[arg(long)]
+    locked: bool,
+    /// The registries `NAME[@VERSION]` is looked up in, the data directory
+    /// to install into and the config.
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 fn trust_parser() -> impl clap::builder::TypedValueParser<Value = Trust> {
@@ -67,6 +79,15 @@ pub(super) enum Failure {
     Refused(String),
     /// 2: the source, the server, the disk or the database cannot be reached.
     Unreachable(String),
+}
+
+impl Failure {
+    /// What it says, whichever it is.
+    pub(super) fn sentence(self) -> String {
+        match self {
+            Failure::Refused(why) | Failure::Unreachable(why) => why,
+        }
+    }
 }
 
 impl From<crate::store::StoreError> for Failure {
@@ -131,32 +152,117 @@ pub fn run(args: &InstallArgs) -> ExitCode {
 
 /// Fetches or reads the archive, then installs it: `NAME@VERSION STATUS HASH`.
 async fn install(args: &InstallArgs) -> Result<String, Failure> {
-    let config = Config::resolve(&ServeArgs {
-        local: LocalArgs {
-            config: args.config.clone(),
-            data_dir: args.data_dir.clone(),
-            no_watch: Some(true),
-            ..LocalArgs::default()
-        },
-        ..ServeArgs::default()
-    })
-    .map_err(Failure::Refused)?;
-    let fetched = fetch(args, config.install.max_upload_bytes).await?;
-    match &args.to {
+    let config = args.registry.resolve()?;
+    let store = open_store(&config, false)
+        .await
+        .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
+    let lock_path = args
+        .lock
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("skills.lock"));
+    let mut lock = Lock::read(&lock_path).map_err(|e| Failure::Refused(e.to_string()))?;
+    let mut got = fetch(args, &config, &store, &lock, &lock_path).await?;
+    if let Some(locked) = &got.locked {
+        got.fetched.hash = Some(locked.sha256.clone());
+    }
+    let (line, entry) = match &args.to {
         Some(server) => {
             let token = match &args.to_token {
                 Some(token) => Some(token.clone()),
                 None => local_secret(server, &config)?,
             };
-            push(args, server, token.as_deref(), fetched).await
+            push(args, server, token.as_deref(), got.fetched).await?
         }
-        None => here(args, config, fetched).await,
-    }
+        None => here(args, store, config, got.fetched).await?,
+    };
+    let entry = Locked {
+        source: got.source,
+        ..entry
+    };
+    lock.put(entry);
+    lock.write(&lock_path)
+        .map_err(|e| Failure::Unreachable(format!("installed, but {e}")))?;
+    Ok(line)
 }
 
-/// The archive `args` name: fetched from a skilld, read from a zip, or
-/// packed from a directory or a git repository's.
-async fn fetch(args: &InstallArgs, max: u64) -> Result<client::Fetched, Failure> {
+/// An archive to install, where it came from, and the lock's entry it
+/// must match under `--locked`.
+struct Got {
+    fetched: client::Fetched,
+    /// The lock's `source`.
+    source: String,
+    locked: Option<Locked>,
+}
+
+/// The archive `args` name: found in the registries, fetched from a
+/// skilld, read from a zip, or packed from a directory or a git
+/// repository's. Under `--locked`, the lock must name it, from there.
+async fn fetch(
+    args: &InstallArgs,
+    config: &Config,
+    store: &Arc<dyn Store>,
+    lock: &Lock,
+    lock_path: &Path,
+) -> Result<Got, Failure> {
+    let source = args.source.as_str();
+    // `git` introduces a repository; a registry's skill named so is `git@VERSION`.
+    let by_name = source != "git" && args.git.is_none() && !Path::new(source).exists();
+    if let Some((name, version)) = registry_spec(source).filter(|_| by_name) {
+        return from_registry(args, config, store, (name, version), lock, lock_path).await;
+    }
+    let (fetched, source) = fetch_other(args, config.install.max_upload_bytes).await?;
+    let locked = match args.locked {
+        true => Some(
+            lock.skills
+                .iter()
+                .find(|l| l.source == source)
+                .cloned()
+                .ok_or_else(|| {
+                    Failure::Refused(format!(
+                        "{source} is not in {}; --locked installs only what the lock names",
+                        lock_path.display()
+                    ))
+                })?,
+        ),
+        false => None,
+    };
+    Ok(Got {
+        fetched,
+        source,
+        locked,
+    })
+}
+
+/// `NAME[@VERSION]` from the registries, its SHA-256 checked.
+async fn from_registry(
+    args: &InstallArgs,
+    config: &Config,
+    store: &Arc<dyn Store>,
+    (name, version): (&str, Option<&str>),
+    lock: &Lock,
+    lock_path: &Path,
+) -> Result<Got, Failure> {
+    let locked = match args.locked {
+        true => Some(locked_entry(lock, name, lock_path)?.clone()),
+        false => None,
+    };
+    let mut registries = Registries::new(config.registries.clone(), store.clone());
+    registries.refresh = args.registry.refresh;
+    let resolved = resolve(&registries, name, version, locked.as_ref()).await?;
+    if let Some(l) = &locked {
+        check_locked(l, &as_locked(&resolved, &l.sha256), lock_path)?;
+    }
+    let fetched = crate::registry::download(&resolved, config.install.max_upload_bytes).await?;
+    Ok(Got {
+        fetched,
+        source: resolved.source(),
+        locked,
+    })
+}
+
+/// The archive of a skilld's URL, a zip, a directory or a git repository,
+/// and its source as the lock records it.
+async fn fetch_other(args: &InstallArgs, max: u64) -> Result<(client::Fetched, String), Failure> {
     let source = args.source.as_str();
     let packed = |file| client::Fetched { file, hash: None };
     match (source, &args.git) {
@@ -165,22 +271,34 @@ async fn fetch(args: &InstallArgs, max: u64) -> Result<client::Fetched, Failure>
             let clone = tempfile::tempdir().map_err(|e| Failure::Unreachable(e.to_string()))?;
             eprintln!("cloning {} …", git.url);
             let dir = git.fetch(clone.path()).await?;
-            Ok(packed(pack_dir(&dir)?))
+            Ok((packed(pack_dir(&dir)?), format!("git+{spec}")))
         }
         ("git", None) => Err(Failure::Refused(
             "give the repository after git: git URL[#REF][//SUBDIR]".to_owned(),
         )),
         (_, Some(extra)) => Err(Failure::Refused(format!("unexpected '{extra}' after {source}"))),
-        _ if source.starts_with("http://") || source.starts_with("https://") => {
-            Ok(client::fetch(source, args.token.as_deref(), max).await?)
-        }
-        _ if Path::new(source).is_dir() => Ok(packed(pack_dir(Path::new(source))?)),
+        _ if source.starts_with("http://") || source.starts_with("https://") => Ok((
+            client::fetch(source, args.token.as_deref(), max).await?,
+            source.to_owned(),
+        )),
+        _ if Path::new(source).is_dir() => Ok((
+            packed(pack_dir(Path::new(source))?),
+            format!("path+{}", absolute(source)),
+        )),
         _ => {
             let file = std::fs::File::open(source)
                 .map_err(|e| Failure::Refused(format!("cannot read {source}: {e}")))?;
-            Ok(packed(file))
+            Ok((packed(file), format!("file+{}", absolute(source))))
         }
     }
+}
+
+/// A path as the lock records it: absolute, so the lock reads the same
+/// from any directory.
+fn absolute(path: &str) -> String {
+    std::path::absolute(path)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| path.to_owned())
 }
 
 /// The local secret for `server` when it is on this machine: a server
@@ -204,7 +322,7 @@ async fn push(
     server: &str,
     token: Option<&str>,
     fetched: client::Fetched,
-) -> Result<String, Failure> {
+) -> Result<(String, Locked), Failure> {
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut &fetched.file, &mut bytes)
         .map_err(|e| Failure::Unreachable(e.to_string()))?;
@@ -214,17 +332,24 @@ async fn push(
     }
     let (detail, status) = client::push(server, token, bytes, &query).await?;
     let field = |k: &str| detail[k].as_str().unwrap_or_default().to_owned();
-    Ok(format!(
-        "{}@{} {status} {}",
-        field("name"),
-        field("version"),
-        field("hash")
-    ))
+    let entry = Locked {
+        name: field("name"),
+        version: field("version"),
+        source: String::new(),
+        sha256: field("hash"),
+    };
+    let line = format!("{}@{} {status} {}", entry.name, entry.version, entry.sha256);
+    Ok((line, entry))
 }
 
 /// Installs into this machine's data directory.
-async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> Result<String, Failure> {
-    let (invoker, catalog) = pipeline(&config, false)
+async fn here(
+    args: &InstallArgs,
+    store: Arc<dyn Store>,
+    config: Config,
+    fetched: client::Fetched,
+) -> Result<(String, Locked), Failure> {
+    let (invoker, catalog) = pipeline_over(store, &config)
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
     let installer = Installer::new(catalog, invoker.clone(), config.install.clone());
@@ -240,11 +365,18 @@ async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> R
     invoker.shutdown(config.shutdown_grace).await;
     let installed = installed?;
     let skill = &installed.skill;
-    Ok(format!(
+    let entry = Locked {
+        name: skill.name.clone(),
+        version: skill.version.clone().unwrap_or_default(),
+        source: String::new(),
+        sha256: skill.hash.clone(),
+    };
+    let line = format!(
         "{}@{} {} {}",
-        skill.name,
-        skill.version.as_deref().unwrap_or_default(),
+        entry.name,
+        entry.version,
         installed.status.as_str(),
-        skill.hash
-    ))
+        entry.sha256
+    );
+    Ok((line, entry))
 }

@@ -81,6 +81,10 @@ pub struct RemoveArgs {
     /// Cancel its runs in flight first, instead of refusing.
     #[arg(long)]
     force: bool,
+    /// The lock file whose entry goes with it (default
+    /// `<data dir>/skills.lock`, as `install` writes).
+    #[arg(long, value_name = "FILE")]
+    lock: Option<PathBuf>,
     #[command(flatten)]
     place: Place,
 }
@@ -159,6 +163,7 @@ pub fn remove(args: &RemoveArgs) -> ExitCode {
                 removed?;
             }
         }
+        unlock(args)?;
         Ok((json!({"removed": args.name}), format!("removed {}\n", args.name)))
     })
 }
@@ -183,6 +188,26 @@ pub fn permissions(args: &PermissionsArgs) -> ExitCode {
         let text = permissions_text(&args.name, &value);
         Ok((value, text))
     })
+}
+
+/// Drops a removed skill's entry from the lock, when the lock names the
+/// version removed (or every version went).
+fn unlock(args: &RemoveArgs) -> Result<(), Failure> {
+    use crate::registry::lock::Lock;
+    let path = match &args.lock {
+        Some(path) => path.clone(),
+        None => args.place.config()?.data_dir.join("skills.lock"),
+    };
+    let (name, version) = crate::catalog::versions::split_spec(&args.name);
+    let mut lock = Lock::read(&path).map_err(|e| Failure::Refused(e.to_string()))?;
+    let named = lock
+        .entry(name)
+        .is_some_and(|l| version.is_none_or(|v| v == l.version));
+    if named && lock.remove(name) {
+        lock.write(&path)
+            .map_err(|e| Failure::Unreachable(format!("removed, but {e}")))?;
+    }
+    Ok(())
 }
 
 /// A running server, through its API.

@@ -3,6 +3,7 @@
 mod import;
 mod install;
 mod manage;
+mod registry;
 pub mod scaffold;
 mod skill_test;
 
@@ -118,6 +119,23 @@ pub enum Command {
     /// that version exists, …); 2 the source, the server or the disk
     /// cannot be reached.
     Install(install::InstallArgs),
+    /// Search the registries (`--registry`, or the config's
+    /// `[[registries]]`, asked in order; each index is cached for
+    /// `registry_ttl_secs`): a line per skill, `NAME@LATEST`, its
+    /// description and its registry. Exit 0 found; 1 nothing matches or
+    /// no registry is configured; 2 no registry can be read.
+    Search(registry::SearchArgs),
+    /// Add a skill from the registries to a project: into
+    /// `WORKSPACE/.agent/skills/NAME`, checked as an install is, and
+    /// recorded in `WORKSPACE/skills.lock`. Prints `NAME@VERSION DIR HASH`.
+    /// Exit 1 refused (not found, tampered, does not lint, already there
+    /// without `--force`, not as locked); 2 unreachable.
+    Add(registry::AddArgs),
+    /// Write a static registry's `index.json` for the archives in a
+    /// directory (with their `.minisig` signatures), for any HTTP server
+    /// to serve. Exit 1 when an archive does not lint or has no semver
+    /// version, 2 when the directory cannot be read or written.
+    Index(registry::IndexArgs),
     /// Show a skill: its manifest's main fields, permissions, state,
     /// installed versions and grants. Exit 1 when there is no such skill,
     /// 2 when the server, the disk or the database cannot be reached.
@@ -204,6 +222,9 @@ pub fn main() -> ExitCode {
         Command::Package { dir, output } => return package(&dir, output.as_deref()),
         Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
         Command::Install(args) => return install::run(&args),
+        Command::Search(args) => return registry::search(&args),
+        Command::Add(args) => return registry::add(&args),
+        Command::Index(args) => return registry::index(&args),
         Command::Info(args) => return manage::info(&args),
         Command::Remove(args) => return manage::remove(&args),
         Command::Permissions(args) => return manage::permissions(&args),

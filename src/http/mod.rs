@@ -22,6 +22,7 @@ pub mod notifications;
 pub mod oauth;
 mod openapi;
 mod query;
+mod registry;
 pub mod responses;
 pub mod runs;
 pub mod skill_match;
@@ -165,6 +166,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(runs::router())
         .merge(approvals::router())
         .merge(grants::router())
+        .merge(registry::router())
         .merge(notifications::router())
         .merge(metrics::router())
 }

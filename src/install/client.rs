@@ -74,9 +74,15 @@ pub fn is_loopback_url(url: &str) -> bool {
         || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Downloads a skill's archive into an unnamed temporary file.
+/// Downloads a skill's archive from a skilld into an unnamed temporary file.
 pub async fn fetch(url: &str, token: Option<&str>, max_bytes: u64) -> Result<Fetched, ClientError> {
-    let url = archive_url(url)?;
+    download(&archive_url(url)?, token, max_bytes).await
+}
+
+/// Downloads whatever `url` serves into an unnamed temporary file, with
+/// the skill hash it claims (`X-Skill-Hash`), if any.
+pub async fn download(url: &str, token: Option<&str>, max_bytes: u64) -> Result<Fetched, ClientError> {
+    let url = url.to_owned();
     let response = send(&client()?, Method::GET, &url, token, None, &[]).await?;
     let hash = response
         .headers()
@@ -109,6 +115,22 @@ pub async fn fetch(url: &str, token: Option<&str>, max_bytes: u64) -> Result<Fet
     }
     std::io::Seek::rewind(&mut file)?;
     Ok(Fetched { file, hash })
+}
+
+/// The body `url` answers with, at most `max_bytes` of it.
+pub async fn get(url: &str, token: Option<&str>, max_bytes: usize) -> Result<Vec<u8>, ClientError> {
+    let response = send(&client()?, Method::GET, url, token, None, &[]).await?;
+    let status = response.status();
+    let limited = http_body_util::Limited::new(response.into_body(), max_bytes);
+    let bytes = limited
+        .collect()
+        .await
+        .map_err(|e| unreachable(url, e))?
+        .to_bytes();
+    if status != StatusCode::OK {
+        return Err(refused(url, status, &bytes));
+    }
+    Ok(bytes.to_vec())
 }
 
 /// Uploads an archive to `server`'s `POST /skills`: the new skill's

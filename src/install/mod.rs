@@ -11,6 +11,7 @@ mod error;
 mod handback;
 pub mod packages;
 mod prepare;
+pub mod project;
 pub mod review;
 pub mod sources;
 mod stage;
@@ -638,6 +639,7 @@ fn vet_dependencies(dir: &Path, npm_registry: &str) -> Result<(), InstallError> 
 /// What the static check of an upload found.
 struct Checked {
     version: Option<String>,
+    description: String,
     hash: String,
     network: bool,
     capabilities: consent::Capabilities,
@@ -669,6 +671,7 @@ fn check(
     match loaded.skill {
         Some(skill) => Ok(Checked {
             version: skill.version.clone(),
+            description: skill.description.clone(),
             hash: skill.hash.clone(),
             network: skill.network,
             capabilities: consent::Capabilities::of(&skill),

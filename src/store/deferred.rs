@@ -12,9 +12,9 @@
 //! `interrupted`.
 
 use super::{
-    Approval, ApprovalFilter, ApprovalPage, Attempt, Decide, DecisionFilter, DecisionPage, Grant,
-    NewApproval, NewNotification, NewRun, Notification, NotificationStatus, PolicyFacts, PruneExport, Run,
-    RunEnd, RunFilter, RunPage, RunPosition, RunStatus, SameCall, Store, StoreError, Undecidable,
+    Approval, ApprovalFilter, ApprovalPage, Attempt, CachedIndex, Decide, DecisionFilter, DecisionPage,
+    Grant, NewApproval, NewNotification, NewRun, Notification, NotificationStatus, PolicyFacts, PruneExport,
+    Run, RunEnd, RunFilter, RunPage, RunPosition, RunStatus, SameCall, Store, StoreError, Undecidable,
     check_final,
 };
 use chrono::{DateTime, SubsecRound, Utc};
@@ -408,6 +408,14 @@ impl Store for Deferred {
 
     async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError> {
         self.inner.revoke_grants_of(skill).await
+    }
+
+    async fn cached_index(&self, url: &str) -> Result<Option<CachedIndex>, StoreError> {
+        self.inner.cached_index(url).await
+    }
+
+    async fn cache_index(&self, index: CachedIndex) -> Result<(), StoreError> {
+        self.inner.cache_index(index).await
     }
 
     async fn enqueue_notification(&self, n: NewNotification) -> Result<bool, StoreError> {

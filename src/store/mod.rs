@@ -421,6 +421,12 @@ pub trait Store: Send + Sync + 'static {
     /// how many there were.
     async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError>;
 
+    /// A registry's index as last fetched, if it ever was.
+    async fn cached_index(&self, url: &str) -> Result<Option<CachedIndex>, StoreError>;
+
+    /// Keeps a registry's index, replacing what was kept for its address.
+    async fn cache_index(&self, index: CachedIndex) -> Result<(), StoreError>;
+
     /// Records a webhook delivery to make; `false` when the same event was
     /// already recorded for the same target (by this or another instance).
     async fn enqueue_notification(&self, n: NewNotification) -> Result<bool, StoreError>;
@@ -572,6 +578,16 @@ pub trait Store: Send + Sync + 'static {
         batch: u32,
         export: Option<&dyn PruneExport>,
     ) -> Result<u64, StoreError>;
+}
+
+/// A registry's index as fetched (seed 002's registry cache), so that a
+/// search within its ttl asks nobody and one the registry cannot answer
+/// still finds what it last said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedIndex {
+    pub url: String,
+    pub body: String,
+    pub fetched_at: DateTime<Utc>,
 }
 
 /// Opens the store a URL names and applies its migrations: `sqlite://path`

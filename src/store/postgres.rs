@@ -8,8 +8,8 @@
 
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
-    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval,
-    DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, Notification,
+    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Attempt, CachedIndex, Cursor, Decide,
+    DecidedApproval, DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, Notification,
     NotificationStatus, PolicyFacts, PruneExport, Run, RunFilter, RunPage, RunPosition, RunStatus, SameCall,
     Store, StoreError, Undecidable,
 };
@@ -702,6 +702,34 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected())
+    }
+
+    async fn cached_index(&self, url: &str) -> Result<Option<CachedIndex>, StoreError> {
+        let row = sqlx::query("select body, fetched_at from registry_cache where url = $1")
+            .bind(url)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| {
+            Ok(CachedIndex {
+                url: url.to_owned(),
+                body: row.try_get("body")?,
+                fetched_at: row.try_get("fetched_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn cache_index(&self, index: CachedIndex) -> Result<(), StoreError> {
+        sqlx::query(
+            "insert into registry_cache (url, body, fetched_at) values ($1, $2, $3) \
+             on conflict (url) do update set body = excluded.body, fetched_at = excluded.fetched_at",
+        )
+        .bind(&index.url)
+        .bind(&index.body)
+        .bind(index.fetched_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn start_run(

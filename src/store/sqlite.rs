@@ -12,8 +12,8 @@ mod writer;
 
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
-    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Attempt, Cursor, Decide, DecidedApproval,
-    DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, Notification,
+    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Attempt, CachedIndex, Cursor, Decide,
+    DecidedApproval, DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, Notification,
     NotificationStatus, PolicyFacts, PruneExport, Run, RunFilter, RunPage, RunPosition, RunStatus, SameCall,
     Store, StoreError, Undecidable,
 };
@@ -937,6 +937,34 @@ impl Store for SqliteStore {
             .await?;
         self.forget_facts();
         Ok(done.rows_affected())
+    }
+
+    async fn cached_index(&self, url: &str) -> Result<Option<CachedIndex>, StoreError> {
+        let row = sqlx::query("select body, fetched_at from registry_cache where url = ?")
+            .bind(url)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| {
+            Ok(CachedIndex {
+                url: url.to_owned(),
+                body: row.try_get("body")?,
+                fetched_at: parse_time(&row.try_get::<String, _>("fetched_at")?)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn cache_index(&self, index: CachedIndex) -> Result<(), StoreError> {
+        sqlx::query(
+            "insert into registry_cache (url, body, fetched_at) values (?, ?, ?) \
+             on conflict (url) do update set body = excluded.body, fetched_at = excluded.fetched_at",
+        )
+        .bind(&index.url)
+        .bind(&index.body)
+        .bind(time_text(index.fetched_at)?)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn start_run(

@@ -55,6 +55,7 @@ mod plain_deps;
 mod props;
 mod python_client;
 mod recovery;
+mod registry;
 mod reload;
 mod resources;
 mod retention;

@@ -6,9 +6,9 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use skilld::store::{
-    self, Approval, ApprovalFilter, ApprovalStatus, Decide, DecisionFilter, Grant, GrantDecision,
-    NewApproval, NewRun, PolicyFacts, Run, RunEnd, RunFilter, RunPage, RunStatus, SameCall, Scope, Store,
-    StoreError, Undecidable,
+    self, Approval, ApprovalFilter, ApprovalStatus, CachedIndex, Decide, DecisionFilter, Grant,
+    GrantDecision, NewApproval, NewRun, PolicyFacts, Run, RunEnd, RunFilter, RunPage, RunStatus, SameCall,
+    Scope, Store, StoreError, Undecidable,
 };
 use sqlx::Connection;
 use std::future::Future;
@@ -68,6 +68,7 @@ conformance! {
         deny_always_leaves_a_standing_deny_until_revoked,
         a_later_always_replaces_the_grant,
         grants_are_listed_and_revoked_by_skill,
+        a_registry_index_is_cached_and_replaced,
         expired_requests_cannot_be_decided,
         cancelling_a_held_run_withdraws_its_request,
         concurrent_decisions_have_one_winner,
@@ -2753,4 +2754,27 @@ async fn many_ends_commit_together_over_live_runs_only(store: Arc<dyn Store>) {
         store.finish_runs(&[end(a.id, RunStatus::Running, true)]).await,
         Err(StoreError::Other(_))
     ));
+}
+
+async fn a_registry_index_is_cached_and_replaced(store: Arc<dyn Store>) {
+    let url = "http://registry.test/index.json";
+    assert_eq!(store.cached_index(url).await.unwrap(), None);
+    let first = CachedIndex {
+        url: url.to_owned(),
+        body: r#"{"format": 1, "skills": []}"#.to_owned(),
+        fetched_at: t0(),
+    };
+    store.cache_index(first.clone()).await.unwrap();
+    assert_eq!(store.cached_index(url).await.unwrap(), Some(first.clone()));
+    let later = CachedIndex {
+        body: "{\"format\": 1, \"skills\": [\"ünïcode\"]}".to_owned(),
+        fetched_at: t0() + Duration::hours(2),
+        ..first
+    };
+    store.cache_index(later.clone()).await.unwrap();
+    assert_eq!(store.cached_index(url).await.unwrap(), Some(later));
+    assert_eq!(
+        store.cached_index("http://other.test/index.json").await.unwrap(),
+        None
+    );
 }
