@@ -55,7 +55,7 @@ pub struct Place {
     config: Option<PathBuf>,
     /// `text` (default) or `json`: the API's answers, as one object.
     #[arg(long, value_enum, default_value_t = Output::Text)]
-    format: Output,
+    pub(super) format: Output,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,7 +102,7 @@ pub struct PermissionsArgs {
 }
 
 /// Runs `verb` on a runtime and prints its value as `format` asks.
-fn finish<F>(format: Output, verb: F) -> ExitCode
+pub(super) fn finish<F>(format: Output, verb: F) -> ExitCode
 where
     F: std::future::Future<Output = Result<(Value, String), Failure>>,
 {
@@ -211,14 +211,14 @@ fn unlock(args: &RemoveArgs) -> Result<(), Failure> {
 }
 
 /// A running server, through its API.
-struct Remote {
+pub(super) struct Remote {
     server: String,
     token: Option<String>,
 }
 
 impl Remote {
     /// The server `--to` names, if any, with the token to send it.
-    fn of(place: &Place) -> Result<Option<Self>, Failure> {
+    pub(super) fn of(place: &Place) -> Result<Option<Self>, Failure> {
         let Some(server) = place.to.clone() else {
             return Ok(None);
         };
@@ -238,7 +238,12 @@ impl Remote {
         Ok(Some(Self { server, token }))
     }
 
-    async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<(u16, Value), Failure> {
+    pub(super) async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), Failure> {
         Ok(client::call(&self.server, method, path, self.token.as_deref(), body).await?)
     }
 
@@ -287,15 +292,15 @@ impl Remote {
 }
 
 /// This machine's data directory, through the parts a server uses.
-struct Local {
+pub(super) struct Local {
     config: Config,
     invoker: Arc<Invoker>,
-    catalog: Arc<crate::catalog::CatalogHandle>,
+    pub(super) catalog: Arc<crate::catalog::CatalogHandle>,
     installer: Installer,
 }
 
 impl Place {
-    fn config(&self) -> Result<Config, Failure> {
+    pub(super) fn config(&self) -> Result<Config, Failure> {
         Config::resolve(&ServeArgs {
             local: LocalArgs {
                 config: self.config.clone(),
@@ -311,7 +316,7 @@ impl Place {
 }
 
 impl Local {
-    async fn open(place: &Place) -> Result<Self, Failure> {
+    pub(super) async fn open(place: &Place) -> Result<Self, Failure> {
         let config = place.config()?;
         let (invoker, catalog) = pipeline(&config, false)
             .await
@@ -325,7 +330,7 @@ impl Local {
         })
     }
 
-    async fn close(&self) {
+    pub(super) async fn close(&self) {
         self.invoker.shutdown(self.config.shutdown_grace).await;
     }
 

@@ -2,6 +2,7 @@
 
 mod import;
 mod install;
+mod list;
 mod manage;
 mod registry;
 pub mod scaffold;
@@ -119,6 +120,10 @@ pub enum Command {
     /// that version exists, …); 2 the source, the server or the disk
     /// cannot be reached.
     Install(install::InstallArgs),
+    /// List the skills served here (or by `--to`'s server): `NAME@VERSION`,
+    /// root, trust and description; with `--available`, those the
+    /// registries offer. Exit 2 when nothing can be read.
+    List(list::ListArgs),
     /// Search the registries (`--registry`, or the config's
     /// `[[registries]]`, asked in order; each index is cached for
     /// `registry_ttl_secs`): a line per skill, `NAME@LATEST`, its
@@ -223,6 +228,7 @@ pub fn main() -> ExitCode {
         Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
         Command::Install(args) => return install::run(&args),
         Command::Search(args) => return registry::search(&args),
+        Command::List(args) => return list::list(&args),
         Command::Add(args) => return registry::add(&args),
         Command::Index(args) => return registry::index(&args),
         Command::Info(args) => return manage::info(&args),

@@ -121,28 +121,33 @@ async fn search_registries(args: &SearchArgs) -> Result<String, Failure> {
     if hits.is_empty() {
         return Err(Failure::Refused(format!("no skill matches '{query}'")));
     }
-    if args.format == super::manage::Output::Json {
-        let list: Vec<_> = hits
-            .iter()
-            .map(|(url, s)| {
-                serde_json::json!({"registry": url, "name": s.name, "description": s.description,
-                    "versions": s.versions.iter().map(|v| &v.version).collect::<Vec<_>>(),
-                    "latest": s.version(None).map(|v| &v.version)})
-            })
-            .collect();
-        return Ok(format!("{}\n", serde_json::Value::Array(list)));
+    let (json, text) = offered(hits.into_iter());
+    Ok(match args.format {
+        super::manage::Output::Json => format!("{json}\n"),
+        super::manage::Output::Text => text,
+    })
+}
+
+/// Skills the registries offer, as JSON (`{registry, name, description,
+/// versions, latest}` each) and as lines (`NAME@LATEST  DESCRIPTION
+/// REGISTRY`, tab-separated).
+pub(super) fn offered<'a>(
+    hits: impl Iterator<Item = (&'a str, &'a crate::registry::index::IndexSkill)>,
+) -> (serde_json::Value, String) {
+    let (mut list, mut text) = (Vec::new(), String::new());
+    for (url, s) in hits {
+        let latest = s.version(None).map_or("", |v| v.version.as_str());
+        text.push_str(&format!(
+            "{}@{latest}\t{}\t{url}\n",
+            s.name,
+            s.description.replace(['\n', '\t'], " ")
+        ));
+        list.push(
+            serde_json::json!({"registry": url, "name": s.name, "description": s.description,
+            "versions": s.versions.iter().map(|v| &v.version).collect::<Vec<_>>(), "latest": latest}),
+        );
     }
-    Ok(hits
-        .iter()
-        .map(|(url, s)| {
-            let latest = s.version(None).map_or("", |v| v.version.as_str());
-            format!(
-                "{}@{latest}\t{}\t{url}\n",
-                s.name,
-                s.description.replace(['\n', '\t'], " ")
-            )
-        })
-        .collect())
+    (serde_json::Value::Array(list), text)
 }
 
 /// `NAME[@VERSION]` when `spec` reads as one (a skill name, then
