@@ -492,37 +492,7 @@ async fn a_second_skilld_is_a_registry() {
     let available = ok(&skilld(data, &["list", "--available", "--registry", &url]));
     assert!(available.starts_with("hello@1.2.0\t"), "{available}");
 
-    // From the registry into a third skilld, with --to: fetched here,
-    // checked, pushed with the hash the index gave.
-    let (target, target_skills) = (tempdir().unwrap(), tempdir().unwrap());
-    let mut other = serve_command(target.path(), target_skills.path())
-        .env("HOME", target.path())
-        .spawn()
-        .unwrap();
-    let other_url = announced_url(&mut other).unwrap();
-    let out = ok(&skilld(
-        target.path(),
-        &[
-            "install",
-            "hello",
-            "--registry",
-            &url,
-            "--to",
-            &other_url,
-            "--trust",
-            "user",
-        ],
-    ));
-    assert!(out.starts_with("hello@1.2.0 ready "), "{out}");
-    let listed = ok(&skilld(target.path(), &["list", "--to", &other_url]));
-    assert!(listed.contains("hello@1.2.0\tinstalled\tuser\t"), "{listed}");
-    let json: Value = serde_json::from_str(&ok(&skilld(
-        target.path(),
-        &["list", "--to", &other_url, "--format", "json"],
-    )))
-    .unwrap();
-    assert_eq!(json["skills"][0]["name"], "hello", "{json}");
-    terminate(&mut other);
+    install_into_a_third_skilld(&url);
     terminate(&mut child);
 }
 
@@ -589,4 +559,38 @@ fn skilld_index_writes_a_static_registry_and_remove_unlocks() {
         .output()
         .unwrap();
     assert!(refused(&out, 1).contains("copy.zip"));
+}
+
+/// From the registry at `url` into another skilld, with --to: fetched
+/// here, checked, pushed with the hash the index gave.
+fn install_into_a_third_skilld(url: &str) {
+    let (target, target_skills) = (tempdir().unwrap(), tempdir().unwrap());
+    let mut other = serve_command(target.path(), target_skills.path())
+        .env("HOME", target.path())
+        .spawn()
+        .unwrap();
+    let other_url = announced_url(&mut other).unwrap();
+    let out = ok(&skilld(
+        target.path(),
+        &[
+            "install",
+            "hello",
+            "--registry",
+            url,
+            "--to",
+            &other_url,
+            "--trust",
+            "user",
+        ],
+    ));
+    assert!(out.starts_with("hello@1.2.0 ready "), "{out}");
+    let listed = ok(&skilld(target.path(), &["list", "--to", &other_url]));
+    assert!(listed.contains("hello@1.2.0\tinstalled\tuser\t"), "{listed}");
+    let json: Value = serde_json::from_str(&ok(&skilld(
+        target.path(),
+        &["list", "--to", &other_url, "--format", "json"],
+    )))
+    .unwrap();
+    assert_eq!(json["skills"][0]["name"], "hello", "{json}");
+    terminate(&mut other);
 }
