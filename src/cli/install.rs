@@ -18,13 +18,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct InstallArgs {
     /// `NAME[@VERSION]` from the registries, `http://HOST/skills/NAME[@VERSION]`
     /// of another skilld, a zip file, a skill's directory, or `git`
     /// followed by `URL[#REF][//SUBDIR]`.
+    /// Without one, `--locked` installs everything the lock names.
     #[arg(value_name = "NAME[@VERSION]|URL|FILE|DIR|git")]
-    source: String,
+    source: Option<String>,
     /// After `git`: the repository (`https://`, `http://`, `git://`,
     /// `ssh://` or `file://`), a branch, tag or commit after `#`, and the
     /// skill's directory in it after `//`.
@@ -143,23 +144,53 @@ impl From<InstallError> for Failure {
 }
 
 pub fn run(args: &InstallArgs) -> ExitCode {
-    let outcome = match runtime() {
-        Ok(rt) => rt.block_on(install(args)),
-        Err(e) => Err(Failure::Unreachable(format!("{e:#}"))),
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return report(Err(Failure::Unreachable(format!("{e:#}")))),
     };
-    report(outcome.map(|line| format!("{line}\n")))
+    match (&args.source, args.locked) {
+        (Some(_), _) => report(rt.block_on(install(args)).map(|line| format!("{line}\n"))),
+        (None, true) => rt.block_on(super::locked::install_all(args)),
+        (None, false) => report(Err(Failure::Refused(
+            "give what to install (NAME[@VERSION], a URL, a file, a directory or git URL), \
+             or --locked to install everything the lock names"
+                .to_owned(),
+        ))),
+    }
+}
+
+impl InstallArgs {
+    /// These flags, installing `source` (and `git`) instead.
+    pub(super) fn of(&self, source: &str, git: Option<&str>) -> Self {
+        Self {
+            source: Some(source.to_owned()),
+            git: git.map(str::to_owned),
+            ..self.clone()
+        }
+    }
+
+    pub(super) fn lock_path(&self, config: &Config) -> PathBuf {
+        self.lock
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("skills.lock"))
+    }
+
+    pub(super) fn registry(&self) -> &RegistryArgs {
+        &self.registry
+    }
+
+    pub(super) fn to(&self) -> Option<(&str, Option<&str>)> {
+        self.to.as_deref().map(|to| (to, self.to_token.as_deref()))
+    }
 }
 
 /// Fetches or reads the archive, then installs it: `NAME@VERSION STATUS HASH`.
-async fn install(args: &InstallArgs) -> Result<String, Failure> {
+pub(super) async fn install(args: &InstallArgs) -> Result<String, Failure> {
     let config = args.registry.resolve()?;
     let store = open_store(&config, false)
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
-    let lock_path = args
-        .lock
-        .clone()
-        .unwrap_or_else(|| config.data_dir.join("skills.lock"));
+    let lock_path = args.lock_path(&config);
     let mut lock = Lock::read(&lock_path).map_err(|e| Failure::Refused(e.to_string()))?;
     let mut got = fetch(args, &config, &store, &lock, &lock_path).await?;
     if let Some(locked) = &got.locked {
@@ -204,7 +235,7 @@ async fn fetch(
     lock: &Lock,
     lock_path: &Path,
 ) -> Result<Got, Failure> {
-    let source = args.source.as_str();
+    let source = args.source.as_deref().unwrap_or_default();
     // `git` introduces a repository; a registry's skill named so is `git@VERSION`.
     let by_name = source != "git" && args.git.is_none() && !Path::new(source).exists();
     if let Some((name, version)) = registry_spec(source).filter(|_| by_name) {
@@ -246,7 +277,14 @@ async fn from_registry(
         true => Some(locked_entry(lock, name, lock_path)?.clone()),
         false => None,
     };
-    let mut registries = Registries::new(config.registries.clone(), store.clone());
+    // A lock names its registry: it is asked even when not configured.
+    let mut settings = config.registries.clone();
+    if let Some(url) = locked.as_ref().and_then(|l| l.source.strip_prefix("registry+"))
+        && !settings.sources.iter().any(|s| s.index_url() == url)
+    {
+        settings.sources.push(crate::registry::RegistrySource::new(url));
+    }
+    let mut registries = Registries::new(settings, store.clone());
     registries.refresh = args.registry.refresh;
     let resolved = resolve(&registries, name, version, locked.as_ref()).await?;
     if let Some(l) = &locked {
@@ -263,7 +301,7 @@ async fn from_registry(
 /// The archive of a skilld's URL, a zip, a directory or a git repository,
 /// and its source as the lock records it.
 async fn fetch_other(args: &InstallArgs, max: u64) -> Result<(client::Fetched, String), Failure> {
-    let source = args.source.as_str();
+    let source = args.source.as_deref().unwrap_or_default();
     let packed = |file| client::Fetched { file, hash: None };
     match (source, &args.git) {
         ("git", Some(spec)) => {
@@ -304,7 +342,7 @@ fn absolute(path: &str) -> String {
 /// The local secret for `server` when it is on this machine: a server
 /// without tokens takes installs only from its holder. Never sent to
 /// another host, which would learn it.
-fn local_secret(server: &str, config: &Config) -> Result<Option<String>, Failure> {
+pub(super) fn local_secret(server: &str, config: &Config) -> Result<Option<String>, Failure> {
     if !client::is_loopback_url(server) {
         return Ok(None);
     }

@@ -3,6 +3,7 @@
 mod import;
 mod install;
 mod list;
+mod locked;
 mod manage;
 mod registry;
 pub mod scaffold;

@@ -594,3 +594,50 @@ fn install_into_a_third_skilld(url: &str) {
     assert_eq!(json["skills"][0]["name"], "hello", "{json}");
     terminate(&mut other);
 }
+
+#[test]
+fn install_locked_installs_everything_the_lock_names() {
+    let (site, data, dirs) = (tempdir().unwrap(), tempdir().unwrap(), tempdir().unwrap());
+    static_registry(site.path());
+    let server = Static::start(site.path());
+    let registry = format!("{}/index.json", server.url);
+    let data = data.path();
+    ok(&skilld(
+        data,
+        &["install", "hello@1.0.0", "--registry", &registry],
+    ));
+    let other = dirs.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let other_md = "---\nname: other\nversion: 0.1.0\ndescription: Another.\n---\n\nAnother.\n";
+    std::fs::write(other.join("SKILL.md"), other_md).unwrap();
+    ok(&skilld(data, &["install", other.to_str().unwrap()]));
+    let lock_file = data.join("skills.lock");
+    let lock = lock_file.to_str().unwrap();
+
+    // Another machine: no registry configured; the lock names it.
+    let fresh = tempdir().unwrap();
+    let out = ok(&skilld(fresh.path(), &["install", "--locked", "--lock", lock]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("hello@1.0.0 ready "), "{out}");
+    assert!(lines[1].starts_with("other@0.1.0 ready "), "{out}");
+    let again = ok(&skilld(fresh.path(), &["install", "--locked", "--lock", lock]));
+    assert!(
+        again.contains("hello@1.0.0 up to date") && again.contains("other@0.1.0 up to date"),
+        "{again}"
+    );
+
+    // The directory changed since it was locked: refused, the rest done.
+    std::fs::write(
+        other.join("SKILL.md"),
+        other_md.replace("Another.\n---", "Changed.\n---"),
+    )
+    .unwrap();
+    let third = tempdir().unwrap();
+    let out = skilld(third.path(), &["install", "--locked", "--lock", lock]);
+    let err = refused(&out, 1);
+    assert!(err.contains("other: ") && err.contains("hash"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("hello@1.0.0 ready "));
+    assert!(!third.path().join("installed/other").exists());
+    let err = refused(&skilld(third.path(), &["install"]), 1);
+    assert!(err.contains("--locked to install everything"), "{err}");
+}
