@@ -4,7 +4,7 @@
 //! server's `POST /skills` uses, here or on the server `--to` names.
 
 use super::{pipeline, runtime};
-use crate::config::{Config, LocalArgs, ServeArgs};
+use crate::config::{Config, LocalArgs, ServeArgs, SignatureArgs};
 use crate::install::client::{self, ClientError};
 use crate::install::sources::{GitSource, pack_dir};
 use crate::install::{InstallError, Installer, Upload};
@@ -52,6 +52,13 @@ pub struct InstallArgs {
     /// A config file, for the data directory and the install limits.
     #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The skill's `.minisig` signature (default: FILE.zip.minisig beside
+    /// a zip, when there is one), sent with it.
+    #[arg(long, value_name = "FILE")]
+    signature: Option<PathBuf>,
+    /// The keys trusted here, without `--to` (`serve`'s flags).
+    #[command(flatten)]
+    signatures: SignatureArgs,
 }
 
 fn trust_parser() -> impl clap::builder::TypedValueParser<Value = Trust> {
@@ -138,6 +145,7 @@ async fn install(args: &InstallArgs) -> Result<String, Failure> {
             no_watch: Some(true),
             ..LocalArgs::default()
         },
+        signatures: args.signatures.clone(),
         ..ServeArgs::default()
     })
     .map_err(Failure::Refused)?;
@@ -183,6 +191,21 @@ async fn fetch(args: &InstallArgs, max: u64) -> Result<client::Fetched, Failure>
     }
 }
 
+/// The signature to send: `--signature`'s, else `FILE.zip.minisig`
+/// beside a zip when there is one.
+fn signature(args: &InstallArgs) -> Result<Option<String>, Failure> {
+    let beside = PathBuf::from(format!("{}.minisig", args.source));
+    let path = match &args.signature {
+        Some(path) => path.clone(),
+        None if args.git.is_none() && Path::new(&args.source).is_file() && beside.is_file() => beside,
+        None => return Ok(None),
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Failure::Refused(format!("cannot read the signature {}: {e}", path.display())))?;
+    eprintln!("with the signature {}", path.display());
+    Ok(Some(text))
+}
+
 /// The local secret for `server` when it is on this machine: a server
 /// without tokens takes installs only from its holder. Never sent to
 /// another host, which would learn it.
@@ -212,7 +235,8 @@ async fn push(
     if let Some(hash) = &fetched.hash {
         query.push_str(&format!("&expect_hash={hash}"));
     }
-    let (detail, status) = client::push(server, token, bytes, &query).await?;
+    let signature = signature(args)?;
+    let (detail, status) = client::push_signed(server, token, bytes, &query, signature.as_deref()).await?;
     let field = |k: &str| detail[k].as_str().unwrap_or_default().to_owned();
     Ok(format!(
         "{}@{} {status} {}",
@@ -224,6 +248,7 @@ async fn push(
 
 /// Installs into this machine's data directory.
 async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> Result<String, Failure> {
+    let signature = signature(args)?;
     let (invoker, catalog) = pipeline(&config, false)
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
@@ -235,6 +260,7 @@ async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> R
             by: Some("skilld install".to_owned()),
             follow: None,
             expect_hash: fetched.hash,
+            signature,
         })
         .await;
     invoker.shutdown(config.shutdown_grace).await;
