@@ -840,6 +840,8 @@ fn write_versions(root: &Path, from: usize, to: usize) {
             trust: Trust::User,
             installed_at: Utc::now(),
             review: None,
+            signature: None,
+            archive_sha256: None,
         });
     }
     state.active = Some(format!("1.0.{}", to - 1));

@@ -151,10 +151,67 @@ pub struct ServeArgs {
     /// are deleted (default: none).
     #[arg(long, env = "SKILLD_RETENTION_EXPORT", value_name = "FILE")]
     pub retention_export: Option<PathBuf>,
+    #[command(flatten)]
+    pub signatures: SignatureArgs,
     /// `SKILLD_TOKENS` (`name:role:secret,…`). Read from the environment
     /// only: a flag would show the secrets to anyone who can list processes.
     #[arg(skip = TokenList::from_env())]
     pub tokens: Option<TokenList>,
+}
+
+/// Which signatures installs take: the flags of `serve` and `install`
+/// over `[signatures]` (`docs/api.md`, "Installed skills", Signatures).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SignatureArgs {
+    /// A minisign public key (`RW…`) or `.pub` file whose signatures of
+    /// uploads are checked and recorded. Repeat for several; replaces the
+    /// file's `trusted_keys`.
+    #[arg(
+        long = "trusted-key",
+        env = "SKILLD_TRUSTED_KEYS",
+        value_delimiter = ',',
+        value_name = "KEY"
+    )]
+    pub trusted_keys: Vec<String>,
+    /// Refuse uploads not signed by a trusted key.
+    #[arg(long = "require-signatures", env = "SKILLD_REQUIRE_SIGNATURES", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub require_signatures: Option<bool>,
+}
+
+/// `[signatures]`: see [`SignatureArgs`].
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignaturesConfig {
+    pub trusted_keys: Option<Vec<String>>,
+    pub required: Option<bool>,
+}
+
+/// The trusted keys, each parsed (one that does not stops start-up), and
+/// whether a signature is required, which needs a key.
+fn resolve_signatures(
+    args: &SignatureArgs,
+    file: &FileConfig,
+) -> Result<crate::install::signature::SignaturePolicy, String> {
+    let section = file.signatures.clone().unwrap_or_default();
+    let specs = if args.trusted_keys.is_empty() {
+        section.trusted_keys.unwrap_or_default()
+    } else {
+        args.trusted_keys.clone()
+    };
+    let keys = specs
+        .iter()
+        .filter(|k| !k.trim().is_empty())
+        .map(|k| crate::install::signature::TrustedKey::parse(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let required = args.require_signatures.or(section.required).unwrap_or(false);
+    if required && keys.is_empty() {
+        return Err(
+            "signatures are required, but no key is trusted to check them: give --trusted-key \
+             (SKILLD_TRUSTED_KEYS, [signatures] trusted_keys)"
+                .to_owned(),
+        );
+    }
+    Ok(crate::install::signature::SignaturePolicy { keys, required })
 }
 
 /// The TOML file: the same keys as the flags, in snake_case.
@@ -284,6 +341,8 @@ pub struct FileConfig {
     /// How long a registry's index is kept before it is asked again
     /// (default 3600 s; 0 keeps nothing).
     pub registry_ttl_secs: Option<u64>,
+    /// The keys trusted to sign uploads.
+    pub signatures: Option<SignaturesConfig>,
 }
 
 /// `[retention]`: which final runs the run log keeps, and how the rest is
@@ -366,6 +425,8 @@ impl InstallConfig {
                 npm_registry: self.npm_registry.clone().unwrap_or(d.deps.npm_registry),
                 ..d.deps
             },
+            // Resolved with their flags, in `resolve_signatures`.
+            signatures: crate::install::signature::SignaturePolicy::default(),
         }
     }
 }
@@ -505,11 +566,12 @@ impl Config {
         let max_timeout_secs = resolve_max_timeout(args, &file)?;
         let roots = resolve_roots(args, &file, &workspace, &data_dir)?;
         let protected = protected_paths(args, &roots, &[&data_dir, &scratch_dir], &database_url);
-        let install = file
+        let mut install = file
             .install
             .clone()
             .unwrap_or_default()
             .settings(file.review_uploads.unwrap_or(false));
+        install.signatures = resolve_signatures(&args.signatures, &file)?;
         let rules = resolve_rules(&file, &data_dir, &install.deps.npm_registry)?;
         let mut run = run_settings(args, &file, &workspace, &data_dir)?;
         run.scratch_dir = scratch_dir;

@@ -76,6 +76,21 @@ pub struct VersionState {
     pub installed_at: DateTime<Utc>,
     #[serde(default)]
     pub review: Option<Review>,
+    /// The signature it was installed with, checked by a trusted key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureRecord>,
+    /// Lowercase hex SHA-256 of its canonical archive (`skilld package`'s
+    /// bytes, what a signature covers), whether signed or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_sha256: Option<String>,
+}
+
+/// A verified signature of a version: the `.minisig` as it came, and the
+/// id of the trusted key that made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignatureRecord {
+    pub minisig: String,
+    pub key_id: String,
 }
 
 /// Every version of one installed skill, sorted by semver, and the one
@@ -254,6 +269,8 @@ mod tests {
             trust: Trust::Untrusted,
             installed_at: Utc::now(),
             review: None,
+            signature: None,
+            archive_sha256: None,
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::registry::{RegistryArgs, as_locked, check_locked, locked_entry, registry_spec, resolve};
 use super::{open_store, pipeline_over, runtime};
-use crate::config::Config;
+use crate::config::{Config, SignatureArgs};
 use crate::install::client::{self, ClientError};
 use crate::install::sources::{GitSource, pack_dir};
 use crate::install::{InstallError, Installer, Upload};
@@ -65,6 +65,13 @@ pub struct InstallArgs {
     /// to install into and the config.
     #[command(flatten)]
     registry: RegistryArgs,
+    /// The skill's `.minisig` signature (default: the registry's, or
+    /// FILE.zip.minisig beside a zip when there is one), sent with it.
+    #[arg(long, value_name = "FILE")]
+    signature: Option<PathBuf>,
+    /// The keys trusted here, without `--to` (`serve`'s flags).
+    #[command(flatten)]
+    signatures: SignatureArgs,
 }
 
 fn trust_parser() -> impl clap::builder::TypedValueParser<Value = Trust> {
@@ -186,7 +193,7 @@ impl InstallArgs {
 
 /// Fetches or reads the archive, then installs it: `NAME@VERSION STATUS HASH`.
 pub(super) async fn install(args: &InstallArgs) -> Result<String, Failure> {
-    let config = args.registry.resolve()?;
+    let config = args.registry.resolve_with(&args.signatures)?;
     let store = open_store(&config, false)
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
@@ -202,9 +209,9 @@ pub(super) async fn install(args: &InstallArgs) -> Result<String, Failure> {
                 Some(token) => Some(token.clone()),
                 None => local_secret(server, &config)?,
             };
-            push(args, server, token.as_deref(), got.fetched).await?
+            push(args, server, token.as_deref(), got.fetched, got.signature).await?
         }
-        None => here(args, store, config, got.fetched).await?,
+        None => here(args, store, config, got.fetched, got.signature).await?,
     };
     let entry = Locked {
         source: got.source,
@@ -223,6 +230,8 @@ struct Got {
     /// The lock's `source`.
     source: String,
     locked: Option<Locked>,
+    /// The `.minisig` text to send with it.
+    signature: Option<String>,
 }
 
 /// The archive `args` name: found in the registries, fetched from a
@@ -261,6 +270,7 @@ async fn fetch(
         fetched,
         source,
         locked,
+        signature: signature(args)?,
     })
 }
 
@@ -291,10 +301,15 @@ async fn from_registry(
         check_locked(l, &as_locked(&resolved, &l.sha256), lock_path)?;
     }
     let fetched = crate::registry::download(&resolved, config.install.max_upload_bytes).await?;
+    let signature = match args.signature {
+        Some(_) => signature(args)?,
+        None => resolved.version.signature.clone(),
+    };
     Ok(Got {
         fetched,
         source: resolved.source(),
         locked,
+        signature,
     })
 }
 
@@ -339,6 +354,22 @@ fn absolute(path: &str) -> String {
         .unwrap_or_else(|_| path.to_owned())
 }
 
+/// The signature `--signature` names, else `FILE.zip.minisig` beside a
+/// zip when there is one.
+fn signature(args: &InstallArgs) -> Result<Option<String>, Failure> {
+    let source = args.source.as_deref().unwrap_or_default();
+    let beside = PathBuf::from(format!("{source}.minisig"));
+    let path = match &args.signature {
+        Some(path) => path.clone(),
+        None if args.git.is_none() && Path::new(source).is_file() && beside.is_file() => beside,
+        None => return Ok(None),
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Failure::Refused(format!("cannot read the signature {}: {e}", path.display())))?;
+    eprintln!("with the signature {}", path.display());
+    Ok(Some(text))
+}
+
 /// The local secret for `server` when it is on this machine: a server
 /// without tokens takes installs only from its holder. Never sent to
 /// another host, which would learn it.
@@ -360,6 +391,7 @@ async fn push(
     server: &str,
     token: Option<&str>,
     fetched: client::Fetched,
+    signature: Option<String>,
 ) -> Result<(String, Locked), Failure> {
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut &fetched.file, &mut bytes)
@@ -368,7 +400,7 @@ async fn push(
     if let Some(hash) = &fetched.hash {
         query.push_str(&format!("&expect_hash={hash}"));
     }
-    let (detail, status) = client::push(server, token, bytes, &query).await?;
+    let (detail, status) = client::push_signed(server, token, bytes, &query, signature.as_deref()).await?;
     let field = |k: &str| detail[k].as_str().unwrap_or_default().to_owned();
     let entry = Locked {
         name: field("name"),
@@ -386,6 +418,7 @@ async fn here(
     store: Arc<dyn Store>,
     config: Config,
     fetched: client::Fetched,
+    signature: Option<String>,
 ) -> Result<(String, Locked), Failure> {
     let (invoker, catalog) = pipeline_over(store, &config)
         .await
@@ -398,6 +431,7 @@ async fn here(
             by: Some("skilld install".to_owned()),
             follow: None,
             expect_hash: fetched.hash,
+            signature,
         })
         .await;
     invoker.shutdown(config.shutdown_grace).await;

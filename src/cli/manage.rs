@@ -430,8 +430,12 @@ fn state_text(v: &Value) -> String {
         .iter()
         .map(|x| {
             let active = if x["active"] == true { ", serving" } else { "" };
+            let signed = match x["signed_by"].as_str() {
+                Some(key) => format!(", signed by {key}"),
+                None => String::new(),
+            };
             format!(
-                "{} {}{active}",
+                "{} {}{active}{signed}",
                 x["version"].as_str().unwrap_or("?"),
                 x["status"].as_str().unwrap_or("?")
             )

@@ -7,6 +7,7 @@ mod locked;
 mod manage;
 mod registry;
 pub mod scaffold;
+mod sign;
 mod skill_test;
 
 use crate::catalog::{Catalog, CatalogHandle, CatalogOptions, Root};
@@ -95,7 +96,17 @@ pub enum Command {
         /// Where to write the archive (default: NAME-VERSION.zip here).
         #[arg(short = 'o', long = "output", value_name = "FILE.zip")]
         output: Option<PathBuf>,
+        /// Also sign it with this minisign secret key (`skilld keygen`,
+        /// `minisign -G`), writing FILE.zip.minisig beside it. An
+        /// encrypted key takes its password from SKILLD_SIGN_PASSWORD.
+        #[arg(long = "sign", value_name = "KEYFILE")]
+        sign: Option<PathBuf>,
     },
+    /// Make a minisign key pair for signing packages: PREFIX.key (secret,
+    /// unencrypted, mode 0600) and PREFIX.pub. Prints the public key.
+    /// Exit 1 when either file exists (nothing is overwritten), 2 when
+    /// they cannot be written.
+    Keygen(sign::KeygenArgs),
     /// Make a new skill directory, PARENT/NAME, from a template of one
     /// dialect that passes `skilld check` and whose tool runs. Prints its
     /// path. Exit 1 when NAME is not a valid skill name or the directory
@@ -225,7 +236,8 @@ pub fn main() -> ExitCode {
         Command::Tools { skills, format, mode } => tools(&skills, format, mode.as_deref()),
         Command::Mcp(args) => run_mcp(&args),
         Command::Openapi => print_openapi(),
-        Command::Package { dir, output } => return package(&dir, output.as_deref()),
+        Command::Package { dir, output, sign } => return package(&dir, output.as_deref(), sign.as_deref()),
+        Command::Keygen(args) => return sign::keygen(&args),
         Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
         Command::Install(args) => return install::run(&args),
         Command::Search(args) => return registry::search(&args),
@@ -738,12 +750,21 @@ fn report(diagnostics: &[Diagnostic], loaded: usize, format: CheckFormat) -> Exi
 }
 
 /// `skilld package`: lints the skill at `dir` as `check` does, then writes
-/// its archive (through a temporary file, so a failed write leaves none).
-fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
+/// its archive (through a temporary file, so a failed write leaves none),
+/// and with `sign` its signature beside it.
+fn package(dir: &Path, output: Option<&Path>, sign: Option<&Path>) -> ExitCode {
     if !(dir.join("SKILL.md").is_file() || dir.join("SKILL.yaml").is_file()) {
         eprintln!("skilld: {} holds no SKILL.md or SKILL.yaml", dir.display());
         return ExitCode::from(1);
     }
+    // The key is read first: a wrong password writes nothing.
+    let key = match sign.map(sign::signing_key).transpose() {
+        Ok(key) => key,
+        Err(e) => {
+            eprintln!("skilld: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let (runtimes, path_cache) = (Runtimes::default(), PathCache::new(std::env::var_os("PATH")));
     let launcher: Arc<dyn Launch> = Arc::new(Linting);
     // A package is checked as an upload is: its dependencies install with it.
@@ -768,9 +789,16 @@ fn package(dir: &Path, output: Option<&Path>) -> ExitCode {
     let version = skill.version.as_deref().unwrap_or("0.0.0");
     let default_name = PathBuf::from(format!("{}-{version}.zip", skill.name));
     let output = output.unwrap_or(&default_name);
-    match write_package(dir, output) {
-        Ok(()) => {
+    let written = write_package(dir, output).and_then(|()| match &key {
+        Some(key) => sign::sign_archive(key, output).map(Some),
+        None => Ok(None),
+    });
+    match written {
+        Ok(signature) => {
             println!("{}", output.display());
+            if let (Some(path), Some(key)) = (signature, &key) {
+                eprintln!("signed by key {}: {}", key.id(), path.display());
+            }
             eprintln!("skill {} {version}, hash {}", skill.name, skill.hash);
             ExitCode::SUCCESS
         }

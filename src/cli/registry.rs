@@ -3,7 +3,7 @@
 
 use super::install::{Failure, report};
 use super::{open_store, runtime};
-use crate::config::{Config, LocalArgs, ServeArgs};
+use crate::config::{Config, LocalArgs, ServeArgs, SignatureArgs};
 use crate::install::project::{self, AddError, Adding};
 use crate::registry::lock::{Lock, Locked};
 use crate::registry::{Registries, RegistryError, RegistrySource, Resolved};
@@ -39,6 +39,11 @@ pub struct RegistryArgs {
 impl RegistryArgs {
     /// The config these flags name.
     pub fn resolve(&self) -> Result<Config, Failure> {
+        self.resolve_with(&SignatureArgs::default())
+    }
+
+    /// The config these flags and the trusted keys' name.
+    pub fn resolve_with(&self, signatures: &SignatureArgs) -> Result<Config, Failure> {
         let mut config = Config::resolve(&ServeArgs {
             local: LocalArgs {
                 config: self.config.clone(),
@@ -46,6 +51,7 @@ impl RegistryArgs {
                 no_watch: Some(true),
                 ..LocalArgs::default()
             },
+            signatures: signatures.clone(),
             ..ServeArgs::default()
         })
         .map_err(Failure::Refused)?;
@@ -241,6 +247,9 @@ pub struct AddArgs {
     locked: bool,
     #[command(flatten)]
     registry: RegistryArgs,
+    /// The keys trusted to sign what is added (`serve`'s flags).
+    #[command(flatten)]
+    signatures: SignatureArgs,
 }
 
 pub fn add(args: &AddArgs) -> ExitCode {
@@ -268,7 +277,7 @@ async fn add_to_project(args: &AddArgs) -> Result<String, Failure> {
         true => Some(locked_entry(&lock, name, &lock_path)?.clone()),
         false => None,
     };
-    let config = args.registry.resolve()?;
+    let config = args.registry.resolve_with(&args.signatures)?;
     let registries = args.registry.open(&config).await?;
     let resolved = resolve(&registries, name, version, locked.as_ref()).await?;
     if let Some(l) = &locked {
@@ -287,6 +296,8 @@ async fn add_to_project(args: &AddArgs) -> Result<String, Failure> {
         force: args.force,
         limits: config.install.limits,
         npm_registry: &config.install.deps.npm_registry,
+        signature: resolved.version.signature.as_deref(),
+        policy: &config.install.signatures,
     })
     .map_err(|e| match e {
         AddError::Install(e) => Failure::from(e),

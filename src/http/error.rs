@@ -472,6 +472,8 @@ impl From<InstallError> for ApiError {
                     .collect(),
             },
             InstallError::HashMismatch { .. } => unprocessable("hash_mismatch"),
+            InstallError::SignatureRequired => unprocessable("signature_required"),
+            InstallError::BadSignature(_) => unprocessable("bad_signature"),
             InstallError::NameTaken { .. } => conflict("name_taken"),
             InstallError::Exists { .. } => conflict("version_exists"),
             InstallError::NotReady { .. } | InstallError::NotPending { .. } => conflict("wrong_status"),

@@ -90,6 +90,51 @@ pub struct InstallQuery {
     pub expect_hash: Option<String>,
 }
 
+/// `POST /skills`'s headers, read from the `HeaderMap`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct InstallHeaders {
+    /// The skill's signature: the whole `.minisig` file (`skilld package
+    /// --sign`, or `minisign -S` of the archive `skilld package` wrote), in
+    /// standard base64. It signs the skill's canonical archive, so any zip
+    /// of the same content verifies. Checked when the server trusts keys
+    /// (`bad_signature`), required when it requires signatures
+    /// (`signature_required`).
+    #[serde(rename = "X-Skill-Signature")]
+    #[param(value_type = String, required = false, max_length = 8192)]
+    pub signature: Option<String>,
+}
+
+/// The longest `X-Skill-Signature`: base64 of the longest `.minisig` taken.
+const MAX_SIGNATURE_HEADER: usize = 8192;
+
+/// The `.minisig` text `X-Skill-Signature` carries: 400 when it is not
+/// base64, `bad_signature` when what it decodes to is not text.
+fn signature_header(headers: &HeaderMap) -> Result<Option<String>> {
+    use base64::Engine;
+    let Some(value) = headers.get("x-skill-signature") else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::BadRequest(
+            "X-Skill-Signature must be the .minisig file in standard base64 (`base64 -w0 FILE.zip.minisig`), \
+             at most 8192 characters"
+                .to_owned(),
+        )
+    };
+    let text = value
+        .to_str()
+        .ok()
+        .filter(|t| t.len() <= MAX_SIGNATURE_HEADER)
+        .ok_or_else(bad)?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|_| bad())?;
+    let minisig = String::from_utf8(bytes)
+        .map_err(|_| InstallError::BadSignature("it is not a minisign signature: not text".to_owned()))?;
+    Ok(Some(minisig))
+}
+
 /// The trusts an upload may get: `bundled` is for the skills that ship
 /// with skilld.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
@@ -106,7 +151,7 @@ pub enum UploadTrust {
 /// are installed; a version higher than the serving one serves. With
 /// `Accept: text/event-stream`, the progress streams as `progress` events,
 /// then one `installed` (the skill) or `error` (a problem) event.
-#[utoipa::path(post, path = "/skills", tag = "skills", security(("bearer" = ["admin"])), params(InstallQuery),
+#[utoipa::path(post, path = "/skills", tag = "skills", security(("bearer" = ["admin"])), params(InstallQuery, InstallHeaders),
     request_body(content = Binary, content_type = "application/zip", description = "The skill as a zip archive"),
     responses(
         (status = 201, description = "Installed; `X-Skill-Status` says `ready` or `pending_review`", body = SkillDetail,
@@ -115,12 +160,12 @@ pub enum UploadTrust {
                 ("x-skill-status" = String, description = "`ready`, or `pending_review` when reviews are required"),
             )),
         (status = 200, description = "With `Accept: text/event-stream`: the progress, then the outcome", content_type = "text/event-stream", body = String),
-        BadQuery,
+        (status = 400, description = "A query parameter does not parse, the query names a parameter this operation does not take, or `X-Skill-Signature` is not standard base64 (`bad_request`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "That name and version are installed (`version_exists`), or another root serves the name (`name_taken`)", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "The body stopped arriving for 30 seconds", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body, or what it unpacks to, is over its limit, or it is compressed like a bomb", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/zip`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not a zip (`not_a_zip`); a hostile archive: traversal, links, devices, duplicate names, encryption (`unsafe_archive`); no skill in it (`no_skill`); no semver version (`invalid_version`); not the expected hash (`hash_mismatch`); it does not lint (`invalid_skill`, with `diagnostics`); its dependency files ask for a path, a URL, a VCS source or an installer option (`unsafe_dependencies`, with `errors` naming each file and line); its dependencies failed (`dependencies_failed`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a zip (`not_a_zip`); a hostile archive: traversal, links, devices, duplicate names, encryption (`unsafe_archive`); no skill in it (`no_skill`); no semver version (`invalid_version`); not the expected hash (`hash_mismatch`); it does not lint (`invalid_skill`, with `diagnostics`); its dependency files ask for a path, a URL, a VCS source or an installer option (`unsafe_dependencies`, with `errors` naming each file and line); its dependencies failed (`dependencies_failed`); no signature where the server requires one (`signature_required`); a signature that is malformed, made by a key the server does not trust, or does not verify over the skill's canonical archive (`bad_signature`, naming the key id)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The server has no installed root", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn install_skill(
@@ -140,6 +185,7 @@ async fn install_skill(
             "POST /skills takes the skill as Content-Type: application/zip".to_owned(),
         ));
     }
+    let signature = signature_header(&headers)?;
     let archive = receive(body, state.installer.settings().max_upload_bytes).await?;
     let streaming = accept.prefers("text/event-stream");
     let (follow, lines) = tokio::sync::mpsc::unbounded_channel();
@@ -149,6 +195,7 @@ async fn install_skill(
         by: auth.caller.name.clone(),
         follow: streaming.then_some(follow),
         expect_hash: q.expect_hash,
+        signature,
     };
     let installer = state.installer.clone();
     let outcome = tokio::spawn(async move { installer.install(upload).await });
@@ -301,6 +348,10 @@ pub struct VersionInfo {
     pub installed_at: DateTime<Utc>,
     /// An admin's review, once given.
     pub review: Option<Review>,
+    /// The id of the trusted key whose signature it was installed with,
+    /// when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
 }
 
 /// `GET /skills/{skill}/versions`.
@@ -328,6 +379,7 @@ impl VersionList {
                 trust: v.trust,
                 installed_at: v.installed_at,
                 review: v.review,
+                signed_by: v.signature.map(|s| s.key_id),
             })
             .collect();
         Self {

@@ -22,7 +22,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// This skilld's skills as a registry index: every installed version that
 /// is ready, and each other skill's loaded version (those with a semver
 /// version), sorted by name. Archive addresses are relative to this
-/// document's; `hash` is the skill's hash, checked by the installer.
+/// document's; `hash` is the skill's hash, checked by the installer;
+/// `sha256` (of the canonical archive the address serves) and
+/// `signature` are those recorded when the version was installed.
 #[utoipa::path(get, path = "/index.json", tag = "skills", security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The registry index", body = Index),
@@ -67,9 +69,9 @@ fn versions_of(skill: &Skill, installer: &Installer) -> Vec<IndexVersion> {
             .map(|v| IndexVersion {
                 version: v.version.clone(),
                 url: format!("skills/{name}@{}/archive", v.version),
-                sha256: None,
+                sha256: v.archive_sha256.clone(),
                 hash: Some(v.hash.clone()),
-                signature: None,
+                signature: v.signature.as_ref().map(|s| s.minisig.clone()),
             })
             .collect(),
         Err(_) => skill

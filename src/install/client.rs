@@ -141,16 +141,26 @@ pub async fn push(
     archive: Vec<u8>,
     query: &str,
 ) -> Result<(serde_json::Value, String), ClientError> {
+    push_signed(server, token, archive, query, None).await
+}
+
+/// [`push`], with the `.minisig` text of the archive's signature, sent as
+/// `X-Skill-Signature` (base64).
+pub async fn push_signed(
+    server: &str,
+    token: Option<&str>,
+    archive: Vec<u8>,
+    query: &str,
+    minisig: Option<&str>,
+) -> Result<(serde_json::Value, String), ClientError> {
+    use base64::Engine;
     let url = format!("{}/skills{query}", server.trim_end_matches('/'));
-    let response = send(
-        &client()?,
-        Method::POST,
-        &url,
-        token,
-        Some(archive),
-        &[("content-type", "application/zip")],
-    )
-    .await?;
+    let encoded = minisig.map(|m| base64::engine::general_purpose::STANDARD.encode(m));
+    let mut headers = vec![("content-type", "application/zip")];
+    if let Some(encoded) = &encoded {
+        headers.push(("x-skill-signature", encoded.as_str()));
+    }
+    let response = send(&client()?, Method::POST, &url, token, Some(archive), &headers).await?;
     let status = response.status();
     let skill_status = response
         .headers()

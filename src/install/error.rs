@@ -18,6 +18,13 @@ pub enum InstallError {
     Unnamed(String),
     #[error("the archive's skill has hash {got}, not {expected} as its source says; nothing was installed")]
     HashMismatch { expected: String, got: String },
+    #[error(
+        "this server takes only skills signed by one of its trusted keys, and no signature came \
+         (`skilld package --sign`, then send the .minisig with the archive); nothing was installed"
+    )]
+    SignatureRequired,
+    #[error("the signature is refused: {0}; nothing was installed")]
+    BadSignature(String),
     #[error("the skill does not lint")]
     Invalid(Vec<Diagnostic>),
     #[error("an installed skill needs a version, so versions can live side by side; add `version: 1.0.0`")]

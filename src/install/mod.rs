@@ -13,14 +13,16 @@ pub mod packages;
 mod prepare;
 pub mod project;
 pub mod review;
+pub mod signature;
 pub mod sources;
 mod stage;
 pub mod unpack;
 
-use crate::catalog::installed::{self, Review, SkillState, VersionState, VersionStatus};
+use crate::catalog::installed::{self, Review, SignatureRecord, SkillState, VersionState, VersionStatus};
 use crate::catalog::{CatalogHandle, Found, Root};
 use crate::deps::Refusal;
 use crate::install::review::{Finding, dependency_findings, scan_with_registry};
+use crate::install::signature::Presented;
 use crate::install::unpack::UnpackLimits;
 use crate::invoke::Invoker;
 use crate::skill::backend::Deferred;
@@ -40,6 +42,8 @@ pub struct InstallSettings {
     /// Untrusted uploads wait for an admin's review before they serve.
     pub review_uploads: bool,
     pub deps: DepsSettings,
+    /// The keys trusted to sign uploads, and whether a signature is required.
+    pub signatures: signature::SignaturePolicy,
 }
 
 impl Default for InstallSettings {
@@ -49,6 +53,7 @@ impl Default for InstallSettings {
             max_upload_bytes: 64 * 1024 * 1024,
             review_uploads: false,
             deps: DepsSettings::default(),
+            signatures: signature::SignaturePolicy::default(),
         }
     }
 }
@@ -67,6 +72,8 @@ pub struct Upload {
     /// The hash the skill must have (its source's `SkillDetail.hash`):
     /// anything else is refused before it is placed.
     pub expect_hash: Option<String>,
+    /// The `.minisig` file's text, signing the skill's canonical archive.
+    pub signature: Option<String>,
 }
 
 /// What an install made.
@@ -141,33 +148,25 @@ impl Installer {
 
     /// Unpacks, checks and installs an upload; see `docs/api.md`.
     pub async fn install(&self, upload: Upload) -> Result<Installed, InstallError> {
+        // A missing, malformed or untrusted signature: refused untouched.
+        let presented = self.settings.signatures.screen(upload.signature.as_deref())?;
         let root = self.root()?;
         let _changing = self.changing.lock().await;
         clear_staging(&root.path);
         let log = Log::following(upload.follow.clone());
-        let limits = self.settings.limits;
-        let staging = root.path.join(installed::STAGING);
-        let options = self.catalog.options();
-        let (runtimes, max_timeout) = (options.runtimes.clone(), options.max_timeout_secs);
-        // An upload's dependencies install with it, not as a plain skill's.
-        let rules = SkillRules {
-            deps_dir: None,
-            ..options.rules.clone()
-        };
-        let trust = upload.trust;
-        let registry = self.settings.deps.npm_registry.clone();
-        let (staged, checked, findings) = blocking(move || {
-            let staged = stage::stage(upload.archive, &staging, &limits)?;
-            let checked = check(&staged.dir, trust, &runtimes, &rules, max_timeout)?;
-            vet_dependencies(&staged.dir, &registry)?;
-            let findings = scan_with_registry(&staged.dir, checked.network, &registry).unwrap_or_default();
-            Ok((staged, checked, findings))
-        })
-        .await?;
+        let Vetted {
+            staged,
+            checked,
+            findings,
+            signed,
+        } = self
+            .stage_and_check(&root, upload.archive, upload.trust, presented)
+            .await?;
         log.line(&format!(
             "unpacked {} files ({} bytes) of skill {}",
             staged.files, staged.bytes, staged.name
         ));
+        signed.log_to(&log);
         if let Some(expected) = upload.expect_hash.as_ref().filter(|h| **h != checked.hash) {
             return Err(InstallError::HashMismatch {
                 expected: expected.clone(),
@@ -200,6 +199,8 @@ impl Installer {
             trust: upload.trust,
             installed_at: Utc::now(),
             review: None,
+            signature: signed.record,
+            archive_sha256: Some(signed.archive_sha256),
         };
         let skill = self.commit(&place, entry).await.map_err(|e| match e {
             InstallError::Dependencies(_) => InstallError::Dependencies(log.tail(20)),
@@ -215,6 +216,42 @@ impl Installer {
             status,
             findings,
         })
+    }
+
+    /// Unpacks an upload into staging and checks it there, on a blocking
+    /// thread: its signature over the canonical archive first, then the
+    /// lint, the dependency files and the scan. Nothing of it runs.
+    async fn stage_and_check(
+        &self,
+        root: &Root,
+        archive: std::fs::File,
+        trust: Trust,
+        presented: Presented,
+    ) -> Result<Vetted, InstallError> {
+        let limits = self.settings.limits;
+        let staging = root.path.join(installed::STAGING);
+        let options = self.catalog.options();
+        let (runtimes, max_timeout) = (options.runtimes.clone(), options.max_timeout_secs);
+        // An upload's dependencies install with it, not as a plain skill's.
+        let rules = SkillRules {
+            deps_dir: None,
+            ..options.rules.clone()
+        };
+        let registry = self.settings.deps.npm_registry.clone();
+        blocking(move || {
+            let staged = stage::stage(archive, &staging, &limits)?;
+            let signed = verify_signature(&staged, &presented)?;
+            let checked = check(&staged.dir, trust, &runtimes, &rules, max_timeout)?;
+            vet_dependencies(&staged.dir, &registry)?;
+            let findings = scan_with_registry(&staged.dir, checked.network, &registry).unwrap_or_default();
+            Ok(Vetted {
+                staged,
+                checked,
+                findings,
+                signed,
+            })
+        })
+        .await
     }
 
     /// Whether a new version waits for an admin's review: an untrusted
@@ -623,6 +660,49 @@ fn becomes_active(state: &SkillState, version: &str) -> bool {
         (Ok(new), Ok(old)) => new > old,
         _ => false,
     }
+}
+
+/// An upload unpacked and checked, not yet placed.
+struct Vetted {
+    staged: stage::Staged,
+    checked: Checked,
+    findings: Vec<Finding>,
+    signed: Signed,
+}
+
+/// What the signature check of an upload found.
+struct Signed {
+    record: Option<SignatureRecord>,
+    archive_sha256: String,
+    /// A signature came, but no key is trusted to check it.
+    unchecked: bool,
+}
+
+impl Signed {
+    fn log_to(&self, log: &Log) {
+        log.line(&format!("canonical archive sha256 {}", self.archive_sha256));
+        if let Some(record) = &self.record {
+            log.line(&format!(
+                "signature by trusted key {} verified over the canonical archive",
+                record.key_id
+            ));
+        } else if self.unchecked {
+            log.line("a signature came with it, but this server trusts no key: it was not checked");
+        }
+    }
+}
+
+/// Rewrites the staged skill's canonical archive, and verifies a trusted
+/// key's signature over it: before the skill is linted, so a refused one
+/// is not even read.
+fn verify_signature(staged: &stage::Staged, presented: &Presented) -> Result<Signed, InstallError> {
+    let mut canonical = signature::canonical(&staged.dir)?;
+    let record = presented.verify(&mut canonical, staged.files)?;
+    Ok(Signed {
+        record,
+        archive_sha256: canonical.sha256,
+        unchecked: matches!(presented, Presented::Unchecked),
+    })
 }
 
 /// Refuses an upload whose dependency files ask for anything but

@@ -6,8 +6,9 @@
 //! copy of each skill, which the project's repository tracks. `skilld
 //! index` reads what each archive of a static registry holds.
 
+use super::signature::SignaturePolicy;
 use super::unpack::UnpackLimits;
-use super::{InstallError, check, stage, vet_dependencies};
+use super::{InstallError, check, stage, verify_signature, vet_dependencies};
 use crate::skill::{Runtimes, SkillRules, Trust};
 use std::path::{Path, PathBuf};
 
@@ -46,6 +47,9 @@ pub struct Adding<'a> {
     pub force: bool,
     pub limits: UnpackLimits,
     pub npm_registry: &'a str,
+    /// Its `.minisig`, checked as an upload's is against `policy`.
+    pub signature: Option<&'a str>,
+    pub policy: &'a SignaturePolicy,
 }
 
 /// What was placed: its directory, version and hash.
@@ -58,8 +62,10 @@ pub struct Added {
 /// Unpacks, checks and moves a skill into the project's skills directory;
 /// nothing is left behind on any error.
 pub fn add(adding: Adding<'_>) -> Result<Added, AddError> {
+    let presented = adding.policy.screen(adding.signature)?;
     let staging = adding.skills_dir.join(STAGING);
     let staged = stage::stage(adding.archive, &staging, &adding.limits)?;
+    verify_signature(&staged, &presented)?;
     if staged.name != adding.name {
         return Err(AddError::WrongName {
             want: adding.name.to_owned(),

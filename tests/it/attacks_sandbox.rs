@@ -472,6 +472,8 @@ async fn installed_dependencies_do_not_replace_the_program_the_approver_saw() {
             trust: Trust::Bundled,
             installed_at: chrono::Utc::now(),
             review: None,
+            signature: None,
+            archive_sha256: None,
         }],
     };
     write_state(installed.path(), "lister", &state).unwrap();

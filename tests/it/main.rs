@@ -70,6 +70,7 @@ mod seed001;
 mod seed003;
 mod seed004;
 mod server_process;
+mod signatures;
 mod skill_match;
 mod skill_test;
 mod sources;

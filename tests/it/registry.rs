@@ -641,3 +641,125 @@ fn install_locked_installs_everything_the_lock_names() {
     let err = refused(&skilld(third.path(), &["install"]), 1);
     assert!(err.contains("--locked to install everything"), "{err}");
 }
+
+/// `skilld ARGS` in `dir`, as a publisher runs it.
+fn publish(dir: &Path, args: &[&str]) -> String {
+    ok(&crate::cli::skilld().args(args).current_dir(dir).output().unwrap())
+}
+
+#[tokio::test]
+async fn signed_registries_pass_their_signatures_on_and_required_ones_refuse_the_rest() {
+    let (keys, site, data, project) = (
+        tempdir().unwrap(),
+        tempdir().unwrap(),
+        tempdir().unwrap(),
+        tempdir().unwrap(),
+    );
+    let public = signed_site(keys.path(), site.path());
+    let public = public.as_str();
+    let server = Static::start(site.path());
+    let (registry, data) = (server.url.clone(), data.path());
+    let trusting = [
+        "--registry",
+        &registry,
+        "--trusted-key",
+        public,
+        "--require-signatures",
+    ];
+    let with =
+        |first: &[&str]| -> Vec<String> { first.iter().chain(&trusting).map(|s| (*s).to_owned()).collect() };
+    let run = |args: Vec<String>| skilld(data, &args.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // The signed version installs, verified; the unsigned one is refused.
+    let out = ok(&run(with(&["install", "hello@1.0.0"])));
+    assert!(out.starts_with("hello@1.0.0 ready "), "{out}");
+    let err = refused(&run(with(&["install", "hello@1.1.0"])), 1);
+    assert!(err.contains("signature"), "{err}");
+    let ws = project.path().to_str().unwrap();
+    let err = refused(&run(with(&["add", "hello@1.1.0", "--workspace", ws])), 1);
+    assert!(err.contains("signature"), "{err}");
+    assert!(!project.path().join(".agent/skills/hello").exists());
+    ok(&run(with(&["add", "hello@1.0.0", "--workspace", ws])));
+
+    serve_the_signature_on(data, public).await;
+
+    // A signature by another key, put in the index, is refused.
+    let other = std::fs::read_to_string(keys.path().join("other.pub")).unwrap();
+    let other_key = other.lines().nth(1).unwrap();
+    let fourth = tempdir().unwrap();
+    let args = [
+        "install",
+        "hello@1.0.0",
+        "--registry",
+        &registry,
+        "--trusted-key",
+        other_key,
+    ];
+    let err = refused(&skilld(fourth.path(), &args), 1);
+    assert!(err.contains("not among this server's trusted keys"), "{err}");
+}
+
+/// A key pair `pub` (and `other`) in `keys`, and in `site` a static
+/// registry of hello 1.0.0, signed by `pub`, and 1.1.0, unsigned: the
+/// public key.
+fn signed_site(keys: &Path, site: &Path) -> String {
+    let public = publish(keys, &["keygen", "--out", "pub"]);
+    publish(keys, &["keygen", "--out", "other"]);
+    let src = site.join("src/hello");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("SKILL.md"), md("1.0.0", "hi")).unwrap();
+    let key = keys.join("pub.key");
+    publish(
+        site,
+        &[
+            "package",
+            "src/hello",
+            "-o",
+            "hello-1.0.0.zip",
+            "--sign",
+            key.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(src.join("SKILL.md"), md("1.1.0", "hello")).unwrap();
+    publish(site, &["package", "src/hello", "-o", "hello-1.1.0.zip"]);
+    publish(site, &["index", "."]);
+    public.trim().to_owned()
+}
+
+/// This skilld (`data`), as a registry, serves the signature it verified;
+/// a third one requiring it installs from there.
+async fn serve_the_signature_on(data: &Path, public: &str) {
+    let skills = tempdir().unwrap();
+    let mut child = serve_command(data, skills.path())
+        .env("HOME", data)
+        .spawn()
+        .unwrap();
+    let url = announced_url(&mut child).unwrap();
+    let index: Value = reqwest::get(format!("{url}/index.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let served = &index["skills"][0]["versions"][0];
+    assert!(
+        served["signature"]
+            .as_str()
+            .is_some_and(|s| s.contains("untrusted comment")),
+        "{index}"
+    );
+    assert_eq!(served["sha256"].as_str().map(str::len), Some(64), "{index}");
+    let third = tempdir().unwrap();
+    let args = [
+        "install",
+        "hello",
+        "--registry",
+        &url,
+        "--trusted-key",
+        public,
+        "--require-signatures",
+    ];
+    let out = ok(&skilld(third.path(), &args));
+    assert!(out.starts_with("hello@1.0.0 ready "), "{out}");
+    terminate(&mut child);
+}
