@@ -252,16 +252,15 @@ fn quoted(s: &str) -> String {
 }
 
 /// The pipeline `skilld run` uses, over a run log in a temporary data
-/// directory: its root is the skill's parent, as `skilld run --skills
-/// PARENT` loads it.
+/// directory: its one root is the skill's directory, so that no skill
+/// beside it loads (nor starts a backend, nor takes its name).
 fn test_config(dir: &Path, scratch: &Path, workspace: Option<&Path>) -> anyhow::Result<Config> {
-    let parent = dir.parent().unwrap_or(Path::new("/"));
     let data = scratch.join("data");
     let work = workspace.map_or_else(|| scratch.join("workspace"), Path::to_path_buf);
     std::fs::create_dir_all(&work)?;
     let serve = ServeArgs {
         local: LocalArgs {
-            skills: vec![format!("user={}", parent.display())],
+            skills: vec![format!("user={}", dir.display())],
             database: Some(format!("sqlite://{}", data.join("skilld.db").display())),
             data_dir: Some(data),
             scratch_dir: Some(scratch.join("runs")),
