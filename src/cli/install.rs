@@ -186,7 +186,7 @@ async fn fetch(args: &InstallArgs, max: u64) -> Result<client::Fetched, Failure>
 /// The local secret for `server` when it is on this machine: a server
 /// without tokens takes installs only from its holder. Never sent to
 /// another host, which would learn it.
-fn local_secret(server: &str, config: &Config) -> Result<Option<String>, Failure> {
+pub(super) fn local_secret(server: &str, config: &Config) -> Result<Option<String>, Failure> {
     if !client::is_loopback_url(server) {
         return Ok(None);
     }

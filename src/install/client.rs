@@ -150,6 +150,18 @@ pub async fn push(
     Ok((detail, skill_status))
 }
 
+/// What a path segment keeps as it is: a `/`, `?`, `#`, `%` or `.` of a
+/// name would make it another request.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `name` as one segment of a path, whatever it holds.
+pub fn encoded(name: &str) -> String {
+    percent_encoding::utf8_percent_encode(name, SEGMENT).to_string()
+}
+
 /// One call of `server`'s API, `method path`, with a JSON body or none:
 /// its status and JSON answer (null for an empty one, such as a 204).
 /// Any answer of 400 or more is a [`ClientError::Refused`] with the
@@ -250,6 +262,12 @@ mod tests {
         ] {
             assert!(!is_loopback_url(no), "{no}");
         }
+    }
+
+    #[test]
+    fn a_name_stays_one_segment_of_a_path() {
+        assert_eq!(encoded("csv-stats_2~"), "csv-stats_2~");
+        assert_eq!(encoded("../a/b?c#d%"), "%2E%2E%2Fa%2Fb%3Fc%23d%25");
     }
 
     #[test]

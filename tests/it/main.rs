@@ -71,6 +71,7 @@ mod seed004;
 mod server_process;
 mod skill_match;
 mod skill_test;
+mod skill_test_to;
 mod sources;
 mod standalone;
 mod starlark;
