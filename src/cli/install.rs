@@ -3,6 +3,7 @@
 //! read or packed, then installed through the same [`Installer`] a
 //! server's `POST /skills` uses, here or on the server `--to` names.
 
+use super::progress::Progress;
 use super::{pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::install::client::{self, ClientError};
@@ -163,7 +164,7 @@ async fn fetch(args: &InstallArgs, max: u64) -> Result<client::Fetched, Failure>
         ("git", Some(spec)) => {
             let git = GitSource::parse(spec)?;
             let clone = tempfile::tempdir().map_err(|e| Failure::Unreachable(e.to_string()))?;
-            eprintln!("cloning {} …", git.url);
+            let _cloning = Progress::spinner(&format!("cloning {} …", git.url));
             let dir = git.fetch(clone.path()).await?;
             Ok(packed(pack_dir(&dir)?))
         }
@@ -172,7 +173,8 @@ async fn fetch(args: &InstallArgs, max: u64) -> Result<client::Fetched, Failure>
         )),
         (_, Some(extra)) => Err(Failure::Refused(format!("unexpected '{extra}' after {source}"))),
         _ if source.starts_with("http://") || source.starts_with("https://") => {
-            Ok(client::fetch(source, args.token.as_deref(), max).await?)
+            let downloading = Progress::bytes("downloading");
+            Ok(client::fetch(source, args.token.as_deref(), max, &downloading).await?)
         }
         _ if Path::new(source).is_dir() => Ok(packed(pack_dir(Path::new(source))?)),
         _ => {
@@ -212,7 +214,7 @@ async fn push(
     if let Some(hash) = &fetched.hash {
         query.push_str(&format!("&expect_hash={hash}"));
     }
-    let (detail, status) = client::push(server, token, bytes, &query).await?;
+    let (detail, status) = client::push(server, token, bytes, &query, Progress::bytes("uploading")).await?;
     let field = |k: &str| detail[k].as_str().unwrap_or_default().to_owned();
     Ok(format!(
         "{}@{} {status} {}",
@@ -228,15 +230,17 @@ async fn here(args: &InstallArgs, config: Config, fetched: client::Fetched) -> R
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
     let installer = Installer::new(catalog, invoker.clone(), config.install.clone());
+    let installing = Progress::spinner("installing");
     let installed = installer
         .install(Upload {
             archive: fetched.file,
             trust: args.trust,
             by: Some("skilld install".to_owned()),
-            follow: None,
+            follow: installing.follow(),
             expect_hash: fetched.hash,
         })
         .await;
+    installing.clear();
     invoker.shutdown(config.shutdown_grace).await;
     let installed = installed?;
     let skill = &installed.skill;

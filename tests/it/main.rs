@@ -52,6 +52,7 @@ mod openapi;
 mod output_schema;
 mod papercuts;
 mod plain_deps;
+mod progress;
 mod props;
 mod python_client;
 mod recovery;
