@@ -361,8 +361,13 @@ fn collection(dir: &Path) -> Vec<PathBuf> {
 /// definition file, then those of its collections (a subdirectory, hidden
 /// or not, holding skill directories), so that a skill of the root itself
 /// wins a name both have. Another visible directory gets a `not_a_skill`
-/// warning; another hidden one is skipped.
+/// warning; another hidden one is skipped. A root that is itself a skill's
+/// directory is that one skill, as `skilld check` takes it: its folders
+/// are its own (`scripts/`), not skills beside it.
 fn skill_dirs(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> std::io::Result<Vec<PathBuf>> {
+    if is_skill_dir(root) {
+        return Ok(vec![root.to_path_buf()]);
+    }
     let mut dirs = Vec::new();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;

@@ -3,6 +3,7 @@
 //! read or packed, then installed through the same [`Installer`] a
 //! server's `POST /skills` uses, here or on the server `--to` names.
 
+use super::progress::Progress;
 use super::registry::{RegistryArgs, as_locked, check_locked, locked_entry, registry_spec, resolve};
 use super::{open_store, pipeline_over, runtime};
 use crate::config::{Config, SignatureArgs};
@@ -300,7 +301,8 @@ async fn from_registry(
     if let Some(l) = &locked {
         check_locked(l, &as_locked(&resolved, &l.sha256), lock_path)?;
     }
-    let fetched = crate::registry::download(&resolved, config.install.max_upload_bytes).await?;
+    let downloading = Progress::bytes("downloading");
+    let fetched = crate::registry::download(&resolved, config.install.max_upload_bytes, &downloading).await?;
     let signature = match args.signature {
         Some(_) => signature(args)?,
         None => resolved.version.signature.clone(),
@@ -322,7 +324,7 @@ async fn fetch_other(args: &InstallArgs, max: u64) -> Result<(client::Fetched, S
         ("git", Some(spec)) => {
             let git = GitSource::parse(spec)?;
             let clone = tempfile::tempdir().map_err(|e| Failure::Unreachable(e.to_string()))?;
-            eprintln!("cloning {} …", git.url);
+            let _cloning = Progress::spinner(&format!("cloning {} …", git.url));
             let dir = git.fetch(clone.path()).await?;
             Ok((packed(pack_dir(&dir)?), format!("git+{spec}")))
         }
@@ -330,10 +332,11 @@ async fn fetch_other(args: &InstallArgs, max: u64) -> Result<(client::Fetched, S
             "give the repository after git: git URL[#REF][//SUBDIR]".to_owned(),
         )),
         (_, Some(extra)) => Err(Failure::Refused(format!("unexpected '{extra}' after {source}"))),
-        _ if source.starts_with("http://") || source.starts_with("https://") => Ok((
-            client::fetch(source, args.token.as_deref(), max).await?,
-            source.to_owned(),
-        )),
+        _ if source.starts_with("http://") || source.starts_with("https://") => {
+            let downloading = Progress::bytes("downloading");
+            let fetched = client::fetch(source, args.token.as_deref(), max, &downloading).await?;
+            Ok((fetched, source.to_owned()))
+        }
         _ if Path::new(source).is_dir() => Ok((
             packed(pack_dir(Path::new(source))?),
             format!("path+{}", absolute(source)),
@@ -400,7 +403,8 @@ async fn push(
     if let Some(hash) = &fetched.hash {
         query.push_str(&format!("&expect_hash={hash}"));
     }
-    let (detail, status) = client::push_signed(server, token, bytes, &query, signature.as_deref()).await?;
+    let sent = (query.as_str(), signature.as_deref());
+    let (detail, status) = client::push(server, token, bytes, sent, Progress::bytes("uploading")).await?;
     let field = |k: &str| detail[k].as_str().unwrap_or_default().to_owned();
     let entry = Locked {
         name: field("name"),
@@ -424,16 +428,18 @@ async fn here(
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
     let installer = Installer::new(catalog, invoker.clone(), config.install.clone());
+    let installing = Progress::spinner("installing");
     let installed = installer
         .install(Upload {
             archive: fetched.file,
             trust: args.trust,
             by: Some("skilld install".to_owned()),
-            follow: None,
+            follow: installing.follow(),
             expect_hash: fetched.hash,
             signature,
         })
         .await;
+    installing.clear();
     invoker.shutdown(config.shutdown_grace).await;
     let installed = installed?;
     let skill = &installed.skill;

@@ -5,6 +5,7 @@ mod install;
 mod list;
 mod locked;
 mod manage;
+mod progress;
 mod registry;
 pub mod scaffold;
 mod sign;
@@ -298,7 +299,7 @@ fn init_tracing() -> Result<(), String> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(progress::LogWriter);
     let format = std::env::var("SKILLD_LOG_FORMAT").unwrap_or_default();
     // Already set (a test that calls `main` twice) is fine.
     let _ = match format.as_str() {

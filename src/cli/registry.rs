@@ -283,7 +283,8 @@ async fn add_to_project(args: &AddArgs) -> Result<String, Failure> {
     if let Some(l) = &locked {
         check_locked(l, &as_locked(&resolved, &l.sha256), &lock_path)?;
     }
-    let fetched = crate::registry::download(&resolved, config.install.max_upload_bytes).await?;
+    let downloading = super::progress::Progress::bytes("downloading");
+    let fetched = crate::registry::download(&resolved, config.install.max_upload_bytes, &downloading).await?;
     let skills_dir = args.workspace.join(project::PROJECT_SKILLS);
     std::fs::create_dir_all(&skills_dir)
         .map_err(|e| Failure::Unreachable(format!("cannot make {}: {e}", skills_dir.display())))?;

@@ -1,17 +1,22 @@
 //! `skilld test`: runs a skill's examples (`docs/skills.md`, "Examples").
 //! Trigger examples go through the engine of `POST /skills/match`, tool
 //! calls through the pipeline of `skilld run`, in the sandbox, recorded in
-//! a run log of a temporary data directory that is removed afterwards.
+//! a run log of a temporary data directory that is removed afterwards;
+//! or, with `--to`, on a running server (`remote`). `judge` judges and
+//! reports them the same either way.
 
+mod judge;
+mod remote;
+
+use super::install::Failure;
 use super::{CheckFormat, Linted, harden, lint_options, pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::invoke::{Asked, Call, Called, Delivery, Envelope, Gate, Target};
 use crate::skill::backend::{Launch, Linting};
-use crate::skill::examples::{CallExample, Expect, TriggerExample};
+use crate::skill::examples::{CallExample, TriggerExample};
 use crate::skill::triggers::{self, Context, FiredTrigger};
 use crate::skill::{Code, Diagnostic, PathCache, Severity, Skill, load_skill};
-use serde::Serialize;
-use std::io::Write;
+use judge::{Report, call_outcome, fired_words, trigger_outcome, trigger_sides};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -27,12 +32,29 @@ pub struct TestArgs {
     #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
     pub format: CheckFormat,
     /// The tools' working directory (default: an empty temporary one).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "to")]
     pub workspace: Option<PathBuf>,
+    /// Run the examples against this running server's skill of the same
+    /// name (`http://HOST:PORT`) instead of here.
+    #[arg(long, value_name = "URL")]
+    pub to: Option<String>,
+    /// Bearer token for `--to` (prefer the environment). Without one, a
+    /// server on this machine (a loopback address) gets the local secret
+    /// of the data directory.
+    #[arg(
+        long = "to-token",
+        env = "SKILLD_TEST_TO_TOKEN",
+        hide_env_values = true,
+        value_name = "T"
+    )]
+    pub to_token: Option<String>,
+    /// The data directory whose local secret a loopback `--to` gets.
+    #[arg(long = "data-dir", env = "SKILLD_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// A config file, for that data directory.
+    #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
-
-/// The most of a run's output a failure shows.
-const EXCERPT_CHARS: usize = 1200;
 
 /// Runs the examples of the skill at `args.dir`: exit 0 when all pass;
 /// 1 when one fails, the skill does not lint, or it has none; 2 when
@@ -58,6 +80,9 @@ pub fn run(args: &TestArgs) -> ExitCode {
         return fail(1, &why);
     }
     let mut report = Report::new(args.format, &skill.name);
+    if let Some(server) = &args.to {
+        return on_server(args, server, &skill, report);
+    }
     trigger_examples(&skill, &mut report);
     if !skill.examples.calls.is_empty()
         && let Err(why) = call_examples(&dir, &skill, args.workspace.as_deref(), &mut report)
@@ -65,6 +90,26 @@ pub fn run(args: &TestArgs) -> ExitCode {
         return fail(2, &format!("{why:#}"));
     }
     report.finish()
+}
+
+/// The examples run on `server` (`--to`) instead of here, with the exit
+/// codes of a run here.
+fn on_server(args: &TestArgs, server: &str, skill: &Skill, mut report: Report) -> ExitCode {
+    let target = remote::Target {
+        server: server.to_owned(),
+        token: args.to_token.clone(),
+        data_dir: args.data_dir.clone(),
+        config: args.config.clone(),
+    };
+    let ran = match runtime() {
+        Ok(rt) => rt.block_on(remote::run(&target, skill, &mut report)),
+        Err(e) => Err(Failure::Unreachable(format!("{e:#}"))),
+    };
+    match ran {
+        Ok(()) => report.finish(),
+        Err(Failure::Refused(why)) => fail(1, &why),
+        Err(Failure::Unreachable(why)) => fail(2, &why),
+    }
 }
 
 fn fail(code: u8, why: &str) -> ExitCode {
@@ -149,13 +194,9 @@ pub(super) fn argument_findings(skill: &Skill) -> Vec<Diagnostic> {
 
 /// Each trigger example, through the engine of `POST /skills/match`.
 fn trigger_examples(skill: &Skill, report: &mut Report) {
-    let sides = [
-        ("match", &skill.examples.matches, true),
-        ("not_match", &skill.examples.not_matches, false),
-    ];
-    for (kind, examples, must) in sides {
+    for (kind, examples, must) in trigger_sides(skill) {
         for example in examples {
-            let fired = fired(skill, example);
+            let fired = fired(skill, example).map(|f| fired_words(&trigger_kind(&f), &f.value));
             report.record(trigger_outcome(skill, kind, example, must, fired));
         }
     }
@@ -172,36 +213,6 @@ fn fired(skill: &Skill, example: &TriggerExample) -> Option<FiredTrigger> {
     triggers::fired(skill, &ctx)
 }
 
-/// Whether a trigger example passed, and what fired or did not.
-fn trigger_outcome(
-    skill: &Skill,
-    kind: &'static str,
-    example: &TriggerExample,
-    must: bool,
-    fired: Option<FiredTrigger>,
-) -> Outcome {
-    let name = context_name(example);
-    let got = match &fired {
-        Some(f) => format!("{} trigger '{}' fired", trigger_kind(f), f.value),
-        None if must => format!("no trigger fired; the skill's triggers are {}", declared(skill)),
-        None => "no trigger fired".to_owned(),
-    };
-    let passed = fired.is_some() == must;
-    let expected = match (passed, must) {
-        (true, _) => Vec::new(),
-        (false, true) => vec!["one of the skill's triggers to fire".to_owned()],
-        (false, false) => vec!["none of the skill's triggers to fire".to_owned()],
-    };
-    Outcome {
-        kind,
-        name,
-        line: example.pos.map(|p| p.line),
-        passed,
-        expected,
-        got,
-    }
-}
-
 fn trigger_kind(f: &FiredTrigger) -> String {
     serde_json::to_value(f.kind)
         .ok()
@@ -209,59 +220,16 @@ fn trigger_kind(f: &FiredTrigger) -> String {
         .unwrap_or_default()
 }
 
-/// The skill's triggers, in words.
-fn declared(skill: &Skill) -> String {
-    let t = &skill.triggers;
-    let parts: Vec<String> = [
-        ("files", &t.files),
-        ("keywords", &t.keywords),
-        ("languages", &t.languages),
-        ("modes", &t.modes),
-    ]
-    .into_iter()
-    .filter(|(_, values)| !values.is_empty())
-    .map(|(what, values)| format!("{what} [{}]", values.join(", ")))
-    .collect();
-    if parts.is_empty() {
-        "none (it has no `triggers`)".to_owned()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// A trigger example's context, briefly.
-fn context_name(e: &TriggerExample) -> String {
-    let mut parts = Vec::new();
-    if !e.message.is_empty() {
-        parts.push(format!("message {}", quoted(&e.message)));
-    }
-    if !e.files.is_empty() {
-        parts.push(format!("files [{}]", e.files.join(", ")));
-    }
-    if !e.languages.is_empty() {
-        parts.push(format!("languages [{}]", e.languages.join(", ")));
-    }
-    if !e.mode.is_empty() {
-        parts.push(format!("mode {}", e.mode));
-    }
-    parts.join(", ")
-}
-
-fn quoted(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| s.to_owned())
-}
-
 /// The pipeline `skilld run` uses, over a run log in a temporary data
-/// directory: its root is the skill's parent, as `skilld run --skills
-/// PARENT` loads it.
+/// directory: its one root is the skill's directory, so that no skill
+/// beside it loads (nor starts a backend, nor takes its name).
 fn test_config(dir: &Path, scratch: &Path, workspace: Option<&Path>) -> anyhow::Result<Config> {
-    let parent = dir.parent().unwrap_or(Path::new("/"));
     let data = scratch.join("data");
     let work = workspace.map_or_else(|| scratch.join("workspace"), Path::to_path_buf);
     std::fs::create_dir_all(&work)?;
     let serve = ServeArgs {
         local: LocalArgs {
-            skills: vec![format!("user={}", parent.display())],
+            skills: vec![format!("user={}", dir.display())],
             database: Some(format!("sqlite://{}", data.join("skilld.db").display())),
             data_dir: Some(data),
             scratch_dir: Some(scratch.join("runs")),
@@ -339,248 +307,5 @@ async fn call(
         Ok(Called::Finished(envelope)) => Ok(envelope),
         Ok(_) => Err("the run did not finish".to_owned()),
         Err(e) => Err(e.sentence()),
-    }
-}
-
-/// Whether a call example passed, and what its run gave.
-fn call_outcome(example: &CallExample, result: Result<Arc<Envelope>, String>) -> Outcome {
-    let name = format!(
-        "{} {}",
-        example.tool,
-        serde_json::Value::Object(example.arguments.clone())
-    );
-    let (unmet, got) = match &result {
-        Ok(envelope) => (unmet(&example.expect, envelope), envelope_in_words(envelope)),
-        Err(why) => (vec!["the call to run".to_owned()], format!("not run: {why}")),
-    };
-    Outcome {
-        kind: "call",
-        name,
-        line: example.pos.map(|p| p.line),
-        passed: unmet.is_empty(),
-        expected: unmet,
-        got,
-    }
-}
-
-/// The expectations `envelope` does not meet, each in words.
-fn unmet(expect: &Expect, envelope: &Envelope) -> Vec<String> {
-    let mut unmet = Vec::new();
-    if envelope.success != expect.success {
-        unmet.push(format!("success: {}", expect.success));
-    }
-    if let Some(code) = expect.exit_code
-        && envelope.exit_code.map(i64::from) != Some(code)
-    {
-        unmet.push(format!("exit_code: {code}"));
-    }
-    if let Some(output) = &expect.output
-        && &envelope.output != output
-    {
-        unmet.push(format!("output: {}", quoted(output)));
-    }
-    for text in &expect.output_contains {
-        if !envelope.output.contains(text.as_str()) {
-            unmet.push(format!("output_contains: {}", quoted(text)));
-        }
-    }
-    if let Some(parsed) = &expect.parsed
-        && envelope.parsed.as_ref() != Some(parsed)
-    {
-        unmet.push(format!("parsed: {parsed}"));
-    }
-    if let Some(text) = &expect.error_contains
-        && !envelope.error.as_deref().unwrap_or("").contains(text.as_str())
-    {
-        unmet.push(format!("error_contains: {}", quoted(text)));
-    }
-    unmet
-}
-
-/// What a run gave: its success, exit code, error and an excerpt of its
-/// output.
-fn envelope_in_words(e: &Envelope) -> String {
-    let mut words = format!("success: {}", e.success);
-    if let Some(code) = e.exit_code {
-        words.push_str(&format!(", exit_code: {code}"));
-    }
-    if let Some(error) = &e.error {
-        words.push_str(&format!(", error: {}", quoted(error)));
-    }
-    if let Some(parsed) = &e.parsed {
-        words.push_str(&format!(", parsed: {parsed}"));
-    }
-    let excerpt: String = e.output.chars().take(EXCERPT_CHARS).collect();
-    let cut = if excerpt.len() < e.output.len() || e.truncated {
-        " (cut)"
-    } else {
-        ""
-    };
-    words.push_str(&format!(", output{cut}: {}", quoted(&excerpt)));
-    words
-}
-
-/// One example's result.
-#[derive(Debug, Serialize)]
-struct Outcome {
-    /// `call`, `match` or `not_match`.
-    kind: &'static str,
-    /// The tool and its arguments, or the trigger context.
-    name: String,
-    /// Where the example is written in the definition file.
-    line: Option<u32>,
-    passed: bool,
-    /// What did not hold (nothing when it passed).
-    expected: Vec<String>,
-    /// What happened.
-    got: String,
-}
-
-/// Prints each outcome as it comes, then the summary.
-struct Report {
-    format: CheckFormat,
-    skill: String,
-    passed: usize,
-    failed: usize,
-}
-
-impl Report {
-    fn new(format: CheckFormat, skill: &str) -> Self {
-        Self {
-            format,
-            skill: skill.to_owned(),
-            passed: 0,
-            failed: 0,
-        }
-    }
-
-    fn record(&mut self, o: Outcome) {
-        if o.passed {
-            self.passed += 1;
-        } else {
-            self.failed += 1;
-        }
-        let mut out = std::io::stdout().lock();
-        // A closed stdout loses the lines, not the exit status.
-        let _ = match self.format {
-            CheckFormat::Json => serde_json::to_writer(&mut out, &o).map_err(std::io::Error::from),
-            CheckFormat::Text => write!(out, "{}", text_lines(&o)),
-        }
-        .and_then(|()| writeln!(out))
-        .and_then(|()| out.flush());
-    }
-
-    fn finish(self) -> ExitCode {
-        let mut out = std::io::stdout().lock();
-        let _ = match self.format {
-            CheckFormat::Json => writeln!(
-                out,
-                "{}",
-                serde_json::json!({"skill": self.skill, "passed": self.passed, "failed": self.failed})
-            ),
-            CheckFormat::Text => writeln!(
-                out,
-                "{}: {} passed, {} failed",
-                self.skill, self.passed, self.failed
-            ),
-        };
-        if self.failed > 0 {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        }
-    }
-}
-
-/// `ok   KIND NAME (line N): GOT`, or `FAIL` with what was expected and
-/// what it got on lines of their own.
-fn text_lines(o: &Outcome) -> String {
-    let at = o.line.map(|l| format!(" (line {l})")).unwrap_or_default();
-    if o.passed && o.kind == "call" {
-        return format!("ok   {} {}{at}", o.kind, o.name);
-    }
-    if o.passed {
-        return format!("ok   {} {}{at}: {}", o.kind, o.name, o.got);
-    }
-    format!(
-        "FAIL {} {}{at}\n     expected {}\n     got {}",
-        o.kind,
-        o.name,
-        o.expected.join(", "),
-        o.got
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn envelope(success: bool, exit_code: i32, output: &str) -> Envelope {
-        Envelope {
-            run_id: uuid::Uuid::nil(),
-            skill: "s".into(),
-            tool: "t".into(),
-            success,
-            exit_code: Some(exit_code),
-            output: output.into(),
-            truncated: false,
-            output_bytes: output.len() as u64,
-            duration_ms: 1,
-            timed_out: false,
-            signal: None,
-            parsed: serde_json::from_str(output).ok(),
-            error: (!success).then(|| format!("exited with code {exit_code}")),
-            files: None,
-            hooks: None,
-        }
-    }
-
-    #[test]
-    fn a_run_meeting_every_expectation_passes() {
-        let expect = Expect {
-            exit_code: Some(0),
-            output: Some("{\"n\": 2}".into()),
-            output_contains: vec!["\"n\"".into()],
-            parsed: Some(json!({"n": 2})),
-            ..Expect::default()
-        };
-        assert!(unmet(&expect, &envelope(true, 0, "{\"n\": 2}")).is_empty());
-    }
-
-    #[test]
-    fn each_unmet_expectation_is_named() {
-        let expect = Expect {
-            exit_code: Some(0),
-            output_contains: vec!["Hello".into(), "Ada".into()],
-            parsed: Some(json!({"n": 2})),
-            error_contains: Some("timed out".into()),
-            ..Expect::default()
-        };
-        assert_eq!(
-            unmet(&expect, &envelope(false, 3, "Hello, Bob")),
-            [
-                "success: true",
-                "exit_code: 0",
-                "output_contains: \"Ada\"",
-                "parsed: {\"n\":2}",
-                "error_contains: \"timed out\"",
-            ]
-        );
-        let failing = Expect {
-            success: false,
-            error_contains: Some("code 3".into()),
-            ..Expect::default()
-        };
-        assert!(unmet(&failing, &envelope(false, 3, "")).is_empty());
-    }
-
-    #[test]
-    fn what_a_run_gave_is_said_with_its_output() {
-        let words = envelope_in_words(&envelope(false, 3, "oops\n"));
-        assert_eq!(
-            words,
-            "success: false, exit_code: 3, error: \"exited with code 3\", output: \"oops\\n\""
-        );
     }
 }

@@ -2,13 +2,44 @@
 //! another skilld (with the hash it claims), and uploading one to a
 //! server. A hand-written HTTP call on hyper's client, already a
 //! dependency for webhooks, rather than a second HTTP client crate.
+//!
+//! How a transfer goes is told to an [`Observer`] the caller passes: the
+//! command line draws it on a terminal, and this layer knows of none.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use futures_util::StreamExt;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Body as _, Frame};
 use hyper::{Method, Request, StatusCode};
+use std::convert::Infallible;
 use std::io::Write;
+use std::sync::Arc;
 
-type Client = crate::https::Client<Full<Bytes>>;
+/// Every body sent: a whole one, or an upload told part by part.
+type Body = BoxBody<Bytes, Infallible>;
+type Client = crate::https::Client<Body>;
+
+/// The parts an upload is sent in, so that its progress moves.
+const UPLOAD_PART: usize = 64 * 1024;
+
+/// Told how a transfer goes, by whoever shows it. Every method does
+/// nothing unless the observer says otherwise.
+pub trait Observer: Send + Sync {
+    /// How many bytes will move, when that is known.
+    fn length(&self, _bytes: Option<u64>) {}
+    /// `bytes` more moved.
+    fn advanced(&self, _bytes: u64) {}
+    /// Whether an upload asks for the server's progress lines (as an
+    /// event stream): only an observer that shows them needs them.
+    fn follows(&self) -> bool {
+        false
+    }
+    /// One line of the server's progress.
+    fn said(&self, _line: &str) {}
+    /// The transfer ended, well or not.
+    fn finished(&self) {}
+}
 
 /// What a peer or a file gave.
 pub struct Fetched {
@@ -74,14 +105,36 @@ pub fn is_loopback_url(url: &str) -> bool {
         || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Downloads a skill's archive from a skilld into an unnamed temporary file.
-pub async fn fetch(url: &str, token: Option<&str>, max_bytes: u64) -> Result<Fetched, ClientError> {
-    download(&archive_url(url)?, token, max_bytes).await
+/// Downloads a skill's archive from a skilld into an unnamed temporary
+/// file, telling `observer` of the bytes against the answer's length.
+pub async fn fetch(
+    url: &str,
+    token: Option<&str>,
+    max_bytes: u64,
+    observer: &dyn Observer,
+) -> Result<Fetched, ClientError> {
+    download(&archive_url(url)?, token, max_bytes, observer).await
 }
 
 /// Downloads whatever `url` serves into an unnamed temporary file, with
 /// the skill hash it claims (`X-Skill-Hash`), if any.
-pub async fn download(url: &str, token: Option<&str>, max_bytes: u64) -> Result<Fetched, ClientError> {
+pub async fn download(
+    url: &str,
+    token: Option<&str>,
+    max_bytes: u64,
+    observer: &dyn Observer,
+) -> Result<Fetched, ClientError> {
+    let fetched = receive(url, token, max_bytes, observer).await;
+    observer.finished();
+    fetched
+}
+
+async fn receive(
+    url: &str,
+    token: Option<&str>,
+    max_bytes: u64,
+    observer: &dyn Observer,
+) -> Result<Fetched, ClientError> {
     let url = url.to_owned();
     let response = send(&client()?, Method::GET, &url, token, None, &[]).await?;
     let hash = response
@@ -99,12 +152,14 @@ pub async fn download(url: &str, token: Option<&str>, max_bytes: u64) -> Result<
             .unwrap_or_default();
         return Err(refused(&url, status, &bytes));
     }
+    observer.length(body.size_hint().exact());
     let mut file = tempfile::tempfile()?;
     let mut received = 0u64;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| unreachable(&url, e))?;
         if let Ok(data) = frame.into_data() {
             received += data.len() as u64;
+            observer.advanced(data.len() as u64);
             if received > max_bytes {
                 return Err(ClientError::Usage(format!(
                     "{url} sent more than {max_bytes} bytes"
@@ -133,35 +188,55 @@ pub async fn get(url: &str, token: Option<&str>, max_bytes: usize) -> Result<Vec
     Ok(bytes.to_vec())
 }
 
-/// Uploads an archive to `server`'s `POST /skills`: the new skill's
-/// `SkillDetail` and its `X-Skill-Status`.
+/// Uploads an archive to `server`'s `POST /skills`, with the `.minisig`
+/// text of its signature when there is one (sent as `X-Skill-Signature`,
+/// base64): the new skill's `SkillDetail` and its `X-Skill-Status`.
+/// `observer` is told of the bytes sent and, when it
+/// [follows](Observer::follows), of the server's progress lines as it
+/// installs.
 pub async fn push(
     server: &str,
     token: Option<&str>,
     archive: Vec<u8>,
-    query: &str,
+    (query, minisig): (&str, Option<&str>),
+    observer: impl Observer + 'static,
 ) -> Result<(serde_json::Value, String), ClientError> {
-    push_signed(server, token, archive, query, None).await
+    let observer: Arc<dyn Observer> = Arc::new(observer);
+    let pushed = upload(server, token, archive, (query, minisig), &observer).await;
+    observer.finished();
+    pushed
 }
 
-/// [`push`], with the `.minisig` text of the archive's signature, sent as
-/// `X-Skill-Signature` (base64).
-pub async fn push_signed(
+async fn upload(
     server: &str,
     token: Option<&str>,
     archive: Vec<u8>,
-    query: &str,
-    minisig: Option<&str>,
+    (query, minisig): (&str, Option<&str>),
+    observer: &Arc<dyn Observer>,
 ) -> Result<(serde_json::Value, String), ClientError> {
     use base64::Engine;
     let url = format!("{}/skills{query}", server.trim_end_matches('/'));
+    let follows = observer.follows();
+    // Sent in parts, the body still says its length: a proxy in front of
+    // the server need not take a chunked upload.
+    let length = archive.len().to_string();
     let encoded = minisig.map(|m| base64::engine::general_purpose::STANDARD.encode(m));
-    let mut headers = vec![("content-type", "application/zip")];
+    let mut headers = vec![("content-type", "application/zip"), ("content-length", &length)];
     if let Some(encoded) = &encoded {
         headers.push(("x-skill-signature", encoded.as_str()));
     }
-    let response = send(&client()?, Method::POST, &url, token, Some(archive), &headers).await?;
+    if follows {
+        headers.push(("accept", "text/event-stream"));
+    }
+    observer.length(Some(archive.len() as u64));
+    let body = told_in_parts(Bytes::from(archive), observer.clone());
+    let response = send_body(&client()?, Method::POST, &url, token, body, &headers).await?;
     let status = response.status();
+    if follows && status == StatusCode::OK && is_event_stream(&response) {
+        let detail = follow_install(&url, response.into_body(), observer.as_ref()).await?;
+        let status = version_status(server, token, &detail).await?;
+        return Ok((detail, status));
+    }
     let skill_status = response
         .headers()
         .get("x-skill-status")
@@ -180,6 +255,93 @@ pub async fn push_signed(
     let detail = serde_json::from_slice(&bytes)
         .map_err(|e| ClientError::Usage(format!("{url} answered with something not JSON: {e}")))?;
     Ok((detail, skill_status))
+}
+
+/// `archive` as a body sent in parts, each told to `observer` as hyper
+/// takes it to send.
+fn told_in_parts(archive: Bytes, observer: Arc<dyn Observer>) -> Body {
+    let parts: Vec<Bytes> = (0..archive.len())
+        .step_by(UPLOAD_PART)
+        .map(|at| archive.slice(at..archive.len().min(at + UPLOAD_PART)))
+        .collect();
+    let frames = futures_util::stream::iter(parts).map(move |part| {
+        observer.advanced(part.len() as u64);
+        Ok::<_, Infallible>(Frame::data(part))
+    });
+    BodyExt::boxed(StreamBody::new(frames))
+}
+
+fn is_event_stream(response: &hyper::Response<hyper::body::Incoming>) -> bool {
+    response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// An install's event stream: each `progress` line told to `observer`,
+/// then the `installed` event's `SkillDetail`, or the `error` event's
+/// problem as the same refusal a plain answer would have been.
+async fn follow_install(
+    url: &str,
+    body: hyper::body::Incoming,
+    observer: &dyn Observer,
+) -> Result<serde_json::Value, ClientError> {
+    let mut events = sse_stream::SseStream::new(body);
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| unreachable(url, e))?;
+        let data = event.data.unwrap_or_default();
+        match event.event.as_deref() {
+            Some("progress") => observer.said(&data),
+            Some("installed") => {
+                return serde_json::from_str(&data).map_err(|e| {
+                    ClientError::Usage(format!("{url} announced an install that is not JSON: {e}"))
+                });
+            }
+            Some("error") => {
+                let status = serde_json::from_str::<serde_json::Value>(&data)
+                    .ok()
+                    .and_then(|p| p["status"].as_u64())
+                    .and_then(|s| StatusCode::from_u16(u16::try_from(s).ok()?).ok())
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                return Err(refused(url, status, data.as_bytes()));
+            }
+            _ => {}
+        }
+    }
+    Err(unreachable(url, "the answer ended before the install's outcome"))
+}
+
+/// The status of the version just installed (an event stream has no
+/// `X-Skill-Status`), as its version list says.
+async fn version_status(
+    server: &str,
+    token: Option<&str>,
+    detail: &serde_json::Value,
+) -> Result<String, ClientError> {
+    let name = detail["name"].as_str().unwrap_or_default();
+    let path = format!("/skills/{}/versions", encoded(name));
+    let (_, list) = call(server, Method::GET, &path, token, None).await?;
+    let status = list["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["version"] == detail["version"])
+        .and_then(|v| v["status"].as_str())
+        .unwrap_or("ready");
+    Ok(status.to_owned())
+}
+
+/// What a path segment keeps as it is: a `/`, `?`, `#`, `%` or `.` of a
+/// name would make it another request.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `name` as one segment of a path, whatever it holds.
+pub fn encoded(name: &str) -> String {
+    percent_encoding::utf8_percent_encode(name, SEGMENT).to_string()
 }
 
 /// One call of `server`'s API, `method path`, with a JSON body or none:
@@ -226,6 +388,18 @@ async fn send(
     body: Option<Vec<u8>>,
     headers: &[(&str, &str)],
 ) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
+    let body = Full::new(Bytes::from(body.unwrap_or_default())).boxed();
+    send_body(client, method, url, token, body, headers).await
+}
+
+async fn send_body(
+    client: &Client,
+    method: Method,
+    url: &str,
+    token: Option<&str>,
+    body: Body,
+    headers: &[(&str, &str)],
+) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
     let mut req = Request::builder().method(method).uri(url);
     if let Some(token) = token {
         req = req.header("authorization", format!("Bearer {token}"));
@@ -234,7 +408,7 @@ async fn send(
         req = req.header(*name, *value);
     }
     let req = req
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .body(body)
         .map_err(|e| ClientError::Usage(format!("{url} is not a usable address: {e}")))?;
     client.request(req).await.map_err(|e| unreachable(url, e))
 }
@@ -282,6 +456,12 @@ mod tests {
         ] {
             assert!(!is_loopback_url(no), "{no}");
         }
+    }
+
+    #[test]
+    fn a_name_stays_one_segment_of_a_path() {
+        assert_eq!(encoded("csv-stats_2~"), "csv-stats_2~");
+        assert_eq!(encoded("../a/b?c#d%"), "%2E%2E%2Fa%2Fb%3Fc%23d%25");
     }
 
     #[test]

@@ -361,14 +361,18 @@ fn file_path(url: &str) -> Option<Result<std::path::PathBuf, String>> {
     )
 }
 
-/// Downloads a resolved version's archive and checks its SHA-256 against
-/// the index's; the skill hash, if the index gives one, goes on to the
+/// Downloads a resolved version's archive (telling `observer` how it
+/// goes) and checks its SHA-256 against the index's; the skill hash, if the index gives one, goes on to the
 /// installer, which checks it after unpacking.
-pub async fn download(resolved: &Resolved, max_bytes: u64) -> Result<Fetched, RegistryError> {
+pub async fn download(
+    resolved: &Resolved,
+    max_bytes: u64,
+    observer: &dyn client::Observer,
+) -> Result<Fetched, RegistryError> {
     let url = &resolved.archive_url;
     let mut fetched = match file_path(url) {
         Some(path) => read_local(url, path, max_bytes)?,
-        None => client::download(url, resolved.token.as_deref(), max_bytes)
+        None => client::download(url, resolved.token.as_deref(), max_bytes, observer)
             .await
             .map_err(|e| RegistryError::Unreachable {
                 url: url.clone(),

@@ -404,3 +404,31 @@ fn an_untrusted_manifest_naming_a_backend_tool_still_loads() {
     assert!(!stderr.contains("error["), "{stderr}");
     assert!(stdout(&out).contains("hello_yaml"), "{}", stdout(&out));
 }
+
+#[test]
+fn the_skill_loads_alone_not_with_its_siblings() {
+    // `skilld test` takes the skill's directory as its one root; a root
+    // that is a skill's directory is that skill, its folders its own.
+    let (skills, tmp) = (tempdir().unwrap(), tempdir().unwrap());
+    greet(skills.path(), PASSING);
+    manifest(skills.path(), "");
+    std::fs::create_dir(skills.path().join("greet/notes")).unwrap();
+    let out = skilld()
+        .args(["tools", "--format", "native", "--skills"])
+        .arg(format!("user={}", skills.path().join("greet").display()))
+        .output()
+        .unwrap();
+    assert_exit(&out, 0, "tools: ");
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let skills_listed: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["skill"].as_str().unwrap())
+        .collect();
+    assert_eq!(skills_listed, ["greet"], "{listed}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("not_a_skill"), "{stderr}");
+    let out = test(&skills.path().join("greet"), &[], tmp.path());
+    assert_exit(&out, 0, "beside a manifest: ");
+}
