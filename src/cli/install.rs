@@ -3,13 +3,14 @@
 //! read or packed, then installed through the same [`Installer`] a
 //! server's `POST /skills` uses, here or on the server `--to` names.
 
+use super::failure::{Failure, report};
 use super::progress::Progress;
 use super::registry::{RegistryArgs, as_locked, check_locked, locked_entry, registry_spec, resolve};
 use super::{open_store, pipeline_over, runtime};
 use crate::config::{Config, SignatureArgs};
-use crate::install::client::{self, ClientError};
+use crate::install::client;
 use crate::install::sources::{GitSource, pack_dir};
-use crate::install::{InstallError, Installer, Upload};
+use crate::install::{Installer, Upload};
 use crate::registry::Registries;
 use crate::registry::lock::{Lock, Locked};
 use crate::skill::Trust;
@@ -81,85 +82,14 @@ fn trust_parser() -> impl clap::builder::TypedValueParser<Value = Trust> {
         .try_map(|s| Trust::parse(&s).ok_or_else(|| format!("unknown trust '{s}'")))
 }
 
-/// Why a verb that installs or manages skills failed, and the exit code
-/// it means.
-pub(super) enum Failure {
-    /// 1: refused (it does not lint, no such skill, not allowed, …).
-    Refused(String),
-    /// 2: the source, the server, the disk or the database cannot be reached.
-    Unreachable(String),
-}
-
-impl Failure {
-    /// What it says, whichever it is.
-    pub(super) fn sentence(self) -> String {
-        match self {
-            Failure::Refused(why) | Failure::Unreachable(why) => why,
-        }
-    }
-}
-
-impl From<crate::store::StoreError> for Failure {
-    fn from(e: crate::store::StoreError) -> Self {
-        Failure::Unreachable(e.to_string())
-    }
-}
-
-/// Prints `Ok`'s line, or the failure on stderr, and gives the exit code.
-pub(super) fn report(outcome: Result<String, Failure>) -> ExitCode {
-    match outcome {
-        Ok(out) => {
-            print!("{out}");
-            ExitCode::SUCCESS
-        }
-        Err(Failure::Refused(why)) => {
-            eprintln!("skilld: {why}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Unreachable(why)) => {
-            eprintln!("skilld: {why}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-impl From<ClientError> for Failure {
-    fn from(e: ClientError) -> Self {
-        match e {
-            ClientError::Usage(_) => Failure::Refused(e.to_string()),
-            ClientError::Refused { status, .. } if status < 500 => Failure::Refused(e.to_string()),
-            other => Failure::Unreachable(other.to_string()),
-        }
-    }
-}
-
-impl From<InstallError> for Failure {
-    fn from(e: InstallError) -> Self {
-        let sentence = match &e {
-            InstallError::Invalid(diagnostics) => {
-                let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-                format!("{e}:\n{}", lines.join("\n"))
-            }
-            _ => e.to_string(),
-        };
-        match e {
-            InstallError::Io(_) | InstallError::Store(_) | InstallError::NoRoot => {
-                Failure::Unreachable(sentence)
-            }
-            _ => Failure::Refused(sentence),
-        }
-    }
-}
-
 pub fn run(args: &InstallArgs) -> ExitCode {
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return report(Err(Failure::Unreachable(format!("{e:#}")))),
     };
-    match (&args.source, args.locked) {
-        (Some(_), _) => report(rt.block_on(install(args)).map(|line| format!("{line}\n"))),
-        (None, true) => rt.block_on(super::locked::install_all(args)),
-        (None, false) => report(Err(Failure::Refused(
+    match &args.source {
+        Some(_) => report(rt.block_on(install(args)).map(|line| format!("{line}\n"))),
+        None => report(Err(Failure::Refused(
             "give what to install (NAME[@VERSION], a URL, a file, a directory or git URL), \
              or --locked to install everything the lock names"
                 .to_owned(),
@@ -168,6 +98,11 @@ pub fn run(args: &InstallArgs) -> ExitCode {
 }
 
 impl InstallArgs {
+    /// `--locked` with nothing named: everything the lock names.
+    pub(super) fn replays_lock(&self) -> bool {
+        self.source.is_none() && self.locked
+    }
+
     /// These flags, installing `source` (and `git`) instead.
     pub(super) fn of(&self, source: &str, git: Option<&str>) -> Self {
         Self {

@@ -2,7 +2,7 @@
 //! data directory or a server (`--to`) serves, or those the registries
 //! offer.
 
-use super::install::Failure;
+use super::failure::Failure;
 use super::manage::{Local, Place, Remote, finish};
 use crate::catalog::AgentTools;
 use crate::http::skills::SkillList;

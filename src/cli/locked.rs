@@ -3,19 +3,28 @@
 //! `npm ci` installs a package lock. What is installed already with that
 //! hash is left as it is.
 
-use super::install::{Failure, InstallArgs, install, local_secret};
+use super::failure::{Failure, report};
+use super::install::{InstallArgs, install, local_secret};
 use crate::config::Config;
 use crate::install::client;
 use crate::registry::lock::{Lock, Locked};
 use hyper::Method;
 use std::process::ExitCode;
 
+/// `skilld install --locked` with nothing named.
+pub fn run(args: &InstallArgs) -> ExitCode {
+    match super::runtime() {
+        Ok(rt) => rt.block_on(install_all(args)),
+        Err(e) => report(Err(Failure::Unreachable(format!("{e:#}")))),
+    }
+}
+
 /// Installs each entry, going on past a failure; the exit code is the
 /// worst of them.
-pub async fn install_all(args: &InstallArgs) -> ExitCode {
+async fn install_all(args: &InstallArgs) -> ExitCode {
     let (config, lock) = match read(args) {
         Ok(read) => read,
-        Err(failure) => return super::install::report(Err(failure)),
+        Err(failure) => return report(Err(failure)),
     };
     let mut worst = 0u8;
     for entry in &lock.skills {

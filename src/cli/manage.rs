@@ -5,7 +5,7 @@
 //! on a running server, through its API; both build the API's own
 //! answers, so the two print the same.
 
-use super::install::{Failure, report};
+use super::failure::{Failure, report};
 use super::{pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::http::grants::{Grant, GrantList};

@@ -1,5 +1,6 @@
 //! The `skilld` command line (`docs/api.md`, "The command line").
 
+mod failure;
 mod import;
 mod install;
 mod list;
@@ -240,6 +241,7 @@ pub fn main() -> ExitCode {
         Command::Package { dir, output, sign } => return package(&dir, output.as_deref(), sign.as_deref()),
         Command::Keygen(args) => return sign::keygen(&args),
         Command::New { name, dialect, dir } => return new_skill(&dir, &name, dialect),
+        Command::Install(args) if args.replays_lock() => return locked::run(&args),
         Command::Install(args) => return install::run(&args),
         Command::Search(args) => return registry::search(&args),
         Command::List(args) => return list::list(&args),

@@ -1,12 +1,12 @@
 //! `skilld search` and `skilld add` (seed 002's `skill search` and `skill
 //! add`), and the registry flags `skilld install NAME` shares with them.
 
-use super::install::{Failure, report};
+use super::failure::{Failure, report};
 use super::{open_store, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs, SignatureArgs};
 use crate::install::project::{self, AddError, Adding};
 use crate::registry::lock::{Lock, Locked};
-use crate::registry::{Registries, RegistryError, RegistrySource, Resolved};
+use crate::registry::{Registries, RegistrySource, Resolved};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -69,17 +69,6 @@ impl RegistryArgs {
         let mut registries = Registries::new(config.registries.clone(), store);
         registries.refresh = self.refresh;
         Ok(registries)
-    }
-}
-
-impl From<RegistryError> for Failure {
-    fn from(e: RegistryError) -> Self {
-        match e {
-            RegistryError::NoRegistries | RegistryError::NotFound(_) | RegistryError::Tampered(_) => {
-                Failure::Refused(e.to_string())
-            }
-            _ => Failure::Unreachable(e.to_string()),
-        }
     }
 }
 
@@ -417,8 +406,8 @@ fn semver_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 fn archive_entry(zip: &Path) -> Result<(project::Inspected, crate::registry::index::IndexVersion), Failure> {
     let name = zip.display();
     let mut file = std::fs::File::open(zip).map_err(|e| Failure::Unreachable(format!("{name}: {e}")))?;
-    let sha256 =
-        crate::registry::sha256_of(&mut file).map_err(|e| Failure::Unreachable(format!("{name}: {e}")))?;
+    let sha256 = crate::install::archive::sha256_of(&mut file)
+        .map_err(|e| Failure::Unreachable(format!("{name}: {e}")))?;
     let inspected = project::inspect(file, &crate::install::unpack::UnpackLimits::default())
         .map_err(|e| Failure::Refused(format!("{name}: {}", Failure::from(e).sentence())))?;
     let Some(version) = inspected

@@ -8,7 +8,7 @@
 mod judge;
 mod remote;
 
-use super::install::Failure;
+use super::failure::Failure;
 use super::{CheckFormat, Linted, harden, lint_options, pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::invoke::{Asked, Call, Called, Delivery, Envelope, Gate, Target};

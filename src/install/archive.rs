@@ -120,6 +120,24 @@ pub fn write_archive<W: Write + Seek>(dir: &Path, out: W) -> Result<W, ArchiveEr
     Ok(zip.finish()?)
 }
 
+/// Lowercase hex SHA-256 of a file, read from its start; left rewound.
+pub fn sha256_of(file: &mut std::fs::File) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::{Read, Seek};
+    file.rewind()?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    file.rewind()?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

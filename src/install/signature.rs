@@ -14,7 +14,6 @@ use super::InstallError;
 use super::archive::write_archive;
 use crate::catalog::installed::SignatureRecord;
 use base64::Engine;
-use sha2::{Digest, Sha256};
 use std::io::{Read, Seek};
 use std::path::Path;
 
@@ -208,26 +207,12 @@ pub fn canonical(dir: &Path) -> Result<Canonical, InstallError> {
     let written = write_archive(dir, tempfile::tempfile()?)
         .map_err(|e| InstallError::Io(format!("cannot write the canonical archive: {e}")))?;
     let mut file = written;
-    file.rewind()?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    file.rewind()?;
+    let sha256 = super::archive::sha256_of(&mut file)?;
     let files = zip::ZipArchive::new(&mut file)
         .map_err(|e| InstallError::Io(format!("cannot read the canonical archive back: {e}")))?
         .len();
     file.rewind()?;
-    Ok(Canonical {
-        file,
-        sha256: hex::encode(hasher.finalize()),
-        files,
-    })
+    Ok(Canonical { file, sha256, files })
 }
 
 impl Presented {

@@ -14,7 +14,6 @@ use crate::store::{CachedIndex, Store, StoreError};
 use chrono::Utc;
 use index::{Index, IndexError, IndexSkill, IndexVersion};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use std::io::{Read, Seek};
 use std::sync::Arc;
 use std::time::Duration;
@@ -380,9 +379,11 @@ pub async fn download(
             })?,
     };
     if let Some(want) = &resolved.version.sha256 {
-        let got = sha256_of(&mut fetched.file).map_err(|e| RegistryError::Unreachable {
-            url: url.clone(),
-            why: e.to_string(),
+        let got = crate::install::archive::sha256_of(&mut fetched.file).map_err(|e| {
+            RegistryError::Unreachable {
+                url: url.clone(),
+                why: e.to_string(),
+            }
         })?;
         if !got.eq_ignore_ascii_case(want) {
             return Err(RegistryError::Tampered(format!(
@@ -413,22 +414,6 @@ fn read_local(
     }
     file.rewind().map_err(|e| unreachable(e.to_string()))?;
     Ok(Fetched { file, hash: None })
-}
-
-/// Lowercase hex SHA-256 of a file, read from its start; left rewound.
-pub fn sha256_of(file: &mut std::fs::File) -> std::io::Result<String> {
-    file.rewind()?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    file.rewind()?;
-    Ok(hex::encode(hasher.finalize()))
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod markdown_tools;
 pub mod model;
 pub mod names;
 mod parse;
+mod parse_examples;
 pub mod prepared;
 pub mod rules;
 mod script_doc;

@@ -450,12 +450,7 @@ async fn a_second_skilld_is_a_registry() {
         .unwrap();
     let url = announced_url(&mut child).unwrap();
 
-    let index: Value = reqwest::get(format!("{url}/index.json"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let index = served_index(&url).await;
     let hello = &index["skills"][0];
     assert_eq!(index["format"], 1, "{index}");
     assert_eq!(hello["name"], "hello");
@@ -735,12 +730,7 @@ async fn serve_the_signature_on(data: &Path, public: &str) {
         .spawn()
         .unwrap();
     let url = announced_url(&mut child).unwrap();
-    let index: Value = reqwest::get(format!("{url}/index.json"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let index = served_index(&url).await;
     let served = &index["skills"][0]["versions"][0];
     assert!(
         served["signature"]
@@ -762,4 +752,14 @@ async fn serve_the_signature_on(data: &Path, public: &str) {
     let out = ok(&skilld(third.path(), &args));
     assert!(out.starts_with("hello@1.0.0 ready "), "{out}");
     terminate(&mut child);
+}
+
+/// A skilld's `GET /index.json`.
+async fn served_index(url: &str) -> Value {
+    reqwest::get(format!("{url}/index.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }

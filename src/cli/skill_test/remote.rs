@@ -5,7 +5,8 @@
 //! so the same examples say whether the served copy behaves.
 
 use super::judge::{Report, call_outcome, fired_words, trigger_outcome, trigger_sides};
-use crate::cli::install::{Failure, local_secret};
+use crate::cli::failure::Failure;
+use crate::cli::install::local_secret;
 use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::install::client::{self, ClientError, encoded};
 use crate::invoke::Envelope;
