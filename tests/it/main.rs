@@ -68,6 +68,7 @@ mod scaffold;
 mod script_tools;
 mod seed000_words;
 mod seed001;
+mod seed002_cli;
 mod seed003;
 mod seed004;
 mod server_process;

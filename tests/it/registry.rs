@@ -62,13 +62,13 @@ fn refused(out: &Output, code: i32) -> String {
 }
 
 /// A real static file server on loopback over `dir`.
-struct Static {
+pub(crate) struct Static {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Static {
-    fn start(dir: &Path) -> Self {
+    pub(crate) fn start(dir: &Path) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
