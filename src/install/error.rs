@@ -58,7 +58,9 @@ pub enum InstallError {
     NotReady { spec: String, status: VersionStatus },
     #[error("{spec} is {}, not pending review", status.as_str())]
     NotPending { spec: String, status: VersionStatus },
-    #[error("{0} run(s) of it are in flight; wait for them, or pass force=true to cancel them")]
+    #[error(
+        "{0} run(s) of it are in flight; wait for them, or force it (`force=true` over HTTP, `--force` on the command line) to cancel them"
+    )]
     InFlight(usize),
     #[error(transparent)]
     Store(#[from] StoreError),
