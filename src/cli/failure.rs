@@ -79,9 +79,10 @@ impl From<InstallError> for Failure {
 impl From<RegistryError> for Failure {
     fn from(e: RegistryError) -> Self {
         match e {
-            RegistryError::NoRegistries | RegistryError::NotFound(_) | RegistryError::Tampered(_) => {
-                Failure::Refused(e.to_string())
-            }
+            RegistryError::NoRegistries
+            | RegistryError::NotFound(_)
+            | RegistryError::Tampered(_)
+            | RegistryError::Archive(_) => Failure::Refused(e.to_string()),
             _ => Failure::Unreachable(e.to_string()),
         }
     }

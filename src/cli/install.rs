@@ -11,8 +11,8 @@ use crate::config::{Config, SignatureArgs};
 use crate::install::client;
 use crate::install::sources::{GitSource, pack_dir};
 use crate::install::{Installer, Upload};
-use crate::registry::Registries;
 use crate::registry::lock::{Lock, Locked};
+use crate::registry::{Registries, Resolved};
 use crate::skill::Trust;
 use crate::store::Store;
 use clap::Args;
@@ -103,6 +103,14 @@ impl InstallArgs {
         self.source.is_none() && self.locked
     }
 
+    /// These flags without `--token`.
+    pub(super) fn without_source_token(&self) -> Self {
+        Self {
+            token: None,
+            ..self.clone()
+        }
+    }
+
     /// These flags, installing `source` (and `git`) instead.
     pub(super) fn of(&self, source: &str, git: Option<&str>) -> Self {
         Self {
@@ -186,7 +194,7 @@ async fn fetch(
     if let Some((name, version)) = registry_spec(source).filter(|_| by_name) {
         return from_registry(args, config, store, (name, version), lock, lock_path).await;
     }
-    let (fetched, source) = fetch_other(args, config.install.max_upload_bytes).await?;
+    let source = lock_source(source, args.git.as_deref());
     let locked = match args.locked {
         true => Some(
             lock.skills
@@ -202,12 +210,23 @@ async fn fetch(
         ),
         false => None,
     };
+    let fetched = fetch_other(args, config.install.max_upload_bytes).await?;
     Ok(Got {
         fetched,
         source,
         locked,
         signature: signature(args)?,
     })
+}
+
+/// A source as the lock records it, known before anything is fetched.
+fn lock_source(source: &str, git: Option<&str>) -> String {
+    match git {
+        Some(spec) if source == "git" => format!("git+{spec}"),
+        _ if source.starts_with("http://") || source.starts_with("https://") => source.to_owned(),
+        _ if Path::new(source).is_dir() => format!("path+{}", absolute(source)),
+        _ => format!("file+{}", absolute(source)),
+    }
 }
 
 /// `NAME[@VERSION]` from the registries, its SHA-256 checked.
@@ -223,21 +242,15 @@ async fn from_registry(
         true => Some(locked_entry(lock, name, lock_path)?.clone()),
         false => None,
     };
-    // A lock names its registry: it is asked even when not configured.
-    let mut settings = config.registries.clone();
-    if let Some(url) = locked.as_ref().and_then(|l| l.source.strip_prefix("registry+"))
-        && !settings.sources.iter().any(|s| s.index_url() == url)
-    {
-        settings.sources.push(crate::registry::RegistrySource::new(url));
-    }
-    let mut registries = Registries::new(settings, store.clone());
+    let mut registries = Registries::new(config.registries.clone(), store.clone());
     registries.refresh = args.registry.refresh;
-    let resolved = resolve(&registries, name, version, locked.as_ref()).await?;
+    let resolved = resolve(&mut registries, name, version, locked.as_ref()).await?;
     if let Some(l) = &locked {
         check_locked(l, &as_locked(&resolved, &l.sha256), lock_path)?;
     }
     let downloading = Progress::bytes("downloading");
     let fetched = crate::registry::download(&resolved, config.install.max_upload_bytes, &downloading).await?;
+    as_listed(&fetched, &resolved, config)?;
     let signature = match args.signature {
         Some(_) => signature(args)?,
         None => resolved.version.signature.clone(),
@@ -250,9 +263,36 @@ async fn from_registry(
     })
 }
 
+/// Refuses an archive that is not the skill and version its registry
+/// lists: a registry could otherwise hand out another skill, or an old
+/// version (signed, once), under a name the user asked for.
+fn as_listed(fetched: &client::Fetched, resolved: &Resolved, config: &Config) -> Result<(), Failure> {
+    use std::io::Seek;
+    let unreadable = |e: std::io::Error| Failure::Unreachable(e.to_string());
+    let mut file = fetched.file.try_clone().map_err(unreadable)?;
+    let inspected =
+        crate::install::project::inspect(file.try_clone().map_err(unreadable)?, &config.install.limits);
+    file.rewind().map_err(unreadable)?;
+    let inspected = inspected?;
+    let (want, got) = (
+        format!("{}@{}", resolved.name, resolved.version.version),
+        format!(
+            "{}@{}",
+            inspected.name,
+            inspected.version.as_deref().unwrap_or("no version")
+        ),
+    );
+    match want == got {
+        true => Ok(()),
+        false => Err(Failure::Refused(format!(
+            "the archive holds {got}, not {want} as its registry lists it; nothing was installed"
+        ))),
+    }
+}
+
 /// The archive of a skilld's URL, a zip, a directory or a git repository,
 /// and its source as the lock records it.
-async fn fetch_other(args: &InstallArgs, max: u64) -> Result<(client::Fetched, String), Failure> {
+async fn fetch_other(args: &InstallArgs, max: u64) -> Result<client::Fetched, Failure> {
     let source = args.source.as_deref().unwrap_or_default();
     let packed = |file| client::Fetched { file, hash: None };
     match (source, &args.git) {
@@ -261,7 +301,7 @@ async fn fetch_other(args: &InstallArgs, max: u64) -> Result<(client::Fetched, S
             let clone = tempfile::tempdir().map_err(|e| Failure::Unreachable(e.to_string()))?;
             let _cloning = Progress::spinner(&format!("cloning {} …", git.url));
             let dir = git.fetch(clone.path()).await?;
-            Ok((packed(pack_dir(&dir)?), format!("git+{spec}")))
+            Ok(packed(pack_dir(&dir)?))
         }
         ("git", None) => Err(Failure::Refused(
             "give the repository after git: git URL[#REF][//SUBDIR]".to_owned(),
@@ -269,17 +309,13 @@ async fn fetch_other(args: &InstallArgs, max: u64) -> Result<(client::Fetched, S
         (_, Some(extra)) => Err(Failure::Refused(format!("unexpected '{extra}' after {source}"))),
         _ if source.starts_with("http://") || source.starts_with("https://") => {
             let downloading = Progress::bytes("downloading");
-            let fetched = client::fetch(source, args.token.as_deref(), max, &downloading).await?;
-            Ok((fetched, source.to_owned()))
+            Ok(client::fetch(source, args.token.as_deref(), max, &downloading).await?)
         }
-        _ if Path::new(source).is_dir() => Ok((
-            packed(pack_dir(Path::new(source))?),
-            format!("path+{}", absolute(source)),
-        )),
+        _ if Path::new(source).is_dir() => Ok(packed(pack_dir(Path::new(source))?)),
         _ => {
             let file = std::fs::File::open(source)
                 .map_err(|e| Failure::Refused(format!("cannot read {source}: {e}")))?;
-            Ok((packed(file), format!("file+{}", absolute(source))))
+            Ok(packed(file))
         }
     }
 }

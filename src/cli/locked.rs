@@ -66,6 +66,9 @@ fn read(args: &InstallArgs) -> Result<(Config, Lock), Failure> {
 
 /// The install of one entry: its source as `skilld install` takes it.
 fn args_for(args: &InstallArgs, entry: &Locked) -> Result<InstallArgs, Failure> {
+    // `--token` is for a source named on the command line, not for every
+    // host a lock file (maybe someone else's) names.
+    let args = &args.without_source_token();
     let source = entry.source.as_str();
     let (kind, rest) = source.split_once('+').unwrap_or(("", source));
     Ok(match kind {

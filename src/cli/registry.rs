@@ -164,7 +164,7 @@ pub fn registry_spec(spec: &str) -> Option<(&str, Option<&str>)> {
 /// names when `locked` has an entry; with `--locked`, that entry must
 /// exist.
 pub async fn resolve(
-    registries: &Registries,
+    registries: &mut Registries,
     name: &str,
     version: Option<&str>,
     locked: Option<&Locked>,
@@ -179,7 +179,15 @@ pub async fn resolve(
             l.source
         )));
     }
-    Ok(registries.resolve(name, version, only).await?)
+    // A lock names its registry: it is asked even when not configured.
+    if let Some(url) = only {
+        registries.add_source(url);
+    }
+    let resolved = registries.resolve(name, version, only).await?;
+    for note in &resolved.notes {
+        eprintln!("skilld: {note}");
+    }
+    Ok(resolved)
 }
 
 /// The lock's entry for `name` under `--locked`: refused when there is none.
@@ -267,8 +275,8 @@ async fn add_to_project(args: &AddArgs) -> Result<String, Failure> {
         false => None,
     };
     let config = args.registry.resolve_with(&args.signatures)?;
-    let registries = args.registry.open(&config).await?;
-    let resolved = resolve(&registries, name, version, locked.as_ref()).await?;
+    let mut registries = args.registry.open(&config).await?;
+    let resolved = resolve(&mut registries, name, version, locked.as_ref()).await?;
     if let Some(l) = &locked {
         check_locked(l, &as_locked(&resolved, &l.sha256), &lock_path)?;
     }
@@ -277,11 +285,13 @@ async fn add_to_project(args: &AddArgs) -> Result<String, Failure> {
     let skills_dir = args.workspace.join(project::PROJECT_SKILLS);
     std::fs::create_dir_all(&skills_dir)
         .map_err(|e| Failure::Unreachable(format!("cannot make {}: {e}", skills_dir.display())))?;
+    project::clear_staging(&skills_dir);
     let expect = locked.as_ref().map(|l| l.sha256.clone()).or(fetched.hash.clone());
     let added = project::add(Adding {
         archive: fetched.file,
         skills_dir: &skills_dir,
         name,
+        version: &resolved.version.version,
         expect_hash: expect.as_deref(),
         force: args.force,
         limits: config.install.limits,
@@ -292,7 +302,9 @@ async fn add_to_project(args: &AddArgs) -> Result<String, Failure> {
     .map_err(|e| match e {
         AddError::Install(e) => Failure::from(e),
         other => Failure::Refused(other.to_string()),
-    })?;
+    });
+    project::clear_staging(&skills_dir);
+    let added = added?;
     let entry = Locked {
         name: name.to_owned(),
         version: added.version.clone().unwrap_or_default(),
@@ -301,7 +313,7 @@ async fn add_to_project(args: &AddArgs) -> Result<String, Failure> {
     };
     lock.put(entry);
     lock.write(&lock_path)
-        .map_err(|e| Failure::Unreachable(e.to_string()))?;
+        .map_err(|e| Failure::Unreachable(format!("added, but {e}")))?;
     Ok(format!(
         "{name}@{} {} {}",
         added.version.unwrap_or_default(),

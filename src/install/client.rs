@@ -13,8 +13,10 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Body as _, Frame};
 use hyper::{Method, Request, StatusCode};
 use std::convert::Infallible;
+use std::future::Future;
 use std::io::Write;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Every body sent: a whole one, or an upload told part by part.
 type Body = BoxBody<Bytes, Infallible>;
@@ -135,8 +137,7 @@ async fn receive(
     max_bytes: u64,
     observer: &dyn Observer,
 ) -> Result<Fetched, ClientError> {
-    let url = url.to_owned();
-    let response = send(&client()?, Method::GET, &url, token, None, &[]).await?;
+    let (response, url) = get_following(url, token).await?;
     let hash = response
         .headers()
         .get("x-skill-hash")
@@ -145,17 +146,12 @@ async fn receive(
     let status = response.status();
     let mut body = response.into_body();
     if status != StatusCode::OK {
-        let bytes = body
-            .collect()
-            .await
-            .map(http_body_util::Collected::to_bytes)
-            .unwrap_or_default();
-        return Err(refused(&url, status, &bytes));
+        return Err(refused(&url, status, &error_body(body).await));
     }
     observer.length(body.size_hint().exact());
     let mut file = tempfile::tempfile()?;
     let mut received = 0u64;
-    while let Some(frame) = body.frame().await {
+    while let Some(frame) = within(IDLE, &url, body.frame()).await? {
         let frame = frame.map_err(|e| unreachable(&url, e))?;
         if let Ok(data) = frame.into_data() {
             received += data.len() as u64;
@@ -174,18 +170,98 @@ async fn receive(
 
 /// The body `url` answers with, at most `max_bytes` of it.
 pub async fn get(url: &str, token: Option<&str>, max_bytes: usize) -> Result<Vec<u8>, ClientError> {
-    let response = send(&client()?, Method::GET, url, token, None, &[]).await?;
+    let (response, url) = get_following(url, token).await?;
     let status = response.status();
-    let limited = http_body_util::Limited::new(response.into_body(), max_bytes);
-    let bytes = limited
-        .collect()
-        .await
-        .map_err(|e| unreachable(url, e))?
-        .to_bytes();
     if status != StatusCode::OK {
-        return Err(refused(url, status, &bytes));
+        return Err(refused(&url, status, &error_body(response.into_body()).await));
     }
+    let limited = http_body_util::Limited::new(response.into_body(), max_bytes);
+    let bytes = within(WHOLE, &url, limited.collect())
+        .await?
+        .map_err(|e| unreachable(&url, e))?
+        .to_bytes();
     Ok(bytes.to_vec())
+}
+
+/// How long a GET may wait for its answer to begin, or between two parts
+/// of its body: a host that stops answering is given up on.
+const IDLE: Duration = Duration::from_secs(30);
+/// How long a whole small answer (an index) may take.
+const WHOLE: Duration = Duration::from_secs(120);
+/// The largest JSON answer of a server's API read.
+const MAX_ANSWER: usize = 16 * 1024 * 1024;
+/// Redirects followed: static hosts answer 301 or 302 for release assets
+/// and for http → https.
+const MAX_REDIRECTS: usize = 5;
+
+async fn within<T>(limit: Duration, url: &str, f: impl Future<Output = T>) -> Result<T, ClientError> {
+    tokio::time::timeout(limit, f)
+        .await
+        .map_err(|_| unreachable(url, format!("no answer for {} s", limit.as_secs())))
+}
+
+/// A GET that follows redirects, over http(s) only and never from https
+/// down to http; the token goes only to the origin it was given for.
+/// The answer, and the address that gave it.
+async fn get_following(
+    url: &str,
+    token: Option<&str>,
+) -> Result<(hyper::Response<hyper::body::Incoming>, String), ClientError> {
+    let client = client()?;
+    let first = url::Url::parse(url)
+        .map_err(|e| ClientError::Usage(format!("{url} is not a usable address: {e}")))?;
+    let mut at = first.clone();
+    for _ in 0..=MAX_REDIRECTS {
+        let sent_token = token.filter(|_| at.origin() == first.origin());
+        let response = within(
+            IDLE,
+            at.as_str(),
+            send(&client, Method::GET, at.as_str(), sent_token, None, &[]),
+        )
+        .await??;
+        if !response.status().is_redirection() {
+            return Ok((response, at.to_string()));
+        }
+        at = redirected(&at, &response)?;
+    }
+    Err(unreachable(url, format!("more than {MAX_REDIRECTS} redirects")))
+}
+
+/// Where a redirect leads, if it may be followed.
+fn redirected(
+    from: &url::Url,
+    response: &hyper::Response<hyper::body::Incoming>,
+) -> Result<url::Url, ClientError> {
+    let status = response.status();
+    let location = response
+        .headers()
+        .get(hyper::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| refused(from.as_str(), status, b"a redirect without a Location"))?;
+    let to = from
+        .join(location)
+        .map_err(|e| unreachable(from.as_str(), format!("a redirect to {location}: {e}")))?;
+    let allowed = matches!(
+        (from.scheme(), to.scheme()),
+        ("http", "http" | "https") | ("https", "https")
+    );
+    if !allowed {
+        return Err(unreachable(
+            from.as_str(),
+            format!("a redirect to {to} is not followed (only http(s), never down from https)"),
+        ));
+    }
+    Ok(to)
+}
+
+/// The start of an error's body: enough for a problem's detail, never a
+/// host's endless answer.
+async fn error_body(body: hyper::body::Incoming) -> Bytes {
+    let limited = http_body_util::Limited::new(body, 64 * 1024);
+    match tokio::time::timeout(IDLE, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        _ => Bytes::new(),
+    }
 }
 
 /// Uploads an archive to `server`'s `POST /skills`, with the `.minisig`
@@ -243,8 +319,8 @@ async fn upload(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("ready")
         .to_owned();
-    let bytes = response
-        .into_body()
+    let bytes = response.into_body();
+    let bytes = http_body_util::Limited::new(bytes, MAX_ANSWER)
         .collect()
         .await
         .map_err(|e| unreachable(&url, e))?
@@ -363,8 +439,8 @@ pub async fn call(
     };
     let response = send(&client()?, method, &url, token, body, headers).await?;
     let status = response.status();
-    let bytes = response
-        .into_body()
+    let bytes = response.into_body();
+    let bytes = http_body_util::Limited::new(bytes, MAX_ANSWER)
         .collect()
         .await
         .map_err(|e| unreachable(&url, e))?
@@ -426,6 +502,12 @@ fn refused(url: &str, status: StatusCode, body: &[u8]) -> ClientError {
         .ok()
         .and_then(|p| p["detail"].as_str().map(str::to_owned))
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned());
+    // A peer's words reach a terminal: no escape sequence of theirs.
+    let detail = detail
+        .chars()
+        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+        .take(2000)
+        .collect();
     ClientError::Refused {
         url: url.to_owned(),
         status: status.as_u16(),

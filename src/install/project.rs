@@ -24,8 +24,8 @@ pub enum AddError {
     Install(#[from] InstallError),
     #[error("{0} exists; pass --force to replace it")]
     Exists(PathBuf),
-    #[error("the archive's skill is named '{got}', not '{want}' as its registry lists it; nothing was added")]
-    WrongName { want: String, got: String },
+    #[error("the archive holds {got}, not {want} as its registry lists it; nothing was added")]
+    NotAsListed { want: String, got: String },
 }
 
 impl From<std::io::Error> for AddError {
@@ -41,6 +41,8 @@ pub struct Adding<'a> {
     pub skills_dir: &'a Path,
     /// The name the registry lists it under.
     pub name: &'a str,
+    /// The version the registry lists it at.
+    pub version: &'a str,
     /// The skill hash it must have, when its source gives one.
     pub expect_hash: Option<&'a str>,
     /// Replace a skill already there.
@@ -66,11 +68,12 @@ pub fn add(adding: Adding<'_>) -> Result<Added, AddError> {
     let staging = adding.skills_dir.join(STAGING);
     let staged = stage::stage(adding.archive, &staging, &adding.limits)?;
     verify_signature(&staged, &presented)?;
+    let not_as_listed = |version: &str| AddError::NotAsListed {
+        want: format!("{}@{}", adding.name, adding.version),
+        got: format!("{}@{version}", staged.name),
+    };
     if staged.name != adding.name {
-        return Err(AddError::WrongName {
-            want: adding.name.to_owned(),
-            got: staged.name.clone(),
-        });
+        return Err(not_as_listed("…"));
     }
     let rules = SkillRules {
         deps_dir: None,
@@ -83,6 +86,9 @@ pub fn add(adding: Adding<'_>) -> Result<Added, AddError> {
         &rules,
         crate::config::DEFAULT_MAX_TIMEOUT_SECS,
     )?;
+    if checked.version.as_deref() != Some(adding.version) {
+        return Err(not_as_listed(checked.version.as_deref().unwrap_or("no version")));
+    }
     vet_dependencies(&staged.dir, adding.npm_registry)?;
     if let Some(expected) = adding.expect_hash.filter(|h| **h != checked.hash) {
         return Err(InstallError::HashMismatch {
@@ -107,10 +113,29 @@ fn replace(from: &Path, target: &Path, area: &Path, force: bool) -> Result<(), A
         if !force {
             return Err(AddError::Exists(target.to_path_buf()));
         }
-        std::fs::rename(target, area.join("replaced"))?;
+        let aside = area.join("replaced");
+        std::fs::rename(target, &aside)?;
+        if let Err(e) = std::fs::rename(from, target) {
+            // Put the old one back: the staging area goes with everything in it.
+            let _ = std::fs::rename(&aside, target);
+            return Err(e.into());
+        }
+        return Ok(());
     }
     std::fs::rename(from, target)?;
     Ok(())
+}
+
+/// Removes what earlier adds left in the staging area (one stopped
+/// half-way), and the area itself when it is empty.
+pub fn clear_staging(skills_dir: &Path) {
+    let staging = skills_dir.join(STAGING);
+    if let Ok(entries) = std::fs::read_dir(&staging) {
+        for entry in entries.filter_map(Result::ok) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir(&staging);
 }
 
 /// What an archive holds, as a registry's index lists it.

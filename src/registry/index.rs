@@ -75,18 +75,33 @@ impl Index {
             return Err(IndexError::Format(index.format));
         }
         let mut skipped = Vec::new();
+        let mut names = std::collections::HashSet::new();
         index.skills.retain_mut(|skill| {
-            if !crate::catalog::installed::is_installable_name(&skill.name) {
+            let valid = crate::skill::names::check_name(&skill.name) == crate::skill::names::NameCheck::Valid;
+            if !valid {
                 skipped.push(format!("'{}': not a skill name", skill.name.escape_debug()));
                 return false;
             }
+            if !names.insert(skill.name.clone()) {
+                skipped.push(format!("{}: listed twice; the first is kept", skill.name));
+                return false;
+            }
+            let mut versions = std::collections::HashSet::new();
             skill.versions.retain(|v| match v.unusable() {
                 Some(why) => {
                     skipped.push(format!("{}@{}: {why}", skill.name, v.version.escape_debug()));
                     false
                 }
+                None if !versions.insert(v.version.clone()) => {
+                    skipped.push(format!(
+                        "{}@{}: listed twice; the first is kept",
+                        skill.name, v.version
+                    ));
+                    false
+                }
                 None => true,
             });
+            skill.description = printable(&skill.description);
             !skill.versions.is_empty()
         });
         Ok((index, skipped))
@@ -134,18 +149,35 @@ impl IndexVersion {
         if self.sha256.is_none() && self.hash.is_none() {
             return Some("neither sha256 nor hash to check it against");
         }
-        if let Some(sha) = &self.sha256
-            && !(sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()))
-        {
+        if self.sha256.as_deref().is_some_and(|s| !is_sha256(s)) {
             return Some("sha256 is not 64 hex digits");
+        }
+        if self.hash.as_deref().is_some_and(|s| !is_sha256(s)) {
+            return Some("hash is not 64 hex digits");
         }
         None
     }
 }
 
+fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A registry's text as it may reach a terminal: no control characters
+/// (an escape sequence could rewrite what the user sees), at most 1,000
+/// characters.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(1000)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const HASH: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
     fn index(versions: serde_json::Value) -> serde_json::Value {
         serde_json::json!({"format": 1, "skills": [
@@ -161,7 +193,7 @@ mod tests {
             {"version": "one", "url": "k.zip", "sha256": sha},
             {"version": "1.1.0", "url": "k.zip"},
             {"version": "1.2.0", "url": "k.zip", "sha256": "zz"},
-            {"version": "2.0.0", "url": "", "hash": "h"},
+            {"version": "2.0.0", "url": "", "hash": HASH},
         ]));
         let (index, skipped) = Index::parse(body.to_string().as_bytes()).unwrap();
         let versions: Vec<_> = index.skills[0].versions.iter().map(|v| &v.version).collect();
@@ -170,9 +202,32 @@ mod tests {
     }
 
     #[test]
+    fn duplicates_bad_hashes_and_control_characters_are_left_out() {
+        let body = serde_json::json!({"format": 1, "skills": [
+            {"name": "kube", "description": "a\u{1b}]52;c;evil\u{7}b", "versions": [
+                {"version": "1.0.0", "url": "first", "hash": HASH},
+                {"version": "1.0.0", "url": "second", "hash": HASH},
+                {"version": "1.1.0", "url": "x", "hash": "abc&trust=user"}]},
+            {"name": "kube", "versions": [{"version": "2.0.0", "url": "y", "hash": HASH}]},
+            {"name": "my_skill", "versions": [{"version": "1.0.0", "url": "z", "hash": HASH}]},
+        ]});
+        let (index, skipped) = Index::parse(body.to_string().as_bytes()).unwrap();
+        assert_eq!(index.skills.len(), 1, "{skipped:?}");
+        let kube = &index.skills[0];
+        assert_eq!(kube.versions.len(), 1);
+        assert_eq!(kube.versions[0].url, "first");
+        assert!(
+            !kube.description.chars().any(char::is_control),
+            "{:?}",
+            kube.description
+        );
+        assert_eq!(skipped.len(), 4, "{skipped:?}");
+    }
+
+    #[test]
     fn a_bad_name_or_format_is_refused() {
         let bad_name = serde_json::json!({"format": 1, "skills": [
-            {"name": "../x", "versions": [{"version": "1.0.0", "url": "x", "hash": "h"}]}
+            {"name": "../x", "versions": [{"version": "1.0.0", "url": "x", "hash": HASH}]}
         ]});
         let (index, skipped) = Index::parse(bad_name.to_string().as_bytes()).unwrap();
         assert!(index.skills.is_empty() && skipped.len() == 1);
@@ -186,9 +241,9 @@ mod tests {
     #[test]
     fn the_highest_release_is_chosen_and_words_all_match() {
         let body = index(serde_json::json!([
-            {"version": "1.10.0", "url": "a", "hash": "h"},
-            {"version": "1.9.0", "url": "b", "hash": "h"},
-            {"version": "2.0.0-rc.1", "url": "c", "hash": "h"},
+            {"version": "1.10.0", "url": "a", "hash": HASH},
+            {"version": "1.9.0", "url": "b", "hash": HASH},
+            {"version": "2.0.0-rc.1", "url": "c", "hash": HASH},
         ]));
         let (index, _) = Index::parse(body.to_string().as_bytes()).unwrap();
         let skill = index.skill("kube").unwrap();

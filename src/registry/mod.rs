@@ -84,6 +84,9 @@ pub enum RegistryError {
     NotFound(String),
     #[error("{0}")]
     Tampered(String),
+    /// The archive's host refused it (404, 403, …).
+    #[error("the archive: {0}")]
+    Archive(String),
     #[error("the registry cache: {0}")]
     Store(#[from] StoreError),
 }
@@ -111,6 +114,9 @@ pub struct Resolved {
     pub archive_url: String,
     /// The registry's token, when the archive is on the registry's host.
     pub token: Option<String>,
+    /// What the user should hear: an index read from the cache because
+    /// the registry could not be asked, versions of this skill left out.
+    pub notes: Vec<String>,
 }
 
 impl Resolved {
@@ -139,6 +145,13 @@ impl Registries {
 
     pub fn sources(&self) -> &[RegistrySource] {
         &self.settings.sources
+    }
+
+    /// Asks `url` too (last), unless it is configured already.
+    pub fn add_source(&mut self, url: &str) {
+        if !self.settings.sources.iter().any(|s| s.index_url() == url) {
+            self.settings.sources.push(RegistrySource::new(url));
+        }
     }
 
     /// Every registry's index, in order: those that cannot be read at all
@@ -183,7 +196,7 @@ impl Registries {
             Some(v) => format!("{name}@{v}"),
             None => name.to_owned(),
         };
-        let mut unreachable = Vec::new();
+        let (mut unreachable, mut left_out) = (Vec::new(), Vec::new());
         for source in &self.settings.sources {
             if only.is_some_and(|url| url != source.index_url()) {
                 continue;
@@ -196,7 +209,19 @@ impl Registries {
                     continue;
                 }
             };
-            if let Some(found) = resolved_in(&loaded, source, name, version)? {
+            let skipped = loaded
+                .skipped
+                .iter()
+                .filter(|n| n.starts_with(&format!("{name}@")));
+            left_out.extend(skipped.map(|n| format!("{}: {n}", loaded.url)));
+            if let Some(mut found) = resolved_in(&loaded, source, name, version)? {
+                found.notes.extend(
+                    loaded
+                        .stale
+                        .iter()
+                        .map(|why| format!("{}: its last answer is used: {why}", loaded.url)),
+                );
+                found.notes.append(&mut left_out);
                 return Ok(found);
             }
         }
@@ -209,6 +234,10 @@ impl Registries {
             }
             (_, true) => wanted,
             (_, false) => format!("{wanted} (not asked: {})", unreachable.join("; ")),
+        };
+        let why = match left_out.is_empty() {
+            true => why,
+            false => format!("{why} (left out as unusable: {})", left_out.join("; ")),
         };
         Err(RegistryError::NotFound(why))
     }
@@ -239,7 +268,8 @@ impl Registries {
     }
 
     async fn keep(&self, url: &str, body: Vec<u8>) -> Result<(), RegistryError> {
-        if self.settings.ttl.is_zero() {
+        // A file on this machine is as quick to read as the cache.
+        if self.settings.ttl.is_zero() || file_path(url).is_some() {
             return Ok(());
         }
         let body = String::from_utf8(body).map_err(|e| RegistryError::BadIndex {
@@ -293,6 +323,7 @@ fn resolved_in(
         version: chosen.clone(),
         archive_url,
         token: source.token.clone().filter(|_| same_host),
+        notes: Vec::new(),
     }))
 }
 
@@ -373,9 +404,12 @@ pub async fn download(
         Some(path) => read_local(url, path, max_bytes)?,
         None => client::download(url, resolved.token.as_deref(), max_bytes, observer)
             .await
-            .map_err(|e| RegistryError::Unreachable {
-                url: url.clone(),
-                why: e.to_string(),
+            .map_err(|e| match e {
+                ClientError::Refused { status, .. } if status < 500 => RegistryError::Archive(e.to_string()),
+                other => RegistryError::Unreachable {
+                    url: url.clone(),
+                    why: other.to_string(),
+                },
             })?,
     };
     if let Some(want) = &resolved.version.sha256 {

@@ -74,13 +74,18 @@ impl Static {
             .local_addr()
             .unwrap()
             .port();
-        let mut child = Command::new("python3")
+        let child = Command::new("python3")
             .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
             .current_dir(dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        Self::waiting(child, port)
+    }
+
+    /// `child`, once it takes connections on `port`.
+    fn waiting(mut child: Child, port: u16) -> Self {
         let url = format!("http://127.0.0.1:{port}");
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -90,7 +95,7 @@ impl Static {
         }
         let _ = child.kill();
         let _ = child.wait();
-        panic!("python3 -m http.server did not start");
+        panic!("the HTTP server did not start");
     }
 }
 
@@ -415,10 +420,10 @@ fn a_file_index_and_add_into_a_project() {
             .unwrap()
             .contains("echo hello")
     );
-    let leftovers: Vec<_> = std::fs::read_dir(project.path().join(".agent/skills/.staging"))
-        .map(|d| d.filter_map(Result::ok).collect())
-        .unwrap_or_default();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(
+        !project.path().join(".agent/skills/.staging").exists(),
+        "no staging area is left behind"
+    );
     // The project's skill loads and lints.
     ok(&crate::cli::skilld()
         .arg("check")
@@ -762,4 +767,79 @@ async fn served_index(url: &str) -> Value {
         .json()
         .await
         .unwrap()
+}
+
+#[test]
+fn an_archive_not_as_listed_is_refused_and_redirects_are_followed() {
+    let (site, data, project) = (tempdir().unwrap(), tempdir().unwrap(), tempdir().unwrap());
+    let mut index = static_registry(site.path());
+    // 1.1.0 as listed, but the archive (with its true sha256) is 1.0.0.
+    index["skills"][0]["versions"][1]["url"] = index["skills"][0]["versions"][0]["url"].clone();
+    index["skills"][0]["versions"][1]["sha256"] = index["skills"][0]["versions"][0]["sha256"].clone();
+    std::fs::write(site.path().join("index.json"), index.to_string()).unwrap();
+    let server = Redirecting::start(site.path());
+    // Every address under /old/ answers 302 to the same one without it.
+    let registry = format!("{}/old/index.json", server.url);
+    let data = data.path();
+    let err = refused(
+        &skilld(data, &["install", "hello@1.1.0", "--registry", &registry]),
+        1,
+    );
+    assert!(err.contains("holds hello@1.0.0, not hello@1.1.0"), "{err}");
+    let ws = project.path().to_str().unwrap();
+    let err = refused(
+        &skilld(
+            data,
+            &["add", "hello@1.1.0", "--workspace", ws, "--registry", &registry],
+        ),
+        1,
+    );
+    assert!(err.contains("holds hello@1.0.0, not hello@1.1.0"), "{err}");
+    assert!(!project.path().join(".agent/skills/hello").exists());
+    assert!(
+        !project.path().join(".agent/skills/.staging").exists(),
+        "no staging left"
+    );
+    // Followed through the redirects, the listed version installs.
+    let out = ok(&skilld(
+        data,
+        &["install", "hello@1.0.0", "--registry", &registry],
+    ));
+    assert!(out.starts_with("hello@1.0.0 ready "), "{out}");
+}
+
+/// A real HTTP server over `dir` that answers every `/old/PATH` with a
+/// 302 to `/PATH`, as static hosts redirect release assets.
+struct Redirecting;
+
+impl Redirecting {
+    fn start(dir: &Path) -> Static {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = r#"
+import http.server, sys
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if self.path.startswith('/old/'):
+            self.send_response(302)
+            self.send_header('Location', self.path[4:])
+            self.end_headers()
+            return
+        super().do_GET()
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
+"#;
+        let child = Command::new("python3")
+            .args(["-c", script, &port.to_string()])
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Static::waiting(child, port)
+    }
 }
