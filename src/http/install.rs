@@ -101,7 +101,12 @@ pub struct InstallHeaders {
     /// (`bad_signature`), required when it requires signatures
     /// (`signature_required`).
     #[serde(rename = "X-Skill-Signature")]
-    #[param(value_type = String, required = false, max_length = 8192)]
+    #[param(
+        value_type = String,
+        required = false,
+        max_length = 8192,
+        pattern = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+    )]
     pub signature: Option<String>,
 }
 
@@ -127,9 +132,13 @@ fn signature_header(headers: &HeaderMap) -> Result<Option<String>> {
         .ok()
         .filter(|t| t.len() <= MAX_SIGNATURE_HEADER)
         .ok_or_else(bad)?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
-        .map_err(|_| bad())?;
+    // Trailing bits are let through: any text of the declared pattern
+    // decodes, and what it decodes to is judged as a signature (422).
+    let lenient = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+    );
+    let bytes = lenient.decode(text.trim()).map_err(|_| bad())?;
     let minisig = String::from_utf8(bytes)
         .map_err(|_| InstallError::BadSignature("it is not a minisign signature: not text".to_owned()))?;
     Ok(Some(minisig))
