@@ -11,8 +11,8 @@ use crate::config::{Config, SignatureArgs};
 use crate::install::client;
 use crate::install::sources::{GitSource, pack_dir};
 use crate::install::{Installer, Upload};
+use crate::registry::Resolved;
 use crate::registry::lock::{Lock, Locked};
-use crate::registry::{Registries, Resolved};
 use crate::skill::Trust;
 use crate::store::Store;
 use clap::Args;
@@ -242,8 +242,7 @@ async fn from_registry(
         true => Some(locked_entry(lock, name, lock_path)?.clone()),
         false => None,
     };
-    let mut registries = Registries::new(config.registries.clone(), store.clone());
-    registries.refresh = args.registry.refresh;
+    let mut registries = args.registry.over(config, store.clone());
     let resolved = resolve(&mut registries, name, version, locked.as_ref()).await?;
     if let Some(l) = &locked {
         check_locked(l, &as_locked(&resolved, &l.sha256), lock_path)?;

@@ -66,9 +66,14 @@ impl RegistryArgs {
         let store = open_store(config, false)
             .await
             .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
+        Ok(self.over(config, store))
+    }
+
+    /// The registries, over a store already open.
+    pub fn over(&self, config: &Config, store: std::sync::Arc<dyn crate::store::Store>) -> Registries {
         let mut registries = Registries::new(config.registries.clone(), store);
         registries.refresh = self.refresh;
-        Ok(registries)
+        registries
     }
 }
 
