@@ -135,6 +135,8 @@ impl Launcher {
             backend,
             tools: answer.tools,
             hooks: answer.hooks,
+            workflows: Vec::new(),
+            scanners: Vec::new(),
             offered: None,
             extras: None,
         })
@@ -148,6 +150,8 @@ impl Launcher {
             backend,
             tools: answer.tools,
             hooks: answer.hooks,
+            workflows: Vec::new(),
+            scanners: Vec::new(),
             offered: None,
             extras: None,
         })

@@ -10,7 +10,7 @@ use crate::runner::Child;
 use crate::sandbox::Sandbox;
 use crate::skill::HOOK_PHASES;
 use crate::skill::backend::{
-    Backend, BackendCall, BackendResult, BoxFuture, DeclaredTool, HookAnswer, LaunchRequest,
+    Backend, BackendCall, BackendResult, BoxFuture, DeclaredTool, HookAnswer, HookCall, LaunchRequest,
 };
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -243,15 +243,12 @@ impl Backend for ProcessBackend {
         Box::pin(self.call(call))
     }
 
-    fn hook(
-        &self,
-        phase: &str,
-        tool: &str,
-        payload: Value,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<HookAnswer, String>> {
-        let (phase, tool) = (phase.to_owned(), tool.to_owned());
-        Box::pin(async move { self.handle_hook(&phase, &tool, payload, timeout).await })
+    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, String>> {
+        Box::pin(async move {
+            let tool = call.tool.unwrap_or_default();
+            self.handle_hook(call.phase.as_str(), &tool, call.payload, call.timeout)
+                .await
+        })
     }
 
     fn command_line(&self) -> Vec<String> {

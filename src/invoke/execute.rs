@@ -4,6 +4,7 @@
 use super::{Envelope, Invoker, LiveRun, Prepared, hooks};
 use crate::runner::{self, Spec};
 use crate::skill::backend::{Backend, BackendCall};
+use crate::skill::context::CallContext;
 use crate::skill::{Action, Skill};
 use crate::store::RunStatus;
 use chrono::Utc;
@@ -168,6 +169,7 @@ impl Invoker {
                 timeout: p.timeout,
                 cancel: live.cancel.clone(),
                 progress: Some(live.progress_sink()),
+                context: CallContext::default(),
             })
             .await;
         let took = started.elapsed();

@@ -4,7 +4,9 @@
 //! the envelope, so the run log keeps it.
 
 use super::{Envelope, Prepared, args};
-use crate::skill::backend::{Backend, HookAnswer};
+use crate::skill::backend::{Backend, HookAnswer, HookCall};
+use crate::skill::context::CallContext;
+use crate::skill::phases::Phase;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -36,6 +38,16 @@ pub(super) enum Before {
     Failed(String),
 }
 
+fn hook_call(phase: Phase, p: &Prepared, payload: Value) -> HookCall {
+    HookCall {
+        phase,
+        tool: Some(p.tool().name.clone()),
+        payload,
+        timeout: HOOK_TIMEOUT,
+        context: CallContext::default(),
+    }
+}
+
 fn effect(phase: &str, effect: &str, detail: Option<Value>) -> HookEffect {
     HookEffect {
         phase: phase.to_owned(),
@@ -57,7 +69,7 @@ pub(super) async fn before(
         return Before::Go;
     }
     let payload = json!({"input": p.arguments});
-    let answer = match backend.hook(BEFORE, &p.tool().name, payload, HOOK_TIMEOUT).await {
+    let answer = match backend.hook(hook_call(Phase::BeforeToolCall, p, payload)).await {
         Ok(answer) => answer,
         Err(why) => return failed(BEFORE, why, effects),
     };
@@ -123,7 +135,7 @@ pub(super) async fn after(
     }
     let payload = json!({"input": p.arguments, "result": envelope});
     let outcome = backend
-        .hook(AFTER, &p.tool().name, payload, HOOK_TIMEOUT)
+        .hook(hook_call(Phase::AfterToolResult, p, payload))
         .await
         .and_then(|answer| apply(answer, envelope));
     match outcome {

@@ -5,6 +5,8 @@
 //! layer only reads manifests; starting children and evaluating scripts
 //! belongs to the server, which hands the catalog a [`Launch`].
 
+use super::context::CallContext;
+use super::phases::Phase;
 use super::upstream::Upstream;
 use crate::trust::Trust;
 use serde_json::Value;
@@ -91,6 +93,11 @@ pub struct Launched {
     pub backend: Arc<dyn Backend>,
     pub tools: Vec<DeclaredTool>,
     pub hooks: Vec<String>,
+    /// Workflows (seed 002's `register_workflow`), called by name like
+    /// tools, through [`Backend::workflow`].
+    pub workflows: Vec<DeclaredTool>,
+    /// Scanners (`register_scanner`), run by [`Backend::scan`].
+    pub scanners: Vec<String>,
     /// What an MCP server offered, as one digest: it is part of the
     /// skill's hash, so a changed definition asks again.
     pub offered: Option<String>,
@@ -186,6 +193,29 @@ pub struct BackendCall {
     pub cancel: CancellationToken,
     /// Where the tool's progress goes (an MCP server's notifications).
     pub progress: Option<ProgressSink>,
+    /// The session and turn it was made in.
+    pub context: CallContext,
+}
+
+/// One run of a hook.
+#[derive(Debug, Clone)]
+pub struct HookCall {
+    pub phase: Phase,
+    /// The tool of a tool phase (`before_tool_call`, `after_tool_result`).
+    pub tool: Option<String>,
+    pub payload: Value,
+    pub timeout: Duration,
+    pub context: CallContext,
+}
+
+/// One run of a scanner over files.
+#[derive(Debug, Clone)]
+pub struct ScanCall {
+    pub scanner: String,
+    /// Each file as `{"path", "text"}`, its path relative to what is scanned.
+    pub files: Vec<Value>,
+    pub timeout: Duration,
+    pub context: CallContext,
 }
 
 /// A tool's report of how far it got.
@@ -241,14 +271,25 @@ pub trait Backend: Send + Sync + Debug {
     /// Runs one tool call to its end (or its timeout or cancellation).
     fn execute(&self, call: BackendCall) -> BoxFuture<'_, BackendResult>;
 
-    /// Runs hook `phase` for a call of `tool`, bounded by `timeout`.
-    fn hook(
-        &self,
-        phase: &str,
-        tool: &str,
-        payload: Value,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<HookAnswer, String>>;
+    /// Runs a hook, bounded by its timeout.
+    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, String>>;
+
+    /// Runs workflow `call.tool` to its end, as [`Backend::execute`] runs
+    /// a tool.
+    fn workflow(&self, call: BackendCall) -> BoxFuture<'_, BackendResult> {
+        let why = format!("the backend offers no workflow '{}'", call.tool);
+        Box::pin(std::future::ready(BackendResult {
+            error: Some(why),
+            ..BackendResult::default()
+        }))
+    }
+
+    /// Runs scanner `call.scanner`: its findings, each a JSON object
+    /// (`rule`, `severity`, `message`, `path`, `line`), or why it failed.
+    fn scan(&self, call: ScanCall) -> BoxFuture<'_, Result<Vec<Value>, String>> {
+        let why = format!("the backend offers no scanner '{}'", call.scanner);
+        Box::pin(std::future::ready(Err(why)))
+    }
 
     /// An MCP server's prompt `name` with `arguments`: its
     /// `prompts/get` result.

@@ -4,6 +4,7 @@
 //! layout in `catalog`, the `skilld new` templates in `cli`.
 
 pub mod backend;
+pub mod context;
 mod definition;
 pub mod diag;
 mod dialect;
@@ -24,6 +25,7 @@ pub mod model;
 pub mod names;
 mod parse;
 mod parse_examples;
+pub mod phases;
 pub mod prepared;
 pub mod rules;
 mod script_doc;

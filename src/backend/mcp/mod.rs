@@ -16,7 +16,7 @@ use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::Child;
 use crate::sandbox::Sandbox;
 use crate::skill::backend::{
-    Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, LaunchRequest, Launched, UpstreamExtras,
+    Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, HookCall, LaunchRequest, Launched, UpstreamExtras,
 };
 use crate::skill::upstream::{EnvValue, Transport, Upstream};
 use offer::Offer;
@@ -99,6 +99,8 @@ impl McpBackend {
             backend,
             tools: offer.tools,
             hooks: Vec::new(),
+            workflows: Vec::new(),
+            scanners: Vec::new(),
             offered: Some(offer.digest),
             extras: Some(Arc::new(offer.extras)),
         })
@@ -319,8 +321,8 @@ impl Backend for McpBackend {
         Box::pin(self.call(call))
     }
 
-    fn hook(&self, phase: &str, _: &str, _: Value, _: Duration) -> BoxFuture<'_, Result<HookAnswer, String>> {
-        let why = format!("an MCP server runs no hooks ({phase})");
+    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, String>> {
+        let why = format!("an MCP server runs no hooks ({})", call.phase);
         Box::pin(std::future::ready(Err(why)))
     }
 
