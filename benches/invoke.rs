@@ -683,6 +683,7 @@ async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
             request_id: None,
             skill_version: None,
             idempotency_key: None,
+            session: None,
         })
         .await
         .expect("insert_run");

@@ -503,6 +503,7 @@ async fn one_call(store: &Arc<dyn Store>) {
             request_id: None,
             skill_version: None,
             idempotency_key: None,
+            session: None,
         })
         .await
         .expect("insert_run");

@@ -8,7 +8,7 @@
 use super::failure::{Failure, report};
 use super::{pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
-use crate::http::grants::{Grant, GrantList};
+use crate::http::grants::{Grant, GrantList, SkillApproval};
 use crate::http::install::VersionList;
 use crate::http::skills::SkillDetail;
 use crate::install::client;
@@ -276,18 +276,18 @@ impl Remote {
             let (_, answer) = self
                 .call(Method::DELETE, &format!("/grants?skill={name}"), None)
                 .await?;
-            Some(answer["revoked"].clone())
+            Some((answer["revoked"].clone(), answer["skill_approvals"].clone()))
         } else {
             None
         };
-        let (_, grants) = self
+        let (_, standing) = self
             .call(Method::GET, &format!("/grants?skill={name}"), None)
             .await?;
-        Ok(permissions_value(
-            &skill["permissions"],
-            &grants["grants"],
-            revoked,
-        ))
+        let standing = Standing {
+            grants: standing["grants"].clone(),
+            skill_approvals: standing["skill_approvals"].clone(),
+        };
+        Ok(permissions_value(&skill["permissions"], standing, revoked))
     }
 }
 
@@ -345,7 +345,21 @@ impl Local {
     async fn grants(&self, name: &str) -> Result<Value, Failure> {
         let grants = self.invoker.reader().list_grants(Some(name)).await?;
         let grants: Vec<Grant> = grants.into_iter().map(Grant::from).collect();
-        Ok(json!(GrantList { grants })["grants"].clone())
+        let list = GrantList {
+            grants,
+            skill_approvals: None,
+        };
+        Ok(json!(list)["grants"].clone())
+    }
+
+    /// The grants and the "allow always" standing for skill `name`.
+    async fn standing(&self, name: &str) -> Result<Standing, Failure> {
+        let approvals = self.invoker.reader().list_skill_approvals(Some(name)).await?;
+        let approvals: Vec<SkillApproval> = approvals.into_iter().map(SkillApproval::from).collect();
+        Ok(Standing {
+            grants: self.grants(name).await?,
+            skill_approvals: json!(approvals),
+        })
     }
 
     async fn info(&self, name: &str) -> Result<Value, Failure> {
@@ -365,7 +379,10 @@ impl Local {
     async fn permissions(&self, name: &str, revoke: bool) -> Result<Value, Failure> {
         let declared = self.skill(name).map(|s| json!(s.permissions));
         let revoked = match revoke {
-            true => Some(json!(self.invoker.revoke_grants_of(name).await?)),
+            true => {
+                let (grants, approvals) = self.invoker.revoke_grants_of(name).await?;
+                Some((json!(grants), json!(approvals)))
+            }
             false => None,
         };
         // A skill no longer loaded can still have grants to revoke.
@@ -374,14 +391,26 @@ impl Local {
             (Err(_), true) => Value::Null,
             (Err(e), false) => return Err(e),
         };
-        Ok(permissions_value(&declared, &self.grants(name).await?, revoked))
+        Ok(permissions_value(&declared, self.standing(name).await?, revoked))
     }
 }
 
-fn permissions_value(declared: &Value, grants: &Value, revoked: Option<Value>) -> Value {
-    let mut value = json!({"permissions": declared, "grants": grants});
-    if let Some(n) = revoked {
-        value["revoked"] = n;
+/// What stands for a skill: its grants and its skill approvals, as the
+/// API lists them.
+struct Standing {
+    grants: Value,
+    skill_approvals: Value,
+}
+
+/// `skilld permissions`' JSON; `revoked` is how many grants and skill
+/// approvals `--revoke` took back.
+fn permissions_value(declared: &Value, standing: Standing, revoked: Option<(Value, Value)>) -> Value {
+    let mut value = json!({
+        "permissions": declared, "grants": standing.grants, "skill_approvals": standing.skill_approvals
+    });
+    if let Some((grants, approvals)) = revoked {
+        value["revoked"] = grants;
+        value["revoked_skill_approvals"] = approvals;
     }
     value
 }
@@ -480,6 +509,42 @@ fn permissions_text(name: &str, v: &Value) -> String {
     if let Some(n) = v["revoked"].as_u64() {
         out.push_str(&format!("revoked {n} grant{}\n", if n == 1 { "" } else { "s" }));
     }
+    if let Some(n) = v["revoked_skill_approvals"].as_u64() {
+        out.push_str(&format!(
+            "revoked {n} skill approval{}\n",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
     out.push_str(&grants_text(&v["grants"]));
+    out.push_str(&skill_approvals_text(&v["skill_approvals"]));
+    out
+}
+
+/// A line per "allow always" of the skill's permissions.
+fn skill_approvals_text(approvals: &Value) -> String {
+    let mut out = String::new();
+    for a in approvals.as_array().into_iter().flatten() {
+        let permissions: Vec<&str> = a["permissions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let permissions = match permissions.is_empty() {
+            true => "no permissions".to_owned(),
+            false => permissions.join(", "),
+        };
+        let hash: String = a["skill_hash"]
+            .as_str()
+            .unwrap_or_default()
+            .chars()
+            .take(12)
+            .collect();
+        out.push_str(&format!(
+            "  allowed always: {permissions} ({hash}…, by {}, {})\n",
+            a["decided_by"].as_str().unwrap_or("-"),
+            a["decided_at"].as_str().unwrap_or("?")
+        ));
+    }
     out
 }

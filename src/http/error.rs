@@ -320,6 +320,7 @@ impl From<StoreError> for ApiError {
                 }
             }
             StoreError::InvalidCursor => ApiError::BadRequest("invalid cursor".to_owned()),
+            StoreError::Invalid(why) => ApiError::BadRequest(why),
             StoreError::Unavailable(m) => {
                 tracing::error!(error = %m, "the store is unavailable");
                 ApiError::Unavailable("the run log is unavailable; nothing was run".to_owned())

@@ -57,10 +57,41 @@ impl From<store::Grant> for Grant {
     }
 }
 
+/// A person's "allow always" for the permissions a skill version
+/// declares, given at the skill's first activation in a session (seed
+/// 002). This is the API's `SkillApproval`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillApproval {
+    pub skill: String,
+    pub skill_hash: String,
+    /// The permissions allowed, as the version declared them.
+    pub permissions: Vec<String>,
+    /// The token that decided; `null` on a server without tokens.
+    pub decided_by: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub decided_at: DateTime<Utc>,
+}
+
+impl From<store::SkillApproval> for SkillApproval {
+    fn from(a: store::SkillApproval) -> Self {
+        Self {
+            skill: a.skill,
+            skill_hash: a.skill_hash,
+            permissions: a.permissions,
+            decided_by: a.decided_by,
+            decided_at: a.decided_at,
+        }
+    }
+}
+
 /// Standing grants, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GrantList {
     pub grants: Vec<Grant>,
+    /// `GET /grants` only: the standing "allow always" of skill versions'
+    /// permissions (of `skill`, when given), newest first, at most 1000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill_approvals: Option<Vec<SkillApproval>>,
 }
 
 /// The most characters of a skill name (`docs/skills.md`).
@@ -108,8 +139,10 @@ async fn list_grants(
 ) -> Result<Json<GrantList>> {
     let skill = q.skill.as_deref().map(skill_param).transpose()?;
     let grants = state.store().list_grants(skill).await?;
+    let approvals = state.store().list_skill_approvals(skill).await?;
     Ok(Json(GrantList {
         grants: grants.into_iter().map(Grant::from).collect(),
+        skill_approvals: Some(approvals.into_iter().map(SkillApproval::from).collect()),
     }))
 }
 
@@ -167,17 +200,24 @@ async fn create_grants(
         by = auth.caller.name.as_deref().unwrap_or("-"), "granted ahead of any call"
     );
     let grants = grants.into_iter().map(Grant::from).collect();
-    Ok((StatusCode::CREATED, Json(GrantList { grants })))
+    let list = GrantList {
+        grants,
+        skill_approvals: None,
+    };
+    Ok((StatusCode::CREATED, Json(list)))
 }
 
 /// How many grants a revocation took back.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Revoked {
     pub revoked: u64,
+    /// How many "allow always" of the skill's permissions went with them.
+    pub skill_approvals: u64,
 }
 
-/// Revoke every grant of one skill (every tool, every version): its calls
-/// are decided afresh.
+/// Revoke every grant of one skill (every tool, every version), and every
+/// "allow always" of its permissions: its calls are decided afresh, and
+/// its next activation in a session asks again.
 #[utoipa::path(delete, path = "/grants", tag = "approvals", security(("bearer" = ["approve"])), params(RevokeQuery),
     responses(
         (status = 200, description = "Revoked (0 when it had none)", body = Revoked),
@@ -190,9 +230,15 @@ async fn revoke_skill_grants(
     Query(q): Query<RevokeQuery>,
 ) -> Result<Json<Revoked>> {
     let skill = skill_param(&q.skill)?;
-    let revoked = state.invoker.revoke_grants_of(skill).await?;
-    tracing::info!(%skill, revoked, by = auth.caller.name.as_deref().unwrap_or("-"), "grants revoked");
-    Ok(Json(Revoked { revoked }))
+    let (revoked, skill_approvals) = state.invoker.revoke_grants_of(skill).await?;
+    tracing::info!(
+        %skill, revoked, skill_approvals, by = auth.caller.name.as_deref().unwrap_or("-"),
+        "grants and skill approvals revoked"
+    );
+    Ok(Json(Revoked {
+        revoked,
+        skill_approvals,
+    }))
 }
 
 /// A grant id in a path.

@@ -46,6 +46,9 @@ pub struct RunQuery {
     pub tool: Option<String>,
     pub skill: Option<String>,
     pub status: Option<RunStatus>,
+    /// Only the runs called in this session (its id).
+    #[param(value_type = Option<String>, format = "uuid")]
+    pub session: Option<Uuid>,
     /// Page size, 1–500 (default 50).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
@@ -93,6 +96,10 @@ pub struct Run {
     pub note: Option<String>,
     /// The version of the skill called (installed skills keep several).
     pub skill_version: Option<String>,
+    /// The session the call named; absent for a call outside any session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = "uuid")]
+    pub session: Option<Uuid>,
 }
 
 /// The run as the log keeps it, less what means nothing outside the
@@ -117,6 +124,7 @@ impl From<store::Run> for Run {
             request_id: run.request_id,
             note: run.note,
             skill_version: run.skill_version,
+            session: run.session,
         }
     }
 }
@@ -151,6 +159,7 @@ async fn list_runs(
             tool: q.tool,
             skill: q.skill,
             status: q.status,
+            session: q.session,
             limit,
             cursor: q.cursor,
         })

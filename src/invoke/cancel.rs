@@ -79,6 +79,7 @@ impl Invoker {
                         tool: None,
                         skill: Some(name.to_owned()),
                         status: Some(status),
+                        session: None,
                         limit: RunFilter::MAX_LIMIT,
                         cursor,
                     })

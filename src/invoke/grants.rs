@@ -51,9 +51,13 @@ impl Invoker {
         Ok(grants)
     }
 
-    /// Revokes every grant of `skill` (any tool, any version).
-    pub async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError> {
-        self.store.revoke_grants_of(skill).await
+    /// Revokes every grant of `skill` (any tool, any version) and every
+    /// "allow always" of its permissions (seed 002's `Revoke(skill)`);
+    /// returns how many of each went.
+    pub async fn revoke_grants_of(&self, skill: &str) -> Result<(u64, u64), StoreError> {
+        let approvals = self.store.revoke_skill_approvals(skill).await?;
+        let grants = self.store.revoke_grants_of(skill).await?;
+        Ok((grants, approvals))
     }
 }
 

@@ -244,6 +244,7 @@ mod tests {
             request_id: None,
             skill_version: None,
             idempotency_key: None,
+            session: None,
         };
         let run_id = run.id;
         store.insert_pending(run, approval).await.expect("held");

@@ -259,6 +259,7 @@ impl Invoker {
             request_id: asked.request_id,
             skill_version: p.skill.version.clone(),
             idempotency_key: p.idempotency_key.clone(),
+            session: None,
         }
     }
 

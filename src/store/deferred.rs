@@ -13,9 +13,9 @@
 
 use super::{
     Approval, ApprovalFilter, ApprovalPage, Attempt, CachedIndex, Decide, DecisionFilter, DecisionPage,
-    Grant, NewApproval, NewNotification, NewRun, Notification, NotificationStatus, PolicyFacts, PruneExport,
-    Run, RunEnd, RunFilter, RunPage, RunPosition, RunStatus, SameCall, Store, StoreError, Undecidable,
-    check_final,
+    Grant, NewApproval, NewNotification, NewRun, NewSession, Notification, NotificationStatus, PolicyFacts,
+    PruneExport, Run, RunEnd, RunFilter, RunPage, RunPosition, RunStatus, SameCall, SessionRecord,
+    SkillApproval, Store, StoreError, TooMany, Undecidable, check_final,
 };
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::Value;
@@ -416,6 +416,69 @@ impl Store for Deferred {
 
     async fn cache_index(&self, index: CachedIndex) -> Result<(), StoreError> {
         self.inner.cache_index(index).await
+    }
+
+    async fn create_session(
+        &self,
+        s: NewSession,
+        max_per_caller: u64,
+        now: DateTime<Utc>,
+    ) -> Result<Result<SessionRecord, TooMany>, StoreError> {
+        self.inner.create_session(s, max_per_caller, now).await
+    }
+
+    async fn get_session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner.get_session(id).await
+    }
+
+    async fn update_session(
+        &self,
+        id: Uuid,
+        revision: i64,
+        turn: u32,
+        state: Value,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner
+            .update_session(id, revision, turn, state, expires_at, now)
+            .await
+    }
+
+    async fn end_session(&self, id: Uuid) -> Result<bool, StoreError> {
+        self.inner.end_session(id).await
+    }
+
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+        self.inner.expire_sessions(now).await
+    }
+
+    async fn list_sessions(
+        &self,
+        caller: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        self.inner.list_sessions(caller, limit).await
+    }
+
+    async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError> {
+        self.inner.put_skill_approval(a).await
+    }
+
+    async fn skill_approval(
+        &self,
+        skill: &str,
+        skill_hash: &str,
+    ) -> Result<Option<SkillApproval>, StoreError> {
+        self.inner.skill_approval(skill, skill_hash).await
+    }
+
+    async fn list_skill_approvals(&self, skill: Option<&str>) -> Result<Vec<SkillApproval>, StoreError> {
+        self.inner.list_skill_approvals(skill).await
+    }
+
+    async fn revoke_skill_approvals(&self, skill: &str) -> Result<u64, StoreError> {
+        self.inner.revoke_skill_approvals(skill).await
     }
 
     async fn enqueue_notification(&self, n: NewNotification) -> Result<bool, StoreError> {

@@ -19,6 +19,7 @@ mod approvals;
 mod deferred;
 mod notifications;
 mod postgres;
+mod sessions;
 mod sqlite;
 mod views;
 
@@ -30,6 +31,10 @@ pub use deferred::{Deferred, MAX_COMMIT_INTERVAL};
 use notifications::http_status;
 pub use notifications::{Attempt, NewNotification, Notification, NotificationStatus};
 pub use postgres::PgStore;
+pub use sessions::{
+    EXPIRE_BATCH, MAX_SESSIONS_LISTED, MAX_SKILL_APPROVALS_LISTED, NewSession, SessionRecord, SkillApproval,
+    TooMany,
+};
 pub use sqlite::{
     Serving, SqliteStore, announce_serving, claim_for_serving, files_of as sqlite_files, who_serves,
 };
@@ -160,6 +165,9 @@ pub struct Run {
     pub note: Option<String>,
     /// The version of the skill called (installed skills keep several).
     pub skill_version: Option<String>,
+    /// The session the call named, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<Uuid>,
 }
 
 /// A run as first recorded, before anything has started.
@@ -189,6 +197,8 @@ pub struct NewRun {
     /// The caller's `Idempotency-Key`, unique per caller (see
     /// [`Store::run_by_key`]): a second run with one key is a `Conflict`.
     pub idempotency_key: Option<String>,
+    /// The session the call named, if any.
+    pub session: Option<Uuid>,
 }
 
 /// How one run ended, for [`Store::finish_runs`].
@@ -206,6 +216,8 @@ pub struct RunFilter {
     pub tool: Option<String>,
     pub skill: Option<String>,
     pub status: Option<RunStatus>,
+    /// Only the runs called in this session.
+    pub session: Option<Uuid>,
     /// Page size, 1..=500. The caller clamps; the store clamps again rather
     /// than trust it with an unbounded query.
     pub limit: u32,
@@ -231,6 +243,7 @@ impl Default for RunFilter {
             tool: None,
             skill: None,
             status: None,
+            session: None,
             limit: 50,
             cursor: None,
         }
@@ -289,6 +302,10 @@ pub enum StoreError {
     /// The `cursor` was not one this store handed out: the caller's mistake.
     #[error("invalid cursor")]
     InvalidCursor,
+    /// An input no backend can keep (a NUL byte in a text): the caller's
+    /// mistake, said in words a client may see.
+    #[error("invalid input: {0}")]
+    Invalid(String),
     /// The database cannot be reached or is not answering; callers fail
     /// closed, because nothing may run that could not be recorded.
     #[error("store unavailable: {0}")]
@@ -426,6 +443,70 @@ pub trait Store: Send + Sync + 'static {
 
     /// Keeps a registry's index, replacing what was kept for its address.
     async fn cache_index(&self, index: CachedIndex) -> Result<(), StoreError>;
+
+    // ---- sessions (seed 002, `src/store/sessions.rs`) ----
+
+    /// Records a new session, unless its caller (`None`: a group of its
+    /// own) already holds `max_per_caller` sessions unexpired at `now`:
+    /// the count and the insert are one transaction, serialized per
+    /// caller across instances, so concurrent creates never pass the
+    /// bound. `Conflict` on a duplicate id; `Invalid` for a NUL in the
+    /// caller (one in the JSON becomes U+FFFD, see [`keepable`]).
+    async fn create_session(
+        &self,
+        s: NewSession,
+        max_per_caller: u64,
+        now: DateTime<Utc>,
+    ) -> Result<Result<SessionRecord, TooMany>, StoreError>;
+
+    /// One session, expired or not (the runtime decides what an expired
+    /// one means); `None` if there is none with this id.
+    async fn get_session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Replaces a session's turn, state and expiry, only if it is still
+    /// at `revision` (one conditional update), bumping the revision;
+    /// `None` when the revision moved on or the session is gone.
+    async fn update_session(
+        &self,
+        id: Uuid,
+        revision: i64,
+        turn: u32,
+        state: Value,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Deletes a session; whether it existed.
+    async fn end_session(&self, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Deletes up to [`EXPIRE_BATCH`] sessions expired at `now` (oldest
+    /// expiry first) and returns their ids; fewer than the batch when no
+    /// more are due.
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Sessions expired or not, newest first (of `caller` only, when
+    /// given), at most `limit` (clamped to 1..=[`MAX_SESSIONS_LISTED`]).
+    async fn list_sessions(&self, caller: Option<&str>, limit: u32)
+    -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// Records an "allow always", replacing any for the same skill and
+    /// hash. `Invalid` for a NUL in any of its texts.
+    async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError>;
+
+    /// The "allow always" for one skill version, if any.
+    async fn skill_approval(
+        &self,
+        skill: &str,
+        skill_hash: &str,
+    ) -> Result<Option<SkillApproval>, StoreError>;
+
+    /// The "allow always" approvals (of `skill` only, when given), newest
+    /// decision first; at most [`MAX_SKILL_APPROVALS_LISTED`].
+    async fn list_skill_approvals(&self, skill: Option<&str>) -> Result<Vec<SkillApproval>, StoreError>;
+
+    /// Revokes every "allow always" of `skill`, whatever its hash; returns
+    /// how many there were.
+    async fn revoke_skill_approvals(&self, skill: &str) -> Result<u64, StoreError>;
 
     /// Records a webhook delivery to make; `false` when the same event was
     /// already recorded for the same target (by this or another instance).

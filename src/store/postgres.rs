@@ -6,12 +6,14 @@
 //! so a caller waiting on one instance wakes when another decides or
 //! finishes its run.
 
+mod sessions;
+
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
     Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Attempt, CachedIndex, Cursor, Decide,
-    DecidedApproval, DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, Notification,
-    NotificationStatus, PolicyFacts, PruneExport, Run, RunFilter, RunPage, RunPosition, RunStatus, SameCall,
-    Store, StoreError, Undecidable,
+    DecidedApproval, DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, NewSession,
+    Notification, NotificationStatus, PolicyFacts, PruneExport, Run, RunFilter, RunPage, RunPosition,
+    RunStatus, SameCall, SessionRecord, SkillApproval, Store, StoreError, TooMany, Undecidable,
 };
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -30,7 +32,8 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note, skill_version"
+         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note, skill_version, \
+         session_id"
     };
 }
 
@@ -732,6 +735,67 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn create_session(
+        &self,
+        s: NewSession,
+        max_per_caller: u64,
+        now: DateTime<Utc>,
+    ) -> Result<Result<SessionRecord, TooMany>, StoreError> {
+        sessions::create(&self.pool, s, max_per_caller, now).await
+    }
+
+    async fn get_session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+        sessions::get_one(&self.pool, id).await
+    }
+
+    async fn update_session(
+        &self,
+        id: Uuid,
+        revision: i64,
+        turn: u32,
+        state: Value,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        sessions::update(&self.pool, (id, revision), turn, state, expires_at, now).await
+    }
+
+    async fn end_session(&self, id: Uuid) -> Result<bool, StoreError> {
+        sessions::end(&self.pool, id).await
+    }
+
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+        sessions::expire(&self.pool, now).await
+    }
+
+    async fn list_sessions(
+        &self,
+        caller: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        sessions::list(&self.pool, caller, limit).await
+    }
+
+    async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError> {
+        sessions::put_approval(&self.pool, a).await
+    }
+
+    async fn skill_approval(
+        &self,
+        skill: &str,
+        skill_hash: &str,
+    ) -> Result<Option<SkillApproval>, StoreError> {
+        sessions::approval(&self.pool, skill, skill_hash).await
+    }
+
+    async fn list_skill_approvals(&self, skill: Option<&str>) -> Result<Vec<SkillApproval>, StoreError> {
+        sessions::list_approvals(&self.pool, skill).await
+    }
+
+    async fn revoke_skill_approvals(&self, skill: &str) -> Result<u64, StoreError> {
+        sessions::revoke_approvals(&self.pool, skill).await
+    }
+
     async fn start_run(
         &self,
         id: Uuid,
@@ -843,6 +907,9 @@ impl Store for PgStore {
         }
         if let Some(status) = filter.status {
             query.push(" and status = ").push_bind(status.as_str());
+        }
+        if let Some(session) = filter.session {
+            query.push(" and session_id = ").push_bind(session);
         }
         if let Some(cursor) = cursor {
             query
@@ -967,8 +1034,8 @@ async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, S
     sqlx::query(concat!(
         "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
          approval_id, created_at, started_at, finished_at, instance, mode, request_id, skill_version, \
-         idempotency_key) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) returning ",
+         idempotency_key, session_id) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) returning ",
         run_columns!()
     ))
     .bind(run.id)
@@ -989,6 +1056,7 @@ async fn insert_run_on(conn: &mut PgConnection, run: &NewRun) -> Result<PgRow, S
     .bind(&run.request_id)
     .bind(&run.skill_version)
     .bind(&run.idempotency_key)
+    .bind(run.session)
     .fetch_one(conn)
     .await
     .map_err(StoreError::from)
@@ -1093,6 +1161,7 @@ fn run_from_row(row: &PgRow) -> Result<Run, StoreError> {
         request_id: get(row, "request_id")?,
         note: get(row, "note")?,
         skill_version: get(row, "skill_version")?,
+        session: get(row, "session_id")?,
     })
 }
 

@@ -8,14 +8,15 @@
 //! transaction, or a statement that writes), so a conditional update can
 //! never act on a stale read.
 
+mod sessions;
 mod writer;
 
 use super::approvals::{parse_approval_status, parse_grant_decision, parse_scope};
 use super::{
     Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Attempt, CachedIndex, Cursor, Decide,
-    DecidedApproval, DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, Notification,
-    NotificationStatus, PolicyFacts, PruneExport, Run, RunFilter, RunPage, RunPosition, RunStatus, SameCall,
-    Store, StoreError, Undecidable,
+    DecidedApproval, DecisionFilter, DecisionPage, Grant, NewApproval, NewNotification, NewRun, NewSession,
+    Notification, NotificationStatus, PolicyFacts, PruneExport, Run, RunFilter, RunPage, RunPosition,
+    RunStatus, SameCall, SessionRecord, SkillApproval, Store, StoreError, TooMany, Undecidable,
 };
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::Value;
@@ -38,7 +39,8 @@ use writer::{WriteError, Writer};
 macro_rules! run_columns {
     () => {
         "id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, approval_id, \
-         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note, skill_version"
+         created_at, started_at, finished_at, result, pgid, instance, mode, request_id, note, skill_version, \
+         session_id"
     };
 }
 
@@ -75,7 +77,7 @@ const BEGIN: &str = "begin immediate";
 const INSERT_RUN: &str = concat!(
     "insert into runs (id, skill, tool, skill_hash, arguments, argv, cwd, status, requested_by, \
      approval_id, created_at, started_at, finished_at, instance, mode, request_id, skill_version, \
-     idempotency_key) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
+     idempotency_key, session_id) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning ",
     run_columns!()
 );
 /// Records a pending request, written together with its run.
@@ -967,6 +969,67 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn create_session(
+        &self,
+        s: NewSession,
+        max_per_caller: u64,
+        now: DateTime<Utc>,
+    ) -> Result<Result<SessionRecord, TooMany>, StoreError> {
+        sessions::create(&self.pool, s, max_per_caller, now).await
+    }
+
+    async fn get_session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+        sessions::get_one(&self.pool, id).await
+    }
+
+    async fn update_session(
+        &self,
+        id: Uuid,
+        revision: i64,
+        turn: u32,
+        state: Value,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        sessions::update(&self.pool, (id, revision), turn, state, expires_at, now).await
+    }
+
+    async fn end_session(&self, id: Uuid) -> Result<bool, StoreError> {
+        sessions::end(&self.pool, id).await
+    }
+
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+        sessions::expire(&self.pool, now).await
+    }
+
+    async fn list_sessions(
+        &self,
+        caller: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        sessions::list(&self.pool, caller, limit).await
+    }
+
+    async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError> {
+        sessions::put_approval(&self.pool, a).await
+    }
+
+    async fn skill_approval(
+        &self,
+        skill: &str,
+        skill_hash: &str,
+    ) -> Result<Option<SkillApproval>, StoreError> {
+        sessions::approval(&self.pool, skill, skill_hash).await
+    }
+
+    async fn list_skill_approvals(&self, skill: Option<&str>) -> Result<Vec<SkillApproval>, StoreError> {
+        sessions::list_approvals(&self.pool, skill).await
+    }
+
+    async fn revoke_skill_approvals(&self, skill: &str) -> Result<u64, StoreError> {
+        sessions::revoke_approvals(&self.pool, skill).await
+    }
+
     async fn start_run(
         &self,
         id: Uuid,
@@ -1038,6 +1101,9 @@ impl Store for SqliteStore {
         }
         if let Some(status) = filter.status {
             query.push(" and status = ").push_bind(status.as_str());
+        }
+        if let Some(session) = filter.session {
+            query.push(" and session_id = ").push_bind(session.to_string());
         }
         if let Some(cursor) = cursor {
             query
@@ -1193,6 +1259,7 @@ fn insert_run_on(conn: &rusqlite::Connection, run: &NewRun) -> Result<Run, Write
         run.request_id,
         run.skill_version,
         run.idempotency_key,
+        run.session.map(|id| id.to_string()),
     ];
     one_run(conn, INSERT_RUN, params)?
         .ok_or_else(|| StoreError::Other("the insert returned no run".into()).into())
@@ -1439,6 +1506,11 @@ fn run_from_row(row: &impl RunRow) -> Result<Run, StoreError> {
         request_id: row.maybe_text("request_id")?,
         note: row.maybe_text("note")?,
         skill_version: row.maybe_text("skill_version")?,
+        session: row
+            .maybe_text("session_id")?
+            .as_deref()
+            .map(parse_uuid)
+            .transpose()?,
     })
 }
 

@@ -5,7 +5,7 @@
 
 use super::{
     Approval, ApprovalFilter, ApprovalPage, Attempt, DecisionFilter, DecisionPage, Grant, NewNotification,
-    Notification, NotificationStatus, Run, RunFilter, RunPage, Store, StoreError,
+    Notification, NotificationStatus, Run, RunFilter, RunPage, SkillApproval, Store, StoreError,
 };
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
@@ -59,6 +59,10 @@ impl StoreReader {
 
     pub async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>> {
         self.0.list_grants(skill).await
+    }
+
+    pub async fn list_skill_approvals(&self, skill: Option<&str>) -> Result<Vec<SkillApproval>> {
+        self.0.list_skill_approvals(skill).await
     }
 
     pub async fn list_notifications(

@@ -75,6 +75,32 @@ async fn grant_hello(data: &Path, hash: &str) {
         .unwrap();
 }
 
+/// Records a person's "allow always" of hello's permissions at `hash`
+/// straight into the data directory's run log, as a session's first
+/// activation would; a server running on it reads it too.
+async fn approve_hello_always(data: &Path, hash: &str) {
+    let url = format!("sqlite://{}/skilld.db", data.display());
+    let store = skilld::store::connect(&url).await.unwrap();
+    store
+        .put_skill_approval(skilld::store::SkillApproval {
+            skill: "hello".into(),
+            skill_hash: hash.into(),
+            permissions: vec!["file:read".into(), "net:fetch".into()],
+            decided_by: Some("dana".into()),
+            decided_at: chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap(),
+        })
+        .await
+        .unwrap();
+}
+
+/// The line `skilld permissions` shows for [`approve_hello_always`].
+fn allowed_always_line(hash: &str) -> String {
+    format!(
+        "allowed always: file:read, net:fetch ({}…, by dana, 2026-11-18T11:06:40Z)",
+        &hash[..12]
+    )
+}
+
 #[tokio::test]
 async fn info_permissions_and_remove_work_on_a_data_directory() {
     let (data, skills, zips) = (tempdir().unwrap(), tempdir().unwrap(), tempdir().unwrap());
@@ -113,18 +139,27 @@ async fn info_permissions_and_remove_work_on_a_data_directory() {
     assert_eq!(old["skill"]["version"], "1.0.0");
 
     grant_hello(data, &hash).await;
+    approve_hello_always(data, &hash).await;
     let text = stdout(&skilld(data, skills, &["permissions", "hello"]));
     assert!(text.contains("hello declares file:read, net:fetch"), "{text}");
     assert!(
         text.contains(&format!("hello allow at {} by carol", &hash[..12])),
         "{text}"
     );
+    assert!(text.contains(&allowed_always_line(&hash)), "{text}");
     let revoked = json_of(&skilld(
         data,
         skills,
         &["permissions", "hello", "--revoke", "--format", "json"],
     ));
     assert_eq!((&revoked["revoked"], &revoked["grants"]), (&json!(1), &json!([])));
+    assert_eq!(
+        (&revoked["revoked_skill_approvals"], &revoked["skill_approvals"]),
+        (&json!(1), &json!([])),
+        "{revoked}"
+    );
+    let text = stdout(&skilld(data, skills, &["permissions", "hello"]));
+    assert!(!text.contains("allowed always"), "revoked: {text}");
 
     let out = skilld(data, skills, &["remove", "hello@1.2.0"]);
     assert_eq!(stdout(&out), "removed hello@1.2.0\n", "{out:?}");
@@ -195,11 +230,20 @@ async fn the_verbs_work_against_a_server_with_its_local_secret() {
     let api = crate::common::Api::new(url.clone(), Some(secret.trim()));
     let (status, granted) = api.post("/grants", json!({"skill": "hello"})).await;
     assert_eq!(status, 201, "{granted}");
+    let hash = info["skill"]["hash"].as_str().unwrap().to_owned();
+    approve_hello_always(data, &hash).await;
     let text = stdout(&cli(&["permissions", "hello"]));
     assert!(text.contains("hello allow at"), "{text}");
+    assert!(text.contains(&allowed_always_line(&hash)), "{text}");
     let revoked = json_of(&cli(&["permissions", "hello", "--revoke", "--format", "json"]));
     assert_eq!(revoked["revoked"], 1, "{revoked}");
-    assert_eq!(api.get("/grants?skill=hello").await.1["grants"], json!([]));
+    assert_eq!(revoked["revoked_skill_approvals"], 1, "{revoked}");
+    let standing = api.get("/grants?skill=hello").await.1;
+    assert_eq!(
+        (&standing["grants"], &standing["skill_approvals"]),
+        (&json!([]), &json!([])),
+        "{standing}"
+    );
 
     // A wrong token is refused by the server, and nothing is removed.
     let (code, err) = failed(&cli(&["remove", "hello", "--to-token", "wrong"]));

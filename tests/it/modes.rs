@@ -332,6 +332,7 @@ async fn runs_in(data: &Path) -> Vec<(String, String)> {
             tool: None,
             skill: None,
             status: None,
+            session: None,
             limit: 100,
             cursor: None,
         })

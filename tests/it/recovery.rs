@@ -158,6 +158,7 @@ async fn runs_a_crash_left_running_are_interrupted_at_start() {
                 request_id: None,
                 skill_version: None,
                 idempotency_key: None,
+                session: None,
             })
             .await
             .unwrap();

@@ -93,6 +93,13 @@ conformance! {
         a_request_made_while_paging_is_on_a_later_page,
         a_bad_approvals_cursor_is_refused,
         a_retry_finds_its_call_among_many_of_the_caller,
+        a_session_is_created_updated_at_its_revision_and_ended,
+        expired_sessions_are_read_until_swept,
+        sessions_are_listed_newest_first_by_caller,
+        each_caller_holds_at_most_its_bound_of_live_sessions,
+        skill_approvals_are_replaced_listed_and_revoked_by_skill,
+        nul_bytes_are_refused_in_texts_and_replaced_in_json,
+        runs_are_filtered_by_their_session,
     ],
     url: [
         restart_keeps_every_run,
@@ -102,6 +109,8 @@ conformance! {
         an_end_never_overwrites_a_final_run,
         a_flush_commits_every_end_given_before_it,
         a_request_recorded_before_digests_is_still_found,
+        concurrent_updates_have_one_winner,
+        concurrent_creates_never_pass_the_bound,
     ],
 }
 
@@ -111,6 +120,16 @@ use inbox::{
     a_bad_approvals_cursor_is_refused, a_request_made_while_paging_is_on_a_later_page,
     a_request_recorded_before_digests_is_still_found, a_retry_finds_its_call_among_many_of_the_caller,
     pending_requests_are_paged_oldest_first_through_ties,
+};
+
+#[path = "store_sessions.rs"]
+mod sessions;
+use sessions::{
+    a_session_is_created_updated_at_its_revision_and_ended, concurrent_creates_never_pass_the_bound,
+    concurrent_updates_have_one_winner, each_caller_holds_at_most_its_bound_of_live_sessions,
+    expired_sessions_are_read_until_swept, nul_bytes_are_refused_in_texts_and_replaced_in_json,
+    runs_are_filtered_by_their_session, sessions_are_listed_newest_first_by_caller,
+    skill_approvals_are_replaced_listed_and_revoked_by_skill,
 };
 
 #[path = "store_retention.rs"]
@@ -230,6 +249,7 @@ fn new_run(skill: &str, tool: &str, created_at: DateTime<Utc>) -> NewRun {
         request_id: None,
         skill_version: None,
         idempotency_key: None,
+        session: None,
     }
 }
 
@@ -256,6 +276,7 @@ fn as_inserted(new: &NewRun) -> Run {
         request_id: new.request_id.clone(),
         note: None,
         skill_version: new.skill_version.clone(),
+        session: new.session,
     }
 }
 
@@ -332,6 +353,7 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         request_id: Some("01937b2e-7c1a-7d2e-9f00-5a1c2b3d4e5f".to_owned()),
         skill_version: Some("1.2.0-rc.1".to_owned()),
         idempotency_key: None,
+        session: Some(Uuid::now_v7()),
     };
     let inserted = insert(&store, full.clone()).await;
     assert_eq!(store.get_run(full.id).await.unwrap(), inserted);
