@@ -125,10 +125,11 @@ fn skill_param(skill: &str) -> Result<&str> {
     Ok(skill)
 }
 
-/// The standing allow and deny decisions, newest first (at most 1000).
+/// The standing allow and deny decisions, newest first (at most 1000),
+/// and the "allow always" of skill versions' permissions.
 #[utoipa::path(get, path = "/grants", tag = "approvals", security(("bearer" = ["invoke"])), params(GrantQuery),
     responses(
-        (status = 200, description = "The standing grants (of one skill, with `skill`)", body = GrantList),
+        (status = 200, description = "The standing grants and skill approvals (of one skill, with `skill`)", body = GrantList),
         BadQuery,
         StoreUnavailable,
     ))]
