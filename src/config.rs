@@ -343,6 +343,9 @@ pub struct FileConfig {
     pub registry_ttl_secs: Option<u64>,
     /// The keys trusted to sign uploads.
     pub signatures: Option<SignaturesConfig>,
+    /// Sessions (`docs/sessions.md`): how long they live, how many a
+    /// caller holds, and the skills that activate without asking.
+    pub sessions: Option<crate::session::SessionSettings>,
 }
 
 /// `[retention]`: which final runs the run log keeps, and how the rest is
@@ -479,6 +482,8 @@ pub struct Config {
     pub grants: Vec<crate::invoke::PreGrant>,
     /// The `[[registries]]` and how long their indexes are kept.
     pub registries: crate::registry::RegistrySettings,
+    /// `[sessions]`.
+    pub sessions: crate::session::SessionSettings,
 }
 
 /// Database URLs may carry a password; it never reaches a log.
@@ -582,6 +587,7 @@ impl Config {
         // The export holds the log's history: no tool's to write.
         run.sandbox.protected.extend(retention.export.clone());
         Ok(Self {
+            sessions: file.sessions.clone().unwrap_or_default(),
             grants: resolve_grants(args, &file)?,
             registries: crate::registry::RegistrySettings {
                 sources: file.registries.clone().unwrap_or_default(),

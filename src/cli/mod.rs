@@ -503,7 +503,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config, true).await?;
     let (invoker, handle) = pipeline_over(store.clone(), &config).await?;
     // Only a server prunes: `skilld run` and `mcp` sessions come and go.
-    let _retention = crate::retention::spawn(store, config.retention.clone());
+    let _retention = crate::retention::spawn(store.clone(), config.retention.clone());
     // In the background: an unreachable bucket is retried for a while.
     tokio::spawn({
         let artifacts = invoker.artifacts().clone();
@@ -540,7 +540,9 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         invoker.clone(),
         config.install.clone(),
     ));
+    let sessions = crate::session::Sessions::shared(store.clone(), handle.clone(), &invoker, config.sessions.clone());
     let state = AppState {
+        sessions,
         installer,
         catalog: handle,
         invoker,
@@ -1029,6 +1031,8 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
                 by: std::env::var("USER").ok().map(|u| format!("cli:{u}")),
                 request_id: None,
             },
+            sampler: None,
+            session: None,
         };
         let envelope = match invoker.call(&catalog, call).await {
             Ok(Called::Finished(envelope)) => envelope,

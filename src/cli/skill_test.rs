@@ -302,6 +302,8 @@ async fn call(
             by: std::env::var("USER").ok().map(|u| format!("test:{u}")),
             request_id: None,
         },
+        sampler: None,
+        session: None,
     };
     match invoker.call(catalog, call).await {
         Ok(Called::Finished(envelope)) => Ok(envelope),

@@ -330,6 +330,55 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::session::SessionError> for ApiError {
+    fn from(e: crate::session::SessionError) -> Self {
+        use crate::session::SessionError as E;
+        let detail = e.to_string();
+        match e {
+            E::Store(store) => store.into(),
+            E::NotFound(_) => ApiError::Absent {
+                code: "session_not_found",
+                detail,
+            },
+            E::TooMany { .. } => ApiError::TooManyRequests {
+                detail,
+                retry_after_secs: 60,
+            },
+            E::Busy(_) => ApiError::Conflict {
+                code: "session_busy",
+                detail,
+            },
+            E::Invalid(_) | E::UnknownSkill(_) => ApiError::Unprocessable {
+                code: if matches!(e, E::UnknownSkill(_)) {
+                    "unknown_skill"
+                } else {
+                    "invalid_session"
+                },
+                errors: e.field_errors(),
+                detail,
+            },
+            E::BadPath(_) => ApiError::Unprocessable {
+                code: "bad_path",
+                detail,
+                errors: Vec::new(),
+            },
+            E::NotActivating { .. } => ApiError::Conflict {
+                code: "not_activating",
+                detail,
+            },
+            E::SkillChanged(_) => ApiError::Conflict {
+                code: "skill_changed",
+                detail,
+            },
+            E::SelfApproval(_) => ApiError::Refused {
+                code: "self_approval",
+                detail,
+            },
+            E::Internal(_) => ApiError::Internal(detail),
+        }
+    }
+}
+
 impl From<InvokeError> for ApiError {
     fn from(e: InvokeError) -> Self {
         let e = match e {
@@ -369,6 +418,11 @@ impl From<InvokeError> for ApiError {
             InvokeError::IdempotencyKeyReused { .. } => unprocessable("idempotency_key_reused"),
             InvokeError::Denied { .. } => refused("denied"),
             InvokeError::HookCancelled { .. } => refused("hook_cancelled"),
+            InvokeError::SessionNotFound(_) => ApiError::Absent {
+                code: "session_not_found",
+                detail,
+            },
+            InvokeError::SkillNotActive { .. } => conflict("skill_not_active"),
             InvokeError::PermissionNotDeclared { .. } => refused("permission_not_declared"),
             InvokeError::NotInMode { .. } => refused("not_in_mode"),
             InvokeError::SelfApproval(_) => refused("self_approval"),

@@ -46,6 +46,10 @@ pub struct InvokeRequest {
     /// 1–32 letters, digits, `_`, `-` or `.`.
     #[schema(pattern = "^[A-Za-z0-9_.-]{1,32}$")]
     pub mode: Option<String>,
+    /// The session the call is made in (`POST /sessions`): the hooks of
+    /// every skill active in it wrap the call, and its tool must be of
+    /// one of them.
+    pub session: Option<uuid::Uuid>,
 }
 
 impl InvokeRequest {
@@ -451,6 +455,7 @@ fn named_skill(body: InvokeRequest, q: &InvokeQuery) -> Result<(String, InvokeRe
             InvokeRequest {
                 arguments: inner.unwrap_or(Value::Null),
                 mode: body.mode,
+                session: None,
             },
         )),
         _ => Err(invalid_arguments(
@@ -507,6 +512,8 @@ async fn invoke(
         },
         gate: Gate::Policy,
         asked: asked(caller, headers),
+        sampler: None,
+        session: body.session,
     };
     let catalog = state.catalog.current();
     let called = state.invoker.call_keyed(&catalog, call, key).await?;

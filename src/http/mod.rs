@@ -25,6 +25,7 @@ mod query;
 mod registry;
 pub mod responses;
 pub mod runs;
+pub mod sessions;
 pub mod skill_match;
 pub mod skills;
 pub mod tools;
@@ -63,6 +64,8 @@ pub struct AppState {
     /// How many connections and MCP sessions clients may hold, and for how
     /// long a connection may stay silent.
     pub limits: ServerLimits,
+    /// Seed 002's runtime: sessions, their skills and hooks.
+    pub sessions: Arc<crate::session::Sessions>,
 }
 
 impl AppState {
@@ -90,6 +93,7 @@ pub async fn serve(
     let housekeeping = tokio_util::sync::CancellationToken::new();
     tokio::spawn(state.invoker.clone().housekeeping(housekeeping.clone()));
     tokio::spawn(state.installer.clone().prepare_dependencies(housekeeping.clone()));
+    tokio::spawn(state.sessions.clone().housekeeping(housekeeping.clone()));
     let _stop_housekeeping = housekeeping.drop_guard();
     let app = app(state.clone());
     let open = conn::Connections::new(state.limits.clone());
@@ -161,6 +165,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(archive::router())
         .merge(install::router())
         .merge(skill_match::router())
+        .merge(sessions::router())
         .merge(tools::router())
         .merge(invoke::router())
         .merge(runs::router())

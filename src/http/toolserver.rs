@@ -185,6 +185,8 @@ async fn call(
         delivery: Delivery::Result,
         gate: Gate::Policy,
         asked: super::invoke::asked(&auth.caller, &headers),
+        sampler: None,
+        session: None,
     };
     let catalog = state.catalog.current();
     let called = state.invoker.call_keyed(&catalog, call, key).await?;

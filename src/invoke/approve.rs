@@ -187,9 +187,24 @@ impl Invoker {
         let (skill, tool) = super::locate(catalog, &target)
             .await
             .map_err(|_| format!("tool {}/{} is no longer loaded", request.skill, request.tool))?;
-        let p = self
+        let mut p = self
             .prepare(skill, tool, &request.arguments, run.mode.as_deref())
             .map_err(|e| format!("the arguments no longer fit the tool: {e}"))?;
+        p.asked = Asked {
+            by: run.requested_by.clone(),
+            request_id: run.request_id.clone(),
+        };
+        p.approved = true;
+        // A call made in a session runs in it, if it is still there and
+        // its skill still active: else what was approved cannot run as
+        // shown.
+        if let Some(session) = run.session {
+            let bound = self
+                .bind(session, run.requested_by.as_deref(), &p.skill.name)
+                .await
+                .map_err(|e| format!("its session: {e}"))?;
+            p.session = Some(bound);
+        }
         if p.skill.hash != request.skill_hash {
             return Err(format!(
                 "skill {} changed since this call was requested",

@@ -34,6 +34,11 @@ pub struct Call {
     pub delivery: Delivery,
     pub gate: Gate,
     pub asked: Asked,
+    /// The session the call is made in (`docs/sessions.md`).
+    pub session: Option<Uuid>,
+    /// The caller's model, for the SDK's `llm` (an MCP client that offers
+    /// sampling).
+    pub sampler: Option<Arc<dyn crate::skill::context::Sampler>>,
 }
 
 /// The tool a call names.
@@ -88,6 +93,9 @@ impl Called {
     /// one.
     pub async fn when_finished(live: &LiveRun) -> Result<Self, InvokeError> {
         match live.finished().await {
+            Some(envelope) if let Some(again) = super::session::held_again(&envelope) => {
+                Ok(Self::Held(again))
+            }
             Some(envelope) => match envelope.cancelled_by_hook() {
                 Some(reason) => Err(InvokeError::HookCancelled {
                     run_id: live.id,
@@ -279,7 +287,11 @@ impl Invoker {
             return Ok(Called::Held(held));
         }
         waiting.decided();
-        self.ended(run).await.map(Called::Finished)
+        let envelope = self.ended(run).await?;
+        Ok(match super::session::held_again(&envelope) {
+            Some(again) => Called::Held(again),
+            None => Called::Finished(envelope),
+        })
     }
 
     /// The envelope of a held run that ended, or why there is none (a

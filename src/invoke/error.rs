@@ -77,6 +77,15 @@ pub enum InvokeError {
     /// A person denied the call while its caller waited.
     #[error("run {run_id} was denied; nothing ran{}", note.as_deref().map(|n| format!(" (note: {n})")).unwrap_or_default())]
     Denied { run_id: Uuid, note: Option<String> },
+    /// The call names a session that is not there (over, expired, or
+    /// another caller's).
+    #[error("session {0} not found: it ended, expired, or is not this caller's")]
+    SessionNotFound(Uuid),
+    /// The call's tool is of a skill not active in its session.
+    #[error(
+        "skill '{skill}' is not active in session {session}; a turn activates it (or name it in `explicit`)"
+    )]
+    SkillNotActive { skill: String, session: Uuid },
     /// A `before_tool_call` hook of the skill cancelled the call.
     #[error("the skill's before_tool_call hook cancelled the call (run {run_id}): {reason}")]
     HookCancelled { run_id: Uuid, reason: String },

@@ -4,7 +4,6 @@
 use super::{Envelope, Invoker, LiveRun, Prepared, hooks};
 use crate::runner::{self, Spec};
 use crate::skill::backend::{Backend, BackendCall};
-use crate::skill::context::CallContext;
 use crate::skill::{Action, Skill};
 use crate::store::RunStatus;
 use chrono::Utc;
@@ -50,6 +49,9 @@ impl Invoker {
             self.end(&live, RunStatus::Failed, envelope).await;
             return;
         }
+        let Some((p, effects)) = self.session_before(&live, p).await else {
+            return;
+        };
         if let Action::Backend = p.tool().action {
             let Some(backend) = p.skill.backend.clone() else {
                 let why = "the skill's backend is not running; reload the skill to start it";
@@ -57,7 +59,7 @@ impl Invoker {
                 self.end(&live, RunStatus::Failed, envelope).await;
                 return;
             };
-            let (status, envelope, took) = self.through_backend(&live, p, backend.as_ref()).await;
+            let (status, envelope, took) = self.through_backend(&live, p, backend.as_ref(), effects).await;
             drop(in_flight);
             crate::metrics::run_finished(&envelope.tool, status.as_str(), took);
             self.end(&live, status, envelope).await;
@@ -84,7 +86,19 @@ impl Invoker {
             .finish(&mut envelope, &self.artifacts, outcome.contained)
             .instrument(tracing::trace_span!("invoke.finish_dir"))
             .await;
-        let status = envelope.status(&outcome);
+        let mut status = envelope.status(&outcome);
+        if let Some(bound) = &p.session
+            && matches!(status, RunStatus::Succeeded | RunStatus::Failed)
+        {
+            let mut effects = effects;
+            super::session::after(&p, bound, &mut envelope, &mut effects).await;
+            envelope.hooks = (!effects.is_empty()).then_some(effects);
+            if !envelope.success {
+                status = RunStatus::Failed;
+            }
+        } else if !effects.is_empty() {
+            envelope.hooks = Some(effects);
+        }
         drop(in_flight);
         crate::metrics::run_finished(&p.tool().name, status.as_str(), outcome.duration);
         self.end(&live, status, envelope).await;
@@ -97,8 +111,8 @@ impl Invoker {
         live: &Arc<LiveRun>,
         mut p: Prepared,
         backend: &dyn Backend,
+        mut effects: Vec<super::HookEffect>,
     ) -> (RunStatus, Envelope, Duration) {
-        let mut effects = Vec::new();
         // An untrusted skill's backend starts here, for a call a person let
         // run, and only then says which hooks it has.
         let hooks = match backend
@@ -113,13 +127,20 @@ impl Invoker {
                 return (RunStatus::Failed, envelope, Duration::ZERO);
             }
         };
+        // In a session, the skill's own hooks are among the session's, in
+        // their place in the order; they run here only when the session
+        // could not know them (an untrusted backend says them on waking).
+        let hooks = match &p.session {
+            Some(bound) if bound.seats.iter().any(|s| s.skill == p.skill.name) => Vec::new(),
+            _ => hooks,
+        };
         let stopped = match hooks::before(&mut p, backend, &hooks, &mut effects)
             .instrument(tracing::trace_span!("invoke.hooks_before"))
             .await
         {
             hooks::Before::Go => None,
             hooks::Before::Cancel(reason) => Some((
-                RunStatus::Denied,
+                RunStatus::Cancelled,
                 format!("cancelled by the skill's before_tool_call hook: {reason}"),
             )),
             hooks::Before::Failed(why) => Some((RunStatus::Failed, why)),
@@ -140,6 +161,9 @@ impl Invoker {
                     hooks::after(&p, backend, &hooks, &mut envelope, &mut effects)
                         .instrument(tracing::trace_span!("invoke.hooks_after"))
                         .await;
+                    if let Some(bound) = &p.session {
+                        super::session::after(&p, bound, &mut envelope, &mut effects).await;
+                    }
                 }
                 (status, envelope, took)
             }
@@ -169,7 +193,7 @@ impl Invoker {
                 timeout: p.timeout,
                 cancel: live.cancel.clone(),
                 progress: Some(live.progress_sink()),
-                context: CallContext::default(),
+                context: self.context_of(p),
             })
             .await;
         let took = started.elapsed();

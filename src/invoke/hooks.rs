@@ -29,6 +29,10 @@ pub struct HookEffect {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub detail: Option<Value>,
+    /// The skill whose hook it was, for a call made in a session (whose
+    /// hooks may be other skills').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
 }
 
 /// How the call goes on after `before_tool_call`.
@@ -53,6 +57,7 @@ fn effect(phase: &str, effect: &str, detail: Option<Value>) -> HookEffect {
         phase: phase.to_owned(),
         effect: effect.to_owned(),
         detail,
+        skill: None,
     }
 }
 
@@ -103,7 +108,7 @@ fn failed(phase: &str, why: String, effects: &mut Vec<HookEffect>) -> Before {
 }
 
 /// The input of a `{"payload": {"input": {...}}}` answer, valid for the tool.
-fn new_input(p: &Prepared, payload: &Value) -> Result<Map<String, Value>, String> {
+pub(super) fn new_input(p: &Prepared, payload: &Value) -> Result<Map<String, Value>, String> {
     let Some(Value::Object(input)) = payload.get("input") else {
         return Err("its payload must be {\"input\": {...}}".to_owned());
     };
@@ -148,7 +153,7 @@ pub(super) async fn after(
     }
 }
 
-fn apply(answer: HookAnswer, envelope: &mut Envelope) -> Result<HookEffect, String> {
+pub(super) fn apply(answer: HookAnswer, envelope: &mut Envelope) -> Result<HookEffect, String> {
     match answer {
         HookAnswer::Keep => Ok(effect(AFTER, "kept", None)),
         HookAnswer::Cancel(_) => Err("a result cannot be cancelled; it ran".to_owned()),

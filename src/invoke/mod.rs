@@ -26,6 +26,7 @@ mod live;
 mod prepare;
 mod retry;
 mod rundir;
+mod session;
 mod settings;
 
 pub use crate::artifacts::Artifact;
@@ -37,11 +38,12 @@ pub use envelope::Envelope;
 pub use error::{FieldError, InvokeError};
 pub use follow::StreamPermit;
 pub use grants::{GrantAsk, PreGrant};
-pub use hooks::HookEffect;
+pub use hooks::{HOOK_TIMEOUT, HookEffect};
 pub use inbox::{InboxEvent, first_page};
 pub use live::{LiveRun, RunEvent, Runs};
 pub use prepare::{Asked, Prepared, check_request};
 pub use retry::{IdempotencyKey, KEY_KEPT};
+pub use session::{Bound, Seat, SessionSeats};
 pub use settings::{RunSettings, launcher, standalone_launcher};
 
 use crate::catalog::Catalog;
@@ -81,6 +83,8 @@ pub struct Invoker {
     inbox: std::sync::OnceLock<inbox::InboxFeed>,
     /// What handlers may read of the store.
     reader: StoreReader,
+    /// Binds calls to their sessions, once the session runtime is up.
+    sessions: std::sync::OnceLock<Arc<dyn SessionSeats>>,
 }
 
 impl Invoker {
@@ -96,6 +100,7 @@ impl Invoker {
             scratch_ready: AtomicBool::new(false),
             dirs: Arc::default(),
             inbox: std::sync::OnceLock::new(),
+            sessions: std::sync::OnceLock::new(),
             artifacts: Arc::new(crate::artifacts::Artifacts::new(
                 settings.artifacts.clone(),
                 settings.scratch_dir.clone(),
@@ -127,14 +132,39 @@ impl Invoker {
         let (skill, tool) = locate(catalog, &call.target)
             .instrument(tracing::trace_span!("invoke.locate"))
             .await?;
-        let prepared =
+        let mut prepared =
             tracing::trace_span!("invoke.prepare").in_scope(|| self.prepare_call(skill, tool, &call))?;
+        if let Some(id) = call.session {
+            prepared.session = Some(
+                self.bind(id, call.asked.by.as_deref(), &prepared.skill.name)
+                    .await?,
+            );
+        }
         // Nothing is recorded for a dry run, and the terminal's own runs
         // are not retried over HTTP.
         match key.filter(|_| !call.dry_run && call.gate == Gate::Policy) {
             None => self.decide_call(prepared, &call).await,
             Some(key) => self.decide_once(prepared, &call, key).await,
         }
+    }
+
+    /// Lets calls name sessions: `seats` binds them. Once; a second
+    /// runtime is refused.
+    pub fn seat_sessions(&self, seats: Arc<dyn SessionSeats>) -> Result<(), InvokeError> {
+        self.sessions
+            .set(seats)
+            .map_err(|_| InvokeError::Internal("the session runtime is already set".to_owned()))
+    }
+
+    /// Session `id` as a call of `skill` by `caller` sees it.
+    pub(super) async fn bind(
+        &self,
+        id: uuid::Uuid,
+        caller: Option<&str>,
+        skill: &str,
+    ) -> Result<Arc<Bound>, InvokeError> {
+        let seats = self.sessions.get().ok_or(InvokeError::SessionNotFound(id))?;
+        seats.bind(id, caller, skill).await
     }
 
     /// What starts the backends of manifest skills, in this invoker's

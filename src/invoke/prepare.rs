@@ -30,6 +30,15 @@ pub struct Prepared {
     pub mode: String,
     /// The caller's `Idempotency-Key`, recorded on the call's run.
     pub idempotency_key: Option<String>,
+    /// The session the call was made in: its skills' hooks wrap it.
+    pub session: Option<Arc<super::session::Bound>>,
+    /// Who asked for the call.
+    pub asked: Asked,
+    /// A person approved this very input: a hook that changes it sends
+    /// the call back for approval.
+    pub approved: bool,
+    /// The caller's model, for the SDK's `llm`.
+    pub sampler: Option<Arc<dyn crate::skill::context::Sampler>>,
 }
 
 impl Prepared {
@@ -51,7 +60,10 @@ impl Invoker {
         if let Some(mode) = &call.mode {
             in_mode(&skill, tool, mode)?;
         }
-        self.prepare(skill, tool, &call.arguments, call.mode.as_deref())
+        let mut p = self.prepare(skill, tool, &call.arguments, call.mode.as_deref())?;
+        p.asked = call.asked.clone();
+        p.sampler = call.sampler.clone();
+        Ok(p)
     }
 
     /// Validates and renders a call of tool `tool` of `skill`. Nothing is
@@ -108,6 +120,10 @@ impl Invoker {
             env,
             mode,
             idempotency_key: None,
+            session: None,
+            asked: Asked::default(),
+            approved: false,
+            sampler: None,
         })
     }
 
@@ -259,7 +275,7 @@ impl Invoker {
             request_id: asked.request_id,
             skill_version: p.skill.version.clone(),
             idempotency_key: p.idempotency_key.clone(),
-            session: None,
+            session: p.session.as_ref().map(|bound| bound.session),
         }
     }
 

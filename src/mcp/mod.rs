@@ -12,6 +12,7 @@ mod events;
 mod logging;
 mod output;
 mod results;
+mod sampling;
 mod skills;
 mod tasks;
 mod tools;
@@ -328,6 +329,8 @@ impl ServerHandler for McpServer {
             waiting_is_error: false,
             load_tool: self.invoker.settings().mcp_load_skill_tool,
             listener,
+            session: sampling::session(meta),
+            sampler: sampling::offered(&ctx),
         };
         tools::call(&self.invoker, &catalog, request, asked).await
     }

@@ -76,6 +76,10 @@ pub(super) struct Asking<'a> {
     pub(super) waiting_is_error: bool,
     /// `load_skill` is offered (`mcp_load_skill_tool`).
     pub(super) load_tool: bool,
+    /// `_meta` `skilld/session`, or why it is not a session's id.
+    pub(super) session: Result<Option<uuid::Uuid>, String>,
+    /// The client's model, when it offers sampling.
+    pub(super) sampler: Option<Arc<dyn crate::skill::context::Sampler>>,
 }
 
 /// How a caller that may decide its own held calls is asked.
@@ -123,6 +127,10 @@ pub(super) async fn call(
         Ok(wait) => wait,
         Err(why) => return Ok(text_error(why).into()),
     };
+    let session = match &asking.session {
+        Ok(session) => *session,
+        Err(why) => return Ok(text_error(why.clone()).into()),
+    };
     let call = Call {
         target,
         arguments: Value::Object(request.arguments.unwrap_or_default()),
@@ -139,6 +147,8 @@ pub(super) async fn call(
             by: asking.caller.name.clone(),
             request_id: None,
         },
+        sampler: asking.sampler.clone(),
+        session,
     };
     // A task's client polls for its end rather than hearing it run.
     let listener = asking.listener.take().filter(|_| !as_task);

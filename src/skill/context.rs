@@ -82,7 +82,9 @@ impl TurnBudget {
     pub fn spend(&self, spend: Spend) -> Result<(), String> {
         let (counter, limit) = self.counter(spend);
         counter
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then(|| n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then(|| n + 1)
+            })
             .map(|_| ())
             .map_err(|_| {
                 format!(

@@ -5,7 +5,7 @@
 
 use super::model::{Skill, Triggers};
 use globset::{Glob, GlobSetBuilder};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// What the triggers are evaluated against.
@@ -22,7 +22,7 @@ pub struct Context<'a> {
 }
 
 /// A kind of trigger, in the order they are tried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TriggerKind {
     File,
@@ -34,7 +34,7 @@ pub enum TriggerKind {
 
 /// The trigger that fired: its kind and the value the skill declared (or,
 /// for `explicit`, the skill's name).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FiredTrigger {
     pub kind: TriggerKind,
     pub value: String,

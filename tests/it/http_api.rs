@@ -239,6 +239,12 @@ async fn skill_files_stay_inside_the_skill() {
         .start()
         .await;
     let app = skilld::app(skilld::AppState {
+        sessions: skilld::session::Sessions::shared(
+            server.store.clone(),
+            server.catalog.clone(),
+            &server.invoker,
+            Default::default(),
+        ),
         installer: skilld::install::Installer::shared(&server.catalog, &server.invoker),
         catalog: server.catalog.clone(),
         invoker: server.invoker.clone(),

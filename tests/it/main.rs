@@ -72,6 +72,7 @@ mod seed002_cli;
 mod seed003;
 mod seed004;
 mod server_process;
+mod sessions;
 mod signatures;
 mod skill_match;
 mod skill_test;

@@ -1,6 +1,7 @@
 //! The test server: a real skilld on 127.0.0.1 port 0, started through
 //! one builder, and stopped when dropped.
 
+use skilld::session::SessionSettings;
 use super::{checkout, host_settings, marks_root, set_mode, tempdir, test_store};
 use skilld::AppState;
 use skilld::auth::Auth;
@@ -47,6 +48,7 @@ pub struct TestServerBuilder {
     web: WebGuard,
     install: InstallSettings,
     limits: ServerLimits,
+    sessions: SessionSettings,
     allowed: bool,
 }
 
@@ -93,6 +95,12 @@ impl TestServerBuilder {
         self
     }
 
+    /// `[sessions]` other than the defaults.
+    pub fn sessions(mut self, sessions: SessionSettings) -> Self {
+        self.sessions = sessions;
+        self
+    }
+
     /// Every tool allowed ahead of time by an operator (standing allow
     /// grants for the loaded versions), for tests about running rather
     /// than approving.
@@ -122,6 +130,7 @@ impl TestServerBuilder {
                 web: self.web,
                 install: self.install,
                 limits: self.limits,
+                sessions: self.sessions,
             },
             store,
             data,
@@ -173,6 +182,7 @@ struct Launch {
     web: WebGuard,
     install: InstallSettings,
     limits: ServerLimits,
+    sessions: SessionSettings,
 }
 
 impl Launch {
@@ -210,6 +220,7 @@ impl TestServer {
             },
             install: InstallSettings::default(),
             limits: ServerLimits::default(),
+            sessions: SessionSettings::default(),
             allowed: false,
         }
     }
@@ -223,6 +234,7 @@ impl TestServer {
             web,
             install,
             limits,
+            sessions,
         } = launch;
         let secret = keep_local_secret(&auth, data.path());
         let invoker = Arc::new(Invoker::new(store.clone(), settings));
@@ -235,6 +247,7 @@ impl TestServer {
                 .unwrap(),
         );
         let state = AppState {
+            sessions: skilld::session::Sessions::shared(store.clone(), catalog.clone(), &invoker, sessions),
             installer: Arc::new(skilld::install::Installer::new(
                 catalog.clone(),
                 invoker.clone(),

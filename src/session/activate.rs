@@ -1,0 +1,411 @@
+//! Seed 002's lifecycle in a session: triggers fire, a skill goes from
+//! Inactive to Activating, and on to Active (its permissions allowed,
+//! `on_activate` run) or Error (denied, or its hook failed); Active to
+//! Inactive through `on_deactivate`.
+
+use super::error::SessionError;
+use super::state::{ActivationRequest, Allowed, Lifecycle, SkillState, TriggerContext};
+use super::view::{ActivationDecision, HookReport};
+use super::{Open, Sessions};
+use crate::catalog::Catalog;
+use crate::invoke::FieldError;
+use crate::skill::Skill;
+use crate::skill::backend::HookAnswer;
+use crate::skill::phases::Phase;
+use crate::skill::triggers::{self, Context, FiredTrigger};
+use crate::store::SkillApproval;
+use crate::trust::Trust;
+use chrono::Utc;
+use serde_json::json;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// The most entries a context's list may have, and the longest entry.
+const MAX_ENTRIES: usize = 10_000;
+const MAX_ENTRY_CHARS: usize = 4096;
+
+/// What a request switched on and off.
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub activated: Vec<String>,
+    pub deactivated: Vec<String>,
+}
+
+impl Changes {
+    pub(super) fn absorb(&mut self, other: Changes) {
+        self.activated.extend(other.activated);
+        self.deactivated.extend(other.deactivated);
+    }
+}
+
+/// A start's context, checked, with the files of its `path` added.
+pub(super) fn checked_context(
+    catalog: &Catalog,
+    mut ctx: TriggerContext,
+    workspace: &std::path::Path,
+) -> Result<TriggerContext, SessionError> {
+    let mut errors = Vec::new();
+    for (field, list) in [
+        ("files", &ctx.files),
+        ("languages", &ctx.languages),
+        ("explicit", &ctx.explicit),
+    ] {
+        if list.len() > MAX_ENTRIES {
+            errors.push(field_error(field, format!("at most {MAX_ENTRIES} entries")));
+        }
+        if let Some(i) = list.iter().position(|e| bad_text(e)) {
+            let why = format!("entries are 1 to {MAX_ENTRY_CHARS} characters, without NUL");
+            errors.push(field_error(&format!("{field}[{i}]"), why));
+        }
+    }
+    for (field, text) in [
+        ("mode", Some(&ctx.mode)),
+        ("build_system", ctx.build_system.as_ref()),
+    ] {
+        if text.is_some_and(|t| t.chars().count() > 64 || t.contains('\0')) {
+            errors.push(field_error(
+                field,
+                "at most 64 characters, without NUL".to_owned(),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(SessionError::Invalid(errors));
+    }
+    check_names(catalog, &ctx.explicit, "explicit")?;
+    if let Some(path) = &ctx.path {
+        let found = super::project::files(workspace, path, MAX_ENTRIES.saturating_sub(ctx.files.len()))?;
+        ctx.files.extend(found);
+    }
+    Ok(ctx)
+}
+
+fn bad_text(entry: &str) -> bool {
+    entry.is_empty() || entry.chars().count() > MAX_ENTRY_CHARS || entry.contains('\0')
+}
+
+fn field_error(field: &str, message: String) -> FieldError {
+    FieldError {
+        field: field.to_owned(),
+        message,
+    }
+}
+
+/// Refuses names of no loaded skill, each as a field error.
+pub(super) fn check_names(catalog: &Catalog, names: &[String], field: &str) -> Result<(), SessionError> {
+    if names.len() > MAX_ENTRIES {
+        return Err(SessionError::Invalid(vec![field_error(
+            field,
+            format!("at most {MAX_ENTRIES} entries"),
+        )]));
+    }
+    let unknown: Vec<FieldError> = names
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| catalog.skill(n).is_none())
+        .map(|(i, n)| {
+            field_error(
+                &format!("{field}[{i}]"),
+                format!("no loaded skill is named '{}'", n.escape_debug()),
+            )
+        })
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(SessionError::UnknownSkill(unknown))
+    }
+}
+
+fn state(state: Lifecycle, hash: &str) -> SkillState {
+    SkillState {
+        state,
+        hash: hash.to_owned(),
+        trigger: None,
+        allowed: None,
+        approval: None,
+        reason: None,
+        switched_off: false,
+    }
+}
+
+impl Sessions {
+    /// Activates the skills whose triggers fire for the session's context
+    /// and `message` (and those `explicit` names), after putting back to
+    /// Inactive those that changed or are gone.
+    pub(super) async fn activation_pass(
+        self: &Arc<Self>,
+        open: &mut Open,
+        message: &str,
+        explicit: &[String],
+        reports: &mut Vec<HookReport>,
+    ) -> Changes {
+        let catalog = self.catalog();
+        let mut changes = Changes::default();
+        refresh(open, &catalog, &mut changes);
+        let mut named = open.context.explicit.clone();
+        named.extend(explicit.iter().cloned());
+        let ctx = Context {
+            files: &open.context.files,
+            message,
+            languages: &open.context.languages,
+            mode: &open.context.mode,
+            explicit: &named,
+        };
+        let mut fired = Vec::new();
+        for skill in Self::ordered(&catalog, catalog.skills.iter().map(|s| s.name.as_str())) {
+            let settled = open.state.skills.get(&skill.name).is_some_and(|s| {
+                s.state != Lifecycle::Inactive || (s.switched_off && !explicit.contains(&skill.name))
+            });
+            if settled {
+                continue;
+            }
+            if let Some(trigger) = triggers::fired(&skill, &ctx) {
+                fired.push((skill, trigger));
+            }
+        }
+        for (skill, trigger) in fired {
+            self.begin(open, &skill, trigger, &mut changes, reports).await;
+        }
+        changes
+    }
+
+    /// A skill whose trigger fired: active at once when nothing needs
+    /// asking, else activating, with a request for a person.
+    async fn begin(
+        self: &Arc<Self>,
+        open: &mut Open,
+        skill: &Skill,
+        trigger: FiredTrigger,
+        changes: &mut Changes,
+        reports: &mut Vec<HookReport>,
+    ) {
+        let mut entry = state(Lifecycle::Activating, &skill.hash);
+        entry.trigger = Some(trigger);
+        match self.allowance(skill).await {
+            Ok(Some(allowed)) => {
+                entry.allowed = Some(allowed);
+                open.state.skills.insert(skill.name.clone(), entry);
+                self.activate(open, skill, changes, reports).await;
+            }
+            Ok(None) => {
+                entry.approval = Some(ActivationRequest {
+                    id: Uuid::now_v7(),
+                    permissions: skill.permissions.clone(),
+                    trust: skill.trust,
+                    requested_at: Utc::now(),
+                });
+                open.state.skills.insert(skill.name.clone(), entry);
+            }
+            Err(e) => {
+                entry.state = Lifecycle::Error;
+                entry.reason = Some(format!("its approvals cannot be read: {e}"));
+                open.state.skills.insert(skill.name.clone(), entry);
+            }
+        }
+    }
+
+    /// How `skill` may activate without asking anyone, if it may.
+    async fn allowance(&self, skill: &Skill) -> Result<Option<Allowed>, crate::store::StoreError> {
+        if self.settings.approved_skills.contains(&skill.name) {
+            return Ok(Some(Allowed::Configured));
+        }
+        // An untrusted skill asks even with nothing declared: a person
+        // lets its hooks see the session's calls.
+        if skill.permissions.is_empty() && skill.trust != Trust::Untrusted {
+            return Ok(Some(Allowed::NothingToAsk));
+        }
+        let kept = self.store.skill_approval(&skill.name, &skill.hash).await?;
+        let covers = kept.is_some_and(|a| skill.permissions.iter().all(|p| a.permissions.contains(p)));
+        Ok(covers.then_some(Allowed::Always))
+    }
+
+    /// Activating → Active, through `on_activate` (a failing or
+    /// cancelling hook puts it in Error).
+    async fn activate(
+        self: &Arc<Self>,
+        open: &mut Open,
+        skill: &Skill,
+        changes: &mut Changes,
+        reports: &mut Vec<HookReport>,
+    ) {
+        let payload = json!({"session": open.record.id, "skill": skill.name});
+        let answer = self
+            .run_hook(open, skill, Phase::OnActivate, payload, reports)
+            .await;
+        let Some(entry) = open.state.skills.get_mut(&skill.name) else {
+            return;
+        };
+        entry.approval = None;
+        match answer {
+            Some(Err(why)) => fail(entry, format!("its on_activate hook failed: {why}")),
+            Some(Ok(HookAnswer::Cancel(why))) => fail(entry, format!("its on_activate hook refused: {why}")),
+            _ => {
+                entry.state = Lifecycle::Active;
+                entry.reason = None;
+                changes.activated.push(skill.name.clone());
+            }
+        }
+    }
+
+    /// Active → Inactive through `on_deactivate`, for each of `names`
+    /// that is active.
+    pub(super) async fn deactivate(
+        self: &Arc<Self>,
+        open: &mut Open,
+        names: &[String],
+        reports: &mut Vec<HookReport>,
+    ) -> Changes {
+        let catalog = self.catalog();
+        let mut changes = Changes::default();
+        let active: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| open.state.is_active(n))
+            .collect();
+        for skill in Self::ordered(&catalog, active.into_iter()) {
+            let payload = json!({"session": open.record.id, "skill": skill.name});
+            self.run_hook(open, &skill, Phase::OnDeactivate, payload, reports)
+                .await;
+            if let Some(entry) = open.state.skills.get_mut(&skill.name) {
+                entry.state = Lifecycle::Inactive;
+                entry.reason = Some("deactivated by the session's caller".to_owned());
+                entry.switched_off = true;
+                changes.deactivated.push(skill.name.clone());
+            }
+        }
+        changes
+    }
+
+    /// `on_conversation_start` of every active skill.
+    pub(super) async fn conversation_start(self: &Arc<Self>, open: &Open, reports: &mut Vec<HookReport>) {
+        let catalog = self.catalog();
+        let payload = json!({"session": open.record.id, "context": open.context});
+        for skill in Self::ordered(&catalog, open.state.active()) {
+            self.run_hook(open, &skill, Phase::OnConversationStart, payload.clone(), reports)
+                .await;
+        }
+    }
+
+    /// A person's decision on `skill`'s activation request in session
+    /// `id`. The session's own caller cannot decide it.
+    pub async fn decide(
+        self: &Arc<Self>,
+        id: Uuid,
+        skill: &str,
+        decided_by: Option<&str>,
+        decision: ActivationDecision,
+        note: Option<String>,
+    ) -> Result<super::SessionView, SessionError> {
+        let record = self.store.get_session(id).await?;
+        let record = record
+            .filter(|r| r.expires_at > Utc::now())
+            .ok_or(SessionError::NotFound(id))?;
+        if decided_by.is_some() && record.caller.as_deref() == decided_by {
+            return Err(SessionError::SelfApproval(
+                decided_by.unwrap_or_default().to_owned(),
+            ));
+        }
+        let mut open = self.opened(record).await?;
+        let catalog = self.catalog();
+        let waiting = open
+            .state
+            .skills
+            .get(skill)
+            .filter(|s| s.state == Lifecycle::Activating && s.approval.is_some());
+        let Some(waiting) = waiting.cloned() else {
+            return Err(SessionError::NotActivating {
+                skill: skill.to_owned(),
+                session: id,
+            });
+        };
+        let loaded = catalog.skill(skill).cloned();
+        let Some(loaded) = loaded.filter(|s| s.hash == waiting.hash) else {
+            open.state.skills.remove(skill);
+            self.save(open).await?;
+            return Err(SessionError::SkillChanged(skill.to_owned()));
+        };
+        let mut changes = Changes::default();
+        let mut reports = Vec::new();
+        self.rule(
+            &mut open,
+            &loaded,
+            decided_by,
+            decision,
+            note,
+            &mut changes,
+            &mut reports,
+        )
+        .await?;
+        let open = self.save(open).await?;
+        Ok(self.view(&open, changes, reports))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn rule(
+        self: &Arc<Self>,
+        open: &mut Open,
+        skill: &Skill,
+        decided_by: Option<&str>,
+        decision: ActivationDecision,
+        note: Option<String>,
+        changes: &mut Changes,
+        reports: &mut Vec<HookReport>,
+    ) -> Result<(), SessionError> {
+        let allowed = match decision {
+            ActivationDecision::AllowOnce => Allowed::Once,
+            ActivationDecision::AllowAlways => {
+                self.store
+                    .put_skill_approval(SkillApproval {
+                        skill: skill.name.clone(),
+                        skill_hash: skill.hash.clone(),
+                        permissions: skill.permissions.clone(),
+                        decided_by: decided_by.map(str::to_owned),
+                        decided_at: Utc::now(),
+                    })
+                    .await?;
+                Allowed::Always
+            }
+            ActivationDecision::Deny => {
+                if let Some(entry) = open.state.skills.get_mut(&skill.name) {
+                    let by = decided_by.unwrap_or("a person");
+                    let why = note.filter(|n| !n.is_empty()).map(|n| format!(": {n}"));
+                    fail(entry, format!("denied by {by}{}", why.unwrap_or_default()));
+                }
+                return Ok(());
+            }
+        };
+        if let Some(entry) = open.state.skills.get_mut(&skill.name) {
+            entry.allowed = Some(allowed);
+        }
+        self.activate(open, skill, changes, reports).await;
+        Ok(())
+    }
+}
+
+fn fail(entry: &mut SkillState, why: String) {
+    entry.state = Lifecycle::Error;
+    entry.approval = None;
+    entry.reason = Some(why);
+}
+
+/// Skills that are gone from the catalog, or changed since they were
+/// activated (or asked for), go back to Inactive: a changed skill asks
+/// again, as its new content was never allowed.
+fn refresh(open: &mut Open, catalog: &Catalog, changes: &mut Changes) {
+    for (name, entry) in open.state.skills.iter_mut() {
+        if entry.state == Lifecycle::Inactive {
+            continue;
+        }
+        let why = match catalog.skill(name) {
+            None => "it is no longer loaded",
+            Some(s) if s.hash != entry.hash => "it changed since it was activated",
+            Some(_) => continue,
+        };
+        if entry.state == Lifecycle::Active {
+            changes.deactivated.push(name.clone());
+        }
+        *entry = state(Lifecycle::Inactive, &entry.hash);
+        entry.reason = Some(why.to_owned());
+    }
+}

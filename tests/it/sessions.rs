@@ -1,0 +1,747 @@
+//! Seed 002's runtime through sessions over HTTP (`docs/sessions.md`):
+//! the seed's example skills (kubernetes, ddd-expert, rfc-writer) with a
+//! Starlark skill (`watcher`, bundled) and a process skill (`auditor`,
+//! user) that register every hook phase, driven through a whole session:
+//! activation by a project file and by a keyword, the activation approval,
+//! prompt fragments within the token budget, a tool call seen by the other
+//! skills' hooks in priority order, the transform chain, a workflow
+//! calling two tools (one of them held), per-turn limits, and the end.
+
+use crate::approvals::{AGENT, BOSS, CAROL, tokens};
+use crate::common::Api;
+use crate::common::{TestServer, checkout, copy_tree, options, root, tempdir, write_file};
+use serde_json::{Value, json};
+use skilld::invoke::RunSettings;
+use skilld::session::SessionSettings;
+use skilld::skill::Trust;
+use std::path::Path;
+
+/// Every phase, as the watcher and the auditor register them.
+const PHASES: [&str; 9] = [
+    "on_activate",
+    "on_deactivate",
+    "on_conversation_start",
+    "on_before_prompt_build",
+    "before_tool_call",
+    "after_tool_result",
+    "on_after_response",
+    "on_before_wiki_section",
+    "on_security_scan_complete",
+];
+
+/// The bundled watcher: every phase in Starlark, each leaving a mark a
+/// test can see, and `spin`, which runs `true` as often as asked.
+const WATCHER: &str = r#"
+def keep(payload):
+    return {}
+
+def prompt(payload):
+    return {"payload": {"fragments": ["watcher: turn %d" % payload["turn"]]}}
+
+def after(payload):
+    return {"payload": {"result": {"output": payload["result"]["output"] + " [watched]"}}}
+
+def respond(payload):
+    return {"payload": {"text": payload["text"] + " (watched)"}}
+
+def wiki(payload):
+    return {"payload": {"context": ["watcher knows " + payload["section"]]}}
+
+def scanned(payload):
+    return {"payload": {"findings": payload["findings"]}}
+
+def spin(args):
+    done = 0
+    for i in range(args["n"]):
+        exec("true")
+        done += 1
+    return done
+
+register_tool("spin", "Runs true n times.", {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, spin)
+register_hook("on_activate", keep)
+register_hook("on_deactivate", keep)
+register_hook("on_conversation_start", keep)
+register_hook("on_before_prompt_build", prompt)
+register_hook("before_tool_call", keep)
+register_hook("after_tool_result", after)
+register_hook("on_after_response", respond)
+register_hook("on_before_wiki_section", wiki)
+register_hook("on_security_scan_complete", scanned)
+"#;
+
+/// The user's auditor: every phase over the process protocol. It changes
+/// `stamp`'s input (once: a second pass leaves it as it is).
+const AUDITOR: &str = r#"
+import json, sys
+
+PHASES = ["on_activate", "on_deactivate", "on_conversation_start", "on_before_prompt_build",
+          "before_tool_call", "after_tool_result", "on_after_response", "on_before_wiki_section",
+          "on_security_scan_complete"]
+
+def hook(params):
+    phase, payload = params["phase"], params.get("payload") or {}
+    if phase == "before_tool_call" and params.get("tool") == "stamp":
+        text = payload["input"]["text"]
+        if not text.endswith(" (audited)"):
+            return {"payload": {"input": {"text": text + " (audited)"}}}
+    if phase == "after_tool_result":
+        return {"payload": {"result": {"output": payload["result"]["output"] + " [audited]"}}}
+    if phase == "on_after_response":
+        return {"payload": {"text": payload["text"] + " (audited)"}}
+    if phase == "on_before_prompt_build":
+        return {"payload": {"fragments": ["auditor: turn %d" % payload["turn"]]}}
+    if phase == "on_before_wiki_section":
+        return {"payload": {"context": ["auditor knows " + payload["section"]]}}
+    return {}
+
+for line in sys.stdin:
+    request = json.loads(line)
+    method, params = request["method"], request.get("params") or {}
+    if method == "initialize":
+        result = {"tools": [], "hooks": PHASES}
+    elif method == "hook/handle":
+        result = hook(params)
+    else:
+        result = None
+    print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}), flush=True)
+    if method == "shutdown":
+        break
+"#;
+
+/// The one parameter of `desk`'s tools.
+const PARAMS: &str = "| Name | Type | Required | Default | Description |\n|---|---|---|---|---|\n\
+                      | text | string | yes | | The text. |\n";
+
+/// The skills: seed 002's examples, the watcher and `desk` (two tools
+/// that always ask) bundled; the auditor the user's.
+fn skills(bundled: &Path, user: &Path) {
+    copy_tree(&checkout().join("examples/seed002"), bundled);
+    std::fs::remove_file(bundled.join("README.md")).unwrap();
+    write_file(
+        &bundled.join("watcher/SKILL.yaml"),
+        "name: watcher\nversion: 1.0.0\ndescription: Watches every phase.\ntypes: [tool, transform]\n\
+         triggers:\n  modes: [interactive]\npermissions: [shell:exec]\n\
+         implementation:\n  backend: starlark\n  entrypoint: skill.star\n",
+    );
+    write_file(&bundled.join("watcher/skill.star"), WATCHER);
+    write_file(
+        &bundled.join("desk/SKILL.md"),
+        &format!(
+            "---\nname: desk\nversion: 1.0.0\ndescription: Publishes and stamps texts.\nalways_ask: true\n---\n\n\
+         ### publish\n\nPublishes a text.\n\n#### Parameters\n\n{PARAMS}\n\
+         #### Command\n\n```\necho published: {{text}}\n```\n\n\
+         ### stamp\n\nStamps a text.\n\n#### Parameters\n\n{PARAMS}\n\
+         #### Command\n\n```\necho stamped: {{text}}\n```\n"
+        ),
+    );
+    write_file(
+        &user.join("auditor/SKILL.yaml"),
+        "name: auditor\nversion: 1.0.0\ndescription: Audits every phase.\ntypes: [transform]\n\
+         triggers:\n  modes: [interactive]\npermissions: [shell:exec]\n\
+         implementation:\n  backend: process\n  entrypoint: main.py\n",
+    );
+    write_file(&user.join("auditor/main.py"), AUDITOR);
+}
+
+/// A project with a Kubernetes deployment and an RFC.
+fn project(dir: &Path) {
+    write_file(&dir.join("deploy/deployment.yaml"), "kind: Deployment\n");
+    write_file(&dir.join("rfcs/0001-sessions.md"), "# RFC: sessions\n");
+    write_file(&dir.join("README.md"), "# a project\n");
+}
+
+struct World {
+    server: TestServer,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+async fn world(sessions: SessionSettings) -> World {
+    world_with(sessions, None).await
+}
+
+async fn world_with(sessions: SessionSettings, auth: Option<skilld::auth::Auth>) -> World {
+    let (bundled, user, workspace) = (tempdir().unwrap(), tempdir().unwrap(), tempdir().unwrap());
+    skills(bundled.path(), user.path());
+    project(workspace.path());
+    let settings = RunSettings {
+        workspace: workspace.path().to_path_buf(),
+        ..RunSettings::default()
+    };
+    let server = TestServer::builder(options(vec![
+        root(bundled.path(), Trust::Bundled),
+        root(user.path(), Trust::User),
+    ]))
+    .settings(settings)
+    .sessions(sessions);
+    let server = match auth {
+        Some(auth) => server.auth(auth),
+        None => server,
+    }
+    .start()
+    .await;
+    World {
+        server,
+        _dirs: vec![bundled, user, workspace],
+    }
+}
+
+fn settings(shell_execs: u32) -> SessionSettings {
+    let mut s = SessionSettings {
+        approved_skills: vec!["auditor".to_owned(), "watcher".to_owned()],
+        ..SessionSettings::default()
+    };
+    s.turn_limits.shell_execs_per_turn = shell_execs;
+    s
+}
+
+impl World {
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let res = self
+            .server
+            .person()
+            .post(self.server.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn ok(&self, path: &str, body: Value) -> Value {
+        let (status, answer) = self.post(path, body).await;
+        assert!(status == 200 || status == 201, "{path}: {status} {answer}");
+        answer
+    }
+
+    async fn invoke(&self, tool: &str, session: &str, arguments: Value, wait: u64) -> (u16, Value) {
+        let body = json!({"arguments": arguments, "session": session});
+        self.post(&format!("/tools/{tool}/invoke?wait={wait}"), body)
+            .await
+    }
+}
+
+fn skill<'a>(view: &'a Value, name: &str) -> &'a Value {
+    let skills = view["skills"].as_array().unwrap();
+    skills
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {view}"))
+}
+
+/// The (skill, phase, effect) of each hook a request ran, in order.
+fn ran(view: &Value) -> Vec<(String, String, String)> {
+    view["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let s = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (s("skill"), s("phase"), s("effect"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_whole_session_runs_seed_002s_example_skills() {
+    let w = world(settings(3)).await;
+    // Start: the project's files fire kubernetes (deploy/deployment.yaml)
+    // and rfc-writer (rfcs/*.md); both declare permissions and wait for a
+    // person. The watcher and auditor (allowed by the configuration)
+    // activate by the mode, and their hooks run.
+    let started = w
+        .ok(
+            "/sessions",
+            json!({"path": ".", "mode": "interactive", "explicit": ["desk"]}),
+        )
+        .await;
+    let id = started["id"].as_str().unwrap().to_owned();
+    let k8s = skill(&started, "kubernetes");
+    assert_eq!(k8s["state"], "activating", "{started}");
+    assert_eq!(
+        k8s["trigger"],
+        json!({"kind": "file", "value": "**/deployment.yaml"})
+    );
+    assert_eq!(k8s["approval"]["permissions"], json!(["file:read"]));
+    assert_eq!(skill(&started, "rfc-writer")["state"], "activating");
+    assert_eq!(skill(&started, "watcher")["state"], "active");
+    assert_eq!(skill(&started, "watcher")["allowed"], "configured");
+    assert_eq!(skill(&started, "desk")["trigger"]["kind"], "explicit");
+    let hooks = ran(&started);
+    for who in ["watcher", "auditor"] {
+        for phase in ["on_activate", "on_conversation_start"] {
+            assert!(
+                hooks.iter().any(|(s, p, _)| s == who && p == phase),
+                "{who} {phase} not in {hooks:?}"
+            );
+        }
+    }
+
+    // A tool of a skill not yet active cannot be called in the session.
+    let manifest = "kind: Deployment\nspec:\n  containers:\n    - image: nginx:latest\n";
+    let (status, problem) = w.invoke("k8s_check", &id, json!({"manifest": manifest}), 0).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("skill_not_active")),
+        "{problem}"
+    );
+
+    // The person allows kubernetes once and rfc-writer always.
+    let path = |skill: &str| format!("/sessions/{id}/activations/{skill}");
+    let allowed = w.ok(&path("kubernetes"), json!({"decision": "allow_once"})).await;
+    assert_eq!(skill(&allowed, "kubernetes")["state"], "active", "{allowed}");
+    assert_eq!(skill(&allowed, "kubernetes")["allowed"], "once");
+    let allowed = w
+        .ok(&path("rfc-writer"), json!({"decision": "allow_always"}))
+        .await;
+    assert_eq!(skill(&allowed, "rfc-writer")["allowed"], "always");
+    let (status, again) = w.post(&path("rfc-writer"), json!({"decision": "deny"})).await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (409, Some("not_activating")),
+        "{again}"
+    );
+
+    // A turn whose message names an aggregate activates ddd-expert by
+    // keyword (it declares nothing: no one is asked). The prompt holds
+    // the active skills' instructions, ddd-expert's context files cut to
+    // its budget, and the hooks' fragments.
+    let turn = w
+        .ok(
+            &format!("/sessions/{id}/turns"),
+            json!({"message": "Model the order aggregate, then write an rfc for it"}),
+        )
+        .await;
+    let ddd = skill(&turn["session"], "ddd-expert");
+    assert_eq!(ddd["state"], "active", "{turn}");
+    assert_eq!(ddd["trigger"], json!({"kind": "keyword", "value": "aggregate"}));
+    let prompt = turn["prompt"].as_array().unwrap();
+    let text_of = |skill: &str, source: &str| -> Vec<String> {
+        prompt
+            .iter()
+            .filter(|f| f["skill"] == skill && f["source"] == source)
+            .map(|f| f["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let ddd_text = text_of("ddd-expert", "instructions").concat();
+    assert!(ddd_text.contains("Bounded context"), "{ddd_text}");
+    assert!(
+        !ddd_text.contains("Pattern 59"),
+        "the budget was not kept: {ddd_text}"
+    );
+    assert!(
+        text_of("kubernetes", "instructions")
+            .concat()
+            .contains("kubectl apply")
+    );
+    assert_eq!(
+        text_of("rfc-writer", "hook"),
+        ["Number new RFCs as RFC-NNNN, after the highest in rfcs/."]
+    );
+    assert_eq!(text_of("watcher", "hook"), ["watcher: turn 1"]);
+    assert_eq!(text_of("auditor", "hook"), ["auditor: turn 1"]);
+    let tools: Vec<&str> = turn["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for tool in ["k8s_check", "rfc_outline", "draft_rfc", "spin", "publish"] {
+        assert!(tools.contains(&tool), "{tool} not in {tools:?}");
+    }
+
+    // A tool call in the session: the watcher's and the auditor's hooks
+    // see it, bundled before user.
+    let (status, checked) = w.invoke("k8s_check", &id, json!({"manifest": manifest}), 0).await;
+    assert_eq!(status, 200, "{checked}");
+    assert!(
+        checked["output"]
+            .as_str()
+            .unwrap()
+            .ends_with(" [watched] [audited]"),
+        "{checked}"
+    );
+    let order: Vec<(String, String)> = checked["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["skill"].as_str().unwrap().to_owned(),
+                h["phase"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("watcher", "before_tool_call"),
+        ("auditor", "before_tool_call"),
+        ("watcher", "after_tool_result"),
+        ("auditor", "after_tool_result"),
+    ];
+    assert_eq!(
+        order,
+        expected.map(|(s, p)| (s.to_owned(), p.to_owned())),
+        "{checked}"
+    );
+
+    // The transform chain, in priority order: rfc-writer's house style
+    // and the watcher (bundled, by name), then the auditor (user).
+    let answered = w
+        .ok(
+            &format!("/sessions/{id}/responses"),
+            json!({"text": "see the rfc draft"}),
+        )
+        .await;
+    assert_eq!(
+        answered["text"], "see the RFC draft (watched) (audited)",
+        "{answered}"
+    );
+
+    // The per-turn limit: three shell execs this turn, then refused.
+    let (_, spun) = w.invoke("spin", &id, json!({"n": 3}), 0).await;
+    assert_eq!(spun["parsed"], 3, "{spun}");
+    let (_, spent) = w.invoke("spin", &id, json!({"n": 1}), 0).await;
+    assert!(
+        spent["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("shell_execs_per_turn"),
+        "{spent}"
+    );
+    w.ok(&format!("/sessions/{id}/turns"), json!({"message": "next"}))
+        .await;
+    let (_, fresh) = w.invoke("spin", &id, json!({"n": 2}), 0).await;
+    assert_eq!(fresh["parsed"], 2, "a new turn has a new budget: {fresh}");
+
+    // The end: the session is gone, and so are its calls.
+    let res = w
+        .server
+        .person()
+        .delete(w.server.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    let (status, gone) = w.invoke("k8s_check", &id, json!({"manifest": manifest}), 0).await;
+    assert_eq!(
+        (status, gone["code"].as_str()),
+        (404, Some("session_not_found")),
+        "{gone}"
+    );
+}
+
+#[tokio::test]
+async fn a_workflow_calls_two_tools_through_the_pipeline_one_of_them_held() {
+    let w = world(settings(10)).await;
+    let started = w
+        .ok(
+            "/sessions",
+            json!({"path": ".", "mode": "interactive", "explicit": ["desk"]}),
+        )
+        .await;
+    let id = started["id"].as_str().unwrap().to_owned();
+    w.ok(
+        &format!("/sessions/{id}/activations/rfc-writer"),
+        json!({"decision": "allow_once"}),
+    )
+    .await;
+    // The workflow runs at once (a bundled skill's tool); its second call,
+    // `publish`, always asks: it waits for the person inside the workflow.
+    let body = json!({"arguments": {"title": "Sessions", "publish_with": "publish"}, "session": id});
+    let res = w
+        .server
+        .person()
+        .post(w.server.url("/tools/draft_rfc/invoke"))
+        .header("Prefer", "respond-async")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let started_run: Value = res.json().await.unwrap();
+    let held = pending_of(&w, "publish").await;
+    assert!(
+        held["arguments"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("# RFC: Sessions"),
+        "{held}"
+    );
+    let approval = held["id"].as_str().unwrap();
+    let (status, _) = w
+        .post(
+            &format!("/approvals/{approval}/approve"),
+            json!({"scope": "once"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let run_id = started_run["run_id"].as_str().unwrap();
+    let run = w.server.get_json(&format!("/runs/{run_id}?wait=60")).await;
+    let result = &run["result"]["parsed"];
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(
+        result["steps"][0],
+        json!({"tool": "rfc_outline", "success": true}),
+        "{run}"
+    );
+    assert_eq!(result["steps"][1]["tool"], "publish");
+    assert_eq!(result["steps"][1]["success"], true, "{run}");
+    // Each call the workflow made is in the run log, in the session.
+    let runs = w.server.get_json(&format!("/runs?session={id}")).await;
+    let tools: Vec<&str> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tool"].as_str().unwrap())
+        .collect();
+    for tool in ["draft_rfc", "rfc_outline", "publish"] {
+        assert!(tools.contains(&tool), "{tool} not in {tools:?}");
+    }
+}
+
+/// The request of `tool` waiting for a person.
+async fn pending_of(w: &World, tool: &str) -> Value {
+    for _ in 0..100 {
+        let list = w.server.get_json("/approvals?status=pending").await;
+        let found = list["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["tool"] == tool)
+            .cloned();
+        if let Some(found) = found {
+            return found;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no request of {tool} came");
+}
+
+#[tokio::test]
+async fn a_hook_that_changes_an_approved_input_sends_the_call_back_to_a_person() {
+    let w = world(settings(10)).await;
+    let started = w
+        .ok("/sessions", json!({"mode": "interactive", "explicit": ["desk"]}))
+        .await;
+    let id = started["id"].as_str().unwrap().to_owned();
+    // `stamp` always asks; the person approves "draft".
+    let (status, held) = w.invoke("stamp", &id, json!({"text": "draft"}), 0).await;
+    assert_eq!(status, 202, "{held}");
+    assert_eq!(held["status"], "pending_approval");
+    let approval = held["approval_id"].as_str().unwrap();
+    w.ok(
+        &format!("/approvals/{approval}/approve"),
+        json!({"scope": "once"}),
+    )
+    .await;
+    // The auditor's hook changes the input to "draft (audited)", which no
+    // one approved: that run ends, and the changed call waits again.
+    let first = w
+        .server
+        .get_json(&format!("/runs/{}?wait=30", held["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(first["status"], "cancelled", "{first}");
+    let again = pending_of(&w, "stamp").await;
+    assert_eq!(again["arguments"], json!({"text": "draft (audited)"}), "{again}");
+    assert_ne!(again["id"], held["approval_id"]);
+    // Approved as changed, the hooks leave it as it is: it runs.
+    let approval = again["id"].as_str().unwrap();
+    w.ok(
+        &format!("/approvals/{approval}/approve"),
+        json!({"scope": "once"}),
+    )
+    .await;
+    let run = w
+        .server
+        .get_json(&format!("/runs/{}?wait=30", again["run_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert!(
+        run["result"]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("stamped: draft (audited)"),
+        "{run}"
+    );
+}
+
+#[tokio::test]
+async fn every_phase_runs_on_both_backends() {
+    let w = world(settings(10)).await;
+    let started = w.ok("/sessions", json!({"mode": "interactive"})).await;
+    let id = started["id"].as_str().unwrap().to_owned();
+    let mut seen: Vec<(String, String, String)> = ran(&started);
+    let turn = w
+        .ok(&format!("/sessions/{id}/turns"), json!({"message": "hello"}))
+        .await;
+    seen.extend(ran(&turn["session"]));
+    let (_, spun) = w.invoke("spin", &id, json!({"n": 0}), 0).await;
+    for h in spun["hooks"].as_array().unwrap() {
+        let s = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+        seen.push((s("skill"), s("phase"), s("effect")));
+    }
+    let answered = w
+        .ok(&format!("/sessions/{id}/responses"), json!({"text": "t"}))
+        .await;
+    seen.extend(ran(&answered));
+    let wiki = w
+        .ok(&format!("/sessions/{id}/wiki-sections/overview"), json!({}))
+        .await;
+    assert_eq!(
+        wiki["context"],
+        json!(["watcher knows overview", "auditor knows overview"]),
+        "{wiki}"
+    );
+    seen.extend(ran(&wiki));
+    let scanned = w.ok("/scan", json!({"path": "."})).await;
+    for h in scanned["hooks"].as_array().into_iter().flatten() {
+        let s = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+        seen.push((s("skill"), "on_security_scan_complete".to_owned(), s("effect")));
+    }
+    let off = w
+        .ok(
+            &format!("/sessions/{id}/turns"),
+            json!({"deactivate": ["watcher", "auditor"]}),
+        )
+        .await;
+    seen.extend(ran(&off["session"]));
+    for who in ["watcher", "auditor"] {
+        for phase in PHASES {
+            assert!(
+                seen.iter()
+                    .any(|(s, p, e)| s == who && p == phase && e != "failed"),
+                "{who}'s {phase} did not run: {seen:?}"
+            );
+        }
+    }
+    // Deactivated by the caller, a skill stays off though its trigger
+    // (the mode) still fires.
+    let later = w
+        .ok(&format!("/sessions/{id}/turns"), json!({"message": "again"}))
+        .await;
+    assert_eq!(
+        skill(&later["session"], "watcher")["state"],
+        "inactive",
+        "{later}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
+    let w = world_with(settings(10), Some(tokens())).await;
+    let api = Api::of(&w.server);
+    let (agent, boss, carol) = (api.as_(AGENT), api.as_(BOSS), api.as_(CAROL));
+    let (status, started) = agent.post("/sessions", json!({"path": "."})).await;
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_str().unwrap();
+    assert_eq!(skill(&started, "kubernetes")["state"], "activating");
+    // Another caller sees no such session, and cannot call in it.
+    let (status, other) = carol.get(&format!("/sessions/{id}")).await;
+    assert_eq!(
+        (status, other["code"].as_str()),
+        (404, Some("session_not_found")),
+        "{other}"
+    );
+    let (status, other) = carol
+        .post(
+            "/tools/rfc_outline/invoke",
+            json!({"arguments": {"title": "x"}, "session": id}),
+        )
+        .await;
+    assert_eq!(
+        (status, other["code"].as_str()),
+        (404, Some("session_not_found")),
+        "{other}"
+    );
+    // The agent cannot allow its own session's skills: it has no approve
+    // role, and a person with one who opened the session cannot either.
+    let decide = format!("/sessions/{id}/activations/kubernetes");
+    let (status, _) = agent.post(&decide, json!({"decision": "allow_always"})).await;
+    assert_eq!(status, 403);
+    let (_, own) = boss.post("/sessions", json!({"path": "."})).await;
+    let own_id = own["id"].as_str().unwrap();
+    let (status, refused) = boss
+        .post(
+            &format!("/sessions/{own_id}/activations/kubernetes"),
+            json!({"decision": "allow_once"}),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (403, Some("self_approval")),
+        "{refused}"
+    );
+    // A person denies: the skill is in error with the reason, and its
+    // tools are not callable in the session.
+    let (status, denied) = boss
+        .post(&decide, json!({"decision": "deny", "note": "not today"}))
+        .await;
+    assert_eq!(status, 200, "{denied}");
+    let k8s = skill(&denied, "kubernetes");
+    assert_eq!(k8s["state"], "error");
+    assert_eq!(k8s["reason"], "denied by boss: not today");
+    let (status, problem) = agent
+        .post(
+            "/tools/k8s_check/invoke",
+            json!({"arguments": {"manifest": "kind: Pod"}, "session": id}),
+        )
+        .await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("skill_not_active")),
+        "{problem}"
+    );
+    // A denied skill stays in error: its trigger does not ask again.
+    let (_, turn) = agent
+        .post(
+            &format!("/sessions/{id}/turns"),
+            json!({"message": "kubectl please"}),
+        )
+        .await;
+    assert_eq!(skill(&turn["session"], "kubernetes")["state"], "error", "{turn}");
+}
+
+#[tokio::test]
+async fn sessions_are_bounded_per_caller_and_paths_stay_in_the_workspace() {
+    let mut bounded = settings(10);
+    bounded.max_per_caller = 2;
+    let w = world(bounded).await;
+    let workspace = w._dirs[2].path();
+    std::os::unix::fs::symlink("/etc", workspace.join("etc-link")).unwrap();
+    for (path, code) in [
+        ("../", "bad_path"),
+        ("/etc", "bad_path"),
+        ("deploy/../../", "bad_path"),
+        ("etc-link", "bad_path"),
+        ("nowhere", "bad_path"),
+    ] {
+        let (status, problem) = w.post("/sessions", json!({"path": path})).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (422, Some(code)),
+            "{path}: {problem}"
+        );
+    }
+    // A link inside the project is not followed.
+    let (_, started) = w.post("/sessions", json!({"path": "."})).await;
+    let files = started["context"]["files"].as_array().unwrap();
+    assert!(
+        files.iter().all(|f| !f.as_str().unwrap().starts_with("etc-link")),
+        "{started}"
+    );
+    assert!(files.contains(&json!("deploy/deployment.yaml")), "{started}");
+    let (status, _) = w.post("/sessions", json!({})).await;
+    assert_eq!(status, 201);
+    let (status, problem) = w.post("/sessions", json!({})).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (429, Some("too_many_requests")),
+        "{problem}"
+    );
+    let (status, problem) = w.post("/sessions", json!({"explicit": ["nobody"]})).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (422, Some("unknown_skill")),
+        "{problem}"
+    );
+}
