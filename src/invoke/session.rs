@@ -195,7 +195,7 @@ impl super::Invoker {
         let mut context = match (&p.session, self.sessions.get()) {
             (Some(bound), _) => bound.context.clone(),
             (None, Some(seats)) => seats.alone(&p.asked),
-            (None, None) => CallContext::default(),
+            (None, None) => CallContext::alone(self.settings.turn_limits),
         };
         if p.sampler.is_some() {
             context.sampler = p.sampler.clone();

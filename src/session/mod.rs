@@ -44,9 +44,6 @@ pub struct SessionSettings {
     /// Skills allowed to activate without asking (seed 002's headless
     /// `--approve-skills`).
     pub approved_skills: Vec<String>,
-    /// The per-turn limits of seed 002's sandbox.
-    #[serde(skip)]
-    pub turn_limits: TurnLimits,
 }
 
 impl Default for SessionSettings {
@@ -55,7 +52,6 @@ impl Default for SessionSettings {
             ttl_secs: 3600,
             max_per_caller: 16,
             approved_skills: Vec::new(),
-            turn_limits: TurnLimits::default(),
         }
     }
 }
@@ -68,6 +64,8 @@ pub struct Sessions {
     /// Itself, for the contexts it hands to backends.
     me: Weak<Sessions>,
     settings: SessionSettings,
+    /// The per-turn limits (`[limits]`), as the invoker has them.
+    turn_limits: TurnLimits,
     /// What this instance holds of each session it served: its turn's
     /// budget and the lock that orders its requests.
     live: Mutex<HashMap<Uuid, Arc<Live>>>,
@@ -105,6 +103,7 @@ impl Sessions {
             invoker: Arc::downgrade(invoker),
             me: me.clone(),
             settings,
+            turn_limits: invoker.settings().turn_limits,
             live: Mutex::default(),
         });
         let seats: Arc<dyn SessionSeats> = sessions.clone();
@@ -136,7 +135,7 @@ impl Sessions {
         live.entry(id)
             .or_insert_with(|| {
                 Arc::new(Live {
-                    turn: Mutex::new((0, Arc::new(TurnBudget::new(self.settings.turn_limits)))),
+                    turn: Mutex::new((0, Arc::new(TurnBudget::new(self.turn_limits)))),
                     order: Arc::default(),
                 })
             })
@@ -149,7 +148,7 @@ impl Sessions {
         let live = self.live(id);
         let mut held = live.turn.lock().unwrap_or_else(PoisonError::into_inner);
         if held.0 != turn {
-            *held = (turn, Arc::new(TurnBudget::new(self.settings.turn_limits)));
+            *held = (turn, Arc::new(TurnBudget::new(self.turn_limits)));
         }
         held.1.clone()
     }

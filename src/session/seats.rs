@@ -61,7 +61,7 @@ impl SessionSeats for Sessions {
     fn alone(&self, asked: &Asked) -> CallContext {
         CallContext {
             session: None,
-            budget: Arc::new(TurnBudget::new(self.settings.turn_limits)),
+            budget: Arc::new(TurnBudget::new(self.turn_limits)),
             sampler: None,
             tools: Some(Arc::new(SessionTools {
                 sessions: self.me(),

@@ -144,6 +144,7 @@ impl Fields {
             backend: None,
             upstream: None,
             hooks: Vec::new(),
+            scanners: Vec::new(),
             needs: Vec::new(),
             dependencies: Vec::new(),
             dir: origin.dir.to_path_buf(),

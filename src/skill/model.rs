@@ -104,6 +104,9 @@ pub enum Action {
     Entrypoint { path: PathBuf, runtime: Vec<String> },
     /// A tool of a manifest's backend (`Skill::backend`), called by name.
     Backend,
+    /// A workflow of a manifest's backend (seed 002's `register_workflow`),
+    /// served as a tool and called by name through `Backend::workflow`.
+    Workflow,
 }
 
 /// A JSON Schema a manifest tool declared, compiled once when it loaded.
@@ -249,6 +252,9 @@ pub struct Skill {
     pub upstream: Option<std::sync::Arc<super::backend::UpstreamExtras>>,
     /// The hooks its backend handles (`before_tool_call`, …).
     pub hooks: Vec<String>,
+    /// The scanners its backend offers (`register_scanner`), run by
+    /// `Backend::scan`.
+    pub scanners: Vec<String>,
     /// Skills a manifest depends on: (name, optional). A missing required
     /// one excludes it; a missing optional one is a warning.
     pub dependencies: Vec<(String, bool)>,

@@ -119,7 +119,7 @@ fn skills(bundled: &Path, user: &Path) {
     std::fs::remove_file(bundled.join("README.md")).unwrap();
     write_file(
         &bundled.join("watcher/SKILL.yaml"),
-        "name: watcher\nversion: 1.0.0\ndescription: Watches every phase.\ntypes: [tool, transform]\n\
+        "name: watcher\nversion: 1.0.0\ndescription: Watches every phase.\ntypes: [tool, transform]\nread_only: true\n\
          triggers:\n  modes: [interactive]\npermissions: [shell:exec]\n\
          implementation:\n  backend: starlark\n  entrypoint: skill.star\n",
     );
@@ -129,9 +129,9 @@ fn skills(bundled: &Path, user: &Path) {
         &format!(
             "---\nname: desk\nversion: 1.0.0\ndescription: Publishes and stamps texts.\nalways_ask: true\n---\n\n\
          ### publish\n\nPublishes a text.\n\n#### Parameters\n\n{PARAMS}\n\
-         #### Command\n\n```\necho published: {{text}}\n```\n\n\
+         #### Command\n\n```\necho published: {{{{text}}}}\n```\n\n\
          ### stamp\n\nStamps a text.\n\n#### Parameters\n\n{PARAMS}\n\
-         #### Command\n\n```\necho stamped: {{text}}\n```\n"
+         #### Command\n\n```\necho stamped: {{{{text}}}}\n```\n"
         ),
     );
     write_file(
@@ -155,18 +155,22 @@ struct World {
     _dirs: Vec<tempfile::TempDir>,
 }
 
-async fn world(sessions: SessionSettings) -> World {
+async fn world(sessions: (SessionSettings, u32)) -> World {
     world_with(sessions, None).await
 }
 
-async fn world_with(sessions: SessionSettings, auth: Option<skilld::auth::Auth>) -> World {
+async fn world_with(
+    (sessions, shell_execs): (SessionSettings, u32),
+    auth: Option<skilld::auth::Auth>,
+) -> World {
     let (bundled, user, workspace) = (tempdir().unwrap(), tempdir().unwrap(), tempdir().unwrap());
     skills(bundled.path(), user.path());
     project(workspace.path());
-    let settings = RunSettings {
+    let mut settings = RunSettings {
         workspace: workspace.path().to_path_buf(),
         ..RunSettings::default()
     };
+    settings.turn_limits.shell_execs_per_turn = shell_execs;
     let server = TestServer::builder(options(vec![
         root(bundled.path(), Trust::Bundled),
         root(user.path(), Trust::User),
@@ -185,13 +189,12 @@ async fn world_with(sessions: SessionSettings, auth: Option<skilld::auth::Auth>)
     }
 }
 
-fn settings(shell_execs: u32) -> SessionSettings {
-    let mut s = SessionSettings {
+fn settings(shell_execs: u32) -> (SessionSettings, u32) {
+    let sessions = SessionSettings {
         approved_skills: vec!["auditor".to_owned(), "watcher".to_owned()],
         ..SessionSettings::default()
     };
-    s.turn_limits.shell_execs_per_turn = shell_execs;
-    s
+    (sessions, shell_execs)
 }
 
 impl World {
@@ -704,7 +707,7 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
 #[tokio::test]
 async fn sessions_are_bounded_per_caller_and_paths_stay_in_the_workspace() {
     let mut bounded = settings(10);
-    bounded.max_per_caller = 2;
+    bounded.0.max_per_caller = 2;
     let w = world(bounded).await;
     let workspace = w._dirs[2].path();
     std::os::unix::fs::symlink("/etc", workspace.join("etc-link")).unwrap();
