@@ -178,7 +178,7 @@ mod tests {
             },
             SkillApproval {
                 decided_by: Some("\0".to_owned()),
-                ..good.clone()
+                ..good
             },
         ];
         for approval in bad {

@@ -456,6 +456,18 @@ async fn runs_list_filters_and_pages() {
     assert_eq!(paged, newest_first);
     let succeeded = get_json(&server, "/runs?status=succeeded").await;
     assert_eq!(succeeded["runs"].as_array().unwrap().len(), 6);
+    // A call outside any session has no `session`, and no session's
+    // listing finds it; a session that is not a UUID is refused.
+    assert!(all["runs"][0].get("session").is_none(), "{all}");
+    let path = format!("/runs?session={}", uuid::Uuid::now_v7());
+    assert_eq!(get_json(&server, &path).await["runs"], json!([]));
+    let res = server
+        .person()
+        .get(server.url("/runs?session=12"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
     let res = server
         .person()
         .get(server.url("/runs?cursor=garbage"))

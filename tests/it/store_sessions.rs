@@ -4,11 +4,12 @@
 //! "allow always" approvals, and runs filtered by session, on both
 //! backends (run by `store.rs`'s `conformance!`).
 
-use super::{new_run, t0};
+use super::{all_pages, new_run, t0};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use skilld::store::{
-    self, NewRun, NewSession, RunFilter, RunStatus, SessionRecord, SkillApproval, Store, StoreError, TooMany,
+    self, NewRun, NewSession, Run, RunFilter, RunStatus, SessionRecord, SkillApproval, Store, StoreError,
+    TooMany,
 };
 use std::sync::Arc;
 use uuid::Uuid;
@@ -331,7 +332,7 @@ pub async fn skill_approvals_are_replaced_listed_and_revoked_by_skill(store: Arc
 pub async fn nul_bytes_are_refused_in_texts_and_replaced_in_json(store: Arc<dyn Store>) {
     let bad = [
         approval("g\0it", "h1", None, t0()),
-        approval("git", "h\01", None, t0()),
+        approval("git", "h\u{0}1", None, t0()),
         approval("git", "h1", Some("al\0ice"), t0()),
         SkillApproval {
             permissions: vec!["file:read\0".to_owned()],
@@ -424,20 +425,14 @@ pub async fn runs_are_filtered_by_their_session(store: Arc<dyn Store>) {
     );
     assert_eq!(listed(Uuid::now_v7(), 50).await.runs, []);
     // Pages of one session, with a cursor.
-    let first = listed(one, 2).await;
-    assert_eq!(first.runs.len(), 2);
-    let rest = store
-        .list_runs(RunFilter {
-            session: Some(one),
-            limit: 2,
-            cursor: first.next_cursor,
-            ..RunFilter::default()
-        })
-        .await
-        .unwrap();
-    let mut paged: Vec<Uuid> = first.runs.iter().chain(&rest.runs).map(|r| r.id).collect();
-    paged.dedup();
-    assert_eq!(paged, of(Some(one)));
+    let filter = RunFilter {
+        session: Some(one),
+        limit: 2,
+        ..RunFilter::default()
+    };
+    let (paged, sizes) = all_pages(&store, filter).await;
+    let paged: Vec<Uuid> = paged.iter().map(|r| r.id).collect();
+    assert_eq!((paged, sizes), (of(Some(one)), vec![2, 1]));
     // With another filter: both must match.
     store
         .start_run(runs[0].id, None, "instance-a", t0())
@@ -456,10 +451,14 @@ pub async fn runs_are_filtered_by_their_session(store: Arc<dyn Store>) {
         [runs[0].id]
     );
 
-    // In the run's JSON, `session` is there when the call named one.
-    let json = serde_json::to_value(store.get_run(runs[0].id).await.unwrap()).unwrap();
-    assert_eq!(json["session"], json!(one.to_string()));
-    let json = serde_json::to_value(&runs[3]).unwrap();
-    assert_eq!(runs[3].session, None);
+    session_is_in_the_run_json(&store, &runs[0], &runs[3]).await;
+}
+
+/// In a run's JSON, `session` is there when the call named one.
+async fn session_is_in_the_run_json(store: &Arc<dyn Store>, in_one: &Run, in_none: &Run) {
+    let json = serde_json::to_value(store.get_run(in_one.id).await.unwrap()).unwrap();
+    assert_eq!(json["session"], json!(in_one.session.unwrap().to_string()));
+    assert_eq!(in_none.session, None);
+    let json = serde_json::to_value(in_none).unwrap();
     assert!(json.get("session").is_none(), "{json}");
 }

@@ -40,10 +40,11 @@ pub(super) async fn create(
     now: DateTime<Utc>,
 ) -> Result<Result<SessionRecord, TooMany>, StoreError> {
     let s = s.checked()?;
-    let mut tx = pool.begin().await?;
+    // Read committed, whatever the server's default: the count's snapshot
+    // is then taken after the lock is held, so it sees every session the
+    // lock's last holder committed.
+    let mut tx = pool.begin_with("begin isolation level read committed").await?;
     sqlx::query(LOCK_CALLER).bind(&s.caller).execute(&mut *tx).await?;
-    // Read committed: this statement's snapshot is taken after the lock
-    // is held, so it sees every session committed by the lock's last holder.
     // `caller = $1` or `caller is null`, each answered by the index on
     // (caller, expires_at); `is not distinct from` would scan.
     let count = match s.caller {
