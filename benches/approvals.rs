@@ -129,6 +129,7 @@ async fn start(root: &Path, database_url: &str, max_pending: u64) -> Server {
         },
     ));
     let state = AppState {
+        sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
         installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog,
         invoker,

@@ -825,6 +825,7 @@ impl InProcess {
             skilld::invoke::RunSettings::default(),
         ));
         let state = AppState {
+            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
             installer: skilld::install::Installer::shared(&catalog, &invoker),
             catalog,
             invoker,

@@ -716,6 +716,7 @@ async fn start_skilld(root: &Path, data: &Path) -> (String, Arc<CatalogHandle>) 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let state = AppState {
+        sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
         installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog: catalog.clone(),
         invoker,

@@ -1016,6 +1016,7 @@ impl Server {
             skilld::invoke::RunSettings::default(),
         ));
         let state = AppState {
+            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
             installer: Arc::new(Installer::new(
                 catalog.clone(),
                 invoker.clone(),

@@ -347,6 +347,8 @@ impl Call {
                     delivery: skilld::invoke::Delivery::Result,
                     gate: skilld::invoke::Gate::Policy,
                     asked: skilld::invoke::Asked::default(),
+                    session: None,
+                    sampler: None,
                 };
                 match invoker.call(&catalog, call).await.expect("call") {
                     skilld::invoke::Called::Finished(env) => assert!(env.success, "pipeline: {env:?}"),
@@ -996,6 +998,7 @@ impl Server {
         let addr = listener.local_addr().expect("local addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let state = AppState {
+            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
             installer: skilld::install::Installer::shared(&catalog, &invoker),
             catalog: catalog.clone(),
             invoker: invoker.clone(),

@@ -181,6 +181,7 @@ impl Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let state = AppState {
+            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
             installer: skilld::install::Installer::shared(&catalog, &invoker),
             catalog,
             invoker,

@@ -148,6 +148,8 @@ async fn one_call(invoker: &Arc<Invoker>, catalog: &CatalogHandle, tool: &str) -
         delivery: skilld::invoke::Delivery::Result,
         gate: skilld::invoke::Gate::Policy,
         asked: skilld::invoke::Asked::default(),
+        session: None,
+        sampler: None,
     };
     let start = Instant::now();
     match invoker.call(&current, call).await.expect("call") {

@@ -503,7 +503,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config, true).await?;
     let (invoker, handle) = pipeline_over(store.clone(), &config).await?;
     // Only a server prunes: `skilld run` and `mcp` sessions come and go.
-    let _retention = crate::retention::spawn(store.clone(), config.retention.clone());
+    let _retention = crate::retention::spawn(store, config.retention.clone());
     // In the background: an unreachable bucket is retried for a while.
     tokio::spawn({
         let artifacts = invoker.artifacts().clone();
@@ -540,7 +540,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         invoker.clone(),
         config.install.clone(),
     ));
-    let sessions = crate::session::Sessions::shared(store.clone(), handle.clone(), &invoker, config.sessions.clone());
+    let sessions = crate::session::Sessions::shared(&invoker, handle.clone(), config.sessions.clone());
     let state = AppState {
         sessions,
         installer,

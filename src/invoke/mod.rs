@@ -173,6 +173,12 @@ impl Invoker {
         launcher(&self.settings, self.sandbox.clone())
     }
 
+    /// The store itself, for the session runtime beside the pipeline
+    /// (handlers get [`Invoker::reader`]).
+    pub(crate) fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
     /// The store, read-only: what handlers may look at.
     pub fn reader(&self) -> &StoreReader {
         &self.reader

@@ -327,31 +327,31 @@ impl Sessions {
         };
         let mut changes = Changes::default();
         let mut reports = Vec::new();
-        self.rule(
-            &mut open,
-            &loaded,
-            decided_by,
+        let ruling = Ruling {
+            by: decided_by,
             decision,
             note,
-            &mut changes,
-            &mut reports,
-        )
-        .await?;
+        };
+        self.rule(&mut open, &loaded, ruling, &mut changes, &mut reports)
+            .await?;
         let open = self.save(open).await?;
         Ok(self.view(&open, changes, reports))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Carries out a person's ruling on `skill`'s activation.
     async fn rule(
         self: &Arc<Self>,
         open: &mut Open,
         skill: &Skill,
-        decided_by: Option<&str>,
-        decision: ActivationDecision,
-        note: Option<String>,
+        ruling: Ruling<'_>,
         changes: &mut Changes,
         reports: &mut Vec<HookReport>,
     ) -> Result<(), SessionError> {
+        let Ruling {
+            by: decided_by,
+            decision,
+            note,
+        } = ruling;
         let allowed = match decision {
             ActivationDecision::AllowOnce => Allowed::Once,
             ActivationDecision::AllowAlways => {
@@ -381,6 +381,13 @@ impl Sessions {
         self.activate(open, skill, changes, reports).await;
         Ok(())
     }
+}
+
+/// A person's decision on an activation request.
+struct Ruling<'a> {
+    by: Option<&'a str>,
+    decision: ActivationDecision,
+    note: Option<String>,
 }
 
 fn fail(entry: &mut SkillState, why: String) {

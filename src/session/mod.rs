@@ -92,13 +92,12 @@ struct Open {
 impl Sessions {
     /// The runtime, seated in `invoker` so that calls may name sessions.
     pub fn shared(
-        store: Arc<dyn Store>,
-        catalog: Arc<CatalogHandle>,
         invoker: &Arc<Invoker>,
+        catalog: Arc<CatalogHandle>,
         settings: SessionSettings,
     ) -> Arc<Self> {
         let sessions = Arc::new_cyclic(|me| Self {
-            store,
+            store: invoker.store(),
             catalog,
             invoker: Arc::downgrade(invoker),
             me: me.clone(),

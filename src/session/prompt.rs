@@ -116,7 +116,7 @@ impl Sessions {
 fn replaced(
     answer: Option<Result<HookAnswer, String>>,
     key: &str,
-    reports: &mut Vec<HookReport>,
+    reports: &mut [HookReport],
 ) -> Vec<String> {
     let Some(Ok(HookAnswer::Replace(payload))) = answer else {
         return Vec::new();

@@ -49,7 +49,7 @@ impl SessionSeats for Sessions {
                     })
                 })
                 .collect();
-            let context = self.context_of(session, record.turn, record.caller.clone());
+            let context = self.context_of(session, record.turn, record.caller);
             Ok(Arc::new(Bound {
                 session,
                 seats,

@@ -240,9 +240,8 @@ async fn skill_files_stay_inside_the_skill() {
         .await;
     let app = skilld::app(skilld::AppState {
         sessions: skilld::session::Sessions::shared(
-            server.store.clone(),
-            server.catalog.clone(),
             &server.invoker,
+            server.catalog.clone(),
             Default::default(),
         ),
         installer: skilld::install::Installer::shared(&server.catalog, &server.invoker),

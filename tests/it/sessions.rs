@@ -16,6 +16,9 @@ use skilld::session::SessionSettings;
 use skilld::skill::Trust;
 use std::path::Path;
 
+/// A manifest with an unpinned image.
+const MANIFEST: &str = "kind: Deployment\nspec:\n  containers:\n    - image: nginx:latest\n";
+
 /// Every phase, as the watcher and the auditor register them.
 const PHASES: [&str; 9] = [
     "on_activate",
@@ -248,6 +251,16 @@ fn ran(view: &Value) -> Vec<(String, String, String)> {
 #[tokio::test]
 async fn a_whole_session_runs_seed_002s_example_skills() {
     let w = world(settings(3)).await;
+    let id = started(&w).await;
+    not_yet_then_allowed(&w, &id).await;
+    turned(&w, &id).await;
+    seen_by_hooks(&w, &id).await;
+    chained(&w, &id).await;
+    limited(&w, &id).await;
+    ended(&w, &id).await;
+}
+
+async fn started(w: &World) -> String {
     // Start: the project's files fire kubernetes (deploy/deployment.yaml)
     // and rfc-writer (rfcs/*.md); both declare permissions and wait for a
     // person. The watcher and auditor (allowed by the configuration)
@@ -280,9 +293,12 @@ async fn a_whole_session_runs_seed_002s_example_skills() {
         }
     }
 
+    id
+}
+
+async fn not_yet_then_allowed(w: &World, id: &str) {
     // A tool of a skill not yet active cannot be called in the session.
-    let manifest = "kind: Deployment\nspec:\n  containers:\n    - image: nginx:latest\n";
-    let (status, problem) = w.invoke("k8s_check", &id, json!({"manifest": manifest}), 0).await;
+    let (status, problem) = w.invoke("k8s_check", id, json!({"manifest": MANIFEST}), 0).await;
     assert_eq!(
         (status, problem["code"].as_str()),
         (409, Some("skill_not_active")),
@@ -304,7 +320,9 @@ async fn a_whole_session_runs_seed_002s_example_skills() {
         (409, Some("not_activating")),
         "{again}"
     );
+}
 
+async fn turned(w: &World, id: &str) {
     // A turn whose message names an aggregate activates ddd-expert by
     // keyword (it declares nothing: no one is asked). The prompt holds
     // the active skills' instructions, ddd-expert's context files cut to
@@ -352,10 +370,12 @@ async fn a_whole_session_runs_seed_002s_example_skills() {
     for tool in ["k8s_check", "rfc_outline", "draft_rfc", "spin", "publish"] {
         assert!(tools.contains(&tool), "{tool} not in {tools:?}");
     }
+}
 
+async fn seen_by_hooks(w: &World, id: &str) {
     // A tool call in the session: the watcher's and the auditor's hooks
     // see it, bundled before user.
-    let (status, checked) = w.invoke("k8s_check", &id, json!({"manifest": manifest}), 0).await;
+    let (status, checked) = w.invoke("k8s_check", id, json!({"manifest": MANIFEST}), 0).await;
     assert_eq!(status, 200, "{checked}");
     assert!(
         checked["output"]
@@ -386,7 +406,9 @@ async fn a_whole_session_runs_seed_002s_example_skills() {
         expected.map(|(s, p)| (s.to_owned(), p.to_owned())),
         "{checked}"
     );
+}
 
+async fn chained(w: &World, id: &str) {
     // The transform chain, in priority order: rfc-writer's house style
     // and the watcher (bundled, by name), then the auditor (user).
     let answered = w
@@ -399,11 +421,13 @@ async fn a_whole_session_runs_seed_002s_example_skills() {
         answered["text"], "see the RFC draft (watched) (audited)",
         "{answered}"
     );
+}
 
+async fn limited(w: &World, id: &str) {
     // The per-turn limit: three shell execs this turn, then refused.
-    let (_, spun) = w.invoke("spin", &id, json!({"n": 3}), 0).await;
+    let (_, spun) = w.invoke("spin", id, json!({"n": 3}), 0).await;
     assert_eq!(spun["parsed"], 3, "{spun}");
-    let (_, spent) = w.invoke("spin", &id, json!({"n": 1}), 0).await;
+    let (_, spent) = w.invoke("spin", id, json!({"n": 1}), 0).await;
     assert!(
         spent["error"]
             .as_str()
@@ -413,9 +437,11 @@ async fn a_whole_session_runs_seed_002s_example_skills() {
     );
     w.ok(&format!("/sessions/{id}/turns"), json!({"message": "next"}))
         .await;
-    let (_, fresh) = w.invoke("spin", &id, json!({"n": 2}), 0).await;
+    let (_, fresh) = w.invoke("spin", id, json!({"n": 2}), 0).await;
     assert_eq!(fresh["parsed"], 2, "a new turn has a new budget: {fresh}");
+}
 
+async fn ended(w: &World, id: &str) {
     // The end: the session is gone, and so are its calls.
     let res = w
         .server
@@ -425,7 +451,7 @@ async fn a_whole_session_runs_seed_002s_example_skills() {
         .await
         .unwrap();
     assert_eq!(res.status(), 204);
-    let (status, gone) = w.invoke("k8s_check", &id, json!({"manifest": manifest}), 0).await;
+    let (status, gone) = w.invoke("k8s_check", id, json!({"manifest": MANIFEST}), 0).await;
     assert_eq!(
         (status, gone["code"].as_str()),
         (404, Some("session_not_found")),

@@ -1,7 +1,6 @@
 //! The test server: a real skilld on 127.0.0.1 port 0, started through
 //! one builder, and stopped when dropped.
 
-use skilld::session::SessionSettings;
 use super::{checkout, host_settings, marks_root, set_mode, tempdir, test_store};
 use skilld::AppState;
 use skilld::auth::Auth;
@@ -10,6 +9,7 @@ use skilld::http::ServerLimits;
 use skilld::http::guard::WebGuard;
 use skilld::install::InstallSettings;
 use skilld::invoke::{Invoker, RunSettings};
+use skilld::session::SessionSettings;
 use skilld::store::Store;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -247,7 +247,7 @@ impl TestServer {
                 .unwrap(),
         );
         let state = AppState {
-            sessions: skilld::session::Sessions::shared(store.clone(), catalog.clone(), &invoker, sessions),
+            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), sessions),
             installer: Arc::new(skilld::install::Installer::new(
                 catalog.clone(),
                 invoker.clone(),
