@@ -26,6 +26,7 @@ pub mod registry;
 pub mod retention;
 pub mod runner;
 pub mod sandbox;
+pub mod scan;
 pub mod share;
 pub mod skill;
 pub mod store;

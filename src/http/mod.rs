@@ -25,6 +25,7 @@ mod query;
 mod registry;
 pub mod responses;
 pub mod runs;
+pub mod scan;
 pub mod skill_match;
 pub mod skills;
 pub mod tools;
@@ -161,6 +162,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(archive::router())
         .merge(install::router())
         .merge(skill_match::router())
+        .merge(scan::router())
         .merge(tools::router())
         .merge(invoke::router())
         .merge(runs::router())

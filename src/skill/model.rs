@@ -249,6 +249,9 @@ pub struct Skill {
     pub upstream: Option<std::sync::Arc<super::backend::UpstreamExtras>>,
     /// The hooks its backend handles (`before_tool_call`, …).
     pub hooks: Vec<String>,
+    /// A `security-rule` manifest's declarative rules (`security_rules`),
+    /// compiled: a scan runs them with no backend.
+    pub security_rules: Vec<super::security_rules::SecurityRule>,
     /// Skills a manifest depends on: (name, optional). A missing required
     /// one excludes it; a missing optional one is a warning.
     pub dependencies: Vec<(String, bool)>,

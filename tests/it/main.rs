@@ -64,6 +64,7 @@ mod retries;
 mod robust;
 mod runner;
 mod sandbox;
+mod scan;
 mod scaffold;
 mod script_tools;
 mod seed000_words;
