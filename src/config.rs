@@ -301,6 +301,9 @@ pub struct FileConfig {
     pub public_url: Option<String>,
     /// Webhooks told of each new request and decision.
     pub notify: Option<Vec<crate::notify::NotifyConfig>>,
+    /// What one turn may spend (seed 002's per-turn limits): `[limits]`
+    /// `llm_calls_per_turn`, `shell_execs_per_turn`, `net_fetches_per_turn`.
+    pub limits: Option<crate::skill::context::TurnLimits>,
     /// See [`ServeArgs::sandbox`].
     pub sandbox: Option<String>,
     /// Who tools run as when skilld is root: `uid:gid` or a user name
@@ -1033,6 +1036,7 @@ fn run_settings(
             .artifact_ttl_secs
             .map_or(defaults.artifact_ttl, |s| secs(s.max(1))),
         starlark_host: None,
+        turn_limits: file.limits.unwrap_or_default(),
         sandbox: sandbox_settings(args, file)?,
         workspace: workspace.to_path_buf(),
         data_dir: data_dir.to_path_buf(),

@@ -4,6 +4,7 @@
 //! stdin and stdout, started in the same sandbox as a run.
 
 mod backoff;
+mod findings;
 mod mcp;
 mod outcome;
 mod place;
@@ -42,6 +43,8 @@ pub struct ChildSettings {
     /// The program that runs `starlark-host`: this one, or `skilld` when
     /// the server is embedded in another program (the tests).
     pub starlark_host: PathBuf,
+    /// What a call outside any session (a script's loading) may spend.
+    pub turn_limits: crate::skill::context::TurnLimits,
 }
 
 /// Starts backends for the catalog, and keeps each running one so that a
@@ -135,8 +138,8 @@ impl Launcher {
             backend,
             tools: answer.tools,
             hooks: answer.hooks,
-            workflows: Vec::new(),
-            scanners: Vec::new(),
+            workflows: answer.workflows,
+            scanners: answer.scanners,
             offered: None,
             extras: None,
         })
@@ -150,8 +153,8 @@ impl Launcher {
             backend,
             tools: answer.tools,
             hooks: answer.hooks,
-            workflows: Vec::new(),
-            scanners: Vec::new(),
+            workflows: answer.workflows,
+            scanners: answer.scanners,
             offered: None,
             extras: None,
         })

@@ -8,10 +8,12 @@ use super::rpc::{Conn, ConnOptions, Death, RpcFailure, SCRIPT_TIMED_OUT, Serve};
 use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::Child;
 use crate::sandbox::Sandbox;
-use crate::skill::HOOK_PHASES;
 use crate::skill::backend::{
     Backend, BackendCall, BackendResult, BoxFuture, DeclaredTool, HookAnswer, HookCall, LaunchRequest,
+    ScanCall,
 };
+use crate::skill::context::CallContext;
+use crate::skill::phases::Phase;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -23,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 pub(super) struct Declared {
     pub tools: Vec<DeclaredTool>,
     pub hooks: Vec<String>,
+    pub workflows: Vec<DeclaredTool>,
+    pub scanners: Vec<String>,
 }
 
 /// One skill's child, started on demand and kept while its skill is loaded.
@@ -158,8 +162,10 @@ impl ProcessBackend {
             },
         )?;
         let params = json!({"protocol": "skilld.process/1", "manifest": self.manifest});
+        // A script's effects while it loads spend a turn of their own.
+        let context = CallContext::alone(self.place.settings.turn_limits);
         let answer = conn
-            .request("initialize", params, INITIALIZE_TIMEOUT, None)
+            .request("initialize", params, INITIALIZE_TIMEOUT, None, &context)
             .await
             .map_err(|f| match f {
                 RpcFailure::TimedOut => format!(
@@ -174,7 +180,8 @@ impl ProcessBackend {
         Ok(conn)
     }
 
-    async fn call(&self, call: BackendCall) -> BackendResult {
+    /// Runs `call` as `method` (`tool/execute`, `workflow/execute`).
+    async fn call(&self, method: &str, call: BackendCall) -> BackendResult {
         let deadline = Instant::now() + call.timeout;
         let conn = tokio::select! {
             conn = self.connection(deadline) => conn,
@@ -187,7 +194,7 @@ impl ProcessBackend {
         let params = json!({"name": call.tool, "input": call.input, "run_id": call.run_id});
         let left = deadline.saturating_duration_since(Instant::now());
         let answer = conn
-            .request("tool/execute", params, left, Some(&call.cancel))
+            .request(method, params, left, Some(&call.cancel), &call.context)
             .await;
         if matches!(answer, Ok(_) | Err(RpcFailure::Remote { .. })) {
             // It answered: whatever failed before, it works now.
@@ -208,17 +215,16 @@ impl ProcessBackend {
         }
     }
 
-    async fn handle_hook(
-        &self,
-        phase: &str,
-        tool: &str,
-        payload: Value,
-        timeout: Duration,
-    ) -> Result<HookAnswer, String> {
+    async fn handle_hook(&self, call: HookCall) -> Result<HookAnswer, String> {
+        let (phase, timeout) = (call.phase, call.timeout);
         let conn = self.connection(Instant::now() + timeout).await?;
-        let params = json!({"phase": phase, "tool": tool, "payload": payload});
+        let mut params = json!({"phase": phase.as_str(), "payload": call.payload});
+        // Only a tool phase names a tool.
+        if let Some(tool) = call.tool {
+            params["tool"] = Value::String(tool);
+        }
         let answer = conn
-            .request("hook/handle", params, timeout, None)
+            .request("hook/handle", params, timeout, None, &call.context)
             .await
             .map_err(|f| match f {
                 RpcFailure::TimedOut
@@ -230,6 +236,24 @@ impl ProcessBackend {
             })?;
         hook_answer(&answer).map_err(|why| format!("hook {phase}: {why}"))
     }
+
+    async fn run_scanner(&self, call: ScanCall) -> Result<Vec<Value>, String> {
+        let (scanner, timeout) = (call.scanner, call.timeout);
+        let conn = self.connection(Instant::now() + timeout).await?;
+        let params = json!({"scanner": scanner, "files": call.files});
+        let answer = conn
+            .request("scanner/run", params, timeout, None, &call.context)
+            .await
+            .map_err(|f| match f {
+                RpcFailure::TimedOut
+                | RpcFailure::Remote {
+                    code: Some(SCRIPT_TIMED_OUT),
+                    ..
+                } => format!("scanner {scanner} timed out after {}s", timeout.as_secs()),
+                other => format!("scanner {scanner} failed: {}", failure_text(&other)),
+            })?;
+        super::findings::of_answer(&answer).map_err(|why| format!("scanner {scanner}: {why}"))
+    }
 }
 
 impl Drop for ProcessBackend {
@@ -240,15 +264,19 @@ impl Drop for ProcessBackend {
 
 impl Backend for ProcessBackend {
     fn execute(&self, call: BackendCall) -> BoxFuture<'_, BackendResult> {
-        Box::pin(self.call(call))
+        Box::pin(self.call("tool/execute", call))
+    }
+
+    fn workflow(&self, call: BackendCall) -> BoxFuture<'_, BackendResult> {
+        Box::pin(self.call("workflow/execute", call))
+    }
+
+    fn scan(&self, call: ScanCall) -> BoxFuture<'_, Result<Vec<Value>, String>> {
+        Box::pin(self.run_scanner(call))
     }
 
     fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, String>> {
-        Box::pin(async move {
-            let tool = call.tool.unwrap_or_default();
-            self.handle_hook(call.phase.as_str(), &tool, call.payload, call.timeout)
-                .await
-        })
+        Box::pin(self.handle_hook(call))
     }
 
     fn command_line(&self) -> Vec<String> {
@@ -262,10 +290,7 @@ impl Backend for ProcessBackend {
             }
             let started = self.connection(Instant::now() + timeout).await.map(|_| {
                 let declared = self.declared().map(|d| d.hooks).unwrap_or_default();
-                declared
-                    .into_iter()
-                    .filter(|h| HOOK_PHASES.contains(&h.as_str()))
-                    .collect()
+                Phase::known(&declared)
             });
             Some(started.map_err(|why| format!("the skill's process could not be started: {why}")))
         })
@@ -285,46 +310,65 @@ fn failure_text(f: &RpcFailure) -> String {
     }
 }
 
-/// `initialize`'s answer: `{"tools": [...], "hooks": [...]}`, both optional.
+/// `initialize`'s answer: `{"tools", "hooks", "workflows", "scanners"}`,
+/// each an optional list.
 fn declared(answer: &Value) -> Result<Declared, String> {
     let bad = |what: &str| format!("its initialize answer is not valid: {what}");
     let Value::Object(a) = answer else {
         return Err(bad("not an object"));
     };
-    let tools = match a.get("tools") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|t| {
-                Some(DeclaredTool {
-                    name: t.get("name")?.as_str()?.to_owned(),
-                    description: t
-                        .get("description")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned(),
-                    input_schema: t
-                        .get("input_schema")
-                        .cloned()
-                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-                    output_schema: t.get("output_schema").filter(|s| !s.is_null()).cloned(),
-                    hints: Default::default(),
-                })
-            })
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| bad("a tool without a name"))?,
-        Some(_) => return Err(bad("tools is not a list")),
+    let tools = described(a.get("tools")).map_err(|what| bad(&format!("tools {what}")))?;
+    let workflows = described(a.get("workflows")).map_err(|what| bad(&format!("workflows {what}")))?;
+    let hooks = names(a.get("hooks")).map_err(|what| bad(&format!("hooks {what}")))?;
+    let scanners = names(a.get("scanners")).map_err(|what| bad(&format!("scanners {what}")))?;
+    Ok(Declared {
+        tools,
+        hooks,
+        workflows,
+        scanners,
+    })
+}
+
+/// A list of `{"name", "description", "input_schema", "output_schema"}`.
+fn described(list: Option<&Value>) -> Result<Vec<DeclaredTool>, &'static str> {
+    let items = match list {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err("is not a list"),
     };
-    let hooks = match a.get("hooks") {
-        None | Some(Value::Null) => Vec::new(),
+    items
+        .iter()
+        .map(|t| {
+            Some(DeclaredTool {
+                name: t.get("name")?.as_str()?.to_owned(),
+                description: t
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                input_schema: t
+                    .get("input_schema")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                output_schema: t.get("output_schema").filter(|s| !s.is_null()).cloned(),
+                hints: Default::default(),
+            })
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or("has an entry without a name")
+}
+
+/// A list of names.
+fn names(list: Option<&Value>) -> Result<Vec<String>, &'static str> {
+    match list {
+        None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
             .map(|h| h.as_str().map(str::to_owned))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| bad("hooks is not a list of names"))?,
-        Some(_) => return Err(bad("hooks is not a list")),
-    };
-    Ok(Declared { tools, hooks })
+            .ok_or("is not a list of names"),
+        Some(_) => Err("is not a list"),
+    }
 }
 
 /// `tool/execute`'s result: `{"output": STRING_OR_JSON, "success": bool}`.

@@ -5,6 +5,7 @@
 
 use crate::runner::Child;
 use crate::skill::backend::BoxFuture;
+use crate::skill::context::CallContext;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,8 +36,9 @@ pub(super) const SCRIPT_CANCELLED: i64 = -32800;
 /// effects), each on behalf of one of the server's requests in flight.
 pub(super) trait Serve: Send + Sync + std::fmt::Debug {
     /// What the child may act within while it answers a request that must
-    /// end within `timeout` and stops on `cancel`.
-    fn open(&self, timeout: Duration, cancel: CancellationToken) -> Arc<dyn Scope>;
+    /// end within `timeout`, stops on `cancel`, and was made in `context`
+    /// (whose turn its effects spend).
+    fn open(&self, timeout: Duration, cancel: CancellationToken, context: CallContext) -> Arc<dyn Scope>;
 }
 
 /// The server's side of one request in flight, serving the child's own.
@@ -165,6 +167,7 @@ impl Conn {
         mut params: Value,
         timeout: Duration,
         cancel: Option<&CancellationToken>,
+        context: &CallContext,
     ) -> Reply {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, mut rx) = oneshot::channel();
@@ -174,7 +177,7 @@ impl Conn {
         };
         let never = CancellationToken::new();
         let cancel = cancel.unwrap_or(&never);
-        let _scope = self.open_scope(id, &mut params, timeout, cancel);
+        let _scope = self.open_scope(id, &mut params, timeout, cancel, context);
         *lock(&self.last_used) = Instant::now();
         if !self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})) {
             return Err(RpcFailure::Died(self.reason()));
@@ -220,13 +223,15 @@ impl Conn {
         params: &mut Value,
         timeout: Duration,
         cancel: &CancellationToken,
+        context: &CallContext,
     ) -> Option<ScopeGuard> {
         let serve = self.serve.as_ref()?;
         if let Value::Object(p) = params {
             let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
             p.insert("timeout_ms".to_owned(), json!(ms));
         }
-        lock(&self.scopes).insert(id, serve.open(timeout, cancel.clone()));
+        let scope = serve.open(timeout, cancel.clone(), context.clone());
+        lock(&self.scopes).insert(id, scope);
         Some(ScopeGuard {
             conn: self.clone(),
             id,

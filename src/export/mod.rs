@@ -98,6 +98,10 @@ pub struct ToolInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub output_schema: Option<Box<RawValue>>,
+    /// A workflow of the skill's backend (seed 002's `register_workflow`),
+    /// called like any tool; absent for a plain tool.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub workflow: bool,
 }
 
 impl ToolInfo {
@@ -117,6 +121,7 @@ impl ToolInfo {
             trust: skill.trust,
             requires_approval: requires_approval(skill, tool),
             output_schema: output_schema(skill, tool),
+            workflow: matches!(tool.action, crate::skill::Action::Workflow),
         }
     }
 }

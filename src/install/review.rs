@@ -162,7 +162,7 @@ pub fn rule_findings(report: &Report) -> Vec<Finding> {
     let excerpt = |f: &ScanFinding| {
         let line = lines
             .get(f.path.as_str())?
-            .get(usize::try_from(f.line).ok()?.checked_sub(1)?)?;
+            .get(usize::try_from(f.line?).ok()?.checked_sub(1)?)?;
         Some(line.trim().chars().take(EXCERPT_CHARS).collect())
     };
     report
@@ -171,7 +171,8 @@ pub fn rule_findings(report: &Report) -> Vec<Finding> {
         .map(|f| Finding {
             code: FindingCode::SecurityRule,
             path: f.path.clone(),
-            line: f.line,
+            // A finding of a whole file is shown at its first line.
+            line: f.line.unwrap_or(1),
             message: format!(
                 "{} ({} rule '{}' of skill '{}')",
                 f.message,

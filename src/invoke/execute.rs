@@ -50,7 +50,7 @@ impl Invoker {
             self.end(&live, RunStatus::Failed, envelope).await;
             return;
         }
-        if let Action::Backend = p.tool().action {
+        if let Action::Backend | Action::Workflow = p.tool().action {
             let Some(backend) = p.skill.backend.clone() else {
                 let why = "the skill's backend is not running; reload the skill to start it";
                 let envelope = Envelope::not_started(id, &p.skill.name, &p.tool().name, why);
@@ -99,6 +99,9 @@ impl Invoker {
         backend: &dyn Backend,
     ) -> (RunStatus, Envelope, Duration) {
         let mut effects = Vec::new();
+        // A call outside a session is a turn of its own: its hooks and
+        // the call spend one budget.
+        let context = CallContext::alone(self.settings.turn_limits);
         // An untrusted skill's backend starts here, for a call a person let
         // run, and only then says which hooks it has.
         let hooks = match backend
@@ -113,7 +116,7 @@ impl Invoker {
                 return (RunStatus::Failed, envelope, Duration::ZERO);
             }
         };
-        let stopped = match hooks::before(&mut p, backend, &hooks, &mut effects)
+        let stopped = match hooks::before(&mut p, backend, &hooks, &context, &mut effects)
             .instrument(tracing::trace_span!("invoke.hooks_before"))
             .await
         {
@@ -131,13 +134,13 @@ impl Invoker {
             }
             None => {
                 let (status, mut envelope, took) = self
-                    .call_backend(live, &p, backend)
+                    .call_backend(live, &p, backend, context.clone())
                     .instrument(tracing::trace_span!("invoke.backend_call"))
                     .await;
                 // A call that timed out or was cancelled has no result to
                 // look at, and its child may just have been killed.
                 if matches!(status, RunStatus::Succeeded | RunStatus::Failed) {
-                    hooks::after(&p, backend, &hooks, &mut envelope, &mut effects)
+                    hooks::after(&p, backend, &hooks, &context, &mut envelope, &mut effects)
                         .instrument(tracing::trace_span!("invoke.hooks_after"))
                         .await;
                 }
@@ -153,25 +156,28 @@ impl Invoker {
         (status, envelope, took)
     }
 
-    /// Runs a call through its skill's backend.
+    /// Runs a call through its skill's backend: a tool, or a workflow.
     async fn call_backend(
         &self,
         live: &Arc<LiveRun>,
         p: &Prepared,
         backend: &dyn Backend,
+        context: CallContext,
     ) -> (RunStatus, Envelope, Duration) {
         let started = std::time::Instant::now();
-        let result = backend
-            .execute(BackendCall {
-                tool: p.tool().name.clone(),
-                input: Value::Object(p.arguments.clone()),
-                run_id: live.id,
-                timeout: p.timeout,
-                cancel: live.cancel.clone(),
-                progress: Some(live.progress_sink()),
-                context: CallContext::default(),
-            })
-            .await;
+        let call = BackendCall {
+            tool: p.tool().name.clone(),
+            input: Value::Object(p.arguments.clone()),
+            run_id: live.id,
+            timeout: p.timeout,
+            cancel: live.cancel.clone(),
+            progress: Some(live.progress_sink()),
+            context,
+        };
+        let result = match p.tool().action {
+            Action::Workflow => backend.workflow(call).await,
+            _ => backend.execute(call).await,
+        };
         let took = started.elapsed();
         let envelope = Envelope::from_backend(live.id, p, &result, took);
         let status = if result.cancelled {

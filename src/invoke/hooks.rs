@@ -38,13 +38,13 @@ pub(super) enum Before {
     Failed(String),
 }
 
-fn hook_call(phase: Phase, p: &Prepared, payload: Value) -> HookCall {
+fn hook_call(phase: Phase, p: &Prepared, payload: Value, context: &CallContext) -> HookCall {
     HookCall {
         phase,
         tool: Some(p.tool().name.clone()),
         payload,
         timeout: HOOK_TIMEOUT,
-        context: CallContext::default(),
+        context: context.clone(),
     }
 }
 
@@ -63,13 +63,17 @@ pub(super) async fn before(
     p: &mut Prepared,
     backend: &dyn Backend,
     hooks: &[String],
+    context: &CallContext,
     effects: &mut Vec<HookEffect>,
 ) -> Before {
     if !hooks.iter().any(|h| h == BEFORE) {
         return Before::Go;
     }
     let payload = json!({"input": p.arguments});
-    let answer = match backend.hook(hook_call(Phase::BeforeToolCall, p, payload)).await {
+    let answer = match backend
+        .hook(hook_call(Phase::BeforeToolCall, p, payload, context))
+        .await
+    {
         Ok(answer) => answer,
         Err(why) => return failed(BEFORE, why, effects),
     };
@@ -127,6 +131,7 @@ pub(super) async fn after(
     p: &Prepared,
     backend: &dyn Backend,
     hooks: &[String],
+    context: &CallContext,
     envelope: &mut Envelope,
     effects: &mut Vec<HookEffect>,
 ) {
@@ -135,7 +140,7 @@ pub(super) async fn after(
     }
     let payload = json!({"input": p.arguments, "result": envelope});
     let outcome = backend
-        .hook(hook_call(Phase::AfterToolResult, p, payload))
+        .hook(hook_call(Phase::AfterToolResult, p, payload, context))
         .await
         .and_then(|answer| apply(answer, envelope));
     match outcome {

@@ -89,7 +89,7 @@ impl Invoker {
         let (argv, cwd) = self.command_line(&skill, tool, &arguments)?;
         // A backend's child got its environment when it started; a call
         // sets none.
-        let env = if matches!(tool.action, Action::Backend) {
+        let env = if matches!(tool.action, Action::Backend | Action::Workflow) {
             Vec::new()
         } else {
             let mut env = runner::child_env(&skill.name, &skill.dir, &mode, &self.settings.extra_env);
@@ -144,7 +144,7 @@ impl Invoker {
             }
             // The record names the child that runs it; the tool and its
             // input are the run's own fields.
-            Action::Backend => (
+            Action::Backend | Action::Workflow => (
                 skill
                     .backend
                     .as_ref()

@@ -8,6 +8,7 @@ use crate::runner::{self, Limits};
 use crate::sandbox::Sandbox;
 use crate::skill::Skill;
 use crate::skill::backend::Launch;
+use crate::skill::context::TurnLimits;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +74,9 @@ pub struct RunSettings {
     /// The program run as `starlark-host` for Starlark skills; `None` is
     /// this program.
     pub starlark_host: Option<PathBuf>,
+    /// What one turn may spend (`[limits]`): a call outside any session
+    /// is a turn of its own.
+    pub turn_limits: TurnLimits,
 }
 
 impl Default for RunSettings {
@@ -106,6 +110,7 @@ impl Default for RunSettings {
             wait_poll: Duration::from_secs(5),
             backend_idle: Duration::from_secs(600),
             starlark_host: None,
+            turn_limits: TurnLimits::default(),
         }
     }
 }
@@ -122,6 +127,7 @@ pub fn launcher(settings: &RunSettings, sandbox: Arc<Sandbox>) -> Option<Arc<dyn
         extra_env: settings.extra_env.clone(),
         idle: settings.backend_idle,
         starlark_host: starlark_host(settings),
+        turn_limits: settings.turn_limits,
     };
     Some(Arc::new(Launcher::new(sandbox, children, runtime)))
 }

@@ -63,12 +63,6 @@ fn in_order<'s>(skills: &'s [Arc<Skill>], wanted: impl Fn(&Skill) -> bool) -> Ve
 
 const NOT_RUN: &str = "an untrusted skill's code runs only for a call a person approved";
 
-/// The scanners its backend registered (`register_scanner`, a process's
-/// `scanners`). None until backends declare them to the model.
-fn scanners_of(_skill: &Skill) -> &[String] {
-    &[]
-}
-
 /// Runs every security-rule skill's scanners over `files`, adding their
 /// findings to `out` (up to [`MAX_FINDINGS`]).
 pub async fn scanners(
@@ -82,9 +76,9 @@ pub async fn scanners(
         .iter()
         .map(|f| json!({"path": f.path, "text": f.text}))
         .collect();
-    let typed = |s: &Skill| s.types.iter().any(|t| t == "security-rule") && !scanners_of(s).is_empty();
+    let typed = |s: &Skill| s.types.iter().any(|t| t == "security-rule") && !s.scanners.is_empty();
     for skill in in_order(skills, typed) {
-        for scanner in scanners_of(skill) {
+        for scanner in &skill.scanners {
             let run = scan_with(skill, scanner, &given, &paths, out).await;
             runs.push(run);
         }

@@ -25,9 +25,9 @@ pub struct ScanFinding {
     /// The file, '/'-separated, relative to the workspace (or, in an
     /// install review, to the uploaded skill).
     pub path: String,
-    /// 1-based.
+    /// 1-based; null for a finding of a whole file (a scanner's).
     #[schema(minimum = 1)]
-    pub line: u32,
+    pub line: Option<u32>,
     /// The scanner that reported it; absent for a declarative rule's
     /// finding and one a hook added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,7 +41,7 @@ impl ScanFinding {
     }
 
     /// The order findings are listed in: by file, line, then who.
-    fn key(&self) -> (&str, u32, &str, &str, &str) {
+    fn key(&self) -> (&str, Option<u32>, &str, &str, &str) {
         (&self.path, self.line, &self.skill, &self.rule, &self.message)
     }
 }
@@ -80,31 +80,35 @@ pub struct By<'a> {
 
 /// A finding as a backend gives it: `rule`, `severity`, `message`, `path`
 /// (one of the files scanned: a scanner reports on what it was given) and
-/// `line`, checked; other keys are ignored. It is `by`'s.
+/// `line` (absent or null: the whole file), checked; other keys are
+/// ignored. It is `by`'s.
 fn one(v: &Value, files: &BTreeSet<&str>, by: &By<'_>) -> Result<ScanFinding, String> {
     let Value::Object(f) = v else {
         return Err("not an object {rule, severity, message, path, line}".to_owned());
     };
-    let rule = text(f, "rule", MAX_RULE_CHARS)?;
-    let severity = text(f, "severity", 16)?;
+    let rule = text(f, "rule", 1, MAX_RULE_CHARS)?;
+    let severity = text(f, "severity", 1, 16)?;
     let severity = RuleSeverity::parse(&severity).ok_or_else(|| {
         let one_of = RuleSeverity::ALL.map(RuleSeverity::as_str).join(", ");
         format!("severity '{}' is not one of {one_of}", severity.escape_debug())
     })?;
-    let message = text(f, "message", MAX_MESSAGE_CHARS)?;
-    let path = text(f, "path", 4096)?;
+    let message = text(f, "message", 0, MAX_MESSAGE_CHARS)?;
+    let path = text(f, "path", 1, 4096)?;
     if !files.contains(path.as_str()) {
         return Err(format!(
             "path '{}' is not a file of the scan",
             path.escape_debug()
         ));
     }
-    let line = f
-        .get("line")
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| *n >= 1)
-        .ok_or("line must be a whole number from 1")?;
+    let line = match f.get("line") {
+        None | Some(Value::Null) => None,
+        Some(n) => Some(
+            n.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or("line must be a whole number from 1, or null for a whole file")?,
+        ),
+    };
     Ok(ScanFinding {
         skill: by.skill.to_owned(),
         rule,
@@ -116,11 +120,11 @@ fn one(v: &Value, files: &BTreeSet<&str>, by: &By<'_>) -> Result<ScanFinding, St
     })
 }
 
-/// String `key` of `f`: 1 to `max` characters.
-fn text(f: &Map<String, Value>, key: &str, max: usize) -> Result<String, String> {
+/// String `key` of `f`: `min` to `max` characters.
+fn text(f: &Map<String, Value>, key: &str, min: usize, max: usize) -> Result<String, String> {
     match f.get(key).and_then(Value::as_str) {
-        Some(s) if !s.is_empty() && s.chars().count() <= max => Ok(s.to_owned()),
-        Some(_) => Err(format!("{key} must be 1 to {max} characters")),
+        Some(s) if (min..=max).contains(&s.chars().count()) => Ok(s.to_owned()),
+        Some(_) => Err(format!("{key} must be {min} to {max} characters")),
         None => Err(format!("{key} must be a string")),
     }
 }
@@ -166,7 +170,7 @@ mod tests {
             severity: RuleSeverity::High,
             message: "m".to_owned(),
             path: "a.py".to_owned(),
-            line,
+            line: Some(line),
             scanner: None,
         }
     }
@@ -182,7 +186,9 @@ mod tests {
             json!({"rule": "r", "severity": "low", "message": "m", "path": "a.py", "line": 3, "extra": 1});
         let got = from_backend(std::slice::from_ref(&good), &files, &by).unwrap();
         assert_eq!(got[0].scanner.as_deref(), Some("sc"));
-        assert_eq!((got[0].line, got[0].severity), (3, RuleSeverity::Low));
+        assert_eq!((got[0].line, got[0].severity), (Some(3), RuleSeverity::Low));
+        let whole = json!({"rule": "r", "severity": "low", "message": "", "path": "a.py", "line": null});
+        assert_eq!(from_backend(&[whole], &files, &by).unwrap()[0].line, None);
         for (bad, said) in [
             (json!("x"), "not an object"),
             (
@@ -194,8 +200,8 @@ mod tests {
                 "is not one of",
             ),
             (
-                json!({"rule": "r", "severity": "low", "message": "", "path": "a.py", "line": 1}),
-                "message must be 1 to",
+                json!({"rule": "", "severity": "low", "message": "m", "path": "a.py", "line": 1}),
+                "rule must be 1 to",
             ),
             (
                 json!({"rule": "r", "severity": "low", "message": "m", "path": "/etc/passwd", "line": 1}),

@@ -51,7 +51,7 @@ fn matches(
             severity: rule.severity,
             message: rule.message.clone(),
             path: file.path.clone(),
-            line,
+            line: Some(line),
             scanner: None,
         });
     }

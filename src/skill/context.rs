@@ -52,7 +52,8 @@ impl Spend {
 }
 
 /// One turn's counters, shared by every skill the turn reaches. A call
-/// made outside a session is a turn of its own.
+/// made outside a session is a turn of its own. Its default has
+/// [`TurnLimits::default`]'s limits (not zero).
 #[derive(Debug, Default)]
 pub struct TurnBudget {
     limits: TurnLimits,
@@ -82,7 +83,9 @@ impl TurnBudget {
     pub fn spend(&self, spend: Spend) -> Result<(), String> {
         let (counter, limit) = self.counter(spend);
         counter
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then(|| n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then(|| n + 1)
+            })
             .map(|_| ())
             .map_err(|_| {
                 format!(
@@ -160,5 +163,11 @@ mod tests {
         assert!(budget.spend(Spend::LlmCall).is_err());
         assert!(budget.spend(Spend::NetFetch).is_ok());
         assert!(budget.spend(Spend::NetFetch).is_err());
+    }
+
+    #[test]
+    fn a_default_budget_has_the_default_limits() {
+        assert_eq!(TurnBudget::default().limits(), TurnLimits::default());
+        assert!(CallContext::default().budget.spend(Spend::ShellExec).is_ok());
     }
 }

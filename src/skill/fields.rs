@@ -148,6 +148,7 @@ impl Fields {
             upstream: None,
             hooks: Vec::new(),
             security_rules: self.security_rules,
+            scanners: Vec::new(),
             needs: Vec::new(),
             dependencies: Vec::new(),
             dir: origin.dir.to_path_buf(),

@@ -11,6 +11,7 @@ use super::hash;
 use super::manifest::{MANIFEST_KEYS, ManifestParts};
 use super::model::*;
 use super::parse::Parse;
+use super::phases::Phase;
 use super::upstream::Upstream;
 use crate::trust::Trust;
 use serde_json::{Map, Value};
@@ -340,26 +341,52 @@ impl Parse<'_, '_> {
                 skill.tools.push(tool);
             }
         }
+        self.adopt_workflows(skill, launched.workflows);
+        skill.scanners = launched.scanners;
         skill.upstream = launched.extras.clone();
         if let Some(offered) = &launched.offered {
             let fingerprint = std::sync::Arc::make_mut(&mut skill.fingerprint);
             skill.hash = fingerprint.fold_offer(&skill.hash, offered);
         }
         for hook in &launched.hooks {
-            if !HOOK_PHASES.contains(&hook.as_str()) {
+            if Phase::parse(hook).is_none() {
                 self.warn(
                     Code::UnknownField,
                     self.key_pos("implementation"),
-                    format!("the backend offers hook '{hook}', which skilld does not run"),
+                    format!(
+                        "the backend offers hook '{hook}', which skilld does not run; the phases are {}",
+                        Phase::names()
+                    ),
                 );
             }
         }
-        skill.hooks = launched
-            .hooks
-            .into_iter()
-            .filter(|h| HOOK_PHASES.contains(&h.as_str()))
-            .collect();
+        skill.hooks = Phase::known(&launched.hooks);
         skill.backend = Some(launched.backend);
+    }
+}
+
+impl Parse<'_, '_> {
+    /// A backend's workflows, served as tools of the skill: checked like
+    /// its tools; one named as a tool is a warning, and not served.
+    fn adopt_workflows(&mut self, skill: &mut Skill, workflows: Vec<DeclaredTool>) {
+        for declared in workflows {
+            if skill.tools.iter().any(|t| t.name == declared.name) {
+                self.warn(
+                    Code::DuplicateTool,
+                    self.key_pos("implementation"),
+                    format!(
+                        "the backend's workflow '{}' has the name of a tool of the skill; it is not served",
+                        declared.name
+                    ),
+                );
+                continue;
+            }
+            if let Some(schema) = self.check_declared(&declared) {
+                let mut tool = backend_tool(declared, schema, false);
+                tool.action = Action::Workflow;
+                skill.tools.push(tool);
+            }
+        }
     }
 }
 
@@ -396,6 +423,3 @@ impl<'a> Rules<'a> {
         (read_only, asks)
     }
 }
-
-/// The hook phases skilld runs (seed 002's two that touch a tool call).
-pub const HOOK_PHASES: [&str; 2] = ["before_tool_call", "after_tool_result"];

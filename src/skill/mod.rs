@@ -39,7 +39,6 @@ pub use definition::{LoadOptions, MAX_DEFINITION_BYTES};
 pub use diag::{Code, Diagnostic, Severity};
 pub use files::PathCache;
 pub use load::{Loaded, load_skill};
-pub use load_manifest::HOOK_PHASES;
 pub use model::*;
 pub use rules::{EntrypointDefaults, SkillRules};
 pub use scripts::Runtimes;

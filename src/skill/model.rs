@@ -104,6 +104,9 @@ pub enum Action {
     Entrypoint { path: PathBuf, runtime: Vec<String> },
     /// A tool of a manifest's backend (`Skill::backend`), called by name.
     Backend,
+    /// A workflow of a manifest's backend (seed 002's `register_workflow`),
+    /// served as a tool and called by name through `Backend::workflow`.
+    Workflow,
 }
 
 /// A JSON Schema a manifest tool declared, compiled once when it loaded.
@@ -252,6 +255,9 @@ pub struct Skill {
     /// A `security-rule` manifest's declarative rules (`security_rules`),
     /// compiled: a scan runs them with no backend.
     pub security_rules: Vec<super::security_rules::SecurityRule>,
+    /// The scanners its backend offers (`register_scanner`), run by
+    /// `Backend::scan`.
+    pub scanners: Vec<String>,
     /// Skills a manifest depends on: (name, optional). A missing required
     /// one excludes it; a missing optional one is a warning.
     pub dependencies: Vec<(String, bool)>,

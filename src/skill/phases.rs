@@ -71,6 +71,18 @@ impl Phase {
         matches!(self, Phase::BeforeToolCall | Phase::AfterToolResult)
     }
 
+    /// The phases among `names` that skilld knows, each once, by its own
+    /// name (a backend may list the seed's spellings).
+    pub fn known(names: &[String]) -> Vec<String> {
+        let mut known: Vec<String> = Vec::new();
+        for phase in names.iter().filter_map(|n| Self::parse(n)) {
+            if !known.iter().any(|k| k == phase.as_str()) {
+                known.push(phase.as_str().to_owned());
+            }
+        }
+        known
+    }
+
     /// The names of every phase, for messages.
     pub fn names() -> String {
         Self::ALL.map(Phase::as_str).join(", ")
@@ -95,5 +107,7 @@ mod tests {
         assert_eq!(Phase::parse("on_before_tool_call"), Some(Phase::BeforeToolCall));
         assert_eq!(Phase::parse("on_after_tool_result"), Some(Phase::AfterToolResult));
         assert_eq!(Phase::parse("OnActivate"), None);
+        let listed = ["on_before_tool_call", "before_tool_call", "on_activate", "nope"].map(String::from);
+        assert_eq!(Phase::known(&listed), ["before_tool_call", "on_activate"]);
     }
 }

@@ -15,6 +15,8 @@ use std::sync::Arc;
 pub(super) struct Declared {
     pub tools: Vec<DeclaredTool>,
     pub hooks: Vec<String>,
+    pub workflows: Vec<DeclaredTool>,
+    pub scanners: Vec<String>,
 }
 
 /// The server, asked to act on an evaluation's behalf.

@@ -1,14 +1,18 @@
 //! The server's side of the SDK: what the host asks for on an
 //! evaluation's behalf (`sdk/exec`, …), performed once the skill's
-//! permission is checked: run a program in the run sandbox, read and write
-//! files where a run may, read the allowlisted environment, and fetch a
-//! URL. They run on a blocking thread (never a runtime worker), so they
-//! may block on the server's runtime.
+//! permission is checked: run a program or git in the run sandbox, read
+//! and write files where a run may, read the allowlisted environment and
+//! set variables for the evaluation's children, fetch a URL, and reach
+//! back through the call's context ([`super::reach`]: the model, other
+//! tools). What a turn may spend is counted before acting. They run on a
+//! blocking thread (never a runtime worker), so they may block on the
+//! server's runtime.
 
-use super::Shared;
 use super::bounds::Bounds;
+use super::{Shared, git, reach};
 use crate::runner::{Spec, child_env};
 use crate::sandbox::Request;
+use crate::skill::context::{CallContext, Spend};
 use anyhow::{anyhow, bail};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
@@ -22,6 +26,10 @@ use std::time::Duration;
 const MAX_BYTES: usize = 1024 * 1024;
 /// The longest a fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most variables `set_env` may set in one evaluation, and the
+/// longest value.
+const MAX_SET_VARS: usize = 64;
+const MAX_SET_VALUE: usize = 32 * 1024;
 
 /// What one of the server's requests to the host lets the host's
 /// requests use: the skill, the request's bounds, and a directory of the
@@ -29,17 +37,32 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) struct Scope {
     pub shared: Arc<Shared>,
     pub bounds: Bounds,
+    /// Where the call was made: its turn's budget, its session's model and
+    /// tools.
+    pub context: CallContext,
     scratch: Scratch,
+    /// What `set_env` set, for this evaluation's children only.
+    set: Vec<(String, String)>,
 }
 
 impl Scope {
-    pub(super) fn new(shared: Arc<Shared>, bounds: Bounds) -> Self {
+    pub(super) fn new(shared: Arc<Shared>, bounds: Bounds, context: CallContext) -> Self {
         let scratch = Scratch::new(&shared);
         Self {
             shared,
             bounds,
+            context,
             scratch,
+            set: Vec::new(),
         }
+    }
+
+    /// Counts `spend` against the turn, or fails `function` saying why.
+    fn spend(&self, function: &str, spend: Spend) -> anyhow::Result<()> {
+        self.context
+            .budget
+            .spend(spend)
+            .map_err(|why| anyhow!("{function} is refused: {why}"))
     }
 
     /// Fails unless the skill declares `permission`.
@@ -56,38 +79,108 @@ impl Scope {
 
 /// Performs SDK function `method` (`sdk/exec`, …) with the host's
 /// `params`, once the skill's permission for it is checked.
-pub(super) fn perform(scope: &Scope, method: &str, params: &Value) -> anyhow::Result<Value> {
+pub(super) fn perform(scope: &mut Scope, method: &str, params: &Value) -> anyhow::Result<Value> {
     let function = method.strip_prefix("sdk/").unwrap_or(method);
-    let permission = match function {
-        "exec" => "shell:exec",
-        "read_file" => "file:read",
-        "write_file" => "file:write",
-        "env" => "env:read",
-        "fetch" => "net:fetch",
-        other => bail!("'{other}' is not an SDK function"),
-    };
-    scope.require(function, permission)?;
-    let text = |key: &str| {
-        params
-            .get(key)
-            .and_then(Value::as_str)
-            .ok_or_else(|| anyhow!("{function}: '{key}' must be a string"))
-    };
+    let args = Params { function, params };
     match function {
         "exec" => {
-            let args = match params.get("args") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(v) => serde_json::from_value::<Vec<String>>(v.clone())
-                    .map_err(|_| anyhow!("exec: args must be a list of strings"))?,
-            };
-            let timeout = params.get("timeout").and_then(Value::as_f64);
-            exec(scope, text("program")?, args, timeout)
+            scope.require(function, "shell:exec")?;
+            let (program, list) = (args.text("program")?, args.strings("args")?);
+            require_git_of(scope, program, &list)?;
+            exec(scope, program, list, args.timeout()?)
         }
-        "read_file" => read_file(scope, text("path")?).map(Value::String),
-        "write_file" => write_file(scope, text("path")?, text("text")?).map(|()| Value::Null),
-        "env" => Ok(env_var(scope, text("name")?).map_or(Value::Null, Value::String)),
-        _ => fetch(scope, text("url")?),
+        "git" => {
+            let list = args.strings("args")?;
+            git::check_subcommand(&list)?;
+            scope.require(function, git::permission(&list))?;
+            run_git(scope, list, args.optional_text("cwd")?)
+        }
+        "read_file" => {
+            scope.require(function, "file:read")?;
+            read_file(scope, args.text("path")?).map(Value::String)
+        }
+        "write_file" => {
+            scope.require(function, "file:write")?;
+            write_file(scope, args.text("path")?, args.text("text")?).map(|()| Value::Null)
+        }
+        "env" => {
+            scope.require(function, "env:read")?;
+            Ok(env_var(scope, args.text("name")?).map_or(Value::Null, Value::String))
+        }
+        "set_env" => {
+            scope.require(function, "env:write")?;
+            set_env(scope, args.text("name")?, args.text("value")?).map(|()| Value::Null)
+        }
+        "fetch" => {
+            scope.require(function, "net:fetch")?;
+            fetch(scope, args.text("url")?)
+        }
+        "llm" => {
+            scope.require(function, "llm:call")?;
+            let max_tokens = args.params.get("max_tokens").and_then(Value::as_u64);
+            let system = args.optional_text("system")?;
+            reach::llm(scope, args.text("prompt")?, system, max_tokens)
+        }
+        "invoke_tool" => {
+            scope.require(function, "skill:invoke")?;
+            let input = args.params.get("args").cloned().unwrap_or_else(|| json!({}));
+            reach::invoke_tool(scope, args.text("name")?, input)
+        }
+        other => bail!("'{other}' is not an SDK function"),
     }
+}
+
+/// The host's parameters of one SDK request.
+struct Params<'a> {
+    function: &'a str,
+    params: &'a Value,
+}
+
+impl<'a> Params<'a> {
+    fn text(&self, key: &str) -> anyhow::Result<&'a str> {
+        self.params
+            .get(key)
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow!("{}: '{key}' must be a string", self.function))
+    }
+
+    fn optional_text(&self, key: &str) -> anyhow::Result<Option<&'a str>> {
+        match self.params.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => self.text(key).map(Some),
+        }
+    }
+
+    fn strings(&self, key: &str) -> anyhow::Result<Vec<String>> {
+        match self.params.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(v) => serde_json::from_value::<Vec<String>>(v.clone())
+                .map_err(|_| anyhow!("{}: {key} must be a list of strings", self.function)),
+        }
+    }
+
+    fn timeout(&self) -> anyhow::Result<Option<f64>> {
+        match self.params.get("timeout") {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| anyhow!("{}: timeout must be a number of seconds", self.function)),
+        }
+    }
+}
+
+/// `exec` of git (by any name or link) needs what `git` would: a skill
+/// with `shell:exec` alone runs no git.
+fn require_git_of(scope: &Scope, program: &str, args: &[String]) -> anyhow::Result<()> {
+    let path = env_var(scope, "PATH").unwrap_or_default();
+    let program = resolve_program(&scope.shared.dir, program)?;
+    let Some(sub) = git::as_git(&program, &path) else {
+        return Ok(());
+    };
+    let mut with_sub: Vec<String> = sub.into_iter().collect();
+    with_sub.extend_from_slice(args);
+    scope.require("exec of git", git::permission(&with_sub))
 }
 
 /// An evaluation's own directory under the scratch root (the `TMPDIR` and
@@ -147,7 +240,63 @@ fn environment(scope: &Scope) -> Vec<(String, String)> {
         ("HOME".to_owned(), scratch.clone()),
         ("TMPDIR".to_owned(), scratch),
     ]);
+    for (name, value) in &scope.set {
+        env.retain(|(n, _)| n != name);
+        env.push((name.clone(), value.clone()));
+    }
     env
+}
+
+/// Sets `name` for the evaluation's later children (never the server's
+/// own environment), unless it would change how a child is found, loaded
+/// or confined, or what git does.
+fn set_env(scope: &mut Scope, name: &str, value: &str) -> anyhow::Result<()> {
+    let well_formed = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !well_formed {
+        bail!("set_env: '{name}' is not a variable name (letters, digits and _, not first a digit)");
+    }
+    if refused_variable(name) {
+        bail!(
+            "set_env: '{name}' may not be set: it would change how a child is found, loaded or confined \
+             (PATH, HOME, TMPDIR, LD_*, GCONV_PATH, GIT_*, SKILL_*, …)"
+        );
+    }
+    if value.len() > MAX_SET_VALUE || value.contains('\0') {
+        bail!("set_env: the value of '{name}' is longer than {MAX_SET_VALUE} bytes or holds a NUL");
+    }
+    scope.set.retain(|(n, _)| n != name);
+    if scope.set.len() >= MAX_SET_VARS {
+        bail!("set_env: an evaluation may set at most {MAX_SET_VARS} variables");
+    }
+    scope.set.push((name.to_owned(), value.to_owned()));
+    Ok(())
+}
+
+/// Variables a skill may not set for its children: what finds and loads
+/// programs and libraries, what skilld itself sets, and git's own (which
+/// could make a reading subcommand write, or run a program).
+fn refused_variable(name: &str) -> bool {
+    const EXACT: [&str; 12] = [
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "GCONV_PATH",
+        "LOCPATH",
+        "NLSPATH",
+        "HOSTALIASES",
+        "RESOLV_HOST_CONF",
+        "MALLOC_CHECK_",
+        "BASH_ENV",
+        "ENV",
+        "SHELLOPTS",
+    ];
+    const PREFIXES: [&str; 5] = ["LD_", "GIT_", "SKILL", "GIBBERISH_", "GLIBC_"];
+    let upper = name.to_ascii_uppercase();
+    EXACT.contains(&upper.as_str()) || PREFIXES.iter().any(|p| upper.starts_with(p))
 }
 
 fn env_var(scope: &Scope, name: &str) -> Option<String> {
@@ -171,19 +320,77 @@ fn exec(scope: &Scope, program: &str, args: Vec<String>, timeout: Option<f64>) -
         bail!("exec: no time is left for '{program}'");
     }
     let program = resolve_program(&scope.shared.dir, program)?;
+    let how = Run {
+        function: "exec",
+        cwd: scope.shared.settings.workspace.clone(),
+        workspace_write: scope.shared.allows("file:write"),
+        timeout: limit,
+    };
+    run(scope, program, args, how)
+}
+
+/// How [`run`] runs a program.
+struct Run {
+    function: &'static str,
+    cwd: PathBuf,
+    workspace_write: bool,
+    timeout: Duration,
+}
+
+/// Runs `program` with `args` through the runner, in the run sandbox,
+/// once the turn's budget allows: `{"exit_code", "output", "success"}`.
+fn run(scope: &Scope, program: String, args: Vec<String>, how: Run) -> anyhow::Result<Value> {
+    let function = how.function;
     let scratch = scope.scratch.make(&scope.shared)?;
-    let spec = spec(scope, scratch, program, args, limit)
-        .map_err(|e| anyhow!("exec: cannot prepare its sandbox: {e}"))?;
+    let spec = spec(scope, scratch, program, args, &how)
+        .map_err(|e| anyhow!("{function}: cannot prepare its sandbox: {e}"))?;
+    scope.spend(function, Spend::ShellExec)?;
     let cancel = scope.bounds.cancel.child_token();
     let outcome = scope
         .shared
         .runtime
         .block_on(crate::runner::run(spec, cancel, None, |_| {}));
     if let Some(why) = outcome.spawn_error {
-        bail!("exec: {why}");
+        bail!("{function}: {why}");
     }
     let success = outcome.exit_code == Some(0) && !outcome.timed_out && !outcome.cancelled;
     Ok(json!({"exit_code": outcome.exit_code, "output": outcome.output, "success": success}))
+}
+
+/// Runs git with `args` (its subcommand first, checked) in `cwd`, a
+/// directory of the workspace (the workspace itself by default): what it
+/// may write is the workspace, with `git:write`.
+fn run_git(scope: &Scope, args: Vec<String>, cwd: Option<&str>) -> anyhow::Result<Value> {
+    let workspace = &scope.shared.settings.workspace;
+    let cwd = match cwd {
+        None => workspace.clone(),
+        Some(rel) => {
+            let downward = !rel.is_empty()
+                && Path::new(rel)
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_)));
+            if !downward {
+                bail!(
+                    "git: cwd '{rel}' must be a directory inside the workspace, relative to it, without '..'"
+                );
+            }
+            workspace.join(rel)
+        }
+    };
+    let limit = scope.bounds.left();
+    if limit.is_zero() {
+        bail!("git: no time is left");
+    }
+    let writes = git::permission(&args) == "git:write";
+    let mut argv = git::forced_options();
+    argv.extend(args);
+    let how = Run {
+        function: "git",
+        cwd,
+        workspace_write: scope.shared.allows("file:write") || writes,
+        timeout: limit,
+    };
+    run(scope, "git".to_owned(), argv, how)
 }
 
 /// A bare name is looked up on the child's `PATH`; a relative path with a
@@ -208,7 +415,7 @@ fn spec(
     scratch: &Path,
     program: String,
     args: Vec<String>,
-    timeout: Duration,
+    how: &Run,
 ) -> std::io::Result<Spec> {
     let shared = &scope.shared;
     let request = Request {
@@ -216,7 +423,7 @@ fn spec(
         skill_dir: &shared.dir,
         deps: None,
         workspace: Some(&shared.settings.workspace),
-        workspace_write: shared.allows("file:write"),
+        workspace_write: how.workspace_write,
         scratch,
         network: shared.network,
         programs: Some(PathBuf::from(&program))
@@ -232,9 +439,9 @@ fn spec(
     Ok(Spec {
         program,
         args,
-        cwd: shared.settings.workspace.clone(),
+        cwd: how.cwd.clone(),
         env: environment(scope),
-        timeout,
+        timeout: how.timeout,
         grace: shared.settings.grace,
         limits,
         isolate_network: !shared.network,
@@ -344,6 +551,7 @@ fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
         bail!("fetch: '{url}' is not an http or https URL");
     }
+    scope.spend("fetch", Spend::NetFetch)?;
     let limit = scope.bounds.left().min(FETCH_TIMEOUT);
     let cancel = scope.bounds.cancel.clone();
     let late = format!("no answer within {}s", limit.as_secs_f64().ceil());

@@ -109,7 +109,9 @@ enum Flow {
 enum Job {
     Load,
     Tool { name: String, input: Value },
+    Workflow { name: String, input: Value },
     Hook { phase: String, payload: Value },
+    Scan { scanner: String, files: Value },
 }
 
 type Answer = Result<Value, String>;
@@ -189,9 +191,17 @@ impl Host {
                 name: text(&params, "name"),
                 input: params.get("input").cloned().unwrap_or_else(|| json!({})),
             },
+            "workflow/execute" => Job::Workflow {
+                name: text(&params, "name"),
+                input: params.get("input").cloned().unwrap_or_else(|| json!({})),
+            },
             "hook/handle" => Job::Hook {
-                phase: text(&params, "phase"),
+                phase: phase(&params),
                 payload: hook_payload(&params),
+            },
+            "scanner/run" => Job::Scan {
+                scanner: text(&params, "scanner"),
+                files: params.get("files").cloned().unwrap_or_else(|| json!([])),
             },
             "$/cancelRequest" => {
                 let key = params.get("id").map(Value::to_string).unwrap_or_default();
@@ -281,19 +291,21 @@ impl Host {
                     other => other,
                 })?;
                 *lock(&self.module) = Some(module);
-                let tools: Vec<Value> = declared
-                    .tools
-                    .iter()
-                    .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-                    .collect();
-                Ok(json!({"tools": tools, "hooks": declared.hooks}))
+                Ok(json!({
+                    "tools": described(&declared.tools),
+                    "hooks": declared.hooks,
+                    "workflows": described(&declared.workflows),
+                    "scanners": declared.scanners,
+                }))
             }
             Job::Tool { name, input } => {
-                let out = self.call(
-                    &sdk::tool_key(&name),
-                    &input,
-                    Ctx::new(bounds.clone(), id.clone(), false, remote),
-                )?;
+                let ctx = Ctx::new(bounds.clone(), id.clone(), false, remote);
+                let out = self.call(&sdk::tool_key(&name), &input, ctx)?;
+                Ok(json!({"output": out, "success": true}))
+            }
+            Job::Workflow { name, input } => {
+                let ctx = Ctx::new(bounds.clone(), id.clone(), false, remote);
+                let out = self.call(&sdk::workflow_key(&name), &input, ctx)?;
                 Ok(json!({"output": out, "success": true}))
             }
             Job::Hook { phase, payload } => self.call(
@@ -301,6 +313,11 @@ impl Host {
                 &payload,
                 Ctx::new(bounds.clone(), id.clone(), false, remote),
             ),
+            Job::Scan { scanner, files } => {
+                let ctx = Ctx::new(bounds.clone(), id.clone(), false, remote);
+                let findings = self.call(&sdk::scanner_key(&scanner), &files, ctx)?;
+                Ok(json!({"findings": findings}))
+            }
         }
     }
 
@@ -387,6 +404,21 @@ fn coded(failure: Failure) -> (i64, String) {
         Failure::TimedOut => (SCRIPT_TIMED_OUT, "timed out".to_owned()),
         Failure::Cancelled => (SCRIPT_CANCELLED, "cancelled".to_owned()),
     }
+}
+
+/// Tools or workflows as `initialize` answers them.
+fn described(tools: &[crate::skill::backend::DeclaredTool]) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+        .collect()
+}
+
+/// The phase a request names, by its own name (the seed's spellings of
+/// the tool phases too), as the script's hooks are kept.
+fn phase(params: &Value) -> String {
+    let named = text(params, "phase");
+    crate::skill::phases::Phase::parse(&named).map_or(named, |p| p.as_str().to_owned())
 }
 
 fn text(params: &Value, key: &str) -> String {

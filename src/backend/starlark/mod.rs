@@ -8,7 +8,9 @@
 mod bounds;
 mod ctx;
 mod effects;
+mod git;
 mod host;
+mod reach;
 mod sdk;
 
 pub use host::run as run_host;
@@ -19,6 +21,7 @@ use super::rpc::{Scope, Serve};
 use crate::sandbox::Sandbox;
 use crate::skill::Trust;
 use crate::skill::backend::{BoxFuture, LaunchRequest};
+use crate::skill::context::CallContext;
 use bounds::Bounds;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -79,8 +82,8 @@ pub(super) fn backend(
 struct Effects(Arc<Shared>);
 
 impl Serve for Effects {
-    fn open(&self, timeout: Duration, cancel: CancellationToken) -> Arc<dyn Scope> {
-        let scope = effects::Scope::new(self.0.clone(), Bounds::new(timeout, cancel));
+    fn open(&self, timeout: Duration, cancel: CancellationToken, context: CallContext) -> Arc<dyn Scope> {
+        let scope = effects::Scope::new(self.0.clone(), Bounds::new(timeout, cancel), context);
         Arc::new(EffectScope(Mutex::new(scope)))
     }
 }
@@ -94,8 +97,8 @@ impl Scope for EffectScope {
         Box::pin(async move {
             let name = method.clone();
             tokio::task::spawn_blocking(move || {
-                let scope = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-                effects::perform(&scope, &method, &params).map_err(|e| format!("{e:#}"))
+                let mut scope = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+                effects::perform(&mut scope, &method, &params).map_err(|e| format!("{e:#}"))
             })
             .await
             .unwrap_or_else(|e| Err(format!("{name} stopped: {e}")))

@@ -4,6 +4,7 @@
 
 use super::ctx::ctx;
 use crate::skill::backend::DeclaredTool;
+use crate::skill::phases::Phase;
 use anyhow::{anyhow, bail};
 use serde_json::json;
 use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension};
@@ -15,15 +16,38 @@ use starlark::values::list_or_tuple::UnpackListOrTuple;
 use starlark::values::none::{NoneOr, NoneType};
 use starlark::values::{Heap, Value};
 
-/// The hook phases a script may register (those skilld runs).
-const PHASES: [&str; 2] = ["before_tool_call", "after_tool_result"];
-
 pub(super) fn tool_key(name: &str) -> String {
     format!("tool:{name}")
 }
 
 pub(super) fn hook_key(phase: &str) -> String {
     format!("hook:{phase}")
+}
+
+pub(super) fn workflow_key(name: &str) -> String {
+    format!("workflow:{name}")
+}
+
+pub(super) fn scanner_key(name: &str) -> String {
+    format!("scanner:{name}")
+}
+
+/// `parameters` as a JSON Schema of an object's: a dict, or an open
+/// object when `None`.
+fn schema_of(function: &str, name: &str, parameters: Option<Value<'_>>) -> anyhow::Result<serde_json::Value> {
+    let Some(parameters) = parameters.filter(|p| !p.is_none()) else {
+        return Ok(json!({"type": "object"}));
+    };
+    let schema = parameters
+        .to_json_value()
+        .ok()
+        .filter(serde_json::Value::is_object);
+    schema.ok_or_else(|| {
+        anyhow!(
+            "{function}: parameters of '{name}' must be a dict (a JSON Schema), not a {}",
+            parameters.get_type()
+        )
+    })
 }
 
 /// Keeps `handler` under `key` in the module's registry, so that it is
@@ -76,16 +100,7 @@ fn sdk(builder: &mut GlobalsBuilder) {
         if name.is_empty() {
             bail!("register_tool: name must not be empty");
         }
-        let schema = parameters
-            .to_json_value()
-            .ok()
-            .filter(serde_json::Value::is_object);
-        let Some(input_schema) = schema else {
-            bail!(
-                "register_tool: parameters of '{name}' must be a dict (a JSON Schema), not a {}",
-                parameters.get_type()
-            );
-        };
+        let input_schema = schema_of("register_tool", name, Some(parameters))?;
         check_handler("register_tool", handler)?;
         if declared.borrow().tools.iter().any(|t| t.name == name) {
             bail!("register_tool: tool '{name}' is already registered");
@@ -109,18 +124,70 @@ fn sdk(builder: &mut GlobalsBuilder) {
     ) -> anyhow::Result<NoneType> {
         let ctx = ctx()?;
         let declared = ctx.registering("register_hook")?;
-        if !PHASES.contains(&phase) {
+        let Some(phase) = Phase::parse(phase) else {
             bail!(
                 "register_hook: unknown phase '{phase}'; the phases are {}",
-                PHASES.join(" and ")
+                Phase::names()
             );
-        }
+        };
+        let phase = phase.as_str();
         check_handler("register_hook", handler)?;
         if declared.borrow().hooks.iter().any(|h| h == phase) {
             bail!("register_hook: a {phase} hook is already registered");
         }
         keep(eval, &hook_key(phase), handler)?;
         declared.borrow_mut().hooks.push(phase.to_owned());
+        Ok(NoneType)
+    }
+
+    /// Declares a workflow: called by name like a tool, `handler(input)`
+    /// gets its validated input and may use the whole SDK.
+    fn register_workflow<'v>(
+        name: &str,
+        handler: Value<'v>,
+        #[starlark(default = "")] description: &str,
+        #[starlark(default = NoneOr::None)] parameters: NoneOr<Value<'v>>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> anyhow::Result<NoneType> {
+        let ctx = ctx()?;
+        let declared = ctx.registering("register_workflow")?;
+        if name.is_empty() {
+            bail!("register_workflow: name must not be empty");
+        }
+        let input_schema = schema_of("register_workflow", name, parameters.into_option())?;
+        check_handler("register_workflow", handler)?;
+        if declared.borrow().workflows.iter().any(|t| t.name == name) {
+            bail!("register_workflow: workflow '{name}' is already registered");
+        }
+        keep(eval, &workflow_key(name), handler)?;
+        declared.borrow_mut().workflows.push(DeclaredTool {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            input_schema,
+            output_schema: None,
+            hints: Default::default(),
+        });
+        Ok(NoneType)
+    }
+
+    /// Declares a scanner: `handler(files)` gets a list of `{"path",
+    /// "text"}` and returns a list of findings.
+    fn register_scanner<'v>(
+        name: &str,
+        handler: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> anyhow::Result<NoneType> {
+        let ctx = ctx()?;
+        let declared = ctx.registering("register_scanner")?;
+        if name.is_empty() {
+            bail!("register_scanner: name must not be empty");
+        }
+        check_handler("register_scanner", handler)?;
+        if declared.borrow().scanners.iter().any(|s| s == name) {
+            bail!("register_scanner: scanner '{name}' is already registered");
+        }
+        keep(eval, &scanner_key(name), handler)?;
+        declared.borrow_mut().scanners.push(name.to_owned());
         Ok(NoneType)
     }
 
@@ -137,6 +204,56 @@ fn sdk(builder: &mut GlobalsBuilder) {
             "exec",
             json!({"program": program, "args": args.items, "timeout": timeout}),
         )?;
+        Ok(heap.alloc(answer))
+    }
+
+    /// Runs git (never a shell) in the run sandbox, in `cwd` (a directory
+    /// of the workspace): `{"exit_code", "output", "success"}`. Reading
+    /// subcommands need `git:read`, the rest `git:write`.
+    fn git<'v>(
+        #[starlark(require = pos)] args: UnpackListOrTuple<String>,
+        #[starlark(default = NoneOr::None)] cwd: NoneOr<&str>,
+        heap: Heap<'v>,
+    ) -> anyhow::Result<Value<'v>> {
+        let answer = effect("git", json!({"args": args.items, "cwd": cwd.into_option()}))?;
+        Ok(heap.alloc(answer))
+    }
+
+    /// Sets a variable for this evaluation's later `exec` and `git`
+    /// children (`env:write`).
+    fn set_env(name: &str, value: &str) -> anyhow::Result<NoneType> {
+        effect("set_env", json!({"name": name, "value": value}))?;
+        Ok(NoneType)
+    }
+
+    /// Asks the model through the session's client (`llm:call`): the
+    /// answer's text.
+    fn llm(
+        prompt: &str,
+        #[starlark(default = NoneOr::None)] system: NoneOr<&str>,
+        #[starlark(default = NoneOr::None)] max_tokens: NoneOr<i32>,
+    ) -> anyhow::Result<String> {
+        let max_tokens = match max_tokens.into_option() {
+            Some(n) if n < 1 => bail!("llm: max_tokens must be at least 1"),
+            other => other,
+        };
+        let params = json!({"prompt": prompt, "system": system.into_option(), "max_tokens": max_tokens});
+        match effect("llm", params)? {
+            serde_json::Value::String(text) => Ok(text),
+            other => bail!("llm: the server answered {other}"),
+        }
+    }
+
+    /// Calls another tool through skilld's pipeline (`skill:invoke`),
+    /// decided and recorded like any call: its envelope.
+    fn invoke_tool<'v>(name: &str, args: Value<'v>, heap: Heap<'v>) -> anyhow::Result<Value<'v>> {
+        super::bounds::check_json(args).map_err(|why| anyhow!("invoke_tool: args {why}"))?;
+        let args = args
+            .to_json_value()
+            .ok()
+            .filter(serde_json::Value::is_object)
+            .ok_or_else(|| anyhow!("invoke_tool: args must be a dict, not a {}", args.get_type()))?;
+        let answer = effect("invoke_tool", json!({"name": name, "args": args}))?;
         Ok(heap.alloc(answer))
     }
 
