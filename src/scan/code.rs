@@ -25,7 +25,7 @@ pub const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a scanner or hook did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Effect {
+pub enum ScanEffect {
     /// A scanner ran; its findings joined the scan's.
     Ran,
     /// A hook left the findings as they were.
@@ -46,7 +46,7 @@ pub struct CodeRun {
     /// The scanner; absent for a hook.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scanner: Option<String>,
-    pub effect: Effect,
+    pub effect: ScanEffect,
     /// Why it failed or did not run; for a hook that replaced the
     /// findings, how many it added and removed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -95,11 +95,11 @@ async fn scan_with(
     let mut run = CodeRun {
         skill: skill.name.clone(),
         scanner: Some(scanner.to_owned()),
-        effect: Effect::Failed,
+        effect: ScanEffect::Failed,
         detail: None,
     };
     let Some(backend) = skill.backend.as_ref().filter(|_| skill.trust != Trust::Untrusted) else {
-        run.effect = Effect::NotRun;
+        run.effect = ScanEffect::NotRun;
         run.detail = Some(NOT_RUN.to_owned());
         return run;
     };
@@ -121,7 +121,7 @@ async fn scan_with(
         Ok(found) => {
             let room = MAX_FINDINGS.saturating_sub(out.len());
             out.extend(found.into_iter().take(room));
-            run.effect = Effect::Ran;
+            run.effect = ScanEffect::Ran;
         }
         Err(why) => run.detail = Some(why),
     }
@@ -144,18 +144,18 @@ pub async fn hooks(
         let mut run = CodeRun {
             skill: skill.name.clone(),
             scanner: None,
-            effect: Effect::Failed,
+            effect: ScanEffect::Failed,
             detail: None,
         };
         match hook(skill, path, &paths, findings).await {
             Ok(Some(replaced)) => {
                 run.detail = Some(changes(findings, &replaced));
-                run.effect = Effect::Replaced;
+                run.effect = ScanEffect::Replaced;
                 *findings = replaced;
             }
-            Ok(None) => run.effect = Effect::Kept,
+            Ok(None) => run.effect = ScanEffect::Kept,
             Err(None) => {
-                run.effect = Effect::NotRun;
+                run.effect = ScanEffect::NotRun;
                 run.detail = Some(NOT_RUN.to_owned());
             }
             Err(Some(why)) => run.detail = Some(why),

@@ -11,7 +11,7 @@ pub mod findings;
 pub mod rules;
 pub mod tree;
 
-pub use code::{CodeRun, Effect};
+pub use code::{CodeRun, ScanEffect};
 pub use findings::ScanFinding;
 pub use tree::{Bounds, Refusal, SkipReason, Skipped, Tree};
 

@@ -219,17 +219,19 @@ async fn paths_that_leave_the_workspace_or_pass_a_link_are_refused() {
     assert_eq!(skipped, [("etc", "link"), ("src/passwd", "link")]);
 }
 
+/// A protected place (the server's data directory is always one; the test
+/// server keeps its own elsewhere, so a configured one stands in).
 #[tokio::test]
-async fn the_data_directory_inside_the_workspace_is_never_read() {
+async fn a_protected_place_inside_the_workspace_is_never_read() {
     let (skills, ws) = (tempdir().unwrap(), workspace_with_secrets());
     manifest_skill(skills.path(), "secrets", SECRETS);
     let data = ws.path().join("data");
     write_file(&data.join("leak.py"), "AKIAABCDEFGHIJKLMNOP\n");
-    let settings = RunSettings {
+    let mut settings = RunSettings {
         workspace: ws.path().to_path_buf(),
-        data_dir: data.clone(),
         ..host_settings()
     };
+    settings.sandbox.protected.push(data.clone());
     let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
         .settings(settings)
         .start()
@@ -282,8 +284,10 @@ async fn a_catastrophic_looking_pattern_stays_linear_and_an_oversized_one_is_ref
     );
 }
 
-/// A process skill whose `on_security_scan_complete` hook drops `todo`
-/// findings and adds one of its own to the first file.
+/// A process skill with two scanners, `lines` (a finding at the first
+/// line of the first file) and `liar` (one of a file it was not given),
+/// and an `on_security_scan_complete` hook that drops `todo` findings and
+/// adds one of its own to the first file.
 const TRIAGE: &str = r#"
 import json, sys
 
@@ -295,7 +299,10 @@ for line in sys.stdin:
     req = json.loads(line)
     method, params = req["method"], req.get("params") or {}
     if method == "initialize":
-        result = {"tools": [], "hooks": ["on_security_scan_complete"]}
+        result = {"tools": [], "hooks": ["on_security_scan_complete"], "scanners": ["lines", "liar"]}
+    elif method == "scanner/run":
+        path = "/etc/passwd" if params["scanner"] == "liar" else params["files"][0]["path"]
+        result = {"findings": [{"rule": "first", "severity": "medium", "message": "m", "path": path, "line": 1}]}
     elif method == "hook/handle":
         payload = params["payload"]
         kept = [f for f in payload["findings"] if f["rule"] != "todo"]
@@ -324,11 +331,27 @@ async fn an_on_security_scan_complete_hook_filters_and_adds_findings() {
     assert_eq!(
         found(&result),
         [
-            finding("secrets", "aws-key", "high", "config/prod.env", 2),
+            finding("triage", "first", "medium", "config/prod.env", 1),
             finding("triage", "triaged", "low", "config/prod.env", 1),
+            finding("secrets", "aws-key", "high", "config/prod.env", 2),
             finding("secrets", "aws-key", "high", "src/app.py", 3),
         ],
         "the hook's own finding is its skill's, whatever it claims"
+    );
+    assert_eq!(result["findings"][0]["scanner"], "lines");
+    let scanners = result["scanners"].as_array().unwrap();
+    assert_eq!(
+        scanners[0],
+        json!({"skill": "triage", "scanner": "lines", "effect": "ran"})
+    );
+    assert_eq!(
+        (scanners[1]["scanner"].as_str(), scanners[1]["effect"].as_str()),
+        (Some("liar"), Some("failed"))
+    );
+    let why = scanners[1]["detail"].as_str().unwrap();
+    assert!(
+        why.contains("path '/etc/passwd' is not a file of the scan"),
+        "{why}"
     );
     assert_eq!(
         result["hooks"],
