@@ -55,7 +55,7 @@ pub struct CodeRun {
 
 /// Skills in the order their code runs: by trust (bundled, user,
 /// untrusted), then name.
-fn in_order<'s>(skills: &'s [Arc<Skill>], wanted: impl Fn(&Skill) -> bool) -> Vec<&'s Arc<Skill>> {
+fn in_order(skills: &[Arc<Skill>], wanted: impl Fn(&Skill) -> bool) -> Vec<&Arc<Skill>> {
     let mut chosen: Vec<&Arc<Skill>> = skills.iter().filter(|s| wanted(s)).collect();
     chosen.sort_by(|a, b| (a.trust, &a.name).cmp(&(b.trust, &b.name)));
     chosen
