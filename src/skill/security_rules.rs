@@ -145,10 +145,11 @@ impl Parse<'_, '_> {
             }
             rules.push(rule);
         }
-        let typed = m
-            .get("types")
-            .and_then(Value::as_array)
-            .is_some_and(|t| t.iter().any(|t| t == "security-rule"));
+        let typed = match m.get("types") {
+            Some(Value::Array(types)) => types.iter().any(|t| t == "security-rule"),
+            Some(Value::String(t)) => t == "security-rule",
+            _ => false,
+        };
         if !typed && !rules.is_empty() {
             let pos = self.key_pos("security_rules");
             self.warn(
