@@ -19,7 +19,7 @@ def hook_of(phase):
     def handle(payload):
         if phase == "before_tool_call" and payload.get("input", {}).get("stop"):
             return {"cancel": "stopped by " + phase}
-        if phase == "on_activate":
+        if phase == "on_activate" or ("tool" in phase and not payload.get("probe")):
             return {}
         return {"payload": {"phase": phase, "got": payload}}
     return handle
@@ -27,8 +27,11 @@ def hook_of(phase):
 PHASES = ["on_activate", "on_deactivate", "on_conversation_start", "on_before_prompt_build",
           "on_before_tool_call", "on_after_tool_result", "on_after_response",
           "on_before_wiki_section", "on_security_scan_complete"]
-for p in PHASES:
-    register_hook(p, hook_of(p[3:] if "tool" in p else p))
+def register_hooks():
+    for p in PHASES:
+        register_hook(p, hook_of(p[3:] if "tool" in p else p))
+
+register_hooks()
 
 def tally(args):
     return {"words": len(args["text"].split()), "via": "workflow"}
@@ -80,7 +83,7 @@ def handle(method, params):
         phase = params["phase"]
         if phase == "before_tool_call" and params["payload"].get("input", {}).get("stop"):
             return {"cancel": "stopped by " + phase}
-        if phase == "on_activate":
+        if phase == "on_activate" or ("tool" in phase and not params["payload"].get("probe")):
             return {}
         return {"payload": {"phase": phase, "got": params["payload"], "tool": params.get("tool", "none")}}
     if method == "scanner/run":
@@ -153,9 +156,13 @@ fn payload_of(phase: Phase) -> Value {
         Phase::OnActivate | Phase::OnDeactivate => json!({"session": "s1", "skill": "x"}),
         Phase::OnConversationStart => json!({"session": "s1", "context": {}}),
         Phase::OnBeforePromptBuild => json!({"session": "s1", "turn": 1, "message": "hi", "fragments": []}),
-        Phase::BeforeToolCall => json!({"input": {"a": 1}, "tool": "plain", "skill": "x", "session": null}),
+        // `probe`: the hooks of tool phases change only these, not the
+        // calls a test makes through the pipeline.
+        Phase::BeforeToolCall => {
+            json!({"input": {"a": 1}, "tool": "plain", "skill": "x", "session": null, "probe": true})
+        }
         Phase::AfterToolResult => {
-            json!({"input": {}, "result": {"output": "o"}, "tool": "plain", "skill": "x"})
+            json!({"input": {}, "result": {"output": "o"}, "tool": "plain", "skill": "x", "probe": true})
         }
         Phase::OnAfterResponse => json!({"text": "the answer"}),
         Phase::OnBeforeWikiSection => json!({"section": "intro", "context": []}),

@@ -135,6 +135,9 @@ def branch(args):
 def option(args):
     return git(["-c", "alias.x=!true", "x"])
 
+def climb(args):
+    return git(["status"], cwd = args["cwd"])
+
 def exec_git(args):
     return exec(args["program"], args["args"])
 
@@ -143,6 +146,7 @@ register_tool("gcommit", "Commits.", {"type": "object"}, commit)
 register_tool("gbranch", "Branches.", {"type": "object"}, branch)
 register_tool("goption", "Passes git an option.", {"type": "object"}, option)
 register_tool("gexec", "Runs a program.", {"type": "object"}, exec_git)
+register_tool("gclimb", "Runs git elsewhere.", {"type": "object"}, climb)
 "#;
 
 #[tokio::test]
@@ -175,6 +179,10 @@ async fn git_reads_with_git_read_and_writes_nothing_without_git_write() {
     fails_with(&server, "gcommit", json!({}), refused).await;
     fails_with(&server, "gbranch", json!({}), refused).await;
     fails_with(&server, "goption", json!({}), "is not a subcommand").await;
+    for cwd in ["..", "/", "a/../.."] {
+        let says = format!("git: cwd '{cwd}' must be a directory inside the workspace");
+        fails_with(&server, "gclimb", json!({"cwd": cwd}), &says).await;
+    }
     // `exec` of git needs git's permissions, whatever else it has.
     for (program, args, permission) in [
         ("git", json!(["log"]), "git:read"),
