@@ -317,13 +317,14 @@ for line in sys.stdin:
     send({"jsonrpc": "2.0", "id": req["id"], "result": result})
 "#;
 
+const TRIAGE_YAML: &str = "name: triage\nversion: 1.0.0\ndescription: Triages findings.\n\
+    types: [security-rule]\npermissions: [shell:exec]\nimplementation:\n  backend: process\n  entrypoint: main.py\n";
+
 #[tokio::test]
 async fn an_on_security_scan_complete_hook_filters_and_adds_findings() {
     let (skills, ws) = (tempdir().unwrap(), workspace_with_secrets());
     manifest_skill(skills.path(), "secrets", SECRETS);
-    let triage = "name: triage\nversion: 1.0.0\ndescription: Triages findings.\ntypes: [security-rule]\n\
-                  permissions: [shell:exec]\nimplementation:\n  backend: process\n  entrypoint: main.py\n";
-    manifest_skill(skills.path(), "triage", triage);
+    manifest_skill(skills.path(), "triage", TRIAGE_YAML);
     write_file(&skills.path().join("triage/main.py"), TRIAGE);
     let server = server_over(skills.path(), ws.path()).await;
     let (status, result) = scan(&server, json!({})).await;
@@ -363,6 +364,10 @@ async fn an_on_security_scan_complete_hook_filters_and_adds_findings() {
 async fn the_install_review_shows_what_loaded_rules_find_in_an_upload() {
     let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
     manifest_skill(user.path(), "secrets", SECRETS);
+    // A trusted skill's scanner reads the upload's files; its hook does
+    // not filter an admin's review.
+    manifest_skill(user.path(), "triage", TRIAGE_YAML);
+    write_file(&user.path().join("triage/main.py"), TRIAGE);
     let install = skilld::install::InstallSettings {
         review_uploads: true,
         ..Default::default()
@@ -382,9 +387,22 @@ async fn the_install_review_shows_what_loaded_rules_find_in_an_upload() {
     assert_eq!(status, 201, "{body}");
     let reviews = server.get_json("/reviews").await;
     let findings = reviews["reviews"][0]["findings"].as_array().unwrap().clone();
-    let rules: Vec<&Value> = findings.iter().filter(|f| f["code"] == "security_rule").collect();
-    assert_eq!(rules.len(), 1, "{reviews}");
-    let f = rules[0];
+    let rules: Vec<(&str, &str, u64)> = (findings.iter())
+        .filter(|f| f["code"] == "security_rule")
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap(),
+                f["path"].as_str().unwrap(),
+                f["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [("first", "SKILL.yaml", 1), ("aws-key", "scripts/run.py", 2)],
+        "the scanner's finding and the rule's, no hook's: {reviews}"
+    );
+    let f = findings.iter().find(|f| f["rule"] == "aws-key").unwrap();
     assert_eq!(
         (f["skill"].as_str(), f["rule"].as_str(), f["severity"].as_str()),
         (Some("secrets"), Some("aws-key"), Some("high"))
