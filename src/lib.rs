@@ -27,6 +27,7 @@ pub mod retention;
 pub mod runner;
 pub mod sandbox;
 pub mod session;
+pub mod scan;
 pub mod share;
 pub mod skill;
 pub mod store;

@@ -26,6 +26,7 @@ mod registry;
 pub mod responses;
 pub mod runs;
 pub mod sessions;
+pub mod scan;
 pub mod skill_match;
 pub mod skills;
 pub mod tools;
@@ -166,6 +167,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(install::router())
         .merge(skill_match::router())
         .merge(sessions::router())
+        .merge(scan::router())
         .merge(tools::router())
         .merge(invoke::router())
         .merge(runs::router())

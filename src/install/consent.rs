@@ -61,6 +61,9 @@ pub fn finding(definition: &Path, added: &[String], serving: &str) -> Finding {
             added.join(", ")
         ),
         excerpt,
+        skill: None,
+        rule: None,
+        severity: None,
     }
 }
 

@@ -175,6 +175,8 @@ impl Installer {
         }
         let version = self.admissible(&root, &staged.name, &checked)?;
         let mut findings = findings;
+        findings.extend(self.security_rules(&staged.dir, &log).await);
+        findings.sort_by(|a, b| (&a.path, a.line, a.code).cmp(&(&b.path, b.line, b.code)));
         let gated = self.gated(&staged.name, &checked, upload.trust, &mut findings, &log);
         log.line(&format!("review: {} finding(s)", findings.len()));
         let place = Placement::new(&root, &staged.name, &version);
@@ -252,6 +254,42 @@ impl Installer {
             })
         })
         .await
+    }
+
+    /// The findings of the loaded skills' security rules, and of trusted
+    /// security-rule skills' scanners, over the staged upload. The
+    /// upload's own rules are not loaded and its own code never runs.
+    async fn security_rules(&self, dir: &Path, log: &Log) -> Vec<Finding> {
+        let skills = self.catalog.current().skills.clone();
+        let security =
+            |s: &Arc<Skill>| !s.security_rules.is_empty() || s.types.iter().any(|t| t == "security-rule");
+        if !skills.iter().any(security) {
+            return Vec::new();
+        }
+        let req = crate::scan::Request {
+            skills,
+            base: dir.to_path_buf(),
+            path: String::new(),
+            protected: Vec::new(),
+            bounds: crate::scan::Bounds::default(),
+            hooks: false,
+        };
+        let report = match crate::scan::run(req).await {
+            Ok(report) => report,
+            Err(why) => {
+                log.line(&format!("security rules: the upload was not scanned: {why}"));
+                return Vec::new();
+            }
+        };
+        for run in report.scanners.iter().filter(|r| r.detail.is_some()) {
+            let scanner = run.scanner.as_deref().unwrap_or("");
+            let why = run.detail.as_deref().unwrap_or("");
+            log.line(&format!(
+                "security rules: scanner {scanner} of {} did not count: {why}",
+                run.skill
+            ));
+        }
+        review::rule_findings(&report)
     }
 
     /// Whether a new version waits for an admin's review: an untrusted

@@ -9,6 +9,8 @@
 //! nothing safe. A pattern spread over several lines goes unseen.
 
 use crate::deps;
+use crate::scan::{Report, ScanFinding};
+use crate::skill::security_rules::RuleSeverity;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -48,6 +50,17 @@ pub struct Finding {
     pub message: String,
     /// The line, trimmed, at most 160 characters.
     pub excerpt: String,
+    /// A `security_rule` finding's skill: a loaded security-rule skill
+    /// whose rule or scanner matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
+    /// A `security_rule` finding's rule (its `id`, or what the scanner
+    /// named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// A `security_rule` finding's severity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<RuleSeverity>,
 }
 
 /// The kinds of finding, in the order findings on one line are listed.
@@ -68,6 +81,9 @@ pub enum FindingCode {
     /// An upgrade declaring capabilities (permissions, the network) the
     /// serving version does not: it waits for an admin's consent.
     PermissionsAdded,
+    /// A loaded security-rule skill's rule or scanner matched
+    /// (`skill`, `rule` and `severity` say which and how serious).
+    SecurityRule,
 }
 
 impl FindingCode {
@@ -83,6 +99,7 @@ impl FindingCode {
             Self::NetworkUndeclared => "network_undeclared",
             Self::UnsafeDependency => "unsafe_dependency",
             Self::PermissionsAdded => "permissions_added",
+            Self::SecurityRule => "security_rule",
         }
     }
 }
@@ -126,8 +143,49 @@ pub fn dependency_findings(dir: &Path, npm_registry: &str) -> io::Result<Vec<Fin
             line: r.line,
             message: r.why,
             excerpt: r.excerpt,
+            skill: None,
+            rule: None,
+            severity: None,
         })
         .collect())
+}
+
+/// A scan's findings (the loaded skills' security rules and scanners over
+/// an upload) as the review's, each with its line as excerpt.
+pub fn rule_findings(report: &Report) -> Vec<Finding> {
+    // Each file with findings split into lines once, not once a finding.
+    let found: std::collections::HashSet<&str> = report.findings.iter().map(|f| f.path.as_str()).collect();
+    let lines: std::collections::HashMap<&str, Vec<&str>> = (report.tree.files.iter())
+        .filter(|file| found.contains(file.path.as_str()))
+        .map(|file| (file.path.as_str(), file.text.lines().collect()))
+        .collect();
+    let excerpt = |f: &ScanFinding| {
+        let line = lines
+            .get(f.path.as_str())?
+            .get(usize::try_from(f.line?).ok()?.checked_sub(1)?)?;
+        Some(line.trim().chars().take(EXCERPT_CHARS).collect())
+    };
+    report
+        .findings
+        .iter()
+        .map(|f| Finding {
+            code: FindingCode::SecurityRule,
+            path: f.path.clone(),
+            // A finding of a whole file is shown at its first line.
+            line: f.line.unwrap_or(1),
+            message: format!(
+                "{} ({} rule '{}' of skill '{}')",
+                f.message,
+                f.severity.as_str(),
+                f.rule,
+                f.skill
+            ),
+            excerpt: excerpt(f).unwrap_or_default(),
+            skill: Some(f.skill.clone()),
+            rule: Some(f.rule.clone()),
+            severity: Some(f.severity),
+        })
+        .collect()
 }
 
 /// Regular files under `dir` with their '/'-separated relative paths.
@@ -186,6 +244,9 @@ fn scan_text(rules: &Rules, rel: &str, text: &str, network_allowed: bool, out: &
                 line: number,
                 message: code.message().to_owned(),
                 excerpt: line.trim().chars().take(EXCERPT_CHARS).collect(),
+                skill: None,
+                rule: None,
+                severity: None,
             });
         }
     }
@@ -290,6 +351,7 @@ impl FindingCode {
             Self::NetworkUndeclared => "uses the network, but the skill declares `network: false`",
             Self::UnsafeDependency => "names a dependency that is not a registry package by name and version",
             Self::PermissionsAdded => "asks for capabilities the serving version does not declare",
+            Self::SecurityRule => "matches a security rule of a loaded skill",
         }
     }
 }

@@ -210,6 +210,12 @@ impl Sandbox {
         }
     }
 
+    /// The places no tool may read, as real paths (the data and scratch
+    /// directories among them): a scan of the workspace skips them too.
+    pub fn protected(&self) -> &[PathBuf] {
+        &self.settings.protected
+    }
+
     /// The identity confined tools run as, when the server switches to one.
     pub fn identity(&self) -> Option<(u32, u32)> {
         self.switch_identity

@@ -63,6 +63,7 @@ pub enum Code {
     InvalidExample,
     UnknownExampleTool,
     InvalidExampleArguments,
+    InvalidSecurityRule,
 }
 
 impl Code {
@@ -114,6 +115,7 @@ impl Code {
             Code::InvalidExample => "invalid_example",
             Code::UnknownExampleTool => "unknown_example_tool",
             Code::InvalidExampleArguments => "invalid_example_arguments",
+            Code::InvalidSecurityRule => "invalid_security_rule",
         }
     }
 }

@@ -93,6 +93,9 @@ pub(super) struct Fields {
     pub(super) allowed_tools: Vec<String>,
     pub(super) metadata: BTreeMap<String, String>,
     pub(super) script_tools: Option<Vec<String>>,
+    /// A manifest's `security_rules`, read with the fields so the skill is
+    /// made with them.
+    pub(super) security_rules: Vec<super::security_rules::SecurityRule>,
 }
 
 /// Where a skill was read from, for [`Fields::into_skill`].
@@ -144,6 +147,7 @@ impl Fields {
             backend: None,
             upstream: None,
             hooks: Vec::new(),
+            security_rules: self.security_rules,
             scanners: Vec::new(),
             needs: Vec::new(),
             dependencies: Vec::new(),
@@ -229,6 +233,11 @@ impl Parse<'_, '_> {
             .contains_key("script_tools")
             .then(|| self.list(fm, "script_tools", false));
         self.check_eligible(&eligibility, path);
+        let security_rules = if dialect == Dialect::Manifest {
+            self.security_rules(fm)
+        } else {
+            Vec::new()
+        };
         Fields {
             version,
             description,
@@ -255,6 +264,7 @@ impl Parse<'_, '_> {
             allowed_tools,
             metadata,
             script_tools,
+            security_rules,
         }
     }
 

@@ -68,13 +68,16 @@ impl Parse<'_, '_> {
             .filter_map(|(t, _, _)| Some((t.name.clone(), self.check_output(t)?)))
             .collect();
         self.dependencies(m);
-        let wants_code = parts.types.iter().any(|t| t != "prompt") || !parts.tools.is_empty();
-        if wants_code && parts.implementation.is_none() && !m.contains_key("implementation") {
+        if wants_code(&parts.types, !parts.tools.is_empty(), m)
+            && parts.implementation.is_none()
+            && !m.contains_key("implementation")
+        {
             let pos = self.key_pos("types").or_else(|| self.key_pos("tools"));
             self.error(
                 Code::MissingField,
                 pos,
-                "a manifest with tools (or of a type other than prompt) needs 'implementation: {backend, entrypoint}'",
+                "a manifest with tools (or of a type other than prompt, or a security-rule without \
+                 security_rules) needs 'implementation: {backend, entrypoint}'",
             );
         }
         parts
@@ -476,6 +479,19 @@ impl Parse<'_, '_> {
     fn list_of(&mut self, m: &Map<String, Value>, key: &str) -> Vec<String> {
         self.list_in(m.get(key), key, false)
     }
+}
+
+/// Whether a manifest of `types` needs a backend: tools do, and every type
+/// but `prompt`, except a `security-rule` that declares its rules
+/// (`security_rules.rules`, not empty), which a scan runs without one.
+fn wants_code(types: &[String], has_tools: bool, m: &Map<String, Value>) -> bool {
+    let declares_rules = m
+        .get("security_rules")
+        .and_then(|s| s.get("rules"))
+        .and_then(Value::as_array)
+        .is_some_and(|rules| !rules.is_empty());
+    let coded = |t: &String| t != "prompt" && !(t == "security-rule" && declares_rules);
+    has_tools || types.iter().any(coded)
 }
 
 /// The dependencies a manifest names: (name, optional).

@@ -252,6 +252,9 @@ pub struct Skill {
     pub upstream: Option<std::sync::Arc<super::backend::UpstreamExtras>>,
     /// The hooks its backend handles (`before_tool_call`, …).
     pub hooks: Vec<String>,
+    /// A `security-rule` manifest's declarative rules (`security_rules`),
+    /// compiled: a scan runs them with no backend.
+    pub security_rules: Vec<super::security_rules::SecurityRule>,
     /// The scanners its backend offers (`register_scanner`), run by
     /// `Backend::scan`.
     pub scanners: Vec<String>,

@@ -333,6 +333,7 @@ async fn every_documented_role_is_the_one_enforced() {
         ("GET /runs/{id}/events", "invoke"),
         ("GET /runs/{id}/files/{path}", "invoke"),
         ("POST /runs/{id}/cancel", "invoke"),
+        ("POST /scan", "invoke"),
         ("POST /skills/reload", "admin"),
     ] {
         assert_eq!(needs.get(op).map(String::as_str), Some(role), "{op}");

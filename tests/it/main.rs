@@ -65,6 +65,7 @@ mod retries;
 mod robust;
 mod runner;
 mod sandbox;
+mod scan;
 mod scaffold;
 mod sdk_limits;
 mod script_tools;
