@@ -8,7 +8,7 @@ use super::AppState;
 use super::auth::{Require, need};
 use super::error::{Problem, Result};
 use super::extract::{JsonBody, Path};
-use super::responses::{BodyProblems, StoreUnavailable, empty_bodies_allowed};
+use super::responses::{BadQuery, BodyProblems, StoreUnavailable, empty_bodies_allowed};
 use crate::session::state::TriggerContext;
 use crate::session::{ResponseView, SessionView, TurnView, WikiView, view};
 use axum::Json;
@@ -67,6 +67,7 @@ pub struct SectionPath {
     responses(
         (status = 201, description = "Started", body = SessionView),
         BodyProblems,
+        (status = 400, description = "The body is not of this shape, or a path parameter does not parse", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid, names no loaded skill (`unknown_skill`), or `path` is not a directory of the workspace (`bad_path`)", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The caller holds the most sessions allowed (`too_many_requests`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
@@ -84,6 +85,7 @@ async fn start(
 #[utoipa::path(get, path = "/sessions/{id}", tag = "sessions", security(("bearer" = ["invoke"])), params(SessionPath),
     responses(
         (status = 200, description = "The session", body = SessionView),
+        BadQuery,
         (status = 404, description = "No such session of this caller (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
@@ -99,6 +101,7 @@ async fn get_session(
 #[utoipa::path(delete, path = "/sessions/{id}", tag = "sessions", security(("bearer" = ["invoke"])), params(SessionPath),
     responses(
         (status = 204, description = "Ended"),
+        BadQuery,
         (status = 404, description = "No such session of this caller (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Another request changed the session at the same time (`session_busy`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
@@ -122,6 +125,7 @@ async fn end(
     responses(
         (status = 200, description = "The turn", body = TurnView),
         BodyProblems,
+        (status = 400, description = "The body is not of this shape, or a path parameter does not parse", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session of this caller (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Another request changed the session at the same time (`session_busy`)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`activate` or `deactivate` names no loaded skill (`unknown_skill`)", body = Problem, content_type = "application/problem+json"),
@@ -144,6 +148,7 @@ async fn turn(
     responses(
         (status = 200, description = "The text as the chain left it", body = ResponseView),
         BodyProblems,
+        (status = 400, description = "The body is not of this shape, or a path parameter does not parse", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session of this caller (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
@@ -166,6 +171,7 @@ async fn respond(
     responses(
         (status = 200, description = "The section's context as the hooks left it", body = WikiView),
         BodyProblems,
+        (status = 400, description = "The body is not of this shape, or a path parameter does not parse", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session of this caller (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
@@ -191,6 +197,7 @@ async fn wiki_section(
     responses(
         (status = 200, description = "Decided; the session as it is now", body = SessionView),
         BodyProblems,
+        (status = 400, description = "The body is not of this shape, or a path parameter does not parse", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The session's own caller cannot decide (`self_approval`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "No request of that skill waits (`not_activating`), the skill changed since (`skill_changed`), or another request changed the session (`session_busy`)", body = Problem, content_type = "application/problem+json"),

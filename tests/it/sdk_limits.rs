@@ -298,7 +298,11 @@ async fn llm_and_invoke_tool_fail_clearly_outside_a_session_or_without_permissio
         "llm: no model: this call's session has no client that offers sampling",
     )
     .await;
-    fails_with(&server, "other", json!({}), "invoke_tool: no tools").await;
+    // Outside a session, invoke_tool calls as the caller: here `ask`,
+    // which fails for want of a model.
+    let other = crate::starlark::call(&server, "other", json!({})).await;
+    assert_eq!(other["parsed"]["tool"], "ask", "{other}");
+    assert_eq!(other["parsed"]["success"], false, "{other}");
     fails_with(
         &server,
         "bare_ask",

@@ -16,7 +16,8 @@ use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::Child;
 use crate::sandbox::Sandbox;
 use crate::skill::backend::{
-    Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, HookCall, LaunchRequest, Launched, UpstreamExtras,
+    Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, HookCall, LaunchRequest, Launched,
+    UpstreamExtras,
 };
 use crate::skill::upstream::{EnvValue, Transport, Upstream};
 use offer::Offer;
