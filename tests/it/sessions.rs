@@ -774,3 +774,80 @@ async fn sessions_are_bounded_per_caller_and_paths_stay_in_the_workspace() {
         "{problem}"
     );
 }
+
+/// A server over the skills and workspace of `dirs` (bundled, user,
+/// workspace), its run log and sessions at `url`.
+async fn instance(dirs: &[tempfile::TempDir], url: &str) -> World {
+    let settings = RunSettings {
+        workspace: dirs[2].path().to_path_buf(),
+        ..RunSettings::default()
+    };
+    let server = TestServer::builder(options(vec![
+        root(dirs[0].path(), Trust::Bundled),
+        root(dirs[1].path(), Trust::User),
+    ]))
+    .settings(settings)
+    .sessions(settings_of_the_tests())
+    .database(url)
+    .start()
+    .await;
+    World {
+        server,
+        _dirs: Vec::new(),
+    }
+}
+
+fn settings_of_the_tests() -> SessionSettings {
+    settings(10).0
+}
+
+#[tokio::test]
+async fn a_session_survives_a_restart_and_a_second_instance_sees_it() {
+    crate::store::on_postgres(|url| async move {
+        let dirs = vec![tempdir().unwrap(), tempdir().unwrap(), tempdir().unwrap()];
+        skills(dirs[0].path(), dirs[1].path());
+        project(dirs[2].path());
+        let a = instance(&dirs, &url).await;
+        let started = a
+            .ok("/sessions", json!({"path": ".", "mode": "interactive"}))
+            .await;
+        let id = started["id"].as_str().unwrap().to_owned();
+        a.ok(
+            &format!("/sessions/{id}/activations/kubernetes"),
+            json!({"decision": "allow_once"}),
+        )
+        .await;
+        // A second instance on the same store sees the session whole, and
+        // takes its turns.
+        let b = instance(&dirs, &url).await;
+        let seen = b.server.get_json(&format!("/sessions/{id}")).await;
+        assert_eq!(skill(&seen, "kubernetes")["state"], "active", "{seen}");
+        assert_eq!(skill(&seen, "kubernetes")["allowed"], "once");
+        let turn = b
+            .ok(
+                &format!("/sessions/{id}/turns"),
+                json!({"message": "an aggregate"}),
+            )
+            .await;
+        assert_eq!(skill(&turn["session"], "ddd-expert")["state"], "active", "{turn}");
+        // The first instance calls in it, with every active skill's hooks.
+        let (status, checked) = a.invoke("k8s_check", &id, json!({"manifest": MANIFEST}), 0).await;
+        assert_eq!(status, 200, "{checked}");
+        assert!(
+            checked["output"]
+                .as_str()
+                .unwrap()
+                .ends_with(" [watched] [audited]"),
+            "{checked}"
+        );
+        // A restart keeps it.
+        a.server.shutdown().await;
+        let again = instance(&dirs, &url).await;
+        let kept = again.server.get_json(&format!("/sessions/{id}")).await;
+        assert_eq!(kept["turn"], 1, "{kept}");
+        assert_eq!(skill(&kept, "ddd-expert")["state"], "active", "{kept}");
+        let runs = again.server.get_json(&format!("/runs?session={id}")).await;
+        assert_eq!(runs["runs"][0]["tool"], "k8s_check", "{runs}");
+    })
+    .await;
+}
