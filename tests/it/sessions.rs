@@ -851,3 +851,39 @@ async fn a_session_survives_a_restart_and_a_second_instance_sees_it() {
     })
     .await;
 }
+
+/// A skill that asks the session's model (`llm:call`).
+const THINKER: &str = r#"
+def think(args):
+    return "the model says: " + llm(args["question"], system = "Answer briefly.", max_tokens = 64)
+
+register_tool("think", "Asks the model.", {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}, think)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_mcp_a_call_names_its_session_and_llm_is_the_clients_sampling() {
+    let skills = tempdir().unwrap();
+    write_file(
+        &skills.path().join("thinker/SKILL.yaml"),
+        "name: thinker\nversion: 1.0.0\ndescription: Thinks with the model.\ntypes: [tool]\nread_only: true\n\
+         triggers:\n  keywords: [think]\npermissions: [llm:call]\n\
+         implementation:\n  backend: starlark\n  entrypoint: skill.star\n",
+    );
+    write_file(&skills.path().join("thinker/skill.star"), THINKER);
+    let sessions = SessionSettings {
+        approved_skills: vec!["thinker".to_owned()],
+        ..SessionSettings::default()
+    };
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .sessions(sessions)
+        .start()
+        .await;
+    let base = server.url("");
+    crate::python_client::run_script(
+        "mcp_sessions.py",
+        &[base.trim_end_matches('/')],
+        &[],
+        std::time::Duration::from_secs(120),
+    )
+    .await;
+}
