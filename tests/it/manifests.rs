@@ -448,7 +448,7 @@ async fn hooked_server() -> (TestServer, tempfile::TempDir) {
 }
 
 #[tokio::test]
-async fn a_before_hook_cancels_with_403_and_the_run_is_recorded_denied() {
+async fn a_before_hook_cancels_with_403_and_the_run_is_recorded_cancelled() {
     let (server, _skills) = hooked_server().await;
     let (status, problem) = server.invoke("greet", json!({"name": "mallory"})).await;
     assert_eq!(status, 403, "{problem}");
@@ -462,7 +462,7 @@ async fn a_before_hook_cancels_with_403_and_the_run_is_recorded_denied() {
     );
     let runs = server.get_json("/runs?skill=hooked").await;
     let run = &runs["runs"][0];
-    assert_eq!(run["status"], "denied", "{runs}");
+    assert_eq!(run["status"], "cancelled", "{runs}");
     assert_eq!(run["result"]["hooks"][0]["effect"], "cancelled", "{run}");
     assert_eq!(run["result"]["hooks"][0]["phase"], "before_tool_call", "{run}");
 }

@@ -129,7 +129,7 @@ async fn bodies_of_the_wrong_shape_are_explained_by_field() {
     let invoke = || "/tools/git_log/invoke".to_owned();
     assert_eq!(
         detail(invoke(), r#"{"args": {}}"#).await,
-        "field 'args' is not one this request takes (it takes 'arguments' or 'mode')"
+        "field 'args' is not one this request takes (it takes 'arguments', 'mode', 'session')"
     );
     assert_eq!(
         detail(invoke(), r#"{"mode": 5}"#).await,
