@@ -5,7 +5,7 @@
 
 use super::error::SessionError;
 use super::state::{ActivationRequest, Allowed, Lifecycle, SkillState, TriggerContext};
-use super::view::{ActivationDecision, HookReport};
+use super::view::{ActivationDecision, Changes, HookReport};
 use super::{Open, Sessions};
 use crate::catalog::Catalog;
 use crate::invoke::FieldError;
@@ -23,20 +23,6 @@ use uuid::Uuid;
 /// The most entries a context's list may have, and the longest entry.
 const MAX_ENTRIES: usize = 10_000;
 const MAX_ENTRY_CHARS: usize = 4096;
-
-/// What a request switched on and off.
-#[derive(Debug, Default)]
-pub struct Changes {
-    pub activated: Vec<String>,
-    pub deactivated: Vec<String>,
-}
-
-impl Changes {
-    pub(super) fn absorb(&mut self, other: Changes) {
-        self.activated.extend(other.activated);
-        self.deactivated.extend(other.deactivated);
-    }
-}
 
 /// A start's context, checked, with the files of its `path` added.
 pub(super) fn checked_context(

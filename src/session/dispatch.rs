@@ -10,7 +10,6 @@ use crate::skill::context::CallContext;
 use crate::skill::phases::Phase;
 use serde_json::Value;
 use std::sync::Arc;
-use uuid::Uuid;
 
 /// The longest a session's hook may take.
 const TIMEOUT: std::time::Duration = crate::invoke::HOOK_TIMEOUT;
@@ -24,20 +23,6 @@ impl Sessions {
     /// The context a session's hook or call runs in.
     pub(super) fn context(&self, open: &Open) -> CallContext {
         self.context_of(open.record.id, open.record.turn, open.record.caller.clone())
-    }
-
-    /// The context of session `id`'s turn `turn`, whose caller is `caller`.
-    pub(super) fn context_of(&self, id: Uuid, turn: u32, caller: Option<String>) -> CallContext {
-        CallContext {
-            session: Some(id),
-            budget: self.budget(id, turn),
-            sampler: None,
-            tools: Some(Arc::new(super::seats::SessionTools {
-                sessions: self.me(),
-                session: Some(id),
-                caller,
-            })),
-        }
     }
 
     /// Runs `phase` of `skill` with `payload`: its answer, or `None` when

@@ -246,7 +246,7 @@ impl Sessions {
     /// The session as its caller sees it now.
     pub async fn get(&self, id: Uuid, caller: Option<&str>) -> Result<SessionView, SessionError> {
         let open = self.open(id, caller).await?;
-        Ok(self.view(&open, activate::Changes::default(), Vec::new()))
+        Ok(self.view(&open, view::Changes::default(), Vec::new()))
     }
 
     /// A turn: the user's message fires triggers; `activate` and

@@ -72,6 +72,22 @@ impl SessionSeats for Sessions {
     }
 }
 
+impl Sessions {
+    /// The context of session `id`'s turn `turn`, whose caller is `caller`.
+    pub(super) fn context_of(&self, id: Uuid, turn: u32, caller: Option<String>) -> CallContext {
+        CallContext {
+            session: Some(id),
+            budget: self.budget(id, turn),
+            sampler: None,
+            tools: Some(Arc::new(SessionTools {
+                sessions: self.me(),
+                session: Some(id),
+                caller,
+            })),
+        }
+    }
+}
+
 /// Other tools, called by a backend through the pipeline, as the call's
 /// caller and in its session.
 #[derive(Debug)]

@@ -1,6 +1,5 @@
 //! What the session routes take and answer.
 
-use super::activate::Changes;
 use super::state::{ActivationRequest, Allowed, Lifecycle, SessionState, TriggerContext};
 use super::{Open, Sessions};
 use crate::catalog::Catalog;
@@ -12,6 +11,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
+
+/// What a request switched on and off.
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub activated: Vec<String>,
+    pub deactivated: Vec<String>,
+}
+
+impl Changes {
+    pub(super) fn absorb(&mut self, other: Changes) {
+        self.activated.extend(other.activated);
+        self.deactivated.extend(other.deactivated);
+    }
+}
 
 /// A turn: the user's last message, and skills to switch on or off.
 #[derive(Debug, Default, Deserialize, ToSchema)]

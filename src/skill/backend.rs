@@ -11,16 +11,13 @@ use super::upstream::Upstream;
 use crate::trust::Trust;
 use serde_json::Value;
 use std::fmt::Debug;
-use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// A boxed future, for the trait objects below.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use super::context::BoxFuture;
 
 /// The backends a manifest may name in `implementation.backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

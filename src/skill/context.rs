@@ -3,13 +3,15 @@
 //! back into skilld that its SDK may use (the model, through the session
 //! client's MCP sampling; other tools, through the one pipeline).
 
-use super::backend::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use uuid::Uuid;
+
+/// A boxed future, for the trait objects of backends and their contexts.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Seed 002's per-turn rate limits (`[limits]` in the configuration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

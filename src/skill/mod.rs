@@ -30,6 +30,7 @@ pub mod prepared;
 pub mod rules;
 mod script_doc;
 pub mod scripts;
+pub mod security_rule;
 pub mod security_rules;
 pub mod template;
 pub mod triggers;

@@ -254,7 +254,7 @@ pub struct Skill {
     pub hooks: Vec<String>,
     /// A `security-rule` manifest's declarative rules (`security_rules`),
     /// compiled: a scan runs them with no backend.
-    pub security_rules: Vec<super::security_rules::SecurityRule>,
+    pub security_rules: Vec<super::security_rule::SecurityRule>,
     /// The scanners its backend offers (`register_scanner`), run by
     /// `Backend::scan`.
     pub scanners: Vec<String>,

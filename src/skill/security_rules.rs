@@ -7,11 +7,10 @@
 
 use super::diag::Code;
 use super::parse::{Parse, describe};
+pub use super::security_rule::{RuleSeverity, SecurityRule};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex::{Regex, RegexBuilder};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use utoipa::ToSchema;
 
 /// The most rules one skill declares.
 pub const MAX_RULES: usize = 256;
@@ -28,69 +27,6 @@ const MAX_GLOBS: usize = 64;
 /// A rule's keys: any other is an error, so a typo (`severty`) is not a
 /// rule that silently reports at another severity.
 const RULE_KEYS: [&str; 5] = ["id", "pattern", "severity", "message", "files"];
-
-/// How serious a finding is, lowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RuleSeverity {
-    Info,
-    Low,
-    Medium,
-    High,
-    Critical,
-}
-
-impl RuleSeverity {
-    pub const ALL: [RuleSeverity; 5] = [
-        RuleSeverity::Info,
-        RuleSeverity::Low,
-        RuleSeverity::Medium,
-        RuleSeverity::High,
-        RuleSeverity::Critical,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleSeverity::Info => "info",
-            RuleSeverity::Low => "low",
-            RuleSeverity::Medium => "medium",
-            RuleSeverity::High => "high",
-            RuleSeverity::Critical => "critical",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s)
-    }
-}
-
-/// One declarative rule, compiled.
-#[derive(Debug, Clone)]
-pub struct SecurityRule {
-    /// Unique within its skill; a skill name's form.
-    pub id: String,
-    /// Matched with `^` and `$` at line ends (`\r\n` too).
-    pub pattern: Regex,
-    pub severity: RuleSeverity,
-    pub message: String,
-    /// The globs of `files`, as written; empty: every file.
-    pub globs: Vec<String>,
-    /// `globs`, compiled; `None`: every file.
-    pub files: Option<GlobSet>,
-}
-
-impl SecurityRule {
-    /// Whether the rule looks at `path` ('/'-separated): every file, or
-    /// one a glob of `files` matches by its whole path or by its name
-    /// alone, as trigger globs do (`*.py` matches `src/a.py`).
-    pub fn applies_to(&self, path: &str) -> bool {
-        let Some(set) = &self.files else {
-            return true;
-        };
-        let name = path.rsplit('/').next().unwrap_or(path);
-        set.is_match(path) || set.is_match(name)
-    }
-}
 
 /// Compiles a pattern as rules are: multi-line, within the size bound.
 pub fn compile_pattern(pattern: &str) -> Result<Regex, String> {

@@ -46,6 +46,16 @@ pub(super) struct Scope {
 }
 
 impl Scope {
+    /// What `llm` and `invoke_tool` need of it.
+    fn reach(&self) -> reach::Reach<'_> {
+        reach::Reach {
+            context: &self.context,
+            skill: &self.shared.skill,
+            bounds: &self.bounds,
+            runtime: &self.shared.runtime,
+        }
+    }
+
     pub(super) fn new(shared: Arc<Shared>, bounds: Bounds, context: CallContext) -> Self {
         let scratch = Scratch::new(&shared);
         Self {
@@ -119,12 +129,12 @@ pub(super) fn perform(scope: &mut Scope, method: &str, params: &Value) -> anyhow
             scope.require(function, "llm:call")?;
             let max_tokens = args.params.get("max_tokens").and_then(Value::as_u64);
             let system = args.optional_text("system")?;
-            reach::llm(scope, args.text("prompt")?, system, max_tokens)
+            reach::llm(&scope.reach(), args.text("prompt")?, system, max_tokens)
         }
         "invoke_tool" => {
             scope.require(function, "skill:invoke")?;
             let input = args.params.get("args").cloned().unwrap_or_else(|| json!({}));
-            reach::invoke_tool(scope, args.text("name")?, input)
+            reach::invoke_tool(&scope.reach(), args.text("name")?, input)
         }
         other => bail!("'{other}' is not an SDK function"),
     }

@@ -3,11 +3,20 @@
 //! `invoke_tool`, another tool called through skilld's own pipeline. Both
 //! are bounded by the evaluation's deadline and cancel.
 
-use super::effects::Scope;
-use crate::skill::context::Spend;
+use super::bounds::Bounds;
+use crate::skill::context::{CallContext, Spend};
 use anyhow::{anyhow, bail};
 use serde_json::{Value, json};
 use std::future::Future;
+
+/// What these functions need of an evaluation's scope.
+pub(super) struct Reach<'a> {
+    pub context: &'a CallContext,
+    /// The skill whose script asks.
+    pub skill: &'a str,
+    pub bounds: &'a Bounds,
+    pub runtime: &'a tokio::runtime::Handle,
+}
 
 /// `maxTokens` when the script gives none.
 const DEFAULT_MAX_TOKENS: u64 = 1024;
@@ -15,7 +24,7 @@ const DEFAULT_MAX_TOKENS: u64 = 1024;
 /// Asks the model `prompt` (with `system`), once the turn allows: the
 /// answer's text.
 pub(super) fn llm(
-    scope: &Scope,
+    scope: &Reach<'_>,
     prompt: &str,
     system: Option<&str>,
     max_tokens: Option<u64>,
@@ -45,14 +54,14 @@ pub(super) fn llm(
 }
 
 /// Calls `tool` with `input` on the skill's behalf: the call's envelope.
-pub(super) fn invoke_tool(scope: &Scope, tool: &str, input: Value) -> anyhow::Result<Value> {
+pub(super) fn invoke_tool(scope: &Reach<'_>, tool: &str, input: Value) -> anyhow::Result<Value> {
     let Some(tools) = scope.context.tools.clone() else {
         bail!("invoke_tool: no tools: this call was made outside a session that lets a skill call tools");
     };
     if !input.is_object() {
         bail!("invoke_tool: args must be a dict");
     }
-    let from = scope.shared.skill.clone();
+    let from = scope.skill.to_owned();
     let tool_name = tool.to_owned();
     bounded(
         scope,
@@ -63,10 +72,10 @@ pub(super) fn invoke_tool(scope: &Scope, tool: &str, input: Value) -> anyhow::Re
 
 /// Runs `work` on the server's runtime until the evaluation's deadline
 /// or cancel.
-fn bounded<T>(scope: &Scope, work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+fn bounded<T>(scope: &Reach<'_>, work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
     let left = scope.bounds.left();
     let cancel = scope.bounds.cancel.clone();
-    scope.shared.runtime.block_on(async move {
+    scope.runtime.block_on(async move {
         tokio::select! {
             done = tokio::time::timeout(left, work) => done.unwrap_or_else(|_| Err("timed out".to_owned())),
             () = cancel.cancelled() => Err("cancelled".to_owned()),
