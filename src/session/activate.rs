@@ -283,16 +283,12 @@ impl Sessions {
         decision: ActivationDecision,
         note: Option<String>,
     ) -> Result<super::SessionView, SessionError> {
-        let record = self.store.get_session(id).await?;
-        let record = record
-            .filter(|r| r.expires_at > Utc::now())
-            .ok_or(SessionError::NotFound(id))?;
-        if decided_by.is_some() && record.caller.as_deref() == decided_by {
+        let mut open = self.held(id).await?;
+        if decided_by.is_some() && open.record.caller.as_deref() == decided_by {
             return Err(SessionError::SelfApproval(
                 decided_by.unwrap_or_default().to_owned(),
             ));
         }
-        let mut open = self.opened(record).await?;
         let catalog = self.catalog();
         let waiting = open
             .state

@@ -185,7 +185,14 @@ impl Sessions {
                 live: too.live,
                 max: too.max,
             })?;
-        let mut open = self.opened(record).await?;
+        // New, so no other request can hold it yet: no read again.
+        let order = self.live(record.id).order.clone().lock_owned().await;
+        let mut open = Open {
+            record,
+            context,
+            state: SessionState::default(),
+            _order: order,
+        };
         let mut reports = Vec::new();
         let changes = self.activation_pass(&mut open, "", &[], &mut reports).await;
         self.conversation_start(&open, &mut reports).await;
@@ -196,21 +203,21 @@ impl Sessions {
     /// Session `id` of `caller`, for a request: expired, ended or
     /// another caller's are all not found.
     async fn open(&self, id: Uuid, caller: Option<&str>) -> Result<Open, SessionError> {
-        let record = self.store.get_session(id).await?;
-        let record = record
-            .filter(|r| r.expires_at > Utc::now() && r.caller.as_deref() == caller)
-            .ok_or(SessionError::NotFound(id))?;
-        self.opened(record).await
+        let open = self.held(id).await?;
+        if open.record.caller.as_deref() != caller {
+            return Err(SessionError::NotFound(id));
+        }
+        Ok(open)
     }
 
-    /// A record made ready for a request: held, and read again under the
-    /// hold (a request just before may have changed it).
-    async fn opened(&self, record: SessionRecord) -> Result<Open, SessionError> {
-        let order = self.live(record.id).order.clone().lock_owned().await;
-        let record = match self.store.get_session(record.id).await? {
-            Some(again) => again,
-            None => return Err(SessionError::NotFound(record.id)),
-        };
+    /// Session `id`, unexpired, held for a request and read under the
+    /// hold (so a request just before it has written what it changed).
+    async fn held(&self, id: Uuid) -> Result<Open, SessionError> {
+        let order = self.live(id).order.clone().lock_owned().await;
+        let record = self.store.get_session(id).await?;
+        let record = record
+            .filter(|r| r.expires_at > Utc::now())
+            .ok_or(SessionError::NotFound(id))?;
         let context = serde_json::from_value(record.context.clone()).map_err(SessionError::internal)?;
         let state = serde_json::from_value(record.state.clone()).map_err(SessionError::internal)?;
         Ok(Open {
