@@ -78,6 +78,53 @@ fn check_handler(function: &str, handler: Value<'_>) -> anyhow::Result<()> {
     }
 }
 
+/// A tool or workflow a script declares.
+struct Callable<'a> {
+    /// The SDK function declaring it, for messages.
+    function: &'static str,
+    kind: &'static str,
+    key: String,
+    name: &'a str,
+    description: &'a str,
+}
+
+/// Declares `callable` into the list `list` picks, keeping its handler:
+/// what `register_tool` and `register_workflow` share.
+fn declare<'v>(
+    eval: &mut Evaluator<'v, '_, '_>,
+    callable: Callable<'_>,
+    parameters: Option<Value<'v>>,
+    handler: Value<'v>,
+    list: impl Fn(&mut super::ctx::Declared) -> &mut Vec<DeclaredTool>,
+) -> anyhow::Result<NoneType> {
+    let Callable {
+        function,
+        kind,
+        key,
+        name,
+        description,
+    } = callable;
+    let ctx = ctx()?;
+    let declared = ctx.registering(function)?;
+    if name.is_empty() {
+        bail!("{function}: name must not be empty");
+    }
+    let input_schema = schema_of(function, name, parameters)?;
+    check_handler(function, handler)?;
+    if list(&mut declared.borrow_mut()).iter().any(|t| t.name == name) {
+        bail!("{function}: {kind} '{name}' is already registered");
+    }
+    keep(eval, &key, handler)?;
+    list(&mut declared.borrow_mut()).push(DeclaredTool {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        input_schema,
+        output_schema: None,
+        hints: Default::default(),
+    });
+    Ok(NoneType)
+}
+
 /// The standard library, `print`, and the SDK.
 pub(super) fn globals() -> Globals {
     GlobalsBuilder::extended_by(&[LibraryExtension::Print])
@@ -95,25 +142,14 @@ fn sdk(builder: &mut GlobalsBuilder) {
         handler: Value<'v>,
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> anyhow::Result<NoneType> {
-        let ctx = ctx()?;
-        let declared = ctx.registering("register_tool")?;
-        if name.is_empty() {
-            bail!("register_tool: name must not be empty");
-        }
-        let input_schema = schema_of("register_tool", name, Some(parameters))?;
-        check_handler("register_tool", handler)?;
-        if declared.borrow().tools.iter().any(|t| t.name == name) {
-            bail!("register_tool: tool '{name}' is already registered");
-        }
-        keep(eval, &tool_key(name), handler)?;
-        declared.borrow_mut().tools.push(DeclaredTool {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            input_schema,
-            output_schema: None,
-            hints: Default::default(),
-        });
-        Ok(NoneType)
+        let callable = Callable {
+            function: "register_tool",
+            kind: "tool",
+            key: tool_key(name),
+            name,
+            description,
+        };
+        declare(eval, callable, Some(parameters), handler, |d| &mut d.tools)
     }
 
     /// Declares a hook: `handler(payload)` answers like `hook/handle`.
@@ -149,25 +185,16 @@ fn sdk(builder: &mut GlobalsBuilder) {
         #[starlark(default = NoneOr::None)] parameters: NoneOr<Value<'v>>,
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> anyhow::Result<NoneType> {
-        let ctx = ctx()?;
-        let declared = ctx.registering("register_workflow")?;
-        if name.is_empty() {
-            bail!("register_workflow: name must not be empty");
-        }
-        let input_schema = schema_of("register_workflow", name, parameters.into_option())?;
-        check_handler("register_workflow", handler)?;
-        if declared.borrow().workflows.iter().any(|t| t.name == name) {
-            bail!("register_workflow: workflow '{name}' is already registered");
-        }
-        keep(eval, &workflow_key(name), handler)?;
-        declared.borrow_mut().workflows.push(DeclaredTool {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            input_schema,
-            output_schema: None,
-            hints: Default::default(),
-        });
-        Ok(NoneType)
+        let callable = Callable {
+            function: "register_workflow",
+            kind: "workflow",
+            key: workflow_key(name),
+            name,
+            description,
+        };
+        declare(eval, callable, parameters.into_option(), handler, |d| {
+            &mut d.workflows
+        })
     }
 
     /// Declares a scanner: `handler(files)` gets a list of `{"path",
