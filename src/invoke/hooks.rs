@@ -75,40 +75,47 @@ pub(super) async fn before(
         return Before::Go;
     }
     let payload = json!({"input": p.arguments});
-    let answer = match backend
+    let answer = backend
         .hook(hook_call(Phase::BeforeToolCall, p, payload, context))
-        .await
-    {
-        Ok(answer) => answer,
-        Err(why) => return failed(BEFORE, why, effects),
-    };
-    match answer {
-        HookAnswer::Keep => {
-            effects.push(effect(BEFORE, "kept", None));
+        .await;
+    let (done, step) = read_before(p, answer);
+    effects.push(done);
+    match step {
+        Step::Keep => Before::Go,
+        Step::Input(input) => {
+            p.arguments = input;
             Before::Go
         }
-        HookAnswer::Cancel(reason) => {
-            effects.push(effect(BEFORE, "cancelled", Some(Value::String(reason.clone()))));
-            Before::Cancel(reason)
-        }
-        HookAnswer::Replace(payload) => match new_input(p, &payload) {
-            Ok(input) => {
-                effects.push(effect(
-                    BEFORE,
-                    "replaced_input",
-                    Some(Value::Object(input.clone())),
-                ));
-                p.arguments = input;
-                Before::Go
-            }
-            Err(why) => failed(BEFORE, why, effects),
-        },
+        Step::Cancel(reason) => Before::Cancel(reason),
+        Step::Failed(why) => Before::Failed(format!("the skill's {BEFORE} hook failed: {why}")),
     }
 }
 
-fn failed(phase: &str, why: String, effects: &mut Vec<HookEffect>) -> Before {
-    effects.push(effect(phase, "failed", Some(Value::String(why.clone()))));
-    Before::Failed(format!("the skill's {phase} hook failed: {why}"))
+/// What one `before_tool_call` answer does to a call.
+pub(super) enum Step {
+    Keep,
+    /// Its input is this (checked against the tool).
+    Input(Map<String, Value>),
+    Cancel(String),
+    Failed(String),
+}
+
+/// Reads one `before_tool_call` answer to a call of `p`: what it did, for
+/// the envelope, and the step it asks for.
+pub(super) fn read_before(p: &Prepared, answer: Result<HookAnswer, String>) -> (HookEffect, Step) {
+    let text = |t: &String| Some(Value::String(t.clone()));
+    match answer {
+        Err(why) => (effect(BEFORE, "failed", text(&why)), Step::Failed(why)),
+        Ok(HookAnswer::Keep) => (effect(BEFORE, "kept", None), Step::Keep),
+        Ok(HookAnswer::Cancel(reason)) => (effect(BEFORE, "cancelled", text(&reason)), Step::Cancel(reason)),
+        Ok(HookAnswer::Replace(payload)) => match new_input(p, &payload) {
+            Ok(input) => {
+                let detail = Some(Value::Object(input.clone()));
+                (effect(BEFORE, "replaced_input", detail), Step::Input(input))
+            }
+            Err(why) => (effect(BEFORE, "failed", text(&why)), Step::Failed(why)),
+        },
+    }
 }
 
 /// The input of a `{"payload": {"input": {...}}}` answer, valid for the tool.

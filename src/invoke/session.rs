@@ -4,8 +4,9 @@
 //! 002's priority order. The session runtime lives above this module; it
 //! hands the pipeline a [`SessionSeats`] that binds a call to its session.
 
+use super::hooks::Step;
 use super::{Envelope, InvokeError, Prepared};
-use crate::skill::backend::{Backend, BoxFuture, HookAnswer, HookCall};
+use crate::skill::backend::{Backend, BoxFuture, HookCall};
 use crate::skill::context::CallContext;
 use crate::skill::phases::Phase;
 use crate::store::RunStatus;
@@ -81,32 +82,19 @@ pub(super) async fn before(p: &Prepared, bound: &Bound, effects: &mut Vec<super:
             .backend
             .hook(call(Phase::BeforeToolCall, p, payload, bound))
             .await;
-        let failed = |why: String, effects: &mut Vec<_>| {
-            effects.push(effect(
-                seat,
-                Phase::BeforeToolCall,
-                "failed",
-                Some(Value::String(why.clone())),
-            ));
-            Before::Failed(format!("{}'s before_tool_call hook failed: {why}", seat.skill))
-        };
-        match answer {
-            Err(why) => return failed(why, effects),
-            Ok(HookAnswer::Keep) => effects.push(effect(seat, Phase::BeforeToolCall, "kept", None)),
-            Ok(HookAnswer::Cancel(reason)) => {
-                let detail = Some(Value::String(reason.clone()));
-                effects.push(effect(seat, Phase::BeforeToolCall, "cancelled", detail));
+        let (mut done, step) = super::hooks::read_before(p, answer);
+        done.skill = Some(seat.skill.clone());
+        effects.push(done);
+        match step {
+            Step::Keep => {}
+            Step::Input(changed) => input = changed,
+            Step::Cancel(reason) => {
                 let skill = seat.skill.clone();
                 return Before::Cancel { skill, reason };
             }
-            Ok(HookAnswer::Replace(payload)) => match super::hooks::new_input(p, &payload) {
-                Ok(changed) => {
-                    let detail = Some(Value::Object(changed.clone()));
-                    effects.push(effect(seat, Phase::BeforeToolCall, "replaced_input", detail));
-                    input = changed;
-                }
-                Err(why) => return failed(why, effects),
-            },
+            Step::Failed(why) => {
+                return Before::Failed(format!("{}'s before_tool_call hook failed: {why}", seat.skill));
+            }
         }
     }
     Before::Go(input)
