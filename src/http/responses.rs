@@ -252,15 +252,48 @@ fn run_event() -> RefOr<Schema> {
     schema_of(schema)
 }
 
-/// Marks every request body of a router's document optional: `JsonBody`
-/// reads an empty body as `{}`, so a client may leave it out.
+/// Marks a router's request bodies optional where `{}` is a valid body:
+/// `JsonBody` reads an empty body as `{}`, so a client may leave those
+/// out. A body whose schema requires a field stays required, since an
+/// empty one is refused (400).
 pub fn empty_bodies_allowed(doc: &mut OpenApi) {
+    let components = doc.components.clone();
     for item in doc.paths.paths.values_mut() {
         let operations = [&mut item.post, &mut item.put, &mut item.patch];
         for op in operations.into_iter().flatten() {
             if let Some(RefOr::T(body)) = op.request_body.as_mut() {
-                body.required = Some(utoipa::openapi::Required::False);
+                let needs_fields = body
+                    .content
+                    .get("application/json")
+                    .and_then(|content| match content {
+                        RefOr::T(content) => content.schema.as_ref(),
+                        RefOr::Ref(_) => None,
+                    })
+                    .is_some_and(|schema| requires_fields(schema, components.as_ref()));
+                body.required = Some(if needs_fields {
+                    utoipa::openapi::Required::True
+                } else {
+                    utoipa::openapi::Required::False
+                });
             }
         }
     }
+}
+
+/// Whether an object schema (inline, or a reference to a component) names
+/// a required field, so that `{}` does not satisfy it.
+fn requires_fields(schema: &RefOr<Schema>, components: Option<&utoipa::openapi::Components>) -> bool {
+    let schema = match schema {
+        RefOr::T(schema) => Some(schema),
+        RefOr::Ref(reference) => {
+            let name = reference.ref_location.rsplit('/').next().unwrap_or_default();
+            components
+                .and_then(|c| c.schemas.get(name))
+                .and_then(|found| match found {
+                    RefOr::T(schema) => Some(schema),
+                    RefOr::Ref(_) => None,
+                })
+        }
+    };
+    matches!(schema, Some(Schema::Object(object)) if !object.required.is_empty())
 }

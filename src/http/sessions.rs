@@ -128,7 +128,7 @@ async fn end(
         (status = 400, description = "The body is not of this shape, or a path parameter does not parse", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session of this caller (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Another request changed the session at the same time (`session_busy`)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`activate` or `deactivate` names no loaded skill (`unknown_skill`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`activate` or `deactivate` names no loaded skill (`unknown_skill`), or a field is past its bound (`invalid_session`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
 async fn turn(
@@ -150,6 +150,7 @@ async fn turn(
         BodyProblems,
         (status = 400, description = "The body is not of this shape, or a path parameter does not parse", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session of this caller (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`text` is past its bound (`invalid_session`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
 async fn respond(
@@ -173,6 +174,7 @@ async fn respond(
         BodyProblems,
         (status = 400, description = "The body is not of this shape, or a path parameter does not parse", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session of this caller (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The section's name or `context` is past its bound (`invalid_session`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
 async fn wiki_section(
@@ -201,6 +203,7 @@ async fn wiki_section(
         (status = 403, description = "The session's own caller cannot decide (`self_approval`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session (`session_not_found`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "No request of that skill waits (`not_activating`), the skill changed since (`skill_changed`), or another request changed the session (`session_busy`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`note` is past its bound (`invalid_session`)", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
 async fn decide(

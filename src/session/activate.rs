@@ -5,7 +5,7 @@
 
 use super::error::SessionError;
 use super::state::{ActivationRequest, Allowed, Lifecycle, SkillState, TriggerContext};
-use super::view::{ActivationDecision, Changes, HookReport};
+use super::view::{ActivationDecision, Bounds, Changes, HookReport};
 use super::{Open, Sessions};
 use crate::catalog::Catalog;
 use crate::invoke::FieldError;
@@ -20,8 +20,9 @@ use serde_json::json;
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// The most entries a context's list may have, and the longest entry.
-const MAX_ENTRIES: usize = 10_000;
+/// The most project files a context may have, and the longest entry of
+/// its lists; as [`TriggerContext`]'s schema says.
+const MAX_FILES: usize = 10_000;
 const MAX_ENTRY_CHARS: usize = 4096;
 
 /// A start's context, checked, with the files of its `path` added.
@@ -30,18 +31,19 @@ pub(super) fn checked_context(
     mut ctx: TriggerContext,
     workspace: &std::path::Path,
 ) -> Result<TriggerContext, SessionError> {
-    let mut errors = Vec::new();
+    let mut bounds = Bounds::default()
+        .list("files", &ctx.files, MAX_FILES)
+        .list("languages", &ctx.languages, 100)
+        .list("explicit", &ctx.explicit, 1000)
+        .text("path", ctx.path.as_deref().unwrap_or_default(), MAX_ENTRY_CHARS);
     for (field, list) in [
         ("files", &ctx.files),
         ("languages", &ctx.languages),
         ("explicit", &ctx.explicit),
     ] {
-        if list.len() > MAX_ENTRIES {
-            errors.push(field_error(field, format!("at most {MAX_ENTRIES} entries")));
-        }
         if let Some(i) = list.iter().position(|e| bad_text(e)) {
             let why = format!("entries are 1 to {MAX_ENTRY_CHARS} characters, without NUL");
-            errors.push(field_error(&format!("{field}[{i}]"), why));
+            bounds.refuse(&format!("{field}[{i}]"), why);
         }
     }
     for (field, text) in [
@@ -49,18 +51,13 @@ pub(super) fn checked_context(
         ("build_system", ctx.build_system.as_ref()),
     ] {
         if text.is_some_and(|t| t.chars().count() > 64 || t.contains('\0')) {
-            errors.push(field_error(
-                field,
-                "at most 64 characters, without NUL".to_owned(),
-            ));
+            bounds.refuse(field, "at most 64 characters, without NUL".to_owned());
         }
     }
-    if !errors.is_empty() {
-        return Err(SessionError::Invalid(errors));
-    }
+    bounds.checked()?;
     check_names(catalog, &ctx.explicit, "explicit")?;
     if let Some(path) = &ctx.path {
-        let found = super::project::files(workspace, path, MAX_ENTRIES.saturating_sub(ctx.files.len()))?;
+        let found = super::project::files(workspace, path, MAX_FILES.saturating_sub(ctx.files.len()))?;
         ctx.files.extend(found);
     }
     Ok(ctx)
@@ -79,12 +76,6 @@ fn field_error(field: &str, message: String) -> FieldError {
 
 /// Refuses names of no loaded skill, each as a field error.
 pub(super) fn check_names(catalog: &Catalog, names: &[String], field: &str) -> Result<(), SessionError> {
-    if names.len() > MAX_ENTRIES {
-        return Err(SessionError::Invalid(vec![field_error(
-            field,
-            format!("at most {MAX_ENTRIES} entries"),
-        )]));
-    }
     let unknown: Vec<FieldError> = names
         .iter()
         .enumerate()
@@ -283,6 +274,7 @@ impl Sessions {
         decision: ActivationDecision,
         note: Option<String>,
     ) -> Result<super::SessionView, SessionError> {
+        super::view::checked_note(note.as_deref())?;
         let mut open = self.held(id).await?;
         if decided_by.is_some() && open.record.caller.as_deref() == decided_by {
             return Err(SessionError::SelfApproval(

@@ -266,6 +266,7 @@ impl Sessions {
         caller: Option<&str>,
         turn: view::TurnRequest,
     ) -> Result<TurnView, SessionError> {
+        turn.checked()?;
         let mut open = self.open(id, caller).await?;
         let catalog = self.catalog();
         activate::check_names(&catalog, &turn.activate, "activate")?;

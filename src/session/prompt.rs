@@ -3,7 +3,7 @@
 //! chain (`on_after_response`) and a wiki section's context
 //! (`on_before_wiki_section`; seed 002 defers the wiki itself).
 
-use super::view::{Fragment, HookReport, ResponseView, WikiView};
+use super::view::{self, Fragment, HookReport, ResponseView, WikiView};
 use super::{Open, SessionError, Sessions};
 use crate::skill::backend::HookAnswer;
 use crate::skill::phases::Phase;
@@ -64,6 +64,7 @@ impl Sessions {
         caller: Option<&str>,
         text: String,
     ) -> Result<ResponseView, SessionError> {
+        view::checked_response(&text)?;
         let open = self.open(id, caller).await?;
         let catalog = self.catalog();
         let mut reports = Vec::new();
@@ -92,6 +93,7 @@ impl Sessions {
         section: String,
         context: Vec<String>,
     ) -> Result<WikiView, SessionError> {
+        view::checked_wiki(&section, &context)?;
         let open = self.open(id, caller).await?;
         let catalog = self.catalog();
         let mut reports = Vec::new();

@@ -1,8 +1,10 @@
 //! What the session routes take and answer.
 
+use super::error::SessionError;
 use super::state::{ActivationRequest, Allowed, Lifecycle, SessionState, TriggerContext};
 use super::{Open, Sessions};
 use crate::catalog::Catalog;
+use crate::invoke::FieldError;
 use crate::skill::backend::HookAnswer;
 use crate::skill::phases::Phase;
 use crate::skill::triggers::FiredTrigger;
@@ -26,6 +28,49 @@ impl Changes {
     }
 }
 
+/// The bounds the request schemas below give, which the routes keep.
+const MAX_MESSAGE_CHARS: usize = 100_000;
+const MAX_NAMES: usize = 1000;
+const MAX_RESPONSE_CHARS: usize = 1_000_000;
+const MAX_WIKI_CONTEXT: usize = 100;
+const MAX_NOTE_CHARS: usize = 4096;
+const MAX_SECTION_CHARS: usize = 256;
+
+/// Field errors for texts and lists past their bounds.
+#[derive(Default)]
+pub(super) struct Bounds(Vec<FieldError>);
+
+impl Bounds {
+    pub(super) fn text(mut self, field: &str, text: &str, max: usize) -> Self {
+        if text.chars().count() > max {
+            self.refuse(field, format!("at most {max} characters"));
+        }
+        self
+    }
+
+    pub(super) fn list<T>(mut self, field: &str, list: &[T], max: usize) -> Self {
+        if list.len() > max {
+            self.refuse(field, format!("at most {max} entries"));
+        }
+        self
+    }
+
+    pub(super) fn refuse(&mut self, field: &str, message: String) {
+        self.0.push(FieldError {
+            field: field.to_owned(),
+            message,
+        });
+    }
+
+    pub(super) fn checked(self) -> Result<(), SessionError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(SessionError::Invalid(self.0))
+        }
+    }
+}
+
 /// A turn: the user's last message, and skills to switch on or off.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -42,6 +87,16 @@ pub struct TurnRequest {
     #[serde(default)]
     #[schema(max_items = 1000)]
     pub deactivate: Vec<String>,
+}
+
+impl TurnRequest {
+    pub(super) fn checked(&self) -> Result<(), SessionError> {
+        Bounds::default()
+            .text("message", &self.message, MAX_MESSAGE_CHARS)
+            .list("activate", &self.activate, MAX_NAMES)
+            .list("deactivate", &self.deactivate, MAX_NAMES)
+            .checked()
+    }
 }
 
 /// One skill in a session.
@@ -144,6 +199,26 @@ pub struct TurnView {
 pub struct ResponseRequest {
     #[schema(max_length = 1000000)]
     pub text: String,
+}
+
+/// Refuses a response text past its bound.
+pub(super) fn checked_response(text: &str) -> Result<(), SessionError> {
+    Bounds::default().text("text", text, MAX_RESPONSE_CHARS).checked()
+}
+
+/// Refuses a wiki section's name or context past their bounds.
+pub(super) fn checked_wiki(section: &str, context: &[String]) -> Result<(), SessionError> {
+    Bounds::default()
+        .text("section", section, MAX_SECTION_CHARS)
+        .list("context", context, MAX_WIKI_CONTEXT)
+        .checked()
+}
+
+/// Refuses a decision's note past its bound.
+pub(super) fn checked_note(note: Option<&str>) -> Result<(), SessionError> {
+    Bounds::default()
+        .text("note", note.unwrap_or_default(), MAX_NOTE_CHARS)
+        .checked()
 }
 
 /// The response as the transform chain left it.

@@ -255,3 +255,36 @@ fn malformed_ids_and_bodies_are_documented() {
         }
     }
 }
+
+/// A body the document calls optional is one the server takes when left
+/// out (it reads nothing as `{}`), so its schema requires no field; a body
+/// whose schema requires one is documented as required.
+#[test]
+fn optional_bodies_are_the_ones_that_need_no_field() {
+    let doc = document();
+    let mut required_seen = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let Some(body) = op.get("requestBody") else {
+                continue;
+            };
+            let Some(reference) = body["content"]["application/json"]["schema"]["$ref"].as_str() else {
+                continue;
+            };
+            let name = reference.rsplit('/').next().unwrap();
+            let needs_field = schema(&doc, name)["required"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty());
+            assert_eq!(body["required"], needs_field, "{method} {path}: {name}");
+            if needs_field {
+                required_seen.push(format!("{method} {path}"));
+            }
+        }
+    }
+    for op in [
+        "post /sessions/{id}/responses",
+        "post /sessions/{id}/activations/{skill}",
+    ] {
+        assert!(required_seen.iter().any(|s| s == op), "{op}: {required_seen:?}");
+    }
+}

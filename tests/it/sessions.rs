@@ -775,6 +775,120 @@ async fn sessions_are_bounded_per_caller_and_paths_stay_in_the_workspace() {
     );
 }
 
+/// Every bound the request schemas give is kept: at the bound a request
+/// is taken, one past it is refused (422 `invalid_session`) naming the
+/// field, and the session is as it was.
+#[tokio::test]
+async fn every_bound_the_schemas_give_is_kept() {
+    let w = world(settings(10)).await;
+    let id = w.ok("/sessions", json!({})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let names = |n: usize| vec!["watcher"; n];
+    let texts = |n: usize| vec!["x"; n];
+    let s = |path: &str| format!("/sessions/{id}{path}");
+    let cases: Vec<(String, &str, Value, Value)> = vec![
+        (
+            "/sessions".into(),
+            "languages",
+            json!({"languages": texts(100)}),
+            json!({"languages": texts(101)}),
+        ),
+        (
+            "/sessions".into(),
+            "explicit",
+            json!({"explicit": names(1000)}),
+            json!({"explicit": names(1001)}),
+        ),
+        (
+            "/sessions".into(),
+            "files",
+            json!({"files": texts(10_000)}),
+            json!({"files": texts(10_001)}),
+        ),
+        (
+            "/sessions".into(),
+            "mode",
+            json!({"mode": "m".repeat(64)}),
+            json!({"mode": "m".repeat(65)}),
+        ),
+        (
+            s("/turns"),
+            "message",
+            json!({"message": "é".repeat(100_000)}),
+            json!({"message": "é".repeat(100_001)}),
+        ),
+        (
+            s("/turns"),
+            "activate",
+            json!({"activate": names(1000)}),
+            json!({"activate": names(1001)}),
+        ),
+        (
+            s("/turns"),
+            "deactivate",
+            json!({"deactivate": names(1000)}),
+            json!({"deactivate": names(1001)}),
+        ),
+        (
+            s("/responses"),
+            "text",
+            json!({"text": "a".repeat(1_000_000)}),
+            json!({"text": "a".repeat(1_000_001)}),
+        ),
+        (
+            s("/wiki-sections/intro"),
+            "context",
+            json!({"context": texts(100)}),
+            json!({"context": texts(101)}),
+        ),
+        (
+            s(&format!("/wiki-sections/{}", "w".repeat(257))),
+            "section",
+            Value::Null,
+            json!({}),
+        ),
+        (
+            s("/activations/watcher"),
+            "note",
+            Value::Null,
+            json!({"decision": "deny", "note": "n".repeat(4097)}),
+        ),
+    ];
+    for (path, field, within, past) in cases {
+        if !within.is_null() {
+            let (status, answer) = w.post(&path, within).await;
+            assert!(
+                status == 200 || status == 201,
+                "{path} {field} at its bound: {status} {answer}"
+            );
+            if path == "/sessions" {
+                let made = answer["id"].as_str().unwrap();
+                let res = w
+                    .server
+                    .person()
+                    .delete(w.server.url(&format!("/sessions/{made}")))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status(), 204);
+            }
+        }
+        let (status, problem) = w.post(&path, past).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (422, Some("invalid_session")),
+            "{path} {field} past its bound: {problem}"
+        );
+        assert_eq!(problem["errors"][0]["field"], field, "{problem}");
+    }
+    let (status, problem) = w.post(&s("/responses"), json!({})).await;
+    assert_eq!(status, 400, "a response needs its text: {problem}");
+    let turn = w.ok(&s("/turns"), json!({})).await["session"]["turn"].clone();
+    assert_eq!(turn, 4, "the refused turns did not count: {turn}");
+}
+
 /// A server over the skills and workspace of `dirs` (bundled, user,
 /// workspace), its run log and sessions at `url`.
 async fn instance(dirs: &[tempfile::TempDir], url: &str) -> World {
