@@ -785,10 +785,47 @@ async fn every_bound_the_schemas_give_is_kept() {
         .as_str()
         .unwrap()
         .to_owned();
+    let s = |path: &str| format!("/sessions/{id}{path}");
+    for (path, field, within, past) in bounded_bodies(&id) {
+        if !within.is_null() {
+            let (status, answer) = w.post(&path, within).await;
+            assert!(
+                status == 200 || status == 201,
+                "{path} {field} at its bound: {status} {answer}"
+            );
+            if path == "/sessions" {
+                let made = answer["id"].as_str().unwrap();
+                let res = w
+                    .server
+                    .person()
+                    .delete(w.server.url(&format!("/sessions/{made}")))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status(), 204);
+            }
+        }
+        let (status, problem) = w.post(&path, past).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (422, Some("invalid_session")),
+            "{path} {field} past its bound: {problem}"
+        );
+        assert_eq!(problem["errors"][0]["field"], field, "{problem}");
+    }
+    let (status, problem) = w.post(&s("/responses"), json!({})).await;
+    assert_eq!(status, 400, "a response needs its text: {problem}");
+    let turn = w.ok(&s("/turns"), json!({})).await["session"]["turn"].clone();
+    assert_eq!(turn, 4, "the refused turns did not count: {turn}");
+}
+
+/// Each bounded field of the session routes: the path, the field, a body
+/// at its bound (null: none to send) and one past it.
+fn bounded_bodies(id: &str) -> Vec<(String, &'static str, Value, Value)> {
     let names = |n: usize| vec!["watcher"; n];
     let texts = |n: usize| vec!["x"; n];
     let s = |path: &str| format!("/sessions/{id}{path}");
-    let cases: Vec<(String, &str, Value, Value)> = vec![
+    vec![
         (
             "/sessions".into(),
             "languages",
@@ -855,38 +892,7 @@ async fn every_bound_the_schemas_give_is_kept() {
             Value::Null,
             json!({"decision": "deny", "note": "n".repeat(4097)}),
         ),
-    ];
-    for (path, field, within, past) in cases {
-        if !within.is_null() {
-            let (status, answer) = w.post(&path, within).await;
-            assert!(
-                status == 200 || status == 201,
-                "{path} {field} at its bound: {status} {answer}"
-            );
-            if path == "/sessions" {
-                let made = answer["id"].as_str().unwrap();
-                let res = w
-                    .server
-                    .person()
-                    .delete(w.server.url(&format!("/sessions/{made}")))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(res.status(), 204);
-            }
-        }
-        let (status, problem) = w.post(&path, past).await;
-        assert_eq!(
-            (status, problem["code"].as_str()),
-            (422, Some("invalid_session")),
-            "{path} {field} past its bound: {problem}"
-        );
-        assert_eq!(problem["errors"][0]["field"], field, "{problem}");
-    }
-    let (status, problem) = w.post(&s("/responses"), json!({})).await;
-    assert_eq!(status, 400, "a response needs its text: {problem}");
-    let turn = w.ok(&s("/turns"), json!({})).await["session"]["turn"].clone();
-    assert_eq!(turn, 4, "the refused turns did not count: {turn}");
+    ]
 }
 
 /// A server over the skills and workspace of `dirs` (bundled, user,
