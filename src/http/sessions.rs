@@ -10,7 +10,7 @@ use super::error::{Problem, Result};
 use super::extract::{JsonBody, Path};
 use super::responses::{BadQuery, BodyProblems, StoreUnavailable, empty_bodies_allowed};
 use crate::session::state::TriggerContext;
-use crate::session::{ResponseView, SessionView, TurnView, WikiView, view};
+use crate::session::{PendingActivations, ResponseView, SessionView, TurnView, WikiView, view};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -27,7 +27,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(turn))
         .routes(routes!(respond))
         .routes(routes!(wiki_section))
-        .routes(routes!(decide));
+        .routes(routes!(decide))
+        .routes(routes!(pending));
     empty_bodies_allowed(router.get_openapi_mut());
     router
 }
@@ -218,4 +219,21 @@ async fn decide(
         .decide(p.id, &p.skill, by, body.decision, body.note)
         .await?;
     Ok(Json(view))
+}
+
+/// The activation requests waiting for a person, in every caller's live
+/// sessions (the newest 1000 sessions are read), oldest first: where an
+/// approver finds what to decide with `POST
+/// /sessions/{session}/activations/{skill}`.
+#[utoipa::path(get, path = "/activations", tag = "sessions", security(("bearer" = ["approve"])),
+    responses(
+        (status = 200, description = "The requests that wait", body = PendingActivations),
+        BadQuery,
+        StoreUnavailable,
+    ))]
+async fn pending(
+    _: Require<need::Approve>,
+    State(state): State<AppState>,
+) -> Result<Json<PendingActivations>> {
+    Ok(Json(state.sessions.pending_activations().await?))
 }

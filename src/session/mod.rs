@@ -9,6 +9,7 @@
 mod activate;
 mod dispatch;
 mod error;
+mod pending;
 mod project;
 mod prompt;
 mod seats;
@@ -16,6 +17,7 @@ pub mod state;
 pub mod view;
 
 pub use error::SessionError;
+pub use pending::{PendingActivation, PendingActivations};
 pub use view::{
     ActivationDecision, Fragment, HookReport, ResponseView, SessionView, SkillView, TurnView, WikiView,
 };

@@ -700,6 +700,18 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
         (403, Some("self_approval")),
         "{refused}"
     );
+    // An approver finds both requests, oldest first, each with its
+    // session and caller; the agent may not read them.
+    let (k8s, rfc) = ("kubernetes", "rfc-writer");
+    let expected = [
+        (id, "agent", k8s),
+        (id, "agent", rfc),
+        (own_id, "boss", k8s),
+        (own_id, "boss", rfc),
+    ];
+    assert_eq!(waiting(&boss).await, expected.map(owned));
+    let (status, _) = agent.get("/activations").await;
+    assert_eq!(status, 403);
     // A person denies: the skill is in error with the reason, and its
     // tools are not callable in the session.
     let (status, denied) = boss
@@ -709,6 +721,10 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
     let k8s = skill(&denied, "kubernetes");
     assert_eq!(k8s["state"], "error");
     assert_eq!(k8s["reason"], "denied by boss: not today");
+    assert_eq!(
+        waiting(&boss).await,
+        expected[1..].iter().copied().map(owned).collect::<Vec<_>>()
+    );
     let (status, problem) = agent
         .post(
             "/tools/k8s_check/invoke",
@@ -728,6 +744,31 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
         )
         .await;
     assert_eq!(skill(&turn["session"], "kubernetes")["state"], "error", "{turn}");
+}
+
+/// The activation requests `api` finds waiting, as (session, caller,
+/// skill), in the order listed.
+async fn waiting(api: &Api) -> Vec<(String, String, String)> {
+    let (status, pending) = api.get("/activations").await;
+    assert_eq!(status, 200, "{pending}");
+    let items = pending["items"].as_array().unwrap();
+    assert!(
+        items
+            .iter()
+            .all(|p| p["permissions"].is_array() && p["trust"] == "bundled"),
+        "{pending}"
+    );
+    items
+        .iter()
+        .map(|p| {
+            let text = |key: &str| p[key].as_str().unwrap().to_owned();
+            (text("session"), text("caller"), text("skill"))
+        })
+        .collect()
+}
+
+fn owned((a, b, c): (&str, &str, &str)) -> (String, String, String) {
+    (a.to_owned(), b.to_owned(), c.to_owned())
 }
 
 #[tokio::test]

@@ -1,0 +1,86 @@
+//! The activation requests that wait for a person, across every caller's
+//! sessions: what an approver reads to find them (`GET /activations`),
+//! since a session itself is visible only to its caller.
+
+use super::state::{Lifecycle, SessionState};
+use super::{SessionError, Sessions};
+use crate::skill::triggers::FiredTrigger;
+use crate::store::{MAX_SESSIONS_LISTED, SessionRecord};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A skill waiting in a session for a person to allow its permissions;
+/// decided by `POST /sessions/{session}/activations/{skill}`.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct PendingActivation {
+    /// The request's id.
+    pub id: Uuid,
+    pub session: Uuid,
+    /// Who opened the session (null on a server without tokens); that
+    /// caller cannot decide it.
+    pub caller: Option<String>,
+    pub skill: String,
+    /// The permissions the skill declares, which allowing it grants.
+    pub permissions: Vec<String>,
+    pub trust: crate::trust::Trust,
+    /// The trigger that asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<FiredTrigger>,
+    pub requested_at: DateTime<Utc>,
+}
+
+/// Every request that waits, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingActivations {
+    pub items: Vec<PendingActivation>,
+    /// How many of the newest sessions were read: requests in older ones
+    /// are not listed (their callers still see them).
+    pub sessions_read: u32,
+}
+
+impl Sessions {
+    /// The activation requests waiting in the live sessions, among the
+    /// newest [`MAX_SESSIONS_LISTED`] sessions.
+    pub async fn pending_activations(&self) -> Result<PendingActivations, SessionError> {
+        let records = self.store.list_sessions(None, MAX_SESSIONS_LISTED).await?;
+        let now = Utc::now();
+        let mut items: Vec<PendingActivation> = records
+            .iter()
+            .filter(|r| r.expires_at > now)
+            .flat_map(waiting_in)
+            .collect();
+        items.sort_by_key(|p| (p.requested_at, p.id));
+        Ok(PendingActivations {
+            items,
+            sessions_read: u32::try_from(records.len()).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+/// The requests waiting in one session. A state this version cannot read
+/// holds none it can show.
+fn waiting_in(record: &SessionRecord) -> Vec<PendingActivation> {
+    let Ok(state) = serde_json::from_value::<SessionState>(record.state.clone()) else {
+        return Vec::new();
+    };
+    state
+        .skills
+        .into_iter()
+        .filter(|(_, s)| s.state == Lifecycle::Activating)
+        .filter_map(|(skill, s)| {
+            let request = s.approval?;
+            Some(PendingActivation {
+                id: request.id,
+                session: record.id,
+                caller: record.caller.clone(),
+                skill,
+                permissions: request.permissions,
+                trust: request.trust,
+                trigger: s.trigger,
+                requested_at: request.requested_at,
+            })
+        })
+        .collect()
+}
