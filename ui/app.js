@@ -1258,6 +1258,170 @@
     }
   }
 
+  // ---- skills asking to activate -----------------------------------------
+
+  // `GET /activations` (the approve role) has no stream either: it is read
+  // like the reviews. A token without the role sees a line saying so, not
+  // a failure: deciding activations is not its business.
+
+  const activationKey = (p) => `${p.session}/${p.skill}`;
+  /** Activation cards by `session/skill`, kept across reads so a note being typed survives. */
+  const activationCards = new Map();
+  let activationCount = 0;
+  let activationsGen = 0;
+  let activationsTimer = null;
+  let activationsRefused = false;
+
+  /** Reads the requests now, then every REVIEWS_MS; a newer call supersedes an older one. */
+  function refreshActivations() {
+    clearTimeout(activationsTimer);
+    const gen = ++activationsGen;
+    const next = () => {
+      if (gen === activationsGen) activationsTimer = setTimeout(refreshActivations, REVIEWS_MS);
+    };
+    if (document.hidden) next();
+    else loadActivations(gen).finally(next);
+  }
+
+  async function loadActivations(gen) {
+    try {
+      const data = await api('GET', 'activations');
+      if (gen !== activationsGen) return;
+      setProblem('activations', null);
+      activationsRefused = false;
+      renderActivations(data && Array.isArray(data.items) ? data.items : []);
+    } catch (err) {
+      if (gen !== activationsGen) return;
+      activationsRefused = refused(err);
+      // A refusal is the token's role (the other lists say a 401 already).
+      setProblem('activations', activationsRefused ? null : err.message);
+      if (activationsRefused) renderActivations([]);
+    }
+  }
+
+  function renderActivations(list) {
+    const wanted = new Map(list.filter((p) => p && p.session && p.skill).map((p) => [activationKey(p), p]));
+    for (const [key, card] of activationCards) if (!wanted.has(key)) dropActivation(card);
+    const container = $('#activations');
+    [...wanted].forEach(([key, p], i) => {
+      const card = activationCards.get(key) || createActivationCard(key, p);
+      card.request = p;
+      if (container.children[i] !== card.article) container.insertBefore(card.article, container.children[i] || null);
+    });
+    showActivationCount();
+  }
+
+  function dropActivation(card) {
+    card.article.remove();
+    activationCards.delete(card.key);
+  }
+
+  function showActivationCount() {
+    const n = activationCards.size;
+    $('#activations-count').textContent = n ? `(${n})` : '';
+    const empty = activationsRefused
+      ? 'Not shown: this token has no "approve" role, which deciding activations needs.'
+      : 'No skill is waiting to activate.';
+    showEmpty('#activations-empty', n ? null : empty);
+  }
+
+  function activationFacts(p) {
+    const permissions = Array.isArray(p.permissions) ? p.permissions : [];
+    const trigger = p.trigger ? `${p.trigger.kind}: ${p.trigger.value}` : null;
+    return el(
+      'dl',
+      { class: 'facts' },
+      fact(
+        'Permissions',
+        permissions.length
+          ? el('ul', { class: 'permissions' }, permissions.map((x) => el('li', {}, el('code', { text: x }))))
+          : el('span', { class: 'muted', text: 'none declared (an untrusted skill asks all the same)' }),
+      ),
+      trigger ? fact('Trigger', el('code', {}, revealed(trigger))) : null,
+      fact('Session', el('code', { class: 'session-id', text: String(p.session) }), ' of ', who(p.caller)),
+      fact('Asked', time(p.requested_at)),
+    );
+  }
+
+  function createActivationCard(key, p) {
+    const id = `activation-${++activationCount}`;
+    const card = { key, id, request: p, busy: false };
+    card.error = el('p', { class: 'action-error', role: 'alert', hidden: true });
+    card.note = el('input', {
+      type: 'text',
+      class: 'note',
+      name: 'note',
+      maxlength: '4096',
+      placeholder: 'why (the session’s caller reads it)',
+      'aria-label': `Note for ${p.skill}`,
+    });
+    card.buttons = [
+      ['allow_once', 'approve', 'Allow once', 'Activate it in this session'],
+      ['allow_always', 'approve always', 'Allow always', 'Activate this version in every session without asking'],
+      ['deny', 'deny', 'Deny', 'Keep it off in this session, with the note as the reason'],
+    ].map(([decision, look, label, title]) => {
+      const button = el('button', { type: 'button', class: look, 'data-decision': decision, title, text: label });
+      button.addEventListener('click', () => decideActivation(card, decision));
+      return button;
+    });
+    card.article = el(
+      'article',
+      { class: 'review activation', 'aria-labelledby': `${id}-title`, 'data-activation': key },
+      el(
+        'header',
+        { class: 'line' },
+        el('h3', { id: `${id}-title` }, el('span', { class: 'skill', text: p.skill })),
+        badge('trust', p.trust),
+      ),
+      card.error,
+      activationFacts(p),
+      el(
+        'div',
+        { class: 'decide' },
+        el('label', { class: 'note-label' }, el('span', { text: 'Note (optional)' }), card.note),
+        el('div', { class: 'buttons' }, card.buttons),
+      ),
+    );
+    activationCards.set(key, card);
+    return card;
+  }
+
+  async function decideActivation(card, decision) {
+    const p = card.request;
+    if (card.busy) return;
+    if (decision === 'allow_always') {
+      const sure = await confirmStep(
+        'Allow always?',
+        `Every later session activates ${p.skill} (this version) without asking anyone, with the ` +
+          'permissions it declares, until the skill changes or `skilld permissions --revoke` withdraws it.',
+        'Allow always',
+        'approve always',
+      );
+      if (!sure) return;
+    }
+    card.busy = true;
+    card.error.hidden = true;
+    card.article.classList.add('busy');
+    card.buttons.forEach((b) => { b.disabled = true; });
+    const note = card.note.value.trim();
+    try {
+      await api('POST', `sessions/${enc(p.session)}/activations/${enc(p.skill)}`, { decision, note: note || undefined });
+      dropActivation(card);
+      showActivationCount();
+      const done = { allow_once: 'Allowed once', allow_always: 'Allowed always', deny: 'Denied' }[decision];
+      flash(`${done}: ${p.skill}.`, false);
+    } catch (err) {
+      card.error.textContent = err.message;
+      card.error.hidden = false;
+      flash(`${p.skill}: ${err.message}`, true);
+    } finally {
+      card.busy = false;
+      card.article.classList.remove('busy');
+      card.buttons.forEach((b) => { b.disabled = false; });
+      refreshActivations();
+    }
+  }
+
   // ---- runs --------------------------------------------------------------
 
   /** Rows by run id with what they were drawn from, redrawn only on change. */
@@ -1575,6 +1739,7 @@
     follow();
     refreshRuns();
     refreshReviews();
+    refreshActivations();
     showView(currentView);
   }
 
@@ -1598,7 +1763,10 @@
     document.addEventListener('keydown', onKey);
     window.addEventListener('hashchange', () => showView(location.hash.slice(1)));
     document.addEventListener('visibilitychange', () => {
-      if (!document.hidden) refreshReviews();
+      if (!document.hidden) {
+        refreshReviews();
+        refreshActivations();
+      }
     });
     setInterval(updateAges, 30000);
   }

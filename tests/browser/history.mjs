@@ -26,8 +26,8 @@ async function cells(row) {
 
 /** Applies the filter form and waits for the rows it should leave. */
 async function filter(page, skill, tool, rows) {
-  await page.getByLabel('Skill').fill(skill);
-  await page.getByLabel('Tool').fill(tool);
+  await page.getByRole('searchbox', { name: 'Skill', exact: true }).fill(skill);
+  await page.getByRole('searchbox', { name: 'Tool', exact: true }).fill(tool);
   await page.getByRole('button', { name: 'Filter', exact: true }).click();
   await page.waitForFunction((n) => document.querySelectorAll('#history-body tr').length === n, rows);
 }

@@ -746,6 +746,72 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
     assert_eq!(skill(&turn["session"], "kubernetes")["state"], "error", "{turn}");
 }
 
+/// The approver's page: an invoke token sees that activations are not its
+/// to decide; an approver sees both waiting skills with what allowing them
+/// grants, denies one with a note and allows the other always, and the
+/// session is as they decided.
+#[tokio::test]
+async fn an_approver_decides_activations_in_the_page() {
+    let Some(harness) = crate::ui::browser_harness() else {
+        return;
+    };
+    let w = world_with(settings(10), Some(tokens())).await;
+    let agent = Api::of(&w.server).as_(AGENT);
+    let (_, started) = agent.post("/sessions", json!({"path": "."})).await;
+    let id = started["id"].as_str().unwrap().to_owned();
+    let env = [
+        ("ACTIVATIONS_SESSION", id.as_str()),
+        ("ACTIVATIONS_APPROVER", BOSS),
+    ];
+    let page = crate::ui::Script::start(
+        &harness,
+        "activations.mjs",
+        "ui-activations.png",
+        &w.server,
+        Some(AGENT),
+        &env,
+    );
+    let seen = page.done().await;
+    assert!(
+        seen["refused_line"].as_str().unwrap().contains("approve"),
+        "{seen}"
+    );
+    assert_eq!(seen["count"], "(2)", "{seen}");
+    let k8s = &seen["seen"]["kubernetes"];
+    assert_eq!(
+        (&k8s["skill"], &k8s["trust"]),
+        (&json!("kubernetes"), &json!("bundled")),
+        "{seen}"
+    );
+    assert_eq!(k8s["permissions"], json!(["file:read"]), "{seen}");
+    let facts = k8s["facts"].as_str().unwrap();
+    assert!(
+        facts.contains("file: **/deployment.yaml") && facts.contains(&id) && facts.contains("agent"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["seen"]["rfc"]["permissions"],
+        json!(["skill:invoke"]),
+        "{seen}"
+    );
+
+    let (_, now) = agent.get(&format!("/sessions/{id}")).await;
+    assert_eq!(skill(&now, "kubernetes")["state"], "error", "{now}");
+    assert_eq!(
+        skill(&now, "kubernetes")["reason"],
+        "denied by boss: not today",
+        "{now}"
+    );
+    assert_eq!(
+        (
+            &skill(&now, "rfc-writer")["state"],
+            &skill(&now, "rfc-writer")["allowed"]
+        ),
+        (&json!("active"), &json!("always")),
+        "{now}"
+    );
+}
+
 /// The activation requests `api` finds waiting, as (session, caller,
 /// skill), in the order listed.
 async fn waiting(api: &Api) -> Vec<(String, String, String)> {
