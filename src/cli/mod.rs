@@ -509,7 +509,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         let artifacts = invoker.artifacts().clone();
         async move { artifacts.check().await }
     });
-    let _notifier = crate::notify::spawn(
+    let mut notifier = crate::notify::spawn(
         invoker.clone(),
         config.notify.clone(),
         config.run.instance.clone(),
@@ -541,6 +541,9 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         config.install.clone(),
     ));
     let sessions = crate::session::Sessions::shared(&invoker, handle.clone(), config.sessions.clone());
+    if let Some(notifier) = &mut notifier {
+        notifier.follow_activations(sessions.activation_requests());
+    }
     let state = AppState {
         sessions,
         installer,

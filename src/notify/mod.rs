@@ -15,15 +15,18 @@ pub mod payload;
 pub use target::{Event, Format, NotifyConfig, Target};
 
 use crate::invoke::{InboxEvent, Invoker, first_page};
+use crate::session::PendingActivation;
 use crate::store::{Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, NewNotification, Outbox};
 use chrono::Utc;
 use futures_util::StreamExt;
 use std::sync::Arc;
 use tokio::sync::Notify;
+use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
-/// The running notifier: its two tasks stop when this is dropped.
+/// The running notifier: its tasks stop when this is dropped.
 pub struct Notifier {
+    shared: Arc<Shared>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -69,12 +72,63 @@ pub fn spawn(
         recorded: Notify::new(),
     });
     let mut tasks = vec![tokio::spawn(record_events(shared.clone()))];
-    match send::Sender::new(shared) {
+    match send::Sender::new(shared.clone()) {
         Ok(sender) => tasks.push(tokio::spawn(sender.run())),
         // Recorded, not sent: `GET /notifications` shows them pending.
         Err(e) => tracing::error!(error = %e, "cannot start sending webhooks: no TLS roots"),
     }
-    Some(Notifier { tasks })
+    Some(Notifier { shared, tasks })
+}
+
+impl Notifier {
+    /// Also tells the targets that want it of each activation request a
+    /// session of this instance makes ([`crate::session::Sessions::activation_requests`]).
+    /// Every instance tells of its own sessions' requests.
+    pub fn follow_activations(&mut self, requests: broadcast::Receiver<PendingActivation>) {
+        self.tasks
+            .push(tokio::spawn(record_activations(self.shared.clone(), requests)));
+    }
+}
+
+async fn record_activations(shared: Arc<Shared>, mut requests: broadcast::Receiver<PendingActivation>) {
+    loop {
+        match requests.recv().await {
+            Ok(request) => record_activation(&shared, &request).await,
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "activation requests came faster than they were recorded; some are not notified"
+                );
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn record_activation(shared: &Shared, request: &PendingActivation) {
+    let event = Event::ActivationRequested;
+    let now = Utc::now();
+    for target in shared.targets.iter().filter(|t| t.wants(event)) {
+        let new = NewNotification {
+            id: Uuid::now_v7(),
+            event: event.name().to_owned(),
+            // The request's id: one delivery per request and target.
+            approval_id: request.id,
+            target: target.name.clone(),
+            payload: payload::activation_body(target.format, request, &shared.public_url, now),
+            created_at: now,
+        };
+        enqueue(shared, new).await;
+    }
+}
+
+async fn enqueue(shared: &Shared, new: NewNotification) {
+    let target = new.target.clone();
+    match shared.outbox.enqueue(new).await {
+        Ok(true) => shared.recorded.notify_one(),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(target = %target, error = %e, "cannot record a notification"),
+    }
 }
 
 /// Records a delivery for each event the inbox feed shows, for every
@@ -144,10 +198,6 @@ async fn record(shared: &Shared, event: Event, approval: &Approval) {
             payload: payload::body(target.format, event, approval, &shared.public_url, now),
             created_at: now,
         };
-        match shared.outbox.enqueue(new).await {
-            Ok(true) => shared.recorded.notify_one(),
-            Ok(false) => {}
-            Err(e) => tracing::warn!(target = %target.name, error = %e, "cannot record a notification"),
-        }
+        enqueue(shared, new).await;
     }
 }

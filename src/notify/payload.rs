@@ -2,6 +2,7 @@
 //! `timestamp`, `data`) or Slack's `text` and `blocks`.
 
 use super::target::{Event, Format};
+use crate::session::PendingActivation;
 use crate::store::Approval;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -75,7 +76,9 @@ fn json_body(event: Event, a: &Approval, f: &Facts, at: DateTime<Utc>) -> Value 
 fn slack_body(event: Event, a: &Approval, f: &Facts) -> Value {
     let who = a.requested_by.as_deref().unwrap_or("a caller without a token");
     let headline = match event {
-        Event::Requested => format!("{} wants to run {} / {}", who, a.skill, a.tool),
+        Event::Requested | Event::ActivationRequested => {
+            format!("{} wants to run {} / {}", who, a.skill, a.tool)
+        }
         Event::Decided => format!(
             "{} {} {} / {}",
             a.decided_by.as_deref().unwrap_or("someone"),
@@ -104,6 +107,55 @@ fn slack_body(event: Event, a: &Approval, f: &Facts) -> Value {
                 "text": format!("<{}|Open the inbox> · <{}|this request>", f.inbox_url, f.approval_url)}},
         ],
     })
+}
+
+/// The body for a skill waiting in a session to be allowed, in `format`.
+pub fn activation_body(format: Format, p: &PendingActivation, public_url: &str, at: DateTime<Utc>) -> Value {
+    let base = public_url.trim_end_matches('/');
+    let inbox_url = format!("{base}/ui");
+    let decide_url = format!("{base}/sessions/{}/activations/{}", p.session, p.skill);
+    match format {
+        Format::Json => json!({
+            "type": Event::ActivationRequested.name(),
+            "timestamp": at,
+            "data": {
+                "request_id": p.id,
+                "session": p.session,
+                "caller": p.caller,
+                "skill": p.skill,
+                "permissions": p.permissions,
+                "trust": p.trust,
+                "trigger": p.trigger,
+                "requested_at": p.requested_at,
+                "decide_url": decide_url,
+                "inbox_url": inbox_url,
+            },
+        }),
+        Format::Slack => {
+            let who = p.caller.as_deref().unwrap_or("a caller without a token");
+            let headline = format!("{who}'s session wants to activate {}", p.skill);
+            let permissions = if p.permissions.is_empty() {
+                "none declared".to_owned()
+            } else {
+                p.permissions.join(", ")
+            };
+            let context = format!(
+                "trust: {} · session {} · request {}",
+                p.trust.as_str(),
+                p.session,
+                p.id
+            );
+            json!({
+                "text": headline,
+                "blocks": [
+                    {"type": "section", "text": {"type": "mrkdwn",
+                        "text": format!("*{}*\nPermissions: {}", mrkdwn(&headline), mrkdwn(&permissions))}},
+                    {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn(&context)}]},
+                    {"type": "section", "text": {"type": "mrkdwn", "text": format!("<{inbox_url}|Open the inbox>")}},
+                ],
+            })
+        }
+    }
 }
 
 /// `text` as a Slack code block that nothing inside can close.

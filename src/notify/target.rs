@@ -19,7 +19,7 @@ pub struct NotifyConfig {
     pub secret: Option<String>,
     /// The environment variable holding the secret instead.
     pub secret_env: Option<String>,
-    /// `requested`, `decided` (default: both).
+    /// `requested`, `decided`, `activation` (default: all three).
     pub events: Option<Vec<String>>,
     /// Attempts before a delivery counts as failed (default 6, at most 20).
     pub max_attempts: Option<u32>,
@@ -43,6 +43,8 @@ pub enum Event {
     Requested,
     /// A person approved or denied it.
     Decided,
+    /// A skill waits in a session for a person to allow its permissions.
+    ActivationRequested,
 }
 
 impl Event {
@@ -51,6 +53,7 @@ impl Event {
         match self {
             Self::Requested => "approval.requested",
             Self::Decided => "approval.decided",
+            Self::ActivationRequested => "activation.requested",
         }
     }
 }
@@ -113,7 +116,7 @@ impl Target {
             (None, None) => None,
         };
         let events = match &c.events {
-            None => vec![Event::Requested, Event::Decided],
+            None => vec![Event::Requested, Event::Decided, Event::ActivationRequested],
             Some(names) => names
                 .iter()
                 .map(|n| event(n).map_err(&at))
@@ -144,7 +147,8 @@ fn event(name: &str) -> Result<Event, String> {
     match name {
         "requested" => Ok(Event::Requested),
         "decided" => Ok(Event::Decided),
-        other => Err(format!("event '{other}' is not requested or decided")),
+        "activation" => Ok(Event::ActivationRequested),
+        other => Err(format!("event '{other}' is not requested, decided or activation")),
     }
 }
 

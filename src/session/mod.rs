@@ -58,6 +58,9 @@ impl Default for SessionSettings {
     }
 }
 
+/// Activation requests buffered for a slow listener before it misses some.
+const REQUESTS_BUFFERED: usize = 256;
+
 /// The session runtime of one server.
 pub struct Sessions {
     store: Arc<dyn Store>,
@@ -71,6 +74,9 @@ pub struct Sessions {
     /// What this instance holds of each session it served: its turn's
     /// budget and the lock that orders its requests.
     live: Mutex<HashMap<Uuid, Arc<Live>>>,
+    /// Each activation request as it is made (once written), for the
+    /// notifier.
+    requests: tokio::sync::broadcast::Sender<PendingActivation>,
 }
 
 /// A session as this instance serves it.
@@ -106,6 +112,7 @@ impl Sessions {
             settings,
             turn_limits: invoker.settings().turn_limits,
             live: Mutex::default(),
+            requests: tokio::sync::broadcast::channel(REQUESTS_BUFFERED).0,
         });
         let seats: Arc<dyn SessionSeats> = sessions.clone();
         if invoker.seat_sessions(seats).is_err() {
@@ -120,6 +127,12 @@ impl Sessions {
 
     pub fn settings(&self) -> &SessionSettings {
         &self.settings
+    }
+
+    /// Each activation request this instance makes from now on, once it
+    /// is written (so a person can decide it).
+    pub fn activation_requests(&self) -> tokio::sync::broadcast::Receiver<PendingActivation> {
+        self.requests.subscribe()
     }
 
     fn catalog(&self) -> Arc<Catalog> {
@@ -246,6 +259,10 @@ impl Sessions {
             )
             .await?
             .ok_or(SessionError::Busy(open.record.id))?;
+        for request in pending::made(&open.record, &saved) {
+            // Nobody listening (no [[notify]]) is not an error.
+            let _ = self.requests.send(request);
+        }
         Ok(Open {
             record: saved,
             ..open

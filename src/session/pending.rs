@@ -59,6 +59,16 @@ impl Sessions {
     }
 }
 
+/// The requests waiting in `after` that were not in `before` (the same
+/// session as it was read).
+pub(super) fn made(before: &SessionRecord, after: &SessionRecord) -> Vec<PendingActivation> {
+    let old: Vec<Uuid> = waiting_in(before).iter().map(|p| p.id).collect();
+    waiting_in(after)
+        .into_iter()
+        .filter(|p| !old.contains(&p.id))
+        .collect()
+}
+
 /// The requests waiting in one session. A state this version cannot read
 /// holds none it can show.
 fn waiting_in(record: &SessionRecord) -> Vec<PendingActivation> {

@@ -109,6 +109,11 @@ const PRUNE: [&str; 4] = [
     "delete from runs where id = any($1)",
 ];
 
+/// With a batch of retention: the settled webhook deliveries of activation
+/// requests (which hold no run) older than the batch's cutoff.
+const PRUNE_ACTIVATION_DELIVERIES: &str = "delete from notifications where event = 'activation.requested' \
+     and status <> 'pending' and created_at < $1";
+
 /// Enough for the concurrent runs and readers of one instance, while several
 /// instances stay well under PostgreSQL's default of 100 connections.
 const MAX_CONNECTIONS: u32 = 16;
@@ -981,6 +986,10 @@ impl Store for PgStore {
         for sql in [versions, deliveries, requests] {
             sqlx::query(sql).bind(&ids).execute(&mut *tx).await?;
         }
+        sqlx::query(PRUNE_ACTIVATION_DELIVERIES)
+            .bind(before.created_at)
+            .execute(&mut *tx)
+            .await?;
         let deleted = sqlx::query(runs).bind(&ids).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(deleted.rows_affected())

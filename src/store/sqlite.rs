@@ -131,6 +131,11 @@ const PRUNE: [&str; 4] = [
      and status not in ('pending_approval', 'queued', 'running')",
 ];
 
+/// With a batch of retention: the settled webhook deliveries of activation
+/// requests (which hold no run) older than the batch's cutoff.
+const PRUNE_ACTIVATION_DELIVERIES: &str = "delete from notifications where event = 'activation.requested' \
+     and status <> 'pending' and created_at < ?1";
+
 /// How long a writer waits for another's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// SQLite has one writer at a time. With several connections, writers that
@@ -1179,18 +1184,22 @@ impl Store for SqliteStore {
             export.export(&runs).await.map_err(|e| super::export_failed(&e))?;
         }
         let ids = json_text(&runs.iter().map(|run| run.id.to_string()).collect::<Vec<_>>())?;
+        let cutoff = time_text(before.created_at)?;
         // Through the hot path's writer: calls meanwhile queue behind the
         // one short transaction instead of retrying against a lock.
-        self.writer.write(move |conn| prune_on(conn, &ids)).await
+        self.writer.write(move |conn| prune_on(conn, &ids, &cutoff)).await
     }
 }
 
-/// One batch of retention ([`PRUNE`]) inside a write; how many runs went.
-fn prune_on(conn: &rusqlite::Connection, ids: &str) -> Result<u64, WriteError> {
+/// One batch of retention ([`PRUNE`], then [`PRUNE_ACTIVATION_DELIVERIES`]
+/// before `cutoff`) inside a write; how many runs went.
+fn prune_on(conn: &rusqlite::Connection, ids: &str, cutoff: &str) -> Result<u64, WriteError> {
     let [versions, deliveries, requests, runs] = PRUNE;
     for sql in [versions, deliveries, requests] {
         conn.prepare_cached(sql)?.execute([ids])?;
     }
+    conn.prepare_cached(PRUNE_ACTIVATION_DELIVERIES)?
+        .execute([cutoff])?;
     let deleted = conn.prepare_cached(runs)?.execute([ids])?;
     Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
 }

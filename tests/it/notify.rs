@@ -419,3 +419,135 @@ async fn a_configured_server_notifies_and_keeps_its_secret_out_of_proc() {
     assert_eq!(record["notifications"][0]["target"], "team");
     crate::cli::stop(child);
 }
+
+/// A skill a session's trigger chose waits for a person, and each target
+/// that wants it is told once, signed, with what allowing it grants (JSON
+/// and Slack); a target that wants only approvals is not told. The
+/// delivery is recorded under the request's id.
+#[tokio::test]
+async fn a_skill_asking_to_activate_is_posted() {
+    let (json_hook, slack_hook, quiet_hook) = (
+        Receiver::start(vec![]).await,
+        Receiver::start(vec![]).await,
+        Receiver::start(vec![]).await,
+    );
+    let targets = activation_targets(&json_hook, &slack_hook, &quiet_hook);
+    let dir = tempdir().unwrap();
+    let examples = crate::common::checkout().join("examples/seed002/kubernetes");
+    crate::common::copy_tree(&examples, &dir.path().join("kubernetes"));
+    let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
+        .start()
+        .await;
+    let mut notifier = notifier(&server, targets, "instance-a");
+    notifier.follow_activations(server.sessions.activation_requests());
+
+    let res = server
+        .person()
+        .post(server.url("/sessions"))
+        .json(&json!({"files": ["deploy/deployment.yaml"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let session: Value = res.json().await.unwrap();
+    let request = &session["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "kubernetes")
+        .unwrap()["approval"];
+    assert!(request["id"].is_string(), "{session}");
+
+    let got = json_hook.wait_for(1).await;
+    assert_signed(&got[0]);
+    assert_activation_body(&got[0].body, &session, request);
+
+    let chat = slack_hook.wait_for(1).await[0].body.clone();
+    assert!(
+        chat["text"]
+            .as_str()
+            .unwrap()
+            .contains("wants to activate kubernetes"),
+        "{chat}"
+    );
+    let text = chat["blocks"][0]["text"]["text"].as_str().unwrap();
+    assert!(text.contains("Permissions: file:read"), "{chat}");
+
+    // A turn that asks nothing new tells nobody again.
+    let res = server
+        .person()
+        .post(server.url(&format!("/sessions/{}/turns", session["id"].as_str().unwrap())))
+        .json(&json!({"message": "kubectl apply"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let record = server.get_json("/notifications").await;
+    let events: Vec<(&str, &str, &Value)> = record["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["event"].as_str().unwrap(),
+                n["target"].as_str().unwrap(),
+                &n["approval_id"],
+            )
+        })
+        .collect();
+    assert_eq!(events.len(), 2, "{record}");
+    for (event, _, id) in &events {
+        assert_eq!(
+            (*event, *id),
+            ("activation.requested", &request["id"]),
+            "{record}"
+        );
+    }
+    assert!(quiet_hook.got().is_empty(), "a target of approvals only was told");
+    assert_eq!(json_hook.got().len(), 1);
+}
+
+/// Three targets: JSON and Slack of every event, and one of approvals only.
+fn activation_targets(json_hook: &Receiver, slack_hook: &Receiver, quiet_hook: &Receiver) -> Vec<Target> {
+    let named = |name: &str, url: &str, extra: NotifyConfig| {
+        let config = NotifyConfig {
+            name: Some(name.into()),
+            url: url.to_owned(),
+            secret: Some(SECRET.into()),
+            ..extra
+        };
+        Target::resolve(0, &config, |_| None).unwrap()
+    };
+    let slack = NotifyConfig {
+        format: Some("slack".into()),
+        ..NotifyConfig::default()
+    };
+    let approvals_only = NotifyConfig {
+        events: Some(vec!["requested".into(), "decided".into()]),
+        ..NotifyConfig::default()
+    };
+    vec![
+        named("team", &json_hook.url, NotifyConfig::default()),
+        named("chat", &slack_hook.url, slack),
+        named("quiet", &quiet_hook.url, approvals_only),
+    ]
+}
+
+/// The JSON body of `session`'s activation `request` for kubernetes.
+fn assert_activation_body(body: &Value, session: &Value, request: &Value) {
+    assert_eq!(body["type"], "activation.requested", "{body}");
+    let data = &body["data"];
+    assert_eq!(data["request_id"], request["id"], "{body}");
+    assert_eq!(data["session"], session["id"], "{body}");
+    assert_eq!(data["skill"], "kubernetes");
+    assert_eq!(data["permissions"], json!(["file:read"]));
+    assert_eq!(
+        data["trigger"],
+        json!({"kind": "file", "value": "**/deployment.yaml"})
+    );
+    let decide = format!(
+        "https://skilld.example/sessions/{}/activations/kubernetes",
+        session["id"].as_str().unwrap()
+    );
+    assert_eq!(data["decide_url"], decide.as_str(), "{body}");
+}

@@ -87,6 +87,7 @@ conformance! {
         retention_by_count_keeps_the_newest,
         retention_goes_in_batches,
         retention_takes_approvals_with_their_runs,
+        retention_takes_settled_activation_deliveries_before_the_cutoff,
         retention_deletes_nothing_when_the_export_fails,
         many_ends_commit_together_over_live_runs_only,
         pending_requests_are_paged_oldest_first_through_ties,
@@ -138,6 +139,7 @@ use retention::{
     concurrent_prunes_export_each_run_once, retention_by_count_keeps_the_newest,
     retention_deletes_nothing_when_the_export_fails, retention_goes_in_batches,
     retention_prunes_only_final_runs_before_the_cutoff, retention_takes_approvals_with_their_runs,
+    retention_takes_settled_activation_deliveries_before_the_cutoff,
 };
 
 // ---- harnesses -------------------------------------------------------------

@@ -317,3 +317,52 @@ pub async fn concurrent_prunes_export_each_run_once(url: String) {
     expected.sort();
     assert_eq!(exported, expected, "each run exported exactly once");
 }
+
+/// Deliveries of activation requests hold no run: they go with a batch of
+/// retention once settled and older than its cutoff. One still pending,
+/// or newer, stays.
+pub async fn retention_takes_settled_activation_deliveries_before_the_cutoff(store: Arc<dyn Store>) {
+    let old = t0() - Duration::days(100);
+    finished(&store, old, RunStatus::Succeeded).await;
+    let delivery = |target: &str, at: DateTime<Utc>| NewNotification {
+        id: Uuid::now_v7(),
+        event: "activation.requested".to_owned(),
+        approval_id: Uuid::now_v7(),
+        target: target.to_owned(),
+        payload: json!({"type": "activation.requested"}),
+        created_at: at,
+    };
+    for n in [
+        delivery("settled", old),
+        delivery("waiting", old),
+        delivery("recent", t0()),
+    ] {
+        assert!(store.enqueue_notification(n).await.unwrap());
+    }
+    // The old one for `settled` is delivered; the others wait.
+    let claimed = store
+        .claim_notifications("a", old, old + Duration::minutes(1), 1)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let settled = claimed[0].target.clone();
+    let done = skilld::store::Attempt::Delivered { status: 200 };
+    store.record_attempt(claimed[0].id, "a", done, old).await.unwrap();
+
+    assert_eq!(store.prune_runs(before(t0()), 100, None).await.unwrap(), 1);
+    let mut left: Vec<String> = store
+        .list_notifications(None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.target)
+        .collect();
+    left.sort();
+    let mut expected: Vec<String> = ["settled", "waiting", "recent"]
+        .into_iter()
+        .filter(|t| *t != settled)
+        .map(str::to_owned)
+        .collect();
+    expected.sort();
+    assert_eq!(left, expected);
+}

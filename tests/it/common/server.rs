@@ -26,6 +26,8 @@ pub struct TestServer {
     /// The server's whole store, for tests to arrange and inspect what
     /// the API does not show.
     pub store: Arc<dyn Store>,
+    /// The session runtime, for a notifier to follow as `skilld serve`'s does.
+    pub sessions: Arc<skilld::session::Sessions>,
     /// The local secret of a server without tokens: the person's.
     pub secret: Option<String>,
     /// Holds the data directory (and SQLite file) for the server's life.
@@ -246,8 +248,9 @@ impl TestServer {
                 .await
                 .unwrap(),
         );
+        let sessions = skilld::session::Sessions::shared(&invoker, catalog.clone(), sessions);
         let state = AppState {
-            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), sessions),
+            sessions: sessions.clone(),
             installer: Arc::new(skilld::install::Installer::new(
                 catalog.clone(),
                 invoker.clone(),
@@ -265,6 +268,7 @@ impl TestServer {
             catalog,
             invoker,
             store,
+            sessions,
             secret,
             data: Some(data),
             stop: Some(stop),
