@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// The default `--bind`.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
-/// The default ceiling on any skill's timeout (`docs/design.md` §3).
-pub const DEFAULT_MAX_TIMEOUT_SECS: u64 = 600;
+pub use crate::skill::DEFAULT_MAX_TIMEOUT_SECS;
 
 /// The flags of every command that runs tools here (`serve`, `mcp`);
 /// every one also has an environment variable. Options stay `None` when

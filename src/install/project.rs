@@ -84,7 +84,7 @@ pub fn add(adding: Adding<'_>) -> Result<Added, AddError> {
         Trust::User,
         &Runtimes::default(),
         &rules,
-        crate::config::DEFAULT_MAX_TIMEOUT_SECS,
+        crate::skill::DEFAULT_MAX_TIMEOUT_SECS,
     )?;
     if checked.version.as_deref() != Some(adding.version) {
         return Err(not_as_listed(checked.version.as_deref().unwrap_or("no version")));
@@ -160,7 +160,7 @@ pub fn inspect(archive: std::fs::File, limits: &UnpackLimits) -> Result<Inspecte
         Trust::Untrusted,
         &Runtimes::default(),
         &rules,
-        crate::config::DEFAULT_MAX_TIMEOUT_SECS,
+        crate::skill::DEFAULT_MAX_TIMEOUT_SECS,
     )?;
     Ok(Inspected {
         name: staged.name.clone(),

@@ -43,3 +43,7 @@ pub use load::{Loaded, load_skill};
 pub use model::*;
 pub use rules::{EntrypointDefaults, SkillRules};
 pub use scripts::Runtimes;
+
+/// The default ceiling on any skill's timeout (`docs/design.md` §3): what
+/// a skill is checked against where no configuration sets another.
+pub const DEFAULT_MAX_TIMEOUT_SECS: u64 = 600;
