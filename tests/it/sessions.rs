@@ -1114,3 +1114,75 @@ async fn over_mcp_a_call_names_its_session_and_llm_is_the_clients_sampling() {
     )
     .await;
 }
+
+/// On MCP 2026-07-28 a request stands alone: the server cannot send the
+/// client a sampling request in the middle of it, even when the client
+/// says it samples. A call in a session still runs there, and the skill's
+/// `llm()` fails saying why instead of waiting for an answer.
+#[tokio::test]
+async fn on_the_stateless_protocol_llm_fails_clearly() {
+    let skills = tempdir().unwrap();
+    write_file(
+        &skills.path().join("thinker/SKILL.yaml"),
+        "name: thinker\nversion: 1.0.0\ndescription: Thinks with the model.\ntypes: [tool]\nread_only: true\n\
+         triggers:\n  keywords: [think]\npermissions: [llm:call]\n\
+         implementation:\n  backend: starlark\n  entrypoint: skill.star\n",
+    );
+    write_file(&skills.path().join("thinker/skill.star"), THINKER);
+    let sessions = SessionSettings {
+        approved_skills: vec!["thinker".to_owned()],
+        ..SessionSettings::default()
+    };
+    let w = World {
+        server: TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+            .sessions(sessions)
+            .start()
+            .await,
+        _dirs: vec![skills],
+    };
+    let id = w.ok("/sessions", json!({})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let turn = w
+        .ok(&format!("/sessions/{id}/turns"), json!({"message": "think"}))
+        .await;
+    assert_eq!(skill(&turn["session"], "thinker")["state"], "active", "{turn}");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
+        "skilld/session": id,
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "think", "arguments": {"question": "why?"}, "_meta": meta}});
+    let res = w
+        .server
+        .person()
+        .post(w.server.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "think")
+        .body(body.to_string())
+        .send();
+    let res = tokio::time::timeout(std::time::Duration::from_secs(30), res)
+        .await
+        .expect("the call waited for a model that cannot answer")
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    let answer: Value = text
+        .lines()
+        .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no message in {text}"));
+    let result = &answer["result"];
+    assert_eq!(result["isError"], true, "{answer}");
+    let said = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(said.contains("llm: no model"), "{answer}");
+    // The run is in the session's log, failed, with the reason.
+    let runs = w.server.get_json(&format!("/runs?session={id}")).await;
+    assert_eq!(runs["runs"][0]["status"], "failed", "{runs}");
+}
