@@ -13,7 +13,7 @@ use crate::skill::Skill;
 use crate::skill::backend::HookAnswer;
 use crate::skill::phases::Phase;
 use crate::skill::triggers::{self, Context, FiredTrigger};
-use crate::store::SkillApproval;
+use crate::store::{SessionRecord, SkillApproval};
 use crate::trust::Trust;
 use chrono::Utc;
 use serde_json::json;
@@ -252,6 +252,35 @@ impl Sessions {
             }
         }
         changes
+    }
+
+    /// A session past its time, already deleted by the sweep: its active
+    /// skills' `on_deactivate` hooks run (with `"expired": true`), and
+    /// nothing is saved.
+    pub(super) async fn expired(self: &Arc<Self>, record: SessionRecord) {
+        let id = record.id;
+        let order = self.live(id).order.clone().lock_owned().await;
+        let context = serde_json::from_value(record.context.clone());
+        let state = serde_json::from_value(record.state.clone());
+        let (Ok(context), Ok(state)) = (context, state) else {
+            tracing::warn!(session = %id, "an expired session's state cannot be read; its skills are not told");
+            return self.forget(id);
+        };
+        let open = Open {
+            record,
+            context,
+            state,
+            _order: order,
+        };
+        let catalog = self.catalog();
+        let active: Vec<String> = open.state.active().map(str::to_owned).collect();
+        let mut reports = Vec::new();
+        for skill in Self::ordered(&catalog, active.iter().map(String::as_str)) {
+            let payload = json!({"session": id, "skill": skill.name, "expired": true});
+            self.run_hook(&open, &skill, Phase::OnDeactivate, payload, &mut reports)
+                .await;
+        }
+        self.forget(id);
     }
 
     /// `on_conversation_start` of every active skill.

@@ -318,17 +318,37 @@ impl Sessions {
         Ok(())
     }
 
-    /// Forgets sessions past their time, until `stop` (an expired
-    /// session's skills get no `on_deactivate`: nobody is there).
+    /// Ends the sessions past their time every 30 s, until `stop`.
     pub async fn housekeeping(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(Duration::from_secs(30)) => {}
             }
-            match self.store.expire_sessions(Utc::now()).await {
-                Ok(gone) => gone.into_iter().for_each(|id| self.forget(id)),
-                Err(e) => tracing::warn!(error = %e, "cannot expire sessions"),
+            self.sweep().await;
+        }
+    }
+
+    /// Ends the sessions past their time now: each is deleted (by one
+    /// instance), then its active skills' `on_deactivate` hooks run.
+    /// Returns how many ended.
+    pub async fn sweep(self: &Arc<Self>) -> usize {
+        let mut ended = 0;
+        loop {
+            let gone = match self.store.expire_sessions(Utc::now()).await {
+                Ok(gone) => gone,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot expire sessions");
+                    return ended;
+                }
+            };
+            let full = gone.len() >= crate::store::EXPIRE_BATCH as usize;
+            ended += gone.len();
+            for record in gone {
+                self.expired(record).await;
+            }
+            if !full {
+                return ended;
             }
         }
     }

@@ -449,7 +449,7 @@ impl Store for Deferred {
         self.inner.end_session(id).await
     }
 
-    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<SessionRecord>, StoreError> {
         self.inner.expire_sessions(now).await
     }
 

@@ -480,9 +480,10 @@ pub trait Store: Send + Sync + 'static {
     async fn end_session(&self, id: Uuid) -> Result<bool, StoreError>;
 
     /// Deletes up to [`EXPIRE_BATCH`] sessions expired at `now` (oldest
-    /// expiry first) and returns their ids; fewer than the batch when no
-    /// more are due.
-    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError>;
+    /// expiry first) and returns them as they were, so that their skills
+    /// can be told; fewer than the batch when no more are due. Across
+    /// instances each session is returned to one.
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<SessionRecord>, StoreError>;
 
     /// Sessions expired or not, newest first (of `caller` only, when
     /// given), at most `limit` (clamped to 1..=[`MAX_SESSIONS_LISTED`]).

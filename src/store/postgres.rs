@@ -769,7 +769,7 @@ impl Store for PgStore {
         sessions::end(&self.pool, id).await
     }
 
-    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<SessionRecord>, StoreError> {
         sessions::expire(&self.pool, now).await
     }
 

@@ -1003,7 +1003,7 @@ impl Store for SqliteStore {
         sessions::end(&self.pool, id).await
     }
 
-    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<SessionRecord>, StoreError> {
         sessions::expire(&self.pool, now).await
     }
 

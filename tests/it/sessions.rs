@@ -1186,3 +1186,67 @@ async fn on_the_stateless_protocol_llm_fails_clearly() {
     let runs = w.server.get_json(&format!("/runs?session={id}")).await;
     assert_eq!(runs["runs"][0]["status"], "failed", "{runs}");
 }
+
+/// A session past its time is ended by the sweep: it is gone, and its
+/// active skills' `on_deactivate` hooks ran, told it expired.
+#[tokio::test]
+async fn an_expired_session_tells_its_active_skills() {
+    let marks = crate::common::marks_dir();
+    let dir = marks.path().display().to_string();
+    let skills = tempdir().unwrap();
+    write_file(
+        &skills.path().join("leaver/SKILL.yaml"),
+        "name: leaver\nversion: 1.0.0\ndescription: Leaves a mark as it goes.\ntypes: [tool]\nread_only: true\n\
+         triggers:\n  keywords: [hello]\npermissions: [shell:exec]\n\
+         implementation:\n  backend: starlark\n  entrypoint: skill.star\n",
+    );
+    let script = format!(
+        r#"
+def leave(payload):
+    exec("touch", ["{dir}/" + payload["skill"] + "-expired-" + str(payload.get("expired", False))])
+    return {{}}
+
+def noop(args):
+    return "ok"
+
+register_tool("noop", "Does nothing.", {{"type": "object"}}, noop)
+register_hook("on_deactivate", leave)
+"#
+    );
+    write_file(&skills.path().join("leaver/skill.star"), &script);
+    let sessions = SessionSettings {
+        approved_skills: vec!["leaver".to_owned()],
+        ttl_secs: 1,
+        ..SessionSettings::default()
+    };
+    let w = World {
+        server: TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+            .sessions(sessions)
+            .start()
+            .await,
+        _dirs: vec![skills],
+    };
+    let id = w.ok("/sessions", json!({})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let turn = w
+        .ok(&format!("/sessions/{id}/turns"), json!({"message": "hello"}))
+        .await;
+    assert_eq!(skill(&turn["session"], "leaver")["state"], "active", "{turn}");
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    // The sweep runs every 30 s; a test need not wait for it.
+    w.server.sessions.sweep().await;
+    assert!(
+        marks.path().join("leaver-expired-True").is_file(),
+        "on_deactivate did not run"
+    );
+    let res = w
+        .server
+        .person()
+        .get(w.server.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+}

@@ -127,16 +127,20 @@ pub(super) async fn end(pool: &PgPool, id: Uuid) -> Result<bool, StoreError> {
 
 /// `skip locked`: a session another instance is expiring (or updating)
 /// right now is left to it, so no sweep waits on another.
-pub(super) async fn expire(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
-    let ids = sqlx::query_scalar(
+pub(super) async fn expire(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<SessionRecord>, StoreError> {
+    let rows = sqlx::query(concat!(
         "delete from sessions where id in (select id from sessions where expires_at <= $1 \
-         order by expires_at limit $2 for update skip locked) returning id",
-    )
+         order by expires_at limit $2 for update skip locked) returning ",
+        session_columns!()
+    ))
     .bind(now)
     .bind(i64::from(EXPIRE_BATCH))
     .fetch_all(pool)
     .await?;
-    Ok(ids)
+    let mut gone = rows.iter().map(session_from_row).collect::<Result<Vec<_>, _>>()?;
+    // RETURNING follows no order: the oldest expiry first, as documented.
+    gone.sort_by_key(|s| (s.expires_at, s.id));
+    Ok(gone)
 }
 
 pub(super) async fn list(

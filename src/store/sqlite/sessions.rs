@@ -109,16 +109,20 @@ pub(super) async fn end(pool: &SqlitePool, id: Uuid) -> Result<bool, StoreError>
     Ok(done.rows_affected() == 1)
 }
 
-pub(super) async fn expire(pool: &SqlitePool, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
-    let ids: Vec<String> = sqlx::query_scalar(
+pub(super) async fn expire(pool: &SqlitePool, now: DateTime<Utc>) -> Result<Vec<SessionRecord>, StoreError> {
+    let rows = sqlx::query(concat!(
         "delete from sessions where id in \
-         (select id from sessions where expires_at <= ? order by expires_at limit ?) returning id",
-    )
+         (select id from sessions where expires_at <= ? order by expires_at limit ?) returning ",
+        session_columns!()
+    ))
     .bind(time_text(now)?)
     .bind(i64::from(EXPIRE_BATCH))
     .fetch_all(pool)
     .await?;
-    ids.iter().map(|id| parse_uuid(id)).collect()
+    let mut gone = rows.iter().map(session_from_row).collect::<Result<Vec<_>, _>>()?;
+    // RETURNING follows no order: the oldest expiry first, as documented.
+    gone.sort_by_key(|s| (s.expires_at, s.id));
+    Ok(gone)
 }
 
 pub(super) async fn list(
