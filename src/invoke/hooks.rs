@@ -74,7 +74,10 @@ pub(super) async fn before(
     if !hooks.iter().any(|h| h == BEFORE) {
         return Before::Go;
     }
-    let payload = json!({"input": p.arguments});
+    // The same fields as in a session (src/invoke/session.rs), no session.
+    let payload = json!({
+        "input": p.arguments, "tool": p.tool().name, "skill": p.skill.name, "session": Value::Null,
+    });
     let answer = backend
         .hook(hook_call(Phase::BeforeToolCall, p, payload, context))
         .await;
@@ -150,7 +153,10 @@ pub(super) async fn after(
     if !hooks.iter().any(|h| h == AFTER) {
         return;
     }
-    let payload = json!({"input": p.arguments, "result": envelope});
+    let payload = json!({
+        "input": p.arguments, "result": envelope, "tool": p.tool().name, "skill": p.skill.name,
+        "session": Value::Null,
+    });
     let outcome = backend
         .hook(hook_call(Phase::AfterToolResult, p, payload, context))
         .await

@@ -526,7 +526,8 @@ def before(payload):
     return {}
 
 def after(payload):
-    return {"payload": {"result": {"output": payload["result"]["output"] + " (checked)"}}}
+    seen = "%s/%s, session %s" % (payload["skill"], payload["tool"], payload["session"])
+    return {"payload": {"result": {"output": payload["result"]["output"] + " (checked: " + seen + ")"}}}
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 register_tool("greet", "Greets.", SCHEMA, greet)
@@ -538,7 +539,11 @@ register_hook(phase = "after_tool_result", handler = after)
 async fn hooks_registered_by_a_script_change_or_cancel_a_call() {
     let (server, _skills) = server_over(|root| star_skill(root, "hooked", "", HOOKED)).await;
     let shouted = call(&server, "greet", json!({"name": "shout"})).await;
-    assert_eq!(shouted["output"], "hello SHOUT (checked)", "{shouted}");
+    // Outside a session the hooks see the same fields, the session null.
+    assert_eq!(
+        shouted["output"], "hello SHOUT (checked: hooked/greet, session None)",
+        "{shouted}"
+    );
     assert_eq!(shouted["hooks"][0]["effect"], "replaced_input", "{shouted}");
     let (status, problem) = server.invoke("greet", json!({"name": "mallory"})).await;
     assert_eq!(status, 403, "{problem}");
