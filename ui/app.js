@@ -998,41 +998,53 @@
     return bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(bytes < 10240 ? 1 : 0)} KiB`;
   }
 
+  /**
+   * A list with no stream (`GET path`), read now and then every
+   * REVIEWS_MS while the page is in view; a newer read supersedes an older
+   * one. `entries(data)` picks the list out of an answer for `render`. A
+   * refusal (401, 403) empties the list, since what this token may not see
+   * is not left on screen from an earlier one; it is a problem to show
+   * unless `quietRefusal` (the token's role, not a failure). `refused`
+   * says whether the last read was refused.
+   */
+  function polledList(path, entries, render, quietRefusal) {
+    const list = { gen: 0, timer: null, refused: false };
+    async function load(gen) {
+      try {
+        const data = await api('GET', path);
+        if (gen !== list.gen) return;
+        setProblem(path, null);
+        list.refused = false;
+        render(entries(data));
+      } catch (err) {
+        if (gen !== list.gen) return;
+        list.refused = refused(err);
+        setProblem(path, list.refused && quietRefusal ? null : err.message);
+        if (list.refused) render([]);
+      }
+    }
+    list.refresh = () => {
+      clearTimeout(list.timer);
+      const gen = ++list.gen;
+      const next = () => {
+        if (gen === list.gen) list.timer = setTimeout(list.refresh, REVIEWS_MS);
+      };
+      if (document.hidden) next();
+      else load(gen).finally(next);
+    };
+    return list;
+  }
+
   /** Review cards by `skill@version`, kept across reads so a note being typed survives. */
   const reviewCards = new Map();
   let reviewCount = 0;
-  let reviewsGen = 0;
-  let reviewsTimer = null;
-  let reviewsBlocked = false;
-
-  /** Reads the reviews now, then every REVIEWS_MS; a newer call supersedes an older one. */
-  function refreshReviews() {
-    clearTimeout(reviewsTimer);
-    const gen = ++reviewsGen;
-    const next = () => {
-      if (gen === reviewsGen) reviewsTimer = setTimeout(refreshReviews, REVIEWS_MS);
-    };
-    if (document.hidden) next();
-    else loadReviews(gen).finally(next);
-  }
-
-  async function loadReviews(gen) {
-    try {
-      const data = await api('GET', 'reviews');
-      if (gen !== reviewsGen) return;
-      setProblem('reviews', null);
-      reviewsBlocked = false;
-      renderReviews(data && Array.isArray(data.reviews) ? data.reviews : []);
-    } catch (err) {
-      if (gen !== reviewsGen) return;
-      setProblem('reviews', err.message);
-      // What this token may not see is not left on screen from an earlier one.
-      if (refused(err)) {
-        reviewsBlocked = true;
-        renderReviews([]);
-      }
-    }
-  }
+  const reviews = polledList(
+    'reviews',
+    (data) => (data && Array.isArray(data.reviews) ? data.reviews : []),
+    (list) => renderReviews(list),
+    false,
+  );
+  const refreshReviews = () => reviews.refresh();
 
   function renderReviews(list) {
     const wanted = new Map();
@@ -1056,7 +1068,7 @@
   function showReviewCount() {
     const n = reviewCards.size;
     $('#reviews-count').textContent = n ? `(${n})` : '';
-    const empty = reviewsBlocked ? UNAVAILABLE : 'No upload is waiting for a review.';
+    const empty = reviews.refused ? UNAVAILABLE : 'No upload is waiting for a review.';
     showEmpty('#reviews-empty', n ? null : empty);
   }
 
@@ -1268,36 +1280,14 @@
   /** Activation cards by `session/skill`, kept across reads so a note being typed survives. */
   const activationCards = new Map();
   let activationCount = 0;
-  let activationsGen = 0;
-  let activationsTimer = null;
-  let activationsRefused = false;
-
-  /** Reads the requests now, then every REVIEWS_MS; a newer call supersedes an older one. */
-  function refreshActivations() {
-    clearTimeout(activationsTimer);
-    const gen = ++activationsGen;
-    const next = () => {
-      if (gen === activationsGen) activationsTimer = setTimeout(refreshActivations, REVIEWS_MS);
-    };
-    if (document.hidden) next();
-    else loadActivations(gen).finally(next);
-  }
-
-  async function loadActivations(gen) {
-    try {
-      const data = await api('GET', 'activations');
-      if (gen !== activationsGen) return;
-      setProblem('activations', null);
-      activationsRefused = false;
-      renderActivations(data && Array.isArray(data.items) ? data.items : []);
-    } catch (err) {
-      if (gen !== activationsGen) return;
-      activationsRefused = refused(err);
-      // A refusal is the token's role (the other lists say a 401 already).
-      setProblem('activations', activationsRefused ? null : err.message);
-      if (activationsRefused) renderActivations([]);
-    }
-  }
+  // A refusal is the token's role (the other lists say a 401 already).
+  const activations = polledList(
+    'activations',
+    (data) => (data && Array.isArray(data.items) ? data.items : []),
+    (list) => renderActivations(list),
+    true,
+  );
+  const refreshActivations = () => activations.refresh();
 
   function renderActivations(list) {
     const wanted = new Map(list.filter((p) => p && p.session && p.skill).map((p) => [activationKey(p), p]));
@@ -1319,7 +1309,7 @@
   function showActivationCount() {
     const n = activationCards.size;
     $('#activations-count').textContent = n ? `(${n})` : '';
-    const empty = activationsRefused
+    const empty = activations.refused
       ? 'Not shown: this token has no "approve" role, which deciding activations needs.'
       : 'No skill is waiting to activate.';
     showEmpty('#activations-empty', n ? null : empty);
