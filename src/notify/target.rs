@@ -185,7 +185,16 @@ mod tests {
             (t.name.as_str(), t.format, t.max_attempts),
             ("notify-1", Format::Json, 6)
         );
-        assert_eq!(t.events, [Event::Requested, Event::Decided]);
+        assert_eq!(
+            t.events,
+            [Event::Requested, Event::Decided, Event::ActivationRequested]
+        );
+        let named = NotifyConfig {
+            events: Some(vec!["activation".into()]),
+            ..entry("https://hooks.example/x")
+        };
+        let t = Target::resolve(0, &named, |_| None).unwrap();
+        assert_eq!(t.events, [Event::ActivationRequested]);
         let secret = NotifyConfig {
             secret_env: Some("S".into()),
             format: Some("slack".into()),
