@@ -1087,25 +1087,50 @@ def think(args):
 register_tool("think", "Asks the model.", {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}, think)
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_mcp_a_call_names_its_session_and_llm_is_the_clients_sampling() {
+/// A server of one bundled Starlark skill `name`, triggered by the
+/// keyword `keyword`, declaring `permission` and allowed without asking.
+async fn alone(name: &str, keyword: &str, permission: &str, script: &str, ttl_secs: u64) -> World {
     let skills = tempdir().unwrap();
     write_file(
-        &skills.path().join("thinker/SKILL.yaml"),
-        "name: thinker\nversion: 1.0.0\ndescription: Thinks with the model.\ntypes: [tool]\nread_only: true\n\
-         triggers:\n  keywords: [think]\npermissions: [llm:call]\n\
-         implementation:\n  backend: starlark\n  entrypoint: skill.star\n",
+        &skills.path().join(format!("{name}/SKILL.yaml")),
+        &format!(
+            "name: {name}\nversion: 1.0.0\ndescription: One skill alone.\ntypes: [tool]\nread_only: true\n\
+             triggers:\n  keywords: [{keyword}]\npermissions: [{permission}]\n\
+             implementation:\n  backend: starlark\n  entrypoint: skill.star\n"
+        ),
     );
-    write_file(&skills.path().join("thinker/skill.star"), THINKER);
+    write_file(&skills.path().join(format!("{name}/skill.star")), script);
     let sessions = SessionSettings {
-        approved_skills: vec!["thinker".to_owned()],
+        approved_skills: vec![name.to_owned()],
+        ttl_secs,
         ..SessionSettings::default()
     };
-    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
-        .sessions(sessions)
-        .start()
+    World {
+        server: TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+            .sessions(sessions)
+            .start()
+            .await,
+        _dirs: vec![skills],
+    }
+}
+
+/// A new session whose turn `message` activated `skill`: its id.
+async fn activated(w: &World, message: &str, skill_name: &str) -> String {
+    let id = w.ok("/sessions", json!({})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let turn = w
+        .ok(&format!("/sessions/{id}/turns"), json!({"message": message}))
         .await;
-    let base = server.url("");
+    assert_eq!(skill(&turn["session"], skill_name)["state"], "active", "{turn}");
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_mcp_a_call_names_its_session_and_llm_is_the_clients_sampling() {
+    let w = alone("thinker", "think", "llm:call", THINKER, 3600).await;
+    let base = w.server.url("");
     crate::python_client::run_script(
         "mcp_sessions.py",
         &[base.trim_end_matches('/')],
@@ -1121,33 +1146,8 @@ async fn over_mcp_a_call_names_its_session_and_llm_is_the_clients_sampling() {
 /// `llm()` fails saying why instead of waiting for an answer.
 #[tokio::test]
 async fn on_the_stateless_protocol_llm_fails_clearly() {
-    let skills = tempdir().unwrap();
-    write_file(
-        &skills.path().join("thinker/SKILL.yaml"),
-        "name: thinker\nversion: 1.0.0\ndescription: Thinks with the model.\ntypes: [tool]\nread_only: true\n\
-         triggers:\n  keywords: [think]\npermissions: [llm:call]\n\
-         implementation:\n  backend: starlark\n  entrypoint: skill.star\n",
-    );
-    write_file(&skills.path().join("thinker/skill.star"), THINKER);
-    let sessions = SessionSettings {
-        approved_skills: vec!["thinker".to_owned()],
-        ..SessionSettings::default()
-    };
-    let w = World {
-        server: TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
-            .sessions(sessions)
-            .start()
-            .await,
-        _dirs: vec![skills],
-    };
-    let id = w.ok("/sessions", json!({})).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let turn = w
-        .ok(&format!("/sessions/{id}/turns"), json!({"message": "think"}))
-        .await;
-    assert_eq!(skill(&turn["session"], "thinker")["state"], "active", "{turn}");
+    let w = alone("thinker", "think", "llm:call", THINKER, 3600).await;
+    let id = activated(&w, "think", "thinker").await;
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
@@ -1193,13 +1193,6 @@ async fn on_the_stateless_protocol_llm_fails_clearly() {
 async fn an_expired_session_tells_its_active_skills() {
     let marks = crate::common::marks_dir();
     let dir = marks.path().display().to_string();
-    let skills = tempdir().unwrap();
-    write_file(
-        &skills.path().join("leaver/SKILL.yaml"),
-        "name: leaver\nversion: 1.0.0\ndescription: Leaves a mark as it goes.\ntypes: [tool]\nread_only: true\n\
-         triggers:\n  keywords: [hello]\npermissions: [shell:exec]\n\
-         implementation:\n  backend: starlark\n  entrypoint: skill.star\n",
-    );
     let script = format!(
         r#"
 def leave(payload):
@@ -1213,27 +1206,8 @@ register_tool("noop", "Does nothing.", {{"type": "object"}}, noop)
 register_hook("on_deactivate", leave)
 "#
     );
-    write_file(&skills.path().join("leaver/skill.star"), &script);
-    let sessions = SessionSettings {
-        approved_skills: vec!["leaver".to_owned()],
-        ttl_secs: 1,
-        ..SessionSettings::default()
-    };
-    let w = World {
-        server: TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
-            .sessions(sessions)
-            .start()
-            .await,
-        _dirs: vec![skills],
-    };
-    let id = w.ok("/sessions", json!({})).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let turn = w
-        .ok(&format!("/sessions/{id}/turns"), json!({"message": "hello"}))
-        .await;
-    assert_eq!(skill(&turn["session"], "leaver")["state"], "active", "{turn}");
+    let w = alone("leaver", "hello", "shell:exec", &script, 1).await;
+    let id = activated(&w, "hello", "leaver").await;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     // The sweep runs every 30 s; a test need not wait for it.
     w.server.sessions.sweep().await;
