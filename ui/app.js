@@ -1035,6 +1035,52 @@
     return list;
   }
 
+  /**
+   * Keeps `cards` (by key) to the entries of `wanted` in its order: a new
+   * entry gets a card from `create`, each card is `update`d, a card of no
+   * entry goes, and only what is out of place moves (moving a node blurs
+   * the note being typed).
+   */
+  function placeCards(container, cards, wanted, create, update) {
+    for (const [key, card] of cards) if (!wanted.has(key)) dropCard(cards, card);
+    [...wanted].forEach(([key, entry], i) => {
+      const card = cards.get(key) || create(key, entry);
+      update(card, entry);
+      if (container.children[i] !== card.article) container.insertBefore(card.article, container.children[i] || null);
+    });
+  }
+
+  function dropCard(cards, card) {
+    card.article.remove();
+    cards.delete(card.key);
+  }
+
+  /**
+   * Sends a decision from a card with a note (review or activation): the
+   * card is busy meanwhile, `done` runs once `send(note)` succeeds, the
+   * error shows on the card if not, and `after` runs either way.
+   */
+  async function decideFromCard(card, name, send, done, after) {
+    if (card.busy) return;
+    card.busy = true;
+    card.error.hidden = true;
+    card.article.classList.add('busy');
+    card.buttons.forEach((b) => { b.disabled = true; });
+    try {
+      await send(card.note.value.trim() || undefined);
+      done();
+    } catch (err) {
+      card.error.textContent = err.message;
+      card.error.hidden = false;
+      flash(`${name}: ${err.message}`, true);
+    } finally {
+      card.busy = false;
+      card.article.classList.remove('busy');
+      card.buttons.forEach((b) => { b.disabled = false; });
+      after();
+    }
+  }
+
   /** Review cards by `skill@version`, kept across reads so a note being typed survives. */
   const reviewCards = new Map();
   let reviewCount = 0;
@@ -1049,20 +1095,8 @@
   function renderReviews(list) {
     const wanted = new Map();
     for (const r of list) if (r && r.status === 'pending_review') wanted.set(reviewKey(r), r);
-    for (const [key, card] of reviewCards) if (!wanted.has(key)) dropReview(card);
-    const container = $('#reviews');
-    [...wanted].forEach(([key, r], i) => {
-      const card = reviewCards.get(key) || createReviewCard(key, r);
-      updateReviewCard(card, r);
-      // Move only what is out of place: moving a node blurs the note being typed.
-      if (container.children[i] !== card.article) container.insertBefore(card.article, container.children[i] || null);
-    });
+    placeCards($('#reviews'), reviewCards, wanted, createReviewCard, updateReviewCard);
     showReviewCount();
-  }
-
-  function dropReview(card) {
-    card.article.remove();
-    reviewCards.delete(card.key);
   }
 
   function showReviewCount() {
@@ -1243,31 +1277,21 @@
     ];
   }
 
-  async function decideReview(card, decision) {
+  function decideReview(card, decision) {
     const r = card.review;
-    if (card.busy) return;
-    card.busy = true;
-    card.error.hidden = true;
-    card.article.classList.add('busy');
-    card.buttons.forEach((b) => { b.disabled = true; });
-    const note = card.note.value.trim();
-    try {
-      await api('POST', `${reviewPath(r)}/review`, { decision, note: note || undefined });
-      dropReview(card);
-      showReviewCount();
-      flash(`${decision === 'approve' ? 'Approved' : 'Rejected'} ${r.skill} ${r.version}.`, false);
-    } catch (err) {
-      card.error.textContent = err.message;
-      card.error.hidden = false;
-      flash(`${r.skill} ${r.version}: ${err.message}`, true);
-    } finally {
-      card.busy = false;
-      card.article.classList.remove('busy');
-      card.buttons.forEach((b) => { b.disabled = false; });
+    return decideFromCard(
+      card,
+      `${r.skill} ${r.version}`,
+      (note) => api('POST', `${reviewPath(r)}/review`, { decision, note }),
+      () => {
+        dropCard(reviewCards, card);
+        showReviewCount();
+        flash(`${decision === 'approve' ? 'Approved' : 'Rejected'} ${r.skill} ${r.version}.`, false);
+      },
       // Decided here or elsewhere, the list says what is left; another
       // version of the skill may now diff against this one.
-      refreshReviews();
-    }
+      refreshReviews,
+    );
   }
 
   // ---- skills asking to activate -----------------------------------------
@@ -1291,19 +1315,9 @@
 
   function renderActivations(list) {
     const wanted = new Map(list.filter((p) => p && p.session && p.skill).map((p) => [activationKey(p), p]));
-    for (const [key, card] of activationCards) if (!wanted.has(key)) dropActivation(card);
-    const container = $('#activations');
-    [...wanted].forEach(([key, p], i) => {
-      const card = activationCards.get(key) || createActivationCard(key, p);
-      card.request = p;
-      if (container.children[i] !== card.article) container.insertBefore(card.article, container.children[i] || null);
-    });
+    const update = (card, p) => { card.request = p; };
+    placeCards($('#activations'), activationCards, wanted, createActivationCard, update);
     showActivationCount();
-  }
-
-  function dropActivation(card) {
-    card.article.remove();
-    activationCards.delete(card.key);
   }
 
   function showActivationCount() {
@@ -1389,27 +1403,18 @@
       );
       if (!sure) return;
     }
-    card.busy = true;
-    card.error.hidden = true;
-    card.article.classList.add('busy');
-    card.buttons.forEach((b) => { b.disabled = true; });
-    const note = card.note.value.trim();
-    try {
-      await api('POST', `sessions/${enc(p.session)}/activations/${enc(p.skill)}`, { decision, note: note || undefined });
-      dropActivation(card);
-      showActivationCount();
-      const done = { allow_once: 'Allowed once', allow_always: 'Allowed always', deny: 'Denied' }[decision];
-      flash(`${done}: ${p.skill}.`, false);
-    } catch (err) {
-      card.error.textContent = err.message;
-      card.error.hidden = false;
-      flash(`${p.skill}: ${err.message}`, true);
-    } finally {
-      card.busy = false;
-      card.article.classList.remove('busy');
-      card.buttons.forEach((b) => { b.disabled = false; });
-      refreshActivations();
-    }
+    const said = { allow_once: 'Allowed once', allow_always: 'Allowed always', deny: 'Denied' }[decision];
+    await decideFromCard(
+      card,
+      p.skill,
+      (note) => api('POST', `sessions/${enc(p.session)}/activations/${enc(p.skill)}`, { decision, note }),
+      () => {
+        dropCard(activationCards, card);
+        showActivationCount();
+        flash(`${said}: ${p.skill}.`, false);
+      },
+      refreshActivations,
+    );
   }
 
   // ---- runs --------------------------------------------------------------
