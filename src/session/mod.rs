@@ -259,7 +259,7 @@ impl Sessions {
             )
             .await?
             .ok_or(SessionError::Busy(open.record.id))?;
-        for request in pending::made(&open.record, &saved) {
+        for request in pending::made(&open.record, &saved, &open.state) {
             // Nobody listening (no [[notify]]) is not an error.
             let _ = self.requests.send(request);
         }

@@ -59,36 +59,44 @@ impl Sessions {
     }
 }
 
-/// The requests waiting in `after` that were not in `before` (the same
-/// session as it was read).
-pub(super) fn made(before: &SessionRecord, after: &SessionRecord) -> Vec<PendingActivation> {
+/// The requests waiting in `state` (the session `after` as just written)
+/// that were not in `before` (the same session as it was read).
+pub(super) fn made(
+    before: &SessionRecord,
+    after: &SessionRecord,
+    state: &SessionState,
+) -> Vec<PendingActivation> {
     let old: Vec<Uuid> = waiting_in(before).iter().map(|p| p.id).collect();
-    waiting_in(after)
+    waiting(after, state)
         .into_iter()
         .filter(|p| !old.contains(&p.id))
         .collect()
 }
 
-/// The requests waiting in one session. A state this version cannot read
-/// holds none it can show.
+/// The requests waiting in one session as the store holds it. A state
+/// this version cannot read holds none it can show.
 fn waiting_in(record: &SessionRecord) -> Vec<PendingActivation> {
-    let Ok(state) = serde_json::from_value::<SessionState>(record.state.clone()) else {
-        return Vec::new();
-    };
+    serde_json::from_value::<SessionState>(record.state.clone())
+        .map(|state| waiting(record, &state))
+        .unwrap_or_default()
+}
+
+/// The requests waiting in `state`, the state of session `record`.
+fn waiting(record: &SessionRecord, state: &SessionState) -> Vec<PendingActivation> {
     state
         .skills
-        .into_iter()
+        .iter()
         .filter(|(_, s)| s.state == Lifecycle::Activating)
         .filter_map(|(skill, s)| {
-            let request = s.approval?;
+            let request = s.approval.as_ref()?;
             Some(PendingActivation {
                 id: request.id,
                 session: record.id,
                 caller: record.caller.clone(),
-                skill,
-                permissions: request.permissions,
+                skill: skill.clone(),
+                permissions: request.permissions.clone(),
                 trust: request.trust,
-                trigger: s.trigger,
+                trigger: s.trigger.clone(),
                 requested_at: request.requested_at,
             })
         })
