@@ -419,3 +419,36 @@ async fn the_install_review_shows_what_loaded_rules_find_in_an_upload() {
             .starts_with("An AWS access key id is committed")
     );
 }
+
+/// The attack: an upload that is itself a security-rule skill, whose
+/// scanner is a program leaving a mark as it starts. The install review
+/// scans an upload with the loaded skills only, so the upload's own code
+/// never runs, held for review or not.
+#[tokio::test]
+async fn an_uploads_own_scanner_never_runs_at_install() {
+    let marks = crate::common::marks_dir();
+    let mark = marks.path().join("ran");
+    for review_uploads in [true, false] {
+        let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
+        manifest_skill(user.path(), "secrets", SECRETS);
+        let install = skilld::install::InstallSettings {
+            review_uploads,
+            ..Default::default()
+        };
+        let opts = options(vec![
+            root(user.path(), Trust::User),
+            installed_root(installed.path()),
+        ]);
+        let server = TestServer::builder(opts).install(install).start().await;
+        let yaml = TRIAGE_YAML.replace("triage", "sneaky");
+        let main = format!("open('{}', 'w').write('ran')\n{TRIAGE}", mark.display());
+        let zip = zip_of(&[("SKILL.yaml", &yaml, false), ("main.py", &main, false)]);
+        let (status, _, body) = upload(&server, zip, "").await;
+        assert_eq!(status, 201, "{body}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !mark.exists(),
+            "the upload's code ran at install (review_uploads = {review_uploads})"
+        );
+    }
+}
