@@ -135,7 +135,7 @@ async fn start(root: &Path, database_url: &str, max_pending: u64) -> Server {
         invoker,
         auth: Arc::new(Auth::open_with_secret(SECRET).expect("secret")),
         limits: skilld::http::ServerLimits::default(),
-        web: Arc::new(skilld::http::guard::WebGuard {
+        web: Arc::new(skilld::http::kit::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),
         }),

@@ -276,7 +276,7 @@ async fn start_server(root: &Path, data: &Path) -> (std::net::SocketAddr, Arc<Ca
         invoker,
         auth: Default::default(),
         limits: skilld::http::ServerLimits::default(),
-        web: Arc::new(skilld::http::guard::WebGuard {
+        web: Arc::new(skilld::http::kit::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),
         }),

@@ -722,7 +722,7 @@ async fn start_skilld(root: &Path, data: &Path) -> (String, Arc<CatalogHandle>) 
         invoker,
         auth: Default::default(),
         limits: skilld::http::ServerLimits::default(),
-        web: Arc::new(skilld::http::guard::WebGuard {
+        web: Arc::new(skilld::http::kit::guard::WebGuard {
             loopback_only: true,
             allowed_origins: Vec::new(),
         }),

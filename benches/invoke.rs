@@ -37,7 +37,7 @@ use skilld::invoke::{Invoker, RunSettings, Runs};
 use skilld::runner::{self, Limits, Spec};
 use skilld::skill::Runtimes;
 use skilld::skill::Trust;
-use skilld::store::{NewRun, RunStatus, Store};
+use skilld::store::{NewRun, RunStatus, Stores};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::path::Path;
@@ -324,7 +324,7 @@ enum Call {
     /// `index`, waiting for its envelope.
     Pipeline(Arc<Invoker>, Arc<CatalogHandle>, usize),
     /// [`store_writes`] with this result.
-    Store(Arc<dyn Store>, Arc<Value>),
+    Store(Stores, Arc<Value>),
     /// [`bwrap_true`].
     Bwrap,
 }
@@ -349,6 +349,7 @@ impl Call {
                     asked: skilld::invoke::Asked::default(),
                     session: None,
                     sampler: None,
+                    budget: None,
                 };
                 match invoker.call(&catalog, call).await.expect("call") {
                     skilld::invoke::Called::Finished(env) => assert!(env.success, "pipeline: {env:?}"),
@@ -657,16 +658,18 @@ async fn run_spec(spec: &Spec) {
 
 /// What a call that runs at once asks of the run log, in order: the
 /// policy's read, the insert as running, the process group, the result.
-async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
+async fn store_writes(store: &Stores, result: &Value) -> Duration {
     let start = Instant::now();
     let id = uuid::Uuid::now_v7();
     let hash = "0".repeat(64);
     store
+        .approvals
         .policy_facts("bench-true", TRUE_TOOL, &hash)
         .await
         .expect("policy_facts");
     let now = chrono::Utc::now();
     store
+        .runs
         .insert_run(NewRun {
             id,
             skill: "bench-true".to_owned(),
@@ -689,8 +692,9 @@ async fn store_writes(store: &Arc<dyn Store>, result: &Value) -> Duration {
         })
         .await
         .expect("insert_run");
-    store.set_pgid(id, 1).await.expect("set_pgid");
+    store.runs.set_pgid(id, 1).await.expect("set_pgid");
     store
+        .runs
         .finish_run(id, RunStatus::Succeeded, Some(result.clone()), chrono::Utc::now())
         .await
         .expect("finish_run")
@@ -725,6 +729,7 @@ fn skilld_spec(catalog: &CatalogHandle, settings: &RunSettings) -> Spec {
         grace: settings.grace,
         limits: settings.limits,
         isolate_network: !skill.network,
+        egress_ns: None,
         confinement: None,
     }
 }
@@ -741,6 +746,7 @@ async fn breakdown_calls(
 ) -> Breakdown {
     let no_netns = Spec {
         isolate_network: false,
+        egress_ns: None,
         ..skilld_spec.clone()
     };
     let no_hook = Spec {
@@ -974,7 +980,7 @@ fn run_settings(data: &Path) -> RunSettings {
 /// The in-process server, and what the breakdown builds its calls from.
 struct Server {
     catalog: Arc<CatalogHandle>,
-    store: Arc<dyn Store>,
+    store: Stores,
     settings: RunSettings,
     invoker: Arc<Invoker>,
     addr: std::net::SocketAddr,
@@ -991,7 +997,7 @@ impl Server {
             .filter(|url| !url.is_empty())
             .unwrap_or_else(|| format!("sqlite://{}", data.join("skilld.db").display()));
         let store = skilld::store::connect(&url).await.expect("run log");
-        println!("run log: {}", store.backend());
+        println!("run log: {}", store.runs.backend());
         let settings = run_settings(data);
         let invoker = Arc::new(Invoker::new(store.clone(), settings.clone()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -1004,7 +1010,7 @@ impl Server {
             invoker: invoker.clone(),
             auth: Default::default(),
             limits: skilld::http::ServerLimits::default(),
-            web: Arc::new(skilld::http::guard::WebGuard {
+            web: Arc::new(skilld::http::kit::guard::WebGuard {
                 loopback_only: true,
                 allowed_origins: Vec::new(),
             }),

@@ -34,10 +34,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use skilld::retention::ExportFile;
-use skilld::store::{NewRun, PruneExport, RunFilter, RunPosition, RunStatus, Store};
+use skilld::store::{NewRun, PruneExport, RunFilter, RunPosition, RunStatus, Stores};
 use sqlx::{Connection, Row};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -140,7 +139,7 @@ async fn bench(backend: Backend, url: &str, runs: u64, dir: &Path) {
 
 /// The store at `url`, holding at least 99% of `runs` runs (a log used
 /// before, pruned a little by its retention figures) or filled afresh.
-async fn filled(backend: Backend, url: &str, runs: u64) -> Arc<dyn Store> {
+async fn filled(backend: Backend, url: &str, runs: u64) -> Stores {
     let store = skilld::store::connect(url).await.expect("store");
     let have = count(url).await;
     if have >= runs - runs / 100 && have <= runs + runs / 100 {
@@ -335,11 +334,11 @@ async fn bench_database(base: &str) -> String {
 
 // ---- listings ------------------------------------------------------------------
 
-async fn listings(backend: Backend, url: &str, store: &Arc<dyn Store>) {
-    let first = store.list_runs(RunFilter::default()).await.expect("list");
+async fn listings(backend: Backend, url: &str, store: &Stores) {
+    let first = store.runs.list_runs(RunFilter::default()).await.expect("list");
     let some_id = first.runs.first().map(|run| run.id).expect("a run");
     let baseline = timed(CALLS, || async {
-        store.get_run(some_id).await.expect("get_run");
+        store.runs.get_run(some_id).await.expect("get_run");
     })
     .await;
     println!("\nbaseline  get_run by id: {}", stats(baseline));
@@ -372,9 +371,9 @@ async fn listings(backend: Backend, url: &str, store: &Arc<dyn Store>) {
     }
 }
 
-async fn time_list(store: &Arc<dyn Store>, filter: &RunFilter) -> Vec<Duration> {
+async fn time_list(store: &Stores, filter: &RunFilter) -> Vec<Duration> {
     timed(CALLS, || async {
-        let page = store.list_runs(filter.clone()).await.expect("list_runs");
+        let page = store.runs.list_runs(filter.clone()).await.expect("list_runs");
         assert!(page.runs.len() <= 50);
     })
     .await
@@ -436,7 +435,7 @@ async fn explain(url: &str, backend: Backend, sql: &str) -> String {
 
 // ---- retention's cost ------------------------------------------------------------
 
-async fn retention_cost(store: &Arc<dyn Store>, export: &Path) {
+async fn retention_cost(store: &Stores, export: &Path) {
     println!("\nthe run log's writes of one call (insert_run + finish_run), while retention prunes:");
     for concurrency in [1, 4] {
         let baseline = writes(store, concurrency).await;
@@ -459,7 +458,7 @@ async fn retention_cost(store: &Arc<dyn Store>, export: &Path) {
 
 /// `WRITES` calls' run log writes, `concurrency` at a time: the latency of
 /// each call's two writes.
-async fn writes(store: &Arc<dyn Store>, concurrency: usize) -> Vec<Duration> {
+async fn writes(store: &Stores, concurrency: usize) -> Vec<Duration> {
     let tasks: Vec<_> = (0..concurrency)
         .map(|_| {
             let store = store.clone();
@@ -481,10 +480,11 @@ async fn writes(store: &Arc<dyn Store>, concurrency: usize) -> Vec<Duration> {
     all
 }
 
-async fn one_call(store: &Arc<dyn Store>) {
+async fn one_call(store: &Stores) {
     let now = Utc::now();
     let id = Uuid::now_v7();
     store
+        .runs
         .insert_run(NewRun {
             id,
             skill: "skill_1".to_owned(),
@@ -509,6 +509,7 @@ async fn one_call(store: &Arc<dyn Store>) {
         .expect("insert_run");
     let envelope = json!({"run_id": id, "success": true, "exit_code": 0, "output": "", "duration_ms": 1});
     store
+        .runs
         .finish_run(id, RunStatus::Succeeded, Some(envelope), Utc::now())
         .await
         .expect("finish_run")
@@ -523,7 +524,7 @@ struct Pruner {
 }
 
 impl Pruner {
-    fn start(store: Arc<dyn Store>, export: PathBuf, pause: Duration) -> Self {
+    fn start(store: Stores, export: PathBuf, pause: Duration) -> Self {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let before = RunPosition::created_before(Utc::now() - chrono::Duration::days(KEEP_DAYS));
         let task = tokio::spawn(async move {
@@ -532,6 +533,7 @@ impl Pruner {
             while !*stopped.borrow() {
                 let started = Instant::now();
                 let n = store
+                    .pruning
                     .prune_runs(before, 500, Some(&export as &dyn PruneExport))
                     .await
                     .expect("prune_runs");

@@ -187,7 +187,7 @@ impl Server {
             invoker,
             auth: Default::default(),
             limits: skilld::http::ServerLimits::default(),
-            web: Arc::new(skilld::http::guard::WebGuard {
+            web: Arc::new(skilld::http::kit::guard::WebGuard {
                 loopback_only: true,
                 allowed_origins: Vec::new(),
             }),
@@ -261,7 +261,7 @@ async fn run(secs: u64) {
     let catalog = catalog(&root);
     let (url, wal) = run_log(tmp.path());
     let store = skilld::store::connect(&url).await.expect("run log");
-    println!("run log: {}", store.backend());
+    println!("run log: {}", store.runs.backend());
     let invoker = Arc::new(Invoker::new(store, run_settings(tmp.path())));
     let server = Server::start(catalog, invoker).await;
     soak_baseline().await;

@@ -150,6 +150,7 @@ async fn one_call(invoker: &Arc<Invoker>, catalog: &CatalogHandle, tool: &str) -
         asked: skilld::invoke::Asked::default(),
         session: None,
         sampler: None,
+        budget: None,
     };
     let start = Instant::now();
     match invoker.call(&current, call).await.expect("call") {
@@ -286,7 +287,7 @@ async fn bench(root: &Path, calls: usize, stages: &Stages) {
         TIMING.store(false, Ordering::Relaxed);
         print_stages(label, took, base, stages);
     }
-    store.flush().await.expect("flush");
+    store.runs.flush().await.expect("flush");
 }
 
 fn main() {

@@ -18,10 +18,12 @@
 //! `skilld:<role>` scopes (or configured claim) grant.
 //!
 //! This module knows nothing of HTTP beyond the `Authorization` header's
-//! text and the secret a cookie carried: the HTTP layer's `Require`
+//! text, the one way in: no cookie is a credential, since a browser sends
+//! a cookie to every port of the host that set it. The HTTP layer's `Require`
 //! extractor calls [`Auth::identify`] and [`Caller::require`], and
 //! renders an [`AuthError`] as 401 or 403.
 
+use crate::setting::SettingError;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -319,6 +321,24 @@ impl Auth {
         })
     }
 
+    /// The config file's `[[tokens]]`, then `SKILLD_TOKENS`'; both
+    /// count, and a name defined in both is refused rather than one
+    /// silently overriding the other.
+    pub fn configured(file: &[TokenConfig], env: Option<&TokenList>) -> Result<Self, SettingError> {
+        let mut tokens = file
+            .iter()
+            .map(|t| t.to_token("config file"))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|why| SettingError::new("tokens", why))?;
+        if let Some(list) = env {
+            tokens.extend(
+                list.parse()
+                    .map_err(|why| SettingError::new("SKILLD_TOKENS", why))?,
+            );
+        }
+        Self::new(tokens).map_err(|why| SettingError::new("tokens", why))
+    }
+
     /// These tokens, and the access tokens `oauth` verifies. The local
     /// secret goes: the server is no longer open. A static token named as
     /// an issuer's callers are (`…@<issuer name>`) is refused, or it could
@@ -362,14 +382,6 @@ impl Auth {
         bool::from(digest.ct_eq(local))
     }
 
-    /// A short name for the local secret that reveals nothing of it (a
-    /// hash of its digest), so that two servers on one host keep their
-    /// browser cookies apart; `None` without one.
-    pub fn local_id(&self) -> Option<String> {
-        let local = self.local.as_ref()?;
-        Some(hex::encode(&Sha256::digest(local)[..6]))
-    }
-
     /// The configured tokens (names and roles; secrets are not kept).
     pub fn tokens(&self) -> &[Token] {
         &self.tokens
@@ -392,19 +404,16 @@ impl Auth {
     }
 
     /// Who sent these `Authorization` header values (every one the
-    /// request carried) and this cookie's secret: the token named by
-    /// `Bearer <secret>`; on a server without tokens, the holder of the
-    /// local secret (by either way), else the anonymous caller.
+    /// request carried): the token named by `Bearer <secret>`; on a server
+    /// without tokens, the holder of the local secret sent as that bearer,
+    /// else the anonymous caller.
     pub fn authenticate<'a>(
         &self,
         authorization: impl IntoIterator<Item = &'a [u8]>,
-        cookie: Option<&str>,
     ) -> Result<Caller, AuthError> {
         if self.is_open() {
             // Whatever else a request sends, it may still list and invoke.
-            let bearer = bearer(authorization).ok();
-            let local = bearer.is_some_and(|s| self.is_local_secret(s))
-                | cookie.is_some_and(|s| self.is_local_secret(s));
+            let local = bearer(authorization).is_ok_and(|s| self.is_local_secret(s));
             return Ok(if local {
                 Caller::local()
             } else {
@@ -421,11 +430,11 @@ impl Auth {
 }
 
 impl Auth {
-    /// Who sent these `Authorization` values and cookie, as
-    /// [`Auth::authenticate`] says, or, for a bearer that is no static
-    /// token, as the configured OAuth issuers' access token it is.
-    pub async fn identify(&self, authorization: &[&[u8]], cookie: Option<&str>) -> Result<Caller, AuthError> {
-        let static_caller = self.authenticate(authorization.iter().copied(), cookie);
+    /// Who sent these `Authorization` values, as [`Auth::authenticate`]
+    /// says, or, for a bearer that is no static token, as the configured
+    /// OAuth issuers' access token it is.
+    pub async fn identify(&self, authorization: &[&[u8]]) -> Result<Caller, AuthError> {
+        let static_caller = self.authenticate(authorization.iter().copied());
         let Some(oauth) = &self.oauth else {
             return static_caller;
         };
@@ -545,7 +554,7 @@ pub enum AuthError {
     #[error(
         "this server has no tokens: anyone on this machine may list and invoke, but this needs the \
          '{need}' role, which only the holder of its local secret has. Open the inbox through the \
-         link `skilld serve` printed when it started (http://…/ui?secret=…), or send \
+         link `skilld serve` printed when it started (http://…/ui#secret=…), or send \
          `Authorization: Bearer <secret>` with the secret kept in the file local-secret of the \
          server's data directory"
     )]
@@ -616,7 +625,7 @@ mod tests {
     #[test]
     fn authenticate_reads_the_bearer_header() {
         let a = auth();
-        let caller = a.authenticate(headers(&["Bearer i-secret"]), None).unwrap();
+        let caller = a.authenticate(headers(&["Bearer i-secret"])).unwrap();
         assert_eq!(
             caller,
             Caller {
@@ -626,12 +635,10 @@ mod tests {
         );
         // The scheme is case-insensitive; extra spaces are tolerated.
         assert_eq!(
-            a.authenticate(headers(&["bearer   a-secret"]), None)
-                .unwrap()
-                .role,
+            a.authenticate(headers(&["bearer   a-secret"])).unwrap().role,
             Role::Admin
         );
-        let code = |h: Vec<&[u8]>| match a.authenticate(h, None) {
+        let code = |h: Vec<&[u8]>| match a.authenticate(h) {
             Err(AuthError::Missing) => false,
             Err(AuthError::Malformed | AuthError::Unknown) => true,
             other => panic!("{other:?}"),
@@ -648,16 +655,9 @@ mod tests {
             assert!(code(headers(&[bad])), "{bad}");
         }
         assert!(code(headers(&["Bearer r-secret", "Bearer i-secret"])));
-        // A cookie is no way in with tokens.
-        assert!(matches!(
-            a.authenticate(headers(&[]), Some("a-secret")),
-            Err(AuthError::Missing)
-        ));
         // An open server lets everyone in to invoke, whatever they send.
         assert_eq!(
-            Auth::open()
-                .authenticate(headers(&["Bearer junk"]), None)
-                .unwrap(),
+            Auth::open().authenticate(headers(&["Bearer junk"])).unwrap(),
             Caller::anonymous()
         );
     }
@@ -666,25 +666,21 @@ mod tests {
     fn the_local_secret_makes_its_holder_admin_and_no_one_else() {
         let a = Auth::open_with_secret("local-0123").unwrap();
         assert!(a.is_open());
-        let who = |h: &[&str], cookie: Option<&str>| a.authenticate(headers(h), cookie).unwrap();
-        assert_eq!(who(&["Bearer local-0123"], None), Caller::local());
-        assert_eq!(who(&[], Some("local-0123")), Caller::local());
-        assert_eq!(who(&["Bearer wrong"], Some("local-0123")), Caller::local());
-        for (h, cookie) in [
-            (&[][..], None),
-            (&["Bearer local-012"][..], None),
-            (&["Bearer local-01234"][..], Some("local-01234")),
-            (&["Bearer local-0123", "Bearer local-0123"][..], None),
-            (&["local-0123"][..], None),
+        let who = |h: &[&str]| a.authenticate(headers(h)).unwrap();
+        assert_eq!(who(&["Bearer local-0123"]), Caller::local());
+        for h in [
+            &[][..],
+            &["Bearer local-012"][..],
+            &["Bearer local-01234"][..],
+            &["Bearer local-0123", "Bearer local-0123"][..],
+            &["local-0123"][..],
+            // The old start link's cookie, pasted where a token goes.
+            &["skilld-local-0123456789ab=local-0123"][..],
         ] {
-            assert_eq!(who(h, cookie), Caller::anonymous(), "{h:?} {cookie:?}");
+            assert_eq!(who(h), Caller::anonymous(), "{h:?}");
         }
         assert!(a.is_local_secret("local-0123") && !a.is_local_secret("local-0123 "));
         assert!(!Auth::open().is_local_secret(""));
-        // Its cookie's name says nothing of it, and differs between servers.
-        let id = a.local_id().unwrap();
-        assert_eq!(id.len(), 12);
-        assert_ne!(Some(id), Auth::open_with_secret("other").unwrap().local_id());
         assert!(!format!("{a:?}").contains(&hex::encode(Sha256::digest(b"local-0123"))[..8]));
         // The anonymous caller invokes; the rest asks for the secret.
         let anonymous = Caller::anonymous();
@@ -773,7 +769,7 @@ mod tests {
             "[[issuers]]\nissuer = \"https://login.example.com\"\nname = \"{issuer_name}\"\n"
         ))
         .unwrap();
-        let settings = config.resolve(&[]).unwrap().unwrap();
+        let settings = config.resolve().unwrap().unwrap();
         std::sync::Arc::new(crate::oauth::OAuth::new(&settings, "https://skilld.example/").unwrap())
     }
 
@@ -802,7 +798,7 @@ mod tests {
         let a = auth().with_oauth(oauth("idp")).unwrap();
         let who = |h: &'static str| {
             let a = a.clone();
-            async move { a.identify(&[h.as_bytes()], None).await }
+            async move { a.identify(&[h.as_bytes()]).await }
         };
         assert_eq!(
             who("Bearer i-secret").await.unwrap().name.as_deref(),
@@ -817,7 +813,7 @@ mod tests {
             Err(AuthError::InvalidToken(_))
         ));
         assert_eq!(who("Basic x").await, Err(AuthError::Malformed));
-        assert_eq!(a.identify(&[], None).await, Err(AuthError::Missing));
+        assert_eq!(a.identify(&[]).await, Err(AuthError::Missing));
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! running meanwhile wait for one short transaction at most. What it
 //! deletes can first be appended, one JSON line per run, to an export file.
 
-use crate::store::{PruneExport, Run, RunPosition, Store, StoreError};
+use crate::setting::{SettingError, at_least_one};
+use crate::store::{PruneExport, Pruning, Run, RunPosition, StoreError};
 use chrono::Utc;
+use serde::Deserialize;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -58,6 +60,109 @@ impl RetentionSettings {
     }
 }
 
+/// `[retention]` of the config file, with the flags of its keys already
+/// over it (`docs/api.md`, "Retention").
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// How long final runs stay: `90d` (default), `12h`, `30m`, `45s`, or
+    /// `off` to keep them whatever their age.
+    pub max_age: Option<String>,
+    /// How many of the newest runs are kept at least: a number, or
+    /// `"off"` (default).
+    pub max_runs: Option<toml::Value>,
+    /// A file pruned runs are appended to, one JSON line each, before
+    /// they are deleted.
+    pub export: Option<PathBuf>,
+    /// How often a pass looks for runs to prune (default 3600 s).
+    pub interval_secs: Option<u64>,
+    /// Runs deleted per transaction (default 200).
+    pub batch_size: Option<u32>,
+    /// The pause between two transactions of a pass (default 100 ms).
+    pub pause_ms: Option<u64>,
+}
+
+impl RetentionConfig {
+    /// The settings, over the defaults. Every bad value is refused at
+    /// start-up rather than found out by the first pass.
+    pub fn resolve(self) -> Result<RetentionSettings, SettingError> {
+        let defaults = RetentionSettings::default();
+        let max_age = match self.max_age {
+            None => defaults.max_age,
+            Some(off) if off.trim() == "off" => None,
+            Some(age) => Some(
+                parse_age(&age)
+                    .map_err(|e| SettingError::new("retention.max_age", format!("retention max_age: {e}")))?,
+            ),
+        };
+        let max_runs = match &self.max_runs {
+            Some(toml::Value::Integer(n)) => parse_max_runs(&n.to_string())?,
+            Some(toml::Value::String(text)) => parse_max_runs(text)?,
+            Some(other) => {
+                return Err(SettingError::new(
+                    "retention.max_runs",
+                    format!("retention max_runs: {other} is not a number or \"off\""),
+                ));
+            }
+            None => None,
+        };
+        let batch = self.batch_size.unwrap_or(defaults.batch);
+        if !(1..=MAX_BATCH).contains(&batch) {
+            return Err(SettingError::new(
+                "retention.batch_size",
+                format!("retention batch_size must be 1 to {MAX_BATCH}, not {batch}"),
+            ));
+        }
+        let interval = match self.interval_secs {
+            Some(secs) => Duration::from_secs(at_least_one("retention.interval_secs", secs)?),
+            None => defaults.interval,
+        };
+        if let Some(path) = &self.export {
+            check_export(path)?;
+        }
+        Ok(RetentionSettings {
+            max_age,
+            max_runs,
+            export: self.export,
+            interval,
+            batch,
+            pause: self.pause_ms.map_or(defaults.pause, Duration::from_millis),
+        })
+    }
+}
+
+/// `max_runs`: a count of at least 1, or `off`.
+fn parse_max_runs(text: &str) -> Result<Option<u64>, SettingError> {
+    match text.trim() {
+        "off" => Ok(None),
+        n => match n.parse::<u64>() {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(SettingError::new(
+                "retention.max_runs",
+                format!(
+                    "retention max_runs '{text}' must be a count of at least 1, or off (no limit by count)"
+                ),
+            )),
+        },
+    }
+}
+
+/// The export file must be one the server can append to: in an existing
+/// directory, and not a directory itself.
+fn check_export(path: &Path) -> Result<(), SettingError> {
+    let refused = |why: String| Err(SettingError::new("retention.export", why));
+    if !path.parent().is_some_and(Path::is_dir) {
+        return refused(format!(
+            "retention export {}: its directory does not exist",
+            path.display()
+        ));
+    }
+    if path.is_dir() {
+        return refused(format!("retention export {} is a directory", path.display()));
+    }
+    Ok(())
+}
+
 /// The running task; stops when dropped.
 #[derive(Debug)]
 pub struct Retention(tokio::task::JoinHandle<()>);
@@ -70,7 +175,7 @@ impl Drop for Retention {
 
 /// Starts pruning `store` by `settings`; `None` when nothing is to be
 /// pruned. The first pass starts at once.
-pub fn spawn(store: Arc<dyn Store>, settings: RetentionSettings) -> Option<Retention> {
+pub fn spawn(store: Arc<dyn Pruning>, settings: RetentionSettings) -> Option<Retention> {
     if !settings.enabled() {
         return None;
     }
@@ -90,7 +195,7 @@ pub fn spawn(store: Arc<dyn Store>, settings: RetentionSettings) -> Option<Reten
 }
 
 /// One pass: batches until no run is due. Returns how many went.
-pub async fn prune(store: &dyn Store, settings: &RetentionSettings) -> Result<u64, StoreError> {
+pub async fn prune(store: &dyn Pruning, settings: &RetentionSettings) -> Result<u64, StoreError> {
     let Some(before) = cutoff(store, settings).await? else {
         return Ok(0);
     };
@@ -109,7 +214,10 @@ pub async fn prune(store: &dyn Store, settings: &RetentionSettings) -> Result<u6
 
 /// The position before which final runs are due: the later of the age's
 /// and the count's, fixed for the pass so that it ends.
-async fn cutoff(store: &dyn Store, settings: &RetentionSettings) -> Result<Option<RunPosition>, StoreError> {
+async fn cutoff(
+    store: &dyn Pruning,
+    settings: &RetentionSettings,
+) -> Result<Option<RunPosition>, StoreError> {
     let by_age = settings
         .max_age
         .and_then(|age| chrono::Duration::from_std(age).ok())

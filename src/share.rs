@@ -6,9 +6,29 @@
 //! its address, so all of them on one address (every local caller of an
 //! open server) share one share. See [`holder`].
 
+use crate::setting::SettingError;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// One holder's share of a whole of `total`, as configured: `given`
+/// (the setting `key`), which may not be more than the whole (the
+/// setting `of`), else `default` cut to the whole; at least 1.
+pub fn configured(
+    key: &'static str,
+    given: Option<usize>,
+    default: usize,
+    of: &str,
+    total: usize,
+) -> Result<usize, SettingError> {
+    match given {
+        Some(share) if share > total => Err(SettingError::new(
+            key,
+            format!("{key} ({share}) is more than {of} ({total})"),
+        )),
+        given => Ok(given.unwrap_or(default).clamp(1, total.max(1))),
+    }
+}
 
 /// A pool of `total` places, `per_holder` of them at most to one holder.
 #[derive(Debug)]

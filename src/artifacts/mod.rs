@@ -9,12 +9,14 @@
 mod connector;
 mod link;
 mod s3;
+mod settings;
 
 pub use link::{KEY_FILE, LinkError};
 pub use s3::{Credentials, S3Settings, S3Store};
+pub use settings::ArtifactsConfig;
 
 use crate::fsafe::{Listed, Refused};
-use crate::store::{Run, Store, StoreError};
+use crate::store::{Run, RunLog, StoreError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -185,7 +187,7 @@ impl Artifacts {
     /// `access`: its bytes, or where the bucket serves it.
     pub async fn serve(
         &self,
-        runs: &dyn Store,
+        runs: &dyn RunLog,
         id: Uuid,
         path: &str,
         access: Access<'_>,
@@ -214,7 +216,7 @@ impl Artifacts {
                 .presign(id, path, life)
                 .await
                 .map(Served::Redirect)
-                .map_err(ArtifactError::Bucket),
+                .map_err(|e| ArtifactError::Bucket(e.to_string())),
             ArtifactStore::Local => self.read(&run, &file).await.map(Served::Bytes),
         }
     }

@@ -5,6 +5,7 @@
 
 use super::Artifact;
 use crate::fsafe::Listed;
+use crate::setting::SettingError;
 use chrono::{DateTime, Utc};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as Key;
@@ -14,6 +15,25 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use uuid::Uuid;
+
+/// What the bucket failed at.
+#[derive(Debug, thiserror::Error)]
+pub enum BucketError {
+    /// The file could not be read from the run's directory.
+    #[error("{0}")]
+    Read(String),
+    #[error("no answer from the bucket within {0:?}")]
+    Timeout(Duration),
+    #[error("cannot presign a URL of the artifact bucket: {0}")]
+    Presign(object_store::Error),
+    #[error("cannot list the artifact bucket: {0}")]
+    List(object_store::Error),
+    #[error("cannot delete {key}: {source}")]
+    Delete { key: Key, source: object_store::Error },
+    /// The bucket refused or did not answer (no such bucket, keys refused).
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+}
 
 /// The longest a presigned URL may live (SigV4's limit).
 const MAX_PRESIGN: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -79,7 +99,7 @@ impl Credentials {
         env: impl Fn(&str) -> Option<String>,
         file: Option<&Path>,
         profile: Option<&str>,
-    ) -> Result<Option<Self>, String> {
+    ) -> Result<Option<Self>, SettingError> {
         match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
             (Some(access_key_id), Some(secret_access_key)) => {
                 return Ok(Some(Self {
@@ -91,12 +111,20 @@ impl Credentials {
             }
             (None, None) => {}
             _ => {
-                return Err("set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither".to_owned());
+                return Err(SettingError::new(
+                    "AWS_ACCESS_KEY_ID",
+                    "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither",
+                ));
             }
         }
         let Some(file) = file else { return Ok(None) };
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read the credentials file {}: {e}", file.display()))?;
+        let refused = |why: String| SettingError::new("artifacts.credentials_file", why);
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            refused(format!(
+                "cannot read the credentials file {}: {e}",
+                file.display()
+            ))
+        })?;
         let profile = profile.unwrap_or("default");
         Self::from_ini(&text, profile)
             .map(|mut c| {
@@ -104,10 +132,10 @@ impl Credentials {
                 Some(c)
             })
             .ok_or_else(|| {
-                format!(
+                refused(format!(
                     "the credentials file {} has no aws_access_key_id and aws_secret_access_key in [{profile}]",
                     file.display()
-                )
+                ))
             })
     }
 
@@ -154,7 +182,7 @@ impl fmt::Debug for S3Store {
 
 impl S3Store {
     /// A client of the bucket `settings` name; nothing is sent yet.
-    pub fn new(settings: S3Settings) -> Result<Self, String> {
+    pub fn new(settings: S3Settings) -> Result<Self, SettingError> {
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(&settings.bucket)
             .with_region(settings.region.as_deref().unwrap_or("us-east-1"))
@@ -167,8 +195,9 @@ impl S3Store {
         if let Some(endpoint) = &settings.endpoint {
             let http = endpoint.starts_with("http://");
             if !http && !endpoint.starts_with("https://") {
-                return Err(format!(
-                    "artifact endpoint '{endpoint}' is not an http:// or https:// URL"
+                return Err(SettingError::new(
+                    "artifacts.endpoint",
+                    format!("artifact endpoint '{endpoint}' is not an http:// or https:// URL"),
                 ));
             }
             builder = builder.with_endpoint(endpoint).with_allow_http(http);
@@ -181,9 +210,12 @@ impl S3Store {
                 builder = builder.with_token(token);
             }
         }
-        let client = builder
-            .build()
-            .map_err(|e| format!("cannot use the artifact bucket '{}': {e}", settings.bucket))?;
+        let client = builder.build().map_err(|e| {
+            SettingError::new(
+                "artifacts.bucket",
+                format!("cannot use the artifact bucket '{}': {e}", settings.bucket),
+            )
+        })?;
         Ok(Self { client, settings })
     }
 
@@ -254,7 +286,7 @@ impl S3Store {
         id: Uuid,
         path: &str,
         expires_at: DateTime<Utc>,
-    ) -> Result<Artifact, String> {
+    ) -> Result<Artifact, BucketError> {
         let bytes = crate::fsafe::read(
             scratch,
             super::artifact_path(id, path),
@@ -262,13 +294,12 @@ impl S3Store {
             super::READ_TIMEOUT,
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| BucketError::Read(e.to_string()))?;
         let size = bytes.len() as u64;
         let key = self.key(id, path);
         tokio::time::timeout(PUT_TIMEOUT, self.client.put(&key, bytes.into()))
             .await
-            .map_err(|_| format!("no answer from the bucket within {PUT_TIMEOUT:?}"))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| BucketError::Timeout(PUT_TIMEOUT))??;
         Ok(Artifact {
             path: path.to_owned(),
             size,
@@ -279,40 +310,43 @@ impl S3Store {
 
     /// A presigned GET of file `path` of run `id`, good for `life` (at
     /// most seven days, SigV4's limit).
-    pub async fn presign(&self, id: Uuid, path: &str, life: Duration) -> Result<String, String> {
+    pub async fn presign(&self, id: Uuid, path: &str, life: Duration) -> Result<String, BucketError> {
         let life = life.clamp(Duration::from_secs(1), MAX_PRESIGN);
         self.client
             .signed_url(object_store::signer::Method::GET, &self.key(id, path), life)
             .await
             .map(|url| url.to_string())
-            .map_err(|e| format!("cannot presign a URL of the artifact bucket: {e}"))
+            .map_err(BucketError::Presign)
     }
 
     /// Asks the bucket for an object that is not there: `Ok` when it
     /// answers so, else why it cannot be used (no such bucket, keys
     /// refused, unreachable).
-    pub async fn probe(&self) -> Result<(), String> {
+    pub async fn probe(&self) -> Result<(), BucketError> {
         let probe = self.runs_prefix().join(".probe");
         match self.client.head(&probe).await {
             Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// Deletes the objects older than `ttl`; returns how many went.
-    pub async fn sweep(&self, ttl: Duration) -> Result<usize, String> {
+    pub async fn sweep(&self, ttl: Duration) -> Result<usize, BucketError> {
         use futures_util::StreamExt;
         let cutoff = Utc::now() - chrono::Duration::from_std(ttl).unwrap_or_default();
         let prefix = self.runs_prefix();
         let mut listed = self.client.list(Some(&prefix));
         let mut removed = 0;
         while let Some(meta) = listed.next().await {
-            let meta = meta.map_err(|e| format!("cannot list the artifact bucket: {e}"))?;
+            let meta = meta.map_err(BucketError::List)?;
             if meta.last_modified <= cutoff {
                 self.client
                     .delete(&meta.location)
                     .await
-                    .map_err(|e| format!("cannot delete {}: {e}", meta.location))?;
+                    .map_err(|source| BucketError::Delete {
+                        key: meta.location.clone(),
+                        source,
+                    })?;
                 removed += 1;
             }
         }
@@ -350,7 +384,10 @@ mod tests {
         );
 
         let half = |name: &str| (name == "AWS_ACCESS_KEY_ID").then(|| "AKID".to_owned());
-        assert!(Credentials::resolve(half, None, None).is_err());
+        assert_eq!(
+            Credentials::resolve(half, None, None).unwrap_err().key,
+            "AWS_ACCESS_KEY_ID"
+        );
 
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("credentials");
@@ -371,7 +408,8 @@ mod tests {
         assert_eq!(c.session_token.as_deref(), Some("tok"));
         assert!(format!("{c:?}").contains("[ci]"));
         let err = Credentials::resolve(none, Some(&file), Some("prod")).unwrap_err();
-        assert!(err.contains("[prod]"), "{err}");
+        assert_eq!(err.key, "artifacts.credentials_file");
+        assert!(err.why.contains("[prod]"), "{err}");
         // The environment wins over the file.
         let c = Credentials::resolve(env, Some(&file), None).unwrap().unwrap();
         assert_eq!(c.access_key_id, "AKIDENV");
@@ -393,12 +431,11 @@ mod tests {
             format!("team/a/runs/{id}/deep/r e.txt")
         );
         assert_eq!(store.runs_prefix().to_string(), "team/a/runs");
-        assert!(
-            S3Store::new(S3Settings {
-                endpoint: Some("ftp://x".to_owned()),
-                ..store.settings
-            })
-            .is_err()
-        );
+        let refused = S3Store::new(S3Settings {
+            endpoint: Some("ftp://x".to_owned()),
+            ..store.settings
+        })
+        .unwrap_err();
+        assert_eq!(refused.key, "artifacts.endpoint");
     }
 }

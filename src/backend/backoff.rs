@@ -1,6 +1,7 @@
 //! How soon a backend's child (or an upstream server) is started again
 //! after failures in a row: 0.25 s after the first, doubling up to 30 s.
 
+use crate::skill::backend::BackendError;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -40,7 +41,7 @@ impl Backoff {
 
     /// Waits until a start may be tried, or says (naming `what`) why not
     /// by `deadline`.
-    pub async fn wait(&self, deadline: Instant, what: &str) -> Result<(), String> {
+    pub async fn wait(&self, deadline: Instant, what: &str) -> Result<(), BackendError> {
         let (failures, not_before) = {
             let s = self.lock();
             (s.failures, s.not_before)
@@ -50,10 +51,10 @@ impl Backoff {
         };
         if at > deadline {
             let wait = at.saturating_duration_since(Instant::now());
-            return Err(format!(
+            return Err(BackendError::NotRunning(format!(
                 "{what} failed {failures} time(s) in a row; it is started again in {:.1}s",
                 wait.as_secs_f64()
-            ));
+            )));
         }
         tokio::time::sleep_until(at).await;
         Ok(())

@@ -2,6 +2,7 @@
 //! anyone relies on their shape: `scanner/run` answers
 //! `{"findings": [{"rule", "severity", "message", "path", "line"}]}`.
 
+use crate::skill::backend::BackendError;
 use serde_json::{Map, Value, json};
 
 /// The severities a finding may have, least first.
@@ -10,14 +11,17 @@ pub const SEVERITIES: [&str; 5] = ["info", "low", "medium", "high", "critical"];
 /// The findings of a `scanner/run` answer, each with exactly the five
 /// keys (`line` null when the finding is of a whole file), or which one
 /// is malformed and why.
-pub(super) fn of_answer(answer: &Value) -> Result<Vec<Value>, String> {
+pub(super) fn of_answer(answer: &Value) -> Result<Vec<Value>, BackendError> {
     let Some(Value::Array(findings)) = answer.get("findings") else {
-        return Err("the answer must be {\"findings\": [...]}, a list of findings".to_owned());
+        let why = "the answer must be {\"findings\": [...]}, a list of findings";
+        return Err(BackendError::Protocol(why.to_owned()));
     };
     findings
         .iter()
         .enumerate()
-        .map(|(i, f)| finding(f).map_err(|why| format!("finding {i} ({}) {why}", shown(f))))
+        .map(|(i, f)| {
+            finding(f).map_err(|why| BackendError::Protocol(format!("finding {i} ({}) {why}", shown(f))))
+        })
         .collect()
 }
 
@@ -107,7 +111,8 @@ mod tests {
         ];
         for (answer, says) in cases {
             let why = of_answer(&answer).unwrap_err();
-            assert!(why.contains(says), "{why} lacks {says}");
+            assert_eq!(why.kind(), crate::skill::backend::BackendErrorKind::Protocol);
+            assert!(why.to_string().contains(says), "{why} lacks {says}");
         }
     }
 }

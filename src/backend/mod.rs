@@ -13,12 +13,13 @@ mod rpc;
 mod starlark;
 
 pub use mcp::McpBackend;
+pub use mcp::uri as upstream_uri;
 pub use process::ProcessBackend;
 pub use starlark::run_host as run_starlark_host;
 
 use crate::runner::Limits;
 use crate::sandbox::Sandbox;
-use crate::skill::backend::{Backend, BackendKind, Launch, LaunchRequest, Launched};
+use crate::skill::backend::{Backend, BackendError, BackendKind, Launch, LaunchRequest, Launched};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
@@ -26,6 +27,13 @@ use std::time::Duration;
 
 /// How long a child has to answer `initialize` (at load and on restart).
 pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A child that did not start is a backend that is not running.
+impl From<crate::runner::SpawnError> for BackendError {
+    fn from(e: crate::runner::SpawnError) -> Self {
+        BackendError::NotRunning(e.to_string())
+    }
+}
 
 /// What children of every backend share: where and how they run.
 #[derive(Debug, Clone)]
@@ -76,8 +84,10 @@ impl Launcher {
     }
 
     /// The MCP server of `req`, kept when its skill is unchanged, else new.
-    fn upstream(&self, req: &LaunchRequest<'_>) -> Result<Arc<McpBackend>, String> {
-        let upstream = req.upstream.ok_or("an mcp backend needs its server")?;
+    fn upstream(&self, req: &LaunchRequest<'_>) -> Result<Arc<McpBackend>, BackendError> {
+        let upstream = req
+            .upstream
+            .ok_or_else(|| BackendError::NotRunning("an mcp backend needs its server".to_owned()))?;
         let mut kept = self
             .upstreams
             .lock()
@@ -98,7 +108,7 @@ impl Launcher {
     }
 
     /// Starts (or reuses) an MCP server and lists what it offers.
-    fn launch_mcp(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
+    fn launch_mcp(&self, req: &LaunchRequest<'_>) -> Result<Launched, BackendError> {
         let backend = self.upstream(req)?;
         self.on_runtime(async move { backend.launched().await }, "the MCP server")?
     }
@@ -110,13 +120,13 @@ impl Launcher {
         &self,
         start: impl std::future::Future<Output = T> + Send + 'static,
         what: &str,
-    ) -> Result<T, String> {
+    ) -> Result<T, BackendError> {
         let (tx, rx) = std::sync::mpsc::channel();
         self.runtime.spawn(async move {
             let _ = tx.send(start.await);
         });
         rx.recv_timeout(INITIALIZE_TIMEOUT + Duration::from_secs(5))
-            .map_err(|_| format!("{what} was not started in time"))
+            .map_err(|_| BackendError::TimedOut(format!("{what} was not started in time")))
     }
 
     /// Starts the backend `make` builds, unless one for this skill runs
@@ -125,7 +135,7 @@ impl Launcher {
         &self,
         req: &LaunchRequest<'_>,
         make: impl FnOnce() -> ProcessBackend,
-    ) -> Result<Launched, String> {
+    ) -> Result<Launched, BackendError> {
         if let Some(reused) = self.reusable(req) {
             return Ok(reused);
         }
@@ -190,7 +200,7 @@ impl Launcher {
 }
 
 impl Launch for Launcher {
-    fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String> {
+    fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, BackendError> {
         if req.kind == BackendKind::Mcp {
             return self.launch_mcp(req);
         }
@@ -201,7 +211,7 @@ impl Launch for Launcher {
         Some(self.reload.subscribe())
     }
 
-    fn unstarted(&self, req: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String> {
+    fn unstarted(&self, req: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, BackendError> {
         if req.kind == BackendKind::Mcp {
             return Ok(self.upstream(req)?);
         }

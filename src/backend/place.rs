@@ -86,6 +86,7 @@ impl Place {
             workspace_write: self.workspace_write,
             scratch,
             network: self.network,
+            egress: false,
             programs: command
                 .first()
                 .map(PathBuf::from)
@@ -109,6 +110,7 @@ impl Place {
             grace: self.settings.grace,
             limits,
             isolate_network: !self.network,
+            egress_ns: None,
             confinement: self.sandbox.confine(&request)?,
         })
     }

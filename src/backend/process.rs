@@ -9,8 +9,8 @@ use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::Child;
 use crate::sandbox::Sandbox;
 use crate::skill::backend::{
-    Backend, BackendCall, BackendResult, BoxFuture, DeclaredTool, HookAnswer, HookCall, LaunchRequest,
-    ScanCall,
+    Backend, BackendCall, BackendError, BackendResult, BoxFuture, DeclaredTool, HookAnswer, HookCall,
+    LaunchRequest, ScanCall, Wake,
 };
 use crate::skill::context::CallContext;
 use crate::skill::phases::Phase;
@@ -88,15 +88,15 @@ impl ProcessBackend {
     }
 
     /// Starts the child and asks what it offers (at catalog load).
-    pub(super) async fn initialize(&self) -> Result<Declared, String> {
+    pub(super) async fn initialize(&self) -> Result<Declared, BackendError> {
         self.connection(Instant::now() + INITIALIZE_TIMEOUT).await?;
         self.declared()
-            .ok_or_else(|| "the child answered nothing to initialize".to_owned())
+            .ok_or_else(|| BackendError::Protocol("the child answered nothing to initialize".to_owned()))
     }
 
     /// The live connection, started (after the backoff, if it must wait and
     /// may by `deadline`) when there is none.
-    async fn connection(&self, deadline: Instant) -> Result<Arc<Conn>, String> {
+    async fn connection(&self, deadline: Instant) -> Result<Arc<Conn>, BackendError> {
         let mut slot = self.conn.lock().await;
         if let Some(conn) = slot.as_ref().filter(|c| c.is_alive()) {
             return Ok(conn.clone());
@@ -112,7 +112,7 @@ impl ProcessBackend {
             }
             Err(why) => {
                 self.count(&Death {
-                    reason: why.clone(),
+                    reason: why.to_string(),
                     failed: true,
                     at: Instant::now(),
                 });
@@ -128,7 +128,7 @@ impl ProcessBackend {
         }
     }
 
-    async fn wait_backoff(&self, deadline: Instant) -> Result<(), String> {
+    async fn wait_backoff(&self, deadline: Instant) -> Result<(), BackendError> {
         self.backoff.wait(deadline, "the skill's process").await
     }
 
@@ -136,19 +136,22 @@ impl ProcessBackend {
     /// fails where the sandbox's user cannot reach the skill's files (a
     /// skill in root's home) most likely failed for that: the error says
     /// so, not only the child's "Permission denied".
-    async fn start(&self) -> Result<Arc<Conn>, String> {
-        self.start_child().await.map_err(|why| self.place.explain(why))
+    async fn start(&self) -> Result<Arc<Conn>, BackendError> {
+        self.start_child()
+            .await
+            .map_err(|why| why.reworded(|w| self.place.explain(w)))
     }
 
-    async fn start_child(&self) -> Result<Arc<Conn>, String> {
+    async fn start_child(&self) -> Result<Arc<Conn>, BackendError> {
+        let not_running = BackendError::NotRunning;
         let scratch = self
             .place
             .scratch_dir()
-            .map_err(|e| format!("cannot make its directory: {e}"))?;
+            .map_err(|e| not_running(format!("cannot make its directory: {e}")))?;
         let spec = self
             .place
             .spec(&self.command, &scratch, Vec::new())
-            .map_err(|e| format!("cannot prepare its sandbox: {e}"))?;
+            .map_err(|e| not_running(format!("cannot prepare its sandbox: {e}")))?;
         let child = Child::start(spec)?;
         let conn = Conn::spawn(
             child,
@@ -168,11 +171,11 @@ impl ProcessBackend {
             .request("initialize", params, INITIALIZE_TIMEOUT, None, &context)
             .await
             .map_err(|f| match f {
-                RpcFailure::TimedOut => format!(
+                RpcFailure::TimedOut => BackendError::TimedOut(format!(
                     "it did not answer initialize within {}s",
                     INITIALIZE_TIMEOUT.as_secs()
-                ),
-                other => format!("initialize failed: {}", failure_text(&other)),
+                )),
+                other => backend_error(other).reworded(|w| format!("initialize failed: {w}")),
             })?;
         let declared =
             declared(&answer).inspect_err(|_| conn.kill_for("answered initialize wrongly".to_owned()))?;
@@ -189,7 +192,7 @@ impl ProcessBackend {
         };
         let conn = match conn {
             Ok(conn) => conn,
-            Err(why) => return failed(format!("the skill's process could not be started: {why}")),
+            Err(why) => return failed(not_started(why)),
         };
         let params = json!({"name": call.tool, "input": call.input, "run_id": call.run_id});
         let left = deadline.saturating_duration_since(Instant::now());
@@ -211,11 +214,11 @@ impl ProcessBackend {
                 ..
             }) => timed_out(call.timeout, "the script's evaluation was stopped"),
             Err(RpcFailure::Cancelled) => cancelled(),
-            Err(other) => failed(failure_text(&other)),
+            Err(other) => failed(backend_error(other)),
         }
     }
 
-    async fn handle_hook(&self, call: HookCall) -> Result<HookAnswer, String> {
+    async fn handle_hook(&self, call: HookCall) -> Result<HookAnswer, BackendError> {
         let (phase, timeout) = (call.phase, call.timeout);
         let conn = self.connection(Instant::now() + timeout).await?;
         let mut params = json!({"phase": phase.as_str(), "payload": call.payload});
@@ -231,13 +234,13 @@ impl ProcessBackend {
                 | RpcFailure::Remote {
                     code: Some(SCRIPT_TIMED_OUT),
                     ..
-                } => format!("hook {phase} timed out after {}s", timeout.as_secs()),
-                other => format!("hook {phase} failed: {}", failure_text(&other)),
+                } => BackendError::TimedOut(format!("hook {phase} timed out after {}s", timeout.as_secs())),
+                other => backend_error(other).reworded(|w| format!("hook {phase} failed: {w}")),
             })?;
-        hook_answer(&answer).map_err(|why| format!("hook {phase}: {why}"))
+        hook_answer(&answer).map_err(|why| why.reworded(|w| format!("hook {phase}: {w}")))
     }
 
-    async fn run_scanner(&self, call: ScanCall) -> Result<Vec<Value>, String> {
+    async fn run_scanner(&self, call: ScanCall) -> Result<Vec<Value>, BackendError> {
         let (scanner, timeout) = (call.scanner, call.timeout);
         let conn = self.connection(Instant::now() + timeout).await?;
         let params = json!({"scanner": scanner, "files": call.files});
@@ -249,10 +252,13 @@ impl ProcessBackend {
                 | RpcFailure::Remote {
                     code: Some(SCRIPT_TIMED_OUT),
                     ..
-                } => format!("scanner {scanner} timed out after {}s", timeout.as_secs()),
-                other => format!("scanner {scanner} failed: {}", failure_text(&other)),
+                } => BackendError::TimedOut(format!(
+                    "scanner {scanner} timed out after {}s",
+                    timeout.as_secs()
+                )),
+                other => backend_error(other).reworded(|w| format!("scanner {scanner} failed: {w}")),
             })?;
-        super::findings::of_answer(&answer).map_err(|why| format!("scanner {scanner}: {why}"))
+        super::findings::of_answer(&answer).map_err(|why| why.reworded(|w| format!("scanner {scanner}: {w}")))
     }
 }
 
@@ -271,11 +277,11 @@ impl Backend for ProcessBackend {
         Box::pin(self.call("workflow/execute", call))
     }
 
-    fn scan(&self, call: ScanCall) -> BoxFuture<'_, Result<Vec<Value>, String>> {
+    fn scan(&self, call: ScanCall) -> BoxFuture<'_, Result<Vec<Value>, BackendError>> {
         Box::pin(self.run_scanner(call))
     }
 
-    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, String>> {
+    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, BackendError>> {
         Box::pin(self.handle_hook(call))
     }
 
@@ -283,16 +289,18 @@ impl Backend for ProcessBackend {
         self.command.clone()
     }
 
-    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Option<Result<Vec<String>, String>>> {
+    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Result<Wake, BackendError>> {
         Box::pin(async move {
             if !self.by_first_call {
-                return None;
+                return Ok(Wake::AtLoad);
             }
-            let started = self.connection(Instant::now() + timeout).await.map(|_| {
-                let declared = self.declared().map(|d| d.hooks).unwrap_or_default();
-                Phase::known(&declared)
-            });
-            Some(started.map_err(|why| format!("the skill's process could not be started: {why}")))
+            self.connection(Instant::now() + timeout)
+                .await
+                .map_err(not_started)?;
+            let declared = self.declared().map(|d| d.hooks).unwrap_or_default();
+            Ok(Wake::Started {
+                hooks: Phase::known(&declared),
+            })
         })
     }
 }
@@ -301,19 +309,27 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn failure_text(f: &RpcFailure) -> String {
+/// Why a call found no child to take it, as the caller is told.
+fn not_started(why: BackendError) -> BackendError {
+    why.reworded(|w| format!("the skill's process could not be started: {w}"))
+}
+
+/// A request's failure as the backend's: what the child answered, or how
+/// it ended.
+fn backend_error(f: RpcFailure) -> BackendError {
     match f {
-        RpcFailure::Remote { message, .. } => message.clone(),
-        RpcFailure::Died(why) => format!("the skill's process {why}"),
-        RpcFailure::TimedOut => "timed out".to_owned(),
-        RpcFailure::Cancelled => "cancelled".to_owned(),
+        RpcFailure::Remote { message, .. } => BackendError::Refused(message),
+        RpcFailure::Died(why) => BackendError::Crashed(format!("the skill's process {why}")),
+        RpcFailure::TimedOut => BackendError::TimedOut("timed out".to_owned()),
+        // Only a call is cancelled, and `call` answers that itself.
+        RpcFailure::Cancelled => BackendError::Refused("cancelled".to_owned()),
     }
 }
 
 /// `initialize`'s answer: `{"tools", "hooks", "workflows", "scanners"}`,
 /// each an optional list.
-fn declared(answer: &Value) -> Result<Declared, String> {
-    let bad = |what: &str| format!("its initialize answer is not valid: {what}");
+fn declared(answer: &Value) -> Result<Declared, BackendError> {
+    let bad = |what: &str| BackendError::Protocol(format!("its initialize answer is not valid: {what}"));
     let Value::Object(a) = answer else {
         return Err(bad("not an object"));
     };
@@ -397,7 +413,7 @@ fn tool_result(result: &Value) -> BackendResult {
 }
 
 /// `hook/handle`'s result: `{}`, `{"payload": P}` or `{"cancel": reason}`.
-pub(crate) fn hook_answer(answer: &Value) -> Result<HookAnswer, String> {
+pub(crate) fn hook_answer(answer: &Value) -> Result<HookAnswer, BackendError> {
     match answer {
         Value::Null => Ok(HookAnswer::Keep),
         Value::Object(a) => {
@@ -409,6 +425,6 @@ pub(crate) fn hook_answer(answer: &Value) -> Result<HookAnswer, String> {
                 .cloned()
                 .map_or(HookAnswer::Keep, HookAnswer::Replace))
         }
-        _ => Err("the answer is not an object".to_owned()),
+        _ => Err(BackendError::Protocol("the answer is not an object".to_owned())),
     }
 }

@@ -4,7 +4,7 @@
 //! whole group and cgroup) on anything that breaks the protocol.
 
 use crate::runner::Child;
-use crate::skill::backend::BoxFuture;
+use crate::skill::backend::{BackendError, BoxFuture};
 use crate::skill::context::CallContext;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -119,17 +119,19 @@ impl std::fmt::Debug for Conn {
 
 impl Conn {
     /// Takes over `child` and starts its supervisor.
-    pub(super) fn spawn(mut child: Child, opts: ConnOptions) -> Result<Arc<Self>, String> {
+    pub(super) fn spawn(mut child: Child, opts: ConnOptions) -> Result<Arc<Self>, BackendError> {
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            return Err("the child's pipes were not open".to_owned());
+            return Err(BackendError::NotRunning(
+                "the child's pipes were not open".to_owned(),
+            ));
         };
         let (outgoing, queued) = mpsc::unbounded_channel();
         let conn = Arc::new(Self::new(outgoing, opts.serve.clone()));
         let writer_done = CancellationToken::new();
         tokio::spawn(write_requests(stdin, queued, conn.clone(), writer_done.clone()));
-        tokio::spawn(log_stderr(stderr, opts.skill.clone()));
+        tokio::spawn(log_stderr(stderr, opts.skill.clone(), "process backend"));
         tokio::spawn(supervise(conn.clone(), child, stdout, opts, writer_done));
         Ok(conn)
     }
@@ -268,7 +270,7 @@ impl Conn {
 
     /// Hands an answer to its waiter; `Err` when the line is not a
     /// JSON-RPC answer to a request in flight.
-    fn dispatch(&self, line: &[u8]) -> Result<(), String> {
+    fn dispatch(&self, line: &[u8]) -> Result<(), BackendError> {
         let msg: Value = serde_json::from_slice(line).map_err(|_| not_rpc(line))?;
         if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(not_rpc(line));
@@ -299,7 +301,9 @@ impl Conn {
                 let _ = tx.send(reply);
                 Ok(())
             }
-            None => Err(format!("answered request {id}, which was not asked")),
+            None => Err(BackendError::Protocol(format!(
+                "answered request {id}, which was not asked"
+            ))),
         }
     }
 
@@ -372,10 +376,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn not_rpc(line: &[u8]) -> String {
+fn not_rpc(line: &[u8]) -> BackendError {
     // Part of the reason the death is logged with.
     let shown = crate::logline::escape(&String::from_utf8_lossy(line), 120);
-    format!("wrote a line that is not a JSON-RPC 2.0 answer: {shown}")
+    BackendError::Protocol(format!("wrote a line that is not a JSON-RPC 2.0 answer: {shown}"))
 }
 
 /// A JSON-RPC error; the Starlark host's own codes need no mention.
@@ -452,7 +456,7 @@ async fn watch(
             line = read_line(lines) => match line {
                 Ok(Some(line)) => {
                     if let Err(why) = conn.dispatch(&line) {
-                        return died(why, true);
+                        return died(why.to_string(), true);
                     }
                 }
                 Ok(None) => {
@@ -460,7 +464,7 @@ async fn watch(
                     let how = tokio::time::timeout(Duration::from_secs(1), child.exited()).await;
                     return died(how.unwrap_or_else(|_| "closed its stdout".to_owned()), true);
                 }
-                Err(why) => return died(why, true),
+                Err(why) => return died(why.to_string(), true),
             },
             how = child.exited() => return died(how, true),
             () = conn.kill.cancelled() => {
@@ -479,21 +483,23 @@ async fn watch(
 
 /// One line of at most [`MAX_LINE`] bytes without its newline; `None` at
 /// the end of the stream.
-async fn read_line(reader: &mut BufReader<pipe::Receiver>) -> Result<Option<Vec<u8>>, String> {
+async fn read_line(reader: &mut BufReader<pipe::Receiver>) -> Result<Option<Vec<u8>>, BackendError> {
     let mut line = Vec::new();
     let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX) + 1;
     let n = (&mut *reader)
         .take(limit)
         .read_until(b'\n', &mut line)
         .await
-        .map_err(|e| format!("could not be read: {e}"))?;
+        .map_err(|e| BackendError::Crashed(format!("could not be read: {e}")))?;
     if n == 0 {
         return Ok(None);
     }
     if line.last() == Some(&b'\n') {
         line.pop();
     } else if line.len() > MAX_LINE {
-        return Err(format!("wrote a line longer than {MAX_LINE} bytes"));
+        return Err(BackendError::Protocol(format!(
+            "wrote a line longer than {MAX_LINE} bytes"
+        )));
     }
     Ok(Some(line))
 }
@@ -523,10 +529,14 @@ async fn write_requests(
     }
 }
 
-/// Logs the child's stderr, one event per line, bounded (see
-/// [`STDERR_LOG_BUDGET`]) and escaped, so no line of it reads as the
-/// server's own or reaches the operator's terminal as control codes.
-async fn log_stderr(stderr: pipe::Receiver, skill: String) {
+/// Logs a child's stderr (`whose`: "process backend", "upstream MCP
+/// server"), one event per line, escaped, so no line of it reads as the
+/// server's own or reaches the operator's terminal as control codes:
+/// split at `\n` only, since a lone `\r` or a `\u{2028}` would start what
+/// reads as a line of skilld's. The first [`STDERR_LOG_BUDGET`] bytes are
+/// logged, the rest read and dropped; a line is read in bounded pieces,
+/// so a line without end costs no memory.
+pub(super) async fn log_stderr(stderr: pipe::Receiver, skill: String, whose: &'static str) {
     let mut lines = BufReader::new(stderr);
     let mut logged = 0usize;
     let mut buf = Vec::new();
@@ -540,11 +550,15 @@ async fn log_stderr(stderr: pipe::Receiver, skill: String) {
             continue;
         }
         let line = String::from_utf8_lossy(&buf);
-        let text = crate::logline::escape(line.trim_end_matches(['\r', '\n']), STDERR_LINE_CHARS);
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let text = crate::logline::escape(line, STDERR_LINE_CHARS);
         logged += text.len();
-        tracing::info!(skill = %skill, stderr = %text, "process backend");
+        tracing::info!(skill = %skill, stderr = %text, "{whose}");
         if logged >= STDERR_LOG_BUDGET {
-            tracing::warn!(skill = %skill, "process backend: further stderr is not logged");
+            tracing::warn!(skill = %skill, "{whose}: further stderr is not logged");
         }
     }
 }
@@ -564,7 +578,7 @@ mod tests {
 
     /// Writes `bytes` into a real pipe in pieces of `chunk` bytes and reads
     /// lines until the end (or the first error).
-    fn read_all(bytes: Vec<u8>, chunk: usize) -> Vec<Result<Option<Vec<u8>>, String>> {
+    fn read_all(bytes: Vec<u8>, chunk: usize) -> Vec<Result<Option<Vec<u8>>, BackendError>> {
         runtime().block_on(async move {
             let (mut tx, rx) = pipe::pipe().unwrap();
             let writer = tokio::spawn(async move {
@@ -611,7 +625,7 @@ mod tests {
                 bytes.push(b'\n');
             }
             let got = read_all(bytes, chunk);
-            let mut want: Vec<Result<Option<Vec<u8>>, String>> = lines.into_iter().map(|l| Ok(Some(l))).collect();
+            let mut want: Vec<Result<Option<Vec<u8>>, BackendError>> = lines.into_iter().map(|l| Ok(Some(l))).collect();
             want.push(Ok(None));
             prop_assert_eq!(got, want);
         }
@@ -660,7 +674,10 @@ mod tests {
         );
         let over = vec![b'a'; MAX_LINE + 1];
         let got = read_all(over, 64 * 1024);
-        assert!(matches!(&got[0], Err(e) if e.contains("longer than")), "{got:?}");
+        assert!(
+            matches!(&got[0], Err(BackendError::Protocol(e)) if e.contains("longer than")),
+            "{got:?}"
+        );
     }
 
     #[test]

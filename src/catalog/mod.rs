@@ -5,6 +5,7 @@
 mod agent_tools;
 mod derived;
 pub mod installed;
+mod roots;
 pub mod versions;
 
 use crate::export::Exports;
@@ -13,47 +14,12 @@ use crate::skill::backend::Launch;
 use crate::skill::{Code, Diagnostic, InvocationMode, Skill, Trust};
 use crate::skill::{LoadOptions, Loaded, PathCache, Runtimes, SkillRules, load_skill};
 pub use agent_tools::{AgentTools, Exclusion};
+pub use roots::{Root, bundled_dir, configured_roots, default_roots, installed_root, user_skills_dir};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 pub use versions::{Found, NotFound};
-
-/// A directory of skills with a trust level. Earlier roots win collisions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Root {
-    /// `bundled`, `user`, `project`, `installed`, or the directory as given.
-    pub name: String,
-    pub path: PathBuf,
-    pub trust: Trust,
-    /// Named explicitly (`--skills`): a missing directory is worth a warning.
-    pub explicit: bool,
-    /// Laid out as [`installed`] says: versions side by
-    /// side, the active one served.
-    pub installed: bool,
-}
-
-impl Root {
-    /// Parses `[TRUST=]DIR` as `--skills` takes it; trust defaults to `user`.
-    pub fn parse_flag(spec: &str) -> Result<Self, String> {
-        let (trust, dir) = match spec.split_once('=') {
-            Some((t, d)) if Trust::parse(t).is_some() => (Trust::parse(t), d),
-            _ => (None, spec),
-        };
-        if dir.is_empty() {
-            return Err(format!("--skills '{spec}' names no directory"));
-        }
-        // Absolute, so that the script paths of its skills still name them
-        // from the workspace their interpreters run in.
-        Ok(Self {
-            name: dir.to_owned(),
-            path: std::path::absolute(dir).unwrap_or_else(|_| PathBuf::from(dir)),
-            trust: trust.unwrap_or(Trust::User),
-            explicit: true,
-            installed: false,
-        })
-    }
-}
 
 /// How catalogs are built; fixed for the life of a handle.
 #[derive(Debug, Clone)]
@@ -307,6 +273,18 @@ impl Catalog {
 
     pub fn error_count(&self) -> usize {
         self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// The diagnostics of the load, then what happened to the loaded
+    /// skills' backends since (`GET /diagnostics`): a fronted MCP server
+    /// whose session skilld dropped, and why.
+    pub fn diagnostics_now(&self) -> Vec<Diagnostic> {
+        let dropped = self.skills.iter().filter_map(|s| {
+            let why = s.backend.as_ref()?.last_drop()?;
+            let path = s.definition.display().to_string();
+            Some(Diagnostic::warning(Code::UpstreamDropped, path, why).for_skill(&s.name))
+        });
+        self.diagnostics.iter().cloned().chain(dropped).collect()
     }
 }
 

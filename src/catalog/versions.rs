@@ -5,7 +5,7 @@
 
 use super::installed::{self, SkillState, VersionStatus};
 use super::{Catalog, CatalogOptions, Root};
-use crate::skill::backend::Deferred;
+use crate::skill::backend::Unreviewed;
 use crate::skill::{LoadOptions, PathCache, Skill, load_skill};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -180,7 +180,7 @@ impl Catalog {
             installed: true,
             path: &path,
             launcher: if defer {
-                Some(&Deferred)
+                Some(&Unreviewed)
             } else {
                 opts.launcher.as_deref()
             },

@@ -24,6 +24,13 @@ impl Failure {
     }
 }
 
+/// A config that does not resolve is refused, whatever is wrong with it.
+impl From<crate::config::ConfigError> for Failure {
+    fn from(e: crate::config::ConfigError) -> Self {
+        Failure::Refused(e.to_string())
+    }
+}
+
 impl From<crate::store::StoreError> for Failure {
     fn from(e: crate::store::StoreError) -> Self {
         Failure::Unreachable(e.to_string())

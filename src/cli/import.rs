@@ -114,7 +114,7 @@ pub fn run(args: &ImportArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let Some(into) = args.into.clone().or_else(crate::config::user_skills_dir) else {
+    let Some(into) = args.into.clone().or_else(crate::catalog::user_skills_dir) else {
         eprintln!("skilld import: no HOME to find ~/.config/skilld/skills in; pass --into DIR");
         return ExitCode::from(1);
     };

@@ -6,19 +6,18 @@
 use super::failure::{Failure, report};
 use super::progress::Progress;
 use super::registry::{RegistryArgs, as_locked, check_locked, locked_entry, registry_spec, resolve};
-use super::{open_store, pipeline_over, runtime};
 use crate::config::{Config, SignatureArgs};
 use crate::install::client;
 use crate::install::sources::{GitSource, pack_dir};
 use crate::install::{Installer, Upload};
 use crate::registry::Resolved;
 use crate::registry::lock::{Lock, Locked};
+use crate::server::{open_store, pipeline_over, runtime};
 use crate::skill::Trust;
-use crate::store::Store;
+use crate::store::Stores;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Args)]
 pub struct InstallArgs {
@@ -184,7 +183,7 @@ struct Got {
 async fn fetch(
     args: &InstallArgs,
     config: &Config,
-    store: &Arc<dyn Store>,
+    store: &Stores,
     lock: &Lock,
     lock_path: &Path,
 ) -> Result<Got, Failure> {
@@ -233,7 +232,7 @@ fn lock_source(source: &str, git: Option<&str>) -> String {
 async fn from_registry(
     args: &InstallArgs,
     config: &Config,
-    store: &Arc<dyn Store>,
+    store: &Stores,
     (name, version): (&str, Option<&str>),
     lock: &Lock,
     lock_path: &Path,
@@ -242,7 +241,7 @@ async fn from_registry(
         true => Some(locked_entry(lock, name, lock_path)?.clone()),
         false => None,
     };
-    let mut registries = args.registry.over(config, store.clone());
+    let mut registries = args.registry.over(config, store);
     let resolved = resolve(&mut registries, name, version, locked.as_ref()).await?;
     if let Some(l) = &locked {
         check_locked(l, &as_locked(&resolved, &l.sha256), lock_path)?;
@@ -389,7 +388,7 @@ async fn push(
 /// Installs into this machine's data directory.
 async fn here(
     args: &InstallArgs,
-    store: Arc<dyn Store>,
+    store: Stores,
     config: Config,
     fetched: client::Fetched,
     signature: Option<String>,

@@ -80,10 +80,10 @@ async fn available(args: &ListArgs) -> Result<(Value, String), Failure> {
     if !args.registries.is_empty() {
         config.registries.sources = args.registries.iter().map(|u| RegistrySource::new(u)).collect();
     }
-    let store = super::open_store(&config, false)
+    let store = crate::server::open_store(&config, false)
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
-    let mut registries = Registries::new(config.registries.clone(), store);
+    let mut registries = Registries::new(config.registries.clone(), store.index_cache);
     registries.refresh = args.refresh;
     let (hits, failed) = registries.search("").await?;
     for e in &failed {

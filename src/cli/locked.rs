@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 /// `skilld install --locked` with nothing named.
 pub fn run(args: &InstallArgs) -> ExitCode {
-    match super::runtime() {
+    match crate::server::runtime() {
         Ok(rt) => rt.block_on(install_all(args)),
         Err(e) => report(Err(Failure::Unreachable(format!("{e:#}")))),
     }

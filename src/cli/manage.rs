@@ -6,14 +6,14 @@
 //! answers, so the two print the same.
 
 use super::failure::{Failure, report};
-use super::{pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
-use crate::http::grants::{Grant, GrantList, SkillApproval};
+use crate::http::grants::{GrantList, GrantView, SkillApprovalView};
 use crate::http::install::VersionList;
 use crate::http::skills::SkillDetail;
 use crate::install::client;
 use crate::install::{InstallError, Installer};
 use crate::invoke::Invoker;
+use crate::server::{pipeline, runtime};
 use clap::{Args, ValueEnum};
 use hyper::Method;
 use serde_json::{Value, json};
@@ -311,7 +311,7 @@ impl Place {
             },
             ..ServeArgs::default()
         })
-        .map_err(Failure::Refused)
+        .map_err(Failure::from)
     }
 }
 
@@ -344,7 +344,7 @@ impl Local {
 
     async fn grants(&self, name: &str) -> Result<Value, Failure> {
         let grants = self.invoker.reader().list_grants(Some(name)).await?;
-        let grants: Vec<Grant> = grants.into_iter().map(Grant::from).collect();
+        let grants: Vec<GrantView> = grants.into_iter().map(GrantView::from).collect();
         let list = GrantList {
             grants,
             skill_approvals: None,
@@ -355,7 +355,7 @@ impl Local {
     /// The grants and the "allow always" standing for skill `name`.
     async fn standing(&self, name: &str) -> Result<Standing, Failure> {
         let approvals = self.invoker.reader().list_skill_approvals(Some(name)).await?;
-        let approvals: Vec<SkillApproval> = approvals.into_iter().map(SkillApproval::from).collect();
+        let approvals: Vec<SkillApprovalView> = approvals.into_iter().map(SkillApprovalView::from).collect();
         Ok(Standing {
             grants: self.grants(name).await?,
             skill_approvals: json!(approvals),
@@ -380,7 +380,7 @@ impl Local {
         let declared = self.skill(name).map(|s| json!(s.permissions));
         let revoked = match revoke {
             true => {
-                let (grants, approvals) = self.invoker.revoke_grants_of(name).await?;
+                let (grants, approvals) = self.invoker.approver().revoke_grants_of(name).await?;
                 Some((json!(grants), json!(approvals)))
             }
             false => None,

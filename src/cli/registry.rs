@@ -2,11 +2,11 @@
 //! add`), and the registry flags `skilld install NAME` shares with them.
 
 use super::failure::{Failure, report};
-use super::{open_store, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs, SignatureArgs};
 use crate::install::project::{self, AddError, Adding};
 use crate::registry::lock::{Lock, Locked};
 use crate::registry::{Registries, RegistrySource, Resolved};
+use crate::server::{open_store, runtime};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -54,7 +54,7 @@ impl RegistryArgs {
             signatures: signatures.clone(),
             ..ServeArgs::default()
         })
-        .map_err(Failure::Refused)?;
+        .map_err(Failure::from)?;
         if !self.registries.is_empty() {
             config.registries.sources = self.registries.iter().map(|u| RegistrySource::new(u)).collect();
         }
@@ -66,12 +66,12 @@ impl RegistryArgs {
         let store = open_store(config, false)
             .await
             .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
-        Ok(self.over(config, store))
+        Ok(self.over(config, &store))
     }
 
     /// The registries, over a store already open.
-    pub fn over(&self, config: &Config, store: std::sync::Arc<dyn crate::store::Store>) -> Registries {
-        let mut registries = Registries::new(config.registries.clone(), store);
+    pub fn over(&self, config: &Config, store: &crate::store::Stores) -> Registries {
+        let mut registries = Registries::new(config.registries.clone(), store.index_cache.clone());
         registries.refresh = self.refresh;
         registries
     }

@@ -502,7 +502,7 @@ for line in sys.stdin:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skill::backend::Deferred;
+    use crate::skill::backend::Unreviewed;
     use crate::skill::{Code, LoadOptions, PathCache, Runtimes, Trust, load_skill};
 
     const ALL: [ScaffoldDialect; 5] = [
@@ -536,7 +536,7 @@ mod tests {
             runtimes: &runtimes,
             installed: false,
             path: &path,
-            launcher: Some(&Deferred),
+            launcher: Some(&Unreviewed),
             rules: &crate::skill::SkillRules::default(),
         };
         for dialect in ALL {

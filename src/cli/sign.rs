@@ -59,7 +59,7 @@ pub fn keygen(args: &KeygenArgs) -> ExitCode {
 /// failure neither is left.
 fn write_pair(key: &SigningKey, secret: &Path, public: &Path) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let text = key.secret_file()?;
+    let text = key.secret_file().map_err(|e| e.to_string())?;
     let fail = |path: &Path, e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let mut file = std::fs::OpenOptions::new()
         .write(true)
@@ -104,9 +104,7 @@ pub fn sign_archive(key: &SigningKey, archive: &Path) -> anyhow::Result<PathBuf>
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let minisig = key
-        .sign(std::fs::File::open(archive)?, &name)
-        .map_err(anyhow::Error::msg)?;
+    let minisig = key.sign(std::fs::File::open(archive)?, &name)?;
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

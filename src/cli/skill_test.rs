@@ -8,14 +8,14 @@
 mod judge;
 mod remote;
 
+use super::check::{CheckFormat, Linter};
 use super::failure::Failure;
-use super::{CheckFormat, Linted, harden, lint_options, pipeline, runtime};
 use crate::config::{Config, LocalArgs, ServeArgs};
 use crate::invoke::{Asked, Call, Called, Delivery, Envelope, Gate, Target};
-use crate::skill::backend::{Launch, Linting};
+use crate::server::{harden, pipeline, runtime};
+use crate::skill::Skill;
 use crate::skill::examples::{CallExample, TriggerExample};
 use crate::skill::triggers::{self, Context, FiredTrigger};
-use crate::skill::{Code, Diagnostic, PathCache, Severity, Skill, load_skill};
 use judge::{Report, call_outcome, fired_words, trigger_outcome, trigger_sides};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -141,55 +141,10 @@ fn skill_dir(path: &Path) -> Result<PathBuf, String> {
 /// The skill linted as `skilld check` lints it (its findings on stderr),
 /// or why it does not lint.
 fn lint(dir: &Path) -> Result<Arc<Skill>, String> {
-    let (runtimes, rules) = crate::config::lint_settings(None)?;
-    let path_cache = PathCache::new(std::env::var_os("PATH"));
-    let launcher: Arc<dyn Launch> = Arc::new(Linting);
-    let linting = Linted {
-        runtimes: &runtimes,
-        rules: &rules,
-        path: &path_cache,
-        launcher: Some(&launcher),
-    };
-    let loaded = load_skill(dir, &lint_options("test", &linting));
-    let mut diagnostics = loaded.diagnostics;
-    diagnostics.extend(loaded.skill.iter().flat_map(|s| argument_findings(s)));
-    for d in &diagnostics {
-        eprintln!("{d}");
-    }
-    let failed = diagnostics.iter().any(|d| d.severity == Severity::Error);
-    loaded
-        .skill
-        .filter(|_| !failed)
+    let (runtimes, rules) = crate::config::lint_settings(None).map_err(|e| e.to_string())?;
+    Linter::new(runtimes, rules)
+        .lint_printed(dir, "test")
         .ok_or_else(|| format!("{} does not lint; no example was run", dir.display()))
-}
-
-/// A finding for each call example whose arguments its tool would
-/// refuse, checked as the invoke pipeline checks a call's (`check`,
-/// `package` and `test` lint with it; the loader, a layer below the
-/// pipeline, cannot).
-pub(super) fn argument_findings(skill: &Skill) -> Vec<Diagnostic> {
-    let path = skill.definition.display().to_string();
-    let calls = skill.examples.calls.iter().enumerate();
-    calls
-        .filter_map(|(i, call)| {
-            let tool = skill.tools.iter().find(|t| t.name == call.tool)?;
-            let errors = crate::invoke::args::validate(tool, &call.arguments).err()?;
-            let why: Vec<String> = errors
-                .iter()
-                .map(|e| match e.field.as_str() {
-                    "" => e.message.clone(),
-                    field => format!("{field}: {}", e.message),
-                })
-                .collect();
-            let msg = format!(
-                "examples.calls[{i}]: arguments that tool '{}' refuses: {}",
-                call.tool,
-                why.join("; ")
-            );
-            let d = Diagnostic::error(Code::InvalidExampleArguments, &path, msg);
-            Some(d.at(call.pos).for_skill(&skill.name))
-        })
-        .collect()
 }
 
 /// Each trigger example, through the engine of `POST /skills/match`.
@@ -239,9 +194,9 @@ fn test_config(dir: &Path, scratch: &Path, workspace: Option<&Path>) -> anyhow::
         },
         ..ServeArgs::default()
     };
-    let mut config = Config::resolve(&serve).map_err(anyhow::Error::msg)?;
+    let mut config = Config::resolve(&serve)?;
     // Dependencies are looked for where the user's server prepares them.
-    (config.runtimes, config.rules) = crate::config::lint_settings(None).map_err(anyhow::Error::msg)?;
+    (config.runtimes, config.rules) = crate::config::lint_settings(None)?;
     Ok(config)
 }
 
@@ -303,6 +258,7 @@ async fn call(
             request_id: None,
         },
         sampler: None,
+        budget: None,
         session: None,
     };
     match invoker.call(catalog, call).await {

@@ -51,30 +51,78 @@ pub(super) fn check(text: &str) -> Vec<Refusal> {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         if let Err(why) = check_line(line) {
             let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
-            refused.push(Refusal::new(REQUIREMENTS, text, number, why));
+            refused.push(Refusal::new(REQUIREMENTS, text, number, why.to_string()));
         }
     }
     refused
 }
 
-fn check_line(line: &str) -> Result<(), String> {
+/// Why a line of `requirements.txt` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum LineError {
+    #[error("it ends with `\\`, which joins it to the next line: write one requirement per line")]
+    Continued,
+    /// An option, a URL, a direct reference or a path ([`hazard`] says).
+    #[error("{0}")]
+    Hazard(String),
+    /// `shown`: the line as a message quotes it.
+    #[error(
+        "`{shown}` is not a package name with optional [extras], version specifiers and a `;` marker: {why}"
+    )]
+    NotRequirement { shown: String, why: Syntax },
+}
+
+/// Where a requirement leaves PEP 508's name-based grammar. `String`s
+/// are what the parser met there, as [`Cursor::unexpected`] words it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Syntax {
+    #[error("it holds a character outside ASCII")]
+    NotAscii,
+    #[error("it does not begin with a package name ({0})")]
+    NoName(String),
+    #[error("an extra is not a name ({0})")]
+    BadExtra(String),
+    #[error("the extras are not closed ({0})")]
+    OpenExtras(String),
+    #[error("not a version operator: {0}")]
+    NotVersionOp(String),
+    #[error("a version is missing ({0})")]
+    NoVersion(String),
+    #[error("unexpected {0}")]
+    Unexpected(String),
+    #[error("the marker goes on after its end")]
+    MarkerTrails,
+    #[error("not a marker operator: {0}")]
+    NotMarkerOp(String),
+    #[error("a marker string holds {0}")]
+    BadMarkerString(String),
+    #[error("unexpected {0} in the marker")]
+    MarkerUnexpected(String),
+    #[error("`{0}` is not a marker variable")]
+    NotVariable(String),
+    #[error("the marker nests too deep")]
+    TooDeep,
+    #[error("a comparison lacks its operator")]
+    NoOperator,
+    /// A token the marker's grammar needs is not there; says which.
+    #[error("{0}")]
+    Missing(&'static str),
+}
+
+fn check_line(line: &str) -> Result<(), LineError> {
     if line.ends_with('\\') {
-        return Err(
-            "it ends with `\\`, which joins it to the next line: write one requirement per line".to_owned(),
-        );
+        return Err(LineError::Continued);
     }
     let body = strip_comment(line).trim_matches([' ', '\t']);
     if body.is_empty() {
         return Ok(());
     }
     if let Some(why) = hazard(body) {
-        return Err(why);
+        return Err(LineError::Hazard(why));
     }
-    requirement(body).map_err(|e| {
-        format!(
-            "`{}` is not a package name with optional [extras], version specifiers and a `;` marker: {e}",
-            shown(body)
-        )
+    requirement(body).map_err(|why| LineError::NotRequirement {
+        shown: shown(body),
+        why,
     })
 }
 
@@ -217,12 +265,12 @@ impl<'a> Cursor<'a> {
 }
 
 /// `name [extras] specifiers ; marker`, every part after the name optional.
-fn requirement(body: &str) -> Result<(), String> {
+fn requirement(body: &str) -> Result<(), Syntax> {
     if !body.is_ascii() {
-        return Err("it holds a character outside ASCII".to_owned());
+        return Err(Syntax::NotAscii);
     }
     let mut c = Cursor::new(body);
-    name(&mut c).map_err(|()| format!("it does not begin with a package name ({})", c.unexpected()))?;
+    name(&mut c).map_err(|()| Syntax::NoName(c.unexpected()))?;
     c.skip_ws();
     if c.eat(b'[') {
         extras(&mut c)?;
@@ -237,7 +285,7 @@ fn requirement(body: &str) -> Result<(), String> {
     }
     match c.peek() {
         None => Ok(()),
-        Some(_) => Err(format!("unexpected {}", c.unexpected())),
+        Some(_) => Err(Syntax::Unexpected(c.unexpected())),
     }
 }
 
@@ -253,39 +301,39 @@ fn name(c: &mut Cursor) -> Result<(), ()> {
 }
 
 /// `a, b]`, after the `[`.
-fn extras(c: &mut Cursor) -> Result<(), String> {
+fn extras(c: &mut Cursor) -> Result<(), Syntax> {
     c.skip_ws();
     if c.eat(b']') {
         return Ok(());
     }
     loop {
-        name(c).map_err(|()| format!("an extra is not a name ({})", c.unexpected()))?;
+        name(c).map_err(|()| Syntax::BadExtra(c.unexpected()))?;
         c.skip_ws();
         if c.eat(b']') {
             return Ok(());
         }
         if !c.eat(b',') {
-            return Err(format!("the extras are not closed ({})", c.unexpected()));
+            return Err(Syntax::OpenExtras(c.unexpected()));
         }
         c.skip_ws();
     }
 }
 
 /// `>=1.0, <2`.
-fn specifiers(c: &mut Cursor) -> Result<(), String> {
+fn specifiers(c: &mut Cursor) -> Result<(), Syntax> {
     loop {
         let op = ["===", "~=", "==", "!=", "<=", ">=", "<", ">"]
             .into_iter()
             .find(|op| c.eat_str(op));
         if op.is_none() {
-            return Err(format!("not a version operator: {}", c.unexpected()));
+            return Err(Syntax::NotVersionOp(c.unexpected()));
         }
         c.skip_ws();
         let version = c.take_while(|b| {
             b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'!' | b'*' | b'-')
         });
         if !version.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric()) {
-            return Err(format!("a version is missing ({})", c.unexpected()));
+            return Err(Syntax::NoVersion(c.unexpected()));
         }
         let before_comma = c.at;
         c.skip_ws();
@@ -312,18 +360,18 @@ enum Token {
 
 /// An environment marker: comparisons of marker variables and quoted
 /// strings, joined by `and` and `or`, in parentheses as needed.
-fn marker(text: &str) -> Result<(), String> {
+fn marker(text: &str) -> Result<(), Syntax> {
     let tokens = tokens(text)?;
     let mut at = 0;
     or_expr(&tokens, &mut at, 0)?;
     if at == tokens.len() {
         Ok(())
     } else {
-        Err("the marker goes on after its end".to_owned())
+        Err(Syntax::MarkerTrails)
     }
 }
 
-fn tokens(text: &str) -> Result<Vec<Token>, String> {
+fn tokens(text: &str) -> Result<Vec<Token>, Syntax> {
     let mut c = Cursor::new(text);
     let mut out = Vec::new();
     loop {
@@ -342,7 +390,7 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
                 ops.into_iter()
                     .find(|op| c.eat_str(op))
                     .map(|_| Token::Op)
-                    .ok_or_else(|| format!("not a marker operator: {}", c.unexpected()))?
+                    .ok_or_else(|| Syntax::NotMarkerOp(c.unexpected()))?
             }
             _ => word(&mut c)?,
         };
@@ -351,31 +399,31 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
 }
 
 /// A string in `quote`s, of the characters versions and platform names use.
-fn quoted(c: &mut Cursor, quote: u8) -> Result<Token, String> {
+fn quoted(c: &mut Cursor, quote: u8) -> Result<Token, Syntax> {
     c.at += 1;
     c.take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'*' | b'!' | b'-'));
     if c.eat(quote) {
         Ok(Token::Value)
     } else {
-        Err(format!("a marker string holds {}", c.unexpected()))
+        Err(Syntax::BadMarkerString(c.unexpected()))
     }
 }
 
 /// A keyword or a marker variable.
-fn word(c: &mut Cursor) -> Result<Token, String> {
+fn word(c: &mut Cursor) -> Result<Token, Syntax> {
     let word = c.take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'));
     match word {
         "and" => Ok(Token::And),
         "or" => Ok(Token::Or),
         "in" => Ok(Token::In),
         "not" => Ok(Token::Not),
-        "" => Err(format!("unexpected {} in the marker", c.unexpected())),
+        "" => Err(Syntax::MarkerUnexpected(c.unexpected())),
         w if MARKER_VARIABLES.contains(&w) => Ok(Token::Value),
-        w => Err(format!("`{w}` is not a marker variable")),
+        w => Err(Syntax::NotVariable(w.to_owned())),
     }
 }
 
-fn or_expr(t: &[Token], at: &mut usize, depth: usize) -> Result<(), String> {
+fn or_expr(t: &[Token], at: &mut usize, depth: usize) -> Result<(), Syntax> {
     and_expr(t, at, depth)?;
     while t.get(*at) == Some(&Token::Or) {
         *at += 1;
@@ -384,7 +432,7 @@ fn or_expr(t: &[Token], at: &mut usize, depth: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn and_expr(t: &[Token], at: &mut usize, depth: usize) -> Result<(), String> {
+fn and_expr(t: &[Token], at: &mut usize, depth: usize) -> Result<(), Syntax> {
     atom(t, at, depth)?;
     while t.get(*at) == Some(&Token::And) {
         *at += 1;
@@ -394,10 +442,10 @@ fn and_expr(t: &[Token], at: &mut usize, depth: usize) -> Result<(), String> {
 }
 
 /// `( expr )` or `value op value`.
-fn atom(t: &[Token], at: &mut usize, depth: usize) -> Result<(), String> {
+fn atom(t: &[Token], at: &mut usize, depth: usize) -> Result<(), Syntax> {
     if t.get(*at) == Some(&Token::Open) {
         if depth >= MAX_NESTING {
-            return Err("the marker nests too deep".to_owned());
+            return Err(Syntax::TooDeep);
         }
         *at += 1;
         or_expr(t, at, depth + 1)?;
@@ -410,17 +458,17 @@ fn atom(t: &[Token], at: &mut usize, depth: usize) -> Result<(), String> {
             *at += 1;
             expect(t, at, Token::In, "`not` is not followed by `in`")?;
         }
-        _ => return Err("a comparison lacks its operator".to_owned()),
+        _ => return Err(Syntax::NoOperator),
     }
     expect(t, at, Token::Value, "a comparison lacks its right side")
 }
 
-fn expect(t: &[Token], at: &mut usize, want: Token, why: &str) -> Result<(), String> {
+fn expect(t: &[Token], at: &mut usize, want: Token, why: &'static str) -> Result<(), Syntax> {
     if t.get(*at) == Some(&want) {
         *at += 1;
         Ok(())
     } else {
-        Err(why.to_owned())
+        Err(Syntax::Missing(why))
     }
 }
 

@@ -3,8 +3,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{Problem, Result};
-use super::extract::{JsonBody, Path, Peer, Query, page_limit};
+use super::kit::error::{Problem, Result};
+use super::kit::extract::{JsonBody, Path, Peer, Query, page_limit};
 use super::responses::{
     BadQuery, BodyProblems, DecisionProblems, StoreUnavailable, describe_inbox_stream, empty_bodies_allowed,
 };
@@ -55,7 +55,8 @@ pub struct ApprovalQuery {
 /// An approval request: everything an approver needs to decide, and the
 /// decision. This is the API's `Approval`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Approval {
+#[schema(as = Approval)]
+pub struct ApprovalView {
     #[schema(value_type = String, format = "uuid")]
     pub id: Uuid,
     /// The run held for this decision.
@@ -101,7 +102,7 @@ pub struct Approval {
     pub caller_left_at: Option<DateTime<Utc>>,
 }
 
-impl From<store::Approval> for Approval {
+impl From<store::Approval> for ApprovalView {
     fn from(a: store::Approval) -> Self {
         Self {
             id: a.id,
@@ -133,7 +134,7 @@ impl From<store::Approval> for Approval {
 /// A page of approval requests, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApprovalList {
-    pub approvals: Vec<Approval>,
+    pub approvals: Vec<ApprovalView>,
     /// Pass back as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
 }
@@ -141,7 +142,7 @@ pub struct ApprovalList {
 impl From<ApprovalPage> for ApprovalList {
     fn from(page: ApprovalPage) -> Self {
         Self {
-            approvals: page.approvals.into_iter().map(Approval::from).collect(),
+            approvals: page.approvals.into_iter().map(ApprovalView::from).collect(),
             next_cursor: page.next_cursor,
         }
     }
@@ -183,7 +184,7 @@ async fn approval_events(
     peer: Peer,
     State(state): State<AppState>,
 ) -> Result<Response> {
-    let events = state.invoker.inbox_events(&peer.holder(&auth))?;
+    let events = state.invoker.approver().inbox_events(&peer.holder(&auth))?;
     let stream = events.map(|event| Ok::<_, Infallible>(inbox_event(&event)));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
@@ -191,7 +192,7 @@ async fn approval_events(
 fn inbox_event(event: &InboxEvent) -> Event {
     match event {
         InboxEvent::Snapshot(page) => json_event("snapshot", &ApprovalList::from(page.clone())),
-        InboxEvent::Changed(approval) => json_event("approval", &Approval::from((**approval).clone())),
+        InboxEvent::Changed(approval) => json_event("approval", &ApprovalView::from((**approval).clone())),
     }
 }
 
@@ -212,24 +213,26 @@ pub struct HistoryQuery {
 /// A decided request and what became of its run: an entry of the
 /// approvers' history.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DecidedApproval {
+#[schema(as = DecidedApproval)]
+pub struct DecidedApprovalView {
     #[serde(flatten)]
-    pub approval: Approval,
+    pub approval: ApprovalView,
     /// The status of the run the request held: its outcome once approved.
     pub run_status: RunStatus,
 }
 
 /// One page of decisions, newest first.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DecisionPage {
-    pub decisions: Vec<DecidedApproval>,
+#[schema(as = DecisionPage)]
+pub struct DecisionPageView {
+    pub decisions: Vec<DecidedApprovalView>,
     /// Pass back as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
 }
 
-impl From<store::DecisionPage> for DecisionPage {
+impl From<store::DecisionPage> for DecisionPageView {
     fn from(page: store::DecisionPage) -> Self {
-        let decided = |d: store::DecidedApproval| DecidedApproval {
+        let decided = |d: store::DecidedApproval| DecidedApprovalView {
             approval: d.approval.into(),
             run_status: d.run_status,
         };
@@ -244,7 +247,7 @@ impl From<store::DecisionPage> for DecisionPage {
 /// its run's outcome.
 #[utoipa::path(get, path = "/approvals/history", tag = "approvals", security(("bearer" = ["invoke"])), params(HistoryQuery),
     responses(
-        (status = 200, description = "A page of decisions", body = DecisionPage),
+        (status = 200, description = "A page of decisions", body = DecisionPageView),
         BadQuery,
         StoreUnavailable,
     ))]
@@ -252,7 +255,7 @@ async fn approval_history(
     _: Require<need::Inbox>,
     State(state): State<AppState>,
     Query(q): Query<HistoryQuery>,
-) -> Result<Json<DecisionPage>> {
+) -> Result<Json<DecisionPageView>> {
     let limit = page_limit(q.limit, 50)?;
     let filter = DecisionFilter {
         skill: q.skill,
@@ -273,7 +276,7 @@ pub struct ApprovalPath {
 /// One approval request.
 #[utoipa::path(get, path = "/approvals/{id}", tag = "approvals", security(("bearer" = ["invoke"])), params(ApprovalPath),
     responses(
-        (status = 200, description = "The request", body = Approval),
+        (status = 200, description = "The request", body = ApprovalView),
         BadQuery,
         (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
@@ -282,7 +285,7 @@ async fn get_approval(
     _: Require<need::Inbox>,
     State(state): State<AppState>,
     Path(p): Path<ApprovalPath>,
-) -> Result<Json<Approval>> {
+) -> Result<Json<ApprovalView>> {
     Ok(Json(state.store().get_approval(p.id).await?.into()))
 }
 
@@ -305,7 +308,7 @@ pub struct DecisionRequest {
 #[utoipa::path(post, path = "/approvals/{id}/approve", tag = "approvals", security(("bearer" = ["approve"])), params(ApprovalPath),
     request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
     responses(
-        (status = 200, description = "Approved; the run is queued on this instance and starts as soon as it has a slot (follow it at /runs/{run_id})", body = Approval),
+        (status = 200, description = "Approved; the run is queued on this instance and starts as soon as it has a slot (follow it at /runs/{run_id})", body = ApprovalView),
         DecisionProblems,
         BodyProblems,
         (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
@@ -317,7 +320,7 @@ async fn approve(
     State(state): State<AppState>,
     Path(p): Path<ApprovalPath>,
     JsonBody(body): JsonBody<DecisionRequest>,
-) -> Result<Json<Approval>> {
+) -> Result<Json<ApprovalView>> {
     decide(&state, &auth, p.id, body, true).await
 }
 
@@ -326,7 +329,7 @@ async fn approve(
 #[utoipa::path(post, path = "/approvals/{id}/deny", tag = "approvals", security(("bearer" = ["approve"])), params(ApprovalPath),
     request_body(content = DecisionRequest, description = "The scope and a note; an empty body means once, no note"),
     responses(
-        (status = 200, description = "Denied", body = Approval),
+        (status = 200, description = "Denied", body = ApprovalView),
         DecisionProblems,
         BodyProblems,
         (status = 404, description = "No such approval", body = Problem, content_type = "application/problem+json"),
@@ -338,7 +341,7 @@ async fn deny(
     State(state): State<AppState>,
     Path(p): Path<ApprovalPath>,
     JsonBody(body): JsonBody<DecisionRequest>,
-) -> Result<Json<Approval>> {
+) -> Result<Json<ApprovalView>> {
     decide(&state, &auth, p.id, body, false).await
 }
 
@@ -348,7 +351,7 @@ async fn decide(
     id: Uuid,
     body: DecisionRequest,
     approve: bool,
-) -> Result<Json<Approval>> {
+) -> Result<Json<ApprovalView>> {
     let ruling = Ruling {
         approve,
         scope: body.scope,
@@ -357,7 +360,11 @@ async fn decide(
         own: false,
     };
     let catalog = state.catalog.current();
-    let decided = state.invoker.decide_request(&catalog, id, ruling).await?;
+    let decided = state
+        .invoker
+        .approver()
+        .decide_request(&catalog, id, ruling)
+        .await?;
     tracing::info!(
         approval = %decided.id, run = %decided.run_id, status = decided.status.as_str(),
         scope = body.scope.as_str(), by = decided.decided_by.as_deref().unwrap_or("-"),

@@ -5,8 +5,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::Path;
+use super::kit::error::{ApiError, Problem, Result};
+use super::kit::extract::Path;
 use super::responses::{BadQuery, Binary, NoSuchSkill};
 use super::skills::SkillPath;
 use crate::install::archive::{ArchiveError, write_archive};

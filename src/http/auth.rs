@@ -7,10 +7,12 @@
 //!
 //! A server without tokens knows two callers: the anonymous one (`invoke`)
 //! and the holder of its local secret (`admin`), who shows it as a bearer
-//! token or in the cookie the `/ui?secret=` link set ([`COOKIE_PREFIX`]).
+//! token. Only as a bearer token: a cookie is sent to every port of the
+//! host that set it (RFC 6265 has no port in a cookie's scope), so any
+//! other listener on the machine would receive it and could replay it.
 
 use super::AppState;
-use super::error::ApiError;
+use super::kit::error::ApiError;
 use crate::auth::{Caller, Role};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -60,9 +62,6 @@ pub mod need {
     }
 }
 
-/// The local secret's cookie is this, then [`crate::auth::Auth::local_id`].
-pub const COOKIE_PREFIX: &str = "skilld-local-";
-
 /// Extractor: the caller, once it is known to hold role `N` (401 without
 /// a valid token, 403 with too low a role). Put it first among the
 /// handler's arguments, so that an unauthenticated request learns nothing
@@ -100,16 +99,7 @@ impl<N: Need> FromRequestParts<AppState> for Require<N> {
 /// once it holds `role`: 401 without a valid token or the secret, 403
 /// with too low a role.
 pub(super) async fn caller(state: &AppState, headers: &HeaderMap, role: Role) -> Result<Caller, ApiError> {
-    let authorization: Vec<&[u8]> = headers
-        .get_all(header::AUTHORIZATION)
-        .iter()
-        .map(HeaderValue::as_bytes)
-        .collect();
-    let cookie = state
-        .auth
-        .local_id()
-        .and_then(|id| cookie(headers, &format!("{COOKIE_PREFIX}{id}")));
-    let caller = state.auth.identify(&authorization, cookie).await?;
+    let caller = state.auth.identify(&authorization(headers)).await?;
     if let Some(name) = &caller.name {
         // The request's span was opened before anyone knew who asked.
         tracing::Span::current().record("caller", name.as_str());
@@ -118,33 +108,41 @@ pub(super) async fn caller(state: &AppState, headers: &HeaderMap, role: Role) ->
     Ok(caller)
 }
 
-/// The value of cookie `name`, from any `Cookie` header.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+/// Every `Authorization` value the request carried: the only place a
+/// credential is read from.
+fn authorization(headers: &HeaderMap) -> Vec<&[u8]> {
     headers
-        .get_all(header::COOKIE)
+        .get_all(header::AUTHORIZATION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
-        .map(|(_, value)| value)
+        .map(HeaderValue::as_bytes)
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::{Auth, AuthError};
 
-    #[test]
-    fn cookies_are_found_by_name_in_any_header() {
+    /// The old start link's cookie, with the right secret, names no one:
+    /// the caller stays anonymous and may not decide.
+    #[tokio::test]
+    async fn a_cookie_is_no_way_in() {
+        let auth = Auth::open_with_secret("local-0123").unwrap();
         let mut h = HeaderMap::new();
-        h.append(
-            header::COOKIE,
-            HeaderValue::from_static("a=1; skilld-local-x=s3cret"),
+        for cookie in ["skilld-local-0123456789ab=local-0123", "local-0123"] {
+            h.append(header::COOKIE, HeaderValue::from_static(cookie));
+        }
+        let caller = auth.identify(&authorization(&h)).await.unwrap();
+        assert_eq!(caller, Caller::anonymous());
+        assert_eq!(
+            caller.require(Role::Approve),
+            Err(AuthError::NeedsLocalSecret { need: Role::Approve })
         );
-        h.append(header::COOKIE, HeaderValue::from_static("b=2"));
-        assert_eq!(cookie(&h, "skilld-local-x"), Some("s3cret"));
-        assert_eq!(cookie(&h, "b"), Some("2"));
-        assert_eq!(cookie(&h, "skilld-local-"), None);
-        assert_eq!(cookie(&HeaderMap::new(), "a"), None);
+        h.append(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer local-0123"),
+        );
+        let caller = auth.identify(&authorization(&h)).await.unwrap();
+        assert_eq!(caller, Caller::local());
     }
 }

@@ -4,8 +4,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::{JsonBody, Path, Query};
+use super::kit::error::{ApiError, Problem, Result};
+use super::kit::extract::{JsonBody, Path, Query};
 use super::responses::{BadQuery, BodyProblems, NoSuchSkill, StoreUnavailable};
 use super::skills::named;
 use crate::invoke::GrantAsk;
@@ -29,7 +29,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// A standing allow or deny for one tool of one skill version. This is the
 /// API's `Grant`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Grant {
+#[schema(as = Grant)]
+pub struct GrantView {
     #[schema(value_type = String, format = "uuid")]
     pub id: Uuid,
     pub skill: String,
@@ -43,7 +44,7 @@ pub struct Grant {
     pub created_at: DateTime<Utc>,
 }
 
-impl From<store::Grant> for Grant {
+impl From<store::Grant> for GrantView {
     fn from(g: store::Grant) -> Self {
         Self {
             id: g.id,
@@ -61,7 +62,8 @@ impl From<store::Grant> for Grant {
 /// declares, given at the skill's first activation in a session (seed
 /// 002). This is the API's `SkillApproval`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SkillApproval {
+#[schema(as = SkillApproval)]
+pub struct SkillApprovalView {
     pub skill: String,
     pub skill_hash: String,
     /// The permissions allowed, as the version declared them.
@@ -72,7 +74,7 @@ pub struct SkillApproval {
     pub decided_at: DateTime<Utc>,
 }
 
-impl From<store::SkillApproval> for SkillApproval {
+impl From<store::SkillApproval> for SkillApprovalView {
     fn from(a: store::SkillApproval) -> Self {
         Self {
             skill: a.skill,
@@ -87,11 +89,11 @@ impl From<store::SkillApproval> for SkillApproval {
 /// Standing grants, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GrantList {
-    pub grants: Vec<Grant>,
+    pub grants: Vec<GrantView>,
     /// `GET /grants` only: the standing "allow always" of skill versions'
     /// permissions (of `skill`, when given), newest first, at most 1000.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub skill_approvals: Option<Vec<SkillApproval>>,
+    pub skill_approvals: Option<Vec<SkillApprovalView>>,
 }
 
 /// The most characters of a skill name (`docs/skills.md`).
@@ -142,8 +144,8 @@ async fn list_grants(
     let grants = state.store().list_grants(skill).await?;
     let approvals = state.store().list_skill_approvals(skill).await?;
     Ok(Json(GrantList {
-        grants: grants.into_iter().map(Grant::from).collect(),
-        skill_approvals: Some(approvals.into_iter().map(SkillApproval::from).collect()),
+        grants: grants.into_iter().map(GrantView::from).collect(),
+        skill_approvals: Some(approvals.into_iter().map(SkillApprovalView::from).collect()),
     }))
 }
 
@@ -195,12 +197,12 @@ async fn create_grants(
         expect_hash: body.skill_hash.as_deref(),
         by: auth.caller.name.clone(),
     };
-    let grants = state.invoker.grant(&skill, ask).await?;
+    let grants = state.invoker.approver().grant(&skill, ask).await?;
     tracing::info!(
         skill = %skill.name, hash = %skill.hash, tools = grants.len(), decision = body.decision.as_str(),
         by = auth.caller.name.as_deref().unwrap_or("-"), "granted ahead of any call"
     );
-    let grants = grants.into_iter().map(Grant::from).collect();
+    let grants = grants.into_iter().map(GrantView::from).collect();
     let list = GrantList {
         grants,
         skill_approvals: None,
@@ -231,7 +233,7 @@ async fn revoke_skill_grants(
     Query(q): Query<RevokeQuery>,
 ) -> Result<Json<Revoked>> {
     let skill = skill_param(&q.skill)?;
-    let (revoked, skill_approvals) = state.invoker.revoke_grants_of(skill).await?;
+    let (revoked, skill_approvals) = state.invoker.approver().revoke_grants_of(skill).await?;
     tracing::info!(
         %skill, revoked, skill_approvals, by = auth.caller.name.as_deref().unwrap_or("-"),
         "grants and skill approvals revoked"
@@ -262,7 +264,7 @@ async fn revoke_grant(
     State(state): State<AppState>,
     Path(p): Path<GrantPath>,
 ) -> Result<StatusCode> {
-    state.invoker.revoke_grant(p.id).await?;
+    state.invoker.approver().revoke_grant(p.id).await?;
     tracing::info!(grant = %p.id, by = auth.caller.name.as_deref().unwrap_or("-"), "grant revoked");
     Ok(StatusCode::NO_CONTENT)
 }

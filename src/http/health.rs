@@ -1,7 +1,7 @@
 //! Liveness and readiness.
 
 use super::AppState;
-use super::error::ApiError;
+use super::kit::error::ApiError;
 use super::responses::{BadQuery, ForeignPage, StoreUnavailable};
 use axum::Json;
 use axum::extract::State;

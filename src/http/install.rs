@@ -5,8 +5,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::{Accept, JsonBody, Path, Query};
+use super::kit::error::{ApiError, Problem, Result};
+use super::kit::extract::{Accept, JsonBody, Path, Query};
 use super::responses::{BadQuery, Binary, BodyProblems};
 use super::skills::{SkillDetail, SkillPath};
 use crate::catalog::installed::{Review, SkillState, VersionStatus};

@@ -2,13 +2,14 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::{AgentPolicy, AgentToolsQuery, JsonBody, Path, Peer, Query};
+use super::kit::error::{ApiError, Problem, Result};
+use super::kit::extract::{AgentPolicy, AgentToolsQuery, JsonBody, Path, Peer, Query};
 use super::responses::{BodyProblems, InvokeProblems, describe_streams, empty_bodies_allowed};
 use super::runs::sse;
 use crate::auth::Caller;
 use crate::invoke::{
-    Asked, Call, Called, Delivery, DryRun, Envelope, Gate, IdempotencyKey, InvokeError, StreamPermit, Target,
+    Asked, Call, CallSession, Called, Delivery, DryRun, Envelope, Gate, IdempotencyKey, InvokeError,
+    StreamPermit, Target,
 };
 use crate::store::RunStatus;
 use axum::Json;
@@ -98,6 +99,12 @@ pub struct InvokeHeaders {
     #[serde(rename = "Idempotency-Key")]
     #[param(value_type = String, required = false, min_length = 1, max_length = 255, pattern = "^[!-~]([ -~]{0,253}[!-~])?$")]
     pub idempotency_key: Option<String>,
+    /// With `session` in the body: the secret `POST /sessions` answered,
+    /// which a call in the session shows (a token of the session's own
+    /// named caller does instead).
+    #[serde(rename = "Skilld-Session-Secret")]
+    #[param(value_type = String, required = false, max_length = 128)]
+    pub session_secret: Option<String>,
 }
 
 /// The 200 of an invoke: the run's envelope, or with `dry_run=true` what
@@ -495,9 +502,10 @@ async fn invoke(
     );
     let dry_run = q.dry_run.unwrap_or(false);
     let key = idempotency_key(headers)?;
+    let secret = super::sessions::session_secret(headers)?;
     // Taken first: a call must not start for a stream that cannot open.
     let permit = (streaming && !dry_run)
-        .then(|| state.invoker.stream_permit(holder))
+        .then(|| state.invoker.follower().stream_permit(holder))
         .transpose()?;
     let call = Call {
         target,
@@ -513,7 +521,8 @@ async fn invoke(
         gate: Gate::Policy,
         asked: asked(caller, headers),
         sampler: None,
-        session: body.session,
+        budget: None,
+        session: body.session.map(|id| CallSession::named(id, secret)),
     };
     let catalog = state.catalog.current();
     let called = state.invoker.call_keyed(&catalog, call, key).await?;
@@ -557,7 +566,7 @@ pub(super) fn respond(state: &AppState, called: Called, permit: Option<StreamPer
                 detail: format!("{reason}; nothing ran (run {run_id} is recorded as denied)"),
             });
         }
-        (Called::Held(held), Some(permit)) => sse(state.invoker.held_events(held, permit)),
+        (Called::Held(held), Some(permit)) => sse(state.invoker.follower().held_events(held, permit)),
         (Called::Held(held), None) => accepted(InvokeAccepted {
             run_id: held.run_id,
             status: RunStatus::PendingApproval.as_str().to_owned(),
@@ -567,7 +576,7 @@ pub(super) fn respond(state: &AppState, called: Called, permit: Option<StreamPer
         }),
         (Called::Finished(envelope), _) => Json(envelope.as_ref()).into_response(),
         (Called::Started { live, events }, Some(permit)) => {
-            sse(state.invoker.started_events(live, events, permit))
+            sse(state.invoker.follower().started_events(live, events, permit))
         }
         (Called::Started { live, .. }, None) => accepted(InvokeAccepted {
             run_id: live.id,

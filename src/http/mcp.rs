@@ -5,8 +5,8 @@
 //! decides approvals.
 
 use super::AppState;
-use super::error::ApiError;
-use super::extract::Peer;
+use super::kit::error::ApiError;
+use super::kit::extract::Peer;
 use crate::auth::Role;
 use crate::mcp::McpServer;
 use crate::share::{Pool, Refused, Share};
@@ -47,7 +47,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .disable_allowed_hosts()
         .disable_allowed_origins()
         // The same bound as every other JSON body.
-        .with_max_request_body_bytes(super::extract::MAX_BODY_BYTES);
+        .with_max_request_body_bytes(super::kit::extract::MAX_BODY_BYTES);
     let (catalog, invoker) = (state.catalog.clone(), state.invoker.clone());
     let manager = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
@@ -111,12 +111,12 @@ async fn cap_sessions(
         .and_then(|caller| caller.name.clone());
     let holder = crate::share::holder(name.as_deref(), Peer::of(req.extensions()).0);
     let (parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, super::extract::MAX_BODY_BYTES)
+    let bytes = axum::body::to_bytes(body, super::kit::extract::MAX_BODY_BYTES)
         .await
         .map_err(|_| {
             ApiError::PayloadTooLarge(format!(
                 "the body is over {} bytes",
-                super::extract::MAX_BODY_BYTES
+                super::kit::extract::MAX_BODY_BYTES
             ))
         })?;
     let req = Request::from_parts(parts, Body::from(bytes.clone()));

@@ -6,22 +6,17 @@
 pub mod approvals;
 pub mod archive;
 pub mod auth;
-mod conn;
-mod cors;
 mod enums;
-pub mod error;
-mod extract;
 pub mod grants;
-pub mod guard;
 pub mod health;
 pub mod install;
 pub mod invoke;
+pub mod kit;
 pub mod mcp;
 pub mod metrics;
 pub mod notifications;
 pub mod oauth;
 mod openapi;
-mod query;
 mod registry;
 pub mod responses;
 pub mod runs;
@@ -39,8 +34,9 @@ use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{Redirect, Response};
-pub use conn::{ServerLimits, raise_open_files_limit};
-use error::{ApiError, InternalCause};
+pub use kit::conn::{ServerLimits, raise_open_files_limit};
+use kit::error::{ApiError, InternalCause};
+use kit::{conn, cors, guard, query};
 use std::future::Future;
 use std::sync::Arc;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
@@ -239,8 +235,9 @@ pub fn app(state: AppState) -> Router {
         .layer(tower::util::option_layer(cors))
 }
 
-/// The URI as the log shows it: a `secret` in the query (the start link's,
-/// `/ui?secret=…`) or a `signature` (an artifact link's, which opens the
+/// The URI as the log shows it: a `secret` in the query (an old start
+/// link's, `/ui?secret=…`; the new one keeps it in the fragment, which no
+/// request carries) or a `signature` (an artifact link's, which opens the
 /// file to whoever holds it) is replaced by `***`, so the log never holds
 /// either.
 fn shown_uri(uri: &axum::http::Uri) -> std::borrow::Cow<'_, str> {

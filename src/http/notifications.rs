@@ -3,8 +3,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::Result;
-use super::extract::{Query, page_limit};
+use super::kit::error::Result;
+use super::kit::extract::{Query, page_limit};
 use super::responses::{BadQuery, StoreUnavailable};
 use crate::store::{self, NotificationStatus};
 use axum::Json;
@@ -34,7 +34,8 @@ pub struct NotificationQuery {
 
 /// A delivery as recorded: the API's `Notification`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Notification {
+#[schema(as = Notification)]
+pub struct NotificationView {
     #[schema(value_type = String, format = "uuid")]
     pub id: Uuid,
     pub event: String,
@@ -60,7 +61,7 @@ pub struct Notification {
     pub payload: Value,
 }
 
-impl From<store::Notification> for Notification {
+impl From<store::Notification> for NotificationView {
     fn from(n: store::Notification) -> Self {
         Self {
             id: n.id,
@@ -82,7 +83,7 @@ impl From<store::Notification> for Notification {
 /// Webhook deliveries, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NotificationList {
-    pub notifications: Vec<Notification>,
+    pub notifications: Vec<NotificationView>,
 }
 
 /// Webhook deliveries (`[[notify]]`), newest first: each with its
@@ -101,6 +102,6 @@ async fn list_notifications(
     let limit = page_limit(q.limit, 100)?;
     let notifications = state.store().list_notifications(q.status, limit).await?;
     Ok(Json(NotificationList {
-        notifications: notifications.into_iter().map(Notification::from).collect(),
+        notifications: notifications.into_iter().map(NotificationView::from).collect(),
     }))
 }

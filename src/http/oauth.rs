@@ -11,7 +11,7 @@
 //! issues no tokens, and RFC 9728 sends clients to the issuers it lists.
 
 use super::AppState;
-use super::error::{ApiError, Challenge};
+use super::kit::error::{ApiError, Challenge};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{Uri, header};

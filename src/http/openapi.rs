@@ -62,7 +62,7 @@ fn describe_auth(doc: &mut Document) {
                      Each operation lists the least role it needs; roles include the ones before them: \
                      read < invoke < approve < admin. A server without tokens lets anyone list and \
                      invoke; the rest (deciding approvals, reading them and the grants, admin) needs \
-                     its local secret, as this bearer token or in the cookie its start link sets.",
+                     its local secret, as this bearer token (no cookie is ever a credential).",
                     ))
                     .build(),
             ),

@@ -4,7 +4,7 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Result};
+use super::kit::error::{ApiError, Result};
 use crate::catalog::Catalog;
 use crate::catalog::installed::VersionStatus;
 use crate::install::Installer;

@@ -2,7 +2,7 @@
 //! `#[utoipa::path(responses(…))]`, so each failure reads the same in
 //! every operation of the document.
 
-use super::error::Problem;
+use super::kit::error::Problem;
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::{IntoResponses, PartialSchema, ToSchema};
@@ -35,7 +35,7 @@ pub struct StoreUnavailable(pub Problem);
 pub struct NoSuchSkill(pub Problem);
 
 /// What every operation with a JSON body can answer about the body
-/// itself, as [`super::extract::JsonBody`] reads it.
+/// itself, as [`super::kit::extract::JsonBody`] reads it.
 #[derive(IntoResponses)]
 pub enum BodyProblems {
     #[response(

@@ -3,8 +3,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{Problem, Result};
-use super::extract::{Path, Peer, Query, page_limit};
+use super::kit::error::{Problem, Result};
+use super::kit::extract::{Path, Peer, Query, page_limit};
 use super::responses::{BadQuery, Binary, StoreUnavailable, describe_streams};
 use crate::artifacts::{Access, Served};
 use crate::auth::Role;
@@ -62,7 +62,8 @@ pub struct RunQuery {
 /// Timestamps come back from the store with microsecond precision (what
 /// PostgreSQL keeps), whatever precision they were given with.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Run {
+#[schema(as = Run)]
+pub struct RunView {
     #[schema(value_type = String, format = "uuid")]
     pub id: Uuid,
     pub skill: String,
@@ -104,7 +105,7 @@ pub struct Run {
 
 /// The run as the log keeps it, less what means nothing outside the
 /// machine that ran it (its process group, its instance, its mode).
-impl From<store::Run> for Run {
+impl From<store::Run> for RunView {
     fn from(run: store::Run) -> Self {
         Self {
             id: run.id,
@@ -132,7 +133,7 @@ impl From<store::Run> for Run {
 /// A page of runs, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunList {
-    pub runs: Vec<Run>,
+    pub runs: Vec<RunView>,
     /// Pass as `cursor` for the next page; null on the last.
     pub next_cursor: Option<String>,
 }
@@ -165,7 +166,7 @@ async fn list_runs(
         })
         .await?;
     Ok(Json(RunList {
-        runs: page.runs.into_iter().map(Run::from).collect(),
+        runs: page.runs.into_iter().map(RunView::from).collect(),
         next_cursor: page.next_cursor,
     }))
 }
@@ -189,7 +190,7 @@ pub struct WaitQuery {
 /// One run; with `wait`, held until it finishes or the time passes.
 #[utoipa::path(get, path = "/runs/{id}", tag = "runs", security(("bearer" = ["invoke"])), params(RunPath, WaitQuery),
     responses(
-        (status = 200, description = "The run", body = Run),
+        (status = 200, description = "The run", body = RunView),
         BadQuery,
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
@@ -199,9 +200,9 @@ async fn get_run(
     State(state): State<AppState>,
     Path(p): Path<RunPath>,
     Query(q): Query<WaitQuery>,
-) -> Result<Json<Run>> {
+) -> Result<Json<RunView>> {
     let wait = Duration::from_secs(q.wait.unwrap_or(0));
-    Ok(Json(state.invoker.run_after(p.id, wait).await?.into()))
+    Ok(Json(state.invoker.follower().run_after(p.id, wait).await?.into()))
 }
 
 /// The run's events: `status`, `output` chunks, then `result` with the
@@ -220,7 +221,11 @@ async fn run_events(
     State(state): State<AppState>,
     Path(p): Path<RunPath>,
 ) -> Result<Response> {
-    Ok(sse(state.invoker.events(p.id, &peer.holder(&auth)).await?))
+    Ok(sse(state
+        .invoker
+        .follower()
+        .events(p.id, &peer.holder(&auth))
+        .await?))
 }
 
 /// A run's events as server-sent events: `status` (with the approval of a
@@ -294,7 +299,7 @@ async fn cancel_run(
         name: auth.caller.name.as_deref(),
         approver: auth.caller.role >= Role::Approve,
     };
-    let status = match state.invoker.cancel(p.id, by).await? {
+    let status = match state.invoker.follower().cancel(p.id, by).await? {
         Cancelled::Cancelling => "cancelling",
         Cancelled::Withdrawn => "cancelled",
     };
@@ -343,7 +348,7 @@ pub(super) enum FileAccess {
 }
 
 impl FromRequestParts<AppState> for FileAccess {
-    type Rejection = super::error::ApiError;
+    type Rejection = super::kit::error::ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
         let Query(link) = Query::<LinkQuery>::from_request_parts(parts, state).await?;

@@ -4,8 +4,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::JsonBody;
+use super::kit::error::{ApiError, Problem, Result};
+use super::kit::extract::JsonBody;
 use super::responses::{BodyProblems, empty_bodies_allowed};
 use crate::invoke::FieldError;
 use crate::scan::{self, CodeRun, Refusal, ScanFinding, Skipped};

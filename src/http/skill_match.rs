@@ -3,8 +3,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::{AgentPolicy, AgentToolsQuery, JsonBody};
+use super::kit::error::{ApiError, Problem, Result};
+use super::kit::extract::{AgentPolicy, AgentToolsQuery, JsonBody};
 use super::responses::{BodyProblems, empty_bodies_allowed};
 use crate::invoke::FieldError;
 use crate::skill::triggers::{self, Context, FiredTrigger};

@@ -3,8 +3,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::{Accept, AgentPolicy, AgentToolsQuery, Path, Query};
+use super::kit::error::{ApiError, Problem, Result};
+use super::kit::extract::{Accept, AgentPolicy, AgentToolsQuery, Path, Query};
 use super::responses::{BadQuery, Binary, NoSuchSkill};
 use crate::catalog::{AgentTools, Catalog, Exclusion, NotFound};
 use crate::export::ToolInfo;
@@ -483,12 +483,14 @@ pub struct DiagnosticList {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Every excluded skill's errors and every warning of the catalog.
+/// Every excluded skill's errors and every warning of the catalog, then
+/// each fronted MCP server whose session skilld dropped since, and why
+/// (`upstream_dropped`).
 #[utoipa::path(get, path = "/diagnostics", tag = "skills", security(("bearer" = ["read"])),
     responses((status = 200, description = "The diagnostics", body = DiagnosticList), BadQuery))]
 async fn list_diagnostics(_: Require<need::Read>, State(state): State<AppState>) -> Json<DiagnosticList> {
     Json(DiagnosticList {
-        diagnostics: state.catalog.current().diagnostics.clone(),
+        diagnostics: state.catalog.current().diagnostics_now(),
     })
 }
 

@@ -2,8 +2,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::{ApiError, Problem, Result};
-use super::extract::{Path, Query};
+use super::kit::error::{ApiError, Problem, Result};
+use super::kit::extract::{Path, Query};
 use super::responses::{BadQuery, NoSuchSkill};
 use crate::catalog::Catalog;
 use crate::export::{Format, ToolExport, ToolInfo};

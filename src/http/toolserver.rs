@@ -9,8 +9,8 @@
 
 use super::AppState;
 use super::auth::{Require, need};
-use super::error::Result;
-use super::extract::{JsonBody, Path, Query};
+use super::kit::error::Result;
+use super::kit::extract::{JsonBody, Path, Query};
 use crate::catalog::Catalog;
 use crate::export;
 use crate::invoke::{Call, Delivery, Gate, Target};
@@ -186,6 +186,7 @@ async fn call(
         gate: Gate::Policy,
         asked: super::invoke::asked(&auth.caller, &headers),
         sampler: None,
+        budget: None,
         session: None,
     };
     let catalog = state.catalog.current();

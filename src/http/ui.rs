@@ -5,31 +5,73 @@
 //!
 //! The files under `ui/` are compiled in with `include_str!`, so the binary
 //! is the whole deployment: no asset directory to ship or to get out of step
-//! with the server. The page holds no data and needs no token to load; every
-//! call it makes carries the token the person typed in, or the cookie of a
-//! server without tokens, so the API's own auth decides what it may see and
-//! do.
+//! with the server. Only the names `FILES` lists are served, a fixed list:
+//! no other file, and no path, is reachable. The page holds no data and
+//! needs no token to load; every call it makes carries, as a bearer token,
+//! the token the person typed in or the local secret of a server without
+//! tokens, so the API's own auth decides what it may see and do.
 //!
-//! That cookie comes from the link `skilld serve` prints at start,
-//! `/ui?secret=…`: its answer sets the cookie (HttpOnly, so no script reads
-//! it; SameSite=Strict, so no other site's page sends it) and sends the
-//! browser back to `/ui`, so the secret leaves the address bar and history.
+//! The script is ES modules served as they are, with no build step:
+//! `index.html` loads `app.js`, which imports the others by relative name
+//! (`./api.js`): a module per part of the page (the inbox, the activations,
+//! the uploads, the runs, the grants, the history, signing in) and a small
+//! kit they share (what the browser keeps, the API client, the DOM helpers,
+//! the cards and their polling). `script-src 'self'` lets same-origin
+//! modules run; a browser runs a module only when it is served as
+//! `text/javascript`, and `nosniff` holds every other file to its type too.
+//!
+//! The local secret comes from the link `skilld serve` prints at start,
+//! `/ui#secret=…`. A fragment never reaches a server, so the secret is in
+//! no request, log or `Referer`; the page takes it from the address bar at
+//! once and keeps it in `sessionStorage`, which is its origin's alone
+//! (scheme, host and port). No cookie holds it: a cookie goes to every
+//! port of its host, so any other local listener would receive it.
+//!
+//! The start link once carried the secret in the query, `/ui?secret=…`.
+//! Such a link now sets nothing: it is sent back to the page, which says
+//! to use the new link (`OLD_LINK`).
 //!
 //! It is not in the OpenAPI document (like `/docs`): it is a page for
 //! people, not part of the API's contract.
 
 use super::AppState;
-use super::error::ApiError;
-use super::extract::Path;
+use super::kit::error::ApiError;
+use super::kit::extract::Path;
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
 const INDEX_HTML: &str = include_str!("../../ui/index.html");
-const APP_JS: &str = include_str!("../../ui/app.js");
-const STYLE_CSS: &str = include_str!("../../ui/style.css");
+
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// The files under `/ui/`, by name, with their types; a new module of the
+/// page is served once it is listed here.
+const FILES: &[(&str, &str, &str)] = &[
+    ("style.css", include_str!("../../ui/style.css"), CSS),
+    // The entry point, and the page's parts.
+    ("app.js", include_str!("../../ui/app.js"), JS),
+    ("signin.js", include_str!("../../ui/signin.js"), JS),
+    ("inbox.js", include_str!("../../ui/inbox.js"), JS),
+    ("approval-card.js", include_str!("../../ui/approval-card.js"), JS),
+    ("stream.js", include_str!("../../ui/stream.js"), JS),
+    ("notify.js", include_str!("../../ui/notify.js"), JS),
+    ("activations.js", include_str!("../../ui/activations.js"), JS),
+    ("uploads.js", include_str!("../../ui/uploads.js"), JS),
+    ("runs.js", include_str!("../../ui/runs.js"), JS),
+    ("grants.js", include_str!("../../ui/grants.js"), JS),
+    ("history.js", include_str!("../../ui/history.js"), JS),
+    ("views.js", include_str!("../../ui/views.js"), JS),
+    // The kit they share.
+    ("storage.js", include_str!("../../ui/storage.js"), JS),
+    ("api.js", include_str!("../../ui/api.js"), JS),
+    ("dom.js", include_str!("../../ui/dom.js"), JS),
+    ("format.js", include_str!("../../ui/format.js"), JS),
+    ("cards.js", include_str!("../../ui/cards.js"), JS),
+];
 
 /// Everything comes from this server and nothing runs inline, so an
 /// injected `<script>` or `style` attribute (should escaping ever fail)
@@ -47,49 +89,37 @@ pub fn router() -> Router<AppState> {
         .route("/ui/{asset}", get(asset))
 }
 
-async fn index(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
-    let secret = query.as_deref().and_then(|q| {
-        form_urlencoded::parse(q.as_bytes())
-            .find(|(name, _)| name == "secret")
-            .map(|(_, value)| value.into_owned())
-    });
-    match secret {
-        Some(secret) => sign_in(&state, &secret),
-        None => page(INDEX_HTML, "text/html; charset=utf-8"),
+/// Where an old start link (`/ui?secret=…`) is sent: the page, with a
+/// fragment that tells it to say the link is of the old form. The secret
+/// is not carried on (nor checked): the new link is the one to use.
+const OLD_LINK: &str = "ui#old-start-link";
+
+async fn index(RawQuery(query): RawQuery) -> Response {
+    let old_link = query
+        .as_deref()
+        .is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(name, _)| name == "secret"));
+    if old_link {
+        return from_old_link();
     }
+    page(INDEX_HTML, "text/html; charset=utf-8")
 }
 
-/// The start link's answer: back to the page, with the secret as a cookie
-/// when it is the right one (a wrong one is dropped, and the page then says
-/// how to get in).
-fn sign_in(state: &AppState, secret: &str) -> Response {
-    let mut res = (StatusCode::SEE_OTHER, [(header::LOCATION, "ui")]).into_response();
-    res.headers_mut()
-        .insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    res.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    let Some(id) = state
-        .auth
-        .local_id()
-        .filter(|_| state.auth.is_local_secret(secret))
-    else {
-        return res;
-    };
-    let cookie = format!(
-        "{}{id}={secret}; HttpOnly; SameSite=Strict; Path=/",
-        super::auth::COOKIE_PREFIX
-    );
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        res.headers_mut().insert(header::SET_COOKIE, value);
-    }
-    res
+/// The old start link's answer: back to the page and nothing set. Neither
+/// stored (`no-store`) nor named to the next site (`no-referrer`), since
+/// its address holds the secret.
+fn from_old_link() -> Response {
+    let headers = [
+        (header::LOCATION, HeaderValue::from_static(OLD_LINK)),
+        (header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+    ];
+    (StatusCode::SEE_OTHER, headers).into_response()
 }
 
 async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
-    match name.as_str() {
-        "app.js" => Ok(page(APP_JS, "text/javascript; charset=utf-8")),
-        "style.css" => Ok(page(STYLE_CSS, "text/css; charset=utf-8")),
-        _ => Err(ApiError::not_found("file", name)),
+    match FILES.iter().find(|(known, _, _)| *known == name) {
+        Some(&(_, body, content_type)) => Ok(page(body, content_type)),
+        None => Err(ApiError::not_found("file", name)),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod packages;
 mod prepare;
 pub mod project;
 pub mod review;
+mod settings;
 pub mod signature;
 pub mod sources;
 mod stage;
@@ -23,40 +24,15 @@ use crate::catalog::{CatalogHandle, Found, Root};
 use crate::deps::Refusal;
 use crate::install::review::{Finding, dependency_findings, scan_with_registry};
 use crate::install::signature::Presented;
-use crate::install::unpack::UnpackLimits;
 use crate::invoke::Invoker;
-use crate::skill::backend::Deferred;
+use crate::skill::backend::Unreviewed;
 use crate::skill::{Diagnostic, LoadOptions, PathCache, Runtimes, Skill, SkillRules, Trust, load_skill};
 use chrono::Utc;
 pub use error::InstallError;
 pub use packages::{Confines, DepsSettings, Log};
+pub use settings::{InstallConfig, InstallSettings};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// How uploads are taken.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstallSettings {
-    pub limits: UnpackLimits,
-    /// The largest upload body.
-    pub max_upload_bytes: u64,
-    /// Untrusted uploads wait for an admin's review before they serve.
-    pub review_uploads: bool,
-    pub deps: DepsSettings,
-    /// The keys trusted to sign uploads, and whether a signature is required.
-    pub signatures: signature::SignaturePolicy,
-}
-
-impl Default for InstallSettings {
-    fn default() -> Self {
-        Self {
-            limits: UnpackLimits::default(),
-            max_upload_bytes: 64 * 1024 * 1024,
-            review_uploads: false,
-            deps: DepsSettings::default(),
-            signatures: signature::SignaturePolicy::default(),
-        }
-    }
-}
 
 /// The scanner's findings for one version, kept beside it.
 const FINDINGS_FILE: &str = "findings.json";
@@ -534,7 +510,10 @@ impl Installer {
     /// installed, each logged.
     async fn refusals(&self, place: &Placement, log: &Log) -> Result<Vec<Refusal>, InstallError> {
         let (dir, settings, log) = (place.skill_dir(), self.settings.deps.clone(), log.clone());
-        blocking(move || packages::refused(&dir, &settings, &log).map_err(InstallError::Io)).await
+        blocking(move || {
+            packages::refused(&dir, &settings, &log).map_err(|e| InstallError::Io(e.to_string()))
+        })
+        .await
     }
 
     /// Removes one version, or every version of a skill. Refused while its
@@ -579,14 +558,14 @@ impl Installer {
     /// Refuses (or, with `force`, cancels) the runs of a skill, or of one
     /// of its versions, that are running or queued.
     async fn in_flight(&self, name: &str, version: Option<&str>, force: bool) -> Result<(), InstallError> {
-        let runs = self.invoker.live_runs_of(name, version).await?;
+        let runs = self.invoker.follower().live_runs_of(name, version).await?;
         if runs.is_empty() {
             return Ok(());
         }
         if !force {
             return Err(InstallError::InFlight(runs.len()));
         }
-        self.invoker.cancel_and_wait(&runs).await?;
+        self.invoker.follower().cancel_and_wait(&runs).await?;
         Ok(())
     }
 
@@ -782,7 +761,7 @@ fn check(
         runtimes,
         installed: false,
         path: &path,
-        launcher: Some(&Deferred),
+        launcher: Some(&Unreviewed),
         rules,
     };
     let loaded = load_skill(dir, &opts);

@@ -28,6 +28,36 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// Why a version's dependencies were not installed. The installer's own
+/// output is in the install log; this says which step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DepsError {
+    #[error("cannot read the dependency files: {0}")]
+    Unreadable(std::io::Error),
+    /// Checked again before any installer runs.
+    #[error("the dependency files ask for what is not installed")]
+    Refused,
+    #[error("cannot prepare {}: {source}", env.display())]
+    Prepare { env: PathBuf, source: std::io::Error },
+    #[error("cannot take back {}: {source}", env.display())]
+    HandBack { env: PathBuf, source: std::io::Error },
+    /// The sandbox could not confine an installer, so it was not run.
+    #[error("{0}")]
+    Unconfined(String),
+    #[error("cannot start {program}: {why}")]
+    NotStarted { program: String, why: String },
+    #[error("{program} did not finish in {secs}s")]
+    TimedOut { program: String, secs: u64 },
+    /// `ended`: `exit status N` or `signal SIG…`.
+    #[error("{program} exited with {ended}")]
+    Failed { program: String, ended: String },
+    #[error("the dependencies take {size} bytes, over the {max} allowed")]
+    TooLarge { size: u64, max: u64 },
+    /// The place for them could not be made, or a task stopped.
+    #[error("{0}")]
+    Other(String),
+}
+
 /// How dependencies are installed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DepsSettings {
@@ -140,9 +170,8 @@ pub fn refused(
     skill_dir: &Path,
     settings: &DepsSettings,
     log: &Log,
-) -> Result<Vec<allowed::Refusal>, String> {
-    let refused = allowed::check_dir(skill_dir, &settings.npm_registry)
-        .map_err(|e| format!("cannot read the dependency files: {e}"))?;
+) -> Result<Vec<allowed::Refusal>, DepsError> {
+    let refused = allowed::check_dir(skill_dir, &settings.npm_registry).map_err(DepsError::Unreadable)?;
     for r in &refused {
         log.line(&format!("refused: {r}"));
     }
@@ -157,11 +186,11 @@ pub async fn install(
     settings: &DepsSettings,
     confines: &Confines,
     log: &Log,
-) -> Result<(), String> {
+) -> Result<(), DepsError> {
     // Checked by the installer before, and again here: nothing reaches an
     // installer that was not checked.
     if !refused(skill_dir, settings, log)?.is_empty() {
-        return Err("the dependency files ask for what is not installed".to_owned());
+        return Err(DepsError::Refused);
     }
     let result = install_all(skill_dir, env, settings, confines, log).await;
     if result.is_err() {
@@ -176,7 +205,7 @@ async fn install_all(
     settings: &DepsSettings,
     confines: &Confines,
     log: &Log,
-) -> Result<(), String> {
+) -> Result<(), DepsError> {
     let job = Job {
         skill_dir,
         env,
@@ -204,7 +233,7 @@ struct Job<'a> {
 impl Job<'_> {
     /// Makes `env/` with the installers' scratch and the npm files, all
     /// the sandbox user's for the install.
-    async fn prepare(&self) -> Result<(), String> {
+    async fn prepare(&self) -> Result<(), DepsError> {
         let env = self.env.to_path_buf();
         let skill_dir = self.skill_dir.to_path_buf();
         let owner = self.confines.sandbox.identity();
@@ -235,10 +264,13 @@ impl Job<'_> {
             Ok(())
         })
         .await
-        .map_err(|e| format!("cannot prepare {}: {e}", self.env.display()))
+        .map_err(|source| DepsError::Prepare {
+            env: self.env.to_path_buf(),
+            source,
+        })
     }
 
-    async fn installers(&self) -> Result<(), String> {
+    async fn installers(&self) -> Result<(), DepsError> {
         if self.skill_dir.join(allowed::REQUIREMENTS).is_file() {
             self.python().await?;
         }
@@ -250,7 +282,7 @@ impl Job<'_> {
 
     /// `env/` handed back to the server's user, and the installers'
     /// scratch removed, whether they succeeded or not.
-    async fn hand_back(&self) -> Result<(), String> {
+    async fn hand_back(&self) -> Result<(), DepsError> {
         let env = self.env.to_path_buf();
         let done = blocking(move || {
             handback::hand_back(&env)?;
@@ -263,14 +295,17 @@ impl Job<'_> {
             Ok(())
         })
         .await;
-        done.map_err(|e| {
-            let why = format!("cannot take back {}: {e}", self.env.display());
-            self.log.line(&why);
+        done.map_err(|source| {
+            let why = DepsError::HandBack {
+                env: self.env.to_path_buf(),
+                source,
+            };
+            self.log.line(&why.to_string());
             why
         })
     }
 
-    async fn python(&self) -> Result<(), String> {
+    async fn python(&self) -> Result<(), DepsError> {
         let venv = self.env.join("venv").display().to_string();
         let python = for_the_sandbox(&self.settings.python);
         self.run(&python, &["-m", "venv", &venv]).await?;
@@ -297,7 +332,7 @@ impl Job<'_> {
         self.run(&pip, &args).await
     }
 
-    async fn node(&self) -> Result<(), String> {
+    async fn node(&self) -> Result<(), DepsError> {
         let locked = self.env.join(allowed::PACKAGE_LOCK).is_file();
         let cache = self.env.join(".npm-cache").display().to_string();
         let mut args = vec![if locked { "ci" } else { "install" }];
@@ -321,17 +356,19 @@ impl Job<'_> {
     /// Runs one installer in `env/`, in the sandbox, its output logged
     /// line by line; killed with its whole group and cgroup at the time
     /// limit.
-    async fn run(&self, program: &str, args: &[&str]) -> Result<(), String> {
+    async fn run(&self, program: &str, args: &[&str]) -> Result<(), DepsError> {
         self.log.line(&format!("$ {program} {}", args.join(" ")));
         let spec = self.spec(program, args)?;
         let (events, chunks) = mpsc::channel(LOG_BACKLOG);
         let logger = tokio::spawn(log_lines(chunks, self.log.clone()));
         let outcome = runner::run(spec, CancellationToken::new(), Some(events), |_| {}).await;
         let _ = logger.await;
-        let why = if let Some(err) = outcome.spawn_error {
-            format!("cannot start {program}: {err}")
+        let program = program.to_owned();
+        let why = if let Some(why) = outcome.spawn_error {
+            DepsError::NotStarted { program, why }
         } else if outcome.timed_out {
-            format!("{program} did not finish in {}s", self.settings.timeout.as_secs())
+            let secs = self.settings.timeout.as_secs();
+            DepsError::TimedOut { program, secs }
         } else if outcome.exit_code == Some(0) {
             return Ok(());
         } else {
@@ -339,13 +376,13 @@ impl Job<'_> {
                 || format!("exit status {}", outcome.exit_code.unwrap_or(-1)),
                 |s| format!("signal {s}"),
             );
-            format!("{program} exited with {ended}")
+            DepsError::Failed { program, ended }
         };
-        self.log.line(&why);
+        self.log.line(&why.to_string());
         Err(why)
     }
 
-    fn spec(&self, program: &str, args: &[&str]) -> Result<Spec, String> {
+    fn spec(&self, program: &str, args: &[&str]) -> Result<Spec, DepsError> {
         // Always confined, as untrusted, whatever the sandbox level:
         // `sandbox = "off"` trusts the admin's own skills to run, not an
         // upload's build to install.
@@ -357,6 +394,7 @@ impl Job<'_> {
             workspace_write: false,
             scratch: self.env,
             network: true,
+            egress: false,
             programs: located(program).into_iter().collect(),
             memory_bytes: None,
             cpu: None,
@@ -366,8 +404,12 @@ impl Job<'_> {
             .confines
             .sandbox
             .confine(&request)
-            .map_err(|e| format!("cannot confine {program}: {e}"))?
-            .ok_or_else(|| format!("the sandbox would run {program} unconfined; it is not run"))?;
+            .map_err(|e| DepsError::Unconfined(format!("cannot confine {program}: {e}")))?
+            .ok_or_else(|| {
+                DepsError::Unconfined(format!(
+                    "the sandbox would run {program} unconfined; it is not run"
+                ))
+            })?;
         Ok(Spec {
             program: program.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
@@ -377,6 +419,7 @@ impl Job<'_> {
             grace: self.confines.grace,
             limits: self.confines.limits,
             isolate_network: false,
+            egress_ns: None,
             confinement: Some(confinement),
         })
     }
@@ -475,15 +518,13 @@ fn runnable_by_others(program: &Path) -> bool {
     mode(program) & 0o001 != 0 && program.ancestors().skip(1).all(|d| mode(d) & 0o001 != 0)
 }
 
-async fn within_cap(env: &Path, max: u64) -> Result<(), String> {
+async fn within_cap(env: &Path, max: u64) -> Result<(), DepsError> {
     let dir = env.to_path_buf();
     let size = tokio::task::spawn_blocking(move || tree_size(&dir))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| DepsError::Other(e.to_string()))?;
     if size > max {
-        return Err(format!(
-            "the dependencies take {size} bytes, over the {max} allowed"
-        ));
+        return Err(DepsError::TooLarge { size, max });
     }
     Ok(())
 }

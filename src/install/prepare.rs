@@ -81,7 +81,7 @@ impl Installer {
                 };
                 packages::install(skill_dir, &place.join(ENV), &self.settings.deps, &confines, &log).await
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(packages::DepsError::Other(e.to_string())),
         };
         let (marker, text) = match &outcome {
             Ok(()) => (READY, String::new()),

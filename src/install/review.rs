@@ -10,7 +10,7 @@
 
 use crate::deps;
 use crate::scan::{Report, ScanFinding};
-use crate::skill::security_rules::RuleSeverity;
+use crate::skill::security_rule::RuleSeverity;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::io;

@@ -13,9 +13,25 @@
 use super::InstallError;
 use super::archive::write_archive;
 use crate::catalog::installed::SignatureRecord;
+use crate::setting::SettingError;
 use base64::Engine;
+use serde::Deserialize;
 use std::io::{Read, Seek};
 use std::path::Path;
+
+/// Why a key or a signature is not usable. Each carries its sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// A trusted key (as the config gives it) that is not a minisign key.
+    #[error("{0}")]
+    BadKey(String),
+    /// A signature that is not a minisign signature.
+    #[error("{0}")]
+    Malformed(String),
+    /// A signing key that cannot be made, opened or used.
+    #[error("{0}")]
+    Signing(String),
+}
 
 /// The longest `.minisig` taken: a real one is about 300 bytes, the
 /// trusted comment being most of it.
@@ -49,26 +65,28 @@ const KEY_B64_LEN: usize = 56;
 impl TrustedKey {
     /// A key as the config gives it: the key itself (`RW…`, the second
     /// line of a `.pub` file), or the path of a `.pub` file.
-    pub fn parse(spec: &str) -> Result<Self, String> {
+    pub fn parse(spec: &str) -> Result<Self, SignatureError> {
         let spec = spec.trim();
+        let bad = SignatureError::BadKey;
         if spec.len() == KEY_B64_LEN && spec.starts_with("RW") {
-            return Self::from_base64(spec).map_err(|why| format!("trusted key {spec}: {why}"));
+            return Self::from_base64(spec).map_err(|why| bad(format!("trusted key {spec}: {why}")));
         }
         let text = std::fs::read_to_string(spec).map_err(|e| {
-            format!(
+            bad(format!(
                 "trusted key '{spec}' is neither a minisign public key (RW…) nor a readable .pub file: {e}"
-            )
+            ))
         })?;
         let line = text
             .lines()
             .map(str::trim)
             .find(|l| !l.is_empty() && !l.starts_with("untrusted comment:"))
             .unwrap_or_default();
-        Self::from_base64(line).map_err(|why| format!("trusted key file {spec}: {why}"))
+        Self::from_base64(line).map_err(|why| bad(format!("trusted key file {spec}: {why}")))
     }
 
-    fn from_base64(text: &str) -> Result<Self, String> {
-        let not_a_key = || "not a minisign public key (56 characters of base64, RW…)".to_owned();
+    /// The key, or why not as a phrase the caller puts after its name.
+    fn from_base64(text: &str) -> Result<Self, &'static str> {
+        let not_a_key = || "not a minisign public key (56 characters of base64, RW…)";
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(text)
             .map_err(|_| not_a_key())?;
@@ -114,6 +132,44 @@ pub struct SignaturePolicy {
     pub required: bool,
 }
 
+/// `[signatures]` of the config file, with the flags of its keys already
+/// over it (`docs/api.md`, "Installed skills", Signatures).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignaturesConfig {
+    /// Minisign public keys (`RW…`) or `.pub` files whose signatures of
+    /// uploads are checked and recorded.
+    pub trusted_keys: Option<Vec<String>>,
+    /// Uploads not signed by a trusted key are refused.
+    pub required: Option<bool>,
+}
+
+impl SignaturesConfig {
+    /// The trusted keys, each parsed (one that does not stops start-up),
+    /// and whether a signature is required, which needs a key.
+    pub fn resolve(self) -> Result<SignaturePolicy, SettingError> {
+        let keys = self
+            .trusted_keys
+            .unwrap_or_default()
+            .iter()
+            .filter(|k| !k.trim().is_empty())
+            .map(|k| {
+                TrustedKey::parse(k)
+                    .map_err(|why| SettingError::new("signatures.trusted_keys", why.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let required = self.required.unwrap_or(false);
+        if required && keys.is_empty() {
+            return Err(SettingError::new(
+                "signatures.required",
+                "signatures are required, but no key is trusted to check them: give --trusted-key \
+                 (SKILLD_TRUSTED_KEYS, [signatures] trusted_keys)",
+            ));
+        }
+        Ok(SignaturePolicy { keys, required })
+    }
+}
+
 /// What came with an upload, screened before its archive is unpacked.
 pub enum Presented {
     /// No signature, and none is required.
@@ -144,7 +200,7 @@ impl SignaturePolicy {
         if self.keys.is_empty() {
             return Ok(Presented::Unchecked);
         }
-        let signature = parse_minisig(minisig).map_err(InstallError::BadSignature)?;
+        let signature = parse_minisig(minisig).map_err(|e| InstallError::BadSignature(e.to_string()))?;
         let signer = key_id(signature.keynum());
         let key = self
             .keys
@@ -166,14 +222,14 @@ impl SignaturePolicy {
 
 /// A `.minisig`'s text as a signature, every part checked for its size
 /// first (the crate indexes into them).
-fn parse_minisig(text: &str) -> Result<minisign::SignatureBox, String> {
+fn parse_minisig(text: &str) -> Result<minisign::SignatureBox, SignatureError> {
     if text.len() > MAX_SIGNATURE_BYTES {
-        return Err(format!(
+        return Err(SignatureError::Malformed(format!(
             "it is longer than any minisign signature ({MAX_SIGNATURE_BYTES} bytes at most)"
-        ));
+        )));
     }
     let lines: Vec<&str> = text.lines().collect();
-    let malformed = |what: &str| format!("it is not a minisign signature: {what}");
+    let malformed = |what: &str| SignatureError::Malformed(format!("it is not a minisign signature: {what}"));
     if lines.len() < 4 || lines[4..].iter().any(|l| !l.trim().is_empty()) {
         return Err(malformed(
             "a .minisig has four lines (comment, signature, trusted comment, its signature)",
@@ -266,9 +322,9 @@ pub struct SigningKey {
 
 impl SigningKey {
     /// A new key pair, unencrypted.
-    pub fn generate() -> Result<Self, String> {
+    pub fn generate() -> Result<Self, SignatureError> {
         let pair = minisign::KeyPair::generate_unencrypted_keypair()
-            .map_err(|e| format!("cannot make a key: {e}"))?;
+            .map_err(|e| SignatureError::Signing(format!("cannot make a key: {e}")))?;
         Ok(Self {
             secret: pair.sk,
             public: pair.pk,
@@ -277,22 +333,23 @@ impl SigningKey {
 
     /// The secret key file `text`; an encrypted one is opened with
     /// `password`, never asked for on a terminal.
-    pub fn read(text: &str, password: Option<String>) -> Result<Self, String> {
+    pub fn read(text: &str, password: Option<String>) -> Result<Self, SignatureError> {
+        let signing = SignatureError::Signing;
         let secret = match minisign::SecretKey::from_unencrypted_box(text.to_owned().into()) {
             Ok(secret) => secret,
             Err(plain) => match password {
                 Some(password) => minisign::SecretKey::from_box(text.to_owned().into(), Some(password))
-                    .map_err(|e| format!("cannot open the secret key: {e}"))?,
+                    .map_err(|e| signing(format!("cannot open the secret key: {e}")))?,
                 None => {
-                    return Err(format!(
+                    return Err(signing(format!(
                         "cannot read the secret key ({plain}); an encrypted key takes its password \
                          from SKILLD_SIGN_PASSWORD"
-                    ));
+                    )));
                 }
             },
         };
         let public = minisign::PublicKey::from_secret_key(&secret)
-            .map_err(|e| format!("cannot read the secret key: {e}"))?;
+            .map_err(|e| signing(format!("cannot read the secret key: {e}")))?;
         Ok(Self { secret, public })
     }
 
@@ -315,17 +372,17 @@ impl SigningKey {
     }
 
     /// The secret key file, unencrypted.
-    pub fn secret_file(&self) -> Result<String, String> {
+    pub fn secret_file(&self) -> Result<String, SignatureError> {
         let comment = format!("minisign secret key {} (unencrypted)", self.id());
         self.secret
             .to_box(Some(&comment))
             .map(minisign::SecretKeyBox::into_string)
-            .map_err(|e| format!("cannot write the secret key: {e}"))
+            .map_err(|e| SignatureError::Signing(format!("cannot write the secret key: {e}")))
     }
 
     /// Signs `data` (an archive named `file_name`) as `minisign -S`
     /// does: the `.minisig` file's text.
-    pub fn sign(&self, data: impl Read, file_name: &str) -> Result<String, String> {
+    pub fn sign(&self, data: impl Read, file_name: &str) -> Result<String, SignatureError> {
         let timestamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -339,7 +396,7 @@ impl SigningKey {
             Some(&untrusted),
         )
         .map(minisign::SignatureBox::into_string)
-        .map_err(|e| format!("cannot sign: {e}"))
+        .map_err(|e| SignatureError::Signing(format!("cannot sign: {e}")))
     }
 }
 
@@ -443,6 +500,9 @@ mod tests {
         assert!(signed.contains("file:x.zip"), "{signed}");
         assert!(SigningKey::read(&text, Some("wrong".to_owned())).is_err());
         let err = SigningKey::read(&text, None).err().unwrap();
-        assert!(err.contains("SKILLD_SIGN_PASSWORD"), "{err}");
+        assert!(
+            matches!(&err, SignatureError::Signing(why) if why.contains("SKILLD_SIGN_PASSWORD")),
+            "{err}"
+        );
     }
 }

@@ -57,7 +57,7 @@ impl Invoker {
             permissions: p.skill.permissions.clone(),
             expires_at: run.created_at + ttl,
         };
-        self.store.insert_pending(run, approval).await?;
+        self.approvals.insert_pending(run, approval).await?;
         Ok(held)
     }
 
@@ -82,7 +82,7 @@ impl Invoker {
         let limit = u32::try_from(self.settings.max_pending_per_caller)
             .unwrap_or(u32::MAX)
             .clamp(1, crate::store::MAX_APPROVALS);
-        let found = self.store.pending_like(&same, Utc::now(), limit).await?;
+        let found = self.approvals.pending_like(&same, Utc::now(), limit).await?;
         Ok(found.map(|request| Held {
             run_id: request.run_id,
             approval_id: request.id,
@@ -94,7 +94,7 @@ impl Invoker {
     pub async fn refuse(&self, p: &Prepared, asked: Asked) -> Result<Uuid, InvokeError> {
         let run = self.new_run(p, RunStatus::Denied, asked, None);
         let id = run.id;
-        self.store.insert_run(run).await?;
+        self.run_log.insert_run(run).await?;
         Ok(id)
     }
 
@@ -108,7 +108,7 @@ impl Invoker {
     /// Approving a request whose skill is no longer loaded as it was when
     /// the call was made would run something other than what the approver
     /// saw: the request is voided instead (its run ends `expired`).
-    pub async fn decide_request(
+    pub(super) async fn decide_request(
         self: &Arc<Self>,
         catalog: &Arc<Catalog>,
         id: Uuid,
@@ -122,7 +122,7 @@ impl Invoker {
                 return Err(InvokeError::NoteHasNul);
             }
         }
-        let request = self.store.get_approval(id).await?;
+        let request = self.approvals.get_approval(id).await?;
         if let Some(name) = &ruling.decided_by
             && !ruling.own
             && request.requested_by.as_deref() == Some(name.as_str())
@@ -135,7 +135,7 @@ impl Invoker {
             None
         };
         let approval = self
-            .store
+            .approvals
             .decide(decision(&request, ruling, &self.settings.instance))
             .await?;
         let approval = approval.map_err(|why| match why {
@@ -159,7 +159,7 @@ impl Invoker {
         match self.prepare_again(catalog, request).await {
             Ok(p) => Ok(p),
             Err(why) => {
-                self.store
+                self.run_log
                     .end_waiting(request.run_id, RunStatus::Expired, Utc::now())
                     .await?;
                 Err(InvokeError::SkillChanged(why))
@@ -171,7 +171,7 @@ impl Invoker {
     /// and checked to be exactly what the approver was shown.
     async fn prepare_again(&self, catalog: &Arc<Catalog>, request: &Approval) -> Result<Prepared, String> {
         let run = self
-            .store
+            .run_log
             .get_run(request.run_id)
             .await
             .map_err(|e| format!("cannot read run {}: {e}", request.run_id))?;
@@ -200,7 +200,11 @@ impl Invoker {
         // shown.
         if let Some(session) = run.session {
             let bound = self
-                .bind(session, run.requested_by.as_deref(), &p.skill.name)
+                .bind(
+                    &super::CallSession::within(session),
+                    run.requested_by.as_deref(),
+                    &p.skill,
+                )
                 .await
                 .map_err(|e| format!("its session: {e}"))?;
             p.session = Some(bound);
@@ -232,7 +236,7 @@ impl Invoker {
             let permits = tokio::select! {
                 permits = this.slot_waiting(&p.tool().name) => permits,
                 () = live.cancel.cancelled() => {
-                    if let Err(e) = this.store.end_waiting(run_id, RunStatus::Cancelled, Utc::now()).await {
+                    if let Err(e) = this.run_log.end_waiting(run_id, RunStatus::Cancelled, Utc::now()).await {
                         tracing::warn!(run = %run_id, error = %e, "cannot record the cancel of a queued run");
                     }
                     this.runs.finish(&live, None);
@@ -245,7 +249,7 @@ impl Invoker {
                 return;
             }
             match this
-                .store
+                .run_log
                 .start_run(run_id, None, &this.settings.instance, Utc::now())
                 .await
             {
@@ -275,14 +279,14 @@ impl Invoker {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            match self.store.expire_approvals(Utc::now()).await {
+            match self.approvals.expire_approvals(Utc::now()).await {
                 Ok(runs) if !runs.is_empty() => {
                     tracing::info!(count = runs.len(), "approval requests expired")
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot expire approval requests"),
             }
-            if let Ok(n) = self.store.count_pending().await {
+            if let Ok(n) = self.approvals.count_pending().await {
                 crate::metrics::set_approvals_pending(n);
             }
         }

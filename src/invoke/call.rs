@@ -35,10 +35,14 @@ pub struct Call {
     pub gate: Gate,
     pub asked: Asked,
     /// The session the call is made in (`docs/sessions.md`).
-    pub session: Option<Uuid>,
+    pub session: Option<super::CallSession>,
     /// The caller's model, for the SDK's `llm` (an MCP client that offers
     /// sampling).
     pub sampler: Option<Arc<dyn crate::skill::context::Sampler>>,
+    /// The turn of the call this one is made from (a workflow's or an
+    /// SDK's `invoke_tool`): an inner call spends the outer call's
+    /// budget, in a session or out of one.
+    pub budget: Option<Arc<crate::skill::context::TurnBudget>>,
 }
 
 /// The tool a call names.
@@ -258,7 +262,7 @@ impl Invoker {
         }
         let max = self.settings.max_pending_per_caller;
         let waiting = self
-            .store
+            .approvals
             .count_pending_by(call.asked.by.as_deref(), chrono::Utc::now())
             .await?;
         if waiting >= max {
@@ -278,11 +282,11 @@ impl Invoker {
         // Dropped with this future too: a caller that goes away has also
         // stopped waiting.
         let waiting = Waiting {
-            store: self.store.clone(),
+            approvals: self.approvals.clone(),
             approval: held.approval_id,
             decided: false,
         };
-        let run = self.wait_final(held.run_id, call.wait).await?;
+        let run = self.follower.wait_final(held.run_id, call.wait).await?;
         if !run.status.is_final() {
             return Ok(Called::Held(held));
         }
@@ -336,7 +340,7 @@ impl Invoker {
 /// came (its wait ran out, or the caller went away), it notes on the
 /// request that nobody waits for the answer any more, for the approver.
 struct Waiting {
-    store: Arc<dyn crate::store::Store>,
+    approvals: Arc<dyn crate::store::Approvals>,
     approval: Uuid,
     decided: bool,
 }
@@ -352,10 +356,10 @@ impl Drop for Waiting {
         if self.decided {
             return;
         }
-        let (store, approval) = (self.store.clone(), self.approval);
+        let (approvals, approval) = (self.approvals.clone(), self.approval);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(e) = store.mark_caller_left(approval, chrono::Utc::now()).await {
+                if let Err(e) = approvals.mark_caller_left(approval, chrono::Utc::now()).await {
                     tracing::warn!(%approval, error = %e, "cannot note that the caller stopped waiting");
                 }
             });

@@ -1,6 +1,6 @@
 //! Cancelling a run, wherever it is in its life.
 
-use super::{InvokeError, Invoker};
+use super::{Follower, InvokeError};
 use crate::store::{RunFilter, RunStatus};
 use chrono::Utc;
 use uuid::Uuid;
@@ -23,13 +23,13 @@ pub struct Canceller<'a> {
     pub approver: bool,
 }
 
-impl Invoker {
+impl Follower {
     /// Cancels run `id`: a running one's process group is killed; one that
     /// waits (for a person or a slot) is withdrawn. A run that has ended,
     /// or runs on another instance, is refused; so is a run someone else
     /// asked for, unless the canceller is an approver.
     pub async fn cancel(&self, id: Uuid, by: Canceller<'_>) -> Result<Cancelled, InvokeError> {
-        let run = self.store.get_run(id).await?;
+        let run = self.run_log.get_run(id).await?;
         if let Some(name) = by.name
             && !by.approver
             && run.requested_by.as_deref() != Some(name)
@@ -55,7 +55,7 @@ impl Invoker {
         // Only a run that has not started: one an approval just started on
         // another instance is that instance's to end.
         match self
-            .store
+            .run_log
             .end_waiting(id, RunStatus::Cancelled, Utc::now())
             .await?
         {
@@ -65,7 +65,7 @@ impl Invoker {
     }
 }
 
-impl Invoker {
+impl Follower {
     /// The runs of skill `name` (of one version, when given) that are
     /// running or queued, as the run log has them.
     pub async fn live_runs_of(&self, name: &str, version: Option<&str>) -> Result<Vec<Uuid>, InvokeError> {
@@ -74,7 +74,7 @@ impl Invoker {
             let mut cursor = None;
             loop {
                 let page = self
-                    .store
+                    .run_log
                     .list_runs(RunFilter {
                         tool: None,
                         skill: Some(name.to_owned()),
@@ -112,7 +112,7 @@ impl Invoker {
                 Err(e) => return Err(e),
             }
         }
-        let deadline = tokio::time::Instant::now() + self.settings.grace + std::time::Duration::from_secs(1);
+        let deadline = tokio::time::Instant::now() + self.grace + std::time::Duration::from_secs(1);
         for &id in ids {
             if let Some(live) = self.runs.get(id) {
                 let _ = tokio::time::timeout_at(deadline, live.finished()).await;

@@ -2,6 +2,7 @@
 
 use super::rundir::RunDir;
 use super::{Invoker, Prepared};
+use crate::egress::RunEgress;
 use crate::runner::Spec;
 use crate::sandbox::ensure_scratch_root;
 use crate::sandbox::{Allowance, Request};
@@ -54,6 +55,24 @@ impl Invoker {
         Ok(dir)
     }
 
+    /// The egress of a run whose skill declares `network.allow`: a network
+    /// namespace of its own, whose one way out is a proxy that lets through
+    /// only the list, and the variables that point the run's programs at
+    /// it. `None` for every other run.
+    pub(super) fn egress(&self, p: &Prepared, spec: &mut Spec) -> std::io::Result<Option<RunEgress>> {
+        let Some(list) = &p.skill.network_allow else {
+            return Ok(None);
+        };
+        let egress = self.settings.egress.start(&p.skill.name, list)?;
+        // No exception may route around the proxy.
+        spec.env.retain(|(name, _)| {
+            !name.eq_ignore_ascii_case("no_proxy") && !name.to_ascii_lowercase().ends_with("_proxy")
+        });
+        spec.env.extend(egress.env());
+        spec.egress_ns = Some(egress.namespace());
+        Ok(Some(egress))
+    }
+
     /// Makes the run's directory. The scratch root is checked on the first
     /// run, not on every one, and again should it have vanished since (a
     /// cleaner of `/tmp`).
@@ -87,6 +106,7 @@ impl Invoker {
             workspace_write: p.skill.permissions.iter().any(|x| x == WORKSPACE_WRITE),
             scratch,
             network: p.skill.network,
+            egress: p.skill.network_allow.is_some(),
             programs: p
                 .argv
                 .first()

@@ -2,11 +2,14 @@
 
 use super::Prepared;
 use crate::artifacts::Artifact;
+use crate::egress::Entry;
+use crate::egress::ledger::Destination;
 use crate::runner::Outcome;
-use crate::skill::backend::BackendResult;
+use crate::skill::backend::{BackendError, BackendErrorKind, BackendResult};
 use crate::store::{self, RunStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -37,12 +40,52 @@ pub struct Envelope {
     /// Why it failed, when `success` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How the skill's backend failed, when the call failed for the
+    /// backend's sake and not the tool's: `not_running`, `crashed`,
+    /// `timed_out`, `refused` or `protocol`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_error: Option<BackendErrorKind>,
     /// Artifacts of an entrypoint run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<Artifact>>,
     /// What the skill's hooks did to the call, in the order they ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<Vec<super::hooks::HookEffect>>,
+    /// Where a run of a `network.allow` skill went through its egress
+    /// proxy: each destination as the program named it, how often it was
+    /// let through or refused, and the bytes each way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Vec<EgressLine>>,
+}
+
+/// One destination of a run's egress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EgressLine {
+    pub host: String,
+    pub port: u16,
+    /// Connections or requests let through.
+    pub allowed: u32,
+    /// Connections or requests refused.
+    pub denied: u32,
+    /// Bytes the run sent there.
+    pub bytes_out: u64,
+    /// Bytes the run received from there.
+    pub bytes_in: u64,
+}
+
+/// A run's ledger as its envelope shows it, in the ledger's order.
+pub(super) fn egress_lines(entries: BTreeMap<Destination, Entry>) -> Vec<EgressLine> {
+    entries
+        .into_iter()
+        .map(|((host, port), e)| EgressLine {
+            host,
+            port,
+            allowed: e.allowed,
+            denied: e.denied,
+            bytes_out: e.bytes_out,
+            bytes_in: e.bytes_in,
+        })
+        .collect()
 }
 
 impl Envelope {
@@ -76,8 +119,10 @@ impl Envelope {
             signal: o.signal.clone(),
             parsed: o.stdout_json.clone(),
             error,
+            backend_error: None,
             files: None,
             hooks: None,
+            egress: None,
         }
     }
 
@@ -104,8 +149,10 @@ impl Envelope {
             signal: None,
             parsed: r.parsed.clone().filter(|_| !truncated),
             error: r.error.clone(),
+            backend_error: r.fault,
             files: None,
             hooks: None,
+            egress: None,
         }
     }
 
@@ -125,9 +172,27 @@ impl Envelope {
             signal: None,
             parsed: None,
             error: Some(why.to_owned()),
+            backend_error: None,
             files: None,
             hooks: None,
+            egress: None,
         }
+    }
+
+    /// A run its skill's backend failed before the tool ran (it did not
+    /// start, or a hook failed).
+    pub(super) fn backend_failed(run_id: Uuid, skill: &str, tool: &str, why: &BackendError) -> Self {
+        let mut envelope = Self::not_started(run_id, skill, tool, &why.to_string());
+        envelope.backend_error = Some(why.kind());
+        envelope
+    }
+
+    /// Fails a run that had a result, for `why` of its backend's (a hook
+    /// after the call); the result stays for the record.
+    pub(super) fn fail_for_backend(&mut self, why: &BackendError) {
+        self.success = false;
+        self.error = Some(why.to_string());
+        self.backend_error = Some(why.kind());
     }
 
     /// The envelope as the run log keeps it ([`store::keepable`]), so that

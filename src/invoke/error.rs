@@ -86,6 +86,16 @@ pub enum InvokeError {
         "skill '{skill}' is not active in session {session}; a turn activates it (or name it in `explicit`)"
     )]
     SkillNotActive { skill: String, session: Uuid },
+    /// The call's skill changed since a person allowed it into the
+    /// session: it holds no seat until a person allows the new version.
+    #[error(
+        "skill '{skill}' changed since it was allowed into session {session}; it is inactive until a person \
+         allows the new version (the session's next turn asks)"
+    )]
+    SkillChangedInSession { skill: String, session: Uuid },
+    /// The call names a session it cannot show its right to.
+    #[error("session {session} is locked to this call: {why}")]
+    SessionLocked { session: Uuid, why: &'static str },
     /// A `before_tool_call` hook of the skill cancelled the call.
     #[error("the skill's before_tool_call hook cancelled the call (run {run_id}): {reason}")]
     HookCancelled { run_id: Uuid, reason: String },

@@ -3,7 +3,7 @@
 
 use super::{Envelope, Invoker, LiveRun, Prepared, hooks};
 use crate::runner::{self, Spec};
-use crate::skill::backend::{Backend, BackendCall};
+use crate::skill::backend::{Backend, BackendCall, Wake};
 use crate::skill::context::CallContext;
 use crate::skill::{Action, Skill};
 use crate::store::RunStatus;
@@ -29,7 +29,8 @@ impl Invoker {
             timeout: p.timeout,
             grace: self.settings.grace,
             limits: self.limits_for(&p.skill),
-            isolate_network: !p.skill.network,
+            isolate_network: !p.skill.unrestricted_network(),
+            egress_ns: None,
             confinement: None,
         }
     }
@@ -67,9 +68,12 @@ impl Invoker {
             return;
         }
         let mut spec = self.spec(&p);
-        let confined = tracing::trace_span!("invoke.confine").in_scope(|| self.confine(id, &p, &mut spec));
-        let run_dir = match confined {
-            Ok(dir) => dir,
+        let confined = tracing::trace_span!("invoke.confine").in_scope(|| {
+            let dir = self.confine(id, &p, &mut spec)?;
+            Ok::<_, std::io::Error>((dir, self.egress(&p, &mut spec)?))
+        });
+        let (run_dir, egress) = match confined {
+            Ok(made) => made,
             Err(e) => {
                 tracing::error!(run = %id, error = %e, "cannot prepare the run's sandbox");
                 let why = format!("cannot prepare the run's directory and sandbox: {e}");
@@ -83,6 +87,7 @@ impl Invoker {
             .instrument(tracing::trace_span!("invoke.run_child"))
             .await;
         let mut envelope = Envelope::from_outcome(id, &p, &outcome);
+        envelope.egress = egress.map(|e| super::envelope::egress_lines(e.entries()));
         run_dir
             .finish(&mut envelope, &self.artifacts, outcome.contained)
             .instrument(tracing::trace_span!("invoke.finish_dir"))
@@ -124,10 +129,10 @@ impl Invoker {
             .instrument(tracing::trace_span!("invoke.backend_wake"))
             .await
         {
-            None => p.skill.hooks.clone(),
-            Some(Ok(hooks)) => hooks,
-            Some(Err(why)) => {
-                let envelope = Envelope::not_started(live.id, &p.skill.name, &p.tool().name, &why);
+            Ok(Wake::AtLoad) => p.skill.hooks.clone(),
+            Ok(Wake::Started { hooks }) => hooks,
+            Err(why) => {
+                let envelope = Envelope::backend_failed(live.id, &p.skill.name, &p.tool().name, &why);
                 return (RunStatus::Failed, envelope, Duration::ZERO);
             }
         };
@@ -138,22 +143,26 @@ impl Invoker {
             Some(bound) if bound.seats.iter().any(|s| s.skill == p.skill.name) => Vec::new(),
             _ => hooks,
         };
-        let stopped = match hooks::before(&mut p, backend, &hooks, &context, &mut effects)
+        let before = hooks::before(&mut p, backend, &hooks, &context, &mut effects)
             .instrument(tracing::trace_span!("invoke.hooks_before"))
-            .await
-        {
+            .await;
+        let (skill, tool) = (&p.skill.name, &p.tool().name);
+        let stopped = match before {
             hooks::Before::Go => None,
-            hooks::Before::Cancel(reason) => Some((
-                RunStatus::Cancelled,
-                format!("cancelled by the skill's before_tool_call hook: {reason}"),
+            hooks::Before::Cancel(reason) => {
+                let why = format!("cancelled by the skill's before_tool_call hook: {reason}");
+                Some((
+                    RunStatus::Cancelled,
+                    Envelope::not_started(live.id, skill, tool, &why),
+                ))
+            }
+            hooks::Before::Failed(why) => Some((
+                RunStatus::Failed,
+                Envelope::backend_failed(live.id, skill, tool, &why),
             )),
-            hooks::Before::Failed(why) => Some((RunStatus::Failed, why)),
         };
         let (status, mut envelope, took) = match stopped {
-            Some((status, why)) => {
-                let envelope = Envelope::not_started(live.id, &p.skill.name, &p.tool().name, &why);
-                (status, envelope, Duration::ZERO)
-            }
+            Some((status, envelope)) => (status, envelope, Duration::ZERO),
             None => {
                 let (status, mut envelope, took) = self
                     .call_backend(live, &p, backend, context.clone())
@@ -216,7 +225,7 @@ impl Invoker {
     /// Runs the child of a live run, forwarding its output as events.
     async fn run_child(&self, live: &Arc<LiveRun>, spec: Spec) -> runner::Outcome {
         let id = live.id;
-        let store = self.store.clone();
+        let run_log = self.run_log.clone();
         let (events, forwarder) = live.output_sender();
         let watched = live.clone();
         let outcome = runner::run(spec, live.cancel.clone(), Some(events), move |pgid| {
@@ -228,7 +237,7 @@ impl Invoker {
                 if watched.is_finished() {
                     return;
                 }
-                if let Err(e) = store.set_pgid(id, pgid).await {
+                if let Err(e) = run_log.set_pgid(id, pgid).await {
                     tracing::warn!(run = %id, error = %e, "cannot record the process group");
                 }
             });
@@ -262,7 +271,7 @@ impl Invoker {
         let value = serde_json::to_value(envelope).ok();
         for attempt in 0..5u32 {
             match self
-                .store
+                .run_log
                 .finish_run_soon(id, status, value.clone(), Utc::now())
                 .await
             {

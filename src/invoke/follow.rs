@@ -2,8 +2,8 @@
 //! events (status changes, live output, the result) as a stream, whether
 //! it runs here, on another instance, or has not started yet.
 
-use super::{Envelope, Held, InvokeError, Invoker, LiveRun, MAX_WAIT, RunEvent};
-use crate::store::{Run, RunStatus, StoreError};
+use super::{Envelope, Held, InvokeError, LiveRun, MAX_WAIT, RunEvent, Runs};
+use crate::store::{Run, RunLog, RunStatus, StoreError};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,23 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-/// Room for one open event stream (see [`Invoker::stream_permit`]): the
+/// Runs wherever they run: waiting for them, their events, cancelling
+/// them (`cancel.rs`). What a handler that reads or stops runs holds,
+/// apart from the pipeline that makes them ([`super::Invoker::follower`]).
+pub struct Follower {
+    pub(super) run_log: Arc<dyn RunLog>,
+    pub(super) runs: Arc<Runs>,
+    /// One share per open event stream.
+    streams: Arc<crate::share::Pool>,
+    /// How often a waiter re-reads a run it was not told of.
+    wait_poll: Duration,
+    /// How long an event stream may stay open.
+    max_stream: Duration,
+    /// SIGTERM → SIGKILL delay of a cancelled run.
+    pub(super) grace: Duration,
+}
+
+/// Room for one open event stream (see [`Follower::stream_permit`]): the
 /// room is given back when this is dropped with its stream.
 pub struct StreamPermit {
     _share: crate::share::Share,
@@ -22,7 +38,18 @@ pub struct StreamPermit {
 /// subscriber is still there.
 const FOLLOW_POLL: Duration = Duration::from_secs(15);
 
-impl Invoker {
+impl Follower {
+    pub(super) fn new(run_log: Arc<dyn RunLog>, runs: Arc<Runs>, settings: &super::RunSettings) -> Self {
+        Self {
+            run_log,
+            runs,
+            streams: crate::share::Pool::new(settings.max_streams, settings.max_streams_per_caller),
+            wait_poll: settings.wait_poll,
+            max_stream: settings.max_stream,
+            grace: settings.grace,
+        }
+    }
+
     /// Run `id`; with a wait, once it has ended or the wait has passed.
     /// Through the store, so a run decided or finished on another
     /// instance wakes this waiter too.
@@ -31,7 +58,7 @@ impl Invoker {
             return Err(InvokeError::WaitTooLong);
         }
         if wait.is_zero() {
-            return Ok(self.store.get_run(id).await?);
+            return Ok(self.run_log.get_run(id).await?);
         }
         Ok(self.wait_final(id, wait).await?)
     }
@@ -44,7 +71,7 @@ impl Invoker {
     }
 
     /// Reads a run, waiting up to `within` until `done` holds for it (see
-    /// [`Invoker::wait_final`]). Returns the last read either way, and at
+    /// [`Follower::wait_final`]). Returns the last read either way, and at
     /// once when the server is stopping and the run is not running here
     /// (it would hold the shutdown for as long as a person takes).
     pub async fn wait_until(
@@ -55,13 +82,13 @@ impl Invoker {
     ) -> Result<Run, StoreError> {
         let deadline = Instant::now() + within;
         // Subscribed before the first read, so no change can slip between.
-        let mut changes = self.store.changes();
+        let mut changes = self.run_log.changes();
         loop {
-            let run = self.store.get_run(id).await?;
+            let run = self.run_log.get_run(id).await?;
             if done(&run) || Instant::now() >= deadline || self.abandons(id) {
                 return Ok(run);
             }
-            let until = deadline.min(Instant::now() + self.settings.wait_poll);
+            let until = deadline.min(Instant::now() + self.wait_poll);
             let changed = async {
                 loop {
                     match changes.recv().await {
@@ -100,10 +127,10 @@ impl Invoker {
             && live.has_started()
         {
             let rx = live.subscribe();
-            let run = self.store.get_run(id).await?;
+            let run = self.run_log.get_run(id).await?;
             return Ok(self.bounded(live_events(live, rx, Some(run.status)), permit));
         }
-        let run = self.store.get_run(id).await?;
+        let run = self.run_log.get_run(id).await?;
         if run.status.is_final() {
             let mut events = vec![RunEvent::Status(run.status)];
             events.extend(stored_result(&run).map(RunEvent::Result));
@@ -113,7 +140,7 @@ impl Invoker {
     }
 
     /// The events of a call just held for a person: first the request,
-    /// then as [`Invoker::follow`].
+    /// then as [`Follower::follow`].
     pub fn held_events(self: &Arc<Self>, held: Held, permit: StreamPermit) -> BoxStream<'static, RunEvent> {
         let events = stream::iter([RunEvent::Held(held)])
             .chain(self.follow(held.run_id, Some(RunStatus::PendingApproval)))
@@ -154,7 +181,7 @@ impl Invoker {
         permit: StreamPermit,
     ) -> BoxStream<'static, T> {
         events
-            .take_until(tokio::time::sleep(self.settings.max_stream))
+            .take_until(tokio::time::sleep(self.max_stream))
             .map(move |event| {
                 let _held = &permit;
                 event
@@ -177,7 +204,7 @@ impl Invoker {
         .boxed()
     }
 
-    /// The task behind [`Invoker::follow`]. Returns when the run has ended
+    /// The task behind [`Follower::follow`]. Returns when the run has ended
     /// or the subscriber has gone.
     async fn feed(&self, id: Uuid, known: Option<RunStatus>, tx: mpsc::Sender<RunEvent>) {
         // The last status sent, so each is sent once.

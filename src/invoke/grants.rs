@@ -3,7 +3,8 @@
 //! `--approve-skill`: seed 002's headless pre-approval). Each binds to
 //! one tool of one skill version, as an `always` decision does.
 
-use super::{InvokeError, Invoker};
+use super::{Approver, InvokeError};
+use crate::setting::SettingError;
 use crate::skill::Skill;
 use crate::store::{Grant, GrantDecision, StoreError};
 use chrono::Utc;
@@ -22,7 +23,7 @@ pub struct GrantAsk<'a> {
     pub by: Option<String>,
 }
 
-impl Invoker {
+impl Approver {
     /// Records the grants `ask` describes, all or none, and returns them.
     pub async fn grant(&self, skill: &Skill, ask: GrantAsk<'_>) -> Result<Vec<Grant>, InvokeError> {
         if let Some(expected) = ask.expect_hash
@@ -47,7 +48,7 @@ impl Invoker {
                 created_at: now,
             })
             .collect();
-        self.store.put_grants(grants.clone()).await?;
+        self.pipeline.approvals.put_grants(grants.clone()).await?;
         Ok(grants)
     }
 
@@ -55,8 +56,8 @@ impl Invoker {
     /// "allow always" of its permissions (seed 002's `Revoke(skill)`);
     /// returns how many of each went.
     pub async fn revoke_grants_of(&self, skill: &str) -> Result<(u64, u64), StoreError> {
-        let approvals = self.store.revoke_skill_approvals(skill).await?;
-        let grants = self.store.revoke_grants_of(skill).await?;
+        let approvals = self.pipeline.session_store.revoke_skill_approvals(skill).await?;
+        let grants = self.pipeline.approvals.revoke_grants_of(skill).await?;
         Ok((grants, approvals))
     }
 }
@@ -116,14 +117,27 @@ fn from_config() -> &'static str {
 }
 
 impl PreGrant {
+    /// The operator's pre-approvals: the config file's `[[grants]]`, then
+    /// those of `--approve-skill` (`SKILLD_APPROVE_SKILLS`); both count.
+    pub fn configured(file: &[PreGrant], flags: &[String]) -> Result<Vec<Self>, SettingError> {
+        let flagged = flags
+            .iter()
+            .map(|v| Self::from_flag(v))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(file.iter().cloned().chain(flagged).collect())
+    }
+
     /// `NAME[:TOOL]` of `--approve-skill`: an allow at the loaded hash.
-    pub fn from_flag(value: &str) -> Result<Self, String> {
+    fn from_flag(value: &str) -> Result<Self, SettingError> {
         let (skill, tool) = match value.split_once(':') {
             Some((skill, tool)) => (skill, Some(tool)),
             None => (value, None),
         };
         if skill.is_empty() || tool.is_some_and(str::is_empty) {
-            return Err(format!("--approve-skill '{value}': expected NAME or NAME:TOOL"));
+            return Err(SettingError::new(
+                "grants",
+                format!("--approve-skill '{value}': expected NAME or NAME:TOOL"),
+            ));
         }
         Ok(Self {
             skill: skill.to_owned(),
@@ -146,7 +160,7 @@ impl PreGrant {
     }
 }
 
-impl Invoker {
+impl Approver {
     /// Records the operator's pre-approvals against the catalog loaded at
     /// start-up. Any that names no loaded skill or tool, or a hash the
     /// skill is not at, fails start-up: a headless server would otherwise

@@ -4,7 +4,7 @@
 //! the envelope, so the run log keeps it.
 
 use super::{Envelope, Prepared, args};
-use crate::skill::backend::{Backend, HookAnswer, HookCall};
+use crate::skill::backend::{Backend, BackendError, HookAnswer, HookCall};
 use crate::skill::context::CallContext;
 use crate::skill::phases::Phase;
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,7 @@ pub struct HookEffect {
 pub(super) enum Before {
     Go,
     Cancel(String),
-    Failed(String),
+    Failed(BackendError),
 }
 
 fn hook_call(phase: Phase, p: &Prepared, payload: Value, context: &CallContext) -> HookCall {
@@ -90,7 +90,9 @@ pub(super) async fn before(
             Before::Go
         }
         Step::Cancel(reason) => Before::Cancel(reason),
-        Step::Failed(why) => Before::Failed(format!("the skill's {BEFORE} hook failed: {why}")),
+        Step::Failed(why) => {
+            Before::Failed(why.reworded(|w| format!("the skill's {BEFORE} hook failed: {w}")))
+        }
     }
 }
 
@@ -100,13 +102,13 @@ pub(super) enum Step {
     /// Its input is this (checked against the tool).
     Input(Map<String, Value>),
     Cancel(String),
-    Failed(String),
+    Failed(BackendError),
 }
 
 /// Reads one `before_tool_call` answer to a call of `p`: what it did, for
 /// the envelope, and the step it asks for.
-pub(super) fn read_before(p: &Prepared, answer: Result<HookAnswer, String>) -> (HookEffect, Step) {
-    let text = |t: &String| Some(Value::String(t.clone()));
+pub(super) fn read_before(p: &Prepared, answer: Result<HookAnswer, BackendError>) -> (HookEffect, Step) {
+    let text = |t: &dyn std::fmt::Display| Some(Value::String(t.to_string()));
     match answer {
         Err(why) => (effect(BEFORE, "failed", text(&why)), Step::Failed(why)),
         Ok(HookAnswer::Keep) => (effect(BEFORE, "kept", None), Step::Keep),
@@ -121,20 +123,23 @@ pub(super) fn read_before(p: &Prepared, answer: Result<HookAnswer, String>) -> (
     }
 }
 
-/// The input of a `{"payload": {"input": {...}}}` answer, valid for the tool.
-pub(super) fn new_input(p: &Prepared, payload: &Value) -> Result<Map<String, Value>, String> {
+/// The input of a `{"payload": {"input": {...}}}` answer, valid for the
+/// tool. Anything else is an answer out of the hook protocol.
+pub(super) fn new_input(p: &Prepared, payload: &Value) -> Result<Map<String, Value>, BackendError> {
     let Some(Value::Object(input)) = payload.get("input") else {
-        return Err("its payload must be {\"input\": {...}}".to_owned());
+        return Err(BackendError::Protocol(
+            "its payload must be {\"input\": {...}}".to_owned(),
+        ));
     };
     args::validate(p.tool(), input).map_err(|errors| {
         let said: Vec<String> = errors
             .iter()
             .map(|e| format!("{}: {}", e.field, e.message))
             .collect();
-        format!(
+        BackendError::Protocol(format!(
             "the input it gave is not valid for the tool ({})",
             said.join("; ")
-        )
+        ))
     })
 }
 
@@ -164,20 +169,24 @@ pub(super) async fn after(
     match outcome {
         Ok(e) => effects.push(e),
         Err(why) => {
-            effects.push(effect(AFTER, "failed", Some(Value::String(why.clone()))));
-            envelope.success = false;
-            envelope.error = Some(format!("the skill's {AFTER} hook failed: {why}"));
+            effects.push(effect(AFTER, "failed", Some(Value::String(why.to_string()))));
+            envelope.fail_for_backend(&why.reworded(|w| format!("the skill's {AFTER} hook failed: {w}")));
         }
     }
 }
 
-pub(super) fn apply(answer: HookAnswer, envelope: &mut Envelope) -> Result<HookEffect, String> {
+/// What an `after_tool_result` answer does to `envelope`. An answer the
+/// phase cannot take is out of the hook protocol.
+pub(super) fn apply(answer: HookAnswer, envelope: &mut Envelope) -> Result<HookEffect, BackendError> {
+    let wrong = |why: &str| BackendError::Protocol(why.to_owned());
     match answer {
         HookAnswer::Keep => Ok(effect(AFTER, "kept", None)),
-        HookAnswer::Cancel(_) => Err("a result cannot be cancelled; it ran".to_owned()),
+        HookAnswer::Cancel(_) => Err(wrong("a result cannot be cancelled; it ran")),
         HookAnswer::Replace(payload) => {
             let Some(Value::Object(result)) = payload.get("result") else {
-                return Err("its payload must be {\"result\": {\"output\", \"parsed\"}}".to_owned());
+                return Err(wrong(
+                    "its payload must be {\"result\": {\"output\", \"parsed\"}}",
+                ));
             };
             if let Some(output) = result.get("output") {
                 let text = output.as_str().map_or_else(|| output.to_string(), str::to_owned);

@@ -6,9 +6,9 @@
 //! subscriber at once (the open inbox pages, the notifier): a run costs one
 //! look-up however many listen, and none while nobody does.
 
-use super::{InvokeError, Invoker};
+use super::{Approver, InvokeError};
 use crate::store::{
-    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, MAX_APPROVALS, Store, StoreError,
+    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Approvals, MAX_APPROVALS, StoreError,
 };
 use futures_util::stream::{self, BoxStream, StreamExt};
 use std::collections::{HashMap, HashSet};
@@ -21,7 +21,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone, PartialEq)]
 pub enum InboxEvent {
     /// The first page of pending requests, oldest first, and where the
-    /// next page starts (read it with [`Store::list_approvals`], as
+    /// next page starts (read it with [`Approvals::list_approvals`], as
     /// `GET /approvals?status=pending&cursor=` does): the inbox as it is.
     /// Sent first, and again whenever changes may have been missed.
     Snapshot(ApprovalPage),
@@ -57,47 +57,55 @@ impl Drop for InboxFeed {
 }
 
 impl InboxFeed {
-    fn start(store: Arc<dyn Store>) -> Self {
+    /// The feed of the run changes `changes` tells, read as requests
+    /// from `approvals`.
+    fn start(changes: broadcast::Receiver<Uuid>, approvals: Arc<dyn Approvals>) -> Self {
         let news = broadcast::channel(FEED_CAPACITY).0;
-        let task = tokio::spawn(follow(store, news.clone()));
+        let task = tokio::spawn(follow(changes, approvals, news.clone()));
         Self { news, task }
     }
 }
 
-impl Invoker {
+impl Approver {
     /// The inbox's events until the subscriber goes (or the longest
     /// stream time passes; a client reconnects), or the server stops
     /// taking calls (else it would hold the graceful shutdown for as long
     /// as the page stays open). Counts as an open stream of `holder`'s
     /// (see [`crate::share::holder`]).
     pub fn inbox_events(&self, holder: &str) -> Result<BoxStream<'static, InboxEvent>, InvokeError> {
-        let permit = self.stream_permit(holder)?;
-        let runs = self.runs.clone();
+        let permit = self.pipeline.follower.stream_permit(holder)?;
+        let runs = self.pipeline.runs.clone();
         let events = self
             .watch_inbox()
             .take_until(async move { runs.closing().await })
             .boxed();
-        Ok(self.bounded(events, permit))
+        Ok(self.pipeline.follower.bounded(events, permit))
     }
 
     /// The inbox's events for as long as they are read: a snapshot, then
     /// each change, and a fresh snapshot after changes were missed. Ends
     /// if the store fails (read it again to start over).
     pub fn watch_inbox(&self) -> BoxStream<'static, InboxEvent> {
-        let feed = self.inbox.get_or_init(|| InboxFeed::start(self.store.clone()));
+        let feed = self.pipeline.inbox.get_or_init(|| {
+            InboxFeed::start(self.pipeline.run_log.changes(), self.pipeline.approvals.clone())
+        });
         // Subscribed before the snapshot is read: nothing falls between.
         let news = feed.news.subscribe();
         let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(relay(self.store.clone(), news, tx));
+        tokio::spawn(relay(self.pipeline.approvals.clone(), news, tx));
         stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) }).boxed()
     }
 }
 
 /// One subscriber's task: a snapshot, then the feed's news, and a fresh
 /// snapshot after a lag. Ends when the subscriber goes or the store fails.
-async fn relay(store: Arc<dyn Store>, mut news: broadcast::Receiver<News>, tx: mpsc::Sender<InboxEvent>) {
+async fn relay(
+    approvals: Arc<dyn Approvals>,
+    mut news: broadcast::Receiver<News>,
+    tx: mpsc::Sender<InboxEvent>,
+) {
     loop {
-        let pending = match store.list_approvals(first_page()).await {
+        let pending = match approvals.list_approvals(first_page()).await {
             Ok(pending) => pending,
             Err(e) => return tracing::warn!(error = %e, "cannot read the inbox"),
         };
@@ -141,8 +149,11 @@ pub fn first_page() -> ApprovalFilter {
 
 /// The feed's task: each run change that is news of a request, told to
 /// every subscriber. While nobody listens nothing is looked up.
-async fn follow(store: Arc<dyn Store>, news: broadcast::Sender<News>) {
-    let mut changes = store.changes();
+async fn follow(
+    mut changes: broadcast::Receiver<Uuid>,
+    approvals: Arc<dyn Approvals>,
+    news: broadcast::Sender<News>,
+) {
     let mut requests = Requests::default();
     loop {
         let run = match changes.recv().await {
@@ -158,7 +169,7 @@ async fn follow(store: Arc<dyn Store>, news: broadcast::Sender<News>) {
             requests = Requests::default();
             continue;
         }
-        match requests.change(store.as_ref(), run).await {
+        match requests.change(approvals.as_ref(), run).await {
             Ok(Some(approval)) => {
                 let _ = news.send(News::Changed(Arc::new(approval)));
             }
@@ -184,11 +195,11 @@ struct Requests {
 
 impl Requests {
     /// The request of changed run `run`, if there is news of it.
-    async fn change(&mut self, store: &dyn Store, run: Uuid) -> Result<Option<Approval>, StoreError> {
+    async fn change(&mut self, approvals: &dyn Approvals, run: Uuid) -> Result<Option<Approval>, StoreError> {
         if self.quiet.contains(&run) {
             return Ok(None);
         }
-        match store.approval_of_run(run).await? {
+        match approvals.approval_of_run(run).await? {
             Some(a) if a.status == ApprovalStatus::Pending => {
                 if self.pending.get(&run) == Some(&a) {
                     return Ok(None);
@@ -216,7 +227,7 @@ mod tests {
     use crate::store::{NewApproval, NewRun, RunStatus};
     use chrono::Utc;
 
-    async fn one_pending(store: &Arc<dyn Store>) -> Approval {
+    async fn one_pending(approvals: &Arc<dyn Approvals>) -> Approval {
         let at = Utc::now();
         let approval = NewApproval {
             id: Uuid::now_v7(),
@@ -247,8 +258,12 @@ mod tests {
             session: None,
         };
         let run_id = run.id;
-        store.insert_pending(run, approval).await.expect("held");
-        store.approval_of_run(run_id).await.expect("read").expect("held")
+        approvals.insert_pending(run, approval).await.expect("held");
+        approvals
+            .approval_of_run(run_id)
+            .await
+            .expect("read")
+            .expect("held")
     }
 
     /// Another instance's notice of a request can reach this one after a
@@ -258,11 +273,11 @@ mod tests {
     async fn a_late_notice_of_what_the_snapshot_showed_is_not_told_again() {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = format!("sqlite://{}", dir.path().join("log.db").display());
-        let store = crate::store::open(&url).await.expect("store");
-        let shown = one_pending(&store).await;
+        let approvals = crate::store::open(&url).await.expect("store").approvals;
+        let shown = one_pending(&approvals).await;
         let (feed, news) = broadcast::channel(8);
         let (tx, mut rx) = mpsc::channel(8);
-        tokio::spawn(relay(store.clone(), news, tx));
+        tokio::spawn(relay(approvals.clone(), news, tx));
         let Some(InboxEvent::Snapshot(page)) = rx.recv().await else {
             panic!("a snapshot first");
         };

@@ -1,7 +1,8 @@
 //! The invoke pipeline: resolve → validate → render → decide → record →
 //! run → record. HTTP, the command line and MCP all call [`Invoker::call`],
-//! so a call behaves the same whichever way it arrives; approvals,
-//! following a run and cancelling it live here too, so that the adapters
+//! so a call behaves the same whichever way it arrives. Approvals
+//! ([`Approver`]) and following and cancelling runs ([`Follower`]) live
+//! here too, each a type a handler can hold alone, so that the adapters
 //! only translate.
 //!
 //! Each stage has its file: `settings` (how runs are carried out),
@@ -11,6 +12,7 @@
 //! state and hands callers only narrow views of it.
 
 mod approve;
+mod approver;
 pub mod args;
 mod call;
 mod cancel;
@@ -31,25 +33,26 @@ mod settings;
 
 pub use crate::artifacts::Artifact;
 pub use approve::{Held, Ruling};
+pub use approver::Approver;
 pub use call::{Call, Called, Delivery, DryRun, Gate, Target, locate, resolve};
 pub use cancel::{Cancelled, Canceller};
 pub use confine::WORKSPACE_WRITE;
 pub use envelope::Envelope;
 pub use error::{FieldError, InvokeError};
-pub use follow::StreamPermit;
+pub use follow::{Follower, StreamPermit};
 pub use grants::{GrantAsk, PreGrant};
 pub use hooks::{HOOK_TIMEOUT, HookEffect};
 pub use inbox::{InboxEvent, first_page};
 pub use live::{LiveRun, RunEvent, Runs};
 pub use prepare::{Asked, Prepared, check_request};
 pub use retry::{IdempotencyKey, KEY_KEPT};
-pub use session::{Bound, Seat, SessionSeats};
+pub use session::{Bound, CallSession, Seat, SessionProof, SessionSeats};
 pub use settings::{RunSettings, launcher, standalone_launcher};
 
 use crate::catalog::Catalog;
 use crate::sandbox::Sandbox;
 use crate::skill::backend::Launch;
-use crate::store::{Outbox, Store, StoreReader};
+use crate::store::{Approvals, RunLog, SessionStore, StoreReader, Stores};
 use settings::sandbox_settings;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -61,18 +64,24 @@ use tracing::Instrument as _;
 /// The longest a caller may wait for a held call or a run to end.
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
 
-/// Owns the pipeline's shared state: the store, the live runs and the
-/// concurrency limits.
+/// Owns the pipeline's shared state: the run log and the approvals, the
+/// live runs and the concurrency limits.
 pub struct Invoker {
-    store: Arc<dyn Store>,
+    /// Every call, recorded before it runs and ended once.
+    run_log: Arc<dyn RunLog>,
+    /// Requests held for a person, their decisions and standing grants.
+    approvals: Arc<dyn Approvals>,
+    /// Skill approvals, revoked with a skill's grants; the session runtime
+    /// beside the pipeline takes its sessions from here.
+    session_store: Arc<dyn SessionStore>,
     runs: Arc<Runs>,
     settings: RunSettings,
     /// Entrypoints' artifacts: keeping them, linking and handing them over.
     artifacts: Arc<crate::artifacts::Artifacts>,
     global: Arc<Semaphore>,
     per_tool: Mutex<HashMap<String, Arc<Semaphore>>>,
-    /// One share per open event stream.
-    streams: Arc<crate::share::Pool>,
+    /// Following, waiting for and cancelling runs.
+    follower: Arc<Follower>,
     /// What confines each run, as this host allows.
     sandbox: Arc<Sandbox>,
     /// The scratch root has been made and checked.
@@ -88,14 +97,19 @@ pub struct Invoker {
 }
 
 impl Invoker {
-    pub fn new(store: Arc<dyn Store>, settings: RunSettings) -> Self {
+    /// The pipeline over `stores` (it keeps what it uses of them).
+    pub fn new(stores: Stores, settings: RunSettings) -> Self {
+        let runs = Arc::new(Runs::default());
+        let follower = Arc::new(Follower::new(stores.runs.clone(), runs.clone(), &settings));
         Self {
-            reader: StoreReader::new(store.clone()),
-            store,
-            runs: Arc::new(Runs::default()),
+            reader: StoreReader::new(&stores),
+            run_log: stores.runs,
+            approvals: stores.approvals,
+            session_store: stores.sessions,
+            follower,
+            runs,
             global: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             per_tool: Mutex::default(),
-            streams: crate::share::Pool::new(settings.max_streams, settings.max_streams_per_caller),
             sandbox: Arc::new(Sandbox::detect(sandbox_settings(&settings))),
             scratch_ready: AtomicBool::new(false),
             dirs: Arc::default(),
@@ -134,9 +148,9 @@ impl Invoker {
             .await?;
         let mut prepared =
             tracing::trace_span!("invoke.prepare").in_scope(|| self.prepare_call(skill, tool, &call))?;
-        if let Some(id) = call.session {
+        if let Some(named) = &call.session {
             prepared.session = Some(
-                self.bind(id, call.asked.by.as_deref(), &prepared.skill.name)
+                self.bind(named, call.asked.by.as_deref(), &prepared.skill)
                     .await?,
             );
         }
@@ -159,12 +173,15 @@ impl Invoker {
     /// Session `id` as a call of `skill` by `caller` sees it.
     pub(super) async fn bind(
         &self,
-        id: uuid::Uuid,
+        session: &CallSession,
         caller: Option<&str>,
-        skill: &str,
+        skill: &crate::skill::Skill,
     ) -> Result<Arc<Bound>, InvokeError> {
-        let seats = self.sessions.get().ok_or(InvokeError::SessionNotFound(id))?;
-        seats.bind(id, caller, skill).await
+        let seats = self
+            .sessions
+            .get()
+            .ok_or(InvokeError::SessionNotFound(session.id))?;
+        seats.bind(session, caller, skill).await
     }
 
     /// What starts the backends of manifest skills, in this invoker's
@@ -173,21 +190,27 @@ impl Invoker {
         launcher(&self.settings, self.sandbox.clone())
     }
 
-    /// The store itself, for the session runtime beside the pipeline
+    /// The sessions' store, for the session runtime beside the pipeline
     /// (handlers get [`Invoker::reader`]).
-    pub(crate) fn store(&self) -> Arc<dyn Store> {
-        self.store.clone()
+    pub(crate) fn session_store(&self) -> Arc<dyn SessionStore> {
+        self.session_store.clone()
+    }
+
+    /// A person's side: deciding held calls, the inbox, grants.
+    pub fn approver(self: &Arc<Self>) -> Approver {
+        Approver {
+            pipeline: self.clone(),
+        }
+    }
+
+    /// Runs wherever they run: following, waiting for, cancelling them.
+    pub fn follower(&self) -> &Arc<Follower> {
+        &self.follower
     }
 
     /// The store, read-only: what handlers may look at.
     pub fn reader(&self) -> &StoreReader {
         &self.reader
-    }
-
-    /// The notifier's deliveries, kept in the store, for `instance` to
-    /// claim.
-    pub fn outbox(&self, instance: String) -> Outbox {
-        Outbox::new(self.store.clone(), instance)
     }
 
     /// How runs are carried out on this server.
@@ -212,17 +235,12 @@ impl Invoker {
         path: &str,
         access: crate::artifacts::Access<'_>,
     ) -> Result<crate::artifacts::Served, crate::artifacts::ArtifactError> {
-        self.artifacts.serve(&*self.store, id, path, access).await
+        self.artifacts.serve(&*self.run_log, id, path, access).await
     }
 
     /// Completes once the server stops taking calls.
     pub async fn closing(&self) {
         self.runs.closing().await;
-    }
-
-    /// Revokes a standing decision: calls it covered are judged again.
-    pub async fn revoke_grant(&self, id: uuid::Uuid) -> Result<(), crate::store::StoreError> {
-        self.store.revoke_grant(id).await
     }
 
     /// Stops taking calls, lets running ones finish within `grace`, then
@@ -238,7 +256,7 @@ impl Invoker {
             self.runs.cancel_all();
             self.runs.idle().await;
         }
-        if let Err(e) = self.store.flush().await {
+        if let Err(e) = self.run_log.flush().await {
             tracing::error!(error = %e, "cannot record the last runs' ends");
         }
     }

@@ -39,6 +39,8 @@ pub struct Prepared {
     pub approved: bool,
     /// The caller's model, for the SDK's `llm`.
     pub sampler: Option<Arc<dyn crate::skill::context::Sampler>>,
+    /// The outer call's turn, for an inner call ([`super::Call::budget`]).
+    pub budget: Option<Arc<crate::skill::context::TurnBudget>>,
 }
 
 impl Prepared {
@@ -63,6 +65,7 @@ impl Invoker {
         let mut p = self.prepare(skill, tool, &call.arguments, call.mode.as_deref())?;
         p.asked = call.asked.clone();
         p.sampler = call.sampler.clone();
+        p.budget = call.budget.clone();
         Ok(p)
     }
 
@@ -124,6 +127,7 @@ impl Invoker {
             asked: Asked::default(),
             approved: false,
             sampler: None,
+            budget: None,
         })
     }
 
@@ -184,7 +188,7 @@ impl Invoker {
         by: Option<&str>,
     ) -> Result<(Decision, PolicyFacts), InvokeError> {
         let mut facts = self
-            .store
+            .approvals
             .policy_facts(&p.skill.name, &p.tool().name, &p.skill.hash)
             .await?;
         if by.is_some() && facts.grant == Some(GrantDecision::Allow) && facts.grant_by.as_deref() == by {
@@ -232,7 +236,7 @@ impl Invoker {
         record.instance = Some(self.settings.instance.clone());
         let id = record.id;
         // Fail closed: what cannot be recorded does not run.
-        self.store
+        self.run_log
             .insert_run(record)
             .instrument(tracing::trace_span!("invoke.insert_run"))
             .await?;

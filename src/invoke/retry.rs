@@ -79,7 +79,7 @@ impl Invoker {
         let kept = chrono::Duration::from_std(KEY_KEPT).unwrap_or(chrono::Duration::hours(24));
         let since = Utc::now() - kept;
         let found = self
-            .store
+            .run_log
             .run_by_key(keyed.by.as_deref(), keyed.key(), since)
             .await?;
         match found {
@@ -148,7 +148,7 @@ impl Invoker {
     /// The end of a run that started at once, as its call waits for it.
     async fn until_ended(&self, id: Uuid) -> Result<Called, InvokeError> {
         loop {
-            let run = self.wait_final(id, MAX_WAIT).await?;
+            let run = self.follower.wait_final(id, MAX_WAIT).await?;
             if run.status.is_final() {
                 return self.ended(run).await.map(Called::Finished);
             }

@@ -14,16 +14,69 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use uuid::Uuid;
 
+/// The session a call names, and what shows that it may steer it: a
+/// session is a capability (`docs/sessions.md`).
+#[derive(Clone)]
+pub struct CallSession {
+    pub id: Uuid,
+    pub proof: SessionProof,
+}
+
+/// What shows a call may be made in its session.
+#[derive(Clone)]
+pub enum SessionProof {
+    /// The session's secret, as the caller sent it (if it did).
+    Secret(Option<String>),
+    /// Made by skilld itself in the session (a workflow's or an SDK's
+    /// `invoke_tool`, a held call a person approved): the request that
+    /// began it showed its right.
+    Within,
+}
+
+impl CallSession {
+    /// Session `id`, named by the caller with `secret`.
+    pub fn named(id: Uuid, secret: Option<String>) -> Self {
+        Self {
+            id,
+            proof: SessionProof::Secret(secret),
+        }
+    }
+
+    /// Session `id`, from within it.
+    pub fn within(id: Uuid) -> Self {
+        Self {
+            id,
+            proof: SessionProof::Within,
+        }
+    }
+}
+
+/// Never the secret itself: a call is logged with `{:?}`.
+impl std::fmt::Debug for CallSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let proof = match &self.proof {
+            SessionProof::Secret(Some(_)) => "secret",
+            SessionProof::Secret(None) => "none",
+            SessionProof::Within => "within",
+        };
+        f.debug_struct("CallSession")
+            .field("id", &self.id)
+            .field("proof", &proof)
+            .finish()
+    }
+}
+
 /// Binds calls to the sessions they name.
 pub trait SessionSeats: Send + Sync {
-    /// The session `session` as a call of `skill` by `caller` sees it;
-    /// refuses a session that is over or another caller's (as not found)
-    /// and a skill that is not active in it.
+    /// The session a call of `skill` by `caller` names, as it sees it;
+    /// refuses a session that is over or another caller's (as not found),
+    /// one its proof does not open, and a skill that is not active in it
+    /// as it was allowed in.
     fn bind<'a>(
         &'a self,
-        session: Uuid,
+        session: &'a CallSession,
         caller: Option<&'a str>,
-        skill: &'a str,
+        skill: &'a crate::skill::Skill,
     ) -> BoxFuture<'a, Result<Arc<Bound>, InvokeError>>;
 
     /// The context of a call made outside any session by `asked`: a turn
@@ -67,7 +120,7 @@ pub(super) enum Before {
         skill: String,
         reason: String,
     },
-    Failed(String),
+    Failed(crate::skill::backend::BackendError),
 }
 
 /// Runs every seat's `before_tool_call` in order, each seeing the input
@@ -93,7 +146,10 @@ pub(super) async fn before(p: &Prepared, bound: &Bound, effects: &mut Vec<super:
                 return Before::Cancel { skill, reason };
             }
             Step::Failed(why) => {
-                return Before::Failed(format!("{}'s before_tool_call hook failed: {why}", seat.skill));
+                let skill = &seat.skill;
+                return Before::Failed(
+                    why.reworded(|w| format!("{skill}'s before_tool_call hook failed: {w}")),
+                );
             }
         }
     }
@@ -125,10 +181,12 @@ pub(super) async fn after(
                 effects.push(e);
             }
             Err(why) => {
-                let detail = Some(Value::String(why.clone()));
+                let detail = Some(Value::String(why.to_string()));
                 effects.push(effect(seat, Phase::AfterToolResult, "failed", detail));
-                envelope.success = false;
-                envelope.error = Some(format!("{}'s after_tool_result hook failed: {why}", seat.skill));
+                let skill = &seat.skill;
+                envelope.fail_for_backend(
+                    &why.reworded(|w| format!("{skill}'s after_tool_result hook failed: {w}")),
+                );
                 return;
             }
         }
@@ -171,7 +229,10 @@ impl super::Invoker {
                 let why = format!("cancelled by {skill}'s before_tool_call hook: {reason}");
                 (RunStatus::Cancelled, end(&why))
             }
-            Before::Failed(why) => (RunStatus::Failed, end(&why)),
+            Before::Failed(why) => {
+                let envelope = Envelope::backend_failed(live.id, &p.skill.name, &p.tool().name, &why);
+                (RunStatus::Failed, envelope)
+            }
         };
         envelope.hooks = Some(effects);
         self.end(live, status, envelope).await;
@@ -188,6 +249,9 @@ impl super::Invoker {
         if p.sampler.is_some() {
             context.sampler = p.sampler.clone();
         }
+        if let Some(budget) = &p.budget {
+            context.budget = budget.clone();
+        }
         context
     }
 
@@ -201,6 +265,7 @@ impl super::Invoker {
         changed.session = p.session.clone();
         changed.asked = p.asked.clone();
         changed.sampler = p.sampler.clone();
+        changed.budget = p.budget.clone();
         Ok(changed)
     }
 

@@ -43,6 +43,8 @@ pub struct RunSettings {
     pub queue_timeout: Duration,
     /// Names of this instance, recorded on the runs it executes.
     pub instance: String,
+    /// What networked runs' proxies start from (`[egress]`).
+    pub egress: crate::egress::Egress,
     /// Extra environment variables passed through to children.
     pub extra_env: Vec<String>,
     /// How long an approval request waits for a decision.
@@ -100,6 +102,7 @@ impl Default for RunSettings {
             queue_timeout: Duration::from_secs(10),
             instance: format!("skilld-{}", std::process::id()),
             extra_env: Vec::new(),
+            egress: crate::egress::Egress::default(),
             approval_ttl: Duration::from_secs(3600),
             max_pending_per_caller: 20,
             client_approval: Vec::new(),

@@ -134,7 +134,11 @@ pub(super) async fn decide(
         note,
         own: true,
     };
-    let decided = match invoker.decide_request(catalog, request.id, ruling).await {
+    let decided = match invoker
+        .approver()
+        .decide_request(catalog, request.id, ruling)
+        .await
+    {
         Ok(decided) => decided,
         Err(InvokeError::Store(e)) => return Err(ErrorData::internal_error(e.to_string(), None)),
         Err(e) => return Ok(Some(results::text_error(e.sentence()))),
@@ -152,6 +156,7 @@ pub(super) async fn decide(
         ))));
     }
     let run = invoker
+        .follower()
         .wait_final(decided.run_id, MAX_WAIT)
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;

@@ -105,6 +105,13 @@ pub(super) fn resources(catalog: &Catalog) -> Result<ListResourcesResult, ErrorD
     shaped(json!({ "resources": resources }))
 }
 
+/// Whether `uri` names a local skill's file (`skill://`), which only
+/// [`read`] answers.
+pub(super) fn is_local(uri: &str) -> bool {
+    uri.get(..SCHEME.len())
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(SCHEME))
+}
+
 /// Reads `skill://<skill>/<path>`: a file of the skill's own directory,
 /// of a served kind, as text when it is UTF-8 and base64 otherwise.
 pub(super) async fn read(catalog: &Catalog, uri: &str) -> Result<ReadResourceResult, ErrorData> {

@@ -17,8 +17,9 @@ pub const MAX_INLINE_BYTES: u64 = 256 * 1024;
 pub const MAX_LINKS: usize = 64;
 
 /// Resource URIs a tool may not put in its own blocks: `skill://` names
-/// the server's files, which a tool must not impersonate.
-const RESERVED_SCHEMES: [&str; 1] = ["skill:"];
+/// the server's files and `upstream://` the resources of the MCP servers
+/// skills front, which a tool must not impersonate.
+const RESERVED_SCHEMES: [&str; 2] = ["skill:", "upstream:"];
 
 /// The MCP result of a run that ended: its content, and its whole
 /// envelope as structured content. `origin` makes artifact links absolute.

@@ -403,7 +403,10 @@ impl ServerHandler for McpServer {
         let policy = self.policy(request.meta.as_ref(), &ctx)?;
         let catalog = self.catalog.current();
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        if let Some(answer) = upstream::prompt(&catalog, &request.name, arguments).await {
+        // Local skills first: a fronted server's prompt never stands for one.
+        if catalog::prompt_skill(&catalog, &request.name).is_none()
+            && let Some(answer) = upstream::prompt(&catalog, &request.name, arguments).await
+        {
             return answer.map(GetPromptResponse::from);
         }
         catalog::prompt(&catalog, &request.name, &policy).map(GetPromptResponse::from)
@@ -425,7 +428,11 @@ impl ServerHandler for McpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.caller(&ctx, Role::Read)?;
         let catalog = self.catalog.current();
-        if let Some(answer) = upstream::read(&catalog, &request.uri).await {
+        // Local skills first: `skill://` is only ever read from skilld's
+        // own files, whatever a fronted server lists.
+        if !catalog::is_local(&request.uri)
+            && let Some(answer) = upstream::read(&catalog, &request.uri).await
+        {
             return answer.map(ReadResourceResponse::from);
         }
         catalog::read(&catalog, &request.uri)

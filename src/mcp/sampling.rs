@@ -5,6 +5,7 @@
 //! `llm:call` has no other way to the session's model today.
 #![allow(deprecated)]
 
+use crate::invoke::CallSession;
 use crate::skill::backend::BoxFuture;
 use crate::skill::context::Sampler;
 use rmcp::model::CreateMessageRequestParams;
@@ -16,6 +17,8 @@ use uuid::Uuid;
 
 /// `_meta["skilld/session"]`: the session a `tools/call` is made in.
 pub(super) const SESSION_META: &str = "skilld/session";
+/// `_meta["skilld/session-secret"]`: the secret its start answered.
+pub(super) const SECRET_META: &str = "skilld/session-secret";
 
 /// The client's model, asked on its own MCP session.
 struct ClientModel(Peer<RoleServer>);
@@ -47,14 +50,24 @@ pub(super) fn offered(ctx: &RequestContext<RoleServer>) -> Option<Arc<dyn Sample
     Some(Arc::new(ClientModel(ctx.peer.clone())))
 }
 
-/// The session `_meta` names, or why it names none.
-pub(super) fn session(meta: &rmcp::model::RequestMetaObject) -> Result<Option<Uuid>, String> {
+/// The session `_meta` names, with the secret it shows, or why it names
+/// none.
+pub(super) fn session(meta: &rmcp::model::RequestMetaObject) -> Result<Option<CallSession>, String> {
     let Some(value) = meta.0.get(SESSION_META) else {
         return Ok(None);
     };
-    value
+    let id = value
         .as_str()
         .and_then(|s| s.parse::<Uuid>().ok())
-        .map(Some)
-        .ok_or_else(|| format!("_meta \"{SESSION_META}\" must be a session's id (a UUID)"))
+        .ok_or_else(|| format!("_meta \"{SESSION_META}\" must be a session's id (a UUID)"))?;
+    let secret = match meta.0.get(SECRET_META) {
+        None => None,
+        Some(Value::String(secret)) => Some(secret.clone()),
+        Some(_) => {
+            return Err(format!(
+                "_meta \"{SECRET_META}\" must be the session's secret, a string"
+            ));
+        }
+    };
+    Ok(Some(CallSession::named(id, secret)))
 }

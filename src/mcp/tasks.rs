@@ -160,7 +160,7 @@ pub(super) async fn cancel(invoker: &Invoker, caller: &Caller, id: &str) -> Resu
         name: caller.name.as_deref(),
         approver: false,
     };
-    match invoker.cancel(run.id, by).await {
+    match invoker.follower().cancel(run.id, by).await {
         Ok(_) | Err(InvokeError::RunFinished { .. }) => Ok(()),
         Err(InvokeError::RunElsewhere(_) | InvokeError::RunStarted(_)) => Err(ErrorData::invalid_request(
             format!("task '{id}' runs on another instance of this server; cancel it there"),

@@ -77,7 +77,7 @@ pub(super) struct Asking<'a> {
     /// `load_skill` is offered (`mcp_load_skill_tool`).
     pub(super) load_tool: bool,
     /// `_meta` `skilld/session`, or why it is not a session's id.
-    pub(super) session: Result<Option<uuid::Uuid>, String>,
+    pub(super) session: Result<Option<crate::invoke::CallSession>, String>,
     /// The client's model, when it offers sampling.
     pub(super) sampler: Option<Arc<dyn crate::skill::context::Sampler>>,
 }
@@ -128,7 +128,7 @@ pub(super) async fn call(
         Err(why) => return Ok(text_error(why).into()),
     };
     let session = match &asking.session {
-        Ok(session) => *session,
+        Ok(session) => session.clone(),
         Err(why) => return Ok(text_error(why.clone()).into()),
     };
     let call = Call {
@@ -148,6 +148,7 @@ pub(super) async fn call(
             request_id: None,
         },
         sampler: asking.sampler.clone(),
+        budget: None,
         session,
     };
     // A task's client polls for its end rather than hearing it run.
@@ -312,7 +313,7 @@ fn decided_where(inbox: &Inbox<'_>, id: uuid::Uuid) -> (String, String) {
             let text = format!(
                 "No skilld serve uses this run log now, so nobody can decide it yet: start one on \
                  the same data directory (skilld serve, with this session's --data-dir, --database \
-                 and --config) and open the inbox link it prints ({origin}/ui?secret=…)."
+                 and --config) and open the inbox link it prints ({origin}/ui#secret=…)."
             );
             (origin, text)
         }

@@ -1,10 +1,13 @@
 //! The prompts and resources of the MCP servers skills front
 //! (`docs/gateway.md`), served beside skilld's own: a prompt as
-//! `<skill>:<prompt>`, a resource under the URI its server gave, each
-//! fetched from that server when asked. Untrusted skills' servers serve
-//! none: their code runs only for a call a person let run.
+//! `<skill>:<prompt>`, a resource under skilld's URI of it,
+//! `upstream://<skill>/<its URI, percent-encoded>` (never the URI the
+//! server gave, which could be a `skill://` one), each fetched from that
+//! skill's server alone when asked. Untrusted skills' servers serve none:
+//! their code runs only for a call a person let run.
 
 use super::shaped;
+use crate::backend::upstream_uri;
 use crate::catalog::Catalog;
 use crate::skill::{Skill, Trust};
 use rmcp::ErrorData;
@@ -52,31 +55,35 @@ pub(super) async fn prompt(
     let backend = skill.backend.as_ref().filter(|_| offered)?;
     Some(match backend.get_prompt(prompt, arguments).await {
         Ok(result) => shaped(result),
-        Err(why) => Err(ErrorData::internal_error(why, None)),
+        Err(why) => Err(ErrorData::internal_error(why.to_string(), None)),
     })
 }
 
-/// Every server's resources, under their own URIs; a URI two servers
-/// give is the first one's.
+/// Every server's resources, each under its skill's namespace (the
+/// backend lists them so; one that is not is left out).
 pub(super) fn resources(catalog: &Catalog) -> Vec<Value> {
-    let mut seen = std::collections::HashSet::new();
     fronting(catalog)
-        .flat_map(|skill| skill.upstream.iter().flat_map(|u| u.resources.iter()))
-        .filter(|r| r["uri"].as_str().is_some_and(|uri| seen.insert(uri.to_owned())))
-        .cloned()
+        .flat_map(|skill| own_resources(skill).cloned())
         .collect()
 }
 
-/// Resource `uri` of the first server that lists it.
+/// The resources `skill` lists that lie in its namespace.
+fn own_resources(skill: &Skill) -> impl Iterator<Item = &Value> {
+    let listed = skill.upstream.iter().flat_map(|u| u.resources.iter());
+    listed.filter(|r| {
+        r["uri"]
+            .as_str()
+            .is_some_and(|uri| upstream_uri::is_of(&skill.name, uri))
+    })
+}
+
+/// Resource `uri` (an `upstream://` URI skilld gave), read from the
+/// server of the skill whose namespace it lies in, if that skill lists it.
 pub(super) async fn read(catalog: &Catalog, uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
-    let skill = fronting(catalog).find(|s| {
-        s.upstream
-            .as_ref()
-            .is_some_and(|u| u.resources.iter().any(|r| r["uri"] == uri))
-    })?;
+    let skill = fronting(catalog).find(|s| own_resources(s).any(|r| r["uri"] == uri))?;
     let backend = skill.backend.as_ref()?;
     Some(match backend.read_resource(uri).await {
         Ok(result) => shaped(result),
-        Err(why) => Err(ErrorData::internal_error(why, None)),
+        Err(why) => Err(ErrorData::internal_error(why.to_string(), None)),
     })
 }

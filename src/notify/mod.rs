@@ -44,8 +44,10 @@ struct Shared {
     /// keeps the deliveries.
     invoker: Arc<Invoker>,
     targets: Vec<Target>,
-    /// The deliveries, claimed in this instance's name.
-    outbox: Outbox,
+    /// The deliveries, recorded once per event and target.
+    outbox: Arc<dyn Outbox>,
+    /// The instance whose name the deliveries are claimed in.
+    instance: String,
     /// Where links in payloads point.
     public_url: String,
     /// Rung when a delivery is recorded, so the sender need not wait for
@@ -53,10 +55,11 @@ struct Shared {
     recorded: Notify,
 }
 
-/// Starts notifying `targets` of the requests `invoker` sees; `None` when
-/// there are none.
+/// Starts notifying `targets` of the requests `invoker` sees, through
+/// `outbox`; `None` when there are none.
 pub fn spawn(
     invoker: Arc<Invoker>,
+    outbox: Arc<dyn Outbox>,
     targets: Vec<Target>,
     instance: String,
     public_url: String,
@@ -65,7 +68,8 @@ pub fn spawn(
         return None;
     }
     let shared = Arc::new(Shared {
-        outbox: invoker.outbox(instance),
+        outbox,
+        instance,
         invoker,
         targets,
         public_url,
@@ -124,7 +128,7 @@ async fn record_activation(shared: &Shared, request: &PendingActivation) {
 
 async fn enqueue(shared: &Shared, new: NewNotification) {
     let target = new.target.clone();
-    match shared.outbox.enqueue(new).await {
+    match shared.outbox.enqueue_notification(new).await {
         Ok(true) => shared.recorded.notify_one(),
         Ok(false) => {}
         Err(e) => tracing::warn!(target = %target, error = %e, "cannot record a notification"),
@@ -136,7 +140,7 @@ async fn enqueue(shared: &Shared, new: NewNotification) {
 /// recorded; the store keeps the first.
 async fn record_events(shared: Arc<Shared>) {
     loop {
-        let mut events = shared.invoker.watch_inbox();
+        let mut events = shared.invoker.approver().watch_inbox();
         while let Some(event) = events.next().await {
             match event {
                 InboxEvent::Snapshot(page) => record_inbox(&shared, page).await,

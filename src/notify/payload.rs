@@ -124,6 +124,8 @@ pub fn activation_body(format: Format, p: &PendingActivation, public_url: &str, 
                 "caller": p.caller,
                 "skill": p.skill,
                 "permissions": p.permissions,
+                // A decision names the request and this hash.
+                "hash": p.hash,
                 "trust": p.trust,
                 "trigger": p.trigger,
                 "requested_at": p.requested_at,

@@ -44,7 +44,12 @@ impl Sender {
         loop {
             let now = Utc::now();
             let lease_until = now + chrono::Duration::from_std(LEASE).unwrap_or_default();
-            match this.shared.outbox.claim(now, lease_until, BATCH).await {
+            match this
+                .shared
+                .outbox
+                .claim_notifications(&this.shared.instance, now, lease_until, BATCH)
+                .await
+            {
                 Ok(due) => {
                     let sends = due.into_iter().map(|n| {
                         let this = this.clone();
@@ -80,7 +85,8 @@ impl Sender {
     }
 
     async fn record(&self, n: &Notification, attempt: Attempt) {
-        if let Err(e) = self.shared.outbox.settle(n.id, attempt, Utc::now()).await {
+        let (outbox, instance) = (&self.shared.outbox, &self.shared.instance);
+        if let Err(e) = outbox.record_attempt(n.id, instance, attempt, Utc::now()).await {
             tracing::warn!(notification = %n.id, error = %e, "cannot record a delivery attempt");
         }
     }

@@ -1,6 +1,7 @@
 //! One `[[notify]]` entry of the config: where to post, in which shape,
 //! signed with which secret, for which events.
 
+use crate::setting::SettingError;
 use serde::Deserialize;
 use std::fmt;
 
@@ -86,15 +87,37 @@ impl fmt::Debug for Target {
 const MAX_ATTEMPTS: u32 = 20;
 
 impl Target {
+    /// Every `[[notify]]` entry, each checked; their names must differ,
+    /// since a delivery is recorded by its target's name.
+    pub fn resolve_all(
+        entries: &[NotifyConfig],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<Self>, SettingError> {
+        let targets = entries
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Self::resolve(i, n, &env))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(SettingError::new(
+                "notify",
+                format!("two [[notify]] entries are named '{}'", pair[0]),
+            ));
+        }
+        Ok(targets)
+    }
+
     /// Resolves entry `index` (0-based) of the config, reading a
     /// `secret_env` from `env`.
     pub fn resolve(
         index: usize,
         c: &NotifyConfig,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SettingError> {
         let name = c.name.clone().unwrap_or_else(|| format!("notify-{}", index + 1));
-        let at = |why: String| format!("[[notify]] '{name}': {why}");
+        let at = |why: String| SettingError::new("notify", format!("[[notify]] '{name}': {why}"));
         let url = c
             .url
             .parse::<hyper::Uri>()
@@ -242,7 +265,8 @@ mod tests {
             ),
         ] {
             let err = Target::resolve(0, &bad, |_| None).unwrap_err();
-            assert!(err.contains(why), "{err}");
+            assert_eq!(err.key, "notify");
+            assert!(err.why.contains(why), "{err}");
         }
     }
 }

@@ -5,7 +5,7 @@
 //! spaced by a cooldown, so that tokens naming made-up key ids cannot
 //! make this server hammer the issuer: between fetches they are refused.
 
-use super::fetch::{Fetcher, allowed_url};
+use super::fetch::{FetchError, Fetcher, allowed_url};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use std::sync::{Arc, RwLock};
@@ -129,12 +129,12 @@ impl IssuerKeys {
             Err(why) => {
                 tracing::warn!(issuer = %self.issuer, error = %why, "cannot fetch an OAuth issuer's keys");
                 // Keys past their age still beat none while the issuer is down.
-                set.find(kid).ok_or(KeyError::Unavailable(why))
+                set.find(kid).ok_or(KeyError::Unavailable(why.to_string()))
             }
         }
     }
 
-    async fn fetch(&self, fetching: &mut Fetching, fetcher: &Fetcher) -> Result<KeySet, String> {
+    async fn fetch(&self, fetching: &mut Fetching, fetcher: &Fetcher) -> Result<KeySet, FetchError> {
         let jwks_uri = match &fetching.jwks_uri {
             Some(uri) => uri.clone(),
             None => {
@@ -158,38 +158,37 @@ impl IssuerKeys {
 /// `/.well-known/oauth-authorization-server` inserted before the issuer's
 /// path. The document must name the issuer exactly, or another server's
 /// keys could be taken for its.
-async fn discover(issuer: &str, fetcher: &Fetcher) -> Result<String, String> {
+async fn discover(issuer: &str, fetcher: &Fetcher) -> Result<String, FetchError> {
     let oidc = format!(
         "{}/.well-known/openid-configuration",
         issuer.trim_end_matches('/')
     );
     let doc = match fetcher.json(&oidc).await {
         Ok(doc) => doc,
-        Err(first) => fetcher
-            .json(&rfc8414_url(issuer)?)
-            .await
-            .map_err(|second| format!("no discovery document: {first}; {second}"))?,
+        Err(first) => fetcher.json(&rfc8414_url(issuer)?).await.map_err(|second| {
+            let why = format!("no discovery document: {first}; {second}");
+            second.reworded(why)
+        })?,
     };
     let named = doc.get("issuer").and_then(|v| v.as_str());
     if named != Some(issuer) {
-        return Err(format!(
+        return Err(FetchError::Malformed(format!(
             "the discovery document of {issuer} names the issuer {named:?}, not {issuer}"
-        ));
+        )));
     }
-    let jwks_uri = doc
-        .get("jwks_uri")
-        .and_then(|v| v.as_str())
-        .ok_or_else(|| format!("the discovery document of {issuer} has no jwks_uri"))?;
+    let jwks_uri = doc.get("jwks_uri").and_then(|v| v.as_str()).ok_or_else(|| {
+        FetchError::Malformed(format!("the discovery document of {issuer} has no jwks_uri"))
+    })?;
     allowed_url(jwks_uri)?;
     Ok(jwks_uri.to_owned())
 }
 
 /// `https://host/.well-known/oauth-authorization-server/path` for the
 /// issuer `https://host/path` (RFC 8414 §3.1).
-fn rfc8414_url(issuer: &str) -> Result<String, String> {
+fn rfc8414_url(issuer: &str) -> Result<String, FetchError> {
     let (scheme, rest) = issuer
         .split_once("://")
-        .ok_or_else(|| format!("'{issuer}' is not a URL"))?;
+        .ok_or_else(|| FetchError::NotAllowed(format!("'{issuer}' is not a URL")))?;
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     let path = path.trim_end_matches('/');
     let suffix = if path.is_empty() {

@@ -19,6 +19,7 @@ mod keys;
 pub mod settings;
 
 pub use claims::{SCOPE_PREFIX, scope};
+pub use fetch::FetchError;
 pub use settings::{OAuthConfig, OAuthSettings};
 
 use jsonwebtoken::errors::ErrorKind;
@@ -89,7 +90,7 @@ pub enum OAuthError {
 impl OAuth {
     /// The verifier for `settings`, this server being reached at
     /// `public_url` (its resource unless `[oauth] resource` says).
-    pub fn new(settings: &OAuthSettings, public_url: &str) -> Result<Self, String> {
+    pub fn new(settings: &OAuthSettings, public_url: &str) -> Result<Self, FetchError> {
         let resource = settings
             .resource
             .clone()

@@ -2,6 +2,7 @@
 //! (`SKILLD_OAUTH_ISSUERS`), checked once at start-up.
 
 use super::fetch::allowed_url;
+use crate::setting::SettingError;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -55,6 +56,19 @@ pub enum OneOrMany {
     Many(Vec<String>),
 }
 
+impl IssuerConfig {
+    /// `issuer` with every default, as `--oauth-issuer` names one.
+    pub fn new(issuer: &str) -> Self {
+        Self {
+            issuer: issuer.to_owned(),
+            name: None,
+            audience: None,
+            roles_claim: None,
+            jwks_uri: None,
+        }
+    }
+}
+
 impl OneOrMany {
     fn into_vec(self) -> Vec<String> {
         match self {
@@ -85,25 +99,9 @@ pub struct IssuerSettings {
 }
 
 impl OAuthConfig {
-    /// The settings, or `None` without any issuer. Issuers given by flag
-    /// (or `SKILLD_OAUTH_ISSUERS`) replace the file's, with defaults.
-    pub fn resolve(&self, flag_issuers: &[String]) -> Result<Option<OAuthSettings>, String> {
-        let given: Vec<IssuerConfig> = if flag_issuers.is_empty() {
-            self.issuers.clone()
-        } else {
-            flag_issuers
-                .iter()
-                .map(|i| i.trim())
-                .filter(|i| !i.is_empty())
-                .map(|issuer| IssuerConfig {
-                    issuer: issuer.to_owned(),
-                    name: None,
-                    audience: None,
-                    roles_claim: None,
-                    jwks_uri: None,
-                })
-                .collect()
-        };
+    /// The settings, or `None` without any issuer.
+    pub fn resolve(&self) -> Result<Option<OAuthSettings>, SettingError> {
+        let given = self.issuers.clone();
         if given.is_empty() {
             return Ok(None);
         }
@@ -113,9 +111,12 @@ impl OAuthConfig {
             .collect::<Result<Vec<_>, _>>()?;
         for (i, one) in issuers.iter().enumerate() {
             if let Some(twin) = issuers[..i].iter().find(|e| e.name == one.name) {
-                return Err(format!(
-                    "OAuth issuers {} and {} are both named '{}'; give each its own `name`",
-                    twin.issuer, one.issuer, one.name
+                return Err(SettingError::new(
+                    "oauth.issuers",
+                    format!(
+                        "OAuth issuers {} and {} are both named '{}'; give each its own `name`",
+                        twin.issuer, one.issuer, one.name
+                    ),
                 ));
             }
         }
@@ -131,16 +132,17 @@ impl OAuthConfig {
     }
 }
 
-fn check_issuer(config: IssuerConfig) -> Result<IssuerSettings, String> {
+fn check_issuer(config: IssuerConfig) -> Result<IssuerSettings, SettingError> {
+    let refused = |why: String| SettingError::new("oauth.issuers", why);
     let issuer = config.issuer;
-    let uri = allowed_url(&issuer).map_err(|e| format!("OAuth issuer: {e}"))?;
+    let uri = allowed_url(&issuer).map_err(|e| refused(format!("OAuth issuer: {e}")))?;
     if uri.query().is_some() || issuer.contains('#') {
-        return Err(format!(
+        return Err(refused(format!(
             "OAuth issuer '{issuer}' has a query or fragment; an issuer has neither"
-        ));
+        )));
     }
     if let Some(jwks_uri) = &config.jwks_uri {
-        allowed_url(jwks_uri).map_err(|e| format!("OAuth issuer {issuer}: jwks_uri: {e}"))?;
+        allowed_url(jwks_uri).map_err(|e| refused(format!("OAuth issuer {issuer}: jwks_uri: {e}")))?;
     }
     let name = match config.name {
         Some(name) => name,
@@ -151,26 +153,26 @@ fn check_issuer(config: IssuerConfig) -> Result<IssuerSettings, String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if !plain {
-        return Err(format!(
+        return Err(refused(format!(
             "OAuth issuer {issuer}: name '{}' must be 1-64 letters, digits, '.', '_' or '-'",
             name.escape_debug()
-        ));
+        )));
     }
     let audiences = config.audience.map(OneOrMany::into_vec);
     if audiences
         .as_ref()
         .is_some_and(|a| a.is_empty() || a.iter().any(std::string::String::is_empty))
     {
-        return Err(format!("OAuth issuer {issuer}: audience is empty"));
+        return Err(refused(format!("OAuth issuer {issuer}: audience is empty")));
     }
     if config
         .roles_claim
         .as_ref()
         .is_some_and(|c| c.split('.').any(str::is_empty))
     {
-        return Err(format!(
+        return Err(refused(format!(
             "OAuth issuer {issuer}: roles_claim is empty or has an empty part"
-        ));
+        )));
     }
     Ok(IssuerSettings {
         issuer,
@@ -181,7 +183,7 @@ fn check_issuer(config: IssuerConfig) -> Result<IssuerSettings, String> {
     })
 }
 
-fn check_resource(resource: &str) -> Result<(), String> {
+fn check_resource(resource: &str) -> Result<(), SettingError> {
     let ok = resource
         .split_once("://")
         .is_some_and(|(scheme, rest)| matches!(scheme, "http" | "https") && !rest.is_empty())
@@ -189,8 +191,11 @@ fn check_resource(resource: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "[oauth] resource '{resource}' must be an http:// or https:// URL without query or fragment"
+        Err(SettingError::new(
+            "oauth.resource",
+            format!(
+                "[oauth] resource '{resource}' must be an http:// or https:// URL without query or fragment"
+            ),
         ))
     }
 }
@@ -200,18 +205,12 @@ mod tests {
     use super::*;
 
     fn issuer(url: &str) -> IssuerConfig {
-        IssuerConfig {
-            issuer: url.to_owned(),
-            name: None,
-            audience: None,
-            roles_claim: None,
-            jwks_uri: None,
-        }
+        IssuerConfig::new(url)
     }
 
     #[test]
     fn no_issuer_no_oauth() {
-        assert!(OAuthConfig::default().resolve(&[]).unwrap().is_none());
+        assert!(OAuthConfig::default().resolve().unwrap().is_none());
     }
 
     #[test]
@@ -223,7 +222,7 @@ mod tests {
             ],
             ..OAuthConfig::default()
         };
-        let settings = config.resolve(&[]).unwrap().unwrap();
+        let settings = config.resolve().unwrap().unwrap();
         let names: Vec<_> = settings.issuers.iter().map(|i| i.name.as_str()).collect();
         assert_eq!(names, ["login.example.com", "127.0.0.1"]);
         assert_eq!(settings.clock_skew, Duration::from_secs(60));
@@ -233,8 +232,9 @@ mod tests {
                 issuers,
                 ..OAuthConfig::default()
             }
-            .resolve(&[])
+            .resolve()
             .unwrap_err()
+            .why
         };
         assert!(err(vec![issuer("http://login.example.com")]).contains("https"));
         assert!(err(vec![issuer("https://a.example/?x=1")]).contains("query"));
@@ -251,27 +251,13 @@ mod tests {
     }
 
     #[test]
-    fn flag_issuers_replace_the_files() {
-        let config = OAuthConfig {
-            issuers: vec![issuer("https://file.example")],
-            ..OAuthConfig::default()
-        };
-        let settings = config
-            .resolve(&["https://flag.example".to_owned()])
-            .unwrap()
-            .unwrap();
-        assert_eq!(settings.issuers.len(), 1);
-        assert_eq!(settings.issuers[0].issuer, "https://flag.example");
-    }
-
-    #[test]
     fn audience_is_one_or_many() {
         let parsed: OAuthConfig = toml::from_str(
             "[[issuers]]\nissuer = \"https://a.example\"\naudience = \"https://s.example\"\n\
              [[issuers]]\nissuer = \"https://b.example\"\naudience = [\"x\", \"y\"]\n",
         )
         .unwrap();
-        let settings = parsed.resolve(&[]).unwrap().unwrap();
+        let settings = parsed.resolve().unwrap().unwrap();
         assert_eq!(
             settings.issuers[0].audiences.as_deref(),
             Some(&["https://s.example".to_owned()][..])

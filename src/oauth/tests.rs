@@ -42,7 +42,7 @@ async fn issuer() -> String {
 fn oauth(issuer: &str) -> OAuth {
     let config: OAuthConfig =
         toml::from_str(&format!("[[issuers]]\nissuer = \"{issuer}\"\nname = \"t\"\n")).unwrap();
-    OAuth::new(&config.resolve(&[]).unwrap().unwrap(), "https://skilld.example").unwrap()
+    OAuth::new(&config.resolve().unwrap().unwrap(), "https://skilld.example").unwrap()
 }
 
 fn now() -> i64 {

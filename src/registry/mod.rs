@@ -10,7 +10,7 @@ pub mod index;
 pub mod lock;
 
 use crate::install::client::{self, ClientError, Fetched};
-use crate::store::{CachedIndex, Store, StoreError};
+use crate::store::{CachedIndex, IndexCache, StoreError};
 use chrono::Utc;
 use index::{Index, IndexError, IndexSkill, IndexVersion};
 use serde::Deserialize;
@@ -57,6 +57,17 @@ impl RegistrySource {
 pub struct RegistrySettings {
     pub sources: Vec<RegistrySource>,
     pub ttl: Duration,
+}
+
+impl RegistrySettings {
+    /// The config's `[[registries]]` and `registry_ttl_secs` (0 keeps
+    /// nothing), over the defaults: none, kept an hour.
+    pub fn configured(sources: Option<Vec<RegistrySource>>, ttl_secs: Option<u64>) -> Self {
+        Self {
+            sources: sources.unwrap_or_default(),
+            ttl: ttl_secs.map_or(DEFAULT_TTL, Duration::from_secs),
+        }
+    }
 }
 
 impl Default for RegistrySettings {
@@ -129,16 +140,17 @@ impl Resolved {
 /// The registries over the store that caches them.
 pub struct Registries {
     settings: RegistrySettings,
-    store: Arc<dyn Store>,
+    /// Each index as last fetched: all this holds of the store.
+    cache: Arc<dyn IndexCache>,
     /// Ask every registry afresh, whatever the cache holds.
     pub refresh: bool,
 }
 
 impl Registries {
-    pub fn new(settings: RegistrySettings, store: Arc<dyn Store>) -> Self {
+    pub fn new(settings: RegistrySettings, cache: Arc<dyn IndexCache>) -> Self {
         Self {
             settings,
-            store,
+            cache,
             refresh: false,
         }
     }
@@ -246,7 +258,7 @@ impl Registries {
     /// (and cached); the cache's last copy when the registry cannot answer.
     pub async fn load(&self, source: &RegistrySource) -> Result<Loaded, RegistryError> {
         let url = source.index_url();
-        let cached = self.store.cached_index(&url).await?;
+        let cached = self.cache.cached_index(&url).await?;
         let fresh = cached.as_ref().filter(|c| {
             let age = Utc::now().signed_duration_since(c.fetched_at);
             !self.refresh && age.to_std().is_ok_and(|age| age < self.settings.ttl)
@@ -277,7 +289,7 @@ impl Registries {
             why: IndexError::Malformed(e.to_string()),
         })?;
         let at = Utc::now();
-        self.store
+        self.cache
             .cache_index(CachedIndex {
                 url: url.to_owned(),
                 body,
@@ -361,7 +373,7 @@ async fn fetch_index(url: &str, token: Option<&str>) -> Result<Vec<u8>, Registry
         why,
     };
     if let Some(path) = file_path(url) {
-        let path = path.map_err(unreachable)?;
+        let path = path?;
         let mut body = Vec::new();
         std::fs::File::open(&path)
             .and_then(|f| f.take(index::MAX_INDEX_BYTES as u64 + 1).read_to_end(&mut body))
@@ -382,13 +394,12 @@ async fn fetch_index(url: &str, token: Option<&str>) -> Result<Vec<u8>, Registry
 }
 
 /// `Some` for a `file://` address: its path, or why it has none.
-fn file_path(url: &str) -> Option<Result<std::path::PathBuf, String>> {
+fn file_path(url: &str) -> Option<Result<std::path::PathBuf, RegistryError>> {
     let parsed = url::Url::parse(url).ok().filter(|u| u.scheme() == "file")?;
-    Some(
-        parsed
-            .to_file_path()
-            .map_err(|()| format!("{url} is not a local path")),
-    )
+    Some(parsed.to_file_path().map_err(|()| RegistryError::Unreachable {
+        url: url.to_owned(),
+        why: format!("{url} is not a local path"),
+    }))
 }
 
 /// Downloads a resolved version's archive (telling `observer` how it
@@ -431,14 +442,14 @@ pub async fn download(
 
 fn read_local(
     url: &str,
-    path: Result<std::path::PathBuf, String>,
+    path: Result<std::path::PathBuf, RegistryError>,
     max_bytes: u64,
 ) -> Result<Fetched, RegistryError> {
     let unreachable = |why: String| RegistryError::Unreachable {
         url: url.to_owned(),
         why,
     };
-    let path = path.map_err(unreachable)?;
+    let path = path?;
     let mut file = tempfile::tempfile().map_err(|e| unreachable(e.to_string()))?;
     let copied = std::fs::File::open(&path)
         .and_then(|f| std::io::copy(&mut f.take(max_bytes + 1), &mut file))

@@ -4,7 +4,7 @@
 
 use super::process::{self, Exit};
 use super::spawn::{self, Stdin};
-use super::{Leader, PidFd, Spec, open_pipe};
+use super::{Leader, PidFd, SpawnError, Spec, open_pipe};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::time::Duration;
@@ -23,14 +23,15 @@ impl Child {
     /// Starts `spec`'s program with piped stdin, stdout and stderr. Its
     /// `timeout` is not used: the owner decides when it ends. Needs a Tokio
     /// runtime (the pipes and the pidfd join its reactor).
-    pub fn start(mut spec: Spec) -> Result<Self, String> {
+    pub fn start(mut spec: Spec) -> Result<Self, SpawnError> {
         let spawned = spawn::spawn(&spec, Stdin::Pipe)?;
         let mut leader = Leader {
             pidfd: Some(PidFd::Plain(spawned.pidfd)),
             pgid: Pid::from_raw(spawned.pid),
             cgroup: spec.confinement.take().and_then(|c| c.cgroup),
         };
-        let could_not = |e: std::io::Error| format!("could not watch {}: {e}", spec.program);
+        let could_not =
+            |e: std::io::Error| SpawnError::Setup(format!("could not watch {}: {e}", spec.program));
         leader.watch().map_err(could_not)?;
         let stdin = spawned
             .stdin

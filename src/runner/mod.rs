@@ -28,7 +28,7 @@ use nix::unistd::Pid;
 use process::Exit;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::io::unix::AsyncFd;
@@ -36,6 +36,23 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
+
+/// Why a program did not start. Each carries the sentence a run's
+/// envelope shows (`command not found: x`); the variant says whose the
+/// fault is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpawnError {
+    /// The program, its interpreter or its working directory is missing
+    /// or not executable.
+    #[error("{0}")]
+    NotFound(String),
+    /// Its sandbox or its set-up failed (a namespace, a limit, a pipe).
+    #[error("{0}")]
+    Setup(String),
+    /// Its command cannot be handed to the kernel (a NUL byte).
+    #[error("{0}")]
+    Invalid(String),
+}
 
 /// Bytes of the start of the merged output kept in [`Outcome::output`].
 pub const HEAD_BYTES: usize = 2048;
@@ -72,6 +89,10 @@ pub struct Spec {
     /// Run in a fresh network namespace (only `lo`, down) when
     /// [`network_isolation_available`]; advisory otherwise.
     pub isolate_network: bool,
+    /// The run's own network namespace (`network: {allow: [...]}`), whose
+    /// one way out is the egress proxy; it stands in for
+    /// `isolate_network`'s shared empty one.
+    pub egress_ns: Option<Arc<OwnedFd>>,
     /// The sandbox the child applies to itself before exec, if any; its
     /// cgroup (when it has one) also ends the run.
     pub confinement: Option<crate::sandbox::Confinement>,
@@ -90,6 +111,7 @@ impl Clone for Spec {
             grace: self.grace,
             limits: self.limits,
             isolate_network: self.isolate_network,
+            egress_ns: self.egress_ns.clone(),
             confinement: None,
         }
     }
@@ -252,7 +274,7 @@ async fn start(
     let spawned = spawn::spawn(spec, spawn::Stdin::Null).map_err(|message| {
         tracing::debug!(program = %spec.program, %message, "tool did not start");
         Outcome {
-            spawn_error: Some(message),
+            spawn_error: Some(message.to_string()),
             ..Outcome::default()
         }
     })?;
@@ -526,6 +548,7 @@ mod tests {
             grace: Duration::from_secs(1),
             limits: Limits::default(),
             isolate_network: false,
+            egress_ns: None,
             confinement: None,
         };
         assert_send(&run(spec, CancellationToken::new(), None, |_| {}));
@@ -540,6 +563,7 @@ mod tests {
             workspace_write: false,
             scratch,
             network: false,
+            egress: false,
             programs: Vec::new(),
             memory_bytes: None,
             cpu: None,
@@ -565,6 +589,7 @@ mod tests {
             grace: Duration::from_secs(1),
             limits: Limits::default(),
             isolate_network: false,
+            egress_ns: None,
             confinement: Some(confinement),
         };
         Some(run(spec, CancellationToken::new(), None, |_| {}).await)
@@ -605,6 +630,48 @@ mod tests {
             }
         }
         clone3::forget(true);
+    }
+
+    /// `network: false` connects through the gate where the host has
+    /// user notification (the server found nothing at the path), and
+    /// nowhere where it has not (the filter refuses before any lookup);
+    /// either way no other family and no datagram socket, and socket
+    /// pairs still work.
+    #[tokio::test]
+    async fn network_false_connects_through_the_gate_or_nowhere() {
+        let code = r"
+import errno, socket
+def attempt(f):
+    try:
+        f()
+        return 'ok'
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print('connect: ' + attempt(lambda: socket.socket(socket.AF_UNIX).connect('/nowhere.sock')))
+print('datagram: ' + attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)))
+print('inet: ' + attempt(lambda: socket.socket(socket.AF_INET)))
+print('pair: ' + attempt(socket.socketpair))
+";
+        let gated = crate::sandbox::Sandbox::detect(crate::sandbox::Settings::default());
+        let refusing =
+            crate::sandbox::Sandbox::detect(crate::sandbox::Settings::default()).refusing_connects();
+        assert_eq!(refusing.report(true).unix_sockets, "refused");
+        let mut outputs = Vec::new();
+        for sandbox in [&gated, &refusing] {
+            let Some(outcome) = run_confined(sandbox, "/usr/bin/python3", &["-c", code]).await else {
+                assert!(std::env::var_os("CI").is_none(), "CI hosts have run cgroups");
+                eprintln!("skipped: no run cgroups here");
+                return;
+            };
+            outputs.push((sandbox.report(true).unix_sockets, outcome.output));
+        }
+        let rest = "datagram: EACCES\ninet: EAFNOSUPPORT\npair: ok\n";
+        let gated_connect = match outputs[0].0.as_str() {
+            "seccomp_notify" => "ENOENT",
+            _ => "EACCES",
+        };
+        assert_eq!(outputs[0].1, format!("connect: {gated_connect}\n{rest}"));
+        assert_eq!(outputs[1].1, format!("connect: EACCES\n{rest}"));
     }
 
     /// A run that leaves a process behind gets its cgroup killed, and the

@@ -1,5 +1,6 @@
 //! Finding the program, naming failures and signals, signalling groups.
 
+use super::SpawnError;
 use super::env::DEFAULT_PATH;
 use crate::program::{Lookup, lookup};
 use nix::errno::Errno;
@@ -59,9 +60,11 @@ pub(super) enum Exit {
 /// child will have, as the child's own shell would, so the skill's
 /// environment decides which program runs, not the server's; but only in
 /// its absolute directories.
-pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<PathBuf, String> {
+pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<PathBuf, SpawnError> {
     if program.is_empty() {
-        return Err("command not found: the program name is empty".to_owned());
+        return Err(SpawnError::NotFound(
+            "command not found: the program name is empty".to_owned(),
+        ));
     }
     if program.contains('/') {
         return Ok(cwd.join(program));
@@ -75,8 +78,8 @@ pub(super) fn resolve(program: &str, cwd: &Path, env: &[(String, String)]) -> Re
         access(p, AccessFlags::X_OK).is_ok()
     }) {
         Lookup::Found(found) => Ok(found),
-        Lookup::NotExecutable => Err(format!("permission denied: {program}")),
-        Lookup::NotFound => Err(format!("command not found: {program}")),
+        Lookup::NotExecutable => Err(SpawnError::NotFound(format!("permission denied: {program}"))),
+        Lookup::NotFound => Err(SpawnError::NotFound(format!("command not found: {program}"))),
     }
 }
 
@@ -151,7 +154,7 @@ mod tests {
         let env = vec![("PATH".to_owned(), "/nonexistent".to_owned())];
         assert_eq!(
             resolve("sh", Path::new("/"), &env),
-            Err("command not found: sh".to_owned())
+            Err(SpawnError::NotFound("command not found: sh".to_owned()))
         );
         assert_eq!(
             resolve("./x", Path::new("/tmp"), &env),

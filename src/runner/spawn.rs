@@ -23,11 +23,11 @@
     reason = "clone, exec, waitid and the child's setup are system calls std does not wrap"
 )]
 
-use super::Spec;
 use super::clone3;
 use super::limits::ChildSetup;
 use super::private_tmp;
 use super::process::{Exit, Step, describe_errno, resolve};
+use super::{SpawnError, Spec};
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -100,16 +100,27 @@ struct ChildArgs {
     /// Seccomp programs to install, in order.
     seccomp: *const libc::sock_fprog,
     seccomp_count: usize,
+    /// The unix-socket gate to install last and hand its listener to the
+    /// server through, or null.
+    gate: *mut crate::sandbox::HandoffRaw,
     failed_step: AtomicI32,
     errno: AtomicI32,
 }
 
+/// The namespace the child joins: a run's egress namespace, whose only way
+/// out is its proxy, before the shared offline one; -1 for the host's.
+fn network_namespace(spec: &Spec, setup: &ChildSetup) -> c_int {
+    spec.egress_ns
+        .as_deref()
+        .map(AsRawFd::as_raw_fd)
+        .or(setup.netns())
+        .unwrap_or(-1)
+}
+
 /// Starts `spec`'s program as the leader of a new process group, or says in
 /// one sentence why it could not be started.
-pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
-    if !spec.cwd.is_dir() {
-        return Err(format!("working directory not found: {}", spec.cwd.display()));
-    }
+pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, SpawnError> {
+    working_dir(&spec.cwd)?;
     let path = resolve(&spec.program, &spec.cwd, &spec.env)?;
     let c = CSpec::of(spec, &path)?;
     let argv_ptrs = null_terminated(&c.argv);
@@ -124,7 +135,11 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         .map(private_tmp::Plan::of);
     let tmp = tmp_plan.as_mut().map(private_tmp::Plan::raw);
     let seccomp = seccomp_programs(confine);
-    let could_not = |what: &str, err: io::Error| format!("could not start {}: {what}: {err}", spec.program);
+    let could_not = |what: &str, err: io::Error| {
+        SpawnError::Setup(format!("could not start {}: {what}: {err}", spec.program))
+    };
+    let mut gated =
+        Gated::prepare(confine).map_err(|e| could_not("cannot prepare the unix-socket gate", e))?;
     let stdio = Stdio::open(stdin).map_err(|(what, e)| could_not(what, e))?;
     let stack = Stack::take().map_err(|e| could_not("cannot allocate a stack", e))?;
 
@@ -138,7 +153,7 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
         stderr: stdio.stderr_w.as_raw_fd(),
         rlimits: rlimits.as_ptr(),
         rlimit_count: rlimits.len(),
-        netns: setup.netns().unwrap_or(-1),
+        netns: network_namespace(spec, &setup),
         mountns: confine
             .and_then(|c| c.mount_ns.as_deref())
             .map_or(-1, AsRawFd::as_raw_fd),
@@ -159,6 +174,7 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
             .map_or(-1, AsRawFd::as_raw_fd),
         seccomp: seccomp.as_ptr(),
         seccomp_count: seccomp.len(),
+        gate: gated.as_mut().map_or(ptr::null_mut(), |g| g.handoff.raw()),
         failed_step: AtomicI32::new(Step::None as i32),
         errno: AtomicI32::new(0),
     };
@@ -184,6 +200,9 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
 
     reached_exec(&args, &pidfd, &spec.program, &path)?;
+    if let Some(gated) = gated {
+        gated.supervise();
+    }
     Ok(Spawned {
         pid,
         pidfd,
@@ -193,6 +212,41 @@ pub(super) fn spawn(spec: &Spec, stdin: Stdin) -> Result<Spawned, String> {
     })
 }
 
+fn working_dir(cwd: &std::path::Path) -> Result<(), SpawnError> {
+    if cwd.is_dir() {
+        return Ok(());
+    }
+    let why = format!("working directory not found: {}", cwd.display());
+    Err(SpawnError::NotFound(why))
+}
+
+/// A `network: false` child's unix-socket gate, and the hand-off of its
+/// listener to the server.
+struct Gated<'a> {
+    gate: &'a crate::sandbox::UnixGate,
+    handoff: crate::sandbox::Handoff,
+}
+
+impl<'a> Gated<'a> {
+    fn prepare(confine: Option<&'a crate::sandbox::Confinement>) -> io::Result<Option<Self>> {
+        let Some(gate) = confine.and_then(|c| c.unix_gate.as_ref()) else {
+            return Ok(None);
+        };
+        let handoff = gate.handoff()?;
+        Ok(Some(Self { gate, handoff }))
+    }
+
+    /// Once the child has exec'd, having sent its listener: the run's
+    /// supervisor takes it. Without it the run's connects fail (`ENOSYS`):
+    /// nothing is let through.
+    fn supervise(self) {
+        match self.handoff.receive() {
+            Ok(listener) => self.gate.supervise(listener),
+            Err(err) => tracing::warn!(%err, "no listener from a gated child"),
+        }
+    }
+}
+
 /// Whether the child reached its exec. One that failed a step before it
 /// has already exited (127): it is reaped so no zombie stays.
 fn reached_exec(
@@ -200,7 +254,7 @@ fn reached_exec(
     pidfd: &OwnedFd,
     program: &str,
     path: &std::path::Path,
-) -> Result<(), String> {
+) -> Result<(), SpawnError> {
     let step = Step::from_raw(args.failed_step.load(Ordering::Acquire));
     if step == Step::None {
         return Ok(());
@@ -208,12 +262,13 @@ fn reached_exec(
     if let Err(err) = reap(pidfd) {
         tracing::warn!(%err, "could not reap a child that failed to start");
     }
-    Err(describe_errno(
-        args.errno.load(Ordering::Acquire),
-        step,
-        program,
-        path,
-    ))
+    let why = describe_errno(args.errno.load(Ordering::Acquire), step, program, path);
+    // Failing the exec itself is the program's absence; any step before
+    // it is the sandbox's.
+    Err(match step {
+        Step::Exec => SpawnError::NotFound(why),
+        _ => SpawnError::Setup(why),
+    })
 }
 
 /// The program, its arguments, environment and directory as C strings:
@@ -227,12 +282,12 @@ struct CSpec {
 }
 
 impl CSpec {
-    fn of(spec: &Spec, path: &std::path::Path) -> Result<Self, String> {
+    fn of(spec: &Spec, path: &std::path::Path) -> Result<Self, SpawnError> {
         let nul = || {
-            format!(
+            SpawnError::Invalid(format!(
                 "could not start {}: an argument or variable contains a NUL byte",
                 spec.program
-            )
+            ))
         };
         Ok(Self {
             path: CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| nul())?,
@@ -419,14 +474,6 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if a.netns >= 0 && libc::setns(a.netns, libc::CLONE_NEWNET) != 0 {
             fail(a, Step::Network);
         }
-        let mut next = a.rlimits;
-        for _ in 0..a.rlimit_count {
-            let (resource, limit) = &*next;
-            if libc::setrlimit(*resource, limit) != 0 {
-                fail(a, Step::Limits);
-            }
-            next = next.add(1);
-        }
         for (from, to) in [(a.stdin, 0), (a.stdout, 1), (a.stderr, 2)] {
             // dup2 leaves the new descriptor without O_CLOEXEC; the
             // originals (all ≥ 3, close-on-exec) vanish at exec.
@@ -455,6 +502,19 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
         if a.confined {
             confine(a);
+        }
+        // The limits last: until close_range below, the child holds a
+        // copy of every descriptor the server has open, so a low
+        // RLIMIT_NOFILE applied earlier leaves no number free for the
+        // gate's listener or the private /tmp (EMFILE on a busy server).
+        // Lowering a limit needs no privilege, so the new identity can.
+        let mut next = a.rlimits;
+        for _ in 0..a.rlimit_count {
+            let (resource, limit) = &*next;
+            if libc::setrlimit(*resource, limit) != 0 {
+                fail(a, Step::Limits);
+            }
+            next = next.add(1);
         }
         // Whatever the server inherited without close-on-exec (a
         // jobserver pipe, a supervisor's socket) is not the tool's
@@ -519,6 +579,11 @@ unsafe fn confine(a: &ChildArgs) {
             if libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, program) != 0 {
                 fail(a, Step::Seccomp);
             }
+        }
+        // Last, so the listener is sent with every other filter in place;
+        // close_range then closes what the child kept of it.
+        if !a.gate.is_null() && !crate::sandbox::install_and_hand_off(a.gate) {
+            fail(a, Step::Seccomp);
         }
     }
 }

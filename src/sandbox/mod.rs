@@ -1,16 +1,22 @@
 //! The sandbox of a run (`docs/design.md` §9): another identity with no
-//! privileges, a Landlock ruleset, a cgroup of its own, and for
-//! `network: false` a seccomp filter. This module decides and prepares;
-//! the runner applies it all in the child, between clone and exec.
+//! privileges, a Landlock ruleset, a cgroup of its own, seccomp filters,
+//! and for `network: false` the gate on unix-socket connects. This module
+//! decides and prepares; the runner applies it all in the child, between
+//! clone and exec, and starts the gate's supervisor after.
 
 mod cgroup;
 mod landlock;
 mod mounts;
 mod seccomp;
+mod settings;
+mod unix_gate;
 mod userns;
 
 pub use cgroup::RunCgroup;
 pub use seccompiler::BpfProgram;
+pub use settings::{Level, Settings, parse_user};
+pub use unix_gate::UnixGate;
+pub(crate) use unix_gate::{Handoff, HandoffRaw, install_and_hand_off};
 
 use crate::program::runnable_by_anyone;
 use crate::trust::Trust;
@@ -20,63 +26,6 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use utoipa::ToSchema;
-
-/// Which skills run sandboxed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Level {
-    /// Every skill.
-    #[default]
-    On,
-    /// Only `untrusted` skills: for setups that trust their own skills.
-    Off,
-}
-
-/// The configured sandbox.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub level: Level,
-    /// The identity tools run as when the server is root; a server that is
-    /// not root cannot change identity and runs them as itself.
-    pub uid: u32,
-    pub gid: u32,
-    /// Processes (and threads) one run may have at once.
-    pub pids_max: u64,
-    /// Memory one run may use when neither its skill nor the server's
-    /// `max_memory_bytes` says.
-    pub memory_max: u64,
-    /// Memory all runs together may use (the parent of their cgroups).
-    pub total_memory_max: u64,
-    /// Processes all runs together may have.
-    pub total_pids_max: u64,
-    /// The size of an entrypoint run's own `/tmp` (seed 003: 64 MB).
-    pub tmp_bytes: u64,
-    /// Directories tools may also read and execute (a runtime outside the
-    /// system directories, say).
-    pub read_paths: Vec<PathBuf>,
-    /// Directories tools may also write (a shared output directory).
-    pub write_paths: Vec<PathBuf>,
-    /// Places no tool may read, even inside its workspace: the data
-    /// directory, the config file, the skill roots, the scratch root.
-    pub protected: Vec<PathBuf>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            level: Level::On,
-            uid: 65534,
-            gid: 65534,
-            pids_max: 512,
-            memory_max: 2 * 1024 * 1024 * 1024,
-            total_memory_max: half_the_memory(),
-            total_pids_max: 8192,
-            tmp_bytes: 64 * 1024 * 1024,
-            read_paths: Vec::new(),
-            write_paths: Vec::new(),
-            protected: Vec::new(),
-        }
-    }
-}
 
 /// What this host lets the sandbox enforce, learnt once at start-up.
 #[derive(Debug)]
@@ -96,6 +45,8 @@ pub struct Sandbox {
     /// The mount namespace runs join, made on the first confined run;
     /// `None` where it cannot be made (a server that is not root).
     mounts: std::sync::OnceLock<Option<mounts::Mounts>>,
+    /// How `network: false` runs are kept from the host's unix sockets.
+    unix_gate: unix_gate::Mechanism,
 }
 
 /// One run's request to the sandbox.
@@ -114,6 +65,10 @@ pub struct Request<'a> {
     pub workspace_write: bool,
     pub scratch: &'a Path,
     pub network: bool,
+    /// The run reaches the network only through its egress proxy, in a
+    /// namespace of its own: TCP as `network`, but the host's unix sockets
+    /// gated as without it.
+    pub egress: bool,
     /// Programs the run may start beyond the system (its runtime).
     pub programs: Vec<PathBuf>,
     pub memory_bytes: Option<u64>,
@@ -164,6 +119,9 @@ pub struct Confinement {
     pub user_ns: Option<Arc<OwnedFd>>,
     /// The run's own `/tmp`, in a mount namespace of its own.
     pub private_tmp: Option<PrivateTmp>,
+    /// For `network: false`: the filter installed last, whose listener
+    /// goes to the server, which decides each `connect`.
+    pub unix_gate: Option<UnixGate>,
 }
 
 impl Sandbox {
@@ -195,6 +153,7 @@ impl Sandbox {
             .chain(settings.read_paths.iter().cloned())
             .collect();
         Self {
+            unix_gate: unix_gate::choose(seccomp::filters().available()),
             landlock: landlock::probe(),
             fixed_rules: landlock::Fixed::open(),
             mounts: std::sync::OnceLock::new(),
@@ -208,6 +167,14 @@ impl Sandbox {
             base_read,
             settings,
         }
+    }
+
+    /// This sandbox as on a host without seccomp user notification:
+    /// `network: false` runs connect nowhere.
+    #[cfg(test)]
+    pub(crate) fn refusing_connects(mut self) -> Self {
+        self.unix_gate = unix_gate::Mechanism::Refused;
+        self
     }
 
     /// The places no tool may read, as real paths (the data and scratch
@@ -290,16 +257,29 @@ impl Sandbox {
                 None
             }
         };
+        let unix_gate =
+            (!req.network || req.egress).then(|| self.unix_gate(req.scratch, private_tmp.is_some()));
+        let unix_gate = unix_gate.flatten();
         Ok(Some(Confinement {
             identity: self.identity(),
             last_cap: self.last_cap,
             landlock,
-            seccomp: seccomp::filters().for_run(req.network),
+            seccomp: seccomp::filters().for_run(req.network, unix_gate.is_some()),
             cgroup,
             mount_ns,
             user_ns,
             private_tmp,
+            unix_gate,
         }))
+    }
+
+    /// The gate of a `network: false` run: its sockets may be in its
+    /// scratch directory and its own `/tmp`.
+    fn unix_gate(&self, scratch: &Path, private_tmp: bool) -> Option<UnixGate> {
+        let uid = self
+            .identity()
+            .map_or_else(|| nix::unistd::geteuid().as_raw(), |(uid, _)| uid);
+        UnixGate::new(self.unix_gate, scratch, private_tmp, uid)
     }
 
     /// Plans a run's own `/tmp`: what lies under the host's `/tmp` that
@@ -492,6 +472,7 @@ impl Sandbox {
                 .map_or_else(|| "unavailable".to_owned(), |v| format!("enforced (cgroup {v})")),
             network: on(network_isolated),
             seccomp: on(seccomp::filters().available()),
+            unix_sockets: self.unix_gate.name().to_owned(),
             mounts: on(self.mounts().is_some()),
             processes: on(self.mounts().is_some_and(|m| m.hides_processes)),
         }
@@ -519,8 +500,13 @@ pub struct Report {
     pub network: String,
     /// Every run gets filters refusing terminal injection, user
     /// namespaces and io_uring; `network: false` also every socket family
-    /// but `AF_UNIX`.
+    /// but `AF_UNIX`, and connectionless unix sockets.
     pub seccomp: String,
+    /// How `network: false` runs are kept from the host's unix sockets:
+    /// `seccomp_notify` (the server decides each `connect`: only the run's
+    /// own named sockets), `refused` (every `connect` fails: no user
+    /// notification here) or `unavailable` (no seccomp filters).
+    pub unix_sockets: String,
     /// Runs join a mount namespace where the host's `/tmp`, `/var/tmp`,
     /// `/run` and `/dev/shm` (and the unix sockets in them) are hidden.
     pub mounts: String,
@@ -612,17 +598,6 @@ fn cpu_quota(cores: f64) -> u64 {
     } else {
         1000
     }
-}
-
-/// Half of this host's memory, the default bound of all runs together;
-/// 8 GiB where `/proc/meminfo` does not say.
-fn half_the_memory() -> u64 {
-    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|info| {
-        info.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-    });
-    total_kib.map_or(8 << 30, |kib| kib * 1024 / 2)
 }
 
 /// Makes the scratch root, `rwx--x--x`: a run can enter its own directory

@@ -123,7 +123,7 @@ async fn scan_with(
             out.extend(found.into_iter().take(room));
             run.effect = ScanEffect::Ran;
         }
-        Err(why) => run.detail = Some(why),
+        Err(why) => run.detail = Some(why.to_string()),
     }
     run
 }
@@ -188,7 +188,7 @@ async fn hook(
         timeout: HOOK_TIMEOUT,
         context: CallContext::default(),
     };
-    match backend.hook(call).await.map_err(Some)? {
+    match backend.hook(call).await.map_err(|e| Some(e.to_string()))? {
         HookAnswer::Keep => Ok(None),
         HookAnswer::Cancel(_) => Err(Some("a scan cannot be cancelled; it ran".to_owned())),
         HookAnswer::Replace(payload) => {
@@ -197,7 +197,7 @@ async fn hook(
             };
             findings::from_hook(given, findings, paths, &skill.name)
                 .map(Some)
-                .map_err(Some)
+                .map_err(|e| Some(e.to_string()))
         }
     }
 }

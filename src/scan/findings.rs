@@ -2,7 +2,8 @@
 //! scanner) made it, and the checks on findings a backend gives, since a
 //! scanner or a hook is a skill's code answering over a pipe.
 
-use crate::skill::security_rules::{MAX_MESSAGE_CHARS, RuleSeverity};
+use crate::skill::backend::BackendError;
+use crate::skill::dialect::security_rules::{MAX_MESSAGE_CHARS, RuleSeverity};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
@@ -53,22 +54,25 @@ pub fn settle(findings: &mut Vec<ScanFinding>) {
 }
 
 /// Findings `given` by a backend, each checked (see [`one`]), or why they
-/// are refused: all of them, should one be wrong.
+/// are refused: all of them, should one be wrong. A wrong one is an
+/// answer out of the scanner protocol.
 pub fn from_backend(
     given: &[Value],
     files: &BTreeSet<&str>,
     by: &By<'_>,
-) -> Result<Vec<ScanFinding>, String> {
+) -> Result<Vec<ScanFinding>, BackendError> {
     if given.len() > MAX_FINDINGS {
-        return Err(format!(
+        return Err(BackendError::Protocol(format!(
             "it gave {} findings; at most {MAX_FINDINGS}",
             given.len()
-        ));
+        )));
     }
     given
         .iter()
         .enumerate()
-        .map(|(i, v)| one(v, files, by).map_err(|why| format!("finding {}: {why}", i + 1)))
+        .map(|(i, v)| {
+            one(v, files, by).map_err(|why| BackendError::Protocol(format!("finding {}: {why}", i + 1)))
+        })
         .collect()
 }
 
@@ -138,7 +142,7 @@ pub fn from_hook(
     before: &[ScanFinding],
     files: &BTreeSet<&str>,
     skill: &str,
-) -> Result<Vec<ScanFinding>, String> {
+) -> Result<Vec<ScanFinding>, BackendError> {
     let by = By { skill, scanner: None };
     let mut out = from_backend(given, files, &by)?;
     for (finding, value) in out.iter_mut().zip(given) {
@@ -217,6 +221,8 @@ mod tests {
             ),
         ] {
             let why = from_backend(&[good.clone(), bad], &files, &by).unwrap_err();
+            assert_eq!(why.kind(), crate::skill::backend::BackendErrorKind::Protocol);
+            let why = why.to_string();
             assert!(why.starts_with("finding 2: ") && why.contains(said), "{why}");
         }
     }

@@ -6,7 +6,7 @@
 use super::findings::{MAX_FINDINGS, ScanFinding};
 use super::tree::ScanFile;
 use crate::skill::Skill;
-use crate::skill::security_rules::SecurityRule;
+use crate::skill::security_rule::SecurityRule;
 use std::sync::Arc;
 
 /// Every rule of every skill over every file: the findings, and whether

@@ -118,8 +118,8 @@ impl Sessions {
         reports: &mut Vec<HookReport>,
     ) -> Changes {
         let catalog = self.catalog();
-        let mut changes = Changes::default();
-        refresh(open, &catalog, &mut changes);
+        refresh(open, &catalog);
+        let mut changes = std::mem::take(&mut open.refreshed);
         let mut named = open.context.explicit.clone();
         named.extend(explicit.iter().cloned());
         let ctx = Context {
@@ -270,12 +270,12 @@ impl Sessions {
             record,
             context,
             state,
+            refreshed: Changes::default(),
             _order: order,
         };
         let catalog = self.catalog();
-        let active: Vec<String> = open.state.active().map(str::to_owned).collect();
         let mut reports = Vec::new();
-        for skill in Self::ordered(&catalog, active.iter().map(String::as_str)) {
+        for skill in Self::seated(&catalog, &open.state) {
             let payload = json!({"session": id, "skill": skill.name, "expired": true});
             self.run_hook(&open, &skill, Phase::OnDeactivate, payload, &mut reports)
                 .await;
@@ -287,53 +287,40 @@ impl Sessions {
     pub(super) async fn conversation_start(self: &Arc<Self>, open: &Open, reports: &mut Vec<HookReport>) {
         let catalog = self.catalog();
         let payload = json!({"session": open.record.id, "context": open.context});
-        for skill in Self::ordered(&catalog, open.state.active()) {
+        for skill in Self::seated(&catalog, &open.state) {
             self.run_hook(open, &skill, Phase::OnConversationStart, payload.clone(), reports)
                 .await;
         }
     }
 
-    /// A person's decision on `skill`'s activation request in session
-    /// `id`. The session's own caller cannot decide it.
+    /// A person's decision on activation request `asked` of `skill` in
+    /// session `id`: it must be the request that waits now, for the
+    /// version it showed. The session's own caller cannot decide it.
     pub async fn decide(
         self: &Arc<Self>,
-        id: Uuid,
-        skill: &str,
+        (id, skill): (Uuid, &str),
         decided_by: Option<&str>,
-        decision: ActivationDecision,
-        note: Option<String>,
+        asked: &super::view::DecideActivation,
     ) -> Result<super::SessionView, SessionError> {
-        super::view::checked_note(note.as_deref())?;
+        super::view::checked_note(asked.note.as_deref())?;
         let mut open = self.held(id).await?;
         if decided_by.is_some() && open.record.caller.as_deref() == decided_by {
             return Err(SessionError::SelfApproval(
                 decided_by.unwrap_or_default().to_owned(),
             ));
         }
+        let waiting = waiting(&open, id, skill, asked)?;
         let catalog = self.catalog();
-        let waiting = open
-            .state
-            .skills
-            .get(skill)
-            .filter(|s| s.state == Lifecycle::Activating && s.approval.is_some());
-        let Some(waiting) = waiting.cloned() else {
-            return Err(SessionError::NotActivating {
-                skill: skill.to_owned(),
-                session: id,
-            });
-        };
         let loaded = catalog.skill(skill).cloned();
         let Some(loaded) = loaded.filter(|s| s.hash == waiting.hash) else {
-            open.state.skills.remove(skill);
-            self.save(open).await?;
             return Err(SessionError::SkillChanged(skill.to_owned()));
         };
-        let mut changes = Changes::default();
+        let mut changes = std::mem::take(&mut open.refreshed);
         let mut reports = Vec::new();
         let ruling = Ruling {
             by: decided_by,
-            decision,
-            note,
+            decision: asked.decision,
+            note: asked.note.clone(),
         };
         self.rule(&mut open, &loaded, ruling, &mut changes, &mut reports)
             .await?;
@@ -386,6 +373,46 @@ impl Sessions {
     }
 }
 
+/// The state of `skill` in `open` when `asked` decides the request that
+/// waits there now: one that no longer waits (the skill changed and asked
+/// again, or went) is refused, saying what waits instead.
+fn waiting(
+    open: &Open,
+    session: Uuid,
+    skill: &str,
+    asked: &super::view::DecideActivation,
+) -> Result<SkillState, SessionError> {
+    let entry = open.state.skills.get(skill);
+    let now = entry
+        .filter(|s| s.state == Lifecycle::Activating)
+        .and_then(|s| Some((s, s.approval.as_ref()?)));
+    match now {
+        Some((s, request)) if request.id == asked.request && s.hash == asked.hash => Ok(s.clone()),
+        Some((s, request)) => Err(SessionError::RequestGone {
+            skill: skill.to_owned(),
+            session,
+            request: asked.request,
+            instead: Some(super::error::Instead {
+                request: request.id,
+                hash: s.hash.clone(),
+                permissions: request.permissions.clone(),
+            }),
+        }),
+        None if entry.is_some_and(|s| s.state == Lifecycle::Inactive && s.reason.is_some()) => {
+            Err(SessionError::RequestGone {
+                skill: skill.to_owned(),
+                session,
+                request: asked.request,
+                instead: None,
+            })
+        }
+        None => Err(SessionError::NotActivating {
+            skill: skill.to_owned(),
+            session,
+        }),
+    }
+}
+
 /// A person's decision on an activation request.
 struct Ruling<'a> {
     by: Option<&'a str>,
@@ -401,8 +428,10 @@ fn fail(entry: &mut SkillState, why: String) {
 
 /// Skills that are gone from the catalog, or changed since they were
 /// activated (or asked for), go back to Inactive: a changed skill asks
-/// again, as its new content was never allowed.
-fn refresh(open: &mut Open, catalog: &Catalog, changes: &mut Changes) {
+/// again, as its new content was never allowed. Those that were active
+/// go to `open.refreshed`.
+pub(super) fn refresh(open: &mut Open, catalog: &Catalog) {
+    let changes = &mut open.refreshed;
     for (name, entry) in open.state.skills.iter_mut() {
         if entry.state == Lifecycle::Inactive {
             continue;

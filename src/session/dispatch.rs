@@ -5,7 +5,7 @@
 use super::view::HookReport;
 use super::{Open, Sessions};
 use crate::skill::Skill;
-use crate::skill::backend::{HookAnswer, HookCall};
+use crate::skill::backend::{BackendError, HookAnswer, HookCall};
 use crate::skill::context::CallContext;
 use crate::skill::phases::Phase;
 use serde_json::Value;
@@ -34,7 +34,7 @@ impl Sessions {
         phase: Phase,
         payload: Value,
         reports: &mut Vec<HookReport>,
-    ) -> Option<Result<HookAnswer, String>> {
+    ) -> Option<Result<HookAnswer, BackendError>> {
         if !handles(skill, phase) {
             return None;
         }

@@ -26,10 +26,45 @@ pub enum SessionError {
     SelfApproval(String),
     #[error("skill '{0}' changed since its activation was asked for; its triggers ask again")]
     SkillChanged(String),
+    #[error("activation request {request} of skill '{skill}' no longer waits in session {session}; {}",
+        .instead.as_ref().map_or_else(
+            || "the skill changed or went, and asks again at the session's next turn".to_owned(),
+            Instead::says,
+        ))]
+    RequestGone {
+        skill: String,
+        session: Uuid,
+        request: Uuid,
+        instead: Option<Instead>,
+    },
+    #[error("session {session} is locked to this request: {}", .why.says())]
+    Locked {
+        session: Uuid,
+        why: super::secret::Locked,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
     Internal(String),
+}
+
+/// The request that waits instead of the one a person decided.
+#[derive(Debug, Clone)]
+pub struct Instead {
+    pub request: Uuid,
+    pub hash: String,
+    pub permissions: Vec<String>,
+}
+
+impl Instead {
+    fn says(&self) -> String {
+        format!(
+            "request {} waits instead, asking for [{}] for the version {}: read it (GET /activations) and decide that one",
+            self.request,
+            self.permissions.join(", "),
+            self.hash
+        )
+    }
 }
 
 impl SessionError {

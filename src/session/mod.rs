@@ -13,6 +13,7 @@ mod pending;
 mod project;
 mod prompt;
 mod seats;
+pub mod secret;
 pub mod state;
 pub mod view;
 
@@ -26,7 +27,7 @@ use crate::catalog::{Catalog, CatalogHandle};
 use crate::invoke::{Invoker, SessionSeats};
 use crate::skill::Skill;
 use crate::skill::context::{TurnBudget, TurnLimits};
-use crate::store::{NewSession, SessionRecord, Store};
+use crate::store::{NewSession, SessionRecord, SessionStore};
 use chrono::Utc;
 use serde::Deserialize;
 use state::{SessionState, TriggerContext};
@@ -63,7 +64,7 @@ const REQUESTS_BUFFERED: usize = 256;
 
 /// The session runtime of one server.
 pub struct Sessions {
-    store: Arc<dyn Store>,
+    store: Arc<dyn SessionStore>,
     catalog: Arc<CatalogHandle>,
     invoker: Weak<Invoker>,
     /// Itself, for the contexts it hands to backends.
@@ -93,6 +94,9 @@ struct Open {
     record: SessionRecord,
     context: TriggerContext,
     state: SessionState,
+    /// The skills that changed or went since the session last saw them,
+    /// put back to Inactive as it was read.
+    refreshed: view::Changes,
     /// The instance's hold on the session, kept for the request.
     _order: tokio::sync::OwnedMutexGuard<()>,
 }
@@ -105,7 +109,7 @@ impl Sessions {
         settings: SessionSettings,
     ) -> Arc<Self> {
         let sessions = Arc::new_cyclic(|me| Self {
-            store: invoker.store(),
+            store: invoker.session_store(),
             catalog,
             invoker: Arc::downgrade(invoker),
             me: me.clone(),
@@ -184,6 +188,7 @@ impl Sessions {
         let catalog = self.catalog();
         let context = activate::checked_context(&catalog, context, &self.workspace())?;
         let now = Utc::now();
+        let (secret, kept) = secret::fresh().map_err(SessionError::internal)?;
         let new = NewSession {
             id: Uuid::now_v7(),
             caller: caller.map(str::to_owned),
@@ -191,6 +196,7 @@ impl Sessions {
             state: serde_json::to_value(SessionState::default()).map_err(SessionError::internal)?,
             created_at: now,
             expires_at: now + self.ttl(),
+            secret_sha256: Some(kept),
         };
         let record = self
             .store
@@ -206,27 +212,34 @@ impl Sessions {
             record,
             context,
             state: SessionState::default(),
+            refreshed: view::Changes::default(),
             _order: order,
         };
         let mut reports = Vec::new();
         let changes = self.activation_pass(&mut open, "", &[], &mut reports).await;
         self.conversation_start(&open, &mut reports).await;
         let open = self.save(open).await?;
-        Ok(self.view(&open, changes, reports))
+        let mut view = self.view(&open, changes, reports);
+        view.secret = Some(secret);
+        Ok(view)
     }
 
-    /// Session `id` of `caller`, for a request: expired, ended or
-    /// another caller's are all not found.
-    async fn open(&self, id: Uuid, caller: Option<&str>) -> Result<Open, SessionError> {
+    /// Session `id` of `caller`, for a request that shows `secret`:
+    /// expired, ended or another caller's are all not found, and one the
+    /// request cannot show its right to is locked.
+    async fn open(&self, id: Uuid, caller: Option<&str>, secret: Option<&str>) -> Result<Open, SessionError> {
         let open = self.held(id).await?;
         if open.record.caller.as_deref() != caller {
             return Err(SessionError::NotFound(id));
         }
+        let proof = crate::invoke::SessionProof::Secret(secret.map(str::to_owned));
+        secret::check(&open.record, &proof).map_err(|why| SessionError::Locked { session: id, why })?;
         Ok(open)
     }
 
     /// Session `id`, unexpired, held for a request and read under the
-    /// hold (so a request just before it has written what it changed).
+    /// hold (so a request just before it has written what it changed);
+    /// a skill that changed since it was allowed in is Inactive again.
     async fn held(&self, id: Uuid) -> Result<Open, SessionError> {
         let order = self.live(id).order.clone().lock_owned().await;
         let record = self.store.get_session(id).await?;
@@ -235,12 +248,15 @@ impl Sessions {
             .ok_or(SessionError::NotFound(id))?;
         let context = serde_json::from_value(record.context.clone()).map_err(SessionError::internal)?;
         let state = serde_json::from_value(record.state.clone()).map_err(SessionError::internal)?;
-        Ok(Open {
+        let mut open = Open {
             record,
             context,
             state,
+            refreshed: view::Changes::default(),
             _order: order,
-        })
+        };
+        activate::refresh(&mut open, &self.catalog());
+        Ok(open)
     }
 
     /// Writes what a request changed, and extends the session's life.
@@ -270,9 +286,15 @@ impl Sessions {
     }
 
     /// The session as its caller sees it now.
-    pub async fn get(&self, id: Uuid, caller: Option<&str>) -> Result<SessionView, SessionError> {
-        let open = self.open(id, caller).await?;
-        Ok(self.view(&open, view::Changes::default(), Vec::new()))
+    pub async fn get(
+        &self,
+        id: Uuid,
+        caller: Option<&str>,
+        secret: Option<&str>,
+    ) -> Result<SessionView, SessionError> {
+        let mut open = self.open(id, caller, secret).await?;
+        let changes = std::mem::take(&mut open.refreshed);
+        Ok(self.view(&open, changes, Vec::new()))
     }
 
     /// A turn: the user's message fires triggers; `activate` and
@@ -282,11 +304,11 @@ impl Sessions {
     pub async fn turn(
         self: &Arc<Self>,
         id: Uuid,
-        caller: Option<&str>,
+        (caller, secret): (Option<&str>, Option<&str>),
         turn: view::TurnRequest,
     ) -> Result<TurnView, SessionError> {
         turn.checked()?;
-        let mut open = self.open(id, caller).await?;
+        let mut open = self.open(id, caller, secret).await?;
         let catalog = self.catalog();
         activate::check_names(&catalog, &turn.activate, "activate")?;
         activate::check_names(&catalog, &turn.deactivate, "deactivate")?;
@@ -308,8 +330,13 @@ impl Sessions {
     }
 
     /// Ends a session: its active skills are deactivated.
-    pub async fn end(self: &Arc<Self>, id: Uuid, caller: Option<&str>) -> Result<(), SessionError> {
-        let mut open = self.open(id, caller).await?;
+    pub async fn end(
+        self: &Arc<Self>,
+        id: Uuid,
+        caller: Option<&str>,
+        secret: Option<&str>,
+    ) -> Result<(), SessionError> {
+        let mut open = self.open(id, caller, secret).await?;
         let active: Vec<String> = open.state.active().map(str::to_owned).collect();
         let mut reports = Vec::new();
         self.deactivate(&mut open, &active, &mut reports).await;
@@ -366,5 +393,16 @@ impl Sessions {
         let mut skills: Vec<Arc<Skill>> = names.filter_map(|n| catalog.skill(n).cloned()).collect();
         skills.sort_by(|a, b| (a.trust, &a.name).cmp(&(b.trust, &b.name)));
         skills
+    }
+
+    /// The skills active in `state` that are still the version a person
+    /// (or the configuration) allowed in, in priority order: a skill that
+    /// changed since holds no seat, whatever its state says, until a
+    /// person allows the new version.
+    fn seated(catalog: &Catalog, state: &SessionState) -> Vec<Arc<Skill>> {
+        let allowed = state.skills.iter().filter(|(name, s)| {
+            s.state == state::Lifecycle::Active && catalog.skill(name).is_some_and(|c| c.hash == s.hash)
+        });
+        Self::ordered(catalog, allowed.map(|(name, _)| name.as_str()))
     }
 }

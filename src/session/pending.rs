@@ -24,6 +24,9 @@ pub struct PendingActivation {
     pub skill: String,
     /// The permissions the skill declares, which allowing it grants.
     pub permissions: Vec<String>,
+    /// The content hash of the skill's version that asks: a decision
+    /// names it, with the request's `id`.
+    pub hash: String,
     pub trust: crate::trust::Trust,
     /// The trigger that asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -95,6 +98,7 @@ fn waiting(record: &SessionRecord, state: &SessionState) -> Vec<PendingActivatio
                 caller: record.caller.clone(),
                 skill: skill.clone(),
                 permissions: request.permissions.clone(),
+                hash: s.hash.clone(),
                 trust: request.trust,
                 trigger: s.trigger.clone(),
                 requested_at: request.requested_at,

@@ -5,7 +5,7 @@
 
 use super::view::{self, Fragment, HookReport, ResponseView, WikiView};
 use super::{Open, SessionError, Sessions};
-use crate::skill::backend::HookAnswer;
+use crate::skill::backend::{BackendError, HookAnswer};
 use crate::skill::phases::Phase;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -27,7 +27,7 @@ impl Sessions {
         reports: &mut Vec<HookReport>,
     ) -> Vec<Fragment> {
         let catalog = self.catalog();
-        let active = Self::ordered(&catalog, open.state.active());
+        let active = Self::seated(&catalog, &open.state);
         let mut fragments: Vec<Fragment> = active
             .iter()
             .filter(|s| !s.instructions.trim().is_empty())
@@ -60,16 +60,15 @@ impl Sessions {
     /// text the one before it left.
     pub async fn respond(
         self: &Arc<Self>,
-        id: Uuid,
-        caller: Option<&str>,
+        (id, caller, secret): (Uuid, Option<&str>, Option<&str>),
         text: String,
     ) -> Result<ResponseView, SessionError> {
         view::checked_response(&text)?;
-        let open = self.open(id, caller).await?;
+        let open = self.open(id, caller, secret).await?;
         let catalog = self.catalog();
         let mut reports = Vec::new();
         let mut text = text;
-        for skill in Self::ordered(&catalog, open.state.active()) {
+        for skill in Self::seated(&catalog, &open.state) {
             let payload = json!({"session": id, "turn": open.record.turn, "text": text});
             let answer = self
                 .run_hook(&open, &skill, Phase::OnAfterResponse, payload, &mut reports)
@@ -88,17 +87,16 @@ impl Sessions {
     /// `on_before_wiki_section`, each adding to it.
     pub async fn wiki_section(
         self: &Arc<Self>,
-        id: Uuid,
-        caller: Option<&str>,
+        (id, caller, secret): (Uuid, Option<&str>, Option<&str>),
         section: String,
         context: Vec<String>,
     ) -> Result<WikiView, SessionError> {
         view::checked_wiki(&section, &context)?;
-        let open = self.open(id, caller).await?;
+        let open = self.open(id, caller, secret).await?;
         let catalog = self.catalog();
         let mut reports = Vec::new();
         let mut context = context;
-        for skill in Self::ordered(&catalog, open.state.active()) {
+        for skill in Self::seated(&catalog, &open.state) {
             let payload = json!({"session": id, "section": section, "context": context});
             let answer = self
                 .run_hook(&open, &skill, Phase::OnBeforeWikiSection, payload, &mut reports)
@@ -116,7 +114,7 @@ impl Sessions {
 /// The strings a hook's `{"payload": {KEY: [...]}}` adds, bounded; an
 /// answer of another shape is marked failed in `reports`.
 fn replaced(
-    answer: Option<Result<HookAnswer, String>>,
+    answer: Option<Result<HookAnswer, BackendError>>,
     key: &str,
     reports: &mut [HookReport],
 ) -> Vec<String> {

@@ -4,7 +4,11 @@
 
 use super::Sessions;
 use super::dispatch::handles;
-use crate::invoke::{Asked, Bound, Call, Called, Delivery, Gate, InvokeError, Seat, SessionSeats, Target};
+use super::state::{Lifecycle, SessionState};
+use crate::invoke::{
+    Asked, Bound, Call, CallSession, Called, Delivery, Gate, InvokeError, Seat, SessionSeats, Target,
+};
+use crate::skill::Skill;
 use crate::skill::backend::BoxFuture;
 use crate::skill::context::{CallContext, ToolCaller, TurnBudget};
 use crate::skill::phases::Phase;
@@ -15,25 +19,25 @@ use uuid::Uuid;
 impl SessionSeats for Sessions {
     fn bind<'a>(
         &'a self,
-        session: Uuid,
+        session: &'a CallSession,
         caller: Option<&'a str>,
-        skill: &'a str,
+        skill: &'a Skill,
     ) -> BoxFuture<'a, Result<Arc<Bound>, InvokeError>> {
         Box::pin(async move {
-            let record = self.store.get_session(session).await?;
+            let id = session.id;
+            let record = self.store.get_session(id).await?;
             let record = record
                 .filter(|r| r.expires_at > chrono::Utc::now() && r.caller.as_deref() == caller)
-                .ok_or(InvokeError::SessionNotFound(session))?;
-            let state: super::state::SessionState = serde_json::from_value(record.state)
-                .map_err(|e| InvokeError::Internal(format!("session {session} cannot be read: {e}")))?;
-            if !state.is_active(skill) {
-                return Err(InvokeError::SkillNotActive {
-                    skill: skill.to_owned(),
-                    session,
-                });
-            }
+                .ok_or(InvokeError::SessionNotFound(id))?;
+            super::secret::check(&record, &session.proof).map_err(|why| InvokeError::SessionLocked {
+                session: id,
+                why: why.says(),
+            })?;
+            let state: SessionState = serde_json::from_value(record.state)
+                .map_err(|e| InvokeError::Internal(format!("session {id} cannot be read: {e}")))?;
+            seated_target(&state, id, skill)?;
             let catalog = self.catalog();
-            let seats = Self::ordered(&catalog, state.active())
+            let seats = Self::seated(&catalog, &state)
                 .into_iter()
                 .filter_map(|s| {
                     let (before, after) = (
@@ -49,9 +53,9 @@ impl SessionSeats for Sessions {
                     })
                 })
                 .collect();
-            let context = self.context_of(session, record.turn, record.caller);
+            let context = self.context_of(id, record.turn, record.caller);
             Ok(Arc::new(Bound {
-                session,
+                session: id,
                 seats,
                 context,
             }))
@@ -88,6 +92,26 @@ impl Sessions {
     }
 }
 
+/// Refuses a call of `skill` in session `id` unless the skill is active
+/// there as the version that was allowed in.
+fn seated_target(state: &SessionState, id: Uuid, skill: &Skill) -> Result<(), InvokeError> {
+    let entry = state
+        .skills
+        .get(&skill.name)
+        .filter(|s| s.state == Lifecycle::Active);
+    match entry {
+        None => Err(InvokeError::SkillNotActive {
+            skill: skill.name.clone(),
+            session: id,
+        }),
+        Some(s) if s.hash != skill.hash => Err(InvokeError::SkillChangedInSession {
+            skill: skill.name.clone(),
+            session: id,
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
 /// Other tools, called by a backend through the pipeline, as the call's
 /// caller and in its session.
 #[derive(Debug)]
@@ -98,7 +122,13 @@ pub(super) struct SessionTools {
 }
 
 impl ToolCaller for SessionTools {
-    fn call_tool(&self, from: &str, tool: &str, input: Value) -> BoxFuture<'_, Result<Value, String>> {
+    fn call_tool(
+        &self,
+        from: &str,
+        tool: &str,
+        input: Value,
+        budget: Arc<TurnBudget>,
+    ) -> BoxFuture<'_, Result<Value, String>> {
         let (from, tool) = (from.to_owned(), tool.to_owned());
         Box::pin(async move {
             let sessions = self.sessions.upgrade().ok_or("the server is stopping")?;
@@ -116,7 +146,8 @@ impl ToolCaller for SessionTools {
                     request_id: Some(format!("invoke_tool from {from}")),
                 },
                 sampler: None,
-                session: self.session,
+                budget: Some(budget),
+                session: self.session.map(CallSession::within),
             };
             match invoker.call(&sessions.catalog(), call).await {
                 Ok(Called::Finished(envelope)) => serde_json::to_value(&*envelope).map_err(|e| e.to_string()),

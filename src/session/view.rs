@@ -5,7 +5,7 @@ use super::state::{ActivationRequest, Allowed, Lifecycle, SessionState, TriggerC
 use super::{Open, Sessions};
 use crate::catalog::Catalog;
 use crate::invoke::FieldError;
-use crate::skill::backend::HookAnswer;
+use crate::skill::backend::{BackendError, HookAnswer};
 use crate::skill::phases::Phase;
 use crate::skill::triggers::FiredTrigger;
 use chrono::{DateTime, Utc};
@@ -112,6 +112,9 @@ pub struct SkillView {
     /// /sessions/{id}/activations/{skill}`), while `activating`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<ActivationRequest>,
+    /// The content hash of the version it was activated (or asks to be)
+    /// at; a decision names it.
+    pub hash: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -129,12 +132,12 @@ pub struct HookReport {
 }
 
 impl HookReport {
-    pub(super) fn of(skill: &str, phase: Phase, answer: &Result<HookAnswer, String>) -> Self {
+    pub(super) fn of(skill: &str, phase: Phase, answer: &Result<HookAnswer, BackendError>) -> Self {
         let (effect, detail) = match answer {
             Ok(HookAnswer::Keep) => ("kept", None),
             Ok(HookAnswer::Replace(payload)) => ("replaced", Some(payload.clone())),
             Ok(HookAnswer::Cancel(reason)) => ("cancelled", Some(Value::String(reason.clone()))),
-            Err(why) => ("failed", Some(Value::String(why.clone()))),
+            Err(why) => ("failed", Some(Value::String(why.to_string()))),
         };
         Self {
             skill: skill.to_owned(),
@@ -160,6 +163,11 @@ pub struct SessionView {
     pub hooks: Vec<HookReport>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The session's secret, in the answer of `POST /sessions` only: later
+    /// requests on the session show it in the `Skilld-Session-Secret`
+    /// header (a token of the session's own named caller does instead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 /// A prompt fragment of an active skill.
@@ -257,7 +265,9 @@ pub enum ActivationDecision {
     Deny,
 }
 
-/// The body of an activation decision.
+/// The body of an activation decision: it names the request it decides,
+/// as the approver read it, so a decision never lands on a request made
+/// since (the skill changed and asked again).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecideActivation {
@@ -265,6 +275,12 @@ pub struct DecideActivation {
     /// Why, for the session's caller (a denial's reason).
     #[schema(max_length = 4096)]
     pub note: Option<String>,
+    /// The request's `id` (`GET /activations`, or the skill's `approval`
+    /// in the session).
+    pub request: Uuid,
+    /// The content hash of the skill's version the request shows.
+    #[schema(max_length = 128)]
+    pub hash: String,
 }
 
 impl Sessions {
@@ -279,6 +295,7 @@ impl Sessions {
             hooks,
             created_at: open.record.created_at,
             expires_at: open.record.expires_at,
+            secret: None,
         }
     }
 }
@@ -293,6 +310,7 @@ fn skills(state: &SessionState) -> Vec<SkillView> {
             trigger: s.trigger.clone(),
             allowed: s.allowed,
             approval: s.approval.clone(),
+            hash: s.hash.clone(),
             reason: s.reason.clone(),
         })
         .collect()

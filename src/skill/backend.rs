@@ -9,12 +9,14 @@ use super::context::CallContext;
 use super::phases::Phase;
 use super::upstream::Upstream;
 use crate::trust::Trust;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt::Debug;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 pub use super::context::BoxFuture;
@@ -103,7 +105,8 @@ pub struct Launched {
 }
 
 /// An MCP server's prompts and resources (each as the server listed it,
-/// in MCP's JSON), served beside skilld's own.
+/// in MCP's JSON, but for a resource's `uri` and `name`: skilld's, see
+/// `docs/gateway.md`), served beside skilld's own.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpstreamExtras {
     pub prompts: Vec<Value>,
@@ -123,13 +126,13 @@ pub enum HeldBack {
 /// Starts backends. Blocking: the catalog loads on plain threads.
 pub trait Launch: Send + Sync + Debug {
     /// Starts (or reuses) the backend of a skill and asks it what it
-    /// offers, or says in a sentence why it could not.
-    fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, String>;
+    /// offers, or says why it could not.
+    fn launch(&self, req: &LaunchRequest<'_>) -> Result<Launched, BackendError>;
 
     /// The backend of a skill, not started: its first call starts it (an
     /// untrusted skill's, whose code runs only for a call a person let
     /// run). Reuses one running unchanged, as [`Launch::launch`] does.
-    fn unstarted(&self, req: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String>;
+    fn unstarted(&self, req: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, BackendError>;
 
     /// Whether backends are held back on purpose, and why.
     fn held_back(&self) -> Option<HeldBack> {
@@ -145,15 +148,19 @@ pub trait Launch: Send + Sync + Debug {
 /// Starts nothing: for a skill version no one has reviewed yet, whose code
 /// must not run, not even to list its tools.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Deferred;
+pub struct Unreviewed;
 
-impl Launch for Deferred {
-    fn launch(&self, _: &LaunchRequest<'_>) -> Result<Launched, String> {
-        Err("backends start once this version is reviewed".to_owned())
+impl Launch for Unreviewed {
+    fn launch(&self, _: &LaunchRequest<'_>) -> Result<Launched, BackendError> {
+        Err(BackendError::NotRunning(
+            "backends start once this version is reviewed".to_owned(),
+        ))
     }
 
-    fn unstarted(&self, _: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String> {
-        Err("backends start once this version is reviewed".to_owned())
+    fn unstarted(&self, _: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, BackendError> {
+        Err(BackendError::NotRunning(
+            "backends start once this version is reviewed".to_owned(),
+        ))
     }
 
     fn held_back(&self) -> Option<HeldBack> {
@@ -167,12 +174,12 @@ impl Launch for Deferred {
 pub struct Linting;
 
 impl Launch for Linting {
-    fn launch(&self, _: &LaunchRequest<'_>) -> Result<Launched, String> {
-        Err("a linter starts no backend".to_owned())
+    fn launch(&self, _: &LaunchRequest<'_>) -> Result<Launched, BackendError> {
+        Err(BackendError::NotRunning("a linter starts no backend".to_owned()))
     }
 
-    fn unstarted(&self, _: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, String> {
-        Err("a linter starts no backend".to_owned())
+    fn unstarted(&self, _: &LaunchRequest<'_>) -> Result<Arc<dyn Backend>, BackendError> {
+        Err(BackendError::NotRunning("a linter starts no backend".to_owned()))
     }
 
     fn held_back(&self) -> Option<HeldBack> {
@@ -248,8 +255,92 @@ pub struct BackendResult {
     pub parsed: Option<Value>,
     /// Why it failed, when it did.
     pub error: Option<String>,
+    /// How the backend failed, when the call failed for the backend's
+    /// sake rather than the tool's.
+    pub fault: Option<BackendErrorKind>,
     pub timed_out: bool,
     pub cancelled: bool,
+}
+
+impl BackendResult {
+    /// A call the backend failed: no output, `why` as its error.
+    pub fn failed(why: BackendError) -> Self {
+        Self {
+            error: Some(why.to_string()),
+            fault: Some(why.kind()),
+            timed_out: why.kind() == BackendErrorKind::TimedOut,
+            ..Self::default()
+        }
+    }
+}
+
+/// What waking a backend found ([`Backend::wake`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// It was started when its skill loaded: its hooks are its skill's.
+    AtLoad,
+    /// Its first call started it just now, and it declared these hooks.
+    Started { hooks: Vec<String> },
+}
+
+/// Why a backend did not do what it was asked. Each carries the sentence
+/// a person reads; the variant is what the pipeline tells apart, so that
+/// a crashed backend does not read as a refusing one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// It is not running and could not be started (or may not be yet).
+    #[error("{0}")]
+    NotRunning(String),
+    /// It was running and ended under the request: it exited, crashed or
+    /// was killed, as the sentence says (`exited with code 3`).
+    #[error("{0}")]
+    Crashed(String),
+    /// It did not answer in time.
+    #[error("{0}")]
+    TimedOut(String),
+    /// It answered with a refusal: an error of its protocol, a failed
+    /// script, an offer it does not have.
+    #[error("{0}")]
+    Refused(String),
+    /// It answered something that is not an answer.
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// [`BackendError`]'s variant alone, as an envelope names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendErrorKind {
+    NotRunning,
+    Crashed,
+    TimedOut,
+    Refused,
+    Protocol,
+}
+
+impl BackendError {
+    pub fn kind(&self) -> BackendErrorKind {
+        match self {
+            BackendError::NotRunning(_) => BackendErrorKind::NotRunning,
+            BackendError::Crashed(_) => BackendErrorKind::Crashed,
+            BackendError::TimedOut(_) => BackendErrorKind::TimedOut,
+            BackendError::Refused(_) => BackendErrorKind::Refused,
+            BackendError::Protocol(_) => BackendErrorKind::Protocol,
+        }
+    }
+
+    /// The same failure, its sentence rewritten by `say` (to name the
+    /// hook or the server it happened in).
+    #[must_use]
+    pub fn reworded(self, say: impl FnOnce(String) -> String) -> Self {
+        match self {
+            BackendError::NotRunning(s) => BackendError::NotRunning(say(s)),
+            BackendError::Crashed(s) => BackendError::Crashed(say(s)),
+            BackendError::TimedOut(s) => BackendError::TimedOut(say(s)),
+            BackendError::Refused(s) => BackendError::Refused(say(s)),
+            BackendError::Protocol(s) => BackendError::Protocol(say(s)),
+        }
+    }
 }
 
 /// What a hook answered (`hook/handle`'s result).
@@ -269,37 +360,43 @@ pub trait Backend: Send + Sync + Debug {
     fn execute(&self, call: BackendCall) -> BoxFuture<'_, BackendResult>;
 
     /// Runs a hook, bounded by its timeout.
-    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, String>>;
+    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, BackendError>>;
 
     /// Runs workflow `call.tool` to its end, as [`Backend::execute`] runs
     /// a tool.
     fn workflow(&self, call: BackendCall) -> BoxFuture<'_, BackendResult> {
         let why = format!("the backend offers no workflow '{}'", call.tool);
-        Box::pin(std::future::ready(BackendResult {
-            error: Some(why),
-            ..BackendResult::default()
-        }))
+        Box::pin(std::future::ready(BackendResult::failed(BackendError::Refused(
+            why,
+        ))))
     }
 
     /// Runs scanner `call.scanner`: its findings, each a JSON object
     /// (`rule`, `severity`, `message`, `path`, `line`), or why it failed.
-    fn scan(&self, call: ScanCall) -> BoxFuture<'_, Result<Vec<Value>, String>> {
+    fn scan(&self, call: ScanCall) -> BoxFuture<'_, Result<Vec<Value>, BackendError>> {
         let why = format!("the backend offers no scanner '{}'", call.scanner);
-        Box::pin(std::future::ready(Err(why)))
+        Box::pin(std::future::ready(Err(BackendError::Refused(why))))
     }
 
     /// An MCP server's prompt `name` with `arguments`: its
     /// `prompts/get` result.
-    fn get_prompt(&self, name: &str, arguments: Value) -> BoxFuture<'_, Result<Value, String>> {
+    fn get_prompt(&self, name: &str, arguments: Value) -> BoxFuture<'_, Result<Value, BackendError>> {
         let _ = arguments;
         let why = format!("the backend offers no prompt '{name}'");
-        Box::pin(std::future::ready(Err(why)))
+        Box::pin(std::future::ready(Err(BackendError::Refused(why))))
     }
 
-    /// An MCP server's resource `uri`: its `resources/read` result.
-    fn read_resource(&self, uri: &str) -> BoxFuture<'_, Result<Value, String>> {
+    /// An MCP server's resource `uri`, as skilld serves it (an
+    /// `upstream://` URI): its `resources/read` result.
+    fn read_resource(&self, uri: &str) -> BoxFuture<'_, Result<Value, BackendError>> {
         let why = format!("the backend offers no resource '{uri}'");
-        Box::pin(std::future::ready(Err(why)))
+        Box::pin(std::future::ready(Err(BackendError::Refused(why))))
+    }
+
+    /// Why skilld last dropped the backend's server, when it has: an MCP
+    /// server that sent past a bound. `/diagnostics` says it of the skill.
+    fn last_drop(&self) -> Option<String> {
+        None
     }
 
     /// How the backend runs, for the run log's `argv` (the child's command
@@ -307,10 +404,9 @@ pub trait Backend: Send + Sync + Debug {
     fn command_line(&self) -> Vec<String>;
 
     /// For a backend its first call starts ([`Launch::unstarted`]): starts
-    /// it, within `timeout`, and says the hooks it declared then. `None`
-    /// for one started at load, whose hooks are its skill's.
-    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Option<Result<Vec<String>, String>>> {
+    /// it, within `timeout`, and says the hooks it declared then.
+    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Result<Wake, BackendError>> {
         let _ = timeout;
-        Box::pin(std::future::ready(None))
+        Box::pin(std::future::ready(Ok(Wake::AtLoad)))
     }
 }

@@ -120,7 +120,14 @@ pub trait ToolCaller: Send + Sync + Debug {
     /// Calls `tool` with `input` on behalf of skill `from`, waiting for a
     /// held call at most until the caller's own call must end; answers
     /// the call's envelope as JSON, or why it did not run.
-    fn call_tool(&self, from: &str, tool: &str, input: Value) -> BoxFuture<'_, Result<Value, String>>;
+    /// `budget` is the calling call's turn, which the inner call spends.
+    fn call_tool(
+        &self,
+        from: &str,
+        tool: &str,
+        input: Value,
+        budget: Arc<TurnBudget>,
+    ) -> BoxFuture<'_, Result<Value, String>>;
 }
 
 /// Where a backend's call or hook was made.

@@ -4,11 +4,11 @@
 
 use super::backend::Launch;
 use super::diag::{Code, Diagnostic};
+use super::dialect::scripts::Runtimes;
 use super::files::{PathCache, read_limited};
 use super::names::{NameCheck, check_name};
 use super::parse::Parse;
 use super::rules::SkillRules;
-use super::scripts::Runtimes;
 use crate::trust::Trust;
 use std::path::Path;
 

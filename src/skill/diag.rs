@@ -64,6 +64,7 @@ pub enum Code {
     UnknownExampleTool,
     InvalidExampleArguments,
     InvalidSecurityRule,
+    UpstreamDropped,
 }
 
 impl Code {
@@ -116,6 +117,7 @@ impl Code {
             Code::UnknownExampleTool => "unknown_example_tool",
             Code::InvalidExampleArguments => "invalid_example_arguments",
             Code::InvalidSecurityRule => "invalid_security_rule",
+            Code::UpstreamDropped => "upstream_dropped",
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `examples`: the tool calls and trigger contexts a skill carries for
 //! `skilld test` (`docs/skills.md`, "Examples"). Read by
-//! [`super::parse_examples`].
+//! [`super::dialect::examples`].
 
 use super::diag::Pos;
 use serde_json::{Map, Value};

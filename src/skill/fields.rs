@@ -77,6 +77,7 @@ pub(super) struct Fields {
     pub(super) read_only: bool,
     pub(super) always_ask: bool,
     pub(super) network: bool,
+    pub(super) network_allow: Option<crate::egress::AllowList>,
     pub(super) timeout_secs: u64,
     pub(super) task_support: TaskSupport,
     pub(super) resources: Resources,
@@ -95,7 +96,7 @@ pub(super) struct Fields {
     pub(super) script_tools: Option<Vec<String>>,
     /// A manifest's `security_rules`, read with the fields so the skill is
     /// made with them.
-    pub(super) security_rules: Vec<super::security_rules::SecurityRule>,
+    pub(super) security_rules: Vec<super::security_rule::SecurityRule>,
 }
 
 /// Where a skill was read from, for [`Fields::into_skill`].
@@ -129,6 +130,7 @@ impl Fields {
             timeout_secs: self.timeout_secs,
             task_support: self.task_support,
             network: self.network,
+            network_allow: self.network_allow,
             resources: self.resources,
             lang: self.lang,
             invocation_mode: self.invocation_mode,
@@ -211,7 +213,7 @@ impl Parse<'_, '_> {
         let modes = self.modes(fm);
         let read_only = self.boolean(fm, "read_only");
         let always_ask = self.boolean(fm, "always_ask");
-        let network = self.boolean(fm, "network");
+        let (network, network_allow) = self.network(fm);
         let timeout_secs = self.timeout(fm, max_timeout_secs);
         let task_support = self.task_support(fm);
         let resources = self.resources(fm);
@@ -248,6 +250,7 @@ impl Parse<'_, '_> {
             read_only,
             always_ask,
             network,
+            network_allow,
             timeout_secs,
             task_support,
             resources,
@@ -271,7 +274,7 @@ impl Parse<'_, '_> {
     /// `metadata`: a map of strings (the Agent Skills specification's);
     /// `version` and `author` there stand in for the top-level fields.
     fn metadata(&mut self, fm: &Map<String, Value>) -> BTreeMap<String, String> {
-        let opt_out = super::scripts::OPT_OUT_KEY;
+        let opt_out = super::dialect::scripts::OPT_OUT_KEY;
         if let Some(value) = fm.get("metadata").and_then(|m| m.get(opt_out))
             && !value
                 .as_str()
@@ -540,6 +543,34 @@ impl Parse<'_, '_> {
                 let other = other.clone();
                 self.invalid(key, "true or false", &other);
                 false
+            }
+        }
+    }
+
+    /// `network`: `true`, `false`, or `{allow: [patterns]}` (issue 42),
+    /// whose runs reach only those destinations, through the egress proxy.
+    fn network(&mut self, fm: &Map<String, Value>) -> (bool, Option<crate::egress::AllowList>) {
+        let Some(Value::Object(map)) = fm.get("network") else {
+            return (self.boolean(fm, "network"), None);
+        };
+        let expected = "true, false, or {allow: [host patterns]}";
+        let texts = match (map.get("allow"), map.len()) {
+            (Some(Value::Array(items)), 1) => items.iter().map(Value::as_str).collect::<Option<Vec<_>>>(),
+            _ => None,
+        };
+        let Some(texts) = texts else {
+            let got = Value::Object(map.clone());
+            self.invalid("network", expected, &got);
+            return (false, None);
+        };
+        match crate::egress::AllowList::parse(texts) {
+            Ok(list) => (true, Some(list)),
+            Err(errors) => {
+                let pos = self.key_pos("network");
+                for e in errors {
+                    self.error(Code::InvalidField, pos, format!("'network.allow': {e}"));
+                }
+                (false, None)
             }
         }
     }

@@ -6,12 +6,12 @@
 use super::definition::{LoadOptions, decode, read_definition, with_base_dir};
 use super::diag::{Code, Diagnostic, Pos};
 use super::dialect;
+use super::dialect::tool_blocks;
 use super::fields::Origin;
 use super::files;
 use super::frontmatter::{self, Split, Unclosed};
 use super::hash;
 use super::listing;
-use super::markdown;
 use super::model::*;
 use super::parse::Parse;
 use serde_json::{Map, Value};
@@ -56,7 +56,7 @@ pub fn load_skill(dir: &Path, opts: &LoadOptions<'_>) -> Loaded {
 fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Diagnostic>) -> Option<Skill> {
     let manifest = dir.join("SKILL.yaml");
     if manifest.is_file() {
-        return super::load_manifest::load(dir, name, &manifest, opts, diags);
+        return dialect::manifest::load(dir, name, &manifest, opts, diags);
     }
     let def_path = dir.join("SKILL.md");
     let path = def_path.display().to_string();
@@ -66,7 +66,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
     p.dir_name(name);
     let (fm, split) = p.frontmatter(text)?;
     p.unknown_keys(&fm);
-    let blocks = markdown::tool_blocks(split.body);
+    let blocks = tool_blocks::tool_blocks(split.body);
     let detected = dialect::detect(dir, &blocks, &fm, opts.runtimes);
     let dialect = detected.dialect;
     let mut fields = p.fields(&fm, name, dialect, opts.max_timeout_secs, opts.path);

@@ -7,8 +7,7 @@ pub mod backend;
 pub mod context;
 mod definition;
 pub mod diag;
-mod dialect;
-mod entrypoint;
+pub mod dialect;
 pub mod examples;
 pub mod fields;
 pub mod files;
@@ -16,33 +15,25 @@ pub mod frontmatter;
 pub mod hash;
 pub mod listing;
 pub mod load;
-mod load_manifest;
 pub mod manifest;
-mod manifest_upstream;
-pub mod markdown;
-mod markdown_tools;
 pub mod model;
 pub mod names;
 mod parse;
-mod parse_examples;
 pub mod phases;
 pub mod prepared;
 pub mod rules;
-mod script_doc;
-pub mod scripts;
 pub mod security_rule;
-pub mod security_rules;
 pub mod template;
 pub mod triggers;
 pub mod upstream;
 
 pub use definition::{LoadOptions, MAX_DEFINITION_BYTES};
 pub use diag::{Code, Diagnostic, Severity};
+pub use dialect::scripts::Runtimes;
 pub use files::PathCache;
 pub use load::{Loaded, load_skill};
 pub use model::*;
 pub use rules::{EntrypointDefaults, SkillRules};
-pub use scripts::Runtimes;
 
 /// The default ceiling on any skill's timeout (`docs/design.md` §3): what
 /// a skill is checked against where no configuration sets another.

@@ -222,7 +222,13 @@ pub struct Skill {
     pub timeout_secs: u64,
     /// `tasks`: whether its calls answer MCP clients with tasks.
     pub task_support: TaskSupport,
+    /// Whether its runs reach the network at all: `network: true`, or a
+    /// `network.allow` list.
     pub network: bool,
+    /// `network: {allow: [...]}`: its runs get a network namespace of their
+    /// own whose one way out is the egress proxy, which lets through only
+    /// these destinations (issue 42). `None` for `true` and `false`.
+    pub network_allow: Option<crate::egress::AllowList>,
     pub resources: Resources,
     pub lang: Option<String>,
     pub invocation_mode: InvocationMode,
@@ -295,6 +301,15 @@ pub struct Skill {
 }
 
 impl Skill {
+    /// Whether its runs reach the network as the host does (`network:
+    /// true`). A `network.allow` list reaches the network too, but only
+    /// through the egress proxy, which command, script and entrypoint runs
+    /// have; what has no proxy yet (backends, Starlark's `fetch`) runs
+    /// without the network rather than with all of it.
+    pub fn unrestricted_network(&self) -> bool {
+        self.network && self.network_allow.is_none()
+    }
+
     /// Whether the skill serves in `mode` (`Global` skills serve in all).
     pub fn in_mode(&self, mode: &str) -> bool {
         self.modes

@@ -4,6 +4,7 @@
 //! prepared. One value per catalog, read by every load.
 
 use crate::deps::DEFAULT_NPM_REGISTRY;
+use crate::setting::{SettingError, at_least_one};
 use std::path::PathBuf;
 
 /// Seed 003's default image of each `lang`, which is also its default
@@ -44,6 +45,23 @@ impl Default for SkillRules {
 }
 
 impl SkillRules {
+    /// Allows the images of the config's `image_allowlist` instead of the
+    /// default ones; every entry must be an image name (or a prefix of
+    /// some, ending in `*`).
+    pub fn allow_images(&mut self, list: &[String]) -> Result<(), SettingError> {
+        if let Some(bad) = list
+            .iter()
+            .find(|i| i.trim().is_empty() || i.contains(char::is_whitespace))
+        {
+            return Err(SettingError::new(
+                "image_allowlist",
+                format!("image_allowlist entry '{bad}' is not an image name"),
+            ));
+        }
+        self.image_allowlist = list.to_vec();
+        Ok(())
+    }
+
     /// Whether `image` is on the allowlist.
     pub fn allows_image(&self, image: &str) -> bool {
         self.image_allowlist
@@ -74,6 +92,37 @@ impl Default for EntrypointDefaults {
             memory_bytes: Some(256 * 1024 * 1024),
             cpu: Some(0.5),
         }
+    }
+}
+
+impl EntrypointDefaults {
+    /// These defaults, with the config's `entrypoint_timeout_secs`,
+    /// `entrypoint_memory_bytes` and `entrypoint_cpu` over them.
+    pub fn configured(
+        self,
+        timeout_secs: Option<u64>,
+        memory_bytes: Option<u64>,
+        cpu: Option<f64>,
+    ) -> Result<Self, SettingError> {
+        let timeout_secs = match timeout_secs {
+            Some(secs) => at_least_one("entrypoint_timeout_secs", secs)?,
+            None => self.timeout_secs,
+        };
+        let memory_bytes = match memory_bytes {
+            Some(bytes) => Some(at_least_one("entrypoint_memory_bytes", bytes)?),
+            None => self.memory_bytes,
+        };
+        if let Some(cpu) = cpu.filter(|c| !(c.is_finite() && *c > 0.0)) {
+            return Err(SettingError::new(
+                "entrypoint_cpu",
+                format!("entrypoint_cpu must be a positive number of cores, not {cpu}"),
+            ));
+        }
+        Ok(Self {
+            timeout_secs,
+            memory_bytes,
+            cpu: cpu.or(self.cpu),
+        })
     }
 }
 

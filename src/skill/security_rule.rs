@@ -1,5 +1,5 @@
 //! A security-rule skill's declarative rule, compiled, and how serious its
-//! findings are (parsed from a manifest by [`super::security_rules`]).
+//! findings are (parsed from a manifest by [`super::dialect::security_rules`]).
 
 use globset::GlobSet;
 use regex::Regex;

@@ -1,7 +1,7 @@
 //! `implementation: {backend: mcp, …}` (`docs/gateway.md`): the MCP server
 //! a manifest fronts, a command started on stdio or a remote URL, with the
 //! references its credentials come from and its per-tool overrides. Read
-//! by `manifest_upstream.rs`; the server starts it (`src/backend/mcp`).
+//! by `dialect/manifest_upstream.rs`; the server starts it (`src/backend/mcp`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -82,15 +82,28 @@ impl Upstream {
     }
 }
 
+/// Why a secret could not be read; it names the reference, never a value.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("the environment variable {0} is not set")]
+    Unset(String),
+    #[error("cannot read the secret file {}: {source}", path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
 impl SecretRef {
-    /// The value, read now; the error names the reference, never a value.
-    pub fn resolve(&self) -> Result<String, String> {
+    /// The value, read now.
+    pub fn resolve(&self) -> Result<String, SecretError> {
         let value = match &self.source {
-            SecretSource::Env(name) => {
-                std::env::var(name).map_err(|_| format!("the environment variable {name} is not set"))?
-            }
+            SecretSource::Env(name) => std::env::var(name).map_err(|_| SecretError::Unset(name.clone()))?,
             SecretSource::File(path) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?
+                .map_err(|source| SecretError::Unreadable {
+                    path: path.clone(),
+                    source,
+                })?
                 .trim()
                 .to_owned(),
         };
@@ -123,6 +136,7 @@ mod tests {
         assert!(
             r.resolve()
                 .unwrap_err()
+                .to_string()
                 .contains("SKILLD_TEST_SURELY_UNSET_VARIABLE is not set")
         );
     }

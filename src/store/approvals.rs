@@ -1,11 +1,116 @@
-//! Approval requests and standing grants as the store keeps them (`docs/design.md` §4).
+//! Approval requests and standing grants as the store keeps them
+//! (`docs/design.md` §4), and the [`Approvals`] each backend keeps them in.
 
-use super::{RunStatus, StoreError};
+use super::StoreError;
+use super::runs::{NewRun, RunStatus, check_new};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
+
+/// Approval requests, their decisions and the standing grants: what the
+/// policy reads and a person decides. Held as `Arc<dyn Approvals>`. A
+/// request and its run change together, in one transaction of the
+/// backend that keeps both.
+#[async_trait::async_trait]
+pub trait Approvals: Send + Sync + 'static {
+    /// Records a run held for approval (`PendingApproval`, its
+    /// `approval_id` set to `approval.id`) and its approval request,
+    /// together or not at all.
+    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError>;
+
+    /// The standing grant and first-run approval state for one call.
+    async fn policy_facts(
+        &self,
+        skill: &str,
+        tool: &str,
+        skill_hash: &str,
+    ) -> Result<PolicyFacts, StoreError>;
+
+    /// One approval request; `NotFound` if there is none.
+    async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError>;
+
+    /// The request run `run_id` was held for; `None` for a run never held.
+    async fn approval_of_run(&self, run_id: Uuid) -> Result<Option<Approval>, StoreError>;
+
+    /// Decided requests (approved, denied, expired or withdrawn), newest
+    /// decision first, each with its run's status.
+    async fn list_decisions(&self, filter: DecisionFilter) -> Result<DecisionPage, StoreError>;
+
+    /// A page of approval requests, oldest first (`created_at`, then `id`,
+    /// so requests made in the same microsecond still have one order),
+    /// resuming after `filter.cursor`. `InvalidCursor` for a cursor this
+    /// store did not make.
+    async fn list_approvals(&self, filter: ApprovalFilter) -> Result<ApprovalPage, StoreError>;
+
+    /// Decides a pending, unexpired request, exactly once across every
+    /// caller and instance (one conditional update in a transaction). On
+    /// approval its run goes pending_approval → queued, claimed for
+    /// `decide.instance`, which starts it with
+    /// [`RunLog::start_run`](super::RunLog::start_run) once it has a slot;
+    /// on denial the run ends `denied`. `always` also records a grant
+    /// (replacing any earlier one for the same skill, tool and hash). A
+    /// request past its time is marked expired here, run and all.
+    /// `NotFound` for an unknown id.
+    async fn decide(&self, decide: Decide) -> Result<Result<Approval, Undecidable>, StoreError>;
+
+    /// Marks every pending request past its time `expired`, and its run
+    /// too. Returns the ids of those runs.
+    async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Notes that the caller of pending request `approval` stopped waiting
+    /// for its decision (the first time only; a decided request is left
+    /// alone).
+    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// How many requests wait for a decision.
+    async fn count_pending(&self) -> Result<u64, StoreError>;
+
+    /// How many requests of one caller (`None`: made without a token)
+    /// wait for a decision and have not expired by `at`.
+    async fn count_pending_by(
+        &self,
+        requested_by: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+
+    /// The pending, unexpired (at `at`) request for the same call as
+    /// `call`: the same caller, skill, tool, skill hash, mode and
+    /// arguments (JSON equality), the oldest if several. Found by the
+    /// call's digest ([`SameCall::digest`]), one index look-up however
+    /// many requests the caller holds; requests recorded before digests
+    /// were kept are compared as before. At most `limit` candidates are
+    /// compared (a caller holds few: `max_pending_per_caller`).
+    async fn pending_like(
+        &self,
+        call: &SameCall<'_>,
+        at: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Option<Approval>, StoreError>;
+
+    /// Records a standing grant directly (replacing any for the same
+    /// skill, tool and hash), as an `always` decision would: for operators
+    /// who decide ahead of any call.
+    async fn put_grant(&self, grant: Grant) -> Result<(), StoreError> {
+        self.put_grants(vec![grant]).await
+    }
+
+    /// Records several grants as [`Approvals::put_grant`] does, all in one
+    /// transaction: all of them or none.
+    async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError>;
+
+    /// The standing grants (of `skill` only, when given), newest first;
+    /// at most [`MAX_GRANTS_LISTED`](super::MAX_GRANTS_LISTED).
+    async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>, StoreError>;
+
+    /// Revokes a grant; `NotFound` if there is none with this id.
+    async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError>;
+
+    /// Revokes every grant of `skill`, whatever its tool and hash; returns
+    /// how many there were.
+    async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError>;
+}
 
 /// Where an approval request is. Only `pending` ever changes, once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -240,7 +345,7 @@ pub struct Decide {
     pub at: DateTime<Utc>,
 }
 
-/// A call as a retry of it would be made: what [`super::Store::pending_like`]
+/// A call as a retry of it would be made: what [`Approvals::pending_like`]
 /// matches a pending request against.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SameCall<'a> {
@@ -256,7 +361,7 @@ pub struct SameCall<'a> {
 
 impl<'a> SameCall<'a> {
     /// The call a new run makes, as a retry of it would be matched.
-    pub fn of_run(run: &'a super::NewRun) -> Self {
+    pub fn of_run(run: &'a NewRun) -> Self {
         Self {
             requested_by: run.requested_by.as_deref(),
             skill: &run.skill,
@@ -343,6 +448,17 @@ pub enum Undecidable {
     AlreadyDecided(ApprovalStatus),
     /// Its time ran out; it is now marked `expired`, and its run too.
     Expired,
+}
+
+/// Refuses a pending pair that does not belong together.
+pub(super) fn check_pending(run: &NewRun, approval: &NewApproval) -> Result<(), StoreError> {
+    check_new(run)?;
+    if run.status != RunStatus::PendingApproval || run.approval_id != Some(approval.id) {
+        return Err(StoreError::Other(
+            "a run held for approval must be pending_approval and name its approval".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 pub(super) fn parse_approval_status(s: &str) -> Result<ApprovalStatus, StoreError> {

@@ -1,7 +1,10 @@
 //! Answering before a run's end commits (`docs/design.md` §5): the one
 //! durable write on a call's critical path is its start.
 //!
-//! [`Deferred`] wraps either store. [`Store::finish_run_soon`] keeps the
+//! [`Deferred`] wraps either backend's [`RunLog`], and nothing else: the
+//! ends it holds are of runs that started, which no other aggregate ends (a
+//! decision or an expiry ends only runs still waiting), and the reads that
+//! must show them are the run log's. [`RunLog::finish_run_soon`] keeps the
 //! end in memory, tells this instance's waiters, and queues the write; a
 //! task commits queued ends in batches (after the configured commit
 //! interval, if any) while the answer is already on its way. Until an end
@@ -11,12 +14,8 @@
 //! `running` with its start intact, and start-up recovery marks it
 //! `interrupted`.
 
-use super::{
-    Approval, ApprovalFilter, ApprovalPage, Attempt, CachedIndex, Decide, DecisionFilter, DecisionPage,
-    Grant, NewApproval, NewNotification, NewRun, NewSession, Notification, NotificationStatus, PolicyFacts,
-    PruneExport, Run, RunEnd, RunFilter, RunPage, RunPosition, RunStatus, SameCall, SessionRecord,
-    SkillApproval, Store, StoreError, TooMany, Undecidable, check_final,
-};
+use super::runs::check_final;
+use super::{NewRun, Run, RunEnd, RunFilter, RunLog, RunPage, RunStatus, StoreError};
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -62,9 +61,9 @@ enum Job {
     Flush(oneshot::Sender<()>),
 }
 
-/// A store whose runs' ends commit after the answer (see the module).
+/// A run log whose runs' ends commit after the answer (see the module).
 pub struct Deferred {
-    inner: Arc<dyn Store>,
+    inner: Arc<dyn RunLog>,
     ends: Ends,
     queue: mpsc::Sender<Job>,
     changes: broadcast::Sender<Uuid>,
@@ -75,7 +74,7 @@ pub struct Deferred {
 impl Deferred {
     /// Wraps `inner`; queued ends wait `interval` before they commit, so
     /// that more of them share a commit. Needs a Tokio runtime.
-    pub fn wrap(inner: Arc<dyn Store>, interval: Duration) -> Arc<dyn Store> {
+    pub fn wrap(inner: Arc<dyn RunLog>, interval: Duration) -> Arc<dyn RunLog> {
         let ends = Ends::default();
         let (queue, jobs) = mpsc::channel(MAX_QUEUED);
         let changes = broadcast::channel(super::CHANGES_CAPACITY).0;
@@ -138,7 +137,7 @@ async fn forward_changes(
 /// The committing task: waits for a queued end, lets the interval gather
 /// more, commits them together, then answers any flush that waited. Ends
 /// when every handle of the wrapper is gone and the queue is drained.
-async fn commit_ends(inner: Arc<dyn Store>, ends: Ends, mut jobs: mpsc::Receiver<Job>, interval: Duration) {
+async fn commit_ends(inner: Arc<dyn RunLog>, ends: Ends, mut jobs: mpsc::Receiver<Job>, interval: Duration) {
     while let Some(first) = jobs.recv().await {
         let mut ids = Vec::new();
         let mut flushed = Vec::new();
@@ -183,7 +182,7 @@ async fn gather(jobs: &mut mpsc::Receiver<Job>, first: Job, interval: Duration) 
 
 /// Writes the held ends of `ids` together, then lets them go from
 /// memory: from now on the store has them.
-async fn commit(inner: &Arc<dyn Store>, ends: &Ends, ids: &[Uuid]) {
+async fn commit(inner: &Arc<dyn RunLog>, ends: &Ends, ids: &[Uuid]) {
     let batch: Vec<RunEnd> = {
         let held = ends.lock().unwrap_or_else(PoisonError::into_inner);
         ids.iter()
@@ -199,7 +198,7 @@ async fn commit(inner: &Arc<dyn Store>, ends: &Ends, ids: &[Uuid]) {
 
 /// Retries while the database cannot take the batch; any other error is
 /// one end's, so each is then written alone and only that one is lost.
-async fn write_ends(inner: &Arc<dyn Store>, batch: &[RunEnd]) {
+async fn write_ends(inner: &Arc<dyn RunLog>, batch: &[RunEnd]) {
     let started = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(50);
     loop {
@@ -227,7 +226,7 @@ async fn write_ends(inner: &Arc<dyn Store>, batch: &[RunEnd]) {
 }
 
 #[async_trait::async_trait]
-impl Store for Deferred {
+impl RunLog for Deferred {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
@@ -326,193 +325,10 @@ impl Store for Deferred {
         Ok(run)
     }
 
-    // Everything else is the inner store's, unchanged.
+    // The rest is the inner log's, unchanged.
 
     async fn insert_run(&self, run: NewRun) -> Result<Run, StoreError> {
         self.inner.insert_run(run).await
-    }
-
-    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
-        self.inner.insert_pending(run, approval).await
-    }
-
-    async fn policy_facts(
-        &self,
-        skill: &str,
-        tool: &str,
-        skill_hash: &str,
-    ) -> Result<PolicyFacts, StoreError> {
-        self.inner.policy_facts(skill, tool, skill_hash).await
-    }
-
-    async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError> {
-        self.inner.get_approval(id).await
-    }
-
-    async fn approval_of_run(&self, run_id: Uuid) -> Result<Option<Approval>, StoreError> {
-        self.inner.approval_of_run(run_id).await
-    }
-
-    async fn list_decisions(&self, filter: DecisionFilter) -> Result<DecisionPage, StoreError> {
-        self.inner.list_decisions(filter).await
-    }
-
-    async fn list_approvals(&self, filter: ApprovalFilter) -> Result<ApprovalPage, StoreError> {
-        self.inner.list_approvals(filter).await
-    }
-
-    async fn decide(&self, decide: Decide) -> Result<Result<Approval, Undecidable>, StoreError> {
-        self.inner.decide(decide).await
-    }
-
-    async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
-        self.inner.expire_approvals(at).await
-    }
-
-    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.inner.mark_caller_left(approval, at).await
-    }
-
-    async fn count_pending(&self) -> Result<u64, StoreError> {
-        self.inner.count_pending().await
-    }
-
-    async fn count_pending_by(
-        &self,
-        requested_by: Option<&str>,
-        at: DateTime<Utc>,
-    ) -> Result<u64, StoreError> {
-        self.inner.count_pending_by(requested_by, at).await
-    }
-
-    async fn pending_like(
-        &self,
-        call: &SameCall<'_>,
-        at: DateTime<Utc>,
-        limit: u32,
-    ) -> Result<Option<Approval>, StoreError> {
-        self.inner.pending_like(call, at, limit).await
-    }
-
-    async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError> {
-        self.inner.put_grants(grants).await
-    }
-
-    async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>, StoreError> {
-        self.inner.list_grants(skill).await
-    }
-
-    async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError> {
-        self.inner.revoke_grant(id).await
-    }
-
-    async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError> {
-        self.inner.revoke_grants_of(skill).await
-    }
-
-    async fn cached_index(&self, url: &str) -> Result<Option<CachedIndex>, StoreError> {
-        self.inner.cached_index(url).await
-    }
-
-    async fn cache_index(&self, index: CachedIndex) -> Result<(), StoreError> {
-        self.inner.cache_index(index).await
-    }
-
-    async fn create_session(
-        &self,
-        s: NewSession,
-        max_per_caller: u64,
-        now: DateTime<Utc>,
-    ) -> Result<Result<SessionRecord, TooMany>, StoreError> {
-        self.inner.create_session(s, max_per_caller, now).await
-    }
-
-    async fn get_session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
-        self.inner.get_session(id).await
-    }
-
-    async fn update_session(
-        &self,
-        id: Uuid,
-        revision: i64,
-        turn: u32,
-        state: Value,
-        expires_at: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<Option<SessionRecord>, StoreError> {
-        self.inner
-            .update_session(id, revision, turn, state, expires_at, now)
-            .await
-    }
-
-    async fn end_session(&self, id: Uuid) -> Result<bool, StoreError> {
-        self.inner.end_session(id).await
-    }
-
-    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<SessionRecord>, StoreError> {
-        self.inner.expire_sessions(now).await
-    }
-
-    async fn list_sessions(
-        &self,
-        caller: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<SessionRecord>, StoreError> {
-        self.inner.list_sessions(caller, limit).await
-    }
-
-    async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError> {
-        self.inner.put_skill_approval(a).await
-    }
-
-    async fn skill_approval(
-        &self,
-        skill: &str,
-        skill_hash: &str,
-    ) -> Result<Option<SkillApproval>, StoreError> {
-        self.inner.skill_approval(skill, skill_hash).await
-    }
-
-    async fn list_skill_approvals(&self, skill: Option<&str>) -> Result<Vec<SkillApproval>, StoreError> {
-        self.inner.list_skill_approvals(skill).await
-    }
-
-    async fn revoke_skill_approvals(&self, skill: &str) -> Result<u64, StoreError> {
-        self.inner.revoke_skill_approvals(skill).await
-    }
-
-    async fn enqueue_notification(&self, n: NewNotification) -> Result<bool, StoreError> {
-        self.inner.enqueue_notification(n).await
-    }
-
-    async fn claim_notifications(
-        &self,
-        instance: &str,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-        max: u32,
-    ) -> Result<Vec<Notification>, StoreError> {
-        self.inner
-            .claim_notifications(instance, now, lease_until, max)
-            .await
-    }
-
-    async fn record_attempt(
-        &self,
-        id: Uuid,
-        instance: &str,
-        attempt: Attempt,
-        at: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        self.inner.record_attempt(id, instance, attempt, at).await
-    }
-
-    async fn list_notifications(
-        &self,
-        status: Option<NotificationStatus>,
-        limit: u32,
-    ) -> Result<Vec<Notification>, StoreError> {
-        self.inner.list_notifications(status, limit).await
     }
 
     async fn start_run(
@@ -554,20 +370,5 @@ impl Store for Deferred {
 
     async fn interrupt_running(&self, instance: Option<&str>, at: DateTime<Utc>) -> Result<u64, StoreError> {
         self.inner.interrupt_running(instance, at).await
-    }
-
-    async fn nth_newest_run(&self, n: u64) -> Result<Option<RunPosition>, StoreError> {
-        self.inner.nth_newest_run(n).await
-    }
-
-    /// Only final runs are pruned, and a run whose end is held here is
-    /// still live in the store: nothing held can be pruned under it.
-    async fn prune_runs(
-        &self,
-        before: RunPosition,
-        batch: u32,
-        export: Option<&dyn PruneExport>,
-    ) -> Result<u64, StoreError> {
-        self.inner.prune_runs(before, batch, export).await
     }
 }

@@ -9,6 +9,44 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+/// The deliveries of `[[notify]]` webhooks, as the notifier records them,
+/// claims them in its instance's name and settles them; held as
+/// `Arc<dyn Outbox>`.
+#[async_trait::async_trait]
+pub trait Outbox: Send + Sync + 'static {
+    /// Records a webhook delivery to make; `false` when the same event was
+    /// already recorded for the same target (by this or another instance).
+    async fn enqueue_notification(&self, n: NewNotification) -> Result<bool, StoreError>;
+
+    /// Claims up to `max` pending deliveries that are due at `now` and not
+    /// claimed by a live lease, for `instance` until `lease_until`, and
+    /// counts the attempt. Across instances each is claimed by one.
+    async fn claim_notifications(
+        &self,
+        instance: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        max: u32,
+    ) -> Result<Vec<Notification>, StoreError>;
+
+    /// Records how `instance`'s attempt at delivery `id` ended, and
+    /// releases its claim (nothing, if the claim was lost meanwhile).
+    async fn record_attempt(
+        &self,
+        id: Uuid,
+        instance: &str,
+        attempt: Attempt,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// Deliveries, newest first, at most `limit`.
+    async fn list_notifications(
+        &self,
+        status: Option<NotificationStatus>,
+        limit: u32,
+    ) -> Result<Vec<Notification>, StoreError>;
+}
+
 /// Where a delivery is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

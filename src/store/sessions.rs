@@ -10,11 +10,79 @@ use serde_json::Value;
 use std::fmt;
 use uuid::Uuid;
 
-/// The most sessions [`super::Store::expire_sessions`] deletes at once;
+/// Sessions and skill approvals, as the session runtime keeps them; held
+/// as `Arc<dyn SessionStore>`.
+#[async_trait::async_trait]
+pub trait SessionStore: Send + Sync + 'static {
+    /// Records a new session, unless its caller (`None`: a group of its
+    /// own) already holds `max_per_caller` sessions unexpired at `now`:
+    /// the count and the insert are one transaction, serialized per
+    /// caller across instances, so concurrent creates never pass the
+    /// bound. `Conflict` on a duplicate id; `Invalid` for a NUL in the
+    /// caller (one in the JSON becomes U+FFFD, see [`keepable`]).
+    async fn create_session(
+        &self,
+        s: NewSession,
+        max_per_caller: u64,
+        now: DateTime<Utc>,
+    ) -> Result<Result<SessionRecord, TooMany>, StoreError>;
+
+    /// One session, expired or not (the runtime decides what an expired
+    /// one means); `None` if there is none with this id.
+    async fn get_session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Replaces a session's turn, state and expiry, only if it is still
+    /// at `revision` (one conditional update), bumping the revision;
+    /// `None` when the revision moved on or the session is gone.
+    async fn update_session(
+        &self,
+        id: Uuid,
+        revision: i64,
+        turn: u32,
+        state: Value,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Deletes a session; whether it existed.
+    async fn end_session(&self, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Deletes up to [`EXPIRE_BATCH`] sessions expired at `now` (oldest
+    /// expiry first) and returns them as they were, so that their skills
+    /// can be told; fewer than the batch when no more are due. Across
+    /// instances each session is returned to one.
+    async fn expire_sessions(&self, now: DateTime<Utc>) -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// Sessions expired or not, newest first (of `caller` only, when
+    /// given), at most `limit` (clamped to 1..=[`MAX_SESSIONS_LISTED`]).
+    async fn list_sessions(&self, caller: Option<&str>, limit: u32)
+    -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// Records an "allow always", replacing any for the same skill and
+    /// hash. `Invalid` for a NUL in any of its texts.
+    async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError>;
+
+    /// The "allow always" for one skill version, if any.
+    async fn skill_approval(
+        &self,
+        skill: &str,
+        skill_hash: &str,
+    ) -> Result<Option<SkillApproval>, StoreError>;
+
+    /// The "allow always" approvals (of `skill` only, when given), newest
+    /// decision first; at most [`MAX_SKILL_APPROVALS_LISTED`].
+    async fn list_skill_approvals(&self, skill: Option<&str>) -> Result<Vec<SkillApproval>, StoreError>;
+
+    /// Revokes every "allow always" of `skill`, whatever its hash; returns
+    /// how many there were.
+    async fn revoke_skill_approvals(&self, skill: &str) -> Result<u64, StoreError>;
+}
+
+/// The most sessions [`SessionStore::expire_sessions`] deletes at once;
 /// the sweep comes back for the rest.
 pub const EXPIRE_BATCH: u32 = 1000;
 
-/// The most sessions [`super::Store::list_sessions`] gives at once.
+/// The most sessions [`SessionStore::list_sessions`] gives at once.
 pub const MAX_SESSIONS_LISTED: u32 = 1000;
 
 /// A session as the store keeps it.
@@ -34,6 +102,10 @@ pub struct SessionRecord {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The SHA-256 (hex) of the secret its creator got: what shows a
+    /// later request may steer it. None for a session made before
+    /// sessions had secrets.
+    pub secret_sha256: Option<String>,
 }
 
 /// A session as first recorded: turn 0, revision 0, updated when created.
@@ -45,6 +117,8 @@ pub struct NewSession {
     pub state: Value,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The SHA-256 (hex) of the session's secret.
+    pub secret_sha256: Option<String>,
 }
 
 impl NewSession {
@@ -104,7 +178,7 @@ impl SkillApproval {
     }
 }
 
-/// The most skill approvals [`super::Store::list_skill_approvals`] gives at once.
+/// The most skill approvals [`SessionStore::list_skill_approvals`] gives at once.
 pub const MAX_SKILL_APPROVALS_LISTED: u32 = 1000;
 
 /// `Invalid` for a text holding a NUL.
@@ -139,6 +213,7 @@ mod tests {
             state: json!({"s": ["\u{0}"]}),
             created_at: Utc::now(),
             expires_at: Utc::now(),
+            secret_sha256: None,
         }
     }
 

@@ -33,8 +33,8 @@ export async function hear() {
 /**
  * Opens `<base>/ui` in a fresh browser and runs `scenario(page, base)`.
  * With INBOX_SECRET (a server without tokens), it opens the link
- * `skilld serve` prints, `<base>/ui?secret=…`, which must set the cookie
- * and land on `/ui` without the secret in the address.
+ * `skilld serve` prints, `<base>/ui#secret=…`, whose secret the page must
+ * take out of the address at once, leaving `/ui`.
  * With `token`, the page finds it saved, as after a person typed it. With
  * `notifications`, the page may notify, and each notification it shows is
  * recorded in `window.__notes`. A script error or a CSP violation fails
@@ -61,10 +61,9 @@ export async function drive(scenario, { token, notifications } = {}) {
       if (msg.type() === 'error' && !/status of 40[13]/.test(msg.text())) problems.push(`console error: ${msg.text()}`);
     });
     const secret = process.env.INBOX_SECRET;
-    const link = secret ? `${base}/ui?secret=${encodeURIComponent(secret)}` : `${base}/ui`;
-    const response = await page.goto(link);
+    const response = await page.goto(startLink(base, secret));
     if (!response || response.status() !== 200) fail(`GET /ui answered ${response && response.status()}`);
-    if (page.url() !== `${base}/ui`) fail(`the link led to ${page.url()}, not ${base}/ui`);
+    await landedOnUi(page, base);
     const result = await scenario(page, base);
     await shoot(page);
     if (problems.length) fail(problems.join('\n'));
@@ -76,6 +75,15 @@ export async function drive(scenario, { token, notifications } = {}) {
     await browser.close();
     process.stdin.destroy();
   }
+}
+
+/** The link `skilld serve` prints: the secret in the fragment, never sent. */
+export const startLink = (base, secret) => (secret ? `${base}/ui#secret=${encodeURIComponent(secret)}` : `${base}/ui`);
+
+/** Fails unless the page's address is `<base>/ui`, no secret in it. */
+export async function landedOnUi(page, base) {
+  const href = await page.evaluate(() => location.href);
+  if (href !== `${base}/ui`) fail(`the page's address is ${href}, not ${base}/ui`);
 }
 
 async function recordNotifications(context, base) {

@@ -4,7 +4,8 @@
 //! server's `agent_tools` setting does for it, and a skill needing a tool
 //! that neither the policy names nor skilld serves is left out, saying why.
 
-use crate::common::{TestServer, copy_tree, corpus_dir, options, root, write_tree};
+use crate::common::{Api, TestServer, copy_tree, corpus_dir, options, root, write_tree};
+use reqwest::Method;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::io::{BufRead, BufReader, Write};
@@ -60,18 +61,11 @@ fn names<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
 }
 
 async fn get(server: &TestServer, path: &str) -> (u16, Value) {
-    let res = reqwest::get(server.url(path)).await.unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
+    Api::anonymous(server).get(path).await
 }
 
 async fn post(server: &TestServer, path: &str, body: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(server.url(path))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
+    Api::anonymous(server).post(path, body).await
 }
 
 #[tokio::test]
@@ -166,12 +160,14 @@ async fn a_stated_policy_leaves_out_what_it_lacks_and_says_why() {
         problem["detail"].as_str().unwrap().contains("requires write"),
         "{problem}"
     );
-    let res = reqwest::Client::new()
-        .get(server.url("/skills/plan_compiler/prompt?agent_tools=read"))
-        .header("Accept", "text/markdown")
-        .send()
-        .await
-        .unwrap();
+    let res = Api::anonymous(&server)
+        .raw(
+            Method::GET,
+            "/skills/plan_compiler/prompt?agent_tools=read",
+            &[("Accept", "text/markdown")],
+            None,
+        )
+        .await;
     assert_eq!(res.status(), 409);
     assert_eq!(res.headers()["content-type"], "application/problem+json");
     let (status, prompt) = get(
@@ -222,7 +218,7 @@ async fn commands_are_left_out_too(server: &TestServer) {
 /// answer to `GET path`.
 async fn served(dir: &Path, args: &[&str], env: &[(&str, &str)], paths: &[&str]) -> Vec<Value> {
     let data = crate::common::tempdir().unwrap();
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
         .arg(data.path())
         .arg("--skills")
@@ -232,18 +228,13 @@ async fn served(dir: &Path, args: &[&str], env: &[(&str, &str)], paths: &[&str])
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let (child, addr) = crate::common::serve(&mut cmd);
     let mut answers = Vec::new();
     for path in paths {
-        let body: Value = reqwest::get(format!("http://{addr}{path}"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, body) = Api::new(format!("http://{addr}"), None).get(path).await;
         answers.push(body);
     }
-    assert!(crate::cli::stop(child).success());
+    assert!(crate::common::stop(child).success());
     answers
 }
 
@@ -433,7 +424,7 @@ fn skilld_mcp_takes_the_configured_policy() {
     let dir = crate::common::tempdir().unwrap();
     skills(dir.path());
     let data = crate::common::tempdir().unwrap();
-    let mut child = crate::cli::skilld()
+    let mut child = crate::common::skilld()
         .args(["mcp", "--no-watch", "--agent-tools", "read", "--skills"])
         .arg(format!("bundled={}", dir.path().display()))
         .arg("--data-dir")
@@ -470,5 +461,5 @@ fn skilld_mcp_takes_the_configured_policy() {
         "params": {"_meta": {"skilld/agent_tools": ["read", "write"]}}}));
     let listed = answer();
     assert!(prompt_names(&listed).contains(&"plan"), "{listed}");
-    crate::cli::stop(child);
+    crate::common::stop(child);
 }

@@ -4,10 +4,10 @@
 //! `skilld serve` processes sharing one PostgreSQL. Every test checks what
 //! did or did not run through the marker file its tool appends to.
 
-use crate::common::{Api, TestServer, options, root};
-use crate::store::on_postgres;
+use crate::common::{
+    AGENT, Api, BOSS, CAROL, TestServer, held, mark_skill, marks, on_postgres, options, ran, root, tokens,
+};
 use serde_json::{Value, json};
-use skilld::auth::{Auth, Role, Token};
 use skilld::catalog::Root;
 use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
@@ -15,24 +15,6 @@ use skilld::store::{Grant, GrantDecision};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-/// A markdown skill whose one tool (named like the skill, `-` → `_`)
-/// appends a line to the file `path`: the lines say how often it ran.
-pub(crate) fn mark_skill(dir: &Path, name: &str, front: &str) {
-    let skill = dir.join(name);
-    std::fs::create_dir_all(&skill).unwrap();
-    std::fs::write(
-        skill.join("SKILL.md"),
-        format!(
-            "---\nname: {name}\nversion: 1.0.0\ndescription: Leaves a mark.\n{front}---\n\n### {tool}\n\n\
-             Appends a line to a file.\n\n#### Parameters\n\n| Name | Type | Required | Description |\n\
-             |---|---|---|---|\n| path | string | yes | The file. |\n\n#### Command\n\n\
-             ```\nsh -c 'echo ran >> \"$0\"; echo marked' {{{{path}}}}\n```\n",
-            tool = name.replace('-', "_")
-        ),
-    )
-    .unwrap();
-}
 
 /// One skill (see [`mark_skill`]) in a fresh root of `trust`, its server,
 /// a client, and the marker file its tool writes to.
@@ -70,30 +52,6 @@ fn call_waiting(api: &Api, tool: &str, file: &Path) -> tokio::task::JoinHandle<(
     tokio::spawn(async move { api.post(&path, json!({"arguments": {"path": file}})).await })
 }
 
-/// How many times the tool wrote to `path`.
-pub(crate) fn marks(path: &Path) -> usize {
-    std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
-}
-
-/// Asserts a 202 held for approval and returns it.
-pub(crate) fn held(status: u16, body: &Value) -> Value {
-    assert_eq!(status, 202, "{body}");
-    assert_eq!(body["status"], "pending_approval", "{body}");
-    let approval = body["approval_id"].as_str().unwrap();
-    assert_eq!(body["approval_url"], format!("/approvals/{approval}"));
-    assert_eq!(
-        body["run_url"],
-        format!("/runs/{}", body["run_id"].as_str().unwrap())
-    );
-    body.clone()
-}
-
-/// Asserts the tool ran here and now (200, success).
-pub(crate) fn ran(status: u16, body: &Value) {
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["success"], true, "{body}");
-}
-
 fn roots(bundled: &Path, user: &Path, untrusted: &Path) -> Vec<Root> {
     vec![
         root(bundled, Trust::Bundled),
@@ -122,16 +80,16 @@ async fn decision_table(server: &TestServer) {
             created_at: chrono::Utc::now(),
         }
     };
-    let store = &server.store;
-    store
+    let approvals = &server.store.approvals;
+    approvals
         .put_grant(grant("denied-ro", GrantDecision::Deny))
         .await
         .unwrap();
-    store
+    approvals
         .put_grant(grant("allowed-untrusted", GrantDecision::Allow))
         .await
         .unwrap();
-    store
+    approvals
         .put_grant(grant("allowed-rw", GrantDecision::Allow))
         .await
         .unwrap();
@@ -821,19 +779,6 @@ async fn an_answered_caller_is_not_marked(api: &Api, file: &Path) {
 }
 
 // ---- who may decide ---------------------------------------------------------------
-
-pub(crate) const AGENT: &str = "agent-secret-0123456789";
-pub(crate) const BOSS: &str = "boss-secret-0123456789";
-pub(crate) const CAROL: &str = "carol-secret-0123456789";
-
-pub(crate) fn tokens() -> Auth {
-    Auth::new(vec![
-        Token::with_secret("agent", Role::Invoke, AGENT, "test").unwrap(),
-        Token::with_secret("boss", Role::Approve, BOSS, "test").unwrap(),
-        Token::with_secret("carol", Role::Approve, CAROL, "test").unwrap(),
-    ])
-    .unwrap()
-}
 
 #[tokio::test]
 async fn an_invoke_token_cannot_approve_and_nobody_approves_their_own_call() {

@@ -2,8 +2,7 @@
 //! `GET /skills/{skill}/archive` give the same bytes for the same content,
 //! and the archive unpacked is the same skill, with the same hash.
 
-use crate::cli::skilld;
-use crate::common::{TestServer, assert_exit, copy_tree, corpus_dir, options, root, tempdir};
+use crate::common::{TestServer, assert_exit, copy_tree, corpus_dir, options, root, skilld, tempdir};
 use skilld::skill::Trust;
 use std::io::Cursor;
 use std::path::Path;

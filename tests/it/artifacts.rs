@@ -5,8 +5,7 @@
 //! on one PostgreSQL serves every run's files; on local disks, an instance
 //! without them says which one has them.
 
-use crate::common::{TestServer, options, root, tempdir, test_store};
-use crate::store::on_postgres;
+use crate::common::{TestServer, on_postgres, options, root, tempdir, test_store};
 use serde_json::{Value, json};
 use skilld::artifacts::{ArtifactStore, S3Settings, S3Store};
 use skilld::auth::{Auth, Role, Token};

@@ -117,11 +117,11 @@ async fn a_tool_of_the_same_user_cannot_read_the_servers_environment() {
     let data = crate::common::tempdir().unwrap();
     chown(data.path(), Some(uid), Some(gid)).unwrap();
     let secret = "s3cret-token-never-leaks";
-    let mut cmd = crate::cli::serve_as_nobody(skills.path(), data.path(), data.path());
+    let mut cmd = crate::common::serve_as_nobody(skills.path(), data.path(), data.path());
     cmd.env("SKILLD_TOKENS", format!("agent:invoke:{secret}"));
-    let (child, addr) = crate::cli::serve(&mut cmd);
-    let envelope = crate::cli::invoke_envelope(&addr, "peek", Some(secret), json!({})).await;
-    assert!(crate::cli::stop(child).success());
+    let (child, addr) = crate::common::serve(&mut cmd);
+    let envelope = crate::common::invoke_envelope(&addr, "peek", Some(secret), json!({})).await;
+    assert!(crate::common::stop(child).success());
     let output = envelope["output"].as_str().unwrap();
     assert!(!output.contains(secret), "the tool read the token: {output}");
     assert!(!output.contains("SKILLD_TOKENS"), "{output}");
@@ -387,7 +387,7 @@ async fn the_workspace_cannot_choose_a_runtime() {
     plant(&workspace.path().join("python3"));
     plant(&workspace.path().join("npx"));
     let data = crate::common::tempdir().unwrap();
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.current_dir(workspace.path())
         .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--skills"])
         .arg(format!("bundled={}", skills.path().display()))
@@ -397,12 +397,12 @@ async fn the_workspace_cannot_choose_a_runtime() {
         .arg(workspace.path())
         .env("PATH", "node_modules/.bin:.::/usr/local/bin:/usr/bin:/bin")
         .env_remove("SKILLD_DATABASE_URL");
-    let (child, addr) = crate::cli::serve(&mut cmd);
-    let call = |tool: &'static str| crate::cli::invoke_envelope(&addr, tool, None, json!({}));
+    let (child, addr) = crate::common::serve(&mut cmd);
+    let call = |tool: &'static str| crate::common::invoke_envelope(&addr, tool, None, json!({}));
     let py = call("typed_hello_py").await;
     let ts = call("typed_hello").await;
     let bare = call("bare").await;
-    assert!(crate::cli::stop(child).success());
+    assert!(crate::common::stop(child).success());
     assert!(!marker.exists(), "a planted program ran: {py} {ts} {bare}");
     assert_eq!(bare["output"], "real\n", "{bare}");
     assert_eq!(py["output"], "real python\n", "{py}");
@@ -423,7 +423,7 @@ async fn the_servers_secrets_never_reach_a_tool_even_when_allowed() {
     )
     .unwrap();
     let secret = "agent-secret-0f0f";
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--config"])
         .arg(&config)
         .arg("--skills")
@@ -435,9 +435,9 @@ async fn the_servers_secrets_never_reach_a_tool_even_when_allowed() {
         .env("DATABASE_URL", "postgres://app:db-password@db/app")
         .env("HARMLESS", "visible")
         .env_remove("SKILLD_DATABASE_URL");
-    let (child, addr) = crate::cli::serve(&mut cmd);
-    let envelope = crate::cli::invoke_envelope(&addr, "show_env", Some(secret), json!({})).await;
-    assert!(crate::cli::stop(child).success());
+    let (child, addr) = crate::common::serve(&mut cmd);
+    let envelope = crate::common::invoke_envelope(&addr, "show_env", Some(secret), json!({})).await;
+    assert!(crate::common::stop(child).success());
     let output = envelope["output"].as_str().unwrap();
     assert!(output.contains("HARMLESS=visible"), "{envelope}");
     for leaked in [
@@ -519,7 +519,7 @@ fn store_errors_keep_the_databases_words_out_of_responses() {
         skilld::store::StoreError::Other(db_text.to_owned()),
         skilld::store::StoreError::Unavailable(db_text.to_owned()),
     ] {
-        let problem = skilld::http::error::ApiError::from(e).problem();
+        let problem = skilld::http::kit::error::ApiError::from(e).problem();
         assert!(!problem.detail.contains("runs_pkey"), "{problem:?}");
     }
 }
@@ -739,12 +739,12 @@ async fn the_servers_environment_block_no_longer_holds_its_secrets() {
     }
     let data = crate::common::tempdir().unwrap();
     let db = format!("sqlite://{}/db-secret-path.db", data.path().display());
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
         .arg(data.path())
         .env("SKILLD_TOKENS", "boss:admin:env-secret-never-in-proc")
         .env("SKILLD_DATABASE_URL", &db);
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let (child, addr) = crate::common::serve(&mut cmd);
     let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
     let environ = String::from_utf8_lossy(&environ);
     assert!(
@@ -761,5 +761,5 @@ async fn the_servers_environment_block_no_longer_holds_its_secrets() {
         .unwrap();
     assert_eq!(res.status(), 200);
     assert!(data.path().join("db-secret-path.db").exists());
-    crate::cli::stop(child);
+    crate::common::stop(child);
 }

@@ -3,12 +3,14 @@
 //! manifest's backend, `skilld check`) tried to decide, list and administer
 //! as any local process can. Each test performs the attack and shows that
 //! it fails and that nothing ran, leaked or changed, while the person
-//! holding the local secret (its start link, its cookie, its file) can.
+//! holding the local secret (its start link, its file) can, as a bearer
+//! token: no cookie is a way in, not even the one the old start link set.
 
 use crate::common::{
-    TEST_SECRET, TestServer, assert_exit, marks_dir, options, root, stamp_skill, tempdir, write_file,
+    Api, TEST_SECRET, TestServer, assert_exit, marks_dir, options, root, stamp_skill, tempdir, write_file,
 };
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use skilld::skill::Trust;
 use skilld::store::{Grant, GrantDecision};
 use std::io::{BufRead, BufReader};
@@ -108,7 +110,7 @@ async fn allow(server: &TestServer, skill: &str, tool: &str) -> uuid::Uuid {
         created_by: Some("the person".to_owned()),
         created_at: chrono::Utc::now(),
     };
-    server.store.put_grant(grant).await.unwrap();
+    server.store.approvals.put_grant(grant).await.unwrap();
     id
 }
 
@@ -199,30 +201,32 @@ async fn a_network_tool_can_neither_read_nor_decide_nor_administer_while_the_per
     assert_eq!(approved["status"], "succeeded", "{approved}");
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
 
-    signs_in_through_the_start_link(&server, &marker, grant).await;
+    the_old_start_link_sets_nothing_and_its_cookie_is_no_way_in(&server, &marker, grant).await;
 }
 
-/// The person signs in through the start link and decides, revokes and
-/// reloads with its cookie.
-async fn signs_in_through_the_start_link(server: &TestServer, marker: &Path, grant: uuid::Uuid) {
-    // Through the start link: a cookie for this site only, which no script
-    // reads, and back to the page without the secret.
+/// The start link once put the secret in the query and its answer set it
+/// as a cookie, which a browser sends to every port of the host. With the
+/// right secret, that link now only sends the browser back to the page,
+/// unstored; the cookie it used to set, replayed, decides nothing; the
+/// person decides, revokes and reloads with the secret as a bearer token.
+async fn the_old_start_link_sets_nothing_and_its_cookie_is_no_way_in(
+    server: &TestServer,
+    marker: &Path,
+    grant: uuid::Uuid,
+) {
     let browser = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
     let link = server.url(&format!("/ui?secret={TEST_SECRET}"));
-    let signed_in = browser.get(&link).send().await.unwrap();
-    assert_eq!(signed_in.status(), 303);
-    assert_eq!(signed_in.headers()["location"], "ui");
-    let set = signed_in.headers()["set-cookie"].to_str().unwrap().to_owned();
-    let (pair, attributes) = set.split_once("; ").unwrap();
-    assert_eq!(attributes, "HttpOnly; SameSite=Strict; Path=/");
-    assert!(
-        pair.starts_with("skilld-local-") && pair.ends_with(&format!("={TEST_SECRET}")),
-        "{set}"
-    );
-    let cookie = |req: reqwest::RequestBuilder| req.header("cookie", pair);
+    let old = browser.get(&link).send().await.unwrap();
+    assert_eq!(old.status(), 303);
+    let headers = old.headers();
+    assert_eq!(headers["location"], "ui#old-start-link");
+    assert_eq!(headers["cache-control"], "no-store");
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    assert!(headers.get("set-cookie").is_none(), "{headers:?}");
+
     let (status, again) = server
         .invoke("stamp", json!({"path": marker.display().to_string()}))
         .await;
@@ -231,7 +235,23 @@ async fn signs_in_through_the_start_link(server: &TestServer, marker: &Path, gra
         "/approvals/{}/approve",
         again["approval_id"].as_str().unwrap()
     ));
-    let decided = cookie(browser.post(&approve))
+    let id = hex::encode(&Sha256::digest(Sha256::digest(TEST_SECRET.as_bytes()))[..6]);
+    let cookie = format!("skilld-local-{id}={TEST_SECRET}");
+    let replayed = browser
+        .post(&approve)
+        .header("cookie", &cookie)
+        .json(&json!({"scope": "always"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replayed.status(), 401);
+    let problem: Value = replayed.json().await.unwrap();
+    assert_eq!(problem["code"], "local_secret_required", "{problem}");
+    assert_eq!(grant_ids(server).await, [grant.to_string()]);
+
+    let person = server.person();
+    let decided = person
+        .post(&approve)
         .json(&json!({"scope": "always"}))
         .send()
         .await
@@ -240,15 +260,13 @@ async fn signs_in_through_the_start_link(server: &TestServer, marker: &Path, gra
     let grants = grant_ids(server).await;
     assert_eq!(grants.len(), 2, "{grants:?}");
     let stamp_grant = grants.iter().find(|g| **g != grant.to_string()).unwrap();
-    let revoked = cookie(browser.delete(server.url(&format!("/grants/{stamp_grant}"))))
+    let revoked = person
+        .delete(server.url(&format!("/grants/{stamp_grant}")))
         .send()
         .await
         .unwrap();
     assert_eq!(revoked.status(), 204);
-    let reloaded = cookie(browser.post(server.url("/skills/reload")))
-        .send()
-        .await
-        .unwrap();
+    let reloaded = person.post(server.url("/skills/reload")).send().await.unwrap();
     assert_eq!(reloaded.status(), 200);
     assert_eq!(server.get_json("/skills/later").await["name"], "later");
 }
@@ -311,9 +329,8 @@ async fn an_untrusted_manifests_backend_starts_only_for_a_call_a_person_approved
     let skill = server.get_json("/skills/lurker").await;
     assert_eq!(skill["trust"], "untrusted", "{skill}");
     assert_eq!(tool_names(&server.get_json("/tools").await), ["peek"]);
-    let reloaded = server
-        .person()
-        .post(server.url("/skills/reload"))
+    let reloaded = Api::of(&server)
+        .req(reqwest::Method::POST, "/skills/reload")
         .send()
         .await
         .unwrap();
@@ -373,7 +390,7 @@ fn check_package_and_tools_run_no_skill_code() {
     std::fs::write(&child, format!("{connect}{code}")).unwrap();
     let skill = skills.path().join("lurker");
 
-    let check = crate::cli::skilld()
+    let check = crate::common::skilld()
         .args(["check", "--format", "json"])
         .arg(&skill)
         .output()
@@ -392,7 +409,7 @@ fn check_package_and_tools_run_no_skill_code() {
     );
 
     let zip = out.path().join("lurker.zip");
-    let package = crate::cli::skilld()
+    let package = crate::common::skilld()
         .arg("package")
         .arg(&skill)
         .arg("-o")
@@ -410,7 +427,7 @@ fn check_package_and_tools_run_no_skill_code() {
         "package started the backend"
     );
 
-    let tools = crate::cli::skilld()
+    let tools = crate::common::skilld()
         .args(["tools", "--skills"])
         .arg(format!("untrusted={}", skills.path().display()))
         .output()
@@ -442,7 +459,7 @@ fn serve_open(cmd: &mut Command) -> (Child, String, String) {
     let addr = first.strip_prefix("listening on http://").unwrap().to_owned();
     let second = line();
     let secret = second
-        .strip_prefix(&format!("approve at http://{addr}/ui?secret="))
+        .strip_prefix(&format!("approve at http://{addr}/ui#secret="))
         .unwrap_or_else(|| panic!("the second line is {second:?}"))
         .to_owned();
     child.stdout = Some(stdout.into_inner());
@@ -451,7 +468,7 @@ fn serve_open(cmd: &mut Command) -> (Child, String, String) {
 
 /// `skilld serve` over `skills` (bundled) with data directory `data`.
 fn serve_command(skills: &Path, data: &Path) -> Command {
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
         .arg(data)
         .arg("--workspace")
@@ -471,9 +488,9 @@ async fn the_command_line_installs_with_the_secret_of_its_data_directory_and_the
         .stderr(std::fs::File::create(&log).unwrap());
     let (child, addr, secret) = serve_open(&mut cmd);
     let zip = other.path().join("hello.zip");
-    std::fs::write(&zip, crate::install::hello("1.0.0", "hi")).unwrap();
+    std::fs::write(&zip, crate::common::hello("1.0.0", "hi")).unwrap();
     let install = |data_dir: &Path| {
-        let mut cmd = crate::cli::skilld();
+        let mut cmd = crate::common::skilld();
         cmd.arg("install")
             .arg(&zip)
             .args(["--trust", "user", "--to", &format!("http://{addr}"), "--data-dir"])
@@ -504,7 +521,7 @@ async fn the_command_line_installs_with_the_secret_of_its_data_directory_and_the
         .unwrap();
     assert_eq!(skill["version"], "1.0.0", "{skill}");
 
-    // The start link, followed: its request is logged without the secret.
+    // An old start link, followed: its request is logged without the secret.
     let browser = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -515,7 +532,7 @@ async fn the_command_line_installs_with_the_secret_of_its_data_directory_and_the
         .await
         .unwrap();
     assert_eq!(res.status(), 303);
-    assert!(crate::cli::stop(child).success());
+    assert!(crate::common::stop(child).success());
     let log = std::fs::read_to_string(&log).unwrap();
     let holding: Vec<&str> = log.lines().filter(|l| l.contains(&secret)).collect();
     assert_eq!(holding.len(), 1, "{log}");
@@ -538,7 +555,7 @@ async fn the_secret_is_private_made_once_kept_across_restarts_and_in_no_childs_e
     assert_eq!(meta.uid(), nix::unistd::geteuid().as_raw());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), secret);
     assert_eq!(secret.len(), 64);
-    let envelope = crate::cli::invoke_envelope(&addr, "env_dump", None, json!({})).await;
+    let envelope = crate::common::invoke_envelope(&addr, "env_dump", None, json!({})).await;
     let env = envelope["output"].as_str().unwrap();
     assert!(env.contains("PATH="), "{envelope}");
     assert!(!env.contains(&secret), "{env}");
@@ -546,7 +563,7 @@ async fn the_secret_is_private_made_once_kept_across_restarts_and_in_no_childs_e
         let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
         assert!(!String::from_utf8_lossy(&environ).contains(&secret));
     }
-    assert!(crate::cli::stop(child).success());
+    assert!(crate::common::stop(child).success());
 
     // Started again: the same secret, the same file.
     let (child, addr, again) = serve_open(&mut serve_command(skills.path(), data.path()));
@@ -556,13 +573,13 @@ async fn the_secret_is_private_made_once_kept_across_restarts_and_in_no_childs_e
     assert_eq!(health.status(), 200);
     let kept = std::fs::metadata(&file).unwrap();
     assert_eq!((kept.ino(), kept.mtime()), (meta.ino(), meta.mtime()));
-    assert!(crate::cli::stop(child).success());
+    assert!(crate::common::stop(child).success());
 
     // With tokens there is none, and none is made.
     let tokens = tempdir().unwrap();
     let mut cmd = serve_command(skills.path(), tokens.path());
     cmd.env("SKILLD_TOKENS", "boss:admin:boss-secret-0123");
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let (child, addr) = crate::common::serve(&mut cmd);
     let res = reqwest::Client::new()
         .get(format!("http://{addr}/approvals"))
         .bearer_auth("boss-secret-0123")
@@ -570,6 +587,6 @@ async fn the_secret_is_private_made_once_kept_across_restarts_and_in_no_childs_e
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    assert!(crate::cli::stop(child).success());
+    assert!(crate::common::stop(child).success());
     assert!(!tokens.path().join("local-secret").exists());
 }

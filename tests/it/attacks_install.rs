@@ -5,8 +5,7 @@
 //! Each test performs the attack and shows that it fails, and that
 //! nothing ran, leaked or changed.
 
-use crate::common::{TestServer, marks_dir, tempdir};
-use crate::install::{assert_only_staging, install_options, zip_of};
+use crate::common::{TestServer, assert_only_staging, install_options, marks_dir, tempdir, zip_of};
 use serde_json::{Value, json};
 use skilld::auth::{Auth, Role, Token};
 use skilld::install::{DepsSettings, InstallSettings};

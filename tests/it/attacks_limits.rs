@@ -3,16 +3,13 @@
 //! 16, and the webhook links of a server on port 0): each test performs
 //! the attack and shows that it fails, and that nothing ran or changed.
 
-use crate::common::{TestServer, options, root, tempdir, write_file};
-use crate::notify::{Receiver, target};
+use crate::common::{Receiver, Served, TestServer, options, root, target, tempdir, write_file};
 use serde_json::{Value, json};
 use skilld::auth::{Auth, Role, Token};
 use skilld::notify::NotifyConfig;
 use skilld::skill::Trust;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const INVOKE: &str = "agent-secret-0123456789";
@@ -72,124 +69,6 @@ async fn get_as(base: &str, path: &str, token: &str) -> Value {
     res.json().await.unwrap()
 }
 
-/// A real `skilld serve` on 127.0.0.1 port 0, over `skills` (bundled),
-/// configured by the TOML `config`, its log (stderr) kept; stopped when
-/// dropped.
-struct Served {
-    child: Option<Child>,
-    addr: String,
-    log: Arc<Mutex<Vec<u8>>>,
-    _data: tempfile::TempDir,
-}
-
-impl Served {
-    fn start(skills: &Path, config: &str) -> Self {
-        Self::start_with_files(skills, config, None)
-    }
-
-    /// With the soft limit of open files at `soft_files`, when given.
-    fn start_with_files(skills: &Path, config: &str, soft_files: Option<u64>) -> Self {
-        let data = tempdir().unwrap();
-        let file = data.path().join("skilld.toml");
-        std::fs::write(&file, config).unwrap();
-        let mut cmd = crate::cli::skilld();
-        if let Some(soft) = soft_files {
-            // The same environment, run through a shell that lowers the limit.
-            let program = cmd.get_program().to_owned();
-            cmd = std::process::Command::new("sh");
-            cmd.arg("-c")
-                .arg(format!("ulimit -Sn {soft} && exec \"$0\" \"$@\""))
-                .arg(program)
-                .env_remove("SKILLD_BIND")
-                .env_remove("SKILLD_SKILLS")
-                .env_remove("SKILLD_CONFIG")
-                .env_remove("SKILLD_TOKENS");
-        }
-        cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch"])
-            .arg("--config")
-            .arg(&file)
-            .arg("--data-dir")
-            .arg(data.path().join("data"))
-            .arg("--skills")
-            .arg(format!("bundled={}", skills.display()))
-            .env_remove("SKILLD_DATABASE_URL")
-            .env("SKILLD_LOG", "info");
-        let (mut child, addr) = crate::cli::serve_logging_to(&mut cmd, Stdio::piped());
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let mut stderr = child.stderr.take().unwrap();
-        let kept = log.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                kept.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-        Self {
-            child: Some(child),
-            addr,
-            log,
-            _data: data,
-        }
-    }
-
-    /// A client that sends the server's local secret, as the person who
-    /// decides.
-    fn person(&self) -> reqwest::Client {
-        let secret = skilld::local_secret::read(&self._data.path().join("data"))
-            .unwrap()
-            .expect("an open server keeps its local secret");
-        crate::common::bearer_client(Some(&secret))
-    }
-
-    fn base(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Stops the server as SIGTERM does; fails if it takes over 5 s.
-    fn stop(mut self) -> std::process::ExitStatus {
-        crate::cli::stop(self.child.take().unwrap())
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    /// How many descriptors the server has open.
-    fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .unwrap()
-            .count()
-    }
-
-    fn log(&self) -> String {
-        String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
-    }
-
-    /// Waits until the log holds `text`.
-    async fn wait_for_log(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let log = self.log();
-            if log.contains(text) {
-                return log;
-            }
-            assert!(Instant::now() < deadline, "no {text:?} in the log:\n{log}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.take() {
-            crate::cli::stop(child);
-        }
-    }
-}
-
 /// A process backend that writes escape sequences and forged log lines
 /// to its stderr when it starts.
 const FORGER: &str = r#"import json, sys
@@ -225,7 +104,7 @@ async fn a_backends_stderr_cannot_forge_log_lines_or_reach_the_terminal() {
     write_file(&skills.path().join("forger/child.py"), FORGER);
     let server = Served::start(skills.path(), "");
     // The backend starts when its catalog loads, or at its first call.
-    let envelope = crate::cli::invoke_envelope(&server.addr, "noop", None, json!({})).await;
+    let envelope = crate::common::invoke_envelope(&server.addr, "noop", None, json!({})).await;
     assert_eq!(envelope["success"], true, "{envelope}");
     let log = server.wait_for_log("FORGED").await;
 
@@ -297,7 +176,7 @@ async fn webhooks_show_the_arguments_of_an_entrypoint_tools_calls() {
 
 #[tokio::test]
 async fn webhooks_show_the_arguments_of_an_entrypoint_tools_calls_on_postgres() {
-    crate::store::on_postgres(|url| async move { webhooks_show_arguments(Some(&url)).await }).await;
+    crate::common::on_postgres(|url| async move { webhooks_show_arguments(Some(&url)).await }).await;
 }
 
 /// The webhook test on the run log at `database` (SQLite when `None`).
@@ -322,6 +201,7 @@ async fn webhooks_show_arguments(database: Option<&str>) {
     ];
     let _notifier = skilld::notify::spawn(
         server.invoker.clone(),
+        server.store.outbox.clone(),
         targets,
         "a".to_owned(),
         "https://skilld.example".to_owned(),
@@ -384,7 +264,7 @@ async fn webhooks_show_arguments(database: Option<&str>) {
 /// keys); "Approve all" approves those, and the other call waits.
 #[tokio::test]
 async fn approve_all_of_an_entrypoint_tool_approves_only_identical_calls() {
-    let Some(harness) = crate::ui::browser_harness() else {
+    let Some(harness) = crate::common::browser_harness() else {
         return;
     };
     let skills = tempdir().unwrap();
@@ -425,7 +305,7 @@ async fn approve_all_of_an_entrypoint_tool_approves_only_identical_calls() {
         ("INBOX_APPROVAL_IDS", ids.as_str()),
         ("INBOX_OTHER_ID", other.as_str()),
     ];
-    let page = crate::ui::Script::start(
+    let page = crate::common::Script::start(
         &harness,
         "split.mjs",
         "ui-split.png",
@@ -816,7 +696,7 @@ async fn an_open_inbox_stream_does_not_hold_the_shutdown() {
 
 #[tokio::test]
 async fn an_open_inbox_stream_does_not_hold_the_shutdown_on_postgres() {
-    crate::store::on_postgres(|url| async move {
+    crate::common::on_postgres(|url| async move {
         inbox_stream_ends_at_shutdown(&format!("database = \"{url}\"\n")).await;
     })
     .await;

@@ -100,7 +100,7 @@ for fd in (0, 1, 2):
 attempt('TIOCLINUX 0', lambda: fcntl.ioctl(0, 0x541C, b'\\x06'))
 "
     );
-    let envelope = crate::cli::invoke_envelope(&addr, "typist", None, json!({ "code": code })).await;
+    let envelope = crate::common::invoke_envelope(&addr, "typist", None, json!({ "code": code })).await;
     let output = envelope["output"].as_str().unwrap();
     assert_eq!(
         output,
@@ -117,7 +117,7 @@ attempt('TIOCLINUX 0', lambda: fcntl.ioctl(0, 0x541C, b'\\x06'))
     let mut buf = [0u8; 64];
     let typed = nix::unistd::read(&slave, &mut buf);
     assert_eq!(typed, Err(nix::errno::Errno::EAGAIN), "{:?}", &buf);
-    crate::cli::stop(child);
+    crate::common::stop(child);
 }
 
 /// The address on the first line of a server's stdout (a terminal's line
@@ -293,7 +293,7 @@ attempt('server cmdline', lambda: open('/proc/{server_pid}/cmdline').read())
 /// has read it, as it wipes its secrets from its environment.
 #[tokio::test]
 async fn the_database_password_is_off_the_command_line() {
-    let Some(url) = crate::store::postgres_url() else {
+    let Some(url) = crate::common::postgres_url() else {
         return;
     };
     let with_password = url.replacen("://postgres@", "://postgres:hunter2-never-shown@", 1);
@@ -302,12 +302,12 @@ async fn the_database_password_is_off_the_command_line() {
         "{url}: no user to give a password"
     );
     let data = crate::common::tempdir().unwrap();
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
         .arg(data.path())
         .arg("--database")
         .arg(&with_password);
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let (child, addr) = crate::common::serve(&mut cmd);
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap();
     let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
     assert!(!cmdline.contains("hunter2"), "{cmdline}");
@@ -315,7 +315,7 @@ async fn the_database_password_is_off_the_command_line() {
     // It still serves from that database.
     let health = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
     assert_eq!(health.status(), 200);
-    crate::cli::stop(child);
+    crate::common::stop(child);
 }
 
 /// A skill named `bin` got its parent, the skill root, as an "install
@@ -396,7 +396,7 @@ async fn a_run_log_outside_the_data_directory_is_out_of_reach() {
     let workspace = crate::common::tempdir().unwrap();
     std::fs::write(workspace.path().join("notes.txt"), "workspace notes\n").unwrap();
     let db = workspace.path().join("runs.db");
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
         .arg(data.path())
         .arg("--workspace")
@@ -405,7 +405,7 @@ async fn a_run_log_outside_the_data_directory_is_out_of_reach() {
         .arg(format!("sqlite://{}", db.display()))
         .arg("--skills")
         .arg(format!("bundled={}", skills.path().display()));
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let (child, addr) = crate::common::serve(&mut cmd);
     let code = format!(
         "{ATTEMPTS}
 attempt('db', lambda: open('{db}', 'rb').read(16))
@@ -415,13 +415,13 @@ print(open('{ws}/notes.txt').read(), end='')
         db = db.display(),
         ws = workspace.path().display()
     );
-    let envelope = crate::cli::invoke_envelope(&addr, "dbpeek", None, json!({ "code": code })).await;
+    let envelope = crate::common::invoke_envelope(&addr, "dbpeek", None, json!({ "code": code })).await;
     assert_eq!(
         envelope["output"], "db: EACCES\nwal: EACCES\nworkspace notes\n",
         "{envelope}"
     );
     assert!(db.exists());
-    crate::cli::stop(child);
+    crate::common::stop(child);
 }
 
 /// `/readyz` names each new layer.
@@ -435,6 +435,8 @@ async fn readyz_reports_the_new_layers() {
     assert_eq!(sandbox["mounts"], expected, "{ready}");
     assert_eq!(sandbox["processes"], expected, "{ready}");
     assert_eq!(sandbox["seccomp"], "enforced", "{ready}");
+    // This kernel has seccomp user notification (5.0) and pidfd_getfd (5.6).
+    assert_eq!(sandbox["unix_sockets"], "seccomp_notify", "{ready}");
 }
 
 /// An installed skill's dependencies came first on `PATH`, outside the
@@ -477,7 +479,7 @@ async fn installed_dependencies_do_not_replace_the_program_the_approver_saw() {
         }],
     };
     write_state(installed.path(), "lister", &state).unwrap();
-    let server = TestServer::builder(options(vec![crate::install::installed_root(installed.path())]))
+    let server = TestServer::builder(options(vec![crate::common::installed_root(installed.path())]))
         .settings(RunSettings::default())
         .start()
         .await;
@@ -505,6 +507,7 @@ async fn all_runs_together_are_bounded() {
     let server = std::sync::Arc::new(
         TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
             .settings(settings)
+            .allowed()
             .start()
             .await,
     );
@@ -542,7 +545,9 @@ async fn all_runs_together_are_bounded() {
 /// user's agent, multiplexer and session-bus sockets were all in reach.
 /// It now makes the runs' mount namespace inside a user namespace of its
 /// own: a socket its user owns in `/tmp` is out of sight, while the
-/// tool still reads its skill and writes its scratch directory.
+/// tool still reads its skill, writes its scratch directory, and reaches
+/// its own listener there (the gate's supervisor, not root, may still
+/// take the tool's socket: the run's user namespace is the server's).
 #[tokio::test]
 async fn a_server_that_is_not_root_hides_the_users_sockets_too() {
     use std::os::unix::fs::{PermissionsExt, chown};
@@ -562,8 +567,8 @@ async fn a_server_that_is_not_root_hides_the_users_sockets_too() {
     chown(&path, Some(uid), Some(gid)).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     listener.set_nonblocking(true).unwrap();
-    let mut cmd = crate::cli::serve_as_nobody(skills.path(), data.path(), skills.path());
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let mut cmd = crate::common::serve_as_nobody(skills.path(), data.path(), skills.path());
+    let (child, addr) = crate::common::serve(&mut cmd);
     let ready: Value = reqwest::get(format!("http://{addr}/readyz"))
         .await
         .unwrap()
@@ -577,18 +582,529 @@ def connect(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(path)
 attempt('own socket', lambda: connect('{path}'))
+run_socket = os.environ['TMPDIR'] + '/run.sock'
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(run_socket)
+listener.listen(1)
+attempt('run socket', lambda: connect(run_socket))
 open(os.environ['TMPDIR'] + '/scratch', 'w').write('x')
 print('scratch: ok')
 print('uid: ' + str(os.getuid()))
 ",
         path = path.display()
     );
-    let envelope = crate::cli::invoke_envelope(&addr, "sockets_nonroot", None, json!({ "code": code })).await;
-    crate::cli::stop(child);
+    let envelope =
+        crate::common::invoke_envelope(&addr, "sockets_nonroot", None, json!({ "code": code })).await;
+    crate::common::stop(child);
     assert_eq!(ready["sandbox"]["mounts"], "enforced", "{ready}");
     assert_eq!(
-        envelope["output"], "own socket: ENOENT\nscratch: ok\nuid: 65534\n",
+        envelope["output"], "own socket: ENOENT\nrun socket: ok\nscratch: ok\nuid: 65534\n",
         "{envelope}"
     );
     assert!(listener.accept().is_err(), "the tool reached its user's socket");
+}
+
+/// Removes a directory made outside the tests' temporary ones (in `/srv`,
+/// `/home`) when the test ends, passed or not.
+struct Made(std::path::PathBuf);
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A listening socket anyone may connect to at `path`, non-blocking.
+fn open_listener(path: &Path) -> std::os::unix::net::UnixListener {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    listener
+}
+
+/// The run's own directory, once it appears under `scratch`.
+async fn run_dir_under(scratch: &Path) -> std::path::PathBuf {
+    for _ in 0..200 {
+        let made = std::fs::read_dir(scratch)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .find(|e| e.file_type().is_ok_and(|t| t.is_dir()));
+        if let Some(made) = made {
+            return made.path();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no run directory appeared under {}", scratch.display());
+}
+
+/// The host's listeners of the unix-socket attack, anyone may connect to
+/// each: in the workspace, in `/srv`, in a home directory, one the tool
+/// moves out of the workspace, two the test links into the run's own
+/// directory; a datagram listener; an abstract name.
+struct HostSockets {
+    _srv: Made,
+    _home: Made,
+    workspace: std::path::PathBuf,
+    scratch: std::path::PathBuf,
+    /// workspace, srv, home, moved, linked, unlinked.
+    paths: [std::path::PathBuf; 6],
+    listeners: Vec<std::os::unix::net::UnixListener>,
+    datagrams: std::os::unix::net::UnixDatagram,
+    name: String,
+    named: std::os::unix::net::UnixListener,
+}
+
+impl HostSockets {
+    fn open() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::net::{UnixDatagram, UnixListener};
+        let pid = std::process::id();
+        // Outside /tmp, so that the workspace and the scratch root are one
+        // mount in the run's view, as they are wherever neither lies in a
+        // hidden place: a rename between them works.
+        let srv = Made(Path::new("/srv").join(format!("skilld-unix-{pid}")));
+        let home = Made(Path::new("/home").join(format!("skilld-fake-{pid}")));
+        let (workspace, host) = (srv.0.join("ws"), srv.0.join("host"));
+        for dir in [&workspace, &host] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let paths = [
+            workspace.join("ws.sock"),
+            srv.0.join("srv.sock"),
+            home.0.join(".docker/run/docker.sock"),
+            workspace.join("moved.sock"),
+            host.join("linked.sock"),
+            host.join("unlinked.sock"),
+        ];
+        let listeners = paths.iter().map(|p| open_listener(p)).collect();
+        let datagrams = UnixDatagram::bind(workspace.join("log.sock")).unwrap();
+        datagrams.set_nonblocking(true).unwrap();
+        let name = format!("skilld-host-{pid}");
+        let addr =
+            <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+                name.as_bytes(),
+            )
+            .unwrap();
+        let named = UnixListener::bind_addr(&addr).unwrap();
+        named.set_nonblocking(true).unwrap();
+        Self {
+            scratch: srv.0.join("scratch"),
+            _srv: srv,
+            _home: home,
+            workspace,
+            paths,
+            listeners,
+            datagrams,
+            name,
+            named,
+        }
+    }
+
+    /// The tool: each attempt, one per line.
+    fn attack(&self) -> String {
+        format!(
+            "{ATTEMPTS}
+import socket, time
+tmp = os.environ['TMPDIR']
+def connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(path)
+    s.sendall(b'leak')
+attempt('workspace', lambda: connect('{ws}'))
+attempt('srv', lambda: connect('{srv}'))
+attempt('home', lambda: connect('{home}'))
+os.symlink('{ws}', tmp + '/symlink.sock')
+attempt('symlink in own dir', lambda: connect(tmp + '/symlink.sock'))
+os.rename('{moved}', tmp + '/moved.sock')
+attempt('renamed into own dir', lambda: connect(tmp + '/moved.sock'))
+for name in ('linked.sock', 'unlinked.sock'):
+    for _ in range(200):
+        if os.path.exists(tmp + '/' + name):
+            break
+        time.sleep(0.05)
+attempt('hard link in own dir', lambda: connect(tmp + '/linked.sock'))
+attempt('hard link, host name gone', lambda: connect(tmp + '/unlinked.sock'))
+attempt('datagram', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+attempt('datagram pair', lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM))
+attempt('raw', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_RAW))
+def send_to(kind):
+    socket.socket(socket.AF_UNIX, kind).sendto(b'leak', '{log}')
+attempt('stream sendto', lambda: send_to(socket.SOCK_STREAM))
+attempt('seqpacket sendto', lambda: send_to(socket.SOCK_SEQPACKET))
+attempt('abstract', lambda: connect('\\0{name}'))
+",
+            ws = self.paths[0].display(),
+            srv = self.paths[1].display(),
+            home = self.paths[2].display(),
+            moved = self.paths[3].display(),
+            log = self.workspace.join("log.sock").display(),
+            name = self.name,
+        )
+    }
+
+    /// Hard links to two host sockets in the run's directory, once it
+    /// exists: one beside the host's name, one whose host name is gone
+    /// (so it has one link, as the run's own sockets have).
+    async fn plant_links(&self) {
+        let run_dir = run_dir_under(&self.scratch).await;
+        std::fs::hard_link(&self.paths[4], run_dir.join("linked.sock")).unwrap();
+        let part = run_dir.join("unlinked.sock.part");
+        std::fs::hard_link(&self.paths[5], &part).unwrap();
+        std::fs::remove_file(&self.paths[5]).unwrap();
+        std::fs::rename(&part, run_dir.join("unlinked.sock")).unwrap();
+    }
+
+    /// No listener got a connection, no datagram arrived.
+    fn assert_untouched(&self) {
+        for (listener, path) in self.listeners.iter().zip(&self.paths) {
+            assert!(
+                listener.accept().is_err(),
+                "a tool connected to {}",
+                path.display()
+            );
+        }
+        assert!(self.named.accept().is_err(), "a tool connected to @{}", self.name);
+        assert!(self.datagrams.recv(&mut [0u8; 16]).is_err(), "a datagram arrived");
+    }
+}
+
+/// Issue 40, point 6: with `network: false` a tool exchanged data with
+/// unix-socket listeners in the workspace and in `/srv`; hiding `/tmp`
+/// and `/run` is no complete list. The server now decides each `connect`
+/// and allows only the run's own sockets. Listeners anyone may connect
+/// to, in the workspace, in `/srv`, in a home directory, hard-linked into
+/// the run's own directory (the host's name kept, or removed), renamed
+/// into it by a tool that may write the workspace, and behind a symbolic
+/// link the tool made there: none is reached, none accepts anything.
+/// Nor does a datagram listener, which a connectionless socket would
+/// reach without any connect (stream and seqpacket sockets refuse an
+/// address to send to), nor an abstract name.
+#[tokio::test]
+async fn network_false_reaches_no_unix_socket_of_the_host_anywhere() {
+    if needs_root() {
+        return;
+    }
+    let host = HostSockets::open();
+    let skills = crate::common::tempdir().unwrap();
+    python_skill(skills.path(), "reach", "permissions: [file:write]\n");
+    let settings = RunSettings {
+        workspace: host.workspace.clone(),
+        scratch_dir: host.scratch.clone(),
+        ..RunSettings::default()
+    };
+    let server = std::sync::Arc::new(
+        TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+            .settings(settings)
+            .allowed()
+            .start()
+            .await,
+    );
+    let code = host.attack();
+    let call = {
+        let server = server.clone();
+        tokio::spawn(async move { server.invoke("reach", json!({ "code": code })).await })
+    };
+    host.plant_links().await;
+    let (status, envelope) = call.await.unwrap();
+    assert_eq!(status, 200, "{envelope}");
+    assert_eq!(
+        envelope["output"],
+        "workspace: EACCES\nsrv: EACCES\nhome: EACCES\nsymlink in own dir: EACCES\n\
+         renamed into own dir: EACCES\nhard link in own dir: EACCES\nhard link, host name gone: EACCES\n\
+         datagram: EACCES\ndatagram pair: EACCES\nraw: EACCES\nstream sendto: ENOTSUP\n\
+         seqpacket sendto: ENOTCONN\nabstract: EACCES\n",
+        "{envelope}"
+    );
+    host.assert_untouched();
+}
+
+/// What `network: false` keeps: a listener in the run's own `TMPDIR`
+/// that a forked child connects to (by absolute and by relative path,
+/// stream and seqpacket), eight threads connecting at once to a listener
+/// with a backlog of one (the server's connects wait for its accepts),
+/// Python's `forkserver` (its socket lies in a
+/// temporary directory; Python 3.14 starts processes with it by default),
+/// and socket pairs. The same program runs as a
+/// tool whose `TMPDIR` is its scratch directory and as an entrypoint
+/// whose `TMPDIR` is its own `/tmp`.
+#[tokio::test]
+async fn network_false_keeps_the_runs_own_unix_sockets() {
+    let skills = crate::common::tempdir().unwrap();
+    python_skill(skills.path(), "own_sockets", "");
+    crate::common::write_file(&skills.path().join("own-entry/scripts/main.py"), OWN_SOCKETS);
+    crate::common::write_file(
+        &skills.path().join("own-entry/SKILL.md"),
+        "---\nname: own-entry\nversion: 1.0.0\ndescription: Own sockets.\n---\n\nRuns.\n",
+    );
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .settings(RunSettings::default())
+        .allowed()
+        .start()
+        .await;
+    let ready: Value = server.get_json("/readyz").await;
+    if ready["sandbox"]["unix_sockets"] != "seccomp_notify" {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI hosts have user notification: {ready}"
+        );
+        eprintln!("skipped: connects are refused here: {ready}");
+        return;
+    }
+    let expected = "own listener: olleh\nrelative: ok\nseqpacket: ok\nconcurrent: 8\nforkserver: [1, 4, 9] [0, 0, 0]\npair: pair\n";
+    let output = run(&server, "own_sockets", OWN_SOCKETS).await;
+    assert_eq!(output, expected);
+    let (status, envelope) = server.invoke("own_entry", json!({})).await;
+    assert_eq!(status, 200, "{envelope}");
+    assert_eq!(envelope["output"], expected, "{envelope}");
+}
+
+/// A run talking to itself over unix sockets; see the test above.
+const OWN_SOCKETS: &str = r#"
+import multiprocessing, os, socket, threading, time
+
+def serve_once(kind, path, relative):
+    server = socket.socket(socket.AF_UNIX, kind)
+    server.bind(path)
+    server.listen(1)
+    if os.fork() == 0:
+        client = socket.socket(socket.AF_UNIX, kind)
+        client.connect(os.path.basename(path) if relative else path)
+        client.sendall(b'hello')
+        os._exit(0)
+    conn, _ = server.accept()
+    got = conn.recv(5)
+    os.wait()
+    return got
+
+def concurrent(path):
+    # A backlog of one: most connects wait until the listener accepts.
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    done = []
+    def one():
+        client = socket.socket(socket.AF_UNIX)
+        client.connect(path)
+        done.append(client)
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    accepted = [server.accept()[0] for _ in threads]
+    for thread in threads:
+        thread.join()
+    return len(done)
+
+def main():
+    tmp = os.environ['TMPDIR']
+    got = serve_once(socket.SOCK_STREAM, tmp + '/own.sock', False)
+    print('own listener: ' + got[::-1].decode())
+    os.chdir(tmp)
+    got = serve_once(socket.SOCK_STREAM, tmp + '/rel.sock', True)
+    print('relative: ' + ('ok' if got == b'hello' else repr(got)))
+    got = serve_once(socket.SOCK_SEQPACKET, tmp + '/seq.sock', False)
+    print('seqpacket: ' + ('ok' if got == b'hello' else repr(got)))
+    print('concurrent: ' + str(concurrent(tmp + '/many.sock')))
+    # Processes, not a Pool: a Pool's locks are POSIX semaphores in
+    # /dev/shm, which no run has, whatever its start method.
+    ctx = multiprocessing.get_context('forkserver')
+    reader, writer = ctx.Pipe(duplex=False)
+    children = [ctx.Process(target=writer.send, args=(n * n,)) for n in (1, 2, 3)]
+    for child in children:
+        child.start()
+    got = sorted(reader.recv() for _ in children)
+    for child in children:
+        child.join()
+    print('forkserver: ' + str(got) + ' ' + str([c.exitcode for c in children]))
+    a, b = socket.socketpair()
+    a.send(b'pair')
+    print('pair: ' + b.recv(4).decode())
+
+# The forkserver imports this file again, as `__mp_main__`.
+if __name__ == '__main__':
+    main()
+"#;
+
+/// The listeners of a `skilld serve`'s gates (`anon_inode:seccomp notify`).
+fn gate_listeners(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("seccomp"))
+        .count()
+}
+
+/// A tool holding its gate's listener could answer its own connects. The
+/// listener goes from the child to the server before the tool runs: the
+/// tool holds none, the server holds one while the run lives, and none
+/// once it has ended (its supervisor ends with it).
+#[tokio::test]
+async fn only_the_server_holds_a_runs_gate_and_only_while_it_runs() {
+    let skills = crate::common::tempdir().unwrap();
+    python_skill(skills.path(), "fds", "");
+    let data = crate::common::tempdir().unwrap();
+    let mut cmd = crate::common::skilld();
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
+        .arg(data.path())
+        .arg("--skills")
+        .arg(format!("bundled={}", skills.path().display()));
+    let (child, addr) = crate::common::serve(&mut cmd);
+    let ready: Value = reqwest::get(format!("http://{addr}/readyz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    if ready["sandbox"]["unix_sockets"] != "seccomp_notify" {
+        crate::common::stop(child);
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI hosts have user notification: {ready}"
+        );
+        eprintln!("skipped: no gate here: {ready}");
+        return;
+    }
+    // The listing's own descriptor is gone by the time it is read.
+    let code = r"
+import os, time
+fds = []
+for f in os.listdir('/proc/self/fd'):
+    try:
+        fds.append(os.readlink('/proc/self/fd/' + f))
+    except OSError:
+        pass
+print('seccomp fds: ' + str(sum('seccomp' in f for f in fds)) + ' of ' + str(len(fds)))
+time.sleep(1.5)
+";
+    let call = {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            crate::common::invoke_envelope(&addr, "fds", None, json!({ "code": code })).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let during = gate_listeners(child.id());
+    let envelope = call.await.unwrap();
+    let mut after = gate_listeners(child.id());
+    for _ in 0..50 {
+        if after == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        after = gate_listeners(child.id());
+    }
+    let pid = child.id();
+    crate::common::stop(child);
+    assert_eq!(envelope["output"], "seccomp fds: 0 of 3\n", "{envelope}");
+    assert_eq!((during, after), (1, 0), "listeners held by the server {pid}");
+}
+
+/// A process backend's child lives as long as the server wants, and is
+/// gated as a run is: from its own directory it reaches its own listener,
+/// not the host's socket in the workspace.
+#[tokio::test]
+async fn a_backends_child_is_gated_too() {
+    let workspace = crate::common::tempdir().unwrap();
+    let host = workspace.path().join("host.sock");
+    let listener = open_listener(&host);
+    let skills = crate::common::tempdir().unwrap();
+    crate::common::write_file(
+        &skills.path().join("gated/SKILL.yaml"),
+        "name: gated\nversion: 1.0.0\ndescription: Connects.\ntypes: [tool]\npermissions: [shell:exec]\n\
+         implementation:\n  backend: process\n  entrypoint: child.py\n",
+    );
+    crate::common::write_file(
+        &skills.path().join("gated/child.py"),
+        &GATED_CHILD.replace("HOST", &host.display().to_string()),
+    );
+    let settings = RunSettings {
+        workspace: workspace.path().to_path_buf(),
+        ..RunSettings::default()
+    };
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .settings(settings)
+        .allowed()
+        .start()
+        .await;
+    let ready: Value = server.get_json("/readyz").await;
+    if ready["sandbox"]["unix_sockets"] != "seccomp_notify" {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI hosts have user notification: {ready}"
+        );
+        eprintln!("skipped: no gate here: {ready}");
+        return;
+    }
+    for _ in 0..2 {
+        let (status, envelope) = server.invoke("reach_out", json!({})).await;
+        assert_eq!(status, 200, "{envelope}");
+        assert_eq!(envelope["output"], "own: ok\nhost: EACCES", "{envelope}");
+    }
+    assert!(
+        listener.accept().is_err(),
+        "a backend connected to the host's socket"
+    );
+}
+
+/// A process backend whose one tool connects to a listener in its own
+/// `TMPDIR` and to `HOST`.
+const GATED_CHILD: &str = r#"import errno, json, os, socket, sys
+own = os.path.join(os.environ['TMPDIR'], 'own.sock')
+server = socket.socket(socket.AF_UNIX)
+server.bind(own)
+server.listen(8)
+def attempt(path):
+    try:
+        socket.socket(socket.AF_UNIX).connect(path)
+        return 'ok'
+    except OSError as e:
+        return errno.errorcode[e.errno]
+TOOLS = [{"name": "reach_out", "description": "Connects.", "input_schema": {"type": "object"}}]
+for line in sys.stdin:
+    req = json.loads(line)
+    method = req.get("method")
+    if method == "initialize":
+        result = {"tools": TOOLS, "hooks": []}
+    elif method == "tool/execute":
+        result = {"output": "own: " + attempt(own) + "\nhost: " + attempt("HOST"), "success": True}
+    else:
+        result = None
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+    if method == "shutdown":
+        break
+"#;
+
+/// A busy server holds more descriptors than a run may. The child is a
+/// copy of the server until exec, so the run's low `RLIMIT_NOFILE`, set
+/// too early, left it no number for the gate's listener: on a loaded
+/// server every `network: false` run failed to start (EMFILE). The limit
+/// still holds for the tool itself.
+#[tokio::test]
+async fn a_server_holding_many_descriptors_still_starts_gated_runs() {
+    if needs_root() {
+        return;
+    }
+    let skills = crate::common::tempdir().unwrap();
+    python_skill(skills.path(), "fds", "");
+    let mut settings = RunSettings::default();
+    settings.limits.open_files = Some(32);
+    let server = TestServer::builder(options(vec![root(skills.path(), Trust::Bundled)]))
+        .settings(settings)
+        .start()
+        .await;
+    // Every number up to 96 taken in the server's process while it runs.
+    let held: Vec<std::fs::File> = (0..96)
+        .map(|_| std::fs::File::open("/dev/null").unwrap())
+        .collect();
+    let code = "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])";
+    let output = run(&server, "fds", code).await;
+    drop(held);
+    assert_eq!(output, "32\n");
 }

@@ -2,8 +2,7 @@
 //! a refused call did not do, and tokens configured the two ways a real
 //! `skilld serve` reads them.
 
-use crate::cli::{serve, skilld, stop};
-use crate::common::{TestServer, options, root};
+use crate::common::{TestServer, options, root, serve, skilld, stop};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

@@ -2,10 +2,9 @@
 //! all nine hook phases answered by a Starlark script and by a Python
 //! process, workflows served as tools, scanners and their findings.
 
-use crate::common::{TestServer, tempdir};
-use crate::starlark::{call, server_over, star_skill};
+use crate::common::{TestServer, call, server_over, star_skill, tempdir};
 use serde_json::{Value, json};
-use skilld::skill::backend::{Backend, HookAnswer, HookCall, ScanCall};
+use skilld::skill::backend::{Backend, BackendErrorKind, HookAnswer, HookCall, ScanCall};
 use skilld::skill::context::{CallContext, TurnLimits};
 use skilld::skill::phases::Phase;
 use std::path::Path;
@@ -337,12 +336,85 @@ async fn a_scanner_answers_findings_and_a_malformed_one_is_refused() {
             ],
             "{skill}"
         );
+        // A malformed answer is out of protocol; an unknown scanner, refused.
         let why = backend.scan(scan("sloppy")).await.unwrap_err();
+        assert_eq!(why.kind(), BackendErrorKind::Protocol, "{skill}: {why}");
+        let why = why.to_string();
         assert!(
             why.contains("scanner sloppy") && why.contains("finding 0"),
             "{skill}: {why}"
         );
         let why = backend.scan(scan("absent")).await.unwrap_err();
-        assert!(why.contains("absent"), "{skill}: {why}");
+        assert_eq!(why.kind(), BackendErrorKind::Refused, "{skill}: {why}");
+        assert!(why.to_string().contains("absent"), "{skill}: {why}");
+    }
+}
+
+/// A process whose tools fail three ways: it refuses (a JSON-RPC error),
+/// it crashes (exits mid-call), or the tool itself reports a failure.
+const MOODY: &str = r#"
+import json, sys
+
+for line in sys.stdin:
+    req = json.loads(line)
+    method, params = req["method"], req.get("params") or {}
+    if method == "initialize":
+        tools = [{"name": n, "input_schema": {"type": "object"}} for n in ("refuse", "crash", "sulk")]
+        reply = {"result": {"tools": tools}}
+    elif method == "tool/execute" and params["name"] == "refuse":
+        reply = {"error": {"code": -32000, "message": "I will not"}}
+    elif method == "tool/execute" and params["name"] == "crash":
+        sys.exit(3)
+    elif method == "tool/execute":
+        reply = {"result": {"output": "not today", "success": False}}
+    else:
+        reply = {"result": {}}
+    reply.update({"jsonrpc": "2.0", "id": req["id"]})
+    print(json.dumps(reply), flush=True)
+    if method == "shutdown":
+        break
+"#;
+
+#[tokio::test]
+async fn a_crashed_backend_and_a_refusing_one_are_told_apart_in_the_envelope() {
+    let (server, _skills) = server_over(|root| {
+        let dir = root.join("moody");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.yaml"),
+            "name: moody\nversion: 1.0.0\ndescription: A process that fails in every way.\ntypes: [tool]\n\
+             permissions: [shell:exec]\n\
+             implementation:\n  backend: process\n  entrypoint: child.py\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("child.py"), MOODY).unwrap();
+    })
+    .await;
+
+    let refused = call(&server, "refuse", json!({})).await;
+    assert_eq!(refused["success"], false, "{refused}");
+    assert_eq!(refused["backend_error"], "refused", "{refused}");
+    assert_eq!(refused["error"], "I will not", "{refused}");
+
+    let crashed = call(&server, "crash", json!({})).await;
+    assert_eq!(crashed["success"], false, "{crashed}");
+    assert_eq!(crashed["backend_error"], "crashed", "{crashed}");
+    let error = crashed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("the skill's process") && error.contains('3'),
+        "{crashed}"
+    );
+
+    // The tool's own failure is a result, not the backend's.
+    let sulked = call(&server, "sulk", json!({})).await;
+    assert_eq!(sulked["success"], false, "{sulked}");
+    assert_eq!(sulked["error"], "not today", "{sulked}");
+    assert!(sulked.get("backend_error").is_none(), "{sulked}");
+
+    for envelope in [&refused, &crashed] {
+        let id = envelope["run_id"].as_str().unwrap();
+        let run = server.get_json(&format!("/runs/{id}?wait=10")).await;
+        assert_eq!(run["status"], "failed", "{run}");
+        assert_eq!(run["result"]["backend_error"], envelope["backend_error"], "{run}");
     }
 }

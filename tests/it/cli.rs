@@ -1,51 +1,8 @@
 //! The command line of `docs/api.md`, run as a script would run it.
 
-use crate::common::{bundled_dir, corpus_dir};
+use crate::common::{bundled_dir, corpus_dir, serve, skilld, stop};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-/// `skilld serve` on port 0 as user and group 65534 (nobody), through
-/// `setpriv`: a server that is not root, serving `skills` (bundled trust)
-/// with the data directory `data` (which that user must own) and the
-/// workspace `workspace`.
-pub(crate) fn serve_as_nobody(skills: &Path, data: &Path, workspace: &Path) -> Command {
-    let mut c = Command::new("/usr/bin/setpriv");
-    c.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--",
-        env!("CARGO_BIN_EXE_skilld"),
-        "serve",
-        "--bind",
-        "127.0.0.1:0",
-        "--no-watch",
-    ])
-    .arg("--skills")
-    .arg(format!("bundled={}", skills.display()))
-    .arg("--data-dir")
-    .arg(data)
-    .arg("--workspace")
-    .arg(workspace)
-    .env_remove("SKILLD_TOKENS")
-    .env_remove("SKILLD_DATABASE_URL")
-    .env("SKILLD_LOG", "warn");
-    c
-}
-
-pub(crate) fn skilld() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_skilld"));
-    c.env_remove("SKILLD_BIND")
-        .env_remove("SKILLD_SKILLS")
-        .env_remove("SKILLD_CONFIG")
-        .env_remove("SKILLD_TOKENS")
-        .env_remove("SKILLD_AGENT_TOOLS")
-        .env("SKILLD_LOG", "warn");
-    c
-}
+use std::process::Command;
 
 #[test]
 fn check_prints_compiler_style_and_fails_on_errors() {
@@ -132,72 +89,6 @@ fn tools_exports_without_a_server() {
 
     let out = skilld().args(["tools", "--format", "yaml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-}
-
-/// Starts `skilld serve …`, returning the child and the address it printed.
-pub(crate) fn serve(cmd: &mut Command) -> (std::process::Child, String) {
-    serve_logging_to(cmd, Stdio::null())
-}
-
-/// [`serve`], with the server's stderr (its log) going to `log`.
-pub(crate) fn serve_logging_to(cmd: &mut Command, log: Stdio) -> (std::process::Child, String) {
-    // The same server on PostgreSQL when the suite runs so, unless the
-    // test chose its run log itself.
-    let chosen = cmd.get_args().any(|a| a == "--database")
-        || cmd
-            .get_envs()
-            .any(|(k, v)| k == "SKILLD_DATABASE_URL" && v.is_some());
-    if let Some(base) = crate::common::test_postgres()
-        && !chosen
-    {
-        cmd.arg("--database").arg(crate::common::fresh_schema(base));
-    }
-    let mut child = cmd
-        .env("SKILLD_SANDBOX_WRITE_PATHS", crate::common::marks_root())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .trim_end()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("first line was {first:?}"))
-        .to_owned();
-    (child, addr)
-}
-
-/// Invokes `tool` on a `skilld serve` at `addr` and expects 200: the
-/// envelope.
-pub(crate) async fn invoke_envelope(addr: &str, tool: &str, token: Option<&str>, arguments: Value) -> Value {
-    let mut request = reqwest::Client::new()
-        .post(format!("http://{addr}/tools/{tool}/invoke"))
-        .json(&serde_json::json!({ "arguments": arguments }));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let res = request.send().await.unwrap();
-    assert_eq!(res.status(), 200, "{tool}");
-    res.json().await.unwrap()
-}
-
-pub(crate) fn stop(mut child: std::process::Child) -> std::process::ExitStatus {
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    for _ in 0..100 {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.kill().unwrap();
-    panic!("skilld did not stop on SIGTERM");
 }
 
 #[tokio::test]

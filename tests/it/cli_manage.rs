@@ -2,8 +2,7 @@
 //! (issue 29, seed 002's CLI table), each against a data directory and,
 //! with `--to`, against a running `skilld serve`.
 
-use crate::common::{announced_url, serve_command, tempdir, terminate};
-use crate::install::zip_of;
+use crate::common::{announced_url, serve_command, tempdir, terminate, zip_of};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Output;
@@ -23,7 +22,7 @@ fn hello_zip(dir: &Path, version: &str) -> std::path::PathBuf {
 /// `skilld ARGS --data-dir DATA`, with HOME there too so that no root
 /// of the machine's user joins, and only `skills` as the bundled root.
 fn skilld(data: &Path, skills: &Path, args: &[&str]) -> Output {
-    crate::cli::skilld()
+    crate::common::skilld()
         .args(args)
         .arg("--data-dir")
         .arg(data)
@@ -62,6 +61,7 @@ async fn grant_hello(data: &Path, hash: &str) {
     let url = format!("sqlite://{}/skilld.db", data.display());
     let store = skilld::store::connect(&url).await.unwrap();
     store
+        .approvals
         .put_grant(skilld::store::Grant {
             id: uuid::Uuid::now_v7(),
             skill: "hello".into(),
@@ -82,6 +82,7 @@ async fn approve_hello_always(data: &Path, hash: &str) {
     let url = format!("sqlite://{}/skilld.db", data.display());
     let store = skilld::store::connect(&url).await.unwrap();
     store
+        .sessions
         .put_skill_approval(skilld::store::SkillApproval {
             skill: "hello".into(),
             skill_hash: hash.into(),
@@ -178,7 +179,7 @@ async fn info_permissions_and_remove_work_on_a_data_directory() {
 async fn the_verbs_refuse_clearly() {
     let (data, skills) = (tempdir().unwrap(), tempdir().unwrap());
     let (data, skills) = (data.path(), skills.path());
-    crate::approvals::mark_skill(skills, "bundled-one", "");
+    crate::common::mark_skill(skills, "bundled-one", "");
     for (args, code, says) in [
         (&["info", "nope"][..], 1, "nope"),
         (&["remove", "nope"][..], 1, "not installed"),

@@ -11,8 +11,7 @@
 //! a failed run prints its failed checks. Without npm the test is skipped
 //! loudly, and fails in CI.
 
-use crate::common::{copy_tree, tempdir};
-use crate::python_client::{manifest_dir, show};
+use crate::common::{copy_tree, manifest_dir, show, tempdir};
 use serde_json::Value;
 use std::fs::File;
 use std::io::Write;

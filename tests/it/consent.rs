@@ -3,8 +3,7 @@
 //! for a review that shows the difference, one asking for the same or
 //! fewer serves at once.
 
-use crate::common::{TestServer, tempdir};
-use crate::install::{install_options, send, upload, zip_of};
+use crate::common::{TestServer, install_options, send, tempdir, upload, zip_of};
 use serde_json::{Value, json};
 
 /// `probe` at `version`, declaring `permissions` (and the network when

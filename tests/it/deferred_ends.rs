@@ -4,8 +4,7 @@
 //! commit; a crash in that window leaves the run `interrupted`, its start
 //! intact; a graceful stop commits what was queued.
 
-use crate::common::{greet_skill, tempdir, write_file};
-use crate::store::on_postgres;
+use crate::common::{Api, greet_skill, on_postgres, tempdir, write_file};
 use serde_json::{Value, json};
 use skilld::store::RunStatus;
 use std::path::Path;
@@ -43,25 +42,19 @@ impl Server {
     }
 
     async fn greet(&self) -> Value {
-        let res = reqwest::Client::new()
-            .post(format!("{}/tools/greet/invoke", self.url))
-            .json(&json!({"arguments": {"name": "ada"}}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200);
-        let envelope: Value = res.json().await.unwrap();
+        let (status, envelope) = self.api().invoke("greet", json!({"name": "ada"})).await;
+        assert_eq!(status, 200, "{envelope}");
         assert_eq!(envelope["success"], true, "{envelope}");
         envelope
     }
 
     async fn run(&self, id: &str) -> Value {
-        reqwest::get(format!("{}/runs/{id}", self.url))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.api().get(&format!("/runs/{id}")).await.1
+    }
+
+    /// A caller of this instance, without a token.
+    fn api(&self) -> Api {
+        Api::new(self.url.clone(), None)
     }
 
     fn signal(&mut self, signal: &str) {
@@ -82,7 +75,7 @@ impl Drop for Server {
 /// What the run log holds for run `id`, read as another process would.
 async fn stored(database: &str, id: &str) -> skilld::store::Run {
     let store = skilld::store::open(database).await.unwrap();
-    store.get_run(id.parse().unwrap()).await.unwrap()
+    store.runs.get_run(id.parse().unwrap()).await.unwrap()
 }
 
 /// The run's fields its start recorded, which nothing after may change.
@@ -153,12 +146,7 @@ async fn another_instance_reads_running_until_the_commit_then_the_same_run() {
         let served = a.run(&id).await;
         assert_eq!(served["status"], "succeeded");
         assert_eq!(b.run(&id).await["status"], "running");
-        let waited = reqwest::get(format!("{}/runs/{id}?wait=30", b.url))
-            .await
-            .unwrap()
-            .json::<Value>()
-            .await
-            .unwrap();
+        let (_, waited) = b.api().get(&format!("/runs/{id}?wait=30")).await;
         let stale_for = answered.elapsed();
         eprintln!("the other instance read running for {stale_for:?} (interval {INTERVAL_MS} ms)");
         assert_eq!(waited, served);

@@ -46,8 +46,7 @@
 //! Without one, the blocks that need it are skipped with the reason, unless
 //! `CI` is set, when they fail.
 
-use crate::common::{announced_url, greet_skill, tempdir};
-use crate::python_client::{manifest_dir, show, venv};
+use crate::common::{announced_url, greet_skill, manifest_dir, show, tempdir, venv};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,8 @@
 //! Every exported schema is valid JSON Schema 2020-12 (checked against the
 //! meta-schema by a real validator), and says what the tool takes.
 
-use crate::common::{bundled_dir, corpus_catalog, options, root};
+use crate::common::{bundled_dir, corpus_catalog, options, plain, redacted, root};
+use insta::{assert_json_snapshot, assert_snapshot};
 use serde_json::{Value, json};
 use skilld::catalog::Catalog;
 use skilld::export::Format;
@@ -121,6 +122,27 @@ fn schemas_have_types_required_defaults_items_and_no_extras() {
         "array items are strings"
     );
     assert!(!v.is_valid(&json!({"words": []})), "text is required");
+}
+
+/// The echo skill as each provider reads it, whole: every tool's name,
+/// description and argument schema (strict where the format has strict
+/// mode), in the native, OpenAI (chat and responses), Anthropic, Gemini
+/// and MCP shapes, and the prompt manifest.
+#[test]
+fn the_echo_skill_in_every_format() {
+    let catalog = corpus_catalog();
+    let echo = catalog.skill_index("echo").unwrap();
+    for format in Format::ALL {
+        let body = catalog.exports.body(format, None, Some(echo));
+        let name = format!("echo_{}", format.as_str());
+        if format == Format::Prompt {
+            let text = String::from_utf8(body.to_vec()).unwrap();
+            redacted().bind(|| assert_snapshot!(name, text));
+        } else {
+            let value: Value = serde_json::from_slice(&body).unwrap();
+            redacted().bind(|| assert_json_snapshot!(name, plain(&value)));
+        }
+    }
 }
 
 /// Strict mode (OpenAI, Anthropic) for every tool with declared
@@ -297,7 +319,7 @@ async fn every_provider_sdk_accepts_every_export() {
         .await;
     let (corpus, bundled) = (corpus.url(""), bundled.url(""));
     let bases = [corpus.trim_end_matches('/'), bundled.trim_end_matches('/')];
-    crate::python_client::run_script(
+    crate::common::run_script(
         "provider_exports.py",
         &bases,
         &[],

@@ -14,8 +14,9 @@
 //! - served everywhere: `/mcp`, the typed tool server and `skilld mcp` on
 //!   stdio.
 
-use crate::common::{tempdir, write_file};
-use crate::gateway::{Area, Gate, area, eventually, kit, manifest, mcp_exchange, moved_skills};
+use crate::common::{
+    Api, Area, Gate, area, eventually, kit, manifest, mcp_exchange, moved_skills, tempdir, write_file,
+};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -460,10 +461,8 @@ async fn time_is_served_on_the_typed_tool_server() {
         json!(["source_timezone", "time", "target_timezone"]),
         "{op}"
     );
-    let res = gate
-        .server
-        .person()
-        .post(gate.server.url("/tools/convert_time/call"))
+    let res = Api::of(&gate.server)
+        .req(reqwest::Method::POST, "/tools/convert_time/call")
         .json(&json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Kolkata"}))
         .send()
         .await
@@ -609,7 +608,7 @@ async fn time_is_served_by_skilld_mcp_on_stdio() {
 #[tokio::test]
 async fn a_person_approves_filesystems_write_in_the_browser() {
     let Some(kit) = kit() else { return };
-    let Some(harness) = crate::ui::browser_harness() else {
+    let Some(harness) = crate::common::browser_harness() else {
         return;
     };
     let a = area();
@@ -633,7 +632,7 @@ async fn a_person_approves_filesystems_write_in_the_browser() {
         ("INBOX_STATUS", "succeeded"),
         ("INBOX_OUTPUT", "Successfully wrote to"),
     ];
-    let page = crate::ui::Script::start(
+    let page = crate::common::Script::start(
         &harness,
         "inbox.mjs",
         "gateway-filesystem-approve.png",
@@ -674,10 +673,11 @@ async fn everythings_long_operation_cancelled_stops_its_group() {
     let gate = gate(&kit, &a).await;
     gate.server.allow_every_tool().await;
     let mark = a.dir.path().display().to_string();
-    let res = gate
-        .server
-        .person()
-        .post(gate.server.url("/tools/trigger_long_running_operation/invoke"))
+    let res = Api::of(&gate.server)
+        .req(
+            reqwest::Method::POST,
+            "/tools/trigger_long_running_operation/invoke",
+        )
         .header("Prefer", "respond-async")
         .json(&json!({"arguments": {"duration": 60, "steps": 60}}))
         .send()
@@ -695,10 +695,8 @@ async fn everythings_long_operation_cancelled_stops_its_group() {
     }
     // Let the call reach the server.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let res = gate
-        .server
-        .person()
-        .post(gate.server.url(&format!("/runs/{id}/cancel")))
+    let res = Api::of(&gate.server)
+        .req(reqwest::Method::POST, &format!("/runs/{id}/cancel"))
         .send()
         .await
         .unwrap();

@@ -3,9 +3,10 @@
 //! operator's `[[grants]]` and `--approve-skill` at start-up. Each test
 //! checks what ran through the marker file the tool appends to.
 
-use crate::approvals::{AGENT, BOSS, CAROL, held, mark_skill, marks, ran, tokens};
-use crate::common::{Api, TestServer, options, root, tempdir};
-use crate::common::{announced_url, serve_command, terminate};
+use crate::common::{
+    AGENT, Api, BOSS, CAROL, TestServer, announced_url, held, mark_skill, marks, options, ran, root,
+    serve_command, tempdir, terminate, tokens,
+};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;

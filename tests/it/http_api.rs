@@ -1,15 +1,19 @@
 //! The read routes of `docs/api.md`, exercised over a real socket as a client
 //! would (and through `app()` where a client library would rewrite paths).
 
-use crate::common::{TestServer, corpus_dir, corpus_options, options, root};
+use crate::common::{Api, TestServer, corpus_dir, corpus_options, options, plain, redacted, root};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use insta::assert_json_snapshot;
+use reqwest::Method;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use tower::ServiceExt;
 
+/// `GET path` as a caller without a token, the response as it came
+/// (its headers are part of what these tests check).
 async fn get(server: &TestServer, path: &str) -> reqwest::Response {
-    reqwest::get(server.url(path)).await.unwrap()
+    Api::anonymous(server).raw(Method::GET, path, &[], None).await
 }
 
 async fn get_json(server: &TestServer, path: &str) -> (StatusCode, Value) {
@@ -25,8 +29,10 @@ fn content_type(res: &reqwest::Response) -> String {
         .unwrap_or_default()
 }
 
-/// A 4xx/5xx problem document with its code.
-async fn assert_problem(res: reqwest::Response, status: u16, code: &str) -> Value {
+/// A 4xx/5xx problem document with its code, served as one, and the
+/// same as its snapshot `name` whole (type, title, detail and what else
+/// it says).
+async fn assert_problem(res: reqwest::Response, status: u16, code: &str, name: &str) -> Value {
     assert_eq!(res.status().as_u16(), status);
     assert_eq!(content_type(&res), "application/problem+json");
     assert!(res.headers().contains_key("x-request-id"));
@@ -35,6 +41,7 @@ async fn assert_problem(res: reqwest::Response, status: u16, code: &str) -> Valu
     assert_eq!(body["code"], code, "{body}");
     assert!(body["type"].as_str().unwrap().starts_with("/problems/"));
     assert!(body["title"].is_string() && body["detail"].is_string(), "{body}");
+    redacted().bind(|| assert_json_snapshot!(name, plain(&body)));
     body
 }
 
@@ -65,12 +72,9 @@ async fn health_and_readiness() {
 #[tokio::test]
 async fn request_ids_are_propagated() {
     let server = TestServer::builder(corpus_options()).start().await;
-    let res = reqwest::Client::new()
-        .get(server.url("/healthz"))
-        .header("x-request-id", "trace-me-42")
-        .send()
-        .await
-        .unwrap();
+    let res = Api::anonymous(&server)
+        .raw(Method::GET, "/healthz", &[("x-request-id", "trace-me-42")], None)
+        .await;
     assert_eq!(res.headers()["x-request-id"], "trace-me-42");
 }
 
@@ -123,7 +127,13 @@ async fn skills_list_sorted_and_filtered() {
 
     let (_, untrusted) = get_json(&server, "/skills?trust=untrusted").await;
     assert_eq!(untrusted, json!({"skills": [], "excluded": []}));
-    assert_problem(get(&server, "/skills?trust=divine").await, 400, "bad_request").await;
+    assert_problem(
+        get(&server, "/skills?trust=divine").await,
+        400,
+        "bad_request",
+        "skills_bad_trust_problem",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -172,7 +182,13 @@ async fn skill_detail() {
     assert_eq!(status_skill["invocation_mode"], "tool_dispatch");
     assert_eq!(status_skill["command_tool"], "git_status");
 
-    let body = assert_problem(get(&server, "/skills/Bad_Name").await, 404, "not_found").await;
+    let body = assert_problem(
+        get(&server, "/skills/Bad_Name").await,
+        404,
+        "not_found",
+        "skill_bad_name_problem",
+    )
+    .await;
     assert!(body["detail"].as_str().unwrap().contains("Bad_Name"));
 }
 
@@ -185,18 +201,26 @@ async fn skill_prompt_as_json_and_markdown() {
     assert_eq!(p["references"], json!(["references/usage.md"]));
     assert!(p["instructions"].as_str().unwrap().starts_with("# Text tools"));
 
-    let res = reqwest::Client::new()
-        .get(server.url("/skills/no-frontmatter/prompt"))
-        .header("accept", "text/markdown")
-        .send()
-        .await
-        .unwrap();
+    let res = Api::anonymous(&server)
+        .raw(
+            Method::GET,
+            "/skills/no-frontmatter/prompt",
+            &[("accept", "text/markdown")],
+            None,
+        )
+        .await;
     assert_eq!(content_type(&res), "text/markdown; charset=utf-8");
     assert_eq!(
         res.text().await.unwrap(),
         std::fs::read_to_string(corpus_dir().join("valid/no-frontmatter/SKILL.md")).unwrap()
     );
-    assert_problem(get(&server, "/skills/nope/prompt").await, 404, "not_found").await;
+    assert_problem(
+        get(&server, "/skills/nope/prompt").await,
+        404,
+        "not_found",
+        "skill_prompt_not_found_problem",
+    )
+    .await;
 }
 
 /// Requests with raw paths, which HTTP client libraries would normalise.
@@ -437,8 +461,20 @@ async fn prompt_export_and_bad_requests(server: &TestServer) {
         .unwrap();
     assert_eq!(manifest, text);
 
-    assert_problem(get(server, "/tools?format=xml").await, 400, "bad_request").await;
-    assert_problem(get(server, "/tools?skill=nope").await, 404, "not_found").await;
+    assert_problem(
+        get(server, "/tools?format=xml").await,
+        400,
+        "bad_request",
+        "tools_bad_format_problem",
+    )
+    .await;
+    assert_problem(
+        get(server, "/tools?skill=nope").await,
+        404,
+        "not_found",
+        "tools_unknown_skill_problem",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -474,9 +510,15 @@ async fn single_tools_and_ambiguous_names() {
     assert_eq!(t["skill"], "git");
     assert_eq!(t["parameters"]["properties"]["staged"]["type"], "boolean");
 
-    // `say_hi` is defined by two warn skills: 409 names both.
-    let body = assert_problem(get(&server, "/tools/say_hi").await, 409, "ambiguous_tool").await;
-    assert_eq!(body["candidates"], json!(["long-description", "unknown-field"]));
+    // `say_hi` is defined by two warn skills: 409 names both (its
+    // candidates, in the snapshot).
+    assert_problem(
+        get(&server, "/tools/say_hi").await,
+        409,
+        "ambiguous_tool",
+        "tool_ambiguous_problem",
+    )
+    .await;
     // Provider exports give each a unique, addressable name.
     let (_, openai) = get_json(&server, "/tools?format=openai").await;
     let names: Vec<&str> = openai["tools"]
@@ -497,19 +539,29 @@ async fn single_tools_and_ambiguous_names() {
         (Some("say_hi"), Some("unknown-field"))
     );
 
-    assert_problem(get(&server, "/tools/nope").await, 404, "not_found").await;
+    assert_problem(
+        get(&server, "/tools/nope").await,
+        404,
+        "not_found",
+        "tool_not_found_problem",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn unknown_routes_and_methods_are_problems() {
     let server = TestServer::builder(corpus_options()).start().await;
-    assert_problem(get(&server, "/nowhere").await, 404, "not_found").await;
-    let res = reqwest::Client::new()
-        .delete(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(res, 405, "method_not_allowed").await;
+    assert_problem(
+        get(&server, "/nowhere").await,
+        404,
+        "not_found",
+        "route_not_found_problem",
+    )
+    .await;
+    let res = Api::anonymous(&server)
+        .raw(Method::DELETE, "/healthz", &[], None)
+        .await;
+    assert_problem(res, 405, "method_not_allowed", "method_not_allowed_problem").await;
 }
 
 #[tokio::test]
@@ -539,9 +591,8 @@ async fn reload_on_demand() {
         &corpus_dir().join("invalid/bad-version"),
         &dir.path().join("bad-version"),
     );
-    let res = server
-        .person()
-        .post(server.url("/skills/reload"))
+    let res = Api::of(&server)
+        .req(reqwest::Method::POST, "/skills/reload")
         .send()
         .await
         .unwrap();

@@ -3,8 +3,7 @@
 //! manifests written, and checks that no secret of the config reached
 //! the disk.
 
-use crate::cli::skilld;
-use crate::common::assert_exit;
+use crate::common::{assert_exit, skilld};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,8 @@
 //! /approvals/events`), across instances on PostgreSQL, and the history
 //! of decisions (`GET /approvals/history`).
 
-use crate::common::{TestServer, options, root, stamp_skill, tempdir};
-use crate::store::on_postgres;
+use crate::common::{Api, TestServer, on_postgres, options, root, stamp_skill, tempdir};
+use reqwest::Method;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::time::Duration;
@@ -16,8 +16,9 @@ struct Events {
 
 impl Events {
     async fn open(server: &TestServer) -> Self {
-        let url = server.url("/approvals/events");
-        let res = server.person().get(url).send().await.unwrap();
+        let res = Api::of(server)
+            .raw(Method::GET, "/approvals/events", &[], None)
+            .await;
         assert_eq!(res.status(), 200);
         let kind = res.headers()["content-type"].to_str().unwrap();
         assert!(kind.starts_with("text/event-stream"), "{kind}");
@@ -69,14 +70,9 @@ async fn hold_stamp(server: &TestServer, marks: &std::path::Path) -> Value {
 }
 
 async fn decide(server: &TestServer, approval: &Value, verb: &str, note: &str) {
-    let res = server
-        .person()
-        .post(server.url(&format!("/approvals/{}/{verb}", approval.as_str().unwrap())))
-        .json(&json!({"note": note}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    let path = format!("/approvals/{}/{verb}", approval.as_str().unwrap());
+    let (status, body) = Api::of(server).post(&path, json!({"note": note})).await;
+    assert_eq!(status, 200, "{body}");
 }
 
 /// A stream opened on `watcher` sees, live, a request made on `maker` and
@@ -195,9 +191,8 @@ async fn the_history_says_who_decided_what_and_how_it_ended() {
 
     let none = server.get_json("/approvals/history?skill=other").await;
     assert_eq!(none["decisions"], json!([]));
-    let url = server.url("/approvals/history?limit=0");
-    let res = server.person().get(url).send().await.unwrap();
-    assert_eq!(res.status(), 400);
+    let (status, problem) = Api::of(&server).get("/approvals/history?limit=0").await;
+    assert_eq!(status, 400, "{problem}");
 }
 
 /// More requests wait than one page holds: `GET /approvals` pages through
@@ -260,12 +255,9 @@ async fn every_pending_request_is_reached_a_page_at_a_time() {
     assert_eq!(rest, held[500..]);
 
     // A cursor this server did not hand out is the caller's mistake.
-    let res = server
-        .person()
-        .get(server.url("/approvals?status=pending&cursor=12_nope"))
-        .send()
-        .await
-        .unwrap();
+    let res = Api::of(&server)
+        .raw(Method::GET, "/approvals?status=pending&cursor=12_nope", &[], None)
+        .await;
     assert_eq!(res.status(), 400);
     assert_eq!(res.headers()["content-type"], "application/problem+json");
 }

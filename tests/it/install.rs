@@ -3,136 +3,14 @@
 //! removal, hostile archives, dependencies and the review gate, over HTTP
 //! as a client would, on SQLite and PostgreSQL.
 
-use crate::common::{TestServer, assert_exit, greet_skill, options, root, tempdir, write_file};
+use crate::common::{
+    Api, TestServer, assert_exit, assert_only_staging, greet_skill, hello, install_options, installed_root,
+    options, post_skills, root, send, tempdir, upload, write_file, zip_of,
+};
 use serde_json::{Value, json};
-use skilld::catalog::{CatalogOptions, Root};
 use skilld::skill::Trust;
 use std::io::Write;
 use std::path::Path;
-
-/// A root laid out for versions, as `<data dir>/installed` is.
-pub fn installed_root(path: &Path) -> Root {
-    Root {
-        name: "installed".to_owned(),
-        path: path.to_path_buf(),
-        trust: Trust::Untrusted,
-        explicit: false,
-        installed: true,
-    }
-}
-
-/// A user root with `greet`, and an empty installed root.
-pub fn install_options(user: &Path, installed: &Path) -> CatalogOptions {
-    greet_skill(user);
-    options(vec![root(user, Trust::User), installed_root(installed)])
-}
-
-/// What the generated clients' install scenarios run against: a server
-/// with an `admin` and a `reader` token, an installed root, and two
-/// versions of `hello` written as zip files into `dir`.
-pub struct ClientInstalls {
-    pub server: TestServer,
-    pub installed: tempfile::TempDir,
-    _user: tempfile::TempDir,
-    pub v1: std::path::PathBuf,
-    pub v2: std::path::PathBuf,
-}
-
-impl ClientInstalls {
-    pub async fn start(dir: &Path, admin: &str, reader: &str) -> Self {
-        use skilld::auth::{Auth, Role, Token};
-        let (v1, v2) = (dir.join("hello-1.zip"), dir.join("hello-2.zip"));
-        std::fs::write(&v1, hello("1.0.0", "one")).unwrap();
-        std::fs::write(&v2, hello("2.0.0", "two")).unwrap();
-        let (user, installed) = (tempdir().unwrap(), tempdir().unwrap());
-        let auth = Auth::new(vec![
-            Token::with_secret("admin", Role::Admin, admin, "test").unwrap(),
-            Token::with_secret("reader", Role::Read, reader, "test").unwrap(),
-        ])
-        .unwrap();
-        let server = TestServer::builder(install_options(user.path(), installed.path()))
-            .auth(auth)
-            .start()
-            .await;
-        Self {
-            server,
-            installed,
-            _user: user,
-            v1,
-            v2,
-        }
-    }
-
-    /// Nothing is left of the removed skill, nor in staging.
-    pub fn assert_removed(&self) {
-        assert!(
-            !self.installed.path().join("hello").exists(),
-            "nothing is left of the removed skill"
-        );
-        assert_only_staging(self.installed.path());
-    }
-}
-
-/// A zip of `files` (path, text, executable), as `zip -r` would make it.
-pub fn zip_of(files: &[(&str, &str, bool)]) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    {
-        let mut w = zip::ZipWriter::new(&mut out);
-        for (path, text, exec) in files {
-            let opts =
-                zip::write::SimpleFileOptions::default().unix_permissions(if *exec { 0o755 } else { 0o644 });
-            w.start_file(*path, opts).unwrap();
-            w.write_all(text.as_bytes()).unwrap();
-        }
-        w.finish().unwrap();
-    }
-    out.into_inner()
-}
-
-/// `hello` at `version`: one read-only tool printing `said`.
-pub fn hello(version: &str, said: &str) -> Vec<u8> {
-    let md = format!(
-        "---\nname: hello\nversion: {version}\ndescription: Says something.\nread_only: true\n---\n\n\
-         Says it.\n\n### hello\n\nSays it.\n\n#### Command\n\n```\necho {said}\n```\n"
-    );
-    zip_of(&[("SKILL.md", &md, false)])
-}
-
-/// `POST` of a body to `path` with these `Content-Type` and `Accept`.
-async fn post_skills(
-    server: &TestServer,
-    path: &str,
-    content_type: &str,
-    accept: &str,
-    body: Vec<u8>,
-) -> reqwest::Response {
-    server
-        .person()
-        .post(server.url(path))
-        .header("content-type", content_type)
-        .header("accept", accept)
-        .body(body)
-        .send()
-        .await
-        .unwrap()
-}
-
-pub async fn upload(
-    server: &TestServer,
-    zip: Vec<u8>,
-    query: &str,
-) -> (u16, reqwest::header::HeaderMap, Value) {
-    let res = post_skills(
-        server,
-        &format!("/skills{query}"),
-        "application/zip",
-        "application/json",
-        zip,
-    )
-    .await;
-    let (status, headers) = (res.status().as_u16(), res.headers().clone());
-    (status, headers, res.json().await.unwrap_or(Value::Null))
-}
 
 async fn call(server: &TestServer, skill: &str) -> (u16, Value) {
     call_tool(server, &format!("/skills/{skill}/tools/hello/invoke")).await
@@ -153,21 +31,6 @@ async fn call_tool(server: &TestServer, path: &str) -> (u16, Value) {
         return (200, run["result"].clone());
     }
     (status, body)
-}
-
-pub(crate) async fn send(
-    server: &TestServer,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = server.person().request(method, server.url(path));
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let res = req.send().await.unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap_or(Value::Null))
 }
 
 fn said(envelope: &Value) -> String {
@@ -272,9 +135,8 @@ async fn switch_diff_and_delete(server: &TestServer, installed: &Path) {
     assert!(text.contains("-echo one") && text.contains("+echo two"), "{text}");
     assert_eq!(diff["binary_changed"], json!([]));
 
-    let log = server
-        .person()
-        .get(server.url("/skills/hello/install-log?version=2.0.0"))
+    let log = Api::of(server)
+        .req(reqwest::Method::GET, "/skills/hello/install-log?version=2.0.0")
         .send()
         .await
         .unwrap();
@@ -372,19 +234,6 @@ async fn uploads_are_refused_clearly_without_the_right_type_name_or_version() {
         "{invalid}"
     );
     assert_only_staging(installed.path());
-}
-
-/// Nothing but the (empty) staging area is left in the installed root.
-pub fn assert_only_staging(installed: &Path) {
-    for entry in std::fs::read_dir(installed).unwrap() {
-        let entry = entry.unwrap();
-        assert_eq!(entry.file_name(), ".staging", "left behind: {:?}", entry.path());
-        assert_eq!(
-            std::fs::read_dir(entry.path()).unwrap().count(),
-            0,
-            "staging is not empty"
-        );
-    }
 }
 
 /// A zip whose one entry is written with raw bytes and a chosen unix mode
@@ -585,9 +434,8 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
         said(&envelope),
         "3.7 True",
         "the tool runs with its virtualenv: {envelope} {}",
-        server
-            .person()
-            .get(server.url("/skills/sixer/install-log"))
+        Api::of(&server)
+            .req(reqwest::Method::GET, "/skills/sixer/install-log")
             .send()
             .await
             .unwrap()
@@ -595,9 +443,8 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
             .await
             .unwrap()
     );
-    let log = server
-        .person()
-        .get(server.url("/skills/sixer/install-log"))
+    let log = Api::of(&server)
+        .req(reqwest::Method::GET, "/skills/sixer/install-log")
         .send()
         .await
         .unwrap()
@@ -624,9 +471,8 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
     );
     let versions = server.get_json("/skills/sixer/versions").await;
     assert_eq!(versions["versions"][1]["status"], "failed", "{versions}");
-    let log = server
-        .person()
-        .get(server.url("/skills/sixer/install-log?version=2.0.0"))
+    let log = Api::of(&server)
+        .req(reqwest::Method::GET, "/skills/sixer/install-log?version=2.0.0")
         .send()
         .await
         .unwrap()
@@ -640,7 +486,7 @@ async fn a_python_requirement_installs_at_install_time_and_a_broken_one_keeps_th
 /// Runs `skilld ARGS` off the runtime, which must go on serving the
 /// test's servers meanwhile.
 async fn run_cli(args: &[&str]) -> std::process::Output {
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(args);
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
@@ -722,7 +568,7 @@ async fn skilld_install_puts_a_file_into_the_data_directory() {
     let data = tempdir().unwrap();
     let zip = data.path().join("hello.zip");
     std::fs::write(&zip, hello("1.2.0", "local")).unwrap();
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .args([
             "install",
             zip.to_str().unwrap(),
@@ -738,7 +584,7 @@ async fn skilld_install_puts_a_file_into_the_data_directory() {
     let state = data.path().join("installed/hello/state.json");
     let state: Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
     assert_eq!(state["active"], "1.2.0");
-    let missing = crate::cli::skilld()
+    let missing = crate::common::skilld()
         .args([
             "install",
             "/nonexistent.zip",

@@ -101,7 +101,7 @@ impl Drop for Daemon {
 /// `skilld install ARGS` into `data`, with `templates` as git's template
 /// directory in its environment, as a user's setting would be.
 fn install(data: &Path, templates: &Path, args: &[&str]) -> Output {
-    crate::cli::skilld()
+    crate::common::skilld()
         .args(["install", "--trust", "user", "--data-dir"])
         .arg(data)
         .args(args)

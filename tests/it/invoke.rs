@@ -1,15 +1,13 @@
 //! Invoking tools over HTTP with real children and a real run log: what ran,
 //! with which argv, what was recorded, and what did not happen.
 
-use crate::common::{TestServer, corpus_dir, corpus_options, options, root};
+use crate::common::{Api, TestServer, corpus_dir, corpus_options, options, plain, redacted, root};
+use insta::assert_json_snapshot;
+use reqwest::Method;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;
 use std::time::Duration;
-
-fn client() -> reqwest::Client {
-    reqwest::Client::new()
-}
 
 /// `GET path` as the person (who may read approvals), as JSON.
 async fn get_json(server: &TestServer, path: &str) -> Value {
@@ -65,56 +63,30 @@ async fn arguments_arrive_as_single_literal_words() {
     )
     .await;
     assert_eq!(status, 200, "{env}");
-    assert_eq!(env["success"], true);
-    assert_eq!(env["exit_code"], 0);
-    assert_eq!(env["signal"], Value::Null);
-    assert_eq!(env["truncated"], false);
-    assert_eq!(
-        env["output"],
-        "; rm -rf /\n$(id)\n*\na b\n{{text}}\n--loud\n--times=1\nratio is 0.5\n"
-    );
+    // The whole envelope: success, exit code 0, no signal, not truncated,
+    // each argument on its own line, and no error, parsed or files.
+    redacted().bind(|| assert_json_snapshot!("echo_args_envelope", plain(&env)));
     assert_eq!(env["output_bytes"], env["output"].as_str().unwrap().len());
-    assert!(env.get("error").is_none() && env.get("parsed").is_none() && env.get("files").is_none());
 
-    // The run log holds the call exactly.
+    // The run log holds the call exactly: its argv word for word, the
+    // defaults as applied (times: 1), the envelope as the result, and
+    // its times (each checked as RFC 3339 by the redaction).
     let run = get_json(&server, &format!("/runs/{}", env["run_id"].as_str().unwrap())).await;
-    assert_eq!(run["status"], "succeeded");
-    assert_eq!(run["skill"], "echo");
-    assert_eq!(run["tool"], "echo_args");
-    assert_eq!(
-        run["argv"],
-        json!([
-            "printf",
-            "%s\\n",
-            "; rm -rf /",
-            "$(id)",
-            "*",
-            "a b",
-            "{{text}}",
-            "--loud",
-            "--times=1",
-            "ratio is 0.5"
-        ])
-    );
-    assert_eq!(run["arguments"]["times"], 1, "defaults are recorded as applied");
+    redacted().bind(|| assert_json_snapshot!("echo_args_run", plain(&run)));
     assert_eq!(run["result"], env);
     assert_eq!(
         run["skill_hash"],
         server.catalog.current().skill("echo").unwrap().hash
     );
-    for t in ["created_at", "started_at", "finished_at"] {
-        assert!(
-            chrono::DateTime::parse_from_rfc3339(run[t].as_str().unwrap()).is_ok(),
-            "{t}: {run}"
-        );
-    }
 }
 
 #[tokio::test]
 async fn json_stdout_is_parsed() {
     let server = TestServer::builder(corpus_options()).allowed().start().await;
-    let (_, env) = server.invoke("echo_json", json!({"value": "x"})).await;
-    assert_eq!(env["parsed"], json!({"value": "x", "ok": true}));
+    let (status, env) = server.invoke("echo_json", json!({"value": "x"})).await;
+    assert_eq!(status, 200, "{env}");
+    // The whole envelope, `parsed` beside the output it was read from.
+    redacted().bind(|| assert_json_snapshot!("echo_json_envelope", plain(&env)));
 }
 
 #[tokio::test]
@@ -127,21 +99,16 @@ async fn bad_arguments_are_422_with_one_error_per_field() {
         )
         .await;
     assert_eq!(status, 422);
-    assert_eq!(p["code"], "invalid_arguments");
-    assert_eq!(p["detail"], "4 arguments are invalid for tool echo_args");
-    let fields: Vec<&str> = p["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
-    assert_eq!(fields, ["colour", "text", "words", "times"]);
-    assert_eq!(p["errors"][3]["message"], "expected integer, got \"ten\"");
+    // The whole problem: its code, its detail, and one error per field
+    // (colour, text, words, times) with its message.
+    redacted().bind(|| assert_json_snapshot!("invalid_arguments_problem", plain(&p)));
 
     let (status, p) = server.invoke("echo_args", json!({"text": "-rf"})).await;
-    assert_eq!((status, p["code"].as_str()), (422, Some("argument_injection")));
+    assert_eq!(status, 422);
+    redacted().bind(|| assert_json_snapshot!("argument_injection_problem", plain(&p)));
     let (status, p) = server.invoke("echo_args", json!({"text": "a\u{0}b"})).await;
-    assert_eq!((status, p["code"].as_str()), (422, Some("invalid_arguments")));
+    assert_eq!(status, 422);
+    redacted().bind(|| assert_json_snapshot!("nul_argument_problem", plain(&p)));
     // After a literal `--`, a leading dash is just text.
     let (status, env) = server.invoke("echo_after_dashes", json!({"value": "-rf"})).await;
     assert_eq!((status, env["output"].as_str()), (200, Some("-rf\n")));
@@ -153,23 +120,22 @@ async fn bad_arguments_are_422_with_one_error_per_field() {
         "refused calls are not recorded: {runs}"
     );
 
-    let res = client()
-        .post(server.url("/tools/echo_args/invoke"))
+    // Bodies that are not an invocation: raw bytes, so the request is
+    // built here rather than by `Api::post`.
+    let caller = Api::anonymous(&server);
+    let path = "/tools/echo_args/invoke";
+    let res = caller
+        .req(Method::POST, path)
         .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
         .unwrap();
     assert_eq!(res.status(), 400);
-    let res = client()
-        .post(server.url("/tools/echo_args/invoke"))
-        .json(&json!({"arguments": [1, 2]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 400);
-    let res = client()
-        .post(server.url("/tools/echo_args/invoke"))
+    let (status, _) = caller.post(path, json!({"arguments": [1, 2]})).await;
+    assert_eq!(status, 400);
+    let res = caller
+        .req(Method::POST, path)
         .header("content-type", "application/json")
         .body(vec![b' '; 2 * 1024 * 1024])
         .send()
@@ -181,15 +147,16 @@ async fn bad_arguments_are_422_with_one_error_per_field() {
 #[tokio::test]
 async fn dry_run_renders_and_decides_without_running() {
     let server = TestServer::builder(corpus_options()).start().await;
+    let caller = Api::anonymous(&server);
     let dry_run = || async {
-        let res = client()
-            .post(server.url("/tools/git_log/invoke?dry_run=true"))
-            .json(&json!({"arguments": {"count": 3}}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200);
-        res.json::<Value>().await.unwrap()
+        let (status, d) = caller
+            .post(
+                "/tools/git_log/invoke?dry_run=true",
+                json!({"arguments": {"count": 3}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{d}");
+        d
     };
     let d = dry_run().await;
     assert_eq!(d["argv"], json!(["git", "log", "--oneline", "-n", "3"]));
@@ -219,11 +186,8 @@ async fn a_timeout_kills_the_group_and_is_a_result() {
     let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (status, env) = server.invoke("sleep_for", json!({"seconds": 30})).await;
     assert_eq!(status, 200);
-    assert_eq!(env["success"], false);
-    assert_eq!(env["timed_out"], true);
-    assert_eq!(env["error"], "timed out after 2s");
-    assert_eq!(env["signal"], "SIGTERM");
-    assert_eq!(env["exit_code"], 128 + 15);
+    // Not a success, timed out after 2 s, ended by SIGTERM (exit 143).
+    redacted().bind(|| assert_json_snapshot!("timed_out_envelope", plain(&env)));
     let run = get_json(&server, &format!("/runs/{}", env["run_id"].as_str().unwrap())).await;
     assert_eq!(run["status"], "timed_out");
 }
@@ -238,9 +202,8 @@ async fn missing_programs_are_results_not_errors() {
         .await;
     let (status, env) = server.invoke("ghost", json!({})).await;
     assert_eq!(status, 200);
-    assert_eq!(env["success"], false);
-    assert_eq!(env["exit_code"], Value::Null);
-    assert_eq!(env["error"], "command not found: definitely-not-a-program-skilld");
+    // Not a success, no exit code, and the error names the program.
+    redacted().bind(|| assert_json_snapshot!("command_not_found_envelope", plain(&env)));
     let run = get_json(&server, &format!("/runs/{}", env["run_id"].as_str().unwrap())).await;
     assert_eq!(run["status"], "failed");
 }
@@ -250,15 +213,13 @@ async fn ambiguous_names_need_the_qualified_route() {
     let server = TestServer::builder(corpus_options()).allowed().start().await;
     let (status, p) = server.invoke("say_hi", json!({})).await;
     assert_eq!(status, 409);
-    assert_eq!(p["candidates"], json!(["long-description", "unknown-field"]));
-    let res = client()
-        .post(server.url("/skills/unknown-field/tools/say_hi/invoke"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let env: Value = res.json().await.unwrap();
+    // The whole problem, its candidates the skills that have the tool.
+    redacted().bind(|| assert_json_snapshot!("ambiguous_tool_problem", plain(&p)));
+    let caller = Api::anonymous(&server);
+    let (status, env) = caller
+        .post("/skills/unknown-field/tools/say_hi/invoke", json!({}))
+        .await;
+    assert_eq!(status, 200, "{env}");
     assert_eq!(
         (env["skill"].as_str(), env["output"].as_str()),
         (Some("unknown-field"), Some("hi\n"))
@@ -266,24 +227,21 @@ async fn ambiguous_names_need_the_qualified_route() {
     // So does the export name.
     let (status, env) = server.invoke("long_description__say_hi", json!({})).await;
     assert_eq!((status, env["skill"].as_str()), (200, Some("long-description")));
-    let res = client()
-        .post(server.url("/skills/git/tools/say_hi/invoke"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 404);
+    let (status, _) = caller.post_empty("/skills/git/tools/say_hi/invoke").await;
+    assert_eq!(status, 404);
 }
 
 #[tokio::test]
 async fn respond_async_then_wait() {
     let server = TestServer::builder(corpus_options()).allowed().start().await;
-    let res = client()
-        .post(server.url("/tools/sleep_for/invoke"))
-        .header("prefer", "respond-async")
-        .json(&json!({"arguments": {"seconds": 0.3}}))
-        .send()
-        .await
-        .unwrap();
+    let res = Api::anonymous(&server)
+        .raw(
+            Method::POST,
+            "/tools/sleep_for/invoke",
+            &[("prefer", "respond-async")],
+            Some(json!({"arguments": {"seconds": 0.3}})),
+        )
+        .await;
     assert_eq!(res.status(), 202);
     let location = res.headers()["location"].to_str().unwrap().to_owned();
     let accepted: Value = res.json().await.unwrap();
@@ -301,13 +259,15 @@ async fn respond_async_then_wait() {
 #[tokio::test]
 async fn event_streams_carry_status_output_and_result() {
     let server = TestServer::builder(corpus_options()).allowed().start().await;
-    let res = client()
-        .post(server.url("/tools/echo_json/invoke"))
-        .header("accept", "text/event-stream")
-        .json(&json!({"arguments": {"value": "streamed"}}))
-        .send()
-        .await
-        .unwrap();
+    let caller = Api::anonymous(&server);
+    let res = caller
+        .raw(
+            Method::POST,
+            "/tools/echo_json/invoke",
+            &[("accept", "text/event-stream")],
+            Some(json!({"arguments": {"value": "streamed"}})),
+        )
+        .await;
     assert_eq!(res.status(), 200);
     assert!(
         res.headers()["content-type"]
@@ -337,9 +297,9 @@ async fn event_streams_carry_status_output_and_result() {
 
     // A finished run's stream replays its end.
     let id = events.last().unwrap().1["run_id"].as_str().unwrap().to_owned();
-    let replay = reqwest::get(server.url(&format!("/runs/{id}/events")))
+    let replay = caller
+        .raw(Method::GET, &format!("/runs/{id}/events"), &[], None)
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();
@@ -363,12 +323,15 @@ async fn cancel_kills_the_group() {
         .allowed()
         .start()
         .await;
-    let res = client()
-        .post(server.url("/tools/nap/invoke"))
-        .header("prefer", "respond-async")
-        .send()
-        .await
-        .unwrap();
+    let caller = Api::anonymous(&server);
+    let res = caller
+        .raw(
+            Method::POST,
+            "/tools/nap/invoke",
+            &[("prefer", "respond-async")],
+            None,
+        )
+        .await;
     let id = res.json::<Value>().await.unwrap()["run_id"]
         .as_str()
         .unwrap()
@@ -379,7 +342,7 @@ async fn cancel_kills_the_group() {
         let run = get_json(&server, &format!("/runs/{id}")).await;
         if run["status"] == "running" {
             let store = server.store.clone();
-            pgid = store.get_run(id.parse().unwrap()).await.unwrap().pgid;
+            pgid = store.runs.get_run(id.parse().unwrap()).await.unwrap().pgid;
             if pgid.is_some_and(|g| group_members(g).len() >= 2) {
                 break;
             }
@@ -388,12 +351,8 @@ async fn cancel_kills_the_group() {
     }
     let pgid = pgid.expect("the run recorded its process group");
     assert!(group_members(pgid).len() >= 2);
-    let res = client()
-        .post(server.url(&format!("/runs/{id}/cancel")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 202);
+    let (status, _) = caller.post_empty(&format!("/runs/{id}/cancel")).await;
+    assert_eq!(status, 202);
     let run = get_json(&server, &format!("/runs/{id}?wait=20")).await;
     assert_eq!(run["status"], "cancelled", "{run}");
     assert_eq!(run["result"]["error"], "cancelled");
@@ -402,12 +361,9 @@ async fn cancel_kills_the_group() {
         Vec::<i32>::new(),
         "no process of the group is left"
     );
-    let res = client()
-        .post(server.url(&format!("/runs/{id}/cancel")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 409, "a finished run cannot be cancelled");
+    let (status, problem) = caller.post_empty(&format!("/runs/{id}/cancel")).await;
+    assert_eq!(status, 409, "a finished run cannot be cancelled");
+    redacted().bind(|| assert_json_snapshot!("finished_run_cancel_problem", plain(&problem)));
 }
 
 #[tokio::test]
@@ -461,30 +417,24 @@ async fn runs_list_filters_and_pages() {
     assert!(all["runs"][0].get("session").is_none(), "{all}");
     let path = format!("/runs?session={}", uuid::Uuid::now_v7());
     assert_eq!(get_json(&server, &path).await["runs"], json!([]));
-    let res = server
-        .person()
-        .get(server.url("/runs?session=12"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 400);
-    let res = server
-        .person()
-        .get(server.url("/runs?cursor=garbage"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 400);
+    let person = Api::of(&server);
+    let (status, problem) = person.get("/runs?session=12").await;
+    assert_eq!(status, 400);
+    redacted().bind(|| assert_json_snapshot!("bad_session_filter_problem", plain(&problem)));
+    let (status, problem) = person.get("/runs?cursor=garbage").await;
+    assert_eq!(status, 400);
+    redacted().bind(|| assert_json_snapshot!("bad_cursor_problem", plain(&problem)));
     // The log shows every caller's calls: without the person's secret it
     // stays closed, even on a server without tokens.
-    let res = reqwest::get(server.url("/runs")).await.unwrap();
-    assert_eq!(res.status(), 401);
-    let res = reqwest::get(server.url("/runs/not-a-uuid")).await.unwrap();
-    assert_eq!(res.status(), 400);
-    let res = reqwest::get(server.url("/runs/0190a0a0-0000-7000-8000-000000000000"))
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 404);
+    let anonymous = Api::anonymous(&server);
+    let (status, problem) = anonymous.get("/runs").await;
+    assert_eq!(status, 401);
+    redacted().bind(|| assert_json_snapshot!("run_log_unauthorized_problem", plain(&problem)));
+    let (status, _) = anonymous.get("/runs/not-a-uuid").await;
+    assert_eq!(status, 400);
+    let (status, problem) = anonymous.get("/runs/0190a0a0-0000-7000-8000-000000000000").await;
+    assert_eq!(status, 404);
+    redacted().bind(|| assert_json_snapshot!("unknown_run_problem", plain(&problem)));
 }
 
 #[tokio::test]
@@ -497,15 +447,10 @@ async fn entrypoints_get_input_output_and_artifacts() {
         )
         .await;
     assert_eq!(status, 200, "{env}");
-    assert_eq!(env["success"], true, "{env}");
-    assert_eq!(env["output"], "analyzed 2 rows\n");
-    assert_eq!(
-        env["parsed"],
-        json!({"rows": 2, "columns": {"temp": {"count": 2, "mean": 10.0, "min": 4.5, "max": 15.5}}})
-    );
+    // The whole envelope: the output, the parsed summary, and one file,
+    // report.csv, with its expiry and its signed link.
+    redacted().bind(|| assert_json_snapshot!("data_analysis_envelope", plain(&env)));
     let files = env["files"].as_array().unwrap();
-    assert_eq!(files.len(), 1);
-    assert_eq!(files[0]["path"], "report.csv");
     // A link that works without a token until the artifact expires.
     let url = files[0]["url"].as_str().unwrap();
     let prefix = format!(
@@ -514,14 +459,22 @@ async fn entrypoints_get_input_output_and_artifacts() {
     );
     assert!(url.starts_with(&prefix) && url.contains("&signature="), "{url}");
     assert!(files[0]["expires_at"].is_string(), "{env}");
-    let csv = reqwest::get(server.url(url)).await.unwrap().text().await.unwrap();
+    let anonymous = Api::anonymous(&server);
+    let csv = anonymous
+        .raw(Method::GET, url, &[], None)
+        .await
+        .text()
+        .await
+        .unwrap();
     assert_eq!(csv, "column,count,mean,min,max\ntemp,2,10.0,4.5,15.5\n");
-    let res = reqwest::get(server.url(&format!(
-        "/runs/{}/files/../input.json",
-        env["run_id"].as_str().unwrap()
-    )))
-    .await
-    .unwrap();
+    let res = anonymous
+        .raw(
+            Method::GET,
+            &format!("/runs/{}/files/../input.json", env["run_id"].as_str().unwrap()),
+            &[],
+            None,
+        )
+        .await;
     assert_eq!(res.status(), 404);
 
     // Bad input is the tool's failure, reported as a result.
@@ -561,22 +514,21 @@ async fn too_many_concurrent_runs_get_429_with_retry_after() {
         .allowed()
         .start()
         .await;
-    let first = client()
-        .post(server.url("/tools/hold/invoke"))
-        .header("prefer", "respond-async")
-        .send()
-        .await
-        .unwrap();
+    let caller = Api::anonymous(&server);
+    let first = caller
+        .raw(
+            Method::POST,
+            "/tools/hold/invoke",
+            &[("prefer", "respond-async")],
+            None,
+        )
+        .await;
     assert_eq!(first.status(), 202);
-    let second = client()
-        .post(server.url("/tools/hold/invoke"))
-        .send()
-        .await
-        .unwrap();
+    let second = caller.raw(Method::POST, "/tools/hold/invoke", &[], None).await;
     assert_eq!(second.status(), 429);
     assert_eq!(second.headers()["retry-after"], "1");
     let p: Value = second.json().await.unwrap();
-    assert_eq!(p["code"], "too_many_requests");
+    redacted().bind(|| assert_json_snapshot!("too_many_requests_problem", plain(&p)));
 }
 
 #[tokio::test]
@@ -664,15 +616,13 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
         .allowed()
         .start()
         .await;
+    let caller = Api::anonymous(&server);
     let start = |tool: &'static str| {
-        let url = server.url(&format!("/tools/{tool}/invoke"));
+        let (caller, path) = (caller.clone(), format!("/tools/{tool}/invoke"));
         async move {
-            let res = client()
-                .post(url)
-                .header("prefer", "respond-async")
-                .send()
-                .await
-                .unwrap();
+            let res = caller
+                .raw(Method::POST, &path, &[("prefer", "respond-async")], None)
+                .await;
             res.json::<Value>().await.unwrap()["run_id"]
                 .as_str()
                 .unwrap()
@@ -684,7 +634,7 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
     let store = server.store.clone();
     let mut pgid = None;
     for _ in 0..100 {
-        pgid = store.get_run(linger).await.unwrap().pgid;
+        pgid = store.runs.get_run(linger).await.unwrap().pgid;
         if pgid.is_some_and(|g| group_members(g).len() >= 2) {
             break;
         }
@@ -700,9 +650,9 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
         Vec::<i32>::new(),
         "no process of a run outlives the server"
     );
-    let quick = store.get_run(quick).await.unwrap();
+    let quick = store.runs.get_run(quick).await.unwrap();
     assert_eq!(quick.status.as_str(), "succeeded");
-    let linger = store.get_run(linger).await.unwrap();
+    let linger = store.runs.get_run(linger).await.unwrap();
     assert_eq!(linger.status.as_str(), "cancelled", "{linger:?}");
     assert_eq!(
         linger.result.unwrap()["signal"],
@@ -715,14 +665,9 @@ async fn shutdown_lets_runs_finish_within_the_grace_then_kills_them() {
 async fn commands_dispatch_or_answer_instructions() {
     let server = TestServer::builder(corpus_options()).allowed().start().await;
     // `status` is tool_dispatch → git_status, run exactly like the invoke route.
-    let res = client()
-        .post(server.url("/commands/status"))
-        .json(&json!({"arguments": {}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let env: Value = res.json().await.unwrap();
+    let caller = Api::anonymous(&server);
+    let (status, env) = caller.post("/commands/status", json!({"arguments": {}})).await;
+    assert_eq!(status, 200, "{env}");
     assert_eq!(
         (env["skill"].as_str(), env["tool"].as_str()),
         (Some("git"), Some("git_status"))
@@ -736,9 +681,8 @@ async fn commands_dispatch_or_answer_instructions() {
     assert_eq!(run["tool"], "git_status");
 
     // `plan` is prompt_rewrite: its instructions come back, nothing runs.
-    let res = client().post(server.url("/commands/plan")).send().await.unwrap();
-    assert_eq!(res.status(), 200);
-    let prompt: Value = res.json().await.unwrap();
+    let (status, prompt) = caller.post_empty("/commands/plan").await;
+    assert_eq!(status, 200, "{prompt}");
     assert_eq!(prompt["skill"], "plan_compiler");
     assert!(
         prompt["instructions"]
@@ -748,13 +692,9 @@ async fn commands_dispatch_or_answer_instructions() {
     );
     assert_eq!(get_json(&server, "/runs?tool=plan").await["runs"], json!([]));
 
-    let res = client().post(server.url("/commands/nope")).send().await.unwrap();
-    assert_eq!(res.status(), 404);
-    let res = client()
-        .post(server.url("/commands/status?dry_run=true"))
-        .send()
-        .await
-        .unwrap();
-    let dry: Value = res.json().await.unwrap();
+    let (status, problem) = caller.post_empty("/commands/nope").await;
+    assert_eq!(status, 404);
+    redacted().bind(|| assert_json_snapshot!("unknown_command_problem", plain(&problem)));
+    let (_, dry) = caller.post_empty("/commands/status?dry_run=true").await;
     assert_eq!(dry["argv"], json!(["git", "status", "--short", "--branch"]));
 }

@@ -4,8 +4,7 @@
 //! held call approved (and another denied) over HTTP while it waits, reads
 //! prompts and resources, and hears of a reload.
 
-use crate::common::{TestServer, options, root};
-use crate::python_client::run_script;
+use crate::common::{TestServer, options, root, run_script};
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
 use std::path::Path;
@@ -86,8 +85,8 @@ async fn the_official_client_works_over_stdio() {
     let data = crate::common::tempdir().unwrap();
     let out = crate::common::marks_dir();
     let marker = out.path().join("stamps");
-    let (child, addr) = crate::cli::serve(
-        crate::cli::skilld()
+    let (child, addr) = crate::common::serve(
+        crate::common::skilld()
             .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--skills"])
             .arg(format!("bundled={}", root_dir.path().display()))
             .arg("--data-dir")
@@ -114,7 +113,7 @@ async fn the_official_client_works_over_stdio() {
     ];
     let args: Vec<&str> = args.iter().map(std::convert::AsRef::as_ref).collect();
     python(&args, &env).await;
-    crate::cli::stop(child);
+    crate::common::stop(child);
 }
 
 /// `/mcp` is behind the same door as every route: a server without tokens
@@ -284,7 +283,7 @@ async fn a_failed_run_keeps_its_envelope() {
     let server = TestServer::builder(options(vec![root(dir.path(), Trust::Bundled)]))
         .start()
         .await;
-    let mut mcp = crate::modes::McpHttp::open(&server.url("/mcp")).await;
+    let mut mcp = crate::common::McpHttp::open(&server.url("/mcp")).await;
     let mut call = async |name: &str, code: &str| {
         let params = json!({"name": name, "arguments": {"code": code}});
         mcp.request("tools/call", params).await

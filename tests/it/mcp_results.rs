@@ -6,7 +6,7 @@
 //! notifications only at the level a request names; progress from the
 //! run's events; completions of skill names and files.
 
-use crate::common::{TestServer, options, root, write_tree};
+use crate::common::{Api, TestServer, options, root, write_tree};
 use base64::Engine;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
@@ -87,9 +87,8 @@ async fn exchange(server: &TestServer, method: &str, mut params: Value) -> (u16,
         params["_meta"] = meta(json!({}));
     }
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-    let mut req = server
-        .person()
-        .post(server.url("/mcp"))
+    let mut req = Api::of(server)
+        .req(reqwest::Method::POST, "/mcp")
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")

@@ -7,8 +7,7 @@
 //! the digests it saw, and drives held calls as tasks (approved, denied
 //! with a note, cancelled, another caller's) and as plain waiting results.
 
-use crate::common::{TestServer, options, root, write_file, write_tree};
-use crate::python_client::run_script;
+use crate::common::{TestServer, options, root, run_script, write_file, write_tree};
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
 use std::path::Path;

@@ -4,7 +4,8 @@
 //! before and after, and made-up paths and tool names are unique to this
 //! file.
 
-use crate::common::{TestServer, corpus_options, options, root};
+use crate::common::{Api, TestServer, corpus_options, options, root};
+use reqwest::Method;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::collections::BTreeMap;
@@ -13,11 +14,16 @@ use std::time::Duration;
 
 /// The body of `/metrics`, after checking its status and content type.
 async fn scrape(server: &TestServer) -> String {
-    let res = reqwest::get(server.url("/metrics")).await.unwrap();
+    let res = get(server, "/metrics").await;
     assert_eq!(res.status(), 200);
     let content_type = res.headers()["content-type"].to_str().unwrap().to_owned();
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
     res.text().await.unwrap()
+}
+
+/// `GET path` as a caller without a token, the response as it came.
+async fn get(server: &TestServer, path: &str) -> reqwest::Response {
+    Api::anonymous(server).raw(Method::GET, path, &[], None).await
 }
 
 /// Every sample of `name` as (labels, value).
@@ -61,7 +67,7 @@ fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 async fn metrics_are_prometheus_text_with_help_and_type() {
     let server = TestServer::builder(corpus_options()).start().await;
     // The first scrape of a process may come before any request was counted.
-    reqwest::get(server.url("/healthz")).await.unwrap();
+    get(&server, "/healthz").await;
     let text = scrape(&server).await;
     for name in [
         "skilld_http_requests_total",
@@ -94,17 +100,13 @@ async fn requests_are_counted_by_route_template_and_status() {
     let before = scrape(&server).await;
 
     for _ in 0..3 {
-        let res = reqwest::get(server.url("/skills")).await.unwrap();
+        let res = get(&server, "/skills").await;
         assert_eq!(res.status(), 200);
     }
-    let res = reqwest::get(server.url("/skills/no-such-skill-metrics-test"))
-        .await
-        .unwrap();
+    let res = get(&server, "/skills/no-such-skill-metrics-test").await;
     assert_eq!(res.status(), 404);
     for i in 0..2 {
-        let res = reqwest::get(server.url(&format!("/metrics-test-made-up-{i}/x")))
-            .await
-            .unwrap();
+        let res = get(&server, &format!("/metrics-test-made-up-{i}/x")).await;
         assert_eq!(res.status(), 404);
     }
     let after = scrape(&server).await;
@@ -170,14 +172,9 @@ fn probe_skill(dir: &Path, release: &Path) {
 }
 
 async fn invoke(server: &TestServer, tool: &str) -> Value {
-    let res = reqwest::Client::new()
-        .post(server.url(&format!("/tools/{tool}/invoke")))
-        .json(&json!({"arguments": {}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200, "{tool}");
-    res.json().await.unwrap()
+    let (status, env) = Api::anonymous(server).invoke(tool, json!({})).await;
+    assert_eq!(status, 200, "{tool}: {env}");
+    env
 }
 
 #[tokio::test]
@@ -221,18 +218,8 @@ async fn runs_are_counted_by_tool_and_status_timed_and_in_flight() {
 
     // A run is in flight from its start to its end.
     let held = {
-        let url = server.url("/tools/metrics_probe_hold/invoke");
-        tokio::spawn(async move {
-            reqwest::Client::new()
-                .post(url)
-                .json(&json!({"arguments": {}}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        })
+        let caller = Api::anonymous(&server);
+        tokio::spawn(async move { caller.invoke("metrics_probe_hold", json!({})).await.1 })
     };
     let hold = "metrics_probe_hold";
     let mut in_flight = 0.0;

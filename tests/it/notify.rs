@@ -4,85 +4,14 @@
 //! one delivery per event across two instances on PostgreSQL, the record
 //! at `GET /notifications`, and the config wiring of a real `skilld serve`.
 
-use crate::common::{TestServer, options, root, stamp_skill, tempdir};
-use crate::store::on_postgres;
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
+use crate::common::{
+    Api, Received, Receiver, SECRET, TestServer, on_postgres, options, root, stamp_skill, target, tempdir,
+};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 use skilld::notify::{NotifyConfig, Target};
 use skilld::skill::Trust;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-/// One request the receiver got.
-#[derive(Debug, Clone)]
-pub(crate) struct Received {
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Value,
-    raw: Bytes,
-}
-
-/// A local webhook receiver answering from a script of statuses (then
-/// 200), recording every request.
-#[derive(Clone)]
-pub(crate) struct Receiver {
-    pub(crate) url: String,
-    got: Arc<Mutex<Vec<Received>>>,
-}
-
-impl Receiver {
-    pub(crate) async fn start(script: Vec<StatusCode>) -> Self {
-        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
-        let script = Arc::new(Mutex::new(script.into_iter()));
-        let seen = got.clone();
-        let app = axum::Router::new().route(
-            "/hook",
-            axum::routing::post(move |headers: HeaderMap, raw: Bytes| {
-                let (seen, script) = (seen.clone(), script.clone());
-                async move {
-                    let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-                    seen.lock().unwrap().push(Received { headers, body, raw });
-                    script.lock().unwrap().next().unwrap_or(StatusCode::OK)
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { url, got }
-    }
-
-    fn got(&self) -> Vec<Received> {
-        self.got.lock().unwrap().clone()
-    }
-
-    /// Waits until `n` requests have arrived, then returns them all.
-    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Received> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.got().len() < n {
-            assert!(
-                Instant::now() < deadline,
-                "{} of {n} deliveries arrived: {:?}",
-                self.got().len(),
-                self.got()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        self.got()
-    }
-}
-
-pub(crate) fn target(url: &str, extra: NotifyConfig) -> Target {
-    let config = NotifyConfig {
-        name: Some("team".into()),
-        url: url.to_owned(),
-        secret: Some(SECRET.into()),
-        ..extra
-    };
-    Target::resolve(0, &config, |_| None).unwrap()
-}
 
 /// A server of `stamp` (every call held) and a notifier beside it, as
 /// `skilld serve` starts them.
@@ -104,6 +33,7 @@ async fn server_with(
 fn notifier(server: &TestServer, targets: Vec<Target>, instance: &str) -> skilld::notify::Notifier {
     skilld::notify::spawn(
         server.invoker.clone(),
+        server.store.outbox.clone(),
         targets,
         instance.to_owned(),
         "https://skilld.example".to_owned(),
@@ -124,18 +54,9 @@ async fn hold(server: &TestServer) -> Value {
 }
 
 async fn decide(server: &TestServer, held: &Value, verb: &str) {
-    let url = server.url(&format!(
-        "/approvals/{}/{verb}",
-        held["approval_id"].as_str().unwrap()
-    ));
-    let res = server
-        .person()
-        .post(url)
-        .json(&json!({"note": "ok by me"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    let path = format!("/approvals/{}/{verb}", held["approval_id"].as_str().unwrap());
+    let (status, body) = Api::of(server).post(&path, json!({"note": "ok by me"})).await;
+    assert_eq!(status, 200, "{body}");
 }
 
 /// Checks the Standard Webhooks headers of `r` against the secret.
@@ -369,7 +290,7 @@ async fn a_configured_server_notifies_and_keeps_its_secret_out_of_proc() {
         ),
     )
     .unwrap();
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args([
         "serve",
         "--bind",
@@ -386,7 +307,7 @@ async fn a_configured_server_notifies_and_keeps_its_secret_out_of_proc() {
     .arg(format!("bundled={}", dir.path().display()))
     .env_remove("SKILLD_DATABASE_URL")
     .env("TEAM_HOOK_SECRET", SECRET);
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let (child, addr) = crate::common::serve(&mut cmd);
     if nix::unistd::geteuid().is_root() {
         let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
         assert!(!String::from_utf8_lossy(&environ).contains(SECRET));
@@ -417,7 +338,7 @@ async fn a_configured_server_notifies_and_keeps_its_secret_out_of_proc() {
     assert_eq!(res.status(), 200);
     let record: Value = res.json().await.unwrap();
     assert_eq!(record["notifications"][0]["target"], "team");
-    crate::cli::stop(child);
+    crate::common::stop(child);
 }
 
 /// A skill a session's trigger chose waits for a person, and each target
@@ -441,9 +362,8 @@ async fn a_skill_asking_to_activate_is_posted() {
     let mut notifier = notifier(&server, targets, "instance-a");
     notifier.follow_activations(server.sessions.activation_requests());
 
-    let res = server
-        .person()
-        .post(server.url("/sessions"))
+    let res = Api::of(&server)
+        .req(reqwest::Method::POST, "/sessions")
         .json(&json!({"files": ["deploy/deployment.yaml"]}))
         .send()
         .await
@@ -474,9 +394,12 @@ async fn a_skill_asking_to_activate_is_posted() {
     assert!(text.contains("Permissions: file:read"), "{chat}");
 
     // A turn that asks nothing new tells nobody again.
-    let res = server
-        .person()
-        .post(server.url(&format!("/sessions/{}/turns", session["id"].as_str().unwrap())))
+    let res = Api::of(&server)
+        .req(
+            reqwest::Method::POST,
+            &format!("/sessions/{}/turns", session["id"].as_str().unwrap()),
+        )
+        .header("Skilld-Session-Secret", session["secret"].as_str().unwrap())
         .json(&json!({"message": "kubectl apply"}))
         .send()
         .await
@@ -541,6 +464,7 @@ fn assert_activation_body(body: &Value, session: &Value, request: &Value) {
     assert_eq!(data["session"], session["id"], "{body}");
     assert_eq!(data["skill"], "kubernetes");
     assert_eq!(data["permissions"], json!(["file:read"]));
+    assert!(data["hash"].as_str().is_some_and(|h| !h.is_empty()), "{body}");
     assert_eq!(
         data["trigger"],
         json!({"kind": "file", "value": "**/deployment.yaml"})

@@ -3,8 +3,7 @@
 //! a clear answer or recorded as U+FFFD, the same on both backends, and
 //! never a 500 or a run left unrecorded.
 
-use crate::common::{Api, TestServer, options, root, stamp_skill, tempdir, write_tree};
-use crate::store::on_postgres;
+use crate::common::{Api, TestServer, on_postgres, options, root, stamp_skill, tempdir, write_tree};
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;

@@ -13,7 +13,7 @@
 //! Without node or the provider's packages the tests are skipped with the
 //! reason, except under `CI`, where they fail.
 
-use crate::python_client::manifest_dir;
+use crate::common::manifest_dir;
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -609,7 +609,7 @@ async fn the_python_sdk_connects_through_the_metadata_alone() {
     let Some(provider) = provider() else { return };
     let server = skilld(&provider.issuer, "");
     let url = format!("{}/mcp", server.url);
-    crate::python_client::run_script(
+    crate::common::run_script(
         "oauth_client.py",
         &[&url, "agent", "agent-secret", &provider.issuer],
         &[],

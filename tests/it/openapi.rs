@@ -167,7 +167,11 @@ fn invoke_answers_are_disjoint_unions() {
             .filter(|p| p["in"] == "header")
             .map(|p| p["name"].as_str().unwrap())
             .collect();
-        assert_eq!(headers, ["Prefer", "Accept", "Idempotency-Key"], "{path}");
+        assert_eq!(
+            headers,
+            ["Prefer", "Accept", "Idempotency-Key", "Skilld-Session-Secret"],
+            "{path}"
+        );
         assert_eq!(
             op["requestBody"]["required"], false,
             "{path}: an empty body is taken"

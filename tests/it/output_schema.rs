@@ -8,8 +8,7 @@
 //! result, while output that does not match is an error result saying so
 //! (`tests/python/mcp_output.py`).
 
-use crate::common::{TestServer, copy_tree, corpus_dir, options, root, tempdir};
-use crate::python_client::run_script;
+use crate::common::{TestServer, copy_tree, corpus_dir, options, root, run_script, tempdir};
 use serde_json::{Value, json};
 use skilld::catalog::Catalog;
 use skilld::skill::{Code, Severity, Trust};

@@ -7,9 +7,11 @@
 //! in our words; `skilld mcp --help` lists only its own flags; `skilld
 //! install` takes its tokens from the environment.
 
-use crate::cli::{serve, skilld, stop};
-use crate::common::{TestServer, assert_exit, greet_skill, options, root, stamp_skill, tempdir, write_file};
-use crate::modes::McpStdio;
+use crate::common::{
+    Api, McpStdio, TestServer, assert_exit, greet_skill, options, plain, redacted, root, serve, skilld,
+    stamp_skill, stop, tempdir, write_file,
+};
+use insta::assert_json_snapshot;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;
@@ -113,40 +115,21 @@ async fn a_skill_of_another_root_has_no_versions_rather_than_a_forbidden_route()
     greet_skill(user.path());
     let server = TestServer::builder(options(vec![
         root(user.path(), Trust::User),
-        crate::install::installed_root(installed.path()),
+        crate::common::installed_root(installed.path()),
     ]))
     .start()
     .await;
-    let person = server.person();
-    let res = person
-        .get(server.url("/skills/greet/versions"))
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    let problem: Value = res.json().await.unwrap();
-    assert_eq!(
-        (status, problem["code"].as_str()),
-        (404, Some("not_installed")),
-        "{problem}"
-    );
-    let detail = problem["detail"].as_str().unwrap();
-    assert!(detail.contains("only installed skills have versions"), "{detail}");
-    let res = person.delete(server.url("/skills/greet")).send().await.unwrap();
-    let status = res.status().as_u16();
-    let problem: Value = res.json().await.unwrap();
-    assert_eq!(
-        (status, problem["code"].as_str()),
-        (403, Some("not_installed")),
-        "{problem}"
-    );
-    let res = person
-        .get(server.url("/skills/nothing/versions"))
-        .send()
-        .await
-        .unwrap();
-    let problem: Value = res.json().await.unwrap();
-    assert_eq!(problem["code"], "not_found", "{problem}");
+    // Each problem whole: its code and a detail that says what to do.
+    let person = Api::of(&server);
+    let (status, problem) = person.get("/skills/greet/versions").await;
+    assert_eq!(status, 404, "{problem}");
+    redacted().bind(|| assert_json_snapshot!("versions_of_a_user_skill_problem", plain(&problem)));
+    let (status, problem) = person.delete("/skills/greet").await;
+    assert_eq!(status, 403, "{problem}");
+    redacted().bind(|| assert_json_snapshot!("removing_a_user_skill_problem", plain(&problem)));
+    let (status, problem) = person.get("/skills/nothing/versions").await;
+    assert_eq!(status, 404, "{problem}");
+    redacted().bind(|| assert_json_snapshot!("versions_of_no_skill_problem", plain(&problem)));
 }
 
 /// A process backend whose skill lies where the sandbox's user cannot go
@@ -273,7 +256,11 @@ async fn an_unknown_format_is_explained_in_our_words() {
             "query parameter 'limit' must be a whole number",
         ),
     ] {
-        let res = server.person().get(server.url(query)).send().await.unwrap();
+        let res = Api::of(&server)
+            .req(reqwest::Method::GET, query)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(res.status(), 400, "{query}");
         let problem: Value = res.json().await.unwrap();
         assert_eq!(problem["code"], "bad_request");
@@ -335,7 +322,7 @@ async fn skilld_install_takes_its_tokens_from_the_environment() {
         .auth(auth("reader", Role::Read, reader))
         .start()
         .await;
-    let target = TestServer::builder(options(vec![crate::install::installed_root(installed.path())]))
+    let target = TestServer::builder(options(vec![crate::common::installed_root(installed.path())]))
         .auth(auth("ops", Role::Admin, admin))
         .start()
         .await;

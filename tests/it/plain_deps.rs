@@ -241,7 +241,7 @@ async fn a_dependency_an_upload_could_not_have_is_refused_and_nothing_installs()
     assert!(!marker.exists(), "the build backend ran");
 
     // `skilld check` says the same, as an error.
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .arg("check")
         .arg(skills.path())
         .env("SKILLD_DATA_DIR", server.data_dir())
@@ -269,7 +269,7 @@ async fn a_preparation_that_fails_says_why_and_is_not_retried_at_each_load() {
     );
     // Before any server: `skilld check` says they are not prepared.
     let data = tempdir().unwrap();
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .arg("check")
         .arg(skills.path())
         .env("SKILLD_DATA_DIR", data.path())

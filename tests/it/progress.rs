@@ -2,8 +2,7 @@
 //! that util-linux's `script` gives `skilld install`), and nothing of it
 //! where stderr is captured, as every other test captures it.
 
-use crate::cli::skilld;
-use crate::common::{announced_url, assert_exit, serve_command, tempdir, terminate};
+use crate::common::{announced_url, assert_exit, serve_command, skilld, tempdir, terminate};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,9 +1,8 @@
 //! The run log under stress: a restart on PostgreSQL, an unreachable store
 //! (fail closed: 503, nothing runs), and runs a crash left `running`.
 
-use crate::common::{TestServer, corpus_dir, options, root};
-use crate::store::on_postgres;
-use serde_json::{Value, json};
+use crate::common::{Api, TestServer, corpus_dir, on_postgres, options, root};
+use serde_json::json;
 use skilld::skill::Trust;
 use skilld::store::{NewRun, RunStatus};
 use std::path::Path;
@@ -46,12 +45,7 @@ async fn the_run_log_survives_a_restart_on_postgres() {
             .allowed()
             .start()
             .await;
-        let run: Value = reqwest::get(server.url(&format!("/runs/{id}")))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, run) = Api::anonymous(&server).get(&format!("/runs/{id}")).await;
         assert_eq!(run["status"], "succeeded");
         assert_eq!(run["argv"], json!(["touch", marker]));
         let ready = server.get_json("/readyz").await;
@@ -126,8 +120,8 @@ async fn an_unreachable_store_fails_closed() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!after.exists(), "nothing ran that could not be recorded");
-        let ready = reqwest::get(server.url("/readyz")).await.unwrap();
-        assert_eq!(ready.status(), 503);
+        let (status, _) = Api::anonymous(&server).get("/readyz").await;
+        assert_eq!(status, 503);
     })
     .await;
 }
@@ -140,6 +134,7 @@ async fn runs_a_crash_left_running_are_interrupted_at_start() {
     {
         let store = skilld::store::connect(&url).await.unwrap();
         store
+            .runs
             .insert_run(NewRun {
                 id,
                 skill: "echo".into(),
@@ -163,6 +158,7 @@ async fn runs_a_crash_left_running_are_interrupted_at_start() {
             .await
             .unwrap();
         store
+            .runs
             .start_run(id, Some(1), "crashed", chrono::Utc::now())
             .await
             .unwrap()
@@ -180,12 +176,7 @@ async fn runs_a_crash_left_running_are_interrupted_at_start() {
         .spawn()
         .unwrap();
     let addr = crate::common::announced_url(&mut child).unwrap();
-    let run: Value = reqwest::get(format!("{addr}/runs/{id}"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, run) = Api::new(addr, None).get(&format!("/runs/{id}")).await;
     std::process::Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

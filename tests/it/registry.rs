@@ -4,12 +4,11 @@
 //! `skills.lock` with `--locked`; tampered archives and lying indexes
 //! refused, with nothing installed.
 
-use crate::common::{announced_url, serve_command, tempdir, terminate};
-use crate::install::zip_of;
+use crate::common::{Static, announced_url, serve_command, tempdir, terminate, zip_of};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 fn md(version: &str, says: &str) -> String {
     format!(
@@ -32,7 +31,7 @@ fn sha256_hex(path: &Path) -> String {
 fn skilld(data: &Path, args: &[&str]) -> Output {
     let empty = data.join("no-skills");
     std::fs::create_dir_all(&empty).unwrap();
-    crate::cli::skilld()
+    crate::common::skilld()
         .args(args)
         .arg("--data-dir")
         .arg(data)
@@ -59,51 +58,6 @@ fn refused(out: &Output, code: i32) -> String {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(code), "{err}");
     err
-}
-
-/// A real static file server on loopback over `dir`.
-pub(crate) struct Static {
-    child: Child,
-    pub(crate) url: String,
-}
-
-impl Static {
-    pub(crate) fn start(dir: &Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("python3")
-            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Self::waiting(child, port)
-    }
-
-    /// `child`, once it takes connections on `port`.
-    fn waiting(mut child: Child, port: u16) -> Self {
-        let url = format!("http://127.0.0.1:{port}");
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Self { child, url };
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the HTTP server did not start");
-    }
-}
-
-impl Drop for Static {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A static registry of hello 1.0.0 and 1.1.0: the zips and an index
@@ -425,7 +379,7 @@ fn a_file_index_and_add_into_a_project() {
         "no staging area is left behind"
     );
     // The project's skill loads and lints.
-    ok(&crate::cli::skilld()
+    ok(&crate::common::skilld()
         .arg("check")
         .arg(&skill_dir)
         .output()
@@ -505,7 +459,7 @@ fn skilld_index_writes_a_static_registry_and_remove_unlocks() {
     );
     let signature = "untrusted comment: a signature\nRUQ=\ntrusted comment: x\nAA==\n";
     std::fs::write(site.path().join("hello-1.1.0.zip.minisig"), signature).unwrap();
-    let out = ok(&crate::cli::skilld()
+    let out = ok(&crate::common::skilld()
         .arg("index")
         .arg(site.path())
         .output()
@@ -542,7 +496,7 @@ fn skilld_index_writes_a_static_registry_and_remove_unlocks() {
 
     // Two archives of one version, or one that does not lint, are refused.
     std::fs::copy(&one, site.path().join("copy.zip")).unwrap();
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .arg("index")
         .arg(site.path())
         .output()
@@ -553,7 +507,7 @@ fn skilld_index_writes_a_static_registry_and_remove_unlocks() {
         zip_of(&[("README.md", "no skill", false)]),
     )
     .unwrap();
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .arg("index")
         .arg(site.path())
         .output()
@@ -644,7 +598,11 @@ fn install_locked_installs_everything_the_lock_names() {
 
 /// `skilld ARGS` in `dir`, as a publisher runs it.
 fn publish(dir: &Path, args: &[&str]) -> String {
-    ok(&crate::cli::skilld().args(args).current_dir(dir).output().unwrap())
+    ok(&crate::common::skilld()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap())
 }
 
 #[tokio::test]

@@ -5,14 +5,13 @@
 //! run its key made, whatever became of it, even when the retries race.
 //! Every test counts what was recorded and what ran.
 
-use crate::common::{TestServer, options, root};
+use crate::common::{Api, TestServer, options, root};
 use serde_json::{Value, json};
 use skilld::auth::{Auth, Role, Token};
 use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
-use skilld::store::Store;
+use skilld::store::Stores;
 use std::path::Path;
-use std::sync::Arc;
 
 const AGENT: &str = "agent-secret-0123456789";
 const OTHER: &str = "other-secret-0123456789";
@@ -67,7 +66,7 @@ async fn fixture() -> Fixture {
 }
 
 /// The fixture on a given run log (PostgreSQL's, say).
-async fn fixture_on(store: Arc<dyn Store>, data: tempfile::TempDir) -> Fixture {
+async fn fixture_on(store: Stores, data: tempfile::TempDir) -> Fixture {
     let dir = crate::common::tempdir().unwrap();
     skills(dir.path());
     let opts = options(vec![root(dir.path(), Trust::Bundled)]);
@@ -254,7 +253,7 @@ async fn a_held_call_retried_over_mcp_joins_its_request() {
         .await;
     let out = crate::common::marks_dir();
     let file = out.path().join("m").display().to_string();
-    let mut mcp = crate::modes::McpHttp::open(&server.url("/mcp")).await;
+    let mut mcp = crate::common::McpHttp::open(&server.url("/mcp")).await;
     let params = json!({"name": "mark", "arguments": {"path": file}});
     for _ in 0..3 {
         let result = mcp.request("tools/call", params.clone()).await;
@@ -268,9 +267,8 @@ async fn a_held_call_retried_over_mcp_joins_its_request() {
     assert_eq!(runs["runs"][0]["id"], requests[0]["run_id"]);
 
     // The same call over HTTP by the same (local) caller joins it too.
-    let res = server
-        .person()
-        .post(server.url("/tools/mark/invoke"))
+    let res = Api::of(&server)
+        .req(reqwest::Method::POST, "/tools/mark/invoke")
         .json(&json!({"arguments": {"path": file}}))
         .send()
         .await
@@ -379,7 +377,7 @@ async fn racing_requests_with_one_key_make_one_run() {
 /// The same race on PostgreSQL, where the requests truly run at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_requests_with_one_key_make_one_run_on_postgres() {
-    crate::store::on_postgres(|url| async move {
+    crate::common::on_postgres(|url| async move {
         let store = skilld::store::connect(&url).await.unwrap();
         racing_requests(fixture_on(store, crate::common::tempdir().unwrap()).await).await;
     })

@@ -35,6 +35,7 @@ fn spec(program: &str, args: &[&str]) -> Spec {
         grace: Duration::from_secs(1),
         limits: Limits::default(),
         isolate_network: false,
+        egress_ns: None,
         confinement: None,
     })
 }
@@ -56,6 +57,7 @@ fn confined(mut spec: Spec) -> Spec {
             workspace_write: true,
             scratch: &tmp,
             network: !spec.isolate_network,
+            egress: false,
             programs: Vec::new(),
             memory_bytes: spec.limits.memory_bytes,
             cpu: None,

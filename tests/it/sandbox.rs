@@ -60,7 +60,7 @@ async fn a_tool_cannot_read_or_change_what_is_not_its_own() {
     )
     .unwrap();
     let db = data.path().join("skilld.db");
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--config"])
         .arg(&config)
         .arg("--data-dir")
@@ -70,7 +70,7 @@ async fn a_tool_cannot_read_or_change_what_is_not_its_own() {
         .arg("--skills")
         .arg(format!("bundled={}", skills.path().display()))
         .env("SKILLD_TOKENS", "agent:invoke:env-secret-abc");
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let (child, addr) = crate::common::serve(&mut cmd);
     let escape = std::env::temp_dir().join(format!("skilld-escape-{}", std::process::id()));
     let script = format!(
         "for f in '{db}' '{config}' '{vault}/SKILL.md' /proc/$PPID/environ /proc/$PPID/mem; do \
@@ -112,7 +112,7 @@ c.execute(\\\"insert into grants (id) values ('forged')\\\"); c.commit()\" 2>/de
     assert_eq!(grants.status(), 200);
     let grants: Value = grants.json().await.unwrap();
     assert_eq!(grants["grants"], json!([]), "{grants}");
-    crate::cli::stop(child);
+    crate::common::stop(child);
 }
 
 /// `setsid sleep &` outlived the run; its cgroup now dies with it.

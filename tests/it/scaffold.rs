@@ -2,8 +2,7 @@
 //! finding and its tool runs; a bad name or a taken directory is refused
 //! and changes nothing.
 
-use crate::cli::skilld;
-use crate::common::assert_exit;
+use crate::common::{assert_exit, skilld};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Output;

@@ -5,8 +5,9 @@
 //! findings; and the install review showing what loaded rules find in an
 //! upload.
 
-use crate::common::{Api, TestServer, host_settings, options, root, tempdir, write_file};
-use crate::install::{installed_root, upload, zip_of};
+use crate::common::{
+    Api, TestServer, host_settings, installed_root, options, root, tempdir, upload, write_file, zip_of,
+};
 use serde_json::{Value, json};
 use skilld::invoke::RunSettings;
 use skilld::skill::Trust;

@@ -5,8 +5,7 @@
 //! own children, and `llm` and `invoke_tool` fail clearly outside a
 //! session.
 
-use crate::common::{TestServer, marks_dir, options, root, tempdir};
-use crate::starlark::{call, fails_with, star_skill};
+use crate::common::{TestServer, call, fails_with, marks_dir, options, root, star_skill, tempdir};
 use serde_json::json;
 use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
@@ -203,11 +202,11 @@ async fn git_reads_with_git_read_and_writes_nothing_without_git_write() {
 
 const ENV: &str = r#"
 def set_and_run(args):
-    set_env("GREETING", "hello from set_env")
-    return {"child": exec("printenv", ["GREETING"])["output"], "env": env("GREETING")}
+    set_env("SKILL_VAR_GREETING", "hello from set_env")
+    return {"child": exec("printenv", ["SKILL_VAR_GREETING"])["output"], "env": env("SKILL_VAR_GREETING")}
 
 def run(args):
-    return exec("printenv", ["GREETING"])
+    return exec("printenv", ["SKILL_VAR_GREETING"])
 
 def set_bad(args):
     set_env(args["name"], "/tmp/x")
@@ -246,8 +245,20 @@ async fn set_env_reaches_the_evaluations_children_only() {
     let next = call(&server, "run_only", json!({})).await;
     assert_eq!(next["parsed"]["output"], "", "{next}");
     assert_eq!(next["parsed"]["success"], false, "{next}");
-    assert!(std::env::var_os("GREETING").is_none());
-    for name in ["LD_PRELOAD", "PATH", "GIT_DIR", "SKILL_DIR", "ld_audit"] {
+    assert!(std::env::var_os("SKILL_VAR_GREETING").is_none());
+    for name in [
+        "LD_PRELOAD",
+        "PATH",
+        "GIT_DIR",
+        "SKILL_DIR",
+        "ld_audit",
+        "XDG_CONFIG_HOME",
+        "PYTHONPATH",
+        "NODE_OPTIONS",
+        "VISUAL",
+        "GREETING",
+        "SKILL_VAR_",
+    ] {
         fails_with(&server, "set_bad", json!({"name": name}), "may not be set").await;
     }
     fails_with(
@@ -300,7 +311,7 @@ async fn llm_and_invoke_tool_fail_clearly_outside_a_session_or_without_permissio
     .await;
     // Outside a session, invoke_tool calls as the caller: here `ask`,
     // which fails for want of a model.
-    let other = crate::starlark::call(&server, "other", json!({})).await;
+    let other = crate::common::call(&server, "other", json!({})).await;
     assert_eq!(other["parsed"]["tool"], "ask", "{other}");
     assert_eq!(other["parsed"]["success"], false, "{other}");
     fails_with(

@@ -5,8 +5,7 @@
 //! call, and the file operations skilld performs for a skill keep the
 //! seed's limits (read 1 MB, write 100 KB, its list of extensions).
 
-use crate::common::{checkout, tempdir, write_file};
-use crate::starlark::{call, fails_with, server_over, star_skill};
+use crate::common::{call, checkout, fails_with, server_over, star_skill, tempdir, write_file};
 use serde_json::{Value, json};
 use std::fs::File;
 use std::io::Write;
@@ -100,7 +99,7 @@ struct Served {
 impl Served {
     fn start(skills: &Path, path: &str) -> Self {
         let data = tempdir().unwrap();
-        let mut child = crate::cli::skilld()
+        let mut child = crate::common::skilld()
             .args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
             .arg(data.path())
             .arg("--workspace")
@@ -230,7 +229,7 @@ async fn a_ts_script_without_a_runner_is_reported_when_it_loads() {
     let path = SYSTEM_PATH;
     let strips = node_strips_types();
 
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .arg("check")
         .arg(skills.path())
         .env("PATH", path)

@@ -27,7 +27,7 @@ use std::process::{Command, Output};
 fn skilld(cwd: &Path, data: &Path, args: &[&str]) -> Output {
     let empty = data.join("no-skills");
     std::fs::create_dir_all(&empty).unwrap();
-    crate::cli::skilld()
+    crate::common::skilld()
         .args(args)
         .current_dir(cwd)
         .env("SKILLD_DATA_DIR", data)
@@ -52,7 +52,7 @@ fn says(out: &Output, what: &str) {
 
 /// `skilld new NAME` in `parent`, at `version`, with `permissions`.
 fn made(parent: &Path, name: &str, version: &str, permissions: &str) -> std::path::PathBuf {
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .args(["new", name, "--dir"])
         .arg(parent)
         .output()
@@ -93,7 +93,7 @@ fn registry_site(site: &Path, work: &Path) {
         std::fs::create_dir(&dir).unwrap();
         let skill = made(&dir, "kubernetes", version, "file:read");
         let zip = site.join(format!("kubernetes-{version}.zip"));
-        let out = crate::cli::skilld()
+        let out = crate::common::skilld()
             .arg("package")
             .arg(&skill)
             .arg("-o")
@@ -102,7 +102,7 @@ fn registry_site(site: &Path, work: &Path) {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
     }
-    let out = crate::cli::skilld().arg("index").arg(site).output().unwrap();
+    let out = crate::common::skilld().arg("index").arg(site).output().unwrap();
     assert!(out.status.success(), "{out:?}");
 }
 
@@ -115,7 +115,7 @@ fn seed_002s_cli_table_runs_line_by_line() {
         tempdir().unwrap(),
     );
     registry_site(site.path(), work.path());
-    let server = crate::registry::Static::start(site.path());
+    let server = crate::common::Static::start(site.path());
     let (data, cwd, r) = (data.path(), cwd.path(), server.url.as_str());
     let run = |args: &[&str]| skilld(cwd, data, args);
 

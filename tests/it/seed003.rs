@@ -5,8 +5,7 @@
 //! seed's defaults, or the config's, with the memory bounding the run's
 //! cgroup rather than its address space (under which Node cannot start).
 
-use crate::common::{Api, TestServer, options, root, tempdir, write_file};
-use crate::install::{installed_root, upload, zip_of};
+use crate::common::{Api, TestServer, installed_root, options, root, tempdir, upload, write_file, zip_of};
 use serde_json::{Value, json};
 use skilld::catalog::CatalogOptions;
 use skilld::skill::Trust;
@@ -101,7 +100,7 @@ async fn an_image_off_the_allowlist_is_refused_at_lint_load_and_install() {
     entrypoint(skills.path(), "plain-node", "", "main.js", "console.log('ran')\n");
 
     // Lint: `skilld check` fails, pointing at the line.
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .arg("check")
         .arg(skills.path())
         .output()
@@ -130,7 +129,7 @@ async fn an_image_off_the_allowlist_is_refused_at_lint_load_and_install() {
         "image_allowlist = [\"python:3.12-slim\", \"node:20-slim\", \"evil/*\"]\n",
     )
     .unwrap();
-    let out = crate::cli::skilld()
+    let out = crate::common::skilld()
         .arg("check")
         .arg("--config")
         .arg(&file)

@@ -7,14 +7,56 @@
 //! skills' hooks in priority order, the transform chain, a workflow
 //! calling two tools (one of them held), per-turn limits, and the end.
 
-use crate::approvals::{AGENT, BOSS, CAROL, tokens};
-use crate::common::Api;
-use crate::common::{TestServer, checkout, copy_tree, options, root, tempdir, write_file};
+use crate::common::{
+    AGENT, Api, BOSS, CAROL, TestServer, checkout, copy_tree, options, plain, redacted, root, tempdir,
+    tokens, write_file,
+};
+use insta::assert_json_snapshot;
 use serde_json::{Value, json};
 use skilld::invoke::RunSettings;
 use skilld::session::SessionSettings;
 use skilld::skill::Trust;
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{LazyLock, Mutex};
+
+/// Each session's secret, as its start answered it, by session id (ids
+/// are unique across tests and instances).
+static SECRETS: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Mutex::default);
+
+/// Keeps the secret of a session a start answered.
+pub(crate) fn remember(started: &Value) {
+    if let (Some(id), Some(secret)) = (started["id"].as_str(), started["secret"].as_str()) {
+        SECRETS.lock().unwrap().insert(id.to_owned(), secret.to_owned());
+    }
+}
+
+/// The secret of session `id`.
+pub(crate) fn secret(id: &str) -> String {
+    SECRETS.lock().unwrap().get(id).cloned().unwrap_or_default()
+}
+
+/// The secret of the session a request names in its path or its body.
+fn secret_for(path: &str, body: &Value) -> Option<String> {
+    let secrets = SECRETS.lock().unwrap();
+    secrets
+        .iter()
+        .find(|(id, _)| path.contains(id.as_str()) || body["session"] == id.as_str())
+        .map(|(_, secret)| secret.clone())
+}
+
+/// A decision on the request `skill` has waiting in `view` (a session),
+/// naming it as the decision must.
+pub(crate) fn decision(view: &Value, skill_name: &str, decided: Value) -> Value {
+    let s = skill(view, skill_name);
+    let mut body = decided;
+    body["request"] = s["approval"]["id"].clone();
+    body["hash"] = s["hash"].clone();
+    if body["request"].is_null() {
+        body["request"] = json!(uuid::Uuid::nil());
+    }
+    body
+}
 
 /// A manifest with an unpinned image.
 const MANIFEST: &str = "kind: Deployment\nspec:\n  containers:\n    - image: nginx:latest\n";
@@ -201,17 +243,63 @@ fn settings(shell_execs: u32) -> (SessionSettings, u32) {
 }
 
 impl World {
+    /// A request as the session's caller makes it: with the secret of the
+    /// session its path or body names.
+    fn req(&self, method: reqwest::Method, path: &str, body: &Value) -> reqwest::RequestBuilder {
+        let req = Api::of(&self.server).req(method, path);
+        match secret_for(path, body) {
+            Some(secret) => req.header("Skilld-Session-Secret", secret),
+            None => req,
+        }
+    }
+
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let body = self.named(path, body).await;
         let res = self
-            .server
-            .person()
-            .post(self.server.url(path))
+            .req(reqwest::Method::POST, path, &body)
             .json(&body)
             .send()
             .await
             .unwrap();
         let status = res.status().as_u16();
-        (status, res.json().await.unwrap_or(Value::Null))
+        let answer = res.json().await.unwrap_or(Value::Null);
+        if path == "/sessions" {
+            remember(&answer);
+        }
+        (status, answer)
+    }
+
+    /// A session as its caller reads it.
+    async fn get(&self, path: &str) -> Value {
+        let res = self
+            .req(reqwest::Method::GET, path, &Value::Null)
+            .send()
+            .await
+            .unwrap();
+        res.json().await.unwrap()
+    }
+
+    /// A decision's body naming the request that waits now, unless it
+    /// names one already.
+    async fn named(&self, path: &str, body: Value) -> Value {
+        let Some((session, skill_name)) = path
+            .strip_prefix("/sessions/")
+            .and_then(|rest| rest.split_once("/activations/"))
+        else {
+            return body;
+        };
+        if !body["request"].is_null() || !body.is_object() {
+            return body;
+        }
+        let view = self.get(&format!("/sessions/{session}")).await;
+        if view["skills"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["name"] == skill_name))
+        {
+            decision(&view, skill_name, body)
+        } else {
+            body
+        }
     }
 
     async fn ok(&self, path: &str, body: Value) -> Value {
@@ -272,17 +360,10 @@ async fn started(w: &World) -> String {
         )
         .await;
     let id = started["id"].as_str().unwrap().to_owned();
-    let k8s = skill(&started, "kubernetes");
-    assert_eq!(k8s["state"], "activating", "{started}");
-    assert_eq!(
-        k8s["trigger"],
-        json!({"kind": "file", "value": "**/deployment.yaml"})
-    );
-    assert_eq!(k8s["approval"]["permissions"], json!(["file:read"]));
-    assert_eq!(skill(&started, "rfc-writer")["state"], "activating");
-    assert_eq!(skill(&started, "watcher")["state"], "active");
-    assert_eq!(skill(&started, "watcher")["allowed"], "configured");
-    assert_eq!(skill(&started, "desk")["trigger"]["kind"], "explicit");
+    // The whole view: kubernetes (by its file trigger, asking for
+    // file:read) and rfc-writer activating, the watcher active as
+    // configured, desk active as asked, and the hooks that ran.
+    redacted().bind(|| assert_json_snapshot!("whole_session_started", plain(&started)));
     let hooks = ran(&started);
     for who in ["watcher", "auditor"] {
         for phase in ["on_activate", "on_conversation_start"] {
@@ -444,9 +525,7 @@ async fn limited(w: &World, id: &str) {
 async fn ended(w: &World, id: &str) {
     // The end: the session is gone, and so are its calls.
     let res = w
-        .server
-        .person()
-        .delete(w.server.url(&format!("/sessions/{id}")))
+        .req(reqwest::Method::DELETE, &format!("/sessions/{id}"), &Value::Null)
         .send()
         .await
         .unwrap();
@@ -478,9 +557,7 @@ async fn a_workflow_calls_two_tools_through_the_pipeline_one_of_them_held() {
     // `publish`, always asks: it waits for the person inside the workflow.
     let body = json!({"arguments": {"title": "Sessions", "publish_with": "publish"}, "session": id});
     let res = w
-        .server
-        .person()
-        .post(w.server.url("/tools/draft_rfc/invoke"))
+        .req(reqwest::Method::POST, "/tools/draft_rfc/invoke", &body)
         .header("Prefer", "respond-async")
         .json(&body)
         .send()
@@ -663,25 +740,11 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
     let (status, started) = agent.post("/sessions", json!({"path": "."})).await;
     assert_eq!(status, 201, "{started}");
     let id = started["id"].as_str().unwrap();
-    assert_eq!(skill(&started, "kubernetes")["state"], "activating");
-    // Another caller sees no such session, and cannot call in it.
-    let (status, other) = carol.get(&format!("/sessions/{id}")).await;
-    assert_eq!(
-        (status, other["code"].as_str()),
-        (404, Some("session_not_found")),
-        "{other}"
-    );
-    let (status, other) = carol
-        .post(
-            "/tools/rfc_outline/invoke",
-            json!({"arguments": {"title": "x"}, "session": id}),
-        )
-        .await;
-    assert_eq!(
-        (status, other["code"].as_str()),
-        (404, Some("session_not_found")),
-        "{other}"
-    );
+    // The whole view: kubernetes and rfc-writer activating (each with the
+    // permissions a person grants), the configured skills active, the
+    // hooks that ran.
+    redacted().bind(|| assert_json_snapshot!("agent_session_started", plain(&started)));
+    another_caller_finds_nothing(&carol, id).await;
     // The agent cannot allow its own session's skills: it has no approve
     // role, and a person with one who opened the session cannot either.
     let decide = format!("/sessions/{id}/activations/kubernetes");
@@ -692,14 +755,11 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
     let (status, refused) = boss
         .post(
             &format!("/sessions/{own_id}/activations/kubernetes"),
-            json!({"decision": "allow_once"}),
+            decision(&own, "kubernetes", json!({"decision": "allow_once"})),
         )
         .await;
-    assert_eq!(
-        (status, refused["code"].as_str()),
-        (403, Some("self_approval")),
-        "{refused}"
-    );
+    assert_eq!(status, 403, "{refused}");
+    redacted().bind(|| assert_json_snapshot!("self_approval_problem", plain(&refused)));
     // An approver finds both requests, oldest first, each with its
     // session and caller; the agent may not read them.
     let (k8s, rfc) = ("kubernetes", "rfc-writer");
@@ -715,12 +775,19 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
     // A person denies: the skill is in error with the reason, and its
     // tools are not callable in the session.
     let (status, denied) = boss
-        .post(&decide, json!({"decision": "deny", "note": "not today"}))
+        .post(
+            &decide,
+            decision(
+                &started,
+                "kubernetes",
+                json!({"decision": "deny", "note": "not today"}),
+            ),
+        )
         .await;
     assert_eq!(status, 200, "{denied}");
-    let k8s = skill(&denied, "kubernetes");
-    assert_eq!(k8s["state"], "error");
-    assert_eq!(k8s["reason"], "denied by boss: not today");
+    // The whole view: kubernetes in error, the reason naming who denied
+    // it and their note.
+    redacted().bind(|| assert_json_snapshot!("agent_session_denied", plain(&denied)));
     assert_eq!(
         waiting(&boss).await,
         expected[1..].iter().copied().map(owned).collect::<Vec<_>>()
@@ -731,11 +798,8 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
             json!({"arguments": {"manifest": "kind: Pod"}, "session": id}),
         )
         .await;
-    assert_eq!(
-        (status, problem["code"].as_str()),
-        (409, Some("skill_not_active")),
-        "{problem}"
-    );
+    assert_eq!(status, 409, "{problem}");
+    redacted().bind(|| assert_json_snapshot!("denied_skill_not_active_problem", plain(&problem)));
     // A denied skill stays in error: its trigger does not ask again.
     let (_, turn) = agent
         .post(
@@ -746,13 +810,28 @@ async fn a_session_is_its_callers_and_only_another_person_allows_its_skills() {
     assert_eq!(skill(&turn["session"], "kubernetes")["state"], "error", "{turn}");
 }
 
+/// Another caller sees no such session, and cannot call in it.
+async fn another_caller_finds_nothing(carol: &Api, id: &str) {
+    let (status, other) = carol.get(&format!("/sessions/{id}")).await;
+    assert_eq!(status, 404, "{other}");
+    redacted().bind(|| assert_json_snapshot!("other_callers_session_problem", plain(&other)));
+    let (status, other) = carol
+        .post(
+            "/tools/rfc_outline/invoke",
+            json!({"arguments": {"title": "x"}, "session": id}),
+        )
+        .await;
+    assert_eq!(status, 404, "{other}");
+    redacted().bind(|| assert_json_snapshot!("other_callers_session_call_problem", plain(&other)));
+}
+
 /// The approver's page: an invoke token sees that activations are not its
 /// to decide; an approver sees both waiting skills with what allowing them
 /// grants, denies one with a note and allows the other always, and the
 /// session is as they decided.
 #[tokio::test]
 async fn an_approver_decides_activations_in_the_page() {
-    let Some(harness) = crate::ui::browser_harness() else {
+    let Some(harness) = crate::common::browser_harness() else {
         return;
     };
     let w = world_with(settings(10), Some(tokens())).await;
@@ -763,7 +842,7 @@ async fn an_approver_decides_activations_in_the_page() {
         ("ACTIVATIONS_SESSION", id.as_str()),
         ("ACTIVATIONS_APPROVER", BOSS),
     ];
-    let page = crate::ui::Script::start(
+    let page = crate::common::Script::start(
         &harness,
         "activations.mjs",
         "ui-activations.png",
@@ -902,10 +981,13 @@ async fn every_bound_the_schemas_give_is_kept() {
             );
             if path == "/sessions" {
                 let made = answer["id"].as_str().unwrap();
+                remember(&answer);
                 let res = w
-                    .server
-                    .person()
-                    .delete(w.server.url(&format!("/sessions/{made}")))
+                    .req(
+                        reqwest::Method::DELETE,
+                        &format!("/sessions/{made}"),
+                        &Value::Null,
+                    )
                     .send()
                     .await
                     .unwrap();
@@ -1030,7 +1112,7 @@ fn settings_of_the_tests() -> SessionSettings {
 
 #[tokio::test]
 async fn a_session_survives_a_restart_and_a_second_instance_sees_it() {
-    crate::store::on_postgres(|url| async move {
+    crate::common::on_postgres(|url| async move {
         let dirs = vec![tempdir().unwrap(), tempdir().unwrap(), tempdir().unwrap()];
         skills(dirs[0].path(), dirs[1].path());
         project(dirs[2].path());
@@ -1047,7 +1129,7 @@ async fn a_session_survives_a_restart_and_a_second_instance_sees_it() {
         // A second instance on the same store sees the session whole, and
         // takes its turns.
         let b = instance(&dirs, &url).await;
-        let seen = b.server.get_json(&format!("/sessions/{id}")).await;
+        let seen = b.get(&format!("/sessions/{id}")).await;
         assert_eq!(skill(&seen, "kubernetes")["state"], "active", "{seen}");
         assert_eq!(skill(&seen, "kubernetes")["allowed"], "once");
         let turn = b
@@ -1070,7 +1152,7 @@ async fn a_session_survives_a_restart_and_a_second_instance_sees_it() {
         // A restart keeps it.
         a.server.shutdown().await;
         let again = instance(&dirs, &url).await;
-        let kept = again.server.get_json(&format!("/sessions/{id}")).await;
+        let kept = again.get(&format!("/sessions/{id}")).await;
         assert_eq!(kept["turn"], 1, "{kept}");
         assert_eq!(skill(&kept, "ddd-expert")["state"], "active", "{kept}");
         let runs = again.server.get_json(&format!("/runs?session={id}")).await;
@@ -1131,7 +1213,7 @@ async fn activated(w: &World, message: &str, skill_name: &str) -> String {
 async fn over_mcp_a_call_names_its_session_and_llm_is_the_clients_sampling() {
     let w = alone("thinker", "think", "llm:call", THINKER, 3600).await;
     let base = w.server.url("");
-    crate::python_client::run_script(
+    crate::common::run_script(
         "mcp_sessions.py",
         &[base.trim_end_matches('/')],
         &[],
@@ -1152,13 +1234,12 @@ async fn on_the_stateless_protocol_llm_fails_clearly() {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
         "skilld/session": id,
+        "skilld/session-secret": secret(&id),
     });
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "think", "arguments": {"question": "why?"}, "_meta": meta}});
-    let res = w
-        .server
-        .person()
-        .post(w.server.url("/mcp"))
+    let res = Api::of(&w.server)
+        .req(reqwest::Method::POST, "/mcp")
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
@@ -1215,10 +1296,8 @@ register_hook("on_deactivate", leave)
         marks.path().join("leaver-expired-True").is_file(),
         "on_deactivate did not run"
     );
-    let res = w
-        .server
-        .person()
-        .get(w.server.url(&format!("/sessions/{id}")))
+    let res = Api::of(&w.server)
+        .req(reqwest::Method::GET, &format!("/sessions/{id}"))
         .send()
         .await
         .unwrap();

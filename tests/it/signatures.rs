@@ -4,8 +4,10 @@
 //! required, a bad header) is refused with nothing installed; and the
 //! real `minisign` tool's keys and signatures work both ways.
 
-use crate::common::{TestServer, announced_url, serve_command, tempdir, terminate};
-use crate::install::{assert_only_staging, install_options, zip_of};
+use crate::common::{
+    Api, TestServer, announced_url, assert_only_staging, install_options, serve_command, tempdir, terminate,
+    zip_of,
+};
 use base64::Engine;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -26,7 +28,7 @@ fn hello_dir(parent: &Path) -> PathBuf {
 }
 
 fn run(args: &[&str], dir: &Path) -> Output {
-    crate::cli::skilld()
+    crate::common::skilld()
         .args(args)
         .current_dir(dir)
         .env_remove("SKILLD_SIGN_PASSWORD")
@@ -84,9 +86,8 @@ async fn start(install: InstallSettings) -> (TestServer, tempfile::TempDir, temp
 
 /// `POST /skills` of `zip` with `X-Skill-Signature: header`.
 async fn post(server: &TestServer, zip: Vec<u8>, header: Option<String>) -> (u16, Value) {
-    let mut req = server
-        .person()
-        .post(server.url("/skills?trust=user"))
+    let mut req = Api::of(server)
+        .req(reqwest::Method::POST, "/skills?trust=user")
         .header("content-type", "application/zip");
     if let Some(header) = header {
         req = req.header("x-skill-signature", header);
@@ -136,16 +137,14 @@ async fn a_signed_package_installs_and_its_state_records_the_key_and_archive_has
     let versions = server.get_json("/skills/hello/versions").await;
     assert_eq!(versions["versions"][0]["signed_by"], id.as_str(), "{versions}");
     // What this server serves on is exactly what the signature covers.
-    let served = server
-        .person()
-        .get(server.url("/skills/hello/archive"))
+    let served = Api::of(&server)
+        .req(reqwest::Method::GET, "/skills/hello/archive")
         .send()
         .await
         .unwrap();
     assert_eq!(served.bytes().await.unwrap().to_vec(), bytes);
-    let log = server
-        .person()
-        .get(server.url("/skills/hello/install-log"))
+    let log = Api::of(&server)
+        .req(reqwest::Method::GET, "/skills/hello/install-log")
         .send()
         .await
         .unwrap()
@@ -274,7 +273,7 @@ fn serve(data: &Path, skills: &Path, args: &[&str]) -> (std::process::Child, Str
 }
 
 fn install(data: &Path, args: &[&str]) -> Output {
-    crate::cli::skilld()
+    crate::common::skilld()
         .arg("install")
         .args(args)
         .arg("--data-dir")
@@ -318,7 +317,7 @@ fn skilld_install_sends_the_signature_beside_a_zip_to_a_server_requiring_them() 
     let signed = install(data.path(), &[&[zip_arg][..], &args].concat());
     let out = ok(&signed);
     assert!(out.starts_with("hello@1.0.0 ready"), "{out}");
-    let info = ok(&crate::cli::skilld()
+    let info = ok(&crate::common::skilld()
         .args(["info", "hello", "--to", url.as_str(), "--data-dir"])
         .arg(data.path())
         .env("HOME", data.path())

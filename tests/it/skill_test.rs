@@ -2,8 +2,7 @@
 //! trigger contexts through the match engine; a failure says what it
 //! got; `skilld check` places bad examples; the exit codes.
 
-use crate::cli::skilld;
-use crate::common::{assert_exit, bundled_dir, tempdir};
+use crate::common::{assert_exit, bundled_dir, skilld, tempdir};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Output;

@@ -4,8 +4,7 @@
 //! is said; a skill the server does not serve, a call it holds for
 //! approval, a token it refuses and a server that is not there.
 
-use crate::cli::skilld;
-use crate::common::{Api, announced_url, assert_exit, serve_command, tempdir, terminate};
+use crate::common::{Api, announced_url, assert_exit, serve_command, skilld, tempdir, terminate};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 

@@ -76,12 +76,12 @@ fn skills_flag_parses_trust() {
         Root::parse_flag("a=b").unwrap().path,
         std::env::current_dir().unwrap().join("a=b")
     );
-    assert!(Root::parse_flag("user=").is_err());
+    assert_eq!(Root::parse_flag("user=").unwrap_err().key, "skills");
 }
 
 #[test]
 fn default_roots_follow_design_order() {
-    let roots = skilld::config::default_roots(std::path::Path::new("/ws"), std::path::Path::new("/data"));
+    let roots = skilld::catalog::default_roots(std::path::Path::new("/ws"), std::path::Path::new("/data"));
     let names: Vec<&str> = roots.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["bundled", "user", "project", "installed"]);
     let trust: Vec<Trust> = roots.iter().map(|r| r.trust).collect();

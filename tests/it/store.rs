@@ -1,14 +1,15 @@
 //! The store conformance suite: one set of tests, written against
-//! `Arc<dyn Store>`, run on SQLite (a fresh file per test) and on PostgreSQL
+//! `Stores`, run on SQLite (a fresh file per test) and on PostgreSQL
 //! (a fresh schema per test, in the database `SKILLD_TEST_POSTGRES_URL`
 //! names), so both backends keep exactly the same contract.
 
+use crate::common::{on_postgres, postgres_url};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use skilld::store::{
     self, Approval, ApprovalFilter, ApprovalStatus, CachedIndex, Decide, DecisionFilter, Grant,
     GrantDecision, NewApproval, NewRun, PolicyFacts, Run, RunEnd, RunFilter, RunPage, RunStatus, SameCall,
-    Scope, Store, StoreError, Undecidable,
+    Scope, StoreError, Stores, Undecidable,
 };
 use sqlx::Connection;
 use std::future::Future;
@@ -154,68 +155,15 @@ where
     body(format!("sqlite://{}/skilld.db", dir.path().display())).await;
 }
 
-/// Runs `body` with the URL of a fresh schema in the test PostgreSQL, dropped
-/// afterwards even when `body` panics, so tests running at the same time (in
-/// this binary or another checkout's) never see each other's rows.
-pub async fn on_postgres<F, Fut>(body: F)
-where
-    F: FnOnce(String) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let Some(base) = postgres_url() else { return };
-    let schema = format!("skilld_test_{}", Uuid::now_v7().simple());
-    let mut admin = sqlx::PgConnection::connect(&base)
-        .await
-        .unwrap_or_else(|err| panic!("cannot connect to SKILLD_TEST_POSTGRES_URL: {err}"));
-    sqlx::query(sqlx::AssertSqlSafe(format!("create schema {schema}")))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    // On its own task, so that a failed assertion comes back as a JoinError
-    // and the schema is still dropped.
-    let outcome = tokio::spawn(body(url)).await;
-
-    sqlx::query(sqlx::AssertSqlSafe(format!("drop schema {schema} cascade")))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    if let Err(err) = outcome {
-        std::panic::resume_unwind(err.into_panic());
-    }
-}
-
-/// `SKILLD_TEST_POSTGRES_URL`, which CI always sets. Unset outside CI, the
-/// PostgreSQL half of the suite is skipped with a notice; unset in CI, it
-/// fails, so the backend can never go untested there by accident.
-pub(crate) fn postgres_url() -> Option<String> {
-    match std::env::var("SKILLD_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => panic!(
-            "SKILLD_TEST_POSTGRES_URL is not set but CI is: the PostgreSQL store tests must run in CI \
-             (e.g. SKILLD_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test)"
-        ),
-        _ => {
-            eprintln!(
-                "skipping a PostgreSQL store test: SKILLD_TEST_POSTGRES_URL is not set \
-                 (e.g. postgres://postgres@127.0.0.1:5432/test)"
-            );
-            None
-        }
-    }
-}
-
 /// Opens the store and checks it is the backend the URL asked for.
-async fn open(url: &str) -> Arc<dyn Store> {
+async fn open(url: &str) -> Stores {
     let store = store::connect(url).await.unwrap();
     let expected = if url.starts_with("sqlite:") {
         "sqlite"
     } else {
         "postgres"
     };
-    assert_eq!(store.backend(), expected);
+    assert_eq!(store.runs.backend(), expected);
     store
 }
 
@@ -290,13 +238,13 @@ fn envelope(id: Uuid, success: bool) -> Value {
     })
 }
 
-async fn insert(store: &Arc<dyn Store>, new: NewRun) -> Run {
-    let run = store.insert_run(new.clone()).await.unwrap();
+async fn insert(store: &Stores, new: NewRun) -> Run {
+    let run = store.runs.insert_run(new.clone()).await.unwrap();
     assert_eq!(run, as_inserted(&new));
     run
 }
 
-async fn all_pages(store: &Arc<dyn Store>, filter: RunFilter) -> (Vec<Run>, Vec<usize>) {
+async fn all_pages(store: &Stores, filter: RunFilter) -> (Vec<Run>, Vec<usize>) {
     let mut runs = Vec::new();
     let mut sizes = Vec::new();
     let mut filter = filter;
@@ -304,7 +252,7 @@ async fn all_pages(store: &Arc<dyn Store>, filter: RunFilter) -> (Vec<Run>, Vec<
         let RunPage {
             runs: page,
             next_cursor,
-        } = store.list_runs(filter.clone()).await.unwrap();
+        } = store.runs.list_runs(filter.clone()).await.unwrap();
         sizes.push(page.len());
         runs.extend(page);
         match next_cursor {
@@ -327,7 +275,7 @@ fn newest_first(mut runs: Vec<Run>) -> Vec<Run> {
 
 // ---- the suite -------------------------------------------------------------
 
-async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
+async fn insert_and_get_round_trip_every_field(store: Stores) {
     // Every optional field set, and values that trip up naive encodings.
     let full = NewRun {
         id: Uuid::now_v7(),
@@ -358,7 +306,7 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         session: Some(Uuid::now_v7()),
     };
     let inserted = insert(&store, full.clone()).await;
-    assert_eq!(store.get_run(full.id).await.unwrap(), inserted);
+    assert_eq!(store.runs.get_run(full.id).await.unwrap(), inserted);
 
     // Every optional field empty, and arguments that are not an object.
     let bare = NewRun {
@@ -367,12 +315,13 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         ..new_run("fs", "read", t0() + Duration::seconds(1))
     };
     let inserted = insert(&store, bare.clone()).await;
-    assert_eq!(store.get_run(bare.id).await.unwrap(), inserted);
+    assert_eq!(store.runs.get_run(bare.id).await.unwrap(), inserted);
 
     // Through its whole life, every field still reads back as written.
     let started_at = t0() + Duration::milliseconds(1500);
     let finished_at = started_at + Duration::microseconds(2_000_001);
     let started = store
+        .runs
         .start_run(bare.id, Some(4242), "instance-a", started_at)
         .await
         .unwrap();
@@ -384,10 +333,11 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         ..inserted.clone()
     };
     assert_eq!(started, Some(expected.clone()));
-    assert_eq!(store.get_run(bare.id).await.unwrap(), expected);
+    assert_eq!(store.runs.get_run(bare.id).await.unwrap(), expected);
 
     let result = envelope(bare.id, true);
     let finished = store
+        .runs
         .finish_run(bare.id, RunStatus::Succeeded, Some(result.clone()), finished_at)
         .await
         .unwrap();
@@ -398,26 +348,31 @@ async fn insert_and_get_round_trip_every_field(store: Arc<dyn Store>) {
         ..expected
     };
     assert_eq!(finished, Some(expected.clone()));
-    assert_eq!(store.get_run(bare.id).await.unwrap(), expected);
+    assert_eq!(store.runs.get_run(bare.id).await.unwrap(), expected);
 
     // Nanoseconds are not kept: times come back at microsecond precision,
     // the same on both backends.
     let fine = new_run("fs", "read", t0() + Duration::nanoseconds(999));
-    let stored = store.insert_run(fine.clone()).await.unwrap();
+    let stored = store.runs.insert_run(fine.clone()).await.unwrap();
     assert_eq!(stored.created_at, t0());
-    assert_eq!(store.get_run(fine.id).await.unwrap(), stored);
+    assert_eq!(store.runs.get_run(fine.id).await.unwrap(), stored);
 }
 
-async fn run_json_is_the_api_shape(store: Arc<dyn Store>) {
+async fn run_json_is_the_api_shape(store: Stores) {
     let new = NewRun {
         requested_by: Some("alice".to_owned()),
         request_id: Some("req-7".to_owned()),
         ..new_run("git", "git_log", t0())
     };
     let id = new.id;
-    store.insert_run(new).await.unwrap();
-    store.start_run(id, Some(77), "instance-a", t0()).await.unwrap();
+    store.runs.insert_run(new).await.unwrap();
+    store
+        .runs
+        .start_run(id, Some(77), "instance-a", t0())
+        .await
+        .unwrap();
     let run = store
+        .runs
         .finish_run(
             id,
             RunStatus::Failed,
@@ -441,35 +396,43 @@ async fn run_json_is_the_api_shape(store: Arc<dyn Store>) {
     );
 }
 
-async fn duplicate_id_conflicts(store: Arc<dyn Store>) {
+async fn duplicate_id_conflicts(store: Stores) {
     let first = new_run("git", "git_log", t0());
     let stored = insert(&store, first.clone()).await;
     let again = NewRun {
         tool: "git_status".to_owned(),
         ..first.clone()
     };
-    let err = store.insert_run(again).await.unwrap_err();
+    let err = store.runs.insert_run(again).await.unwrap_err();
     assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
-    assert_eq!(store.get_run(first.id).await.unwrap(), stored);
+    assert_eq!(store.runs.get_run(first.id).await.unwrap(), stored);
 }
 
-async fn unknown_run_is_not_found(store: Arc<dyn Store>) {
+async fn unknown_run_is_not_found(store: Stores) {
     let id = Uuid::now_v7();
-    let err = store.get_run(id).await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
-    let err = store.start_run(id, None, "instance-a", t0()).await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
-    let err = store.set_pgid(id, 1).await.unwrap_err();
+    let err = store.runs.get_run(id).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
     let err = store
+        .runs
+        .start_run(id, None, "instance-a", t0())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    let err = store.runs.set_pgid(id, 1).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    let err = store
+        .runs
         .finish_run(id, RunStatus::Cancelled, None, t0())
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
-    assert_eq!(store.list_runs(RunFilter::default()).await.unwrap().runs, vec![]);
+    assert_eq!(
+        store.runs.list_runs(RunFilter::default()).await.unwrap().runs,
+        vec![]
+    );
 }
 
-async fn new_run_must_be_live(store: Arc<dyn Store>) {
+async fn new_run_must_be_live(store: Stores) {
     // Running only with its start recorded: one write instead of two.
     let started = NewRun {
         status: RunStatus::Running,
@@ -478,7 +441,7 @@ async fn new_run_must_be_live(store: Arc<dyn Store>) {
         ..new_run("git", "git_log", t0())
     };
     assert_eq!(
-        store.insert_run(started.clone()).await.unwrap(),
+        store.runs.insert_run(started.clone()).await.unwrap(),
         as_inserted(&started)
     );
     for status in RunStatus::ALL {
@@ -486,7 +449,7 @@ async fn new_run_must_be_live(store: Arc<dyn Store>) {
             status,
             ..new_run("git", "git_log", t0())
         };
-        let outcome = store.insert_run(new.clone()).await;
+        let outcome = store.runs.insert_run(new.clone()).await;
         // Denied is recorded finished: a standing deny refused the call.
         if matches!(
             status,
@@ -499,17 +462,21 @@ async fn new_run_must_be_live(store: Arc<dyn Store>) {
                 "{status}: {outcome:?}"
             );
             assert!(
-                matches!(store.get_run(new.id).await, Err(StoreError::NotFound { .. })),
+                matches!(store.runs.get_run(new.id).await, Err(StoreError::NotFound { .. })),
                 "{status}"
             );
         }
     }
 }
 
-async fn start_only_from_queued(store: Arc<dyn Store>) {
+async fn start_only_from_queued(store: Stores) {
     let queued = insert(&store, new_run("git", "git_log", t0())).await;
     let at = t0() + Duration::seconds(1);
-    let started = store.start_run(queued.id, None, "instance-a", at).await.unwrap();
+    let started = store
+        .runs
+        .start_run(queued.id, None, "instance-a", at)
+        .await
+        .unwrap();
     let expected = Run {
         status: RunStatus::Running,
         started_at: Some(at),
@@ -520,11 +487,12 @@ async fn start_only_from_queued(store: Arc<dyn Store>) {
 
     // A second claim, from anywhere, gets nothing and changes nothing.
     let again = store
+        .runs
         .start_run(queued.id, Some(9), "instance-b", at + Duration::seconds(1))
         .await
         .unwrap();
     assert_eq!(again, None);
-    assert_eq!(store.get_run(queued.id).await.unwrap(), expected);
+    assert_eq!(store.runs.get_run(queued.id).await.unwrap(), expected);
 
     // Not before approval, and not after the end.
     let pending = insert(
@@ -536,59 +504,71 @@ async fn start_only_from_queued(store: Arc<dyn Store>) {
     )
     .await;
     assert_eq!(
-        store.start_run(pending.id, None, "instance-a", at).await.unwrap(),
+        store
+            .runs
+            .start_run(pending.id, None, "instance-a", at)
+            .await
+            .unwrap(),
         None
     );
-    assert_eq!(store.get_run(pending.id).await.unwrap(), pending);
+    assert_eq!(store.runs.get_run(pending.id).await.unwrap(), pending);
 
     let done = insert(&store, new_run("git", "git_log", t0())).await;
     let done = store
+        .runs
         .finish_run(done.id, RunStatus::Cancelled, None, at)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(
-        store.start_run(done.id, None, "instance-a", at).await.unwrap(),
+        store
+            .runs
+            .start_run(done.id, None, "instance-a", at)
+            .await
+            .unwrap(),
         None
     );
-    assert_eq!(store.get_run(done.id).await.unwrap(), done);
+    assert_eq!(store.runs.get_run(done.id).await.unwrap(), done);
 }
 
-async fn set_pgid_only_while_running(store: Arc<dyn Store>) {
+async fn set_pgid_only_while_running(store: Stores) {
     let run = insert(&store, new_run("git", "git_log", t0())).await;
     // Not yet running: nothing to record a process group for.
-    let err = store.set_pgid(run.id, 100).await.unwrap_err();
+    let err = store.runs.set_pgid(run.id, 100).await.unwrap_err();
     assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
 
     let started = store
+        .runs
         .start_run(run.id, None, "instance-a", t0())
         .await
         .unwrap()
         .unwrap();
-    store.set_pgid(run.id, 4321).await.unwrap();
+    store.runs.set_pgid(run.id, 4321).await.unwrap();
     let expected = Run {
         pgid: Some(4321),
         ..started
     };
-    assert_eq!(store.get_run(run.id).await.unwrap(), expected);
+    assert_eq!(store.runs.get_run(run.id).await.unwrap(), expected);
 
     // Cancelled between claim and spawn: the caller learns it must not keep
     // the child, and the finished run is left as it was.
     let finished = store
+        .runs
         .finish_run(run.id, RunStatus::Cancelled, None, t0() + Duration::seconds(1))
         .await
         .unwrap()
         .unwrap();
-    let err = store.set_pgid(run.id, 999).await.unwrap_err();
+    let err = store.runs.set_pgid(run.id, 999).await.unwrap_err();
     assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
-    assert_eq!(store.get_run(run.id).await.unwrap(), finished);
+    assert_eq!(store.runs.get_run(run.id).await.unwrap(), finished);
     assert_eq!(finished.pgid, Some(4321));
 }
 
-async fn finish_only_once(store: Arc<dyn Store>) {
+async fn finish_only_once(store: Stores) {
     let run = insert(&store, new_run("git", "git_log", t0())).await;
     let started_at = t0() + Duration::seconds(1);
     store
+        .runs
         .start_run(run.id, Some(55), "instance-a", started_at)
         .await
         .unwrap()
@@ -597,6 +577,7 @@ async fn finish_only_once(store: Arc<dyn Store>) {
     let finished_at = t0() + Duration::seconds(3);
     let result = envelope(run.id, true);
     let finished = store
+        .runs
         .finish_run(run.id, RunStatus::Succeeded, Some(result.clone()), finished_at)
         .await
         .unwrap();
@@ -619,6 +600,7 @@ async fn finish_only_once(store: Arc<dyn Store>) {
         RunStatus::Interrupted,
     ] {
         let late = store
+            .runs
             .finish_run(
                 run.id,
                 status,
@@ -631,27 +613,29 @@ async fn finish_only_once(store: Arc<dyn Store>) {
     }
     assert_eq!(
         store
+            .runs
             .start_run(run.id, None, "instance-b", finished_at)
             .await
             .unwrap(),
         None
     );
-    assert_eq!(store.interrupt_running(None, finished_at).await.unwrap(), 0);
-    assert_eq!(store.get_run(run.id).await.unwrap(), expected);
+    assert_eq!(store.runs.interrupt_running(None, finished_at).await.unwrap(), 0);
+    assert_eq!(store.runs.get_run(run.id).await.unwrap(), expected);
 
     // "Finishing" into a live status is a bug in the caller, refused.
     let other = insert(&store, new_run("git", "git_log", t0())).await;
     for status in [RunStatus::PendingApproval, RunStatus::Queued, RunStatus::Running] {
         let err = store
+            .runs
             .finish_run(other.id, status, None, finished_at)
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Other(_)), "{status}: {err:?}");
     }
-    assert_eq!(store.get_run(other.id).await.unwrap(), other);
+    assert_eq!(store.runs.get_run(other.id).await.unwrap(), other);
 }
 
-async fn pending_approval_can_be_denied(store: Arc<dyn Store>) {
+async fn pending_approval_can_be_denied(store: Stores) {
     let pending = insert(
         &store,
         NewRun {
@@ -663,6 +647,7 @@ async fn pending_approval_can_be_denied(store: Arc<dyn Store>) {
     .await;
     let at = t0() + Duration::seconds(30);
     let denied = store
+        .runs
         .finish_run(pending.id, RunStatus::Denied, None, at)
         .await
         .unwrap();
@@ -674,17 +659,22 @@ async fn pending_approval_can_be_denied(store: Arc<dyn Store>) {
     assert_eq!(denied, Some(expected.clone()));
     // A denied run never starts, and cannot be approved into anything else.
     assert_eq!(
-        store.start_run(pending.id, None, "instance-a", at).await.unwrap(),
+        store
+            .runs
+            .start_run(pending.id, None, "instance-a", at)
+            .await
+            .unwrap(),
         None
     );
     assert_eq!(
         store
+            .runs
             .finish_run(pending.id, RunStatus::Expired, None, at)
             .await
             .unwrap(),
         None
     );
-    assert_eq!(store.get_run(pending.id).await.unwrap(), expected);
+    assert_eq!(store.runs.get_run(pending.id).await.unwrap(), expected);
 
     // The other ways out of pending_approval.
     for status in [RunStatus::Expired, RunStatus::Cancelled] {
@@ -697,6 +687,7 @@ async fn pending_approval_can_be_denied(store: Arc<dyn Store>) {
         )
         .await;
         let ended = store
+            .runs
             .finish_run(pending.id, status, None, at)
             .await
             .unwrap()
@@ -712,7 +703,7 @@ async fn pending_approval_can_be_denied(store: Arc<dyn Store>) {
     }
 }
 
-async fn list_newest_first_with_cursor_pages(store: Arc<dyn Store>) {
+async fn list_newest_first_with_cursor_pages(store: Stores) {
     // 25 runs, two per second: one on the whole second, one half a second
     // later (a text encoding that drops trailing zeros sorts these wrongly),
     // and two with the very same created_at, which only the id orders.
@@ -746,6 +737,7 @@ async fn list_newest_first_with_cursor_pages(store: Arc<dyn Store>) {
     // One page holding everything has no next page, even when full.
     for limit in [25, 26, 500] {
         let page = store
+            .runs
             .list_runs(RunFilter {
                 limit,
                 ..RunFilter::default()
@@ -759,6 +751,7 @@ async fn list_newest_first_with_cursor_pages(store: Arc<dyn Store>) {
     // A cursor is a position, not a snapshot: a run created later does not
     // shift the pages after it.
     let first = store
+        .runs
         .list_runs(RunFilter {
             limit: 10,
             ..RunFilter::default()
@@ -768,6 +761,7 @@ async fn list_newest_first_with_cursor_pages(store: Arc<dyn Store>) {
     assert_eq!(first.runs, expected[..10]);
     insert(&store, new_run("git", "git_log", base + Duration::hours(1))).await;
     let second = store
+        .runs
         .list_runs(RunFilter {
             limit: 10,
             cursor: first.next_cursor.clone(),
@@ -783,7 +777,7 @@ type Keep = Box<dyn Fn(&Run) -> bool + Send + Sync>;
 
 /// 24 runs of eight shapes (skill, tool, final status), a second apart,
 /// newest first: what [`list_filters`] filters.
-async fn runs_of_every_shape(store: &Arc<dyn Store>) -> Vec<Run> {
+async fn runs_of_every_shape(store: &Stores) -> Vec<Run> {
     let shapes = [
         ("git", "git_log", RunStatus::Queued),
         ("git", "git_log", RunStatus::Succeeded),
@@ -813,18 +807,24 @@ async fn runs_of_every_shape(store: &Arc<dyn Store>) -> Vec<Run> {
         let run = match status {
             RunStatus::Queued | RunStatus::PendingApproval => run,
             RunStatus::Running => store
+                .runs
                 .start_run(run.id, None, "instance-a", at)
                 .await
                 .unwrap()
                 .unwrap(),
-            other => store.finish_run(run.id, other, None, at).await.unwrap().unwrap(),
+            other => store
+                .runs
+                .finish_run(run.id, other, None, at)
+                .await
+                .unwrap()
+                .unwrap(),
         };
         runs.push(run);
     }
     newest_first(runs)
 }
 
-async fn list_filters(store: Arc<dyn Store>) {
+async fn list_filters(store: Stores) {
     let runs = runs_of_every_shape(&store).await;
 
     let cases: Vec<(RunFilter, Keep)> = vec![
@@ -877,7 +877,7 @@ async fn list_filters(store: Arc<dyn Store>) {
     for (filter, keep) in cases {
         let expected: Vec<Run> = runs.iter().filter(|r| keep(r)).cloned().collect();
         // In one page, and in pages of 2 (filters and cursor together).
-        let page = store.list_runs(filter.clone()).await.unwrap();
+        let page = store.runs.list_runs(filter.clone()).await.unwrap();
         assert_eq!(page.runs, expected, "{filter:?}");
         assert_eq!(page.next_cursor, None, "{filter:?}");
         let (paged, _) = all_pages(
@@ -892,11 +892,12 @@ async fn list_filters(store: Arc<dyn Store>) {
     }
 }
 
-async fn list_limit_is_clamped(store: Arc<dyn Store>) {
+async fn list_limit_is_clamped(store: Stores) {
     for i in 0..3 {
         insert(&store, new_run("git", "git_log", t0() + Duration::seconds(i))).await;
     }
     let page = store
+        .runs
         .list_runs(RunFilter {
             limit: 0,
             ..RunFilter::default()
@@ -906,6 +907,7 @@ async fn list_limit_is_clamped(store: Arc<dyn Store>) {
     assert_eq!(page.runs.len(), 1);
     assert!(page.next_cursor.is_some());
     let page = store
+        .runs
         .list_runs(RunFilter {
             limit: u32::MAX,
             ..RunFilter::default()
@@ -916,7 +918,7 @@ async fn list_limit_is_clamped(store: Arc<dyn Store>) {
     assert_eq!(page.next_cursor, None);
 }
 
-async fn invalid_cursor(store: Arc<dyn Store>) {
+async fn invalid_cursor(store: Stores) {
     insert(&store, new_run("git", "git_log", t0())).await;
     let valid = Uuid::now_v7().simple().to_string();
     let bad = [
@@ -930,6 +932,7 @@ async fn invalid_cursor(store: Arc<dyn Store>) {
     ];
     for cursor in bad {
         let err = store
+            .runs
             .list_runs(RunFilter {
                 cursor: Some(cursor.clone()),
                 ..RunFilter::default()
@@ -938,10 +941,20 @@ async fn invalid_cursor(store: Arc<dyn Store>) {
             .unwrap_err();
         assert!(matches!(err, StoreError::InvalidCursor), "{cursor:?}: {err:?}");
     }
-    assert_eq!(store.list_runs(RunFilter::default()).await.unwrap().runs.len(), 1);
+    assert_eq!(
+        store
+            .runs
+            .list_runs(RunFilter::default())
+            .await
+            .unwrap()
+            .runs
+            .len(),
+        1
+    );
 }
 
-async fn interrupt_running_marks_only_running(store: Arc<dyn Store>) {
+async fn interrupt_running_marks_only_running(store: Stores) {
+    let run_log = &store.runs;
     let mut make = Vec::new();
     for (i, state) in [
         "running@a",
@@ -970,13 +983,13 @@ async fn interrupt_running_marks_only_running(store: Arc<dyn Store>) {
         .await;
         let run = match state.split_once('@') {
             Some((what, instance)) => {
-                let run = store
+                let run = run_log
                     .start_run(run.id, Some(i as i32 + 100), instance, at)
                     .await
                     .unwrap()
                     .unwrap();
                 if what == "succeeded" {
-                    store
+                    run_log
                         .finish_run(run.id, RunStatus::Succeeded, Some(json!({"success": true})), at)
                         .await
                         .unwrap()
@@ -993,7 +1006,7 @@ async fn interrupt_running_marks_only_running(store: Arc<dyn Store>) {
     let now = t0() + Duration::minutes(5);
 
     // This instance's crash leaves the other instance's runs alone.
-    assert_eq!(store.interrupt_running(Some("a"), now).await.unwrap(), 2);
+    assert_eq!(run_log.interrupt_running(Some("a"), now).await.unwrap(), 2);
     let interrupted = |run: &Run| Run {
         status: RunStatus::Interrupted,
         finished_at: Some(now),
@@ -1003,21 +1016,21 @@ async fn interrupt_running_marks_only_running(store: Arc<dyn Store>) {
     expected[0] = interrupted(&before[0]);
     expected[1] = interrupted(&before[1]);
     for run in &expected {
-        assert_eq!(&store.get_run(run.id).await.unwrap(), run);
+        assert_eq!(&run_log.get_run(run.id).await.unwrap(), run);
     }
-    assert_eq!(store.interrupt_running(Some("a"), now).await.unwrap(), 0);
-    assert_eq!(store.interrupt_running(Some("nobody"), now).await.unwrap(), 0);
+    assert_eq!(run_log.interrupt_running(Some("a"), now).await.unwrap(), 0);
+    assert_eq!(run_log.interrupt_running(Some("nobody"), now).await.unwrap(), 0);
 
     // Without an instance, every running run.
-    assert_eq!(store.interrupt_running(None, now).await.unwrap(), 1);
+    assert_eq!(run_log.interrupt_running(None, now).await.unwrap(), 1);
     expected[2] = interrupted(&before[2]);
     for run in &expected {
-        assert_eq!(&store.get_run(run.id).await.unwrap(), run);
+        assert_eq!(&run_log.get_run(run.id).await.unwrap(), run);
     }
-    assert_eq!(store.interrupt_running(None, now).await.unwrap(), 0);
+    assert_eq!(run_log.interrupt_running(None, now).await.unwrap(), 0);
     // Interrupted is final.
     assert_eq!(
-        store
+        run_log
             .finish_run(before[0].id, RunStatus::Succeeded, None, now)
             .await
             .unwrap(),
@@ -1025,7 +1038,7 @@ async fn interrupt_running_marks_only_running(store: Arc<dyn Store>) {
     );
 }
 
-async fn concurrent_start_has_one_winner(store: Arc<dyn Store>) {
+async fn concurrent_start_has_one_winner(store: Stores) {
     for round in 0..10 {
         let run = insert(&store, new_run("git", "git_log", t0() + Duration::seconds(round))).await;
         let barrier = Arc::new(tokio::sync::Barrier::new(8));
@@ -1037,6 +1050,7 @@ async fn concurrent_start_has_one_winner(store: Arc<dyn Store>) {
                     let instance = format!("instance-{task}");
                     barrier.wait().await;
                     let won = store
+                        .runs
                         .start_run(run.id, Some(task), &instance, t0())
                         .await
                         .unwrap();
@@ -1052,14 +1066,14 @@ async fn concurrent_start_has_one_winner(store: Arc<dyn Store>) {
         let (task, won) = winners.remove(0);
         assert_eq!(won.instance, Some(format!("instance-{task}")));
         assert_eq!(won.pgid, Some(task));
-        assert_eq!(store.get_run(run.id).await.unwrap(), won);
+        assert_eq!(store.runs.get_run(run.id).await.unwrap(), won);
     }
 }
 
 /// Many writes at once, some of them bound to fail (a duplicate id, a run
 /// already finished): each failure is its caller's alone, and every other
 /// write is kept, however the store groups them into transactions.
-async fn concurrent_writes_fail_alone(store: Arc<dyn Store>) {
+async fn concurrent_writes_fail_alone(store: Stores) {
     let first = insert(&store, new_run("git", "git_log", t0())).await;
     let barrier = Arc::new(tokio::sync::Barrier::new(48));
     let tasks: Vec<_> = (0..48)
@@ -1071,15 +1085,18 @@ async fn concurrent_writes_fail_alone(store: Arc<dyn Store>) {
                 if i % 3 == 0 {
                     new.id = first.id;
                 }
-                let inserted = store.insert_run(new.clone()).await;
+                let inserted = store.runs.insert_run(new.clone()).await;
                 if i % 3 == 0 {
                     assert!(matches!(inserted, Err(StoreError::Conflict(_))), "{inserted:?}");
                     return None;
                 }
                 let run = inserted.unwrap();
-                let ended = store.finish_run(run.id, RunStatus::Succeeded, None, t0()).await;
+                let ended = store
+                    .runs
+                    .finish_run(run.id, RunStatus::Succeeded, None, t0())
+                    .await;
                 assert_eq!(ended.unwrap().unwrap().status, RunStatus::Succeeded);
-                let again = store.finish_run(run.id, RunStatus::Failed, None, t0()).await;
+                let again = store.runs.finish_run(run.id, RunStatus::Failed, None, t0()).await;
                 assert_eq!(again.unwrap(), None);
                 Some(run.id)
             })
@@ -1094,10 +1111,10 @@ async fn concurrent_writes_fail_alone(store: Arc<dyn Store>) {
     listed.sort();
     kept.sort();
     assert_eq!(listed, kept);
-    assert_eq!(store.get_run(first.id).await.unwrap(), first);
+    assert_eq!(store.runs.get_run(first.id).await.unwrap(), first);
 }
 
-async fn concurrent_finish_has_one_winner(store: Arc<dyn Store>) {
+async fn concurrent_finish_has_one_winner(store: Stores) {
     let statuses = [
         RunStatus::Succeeded,
         RunStatus::Failed,
@@ -1111,6 +1128,7 @@ async fn concurrent_finish_has_one_winner(store: Arc<dyn Store>) {
     for round in 0..5 {
         let run = insert(&store, new_run("git", "git_log", t0() + Duration::seconds(round))).await;
         store
+            .runs
             .start_run(run.id, None, "instance-a", t0())
             .await
             .unwrap()
@@ -1126,6 +1144,7 @@ async fn concurrent_finish_has_one_winner(store: Arc<dyn Store>) {
                     barrier.wait().await;
                     let result = json!({"task": task});
                     store
+                        .runs
                         .finish_run(run.id, status, Some(result), t0())
                         .await
                         .unwrap()
@@ -1137,17 +1156,17 @@ async fn concurrent_finish_has_one_winner(store: Arc<dyn Store>) {
             winners.extend(task.await.unwrap());
         }
         assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-        assert_eq!(store.get_run(run.id).await.unwrap(), winners[0]);
+        assert_eq!(store.runs.get_run(run.id).await.unwrap(), winners[0]);
     }
 }
 
-async fn ping_works(store: Arc<dyn Store>) {
-    store.ping().await.unwrap();
+async fn ping_works(store: Stores) {
+    store.runs.ping().await.unwrap();
     // And keeps working under concurrent use.
     let pings: Vec<_> = (0..16)
         .map(|_| {
             let store = store.clone();
-            tokio::spawn(async move { store.ping().await })
+            tokio::spawn(async move { store.runs.ping().await })
         })
         .collect();
     for ping in pings {
@@ -1170,22 +1189,25 @@ async fn restart_keeps_every_run(url: String) {
     .await;
     let running = insert(&store, new_run("git", "git_status", t0() + Duration::seconds(2))).await;
     let running = store
+        .runs
         .start_run(running.id, Some(31337), "instance-a", t0())
         .await
         .unwrap()
         .unwrap();
     let done = insert(&store, new_run("git", "git_log", t0() + Duration::seconds(3))).await;
     store
+        .runs
         .start_run(done.id, None, "instance-a", t0())
         .await
         .unwrap()
         .unwrap();
     let done = store
+        .runs
         .finish_run(done.id, RunStatus::Succeeded, Some(envelope(done.id, true)), t0())
         .await
         .unwrap()
         .unwrap();
-    let before = store.list_runs(RunFilter::default()).await.unwrap();
+    let before = store.runs.list_runs(RunFilter::default()).await.unwrap();
     assert_eq!(
         before.runs,
         newest_first(vec![queued, pending, running.clone(), done])
@@ -1194,15 +1216,15 @@ async fn restart_keeps_every_run(url: String) {
 
     // The migrations run again on the same database and change nothing.
     let store = open(&url).await;
-    assert_eq!(store.list_runs(RunFilter::default()).await.unwrap(), before);
+    assert_eq!(store.runs.list_runs(RunFilter::default()).await.unwrap(), before);
     for run in &before.runs {
-        assert_eq!(&store.get_run(run.id).await.unwrap(), run);
+        assert_eq!(&store.runs.get_run(run.id).await.unwrap(), run);
     }
     // The recovery a restart does: the orphaned run is interrupted.
     let now = t0() + Duration::minutes(1);
-    assert_eq!(store.interrupt_running(None, now).await.unwrap(), 1);
+    assert_eq!(store.runs.interrupt_running(None, now).await.unwrap(), 1);
     assert_eq!(
-        store.get_run(running.id).await.unwrap(),
+        store.runs.get_run(running.id).await.unwrap(),
         Run {
             status: RunStatus::Interrupted,
             finished_at: Some(now),
@@ -1245,9 +1267,9 @@ async fn sqlite_creates_its_directory_and_runs_in_wal_mode() {
     let store = store::connect(&format!("sqlite://{}", path.display()))
         .await
         .unwrap();
-    assert_eq!(store.backend(), "sqlite");
+    assert_eq!(store.runs.backend(), "sqlite");
     assert!(path.is_file());
-    store.ping().await.unwrap();
+    store.runs.ping().await.unwrap();
 
     // WAL is a property of the file: a plain connection sees it too.
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
@@ -1264,7 +1286,7 @@ async fn sqlite_creates_its_directory_and_runs_in_wal_mode() {
     let store = store::connect(&format!("sqlite:{}", other.display()))
         .await
         .unwrap();
-    store.ping().await.unwrap();
+    store.runs.ping().await.unwrap();
     assert!(other.is_file());
 }
 
@@ -1341,7 +1363,7 @@ async fn sqlite_writes_wait_for_another_writer_off_the_runtime() {
     let new = new_run("git", "git_log", t0());
     let writer = tokio::spawn({
         let (store, new) = (store.clone(), new.clone());
-        async move { store.insert_run(new).await }
+        async move { store.runs.insert_run(new).await }
     });
     let ticks = tokio::spawn(async {
         let mut ticks = 0;
@@ -1357,7 +1379,7 @@ async fn sqlite_writes_wait_for_another_writer_off_the_runtime() {
     sqlx::query("commit").execute(&mut other).await.unwrap();
     let run = writer.await.unwrap().unwrap();
     assert_eq!(run, as_inserted(&new));
-    assert_eq!(store.get_run(new.id).await.unwrap(), run);
+    assert_eq!(store.runs.get_run(new.id).await.unwrap(), run);
 }
 
 /// `sqlite::memory:` is one database for every connection of the store:
@@ -1367,26 +1389,28 @@ async fn sqlite_in_memory_is_one_database() {
     let store = store::connect("sqlite::memory:").await.unwrap();
     let run = insert(&store, new_run("git", "git_log", t0())).await;
     let started = store
+        .runs
         .start_run(run.id, Some(42), "here", t0())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(started.status, RunStatus::Running);
     store
+        .runs
         .finish_run(run.id, RunStatus::Succeeded, Some(envelope(run.id, true)), t0())
         .await
         .unwrap()
         .unwrap();
-    let read = store.get_run(run.id).await.unwrap();
+    let read = store.runs.get_run(run.id).await.unwrap();
     assert_eq!(read.status, RunStatus::Succeeded);
     assert_eq!(read.pgid, Some(42));
-    let page = store.list_runs(RunFilter::default()).await.unwrap();
+    let page = store.runs.list_runs(RunFilter::default()).await.unwrap();
     assert_eq!(ids(&page.runs), vec![run.id]);
 
     // Another in-memory store is another database.
     let other = store::connect("sqlite::memory:").await.unwrap();
     assert!(matches!(
-        other.get_run(run.id).await,
+        other.runs.get_run(run.id).await,
         Err(StoreError::NotFound { .. })
     ));
 }
@@ -1425,8 +1449,8 @@ async fn cut_postgres_connections_are_replaced() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         let second = insert(&store, new_run("git", "git_log", t0())).await;
-        assert_eq!(store.get_run(first.id).await.unwrap().id, first.id);
-        assert_eq!(store.get_run(second.id).await.unwrap().id, second.id);
+        assert_eq!(store.runs.get_run(first.id).await.unwrap().id, first.id);
+        assert_eq!(store.runs.get_run(second.id).await.unwrap().id, second.id);
     })
     .await;
 }
@@ -1457,25 +1481,29 @@ fn held(skill: &str, tool: &str, hash: &str, at: DateTime<Utc>) -> (NewRun, NewA
 }
 
 async fn hold(
-    store: &Arc<dyn Store>,
+    store: &Stores,
     skill: &str,
     tool: &str,
     hash: &str,
     at: DateTime<Utc>,
 ) -> (NewRun, NewApproval) {
     let (run, approval) = held(skill, tool, hash, at);
-    store.insert_pending(run.clone(), approval.clone()).await.unwrap();
+    store
+        .approvals
+        .insert_pending(run.clone(), approval.clone())
+        .await
+        .unwrap();
     (run, approval)
 }
 
 /// The first page of pending requests (of at most 10).
-async fn pending(store: &Arc<dyn Store>) -> Vec<Approval> {
+async fn pending(store: &Stores) -> Vec<Approval> {
     let filter = ApprovalFilter {
         status: Some(ApprovalStatus::Pending),
         limit: 10,
         cursor: None,
     };
-    store.list_approvals(filter).await.unwrap().approvals
+    store.approvals.list_approvals(filter).await.unwrap().approvals
 }
 
 fn decision(approval: &NewApproval, approve: bool, scope: Scope, at: DateTime<Utc>) -> Decide {
@@ -1490,40 +1518,71 @@ fn decision(approval: &NewApproval, approve: bool, scope: Scope, at: DateTime<Ut
     }
 }
 
-async fn pending_requests_are_counted_per_caller(store: Arc<dyn Store>) {
+async fn pending_requests_are_counted_per_caller(store: Stores) {
     // `held` makes requests of "agent", expiring an hour after `at`.
     let (_, first) = hold(&store, "git", "git_log", "h1", t0()).await;
     hold(&store, "git", "git_log", "h1", t0()).await;
     let (mut run, approval) = held("git", "git_log", "h1", t0());
     run.requested_by = None;
-    store.insert_pending(run, approval).await.unwrap();
-    assert_eq!(store.count_pending_by(Some("agent"), t0()).await.unwrap(), 2);
-    assert_eq!(store.count_pending_by(None, t0()).await.unwrap(), 1);
-    assert_eq!(store.count_pending_by(Some("other"), t0()).await.unwrap(), 0);
+    store.approvals.insert_pending(run, approval).await.unwrap();
+    assert_eq!(
+        store
+            .approvals
+            .count_pending_by(Some("agent"), t0())
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(store.approvals.count_pending_by(None, t0()).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .approvals
+            .count_pending_by(Some("other"), t0())
+            .await
+            .unwrap(),
+        0
+    );
     // Decided and expired requests no longer count.
     store
+        .approvals
         .decide(decision(&first, false, Scope::Once, t0()))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(store.count_pending_by(Some("agent"), t0()).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .approvals
+            .count_pending_by(Some("agent"), t0())
+            .await
+            .unwrap(),
+        1
+    );
     let later = first.expires_at + Duration::seconds(1);
-    assert_eq!(store.count_pending_by(Some("agent"), later).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .approvals
+            .count_pending_by(Some("agent"), later)
+            .await
+            .unwrap(),
+        0
+    );
 }
 
-async fn a_caller_that_stops_waiting_is_noted_once(store: Arc<dyn Store>) {
+async fn a_caller_that_stops_waiting_is_noted_once(store: Stores) {
     let (_, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     let later = t0() + Duration::seconds(30);
-    store.mark_caller_left(new.id, later).await.unwrap();
+    store.approvals.mark_caller_left(new.id, later).await.unwrap();
     store
+        .approvals
         .mark_caller_left(new.id, later + Duration::seconds(5))
         .await
         .unwrap();
-    let approval = store.get_approval(new.id).await.unwrap();
+    let approval = store.approvals.get_approval(new.id).await.unwrap();
     assert_eq!(approval.caller_left_at, Some(later), "the first time is kept");
     assert_eq!(pending(&store).await[0].caller_left_at, Some(later));
     // Still pending, still decidable.
     store
+        .approvals
         .decide(decision(&new, true, Scope::Once, later))
         .await
         .unwrap()
@@ -1531,18 +1590,31 @@ async fn a_caller_that_stops_waiting_is_noted_once(store: Arc<dyn Store>) {
     // A decided request is left alone; an unknown one is no error.
     let (_, other) = hold(&store, "git", "git_log", "h1", t0()).await;
     store
+        .approvals
         .decide(decision(&other, false, Scope::Once, t0()))
         .await
         .unwrap()
         .unwrap();
-    store.mark_caller_left(other.id, later).await.unwrap();
-    assert_eq!(store.get_approval(other.id).await.unwrap().caller_left_at, None);
-    store.mark_caller_left(Uuid::now_v7(), later).await.unwrap();
+    store.approvals.mark_caller_left(other.id, later).await.unwrap();
+    assert_eq!(
+        store
+            .approvals
+            .get_approval(other.id)
+            .await
+            .unwrap()
+            .caller_left_at,
+        None
+    );
+    store
+        .approvals
+        .mark_caller_left(Uuid::now_v7(), later)
+        .await
+        .unwrap();
 }
 
-async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
+async fn a_held_call_is_approved_once(store: Stores) {
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
-    let pending = store.get_approval(new.id).await.unwrap();
+    let pending = store.approvals.get_approval(new.id).await.unwrap();
     assert_eq!(
         pending,
         Approval {
@@ -1570,14 +1642,19 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
             caller_left_at: None,
         }
     );
-    assert_eq!(store.get_run(run.id).await.unwrap(), as_inserted(&run));
+    assert_eq!(store.runs.get_run(run.id).await.unwrap(), as_inserted(&run));
     assert_eq!(self::pending(&store).await, vec![pending.clone()]);
-    assert_eq!(store.count_pending().await.unwrap(), 1);
-    let facts = store.policy_facts("git", "git_log", "h1").await.unwrap();
+    assert_eq!(store.approvals.count_pending().await.unwrap(), 1);
+    let facts = store
+        .approvals
+        .policy_facts("git", "git_log", "h1")
+        .await
+        .unwrap();
     assert_eq!(facts, PolicyFacts::default());
 
     let at = t0() + Duration::seconds(5);
     let approved = store
+        .approvals
         .decide(decision(&new, true, Scope::Once, at))
         .await
         .unwrap()
@@ -1594,7 +1671,7 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
         }
     );
     // The run is queued, claimed for the deciding instance, which starts it.
-    let claimed = store.get_run(run.id).await.unwrap();
+    let claimed = store.runs.get_run(run.id).await.unwrap();
     assert_eq!(
         (claimed.status, claimed.started_at, claimed.instance.as_deref()),
         (RunStatus::Queued, None, Some("instance-a"))
@@ -1606,6 +1683,7 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
         "the approver's note is on the run"
     );
     let started = store
+        .runs
         .start_run(run.id, None, "instance-a", at)
         .await
         .unwrap()
@@ -1619,28 +1697,29 @@ async fn a_held_call_is_approved_once(store: Arc<dyn Store>) {
 
 /// After [`a_held_call_is_approved_once`]: decided once, the version is
 /// approved (first-run) with no standing grant.
-async fn decided_once_leaves_the_version_approved(
-    store: &Arc<dyn Store>,
-    new: NewApproval,
-    at: DateTime<Utc>,
-) {
+async fn decided_once_leaves_the_version_approved(store: &Stores, new: NewApproval, at: DateTime<Utc>) {
     // Decided once: a second approval or a denial is refused.
     for approve in [true, false] {
         assert_eq!(
             store
+                .approvals
                 .decide(decision(&new, approve, Scope::Always, at))
                 .await
                 .unwrap(),
             Err(Undecidable::AlreadyDecided(ApprovalStatus::Approved))
         );
     }
-    assert_eq!(store.count_pending().await.unwrap(), 0);
+    assert_eq!(store.approvals.count_pending().await.unwrap(), 0);
     assert!(
-        store.list_grants(None).await.unwrap().is_empty(),
+        store.approvals.list_grants(None).await.unwrap().is_empty(),
         "once leaves no grant"
     );
     // The version is now approved (first-run), with no standing grant.
-    let facts = store.policy_facts("git", "git_log", "h1").await.unwrap();
+    let facts = store
+        .approvals
+        .policy_facts("git", "git_log", "h1")
+        .await
+        .unwrap();
     assert_eq!(
         facts,
         PolicyFacts {
@@ -1659,15 +1738,16 @@ async fn decided_once_leaves_the_version_approved(
         at,
     );
     assert!(matches!(
-        store.decide(unknown).await,
+        store.approvals.decide(unknown).await,
         Err(StoreError::NotFound { .. })
     ));
 }
 
-async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>) {
+async fn deny_always_leaves_a_standing_deny_until_revoked(store: Stores) {
     let (run, new) = hold(&store, "fs", "rm", "h1", t0()).await;
     let at = t0() + Duration::seconds(1);
     let denied = store
+        .approvals
         .decide(decision(&new, false, Scope::Always, at))
         .await
         .unwrap()
@@ -1676,7 +1756,7 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>)
         (denied.status, denied.scope),
         (ApprovalStatus::Denied, Some(Scope::Always))
     );
-    let ended = store.get_run(run.id).await.unwrap();
+    let ended = store.runs.get_run(run.id).await.unwrap();
     assert_eq!(
         (
             ended.status,
@@ -1686,7 +1766,7 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>)
         ),
         (RunStatus::Denied, Some(at), None, Some("looks fine"))
     );
-    let facts = store.policy_facts("fs", "rm", "h1").await.unwrap();
+    let facts = store.approvals.policy_facts("fs", "rm", "h1").await.unwrap();
     assert_eq!(
         facts,
         PolicyFacts {
@@ -1697,15 +1777,15 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>)
     );
     // Bound to the tool and the version.
     assert_eq!(
-        store.policy_facts("fs", "ls", "h1").await.unwrap(),
+        store.approvals.policy_facts("fs", "ls", "h1").await.unwrap(),
         PolicyFacts::default()
     );
     assert_eq!(
-        store.policy_facts("fs", "rm", "h2").await.unwrap(),
+        store.approvals.policy_facts("fs", "rm", "h2").await.unwrap(),
         PolicyFacts::default()
     );
 
-    let grants = store.list_grants(None).await.unwrap();
+    let grants = store.approvals.list_grants(None).await.unwrap();
     assert_eq!(grants.len(), 1);
     let grant = &grants[0];
     assert_eq!(
@@ -1719,25 +1799,26 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Arc<dyn Store>)
         ),
         ("fs", "rm", "h1", GrantDecision::Deny, Some("alice"), at)
     );
-    store.revoke_grant(grant.id).await.unwrap();
+    store.approvals.revoke_grant(grant.id).await.unwrap();
     assert!(matches!(
-        store.revoke_grant(grant.id).await,
+        store.approvals.revoke_grant(grant.id).await,
         Err(StoreError::NotFound { .. })
     ));
     assert_eq!(
-        store.policy_facts("fs", "rm", "h1").await.unwrap(),
+        store.approvals.policy_facts("fs", "rm", "h1").await.unwrap(),
         PolicyFacts::default()
     );
 }
 
-async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
+async fn a_later_always_replaces_the_grant(store: Stores) {
     let (_, first) = hold(&store, "fs", "write", "h1", t0()).await;
     store
+        .approvals
         .decide(decision(&first, true, Scope::Always, t0()))
         .await
         .unwrap()
         .unwrap();
-    let facts = store.policy_facts("fs", "write", "h1").await.unwrap();
+    let facts = store.approvals.policy_facts("fs", "write", "h1").await.unwrap();
     assert_eq!(
         facts,
         PolicyFacts {
@@ -1749,6 +1830,7 @@ async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
     // An allow grant also approves the version for the skill's other tools.
     assert!(
         store
+            .approvals
             .policy_facts("fs", "other", "h1")
             .await
             .unwrap()
@@ -1757,6 +1839,7 @@ async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
 
     let (_, second) = hold(&store, "fs", "write", "h1", t0() + Duration::seconds(1)).await;
     store
+        .approvals
         .decide(decision(
             &second,
             false,
@@ -1766,12 +1849,12 @@ async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
         .await
         .unwrap()
         .unwrap();
-    let grants = store.list_grants(None).await.unwrap();
+    let grants = store.approvals.list_grants(None).await.unwrap();
     assert_eq!(grants.len(), 1, "{grants:?}");
     assert_eq!(grants[0].decision, GrantDecision::Deny);
     // The first approval still counts as a first-run approval.
     assert_eq!(
-        store.policy_facts("fs", "write", "h1").await.unwrap(),
+        store.approvals.policy_facts("fs", "write", "h1").await.unwrap(),
         PolicyFacts {
             grant: Some(GrantDecision::Deny),
             grant_by: Some("alice".to_owned()),
@@ -1782,7 +1865,7 @@ async fn a_later_always_replaces_the_grant(store: Arc<dyn Store>) {
 
 /// `put_grants` records several at once, `list_grants(Some(skill))` and
 /// `revoke_grants_of` touch that skill's only, and the facts follow.
-async fn grants_are_listed_and_revoked_by_skill(store: Arc<dyn Store>) {
+async fn grants_are_listed_and_revoked_by_skill(store: Stores) {
     let grant = |skill: &str, tool: &str, hash: &str, by: &str| Grant {
         id: Uuid::now_v7(),
         skill: skill.to_owned(),
@@ -1793,6 +1876,7 @@ async fn grants_are_listed_and_revoked_by_skill(store: Arc<dyn Store>) {
         created_at: t0(),
     };
     store
+        .approvals
         .put_grants(vec![
             grant("fs", "ls", "h1", "carol"),
             grant("fs", "rm", "h1", "carol"),
@@ -1809,9 +1893,9 @@ async fn grants_are_listed_and_revoked_by_skill(store: Arc<dyn Store>) {
         v.sort();
         v
     };
-    assert_eq!(store.list_grants(None).await.unwrap().len(), 4);
+    assert_eq!(store.approvals.list_grants(None).await.unwrap().len(), 4);
     assert_eq!(
-        of(store.list_grants(Some("fs")).await.unwrap()),
+        of(store.approvals.list_grants(Some("fs")).await.unwrap()),
         [("fs", "ls", "h1"), ("fs", "ls", "h2"), ("fs", "rm", "h1")].map(|(a, b, c)| (
             a.to_owned(),
             b.to_owned(),
@@ -1820,6 +1904,7 @@ async fn grants_are_listed_and_revoked_by_skill(store: Arc<dyn Store>) {
     );
     assert_eq!(
         store
+            .approvals
             .policy_facts("git", "log", "h1")
             .await
             .unwrap()
@@ -1827,41 +1912,43 @@ async fn grants_are_listed_and_revoked_by_skill(store: Arc<dyn Store>) {
             .as_deref(),
         Some("config:[[grants]]")
     );
-    assert_eq!(store.revoke_grants_of("fs").await.unwrap(), 3);
-    assert_eq!(store.revoke_grants_of("fs").await.unwrap(), 0);
-    assert!(store.list_grants(Some("fs")).await.unwrap().is_empty());
+    assert_eq!(store.approvals.revoke_grants_of("fs").await.unwrap(), 3);
+    assert_eq!(store.approvals.revoke_grants_of("fs").await.unwrap(), 0);
+    assert!(store.approvals.list_grants(Some("fs")).await.unwrap().is_empty());
     assert_eq!(
-        store.policy_facts("fs", "ls", "h1").await.unwrap(),
+        store.approvals.policy_facts("fs", "ls", "h1").await.unwrap(),
         PolicyFacts::default()
     );
     assert_eq!(
-        store.list_grants(None).await.unwrap().len(),
+        store.approvals.list_grants(None).await.unwrap().len(),
         1,
         "git's grant stays"
     );
 }
 
-async fn expired_requests_cannot_be_decided(store: Arc<dyn Store>) {
+async fn expired_requests_cannot_be_decided(store: Stores) {
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     let late = new.expires_at + Duration::seconds(1);
     assert_eq!(
         store
+            .approvals
             .decide(decision(&new, true, Scope::Once, late))
             .await
             .unwrap(),
         Err(Undecidable::Expired)
     );
     assert_eq!(
-        store.get_approval(new.id).await.unwrap().status,
+        store.approvals.get_approval(new.id).await.unwrap().status,
         ApprovalStatus::Expired
     );
-    let ended = store.get_run(run.id).await.unwrap();
+    let ended = store.runs.get_run(run.id).await.unwrap();
     assert_eq!(
         (ended.status, ended.finished_at),
         (RunStatus::Expired, Some(late))
     );
     assert_eq!(
         store
+            .approvals
             .decide(decision(&new, true, Scope::Once, late))
             .await
             .unwrap(),
@@ -1872,51 +1959,72 @@ async fn expired_requests_cannot_be_decided(store: Arc<dyn Store>) {
     let (due_run, due) = hold(&store, "git", "a", "h1", t0()).await;
     let (later_run, later) = hold(&store, "git", "b", "h1", t0() + Duration::minutes(30)).await;
     let now = t0() + Duration::minutes(61);
-    assert_eq!(store.expire_approvals(now).await.unwrap(), vec![due_run.id]);
-    assert_eq!(store.expire_approvals(now).await.unwrap(), Vec::<Uuid>::new());
     assert_eq!(
-        store.get_approval(due.id).await.unwrap().status,
+        store.approvals.expire_approvals(now).await.unwrap(),
+        vec![due_run.id]
+    );
+    assert_eq!(
+        store.approvals.expire_approvals(now).await.unwrap(),
+        Vec::<Uuid>::new()
+    );
+    assert_eq!(
+        store.approvals.get_approval(due.id).await.unwrap().status,
         ApprovalStatus::Expired
     );
     assert_eq!(
-        store.get_run(due_run.id).await.unwrap().status,
+        store.runs.get_run(due_run.id).await.unwrap().status,
         RunStatus::Expired
     );
     assert_eq!(
-        store.get_approval(later.id).await.unwrap().status,
+        store.approvals.get_approval(later.id).await.unwrap().status,
         ApprovalStatus::Pending
     );
     assert_eq!(
-        store.get_run(later_run.id).await.unwrap().status,
+        store.runs.get_run(later_run.id).await.unwrap().status,
         RunStatus::PendingApproval
     );
-    assert_eq!(store.count_pending().await.unwrap(), 1);
+    assert_eq!(store.approvals.count_pending().await.unwrap(), 1);
     // Expired requests never count as approvals.
-    assert!(!store.policy_facts("git", "a", "h1").await.unwrap().hash_approved);
+    assert!(
+        !store
+            .approvals
+            .policy_facts("git", "a", "h1")
+            .await
+            .unwrap()
+            .hash_approved
+    );
 }
 
-async fn cancelling_a_held_run_withdraws_its_request(store: Arc<dyn Store>) {
+async fn cancelling_a_held_run_withdraws_its_request(store: Stores) {
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     let at = t0() + Duration::seconds(3);
     let cancelled = store
+        .runs
         .finish_run(run.id, RunStatus::Cancelled, None, at)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(cancelled.status, RunStatus::Cancelled);
-    let withdrawn = store.get_approval(new.id).await.unwrap();
+    let withdrawn = store.approvals.get_approval(new.id).await.unwrap();
     assert_eq!(
         (withdrawn.status, withdrawn.decided_at),
         (ApprovalStatus::Expired, Some(at))
     );
     assert_eq!(
-        store.decide(decision(&new, true, Scope::Once, at)).await.unwrap(),
+        store
+            .approvals
+            .decide(decision(&new, true, Scope::Once, at))
+            .await
+            .unwrap(),
         Err(Undecidable::AlreadyDecided(ApprovalStatus::Expired))
     );
-    assert_eq!(store.get_run(run.id).await.unwrap().status, RunStatus::Cancelled);
+    assert_eq!(
+        store.runs.get_run(run.id).await.unwrap().status,
+        RunStatus::Cancelled
+    );
 }
 
-async fn concurrent_decisions_have_one_winner(store: Arc<dyn Store>) {
+async fn concurrent_decisions_have_one_winner(store: Stores) {
     for round in 0..5 {
         let (run, new) = hold(&store, "git", "git_log", "h1", t0() + Duration::seconds(round)).await;
         let barrier = Arc::new(tokio::sync::Barrier::new(8));
@@ -1932,6 +2040,7 @@ async fn concurrent_decisions_have_one_winner(store: Arc<dyn Store>) {
                 tokio::spawn(async move {
                     barrier.wait().await;
                     store
+                        .approvals
                         .decide(d)
                         .await
                         .unwrap()
@@ -1946,7 +2055,7 @@ async fn concurrent_decisions_have_one_winner(store: Arc<dyn Store>) {
         }
         assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
         let (task, approval) = winners.remove(0);
-        let ended = store.get_run(run.id).await.unwrap();
+        let ended = store.runs.get_run(run.id).await.unwrap();
         if task % 2 == 0 {
             assert_eq!(approval.status, ApprovalStatus::Approved);
             assert_eq!(
@@ -1960,9 +2069,10 @@ async fn concurrent_decisions_have_one_winner(store: Arc<dyn Store>) {
     }
 }
 
-async fn first_run_approval_is_per_skill_version(store: Arc<dyn Store>) {
+async fn first_run_approval_is_per_skill_version(store: Stores) {
     let (_, new) = hold(&store, "notes", "read", "v1", t0()).await;
     store
+        .approvals
         .decide(decision(&new, true, Scope::Once, t0()))
         .await
         .unwrap()
@@ -1970,6 +2080,7 @@ async fn first_run_approval_is_per_skill_version(store: Arc<dyn Store>) {
     // Any tool of that version; not another version, not another skill.
     assert!(
         store
+            .approvals
             .policy_facts("notes", "search", "v1")
             .await
             .unwrap()
@@ -1977,6 +2088,7 @@ async fn first_run_approval_is_per_skill_version(store: Arc<dyn Store>) {
     );
     assert!(
         !store
+            .approvals
             .policy_facts("notes", "read", "v2")
             .await
             .unwrap()
@@ -1984,6 +2096,7 @@ async fn first_run_approval_is_per_skill_version(store: Arc<dyn Store>) {
     );
     assert!(
         !store
+            .approvals
             .policy_facts("other", "read", "v1")
             .await
             .unwrap()
@@ -1992,12 +2105,14 @@ async fn first_run_approval_is_per_skill_version(store: Arc<dyn Store>) {
     // A denial approves nothing.
     let (_, denied) = hold(&store, "notes", "read", "v2", t0()).await;
     store
+        .approvals
         .decide(decision(&denied, false, Scope::Once, t0()))
         .await
         .unwrap()
         .unwrap();
     assert!(
         !store
+            .approvals
             .policy_facts("notes", "read", "v2")
             .await
             .unwrap()
@@ -2020,17 +2135,19 @@ async fn announced(changes: &mut tokio::sync::broadcast::Receiver<Uuid>, id: Uui
     .unwrap_or_else(|_| panic!("no change announced for {id}"));
 }
 
-async fn changes_are_announced(store: Arc<dyn Store>) {
-    let mut changes = store.changes();
+async fn changes_are_announced(store: Stores) {
+    let mut changes = store.runs.changes();
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     announced(&mut changes, run.id).await;
     store
+        .approvals
         .decide(decision(&new, true, Scope::Once, t0()))
         .await
         .unwrap()
         .unwrap();
     announced(&mut changes, run.id).await;
     store
+        .runs
         .finish_run(run.id, RunStatus::Succeeded, None, t0())
         .await
         .unwrap()
@@ -2045,26 +2162,28 @@ async fn changes_are_announced(store: Arc<dyn Store>) {
 async fn changes_reach_every_instance(url: String) {
     let a = store::connect(&url).await.unwrap();
     let b = store::connect(&url).await.unwrap();
-    let mut on_b = b.changes();
+    let mut on_b = b.runs.changes();
     let (run, new) = hold(&a, "git", "git_log", "h1", t0()).await;
-    if a.backend() == "postgres" {
+    if a.runs.backend() == "postgres" {
         announced(&mut on_b, run.id).await;
     }
-    a.decide(decision(&new, false, Scope::Once, t0()))
+    a.approvals
+        .decide(decision(&new, false, Scope::Once, t0()))
         .await
         .unwrap()
         .unwrap();
-    if a.backend() == "postgres" {
+    if a.runs.backend() == "postgres" {
         announced(&mut on_b, run.id).await;
     }
-    assert_eq!(b.get_run(run.id).await.unwrap().status, RunStatus::Denied);
+    assert_eq!(b.runs.get_run(run.id).await.unwrap().status, RunStatus::Denied);
 }
 
-async fn end_waiting_never_touches_a_started_run(store: Arc<dyn Store>) {
+async fn end_waiting_never_touches_a_started_run(store: Stores) {
     let at = t0() + Duration::seconds(1);
     // Held, then withdrawn: the run ends, its request with it.
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     let ended = store
+        .runs
         .end_waiting(run.id, RunStatus::Cancelled, at)
         .await
         .unwrap()
@@ -2074,30 +2193,40 @@ async fn end_waiting_never_touches_a_started_run(store: Arc<dyn Store>) {
         (RunStatus::Cancelled, Some(at), None)
     );
     assert_eq!(
-        store.get_approval(new.id).await.unwrap().status,
+        store.approvals.get_approval(new.id).await.unwrap().status,
         ApprovalStatus::Expired
     );
     // Approved and started: untouched.
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     store
+        .approvals
         .decide(decision(&new, true, Scope::Once, t0()))
         .await
         .unwrap()
         .unwrap();
     store
+        .runs
         .start_run(run.id, None, "instance-a", at)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(
-        store.end_waiting(run.id, RunStatus::Expired, at).await.unwrap(),
+        store
+            .runs
+            .end_waiting(run.id, RunStatus::Expired, at)
+            .await
+            .unwrap(),
         None
     );
-    assert_eq!(store.get_run(run.id).await.unwrap().status, RunStatus::Running);
+    assert_eq!(
+        store.runs.get_run(run.id).await.unwrap().status,
+        RunStatus::Running
+    );
     // Queued: ends. Final: untouched. Unknown: not found. Live status: refused.
     let queued = insert(&store, new_run("git", "git_log", t0())).await;
     assert!(
         store
+            .runs
             .end_waiting(queued.id, RunStatus::Cancelled, at)
             .await
             .unwrap()
@@ -2105,46 +2234,59 @@ async fn end_waiting_never_touches_a_started_run(store: Arc<dyn Store>) {
     );
     assert_eq!(
         store
+            .runs
             .end_waiting(queued.id, RunStatus::Expired, at)
             .await
             .unwrap(),
         None
     );
     assert!(matches!(
-        store.end_waiting(Uuid::now_v7(), RunStatus::Cancelled, at).await,
+        store
+            .runs
+            .end_waiting(Uuid::now_v7(), RunStatus::Cancelled, at)
+            .await,
         Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
-        store.end_waiting(run.id, RunStatus::Running, at).await,
+        store.runs.end_waiting(run.id, RunStatus::Running, at).await,
         Err(StoreError::Other(_))
     ));
 }
 
-async fn an_approved_run_still_queued_is_recovered_after_a_crash(store: Arc<dyn Store>) {
+async fn an_approved_run_still_queued_is_recovered_after_a_crash(store: Stores) {
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     store
+        .approvals
         .decide(decision(&new, true, Scope::Once, t0()))
         .await
         .unwrap()
         .unwrap();
     // Another instance's restart leaves it alone; its own recovers it.
     assert_eq!(
-        store.interrupt_running(Some("instance-b"), t0()).await.unwrap(),
+        store
+            .runs
+            .interrupt_running(Some("instance-b"), t0())
+            .await
+            .unwrap(),
         0
     );
     assert_eq!(
-        store.interrupt_running(Some("instance-a"), t0()).await.unwrap(),
+        store
+            .runs
+            .interrupt_running(Some("instance-a"), t0())
+            .await
+            .unwrap(),
         1
     );
     assert_eq!(
-        store.get_run(run.id).await.unwrap().status,
+        store.runs.get_run(run.id).await.unwrap().status,
         RunStatus::Interrupted
     );
     // A queued run no instance has claimed is not an orphan.
     let unclaimed = insert(&store, new_run("git", "git_log", t0())).await;
-    assert_eq!(store.interrupt_running(None, t0()).await.unwrap(), 0);
+    assert_eq!(store.runs.interrupt_running(None, t0()).await.unwrap(), 0);
     assert_eq!(
-        store.get_run(unclaimed.id).await.unwrap().status,
+        store.runs.get_run(unclaimed.id).await.unwrap().status,
         RunStatus::Queued
     );
 }
@@ -2152,9 +2294,10 @@ async fn an_approved_run_still_queued_is_recovered_after_a_crash(store: Arc<dyn 
 /// A tool may print NUL bytes, or JSON that holds `\u0000`; PostgreSQL's
 /// jsonb cannot store that code point, and the run must still finish,
 /// recorded the same on both backends.
-async fn a_result_with_nul_bytes_is_recorded(store: Arc<dyn Store>) {
+async fn a_result_with_nul_bytes_is_recorded(store: Stores) {
     let run = insert(&store, new_run("git", "git_log", t0())).await;
     store
+        .runs
         .start_run(run.id, Some(7), "a", t0())
         .await
         .unwrap()
@@ -2163,6 +2306,7 @@ async fn a_result_with_nul_bytes_is_recorded(store: Arc<dyn Store>) {
     result["output"] = json!("a\u{0}b");
     result["parsed"] = json!({"k\u{0}": ["\u{0}", {"x": "y\u{0}"}]});
     let finished = store
+        .runs
         .finish_run(run.id, RunStatus::Succeeded, Some(result), t0())
         .await
         .unwrap()
@@ -2171,12 +2315,13 @@ async fn a_result_with_nul_bytes_is_recorded(store: Arc<dyn Store>) {
     expected["output"] = json!("a\u{fffd}b");
     expected["parsed"] = json!({"k\u{fffd}": ["\u{fffd}", {"x": "y\u{fffd}"}]});
     assert_eq!(finished.result, Some(expected.clone()));
-    assert_eq!(store.get_run(run.id).await.unwrap().result, Some(expected));
+    assert_eq!(store.runs.get_run(run.id).await.unwrap().result, Some(expected));
 }
 
 /// The approvers' history: decided requests only, newest decision first,
 /// each with its run's status, filtered and paged like the run log.
-async fn decisions_are_listed_newest_first_with_their_runs(store: Arc<dyn Store>) {
+async fn decisions_are_listed_newest_first_with_their_runs(store: Stores) {
+    let (approvals, run_log) = (&store.approvals, &store.runs);
     let mut decided = Vec::new();
     for (i, (skill, approve)) in [("git", true), ("web", false), ("git", false)]
         .into_iter()
@@ -2185,17 +2330,17 @@ async fn decisions_are_listed_newest_first_with_their_runs(store: Arc<dyn Store>
         let at = t0() + Duration::seconds(i64::try_from(i).unwrap());
         let (run, new) = hold(&store, skill, "show", "h1", at).await;
         let decide = decision(&new, approve, Scope::Once, at + Duration::seconds(10));
-        store.decide(decide).await.unwrap().unwrap();
+        approvals.decide(decide).await.unwrap().unwrap();
         decided.push((run.id, new.id));
     }
     // The approved run ran and succeeded: its outcome is in the history.
     let (approved_run, _) = decided[0];
-    store
+    run_log
         .start_run(approved_run, None, "instance-a", t0())
         .await
         .unwrap()
         .unwrap();
-    store
+    run_log
         .finish_run(
             approved_run,
             RunStatus::Succeeded,
@@ -2213,13 +2358,13 @@ async fn decisions_are_listed_newest_first_with_their_runs(store: Arc<dyn Store>
         limit,
         cursor,
     };
-    let first = store.list_decisions(page(None, 2, None)).await.unwrap();
+    let first = approvals.list_decisions(page(None, 2, None)).await.unwrap();
     let ids: Vec<Uuid> = first.decisions.iter().map(|d| d.approval.id).collect();
     assert_eq!(ids, [decided[2].1, decided[1].1]);
     assert_eq!(first.decisions[0].approval.decided_by.as_deref(), Some("alice"));
     assert_eq!(first.decisions[0].approval.note.as_deref(), Some("looks fine"));
     assert_eq!(first.decisions[0].run_status, RunStatus::Denied);
-    let second = store
+    let second = approvals
         .list_decisions(page(None, 2, first.next_cursor))
         .await
         .unwrap();
@@ -2229,7 +2374,10 @@ async fn decisions_are_listed_newest_first_with_their_runs(store: Arc<dyn Store>
     assert_eq!(second.decisions[0].run_status, RunStatus::Succeeded);
     assert_eq!(second.next_cursor, None);
 
-    let git = store.list_decisions(page(Some("git"), 50, None)).await.unwrap();
+    let git = approvals
+        .list_decisions(page(Some("git"), 50, None))
+        .await
+        .unwrap();
     let ids: Vec<Uuid> = git.decisions.iter().map(|d| d.approval.id).collect();
     assert_eq!(ids, [decided[2].1, decided[0].1]);
     for nothing in [
@@ -2239,9 +2387,16 @@ async fn decisions_are_listed_newest_first_with_their_runs(store: Arc<dyn Store>
         },
         page(Some("git\u{0}"), 50, None),
     ] {
-        assert!(store.list_decisions(nothing).await.unwrap().decisions.is_empty());
+        assert!(
+            approvals
+                .list_decisions(nothing)
+                .await
+                .unwrap()
+                .decisions
+                .is_empty()
+        );
     }
-    let err = store
+    let err = approvals
         .list_decisions(page(None, 50, Some("garbage".into())))
         .await
         .unwrap_err();
@@ -2250,25 +2405,29 @@ async fn decisions_are_listed_newest_first_with_their_runs(store: Arc<dyn Store>
 
 /// The inbox stream finds a changed run's request, and hears of a caller
 /// that stopped waiting.
-async fn a_request_is_found_by_its_run_and_its_changes_announced(store: Arc<dyn Store>) {
+async fn a_request_is_found_by_its_run_and_its_changes_announced(store: Stores) {
     let (run, new) = hold(&store, "git", "git_log", "h1", t0()).await;
-    let found = store.approval_of_run(run.id).await.unwrap().unwrap();
+    let found = store.approvals.approval_of_run(run.id).await.unwrap().unwrap();
     assert_eq!((found.id, found.status), (new.id, ApprovalStatus::Pending));
     let plain = insert(&store, new_run("git", "git_log", t0())).await;
-    assert_eq!(store.approval_of_run(plain.id).await.unwrap(), None);
-    assert_eq!(store.approval_of_run(Uuid::now_v7()).await.unwrap(), None);
+    assert_eq!(store.approvals.approval_of_run(plain.id).await.unwrap(), None);
+    assert_eq!(
+        store.approvals.approval_of_run(Uuid::now_v7()).await.unwrap(),
+        None
+    );
 
-    let mut changes = store.changes();
-    store.mark_caller_left(new.id, t0()).await.unwrap();
+    let mut changes = store.runs.changes();
+    store.approvals.mark_caller_left(new.id, t0()).await.unwrap();
     announced(&mut changes, run.id).await;
-    let found = store.approval_of_run(run.id).await.unwrap().unwrap();
+    let found = store.approvals.approval_of_run(run.id).await.unwrap().unwrap();
     assert_eq!(found.caller_left_at, Some(t0()));
 }
 
 /// Webhook deliveries: one per event and target however often recorded,
 /// claimed by one instance while its lease holds, retried when due, and
 /// listed newest first by status.
-async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store>) {
+async fn notifications_are_recorded_once_and_claimed_by_one(store: Stores) {
+    let outbox = &store.outbox;
     use skilld::store::{Attempt, NewNotification, NotificationStatus};
     let approval = Uuid::now_v7();
     let new = |event: &str| NewNotification {
@@ -2280,21 +2439,22 @@ async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store
         created_at: t0(),
     };
     assert!(
-        store
+        outbox
             .enqueue_notification(new("approval.requested"))
             .await
             .unwrap()
     );
     assert!(
-        !store
+        !outbox
             .enqueue_notification(new("approval.requested"))
             .await
             .unwrap()
     );
-    assert!(store.enqueue_notification(new("approval.decided")).await.unwrap());
+    let decided_event = new("approval.decided");
+    assert!(outbox.enqueue_notification(decided_event).await.unwrap());
 
     let lease = t0() + Duration::seconds(60);
-    let a = store.claim_notifications("a", t0(), lease, 10).await.unwrap();
+    let a = outbox.claim_notifications("a", t0(), lease, 10).await.unwrap();
     assert_eq!(a.len(), 2);
     assert!(
         a.iter()
@@ -2302,7 +2462,7 @@ async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store
     );
     // Claimed: another instance gets nothing until the lease runs out.
     assert!(
-        store
+        outbox
             .claim_notifications("b", t0(), lease, 10)
             .await
             .unwrap()
@@ -2311,7 +2471,7 @@ async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store
     let (requested, decided) = (a[0].id, a[1].id);
 
     let delivered = Attempt::Delivered { status: 204 };
-    store
+    outbox
         .record_attempt(requested, "a", delivered, t0())
         .await
         .unwrap();
@@ -2320,17 +2480,17 @@ async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store
         error: "answered 500".into(),
         next: t0() + Duration::seconds(5),
     };
-    store.record_attempt(decided, "a", retry, t0()).await.unwrap();
+    outbox.record_attempt(decided, "a", retry, t0()).await.unwrap();
     // Not due yet; then due, and claimed again (by whoever asks first).
     assert!(
-        store
+        outbox
             .claim_notifications("b", t0(), lease, 10)
             .await
             .unwrap()
             .is_empty()
     );
     let later = t0() + Duration::seconds(6);
-    let b = store
+    let b = outbox
         .claim_notifications("b", later, later + Duration::seconds(60), 10)
         .await
         .unwrap();
@@ -2341,25 +2501,25 @@ async fn notifications_are_recorded_once_and_claimed_by_one(store: Arc<dyn Store
     );
     // An instance whose claim was taken over records nothing.
     let stale = Attempt::Delivered { status: 200 };
-    store.record_attempt(decided, "a", stale, later).await.unwrap();
+    outbox.record_attempt(decided, "a", stale, later).await.unwrap();
     let failed = Attempt::Failed {
         status: None,
         error: "no answer".into(),
     };
-    store.record_attempt(decided, "b", failed, later).await.unwrap();
+    outbox.record_attempt(decided, "b", failed, later).await.unwrap();
 
     notifications_are_listed_by_status(&store, requested, decided).await;
 }
 
 /// The deliveries of [`notifications_are_recorded_once_and_claimed_by_one`],
 /// listed all together and by status.
-async fn notifications_are_listed_by_status(store: &Arc<dyn Store>, requested: Uuid, decided: Uuid) {
+async fn notifications_are_listed_by_status(store: &Stores, requested: Uuid, decided: Uuid) {
     use skilld::store::NotificationStatus;
-    let all = store.list_notifications(None, 10).await.unwrap();
+    let all = store.outbox.list_notifications(None, 10).await.unwrap();
     assert_eq!(all.len(), 2);
     let only = |status| {
         let store = store.clone();
-        async move { store.list_notifications(Some(status), 10).await.unwrap() }
+        async move { store.outbox.list_notifications(Some(status), 10).await.unwrap() }
     };
     let done = only(NotificationStatus::Delivered).await;
     assert_eq!(
@@ -2376,6 +2536,38 @@ async fn notifications_are_listed_by_status(store: &Arc<dyn Store>, requested: U
 // ---- retries -------------------------------------------------------------------
 
 /// The call `run` records, as a retry of it would be looked up.
+/// `call` with each thing that makes a call another changed in turn
+/// (`other_args` for its arguments).
+fn other_calls<'a>(call: SameCall<'a>, other_args: &'a Value) -> [SameCall<'a>; 7] {
+    [
+        SameCall {
+            arguments: other_args,
+            ..call
+        },
+        SameCall {
+            tool: "git_status",
+            ..call
+        },
+        SameCall { skill: "gut", ..call },
+        SameCall {
+            skill_hash: "h2",
+            ..call
+        },
+        SameCall {
+            mode: Some("Global"),
+            ..call
+        },
+        SameCall {
+            requested_by: Some("third"),
+            ..call
+        },
+        SameCall {
+            requested_by: None,
+            ..call
+        },
+    ]
+}
+
 fn same_call<'a>(run: &'a NewRun, arguments: &'a Value) -> SameCall<'a> {
     SameCall {
         requested_by: run.requested_by.as_deref(),
@@ -2387,22 +2579,26 @@ fn same_call<'a>(run: &'a NewRun, arguments: &'a Value) -> SameCall<'a> {
     }
 }
 
-async fn a_retry_finds_the_pending_request_of_the_same_call(store: Arc<dyn Store>) {
+async fn a_retry_finds_the_pending_request_of_the_same_call(store: Stores) {
+    let approvals = &store.approvals;
     let (mut run, approval) = held("git", "git_log", "h1", t0());
     run.arguments = json!({"count": 3, "path": "src", "flags": {"a": 1, "b": [1, 2]}});
-    store.insert_pending(run.clone(), approval.clone()).await.unwrap();
+    approvals
+        .insert_pending(run.clone(), approval.clone())
+        .await
+        .unwrap();
     // Another caller's, and an older one of another call, are not it.
     let (mut theirs, theirs_approval) = held("git", "git_log", "h1", t0());
     theirs.requested_by = Some("other".to_owned());
     theirs.arguments = run.arguments.clone();
-    store.insert_pending(theirs, theirs_approval).await.unwrap();
+    approvals.insert_pending(theirs, theirs_approval).await.unwrap();
     hold(&store, "git", "git_log", "h1", t0() - Duration::seconds(1)).await;
 
     // The same arguments in another key order are the same call.
     let reordered: Value =
         serde_json::from_str(r#"{"flags": {"b": [1, 2], "a": 1}, "path": "src", "count": 3}"#).unwrap();
     let at = t0() + Duration::seconds(5);
-    let found = store
+    let found = approvals
         .pending_like(&same_call(&run, &reordered), at, 20)
         .await
         .unwrap()
@@ -2411,44 +2607,14 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Arc<dyn Store
 
     // Anything else that differs is another call.
     let other_args = json!({"count": 4, "path": "src", "flags": {"a": 1, "b": [1, 2]}});
-    let differ = [
-        SameCall {
-            arguments: &other_args,
-            ..same_call(&run, &reordered)
-        },
-        SameCall {
-            tool: "git_status",
-            ..same_call(&run, &reordered)
-        },
-        SameCall {
-            skill: "gut",
-            ..same_call(&run, &reordered)
-        },
-        SameCall {
-            skill_hash: "h2",
-            ..same_call(&run, &reordered)
-        },
-        SameCall {
-            mode: Some("Global"),
-            ..same_call(&run, &reordered)
-        },
-        SameCall {
-            requested_by: Some("third"),
-            ..same_call(&run, &reordered)
-        },
-        SameCall {
-            requested_by: None,
-            ..same_call(&run, &reordered)
-        },
-    ];
-    for call in differ {
-        let found = store.pending_like(&call, at, 20).await.unwrap();
+    for call in other_calls(same_call(&run, &reordered), &other_args) {
+        let found = approvals.pending_like(&call, at, 20).await.unwrap();
         assert_eq!(found, None, "{call:?}");
     }
 
     // Found by its digest: the older request of other arguments is not
     // even looked at, so one look-up is enough.
-    let first = store
+    let first = approvals
         .pending_like(&same_call(&run, &reordered), at, 1)
         .await
         .unwrap()
@@ -2458,19 +2624,19 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Arc<dyn Store
     // Past its time, or decided, it no longer waits: nothing to join.
     let late = approval.expires_at + Duration::seconds(1);
     assert_eq!(
-        store
+        approvals
             .pending_like(&same_call(&run, &reordered), late, 20)
             .await
             .unwrap(),
         None
     );
-    store
+    approvals
         .decide(decision(&approval, false, Scope::Once, at))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(
-        store
+        approvals
             .pending_like(&same_call(&run, &reordered), at, 20)
             .await
             .unwrap(),
@@ -2478,12 +2644,17 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Arc<dyn Store
     );
 }
 
-async fn a_retry_of_an_anonymous_call_finds_its_request(store: Arc<dyn Store>) {
+async fn a_retry_of_an_anonymous_call_finds_its_request(store: Stores) {
     let (mut run, approval) = held("git", "git_log", "h1", t0());
     run.requested_by = None;
     run.mode = None;
-    store.insert_pending(run.clone(), approval.clone()).await.unwrap();
+    store
+        .approvals
+        .insert_pending(run.clone(), approval.clone())
+        .await
+        .unwrap();
     let found = store
+        .approvals
         .pending_like(&same_call(&run, &run.arguments), t0(), 20)
         .await
         .unwrap()
@@ -2493,15 +2664,20 @@ async fn a_retry_of_an_anonymous_call_finds_its_request(store: Arc<dyn Store>) {
         requested_by: Some("agent"),
         ..same_call(&run, &run.arguments)
     };
-    assert_eq!(store.pending_like(&named, t0(), 20).await.unwrap(), None);
+    assert_eq!(
+        store.approvals.pending_like(&named, t0(), 20).await.unwrap(),
+        None
+    );
     // Cancelling the run withdraws the request: nothing to join.
     store
+        .runs
         .end_waiting(run.id, RunStatus::Cancelled, t0())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(
         store
+            .approvals
             .pending_like(&same_call(&run, &run.arguments), t0(), 20)
             .await
             .unwrap(),
@@ -2523,10 +2699,14 @@ fn keyed(by: Option<&str>, key: &str, at: DateTime<Utc>) -> NewRun {
     }
 }
 
-async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Arc<dyn Store>) {
-    let first = store.insert_run(keyed(Some("agent"), "k-1", t0())).await.unwrap();
+async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Stores) {
+    let (run_log, approvals) = (&store.runs, &store.approvals);
+    let first = run_log
+        .insert_run(keyed(Some("agent"), "k-1", t0()))
+        .await
+        .unwrap();
     let later = t0() + Duration::hours(1);
-    let found = store
+    let found = run_log
         .run_by_key(Some("agent"), "k-1", day_before(later))
         .await
         .unwrap();
@@ -2534,46 +2714,46 @@ async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Arc<dyn St
 
     // A second run with the caller's key is refused, held or not, so of
     // two racing requests one records its run.
-    let again = store.insert_run(keyed(Some("agent"), "k-1", later)).await;
+    let again = run_log.insert_run(keyed(Some("agent"), "k-1", later)).await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     let (mut run, approval) = held("git", "git_log", "h1", later);
     run.idempotency_key = Some("k-1".to_owned());
-    let again = store.insert_pending(run, approval.clone()).await;
+    let again = approvals.insert_pending(run, approval.clone()).await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     assert!(
-        store.get_approval(approval.id).await.is_err(),
+        approvals.get_approval(approval.id).await.is_err(),
         "nothing of the refused pair is kept"
     );
 
     // Keys are per caller: another caller (or none) has its own.
     assert_eq!(
-        store
+        run_log
             .run_by_key(Some("other"), "k-1", day_before(later))
             .await
             .unwrap(),
         None
     );
     assert_eq!(
-        store.run_by_key(None, "k-1", day_before(later)).await.unwrap(),
+        run_log.run_by_key(None, "k-1", day_before(later)).await.unwrap(),
         None
     );
-    let theirs = store
+    let theirs = run_log
         .insert_run(keyed(Some("other"), "k-1", later))
         .await
         .unwrap();
-    let anonymous = store.insert_run(keyed(None, "k-1", later)).await.unwrap();
+    let anonymous = run_log.insert_run(keyed(None, "k-1", later)).await.unwrap();
     assert_eq!(
-        store
+        run_log
             .run_by_key(None, "k-1", day_before(later))
             .await
             .unwrap()
             .map(|r| r.id),
         Some(anonymous.id)
     );
-    let again = store.insert_run(keyed(None, "k-1", later)).await;
+    let again = run_log.insert_run(keyed(None, "k-1", later)).await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     assert_eq!(
-        store
+        run_log
             .run_by_key(Some("other"), "k-1", day_before(later))
             .await
             .unwrap()
@@ -2588,18 +2768,18 @@ async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Arc<dyn St
     // may take it.
     let next_day = t0() + Duration::hours(24) + Duration::seconds(1);
     assert_eq!(
-        store
+        run_log
             .run_by_key(Some("agent"), "k-1", day_before(next_day))
             .await
             .unwrap(),
         None
     );
-    let fresh = store
+    let fresh = run_log
         .insert_run(keyed(Some("agent"), "k-1", next_day))
         .await
         .unwrap();
     assert_eq!(
-        store
+        run_log
             .run_by_key(Some("agent"), "k-1", day_before(next_day))
             .await
             .unwrap()
@@ -2607,13 +2787,13 @@ async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Arc<dyn St
         Some(fresh.id)
     );
     // The old run is kept, only without its key.
-    assert_eq!(store.get_run(first.id).await.unwrap(), first);
+    assert_eq!(run_log.get_run(first.id).await.unwrap(), first);
 }
 
 // ---- ends committed after the answer ---------------------------------------
 
 /// A run recorded as running on `instance`, as a call that starts at once.
-async fn running(store: &Arc<dyn Store>, instance: &str) -> Run {
+async fn running(store: &Stores, instance: &str) -> Run {
     let mut new = new_run("git", "git_log", t0());
     new.status = RunStatus::Running;
     new.started_at = Some(t0());
@@ -2623,7 +2803,7 @@ async fn running(store: &Arc<dyn Store>, instance: &str) -> Run {
 
 /// A store whose ends wait `ms` before they commit, and a plain one on the
 /// same database: the instance that ran the call, and another.
-async fn here_and_elsewhere(url: &str, ms: u64) -> (Arc<dyn Store>, Arc<dyn Store>) {
+async fn here_and_elsewhere(url: &str, ms: u64) -> (Stores, Stores) {
     let here = store::connect_with(url, std::time::Duration::from_millis(ms))
         .await
         .unwrap();
@@ -2638,20 +2818,21 @@ async fn here_and_elsewhere(url: &str, ms: u64) -> (Arc<dyn Store>, Arc<dyn Stor
 /// the very same run.
 async fn an_end_reads_here_at_once_and_elsewhere_once_committed(url: String) {
     let (here, elsewhere) = here_and_elsewhere(&url, 60_000).await;
-    let mut changes = here.changes();
+    let mut changes = here.runs.changes();
     let run = running(&here, "a").await;
     let at = t0() + Duration::milliseconds(1500);
-    here.finish_run_soon(run.id, RunStatus::Succeeded, Some(envelope(run.id, true)), at)
+    here.runs
+        .finish_run_soon(run.id, RunStatus::Succeeded, Some(envelope(run.id, true)), at)
         .await
         .unwrap();
     announced(&mut changes, run.id).await;
-    let read = here.get_run(run.id).await.unwrap();
+    let read = here.runs.get_run(run.id).await.unwrap();
     assert_eq!(
         (read.status, read.finished_at, read.result.clone()),
         (RunStatus::Succeeded, Some(at), Some(envelope(run.id, true)))
     );
     assert_eq!(
-        elsewhere.get_run(run.id).await.unwrap().status,
+        elsewhere.runs.get_run(run.id).await.unwrap().status,
         RunStatus::Running
     );
     let listed = |status| RunFilter {
@@ -2659,11 +2840,12 @@ async fn an_end_reads_here_at_once_and_elsewhere_once_committed(url: String) {
         ..RunFilter::default()
     };
     assert_eq!(
-        here.list_runs(listed(None)).await.unwrap().runs,
+        here.runs.list_runs(listed(None)).await.unwrap().runs,
         vec![read.clone()]
     );
     assert!(
-        here.list_runs(listed(Some(RunStatus::Running)))
+        here.runs
+            .list_runs(listed(Some(RunStatus::Running)))
             .await
             .unwrap()
             .runs
@@ -2671,15 +2853,16 @@ async fn an_end_reads_here_at_once_and_elsewhere_once_committed(url: String) {
     );
     assert_eq!(
         ids(&elsewhere
+            .runs
             .list_runs(listed(Some(RunStatus::Running)))
             .await
             .unwrap()
             .runs),
         vec![run.id]
     );
-    here.flush().await.unwrap();
-    assert_eq!(elsewhere.get_run(run.id).await.unwrap(), read);
-    assert_eq!(here.get_run(run.id).await.unwrap(), read);
+    here.runs.flush().await.unwrap();
+    assert_eq!(elsewhere.runs.get_run(run.id).await.unwrap(), read);
+    assert_eq!(here.runs.get_run(run.id).await.unwrap(), read);
 }
 
 /// An end written over a run that is already final (cancelled, or
@@ -2688,16 +2871,22 @@ async fn an_end_reads_here_at_once_and_elsewhere_once_committed(url: String) {
 async fn an_end_never_overwrites_a_final_run(url: String) {
     let (here, elsewhere) = here_and_elsewhere(&url, 60_000).await;
     let run = running(&here, "a").await;
-    elsewhere.interrupt_running(Some("a"), t0()).await.unwrap();
-    here.finish_run_soon(run.id, RunStatus::Succeeded, Some(envelope(run.id, true)), t0())
+    elsewhere.runs.interrupt_running(Some("a"), t0()).await.unwrap();
+    here.runs
+        .finish_run_soon(run.id, RunStatus::Succeeded, Some(envelope(run.id, true)), t0())
         .await
         .unwrap();
-    assert_eq!(here.get_run(run.id).await.unwrap().status, RunStatus::Interrupted);
-    here.flush().await.unwrap();
-    let stored = elsewhere.get_run(run.id).await.unwrap();
+    assert_eq!(
+        here.runs.get_run(run.id).await.unwrap().status,
+        RunStatus::Interrupted
+    );
+    here.runs.flush().await.unwrap();
+    let stored = elsewhere.runs.get_run(run.id).await.unwrap();
     assert_eq!((stored.status, stored.result), (RunStatus::Interrupted, None));
     assert!(matches!(
-        here.finish_run_soon(run.id, RunStatus::Running, None, t0()).await,
+        here.runs
+            .finish_run_soon(run.id, RunStatus::Running, None, t0())
+            .await,
         Err(StoreError::Other(_))
     ));
 }
@@ -2719,34 +2908,36 @@ async fn a_flush_commits_every_end_given_before_it(url: String) {
             RunStatus::Failed
         };
         ending.spawn(async move {
-            here.finish_run_soon(id, status, Some(envelope(id, i % 2 == 0)), t0())
+            here.runs
+                .finish_run_soon(id, status, Some(envelope(id, i % 2 == 0)), t0())
                 .await
                 .unwrap();
         });
     }
     ending.join_all().await;
-    here.flush().await.unwrap();
+    here.runs.flush().await.unwrap();
     for (i, run) in runs.iter().enumerate() {
-        let stored = elsewhere.get_run(run.id).await.unwrap();
+        let stored = elsewhere.runs.get_run(run.id).await.unwrap();
         assert_eq!(stored.result, Some(envelope(run.id, i % 2 == 0)));
-        assert_eq!(stored, here.get_run(run.id).await.unwrap());
+        assert_eq!(stored, here.runs.get_run(run.id).await.unwrap());
     }
 }
 
 /// Ends committed together: each live run ends as it would alone, a run
 /// already final stays as it ended, an unknown id is passed over, and each
 /// change is announced.
-async fn many_ends_commit_together_over_live_runs_only(store: Arc<dyn Store>) {
+async fn many_ends_commit_together_over_live_runs_only(store: Stores) {
     let (a, b, done) = (
         running(&store, "a").await,
         running(&store, "a").await,
         running(&store, "a").await,
     );
     store
+        .runs
         .finish_run(done.id, RunStatus::Cancelled, None, t0())
         .await
         .unwrap();
-    let mut changes = store.changes();
+    let mut changes = store.runs.changes();
     let at = t0() + Duration::seconds(2);
     let end = |id, status, success| RunEnd {
         id,
@@ -2755,6 +2946,7 @@ async fn many_ends_commit_together_over_live_runs_only(store: Arc<dyn Store>) {
         at,
     };
     store
+        .runs
         .finish_runs(&[
             end(a.id, RunStatus::Succeeded, true),
             end(Uuid::now_v7(), RunStatus::Succeeded, true),
@@ -2766,39 +2958,49 @@ async fn many_ends_commit_together_over_live_runs_only(store: Arc<dyn Store>) {
     announced(&mut changes, a.id).await;
     announced(&mut changes, b.id).await;
     for (run, status, success) in [(&a, RunStatus::Succeeded, true), (&b, RunStatus::Failed, false)] {
-        let stored = store.get_run(run.id).await.unwrap();
+        let stored = store.runs.get_run(run.id).await.unwrap();
         assert_eq!(
             (stored.status, stored.finished_at, stored.result),
             (status, Some(at), Some(envelope(run.id, success)))
         );
     }
-    let kept = store.get_run(done.id).await.unwrap();
+    let kept = store.runs.get_run(done.id).await.unwrap();
     assert_eq!((kept.status, kept.result), (RunStatus::Cancelled, None));
     assert!(matches!(
-        store.finish_runs(&[end(a.id, RunStatus::Running, true)]).await,
+        store
+            .runs
+            .finish_runs(&[end(a.id, RunStatus::Running, true)])
+            .await,
         Err(StoreError::Other(_))
     ));
 }
 
-async fn a_registry_index_is_cached_and_replaced(store: Arc<dyn Store>) {
+async fn a_registry_index_is_cached_and_replaced(store: Stores) {
     let url = "http://registry.test/index.json";
-    assert_eq!(store.cached_index(url).await.unwrap(), None);
+    assert_eq!(store.index_cache.cached_index(url).await.unwrap(), None);
     let first = CachedIndex {
         url: url.to_owned(),
         body: r#"{"format": 1, "skills": []}"#.to_owned(),
         fetched_at: t0(),
     };
-    store.cache_index(first.clone()).await.unwrap();
-    assert_eq!(store.cached_index(url).await.unwrap(), Some(first.clone()));
+    store.index_cache.cache_index(first.clone()).await.unwrap();
+    assert_eq!(
+        store.index_cache.cached_index(url).await.unwrap(),
+        Some(first.clone())
+    );
     let later = CachedIndex {
         body: "{\"format\": 1, \"skills\": [\"ünïcode\"]}".to_owned(),
         fetched_at: t0() + Duration::hours(2),
         ..first
     };
-    store.cache_index(later.clone()).await.unwrap();
-    assert_eq!(store.cached_index(url).await.unwrap(), Some(later));
+    store.index_cache.cache_index(later.clone()).await.unwrap();
+    assert_eq!(store.index_cache.cached_index(url).await.unwrap(), Some(later));
     assert_eq!(
-        store.cached_index("http://other.test/index.json").await.unwrap(),
+        store
+            .index_cache
+            .cached_index("http://other.test/index.json")
+            .await
+            .unwrap(),
         None
     );
 }

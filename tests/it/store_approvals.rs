@@ -6,17 +6,16 @@ use super::{decision, held, hold, t0};
 use chrono::Duration;
 use serde_json::{Value, json};
 use skilld::store::{
-    Approval, ApprovalFilter, ApprovalStatus, NewApproval, NewRun, SameCall, Scope, Store, StoreError,
+    Approval, ApprovalFilter, ApprovalStatus, NewApproval, NewRun, SameCall, Scope, StoreError, Stores,
 };
 use sqlx::Connection;
-use std::sync::Arc;
 use uuid::Uuid;
 
 /// Every page of `filter`, in order, and each page's size.
-async fn every_page(store: &Arc<dyn Store>, mut filter: ApprovalFilter) -> (Vec<Approval>, Vec<usize>) {
+async fn every_page(store: &Stores, mut filter: ApprovalFilter) -> (Vec<Approval>, Vec<usize>) {
     let (mut all, mut sizes) = (Vec::new(), Vec::new());
     loop {
-        let page = store.list_approvals(filter.clone()).await.unwrap();
+        let page = store.approvals.list_approvals(filter.clone()).await.unwrap();
         sizes.push(page.approvals.len());
         all.extend(page.approvals);
         match page.next_cursor {
@@ -40,7 +39,7 @@ fn held_as(id: Uuid, at: chrono::DateTime<chrono::Utc>) -> (NewRun, NewApproval)
     (run, approval)
 }
 
-pub(super) async fn pending_requests_are_paged_oldest_first_through_ties(store: Arc<dyn Store>) {
+pub(super) async fn pending_requests_are_paged_oldest_first_through_ties(store: Stores) {
     // Four requests made in one microsecond, recorded against the order of
     // their ids, so only the id can order them; others before and after,
     // and two decided ones among them.
@@ -48,7 +47,7 @@ pub(super) async fn pending_requests_are_paged_oldest_first_through_ties(store: 
     tied.reverse();
     for id in &tied {
         let (run, approval) = held_as(*id, t0());
-        store.insert_pending(run, approval).await.unwrap();
+        store.approvals.insert_pending(run, approval).await.unwrap();
     }
     hold(&store, "git", "git_log", "h1", t0() - Duration::seconds(1)).await;
     for micros in [1, 1, 2] {
@@ -64,6 +63,7 @@ pub(super) async fn pending_requests_are_paged_oldest_first_through_ties(store: 
     for at in [t0(), t0() + Duration::microseconds(1)] {
         let (_, decided) = hold(&store, "git", "git_log", "h1", at).await;
         store
+            .approvals
             .decide(decision(&decided, true, Scope::Once, t0()))
             .await
             .unwrap()
@@ -83,7 +83,10 @@ pub(super) async fn pending_requests_are_paged_oldest_first_through_ties(store: 
         limit: 500,
         ..pending
     };
-    assert_eq!(store.list_approvals(whole).await.unwrap().approvals, paged);
+    assert_eq!(
+        store.approvals.list_approvals(whole).await.unwrap().approvals,
+        paged
+    );
 
     // Unfiltered, the decided ones are on their pages too.
     let every = ApprovalFilter {
@@ -102,7 +105,7 @@ pub(super) async fn pending_requests_are_paged_oldest_first_through_ties(store: 
     );
 }
 
-pub(super) async fn a_request_made_while_paging_is_on_a_later_page(store: Arc<dyn Store>) {
+pub(super) async fn a_request_made_while_paging_is_on_a_later_page(store: Stores) {
     for s in 0..3 {
         hold(&store, "git", "git_log", "h1", t0() + Duration::seconds(s)).await;
     }
@@ -111,7 +114,7 @@ pub(super) async fn a_request_made_while_paging_is_on_a_later_page(store: Arc<dy
         limit: 2,
         cursor: None,
     };
-    let first = store.list_approvals(filter.clone()).await.unwrap();
+    let first = store.approvals.list_approvals(filter.clone()).await.unwrap();
     // One decided and one made meanwhile: the next page goes on from where
     // the first ended, without the one decided, with the one made.
     let (_, newer) = hold(&store, "git", "git_log", "h1", t0() + Duration::seconds(10)).await;
@@ -121,6 +124,7 @@ pub(super) async fn a_request_made_while_paging_is_on_a_later_page(store: Arc<dy
         ..held("git", "git_log", "h1", t0()).1
     };
     store
+        .approvals
         .decide(decision(&decided, false, Scope::Once, t0()))
         .await
         .unwrap()
@@ -129,13 +133,13 @@ pub(super) async fn a_request_made_while_paging_is_on_a_later_page(store: Arc<dy
         cursor: first.next_cursor,
         ..filter
     };
-    let second = store.list_approvals(next).await.unwrap();
+    let second = store.approvals.list_approvals(next).await.unwrap();
     assert_eq!(second.approvals.len(), 2);
     assert_eq!(second.approvals[1].id, newer.id);
     assert_eq!(second.next_cursor, None);
 }
 
-pub(super) async fn a_bad_approvals_cursor_is_refused(store: Arc<dyn Store>) {
+pub(super) async fn a_bad_approvals_cursor_is_refused(store: Stores) {
     hold(&store, "git", "git_log", "h1", t0()).await;
     let valid = Uuid::now_v7().simple().to_string();
     for cursor in [
@@ -151,7 +155,7 @@ pub(super) async fn a_bad_approvals_cursor_is_refused(store: Arc<dyn Store>) {
             limit: 10,
             cursor: Some(cursor.clone()),
         };
-        let err = store.list_approvals(filter).await.unwrap_err();
+        let err = store.approvals.list_approvals(filter).await.unwrap_err();
         assert!(matches!(err, StoreError::InvalidCursor), "{cursor:?}: {err:?}");
     }
 }
@@ -164,13 +168,17 @@ fn asked<'a>(run: &'a NewRun, arguments: &'a Value) -> SameCall<'a> {
     }
 }
 
-pub(super) async fn a_retry_finds_its_call_among_many_of_the_caller(store: Arc<dyn Store>) {
+pub(super) async fn a_retry_finds_its_call_among_many_of_the_caller(store: Stores) {
     // One caller, one tool, many calls that differ only in their arguments.
     let mut runs = Vec::new();
     for n in 0..200 {
         let (mut run, approval) = held("git", "git_log", "h1", t0() + Duration::milliseconds(n));
         run.arguments = json!({"n": n, "path": "src", "flags": {"a": true, "b": [1, 2]}});
-        store.insert_pending(run.clone(), approval.clone()).await.unwrap();
+        store
+            .approvals
+            .insert_pending(run.clone(), approval.clone())
+            .await
+            .unwrap();
         runs.push((run, approval));
     }
     let (run, approval) = &runs[150];
@@ -178,7 +186,11 @@ pub(super) async fn a_retry_finds_its_call_among_many_of_the_caller(store: Arc<d
     // Key order does not matter, at any depth; one look-up finds it.
     let reordered: Value =
         serde_json::from_str(r#"{"flags": {"b": [1, 2], "a": true}, "path": "src", "n": 150}"#).unwrap();
-    let found = store.pending_like(&asked(run, &reordered), at, 1).await.unwrap();
+    let found = store
+        .approvals
+        .pending_like(&asked(run, &reordered), at, 1)
+        .await
+        .unwrap();
     assert_eq!(found.map(|a| a.id), Some(approval.id));
     // A value that differs is another call: a number, a nested value, a
     // number of another kind (JSON equality: 150 is not 150.0).
@@ -189,7 +201,11 @@ pub(super) async fn a_retry_finds_its_call_among_many_of_the_caller(store: Arc<d
         json!({"n": 150.0, "path": "src", "flags": {"a": true, "b": [1, 2]}}),
         json!({"n": 150, "path": "src"}),
     ] {
-        let found = store.pending_like(&asked(run, &other), at, 20).await.unwrap();
+        let found = store
+            .approvals
+            .pending_like(&asked(run, &other), at, 20)
+            .await
+            .unwrap();
         assert_eq!(found, None, "{other}");
     }
 }
@@ -219,7 +235,11 @@ pub(super) async fn a_request_recorded_before_digests_is_still_found(url: String
     let (old, old_approval) = hold(&store, "git", "git_log", "h1", t0()).await;
     let (mut other, other_approval) = held("git", "git_log", "h1", t0());
     other.arguments = json!({"count": 4});
-    store.insert_pending(other, other_approval.clone()).await.unwrap();
+    store
+        .approvals
+        .insert_pending(other, other_approval.clone())
+        .await
+        .unwrap();
     execute(
         &url,
         format!(
@@ -232,17 +252,18 @@ pub(super) async fn a_request_recorded_before_digests_is_still_found(url: String
 
     let at = t0() + Duration::seconds(5);
     let call = SameCall::of_run(&old);
-    let found = store.pending_like(&call, at, 20).await.unwrap();
+    let found = store.approvals.pending_like(&call, at, 20).await.unwrap();
     assert_eq!(
         found.map(|a| a.id),
         Some(old_approval.id),
         "the oldest, undigested"
     );
     store
+        .approvals
         .decide(decision(&old_approval, true, Scope::Once, at))
         .await
         .unwrap()
         .unwrap();
-    let found = store.pending_like(&call, at, 20).await.unwrap();
+    let found = store.approvals.pending_like(&call, at, 20).await.unwrap();
     assert_eq!(found.map(|a| a.id), Some(new_approval.id));
 }

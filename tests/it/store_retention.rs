@@ -5,8 +5,8 @@ use super::{decision, envelope, hold, insert, new_run, t0};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use skilld::store::{
-    ApprovalFilter, ApprovalPage, DecisionFilter, NewNotification, PruneExport, Run, RunFilter, RunPosition,
-    RunStatus, Scope, Store, StoreError,
+    ApprovalFilter, ApprovalPage, DecisionFilter, NewApproval, NewNotification, NewRun, PruneExport, Run,
+    RunFilter, RunPosition, RunStatus, Scope, StoreError, Stores,
 };
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
@@ -44,17 +44,19 @@ impl Collect {
 }
 
 /// A run that ran and ended `status`, created at `at`.
-async fn finished(store: &Arc<dyn Store>, at: DateTime<Utc>, status: RunStatus) -> Run {
+async fn finished(store: &Stores, at: DateTime<Utc>, status: RunStatus) -> Run {
     let run = insert(store, new_run("git", "git_log", at)).await;
     store
+        .runs
         .finish_run(run.id, status, Some(envelope(run.id, false)), at)
         .await
         .unwrap()
         .unwrap()
 }
 
-async fn listed(store: &Arc<dyn Store>) -> Vec<Uuid> {
+async fn listed(store: &Stores) -> Vec<Uuid> {
     let page = store
+        .runs
         .list_runs(RunFilter {
             limit: 500,
             ..RunFilter::default()
@@ -75,7 +77,7 @@ fn before(at: DateTime<Utc>) -> RunPosition {
     RunPosition::created_before(at)
 }
 
-pub async fn retention_prunes_only_final_runs_before_the_cutoff(store: Arc<dyn Store>) {
+pub async fn retention_prunes_only_final_runs_before_the_cutoff(store: Stores) {
     let old = t0() - Duration::days(100);
     let succeeded = finished(&store, old, RunStatus::Succeeded).await;
     let failed = finished(&store, old + Duration::seconds(1), RunStatus::Failed).await;
@@ -84,6 +86,7 @@ pub async fn retention_prunes_only_final_runs_before_the_cutoff(store: Arc<dyn S
     let queued = insert(&store, new_run("git", "git_log", old)).await;
     let running = insert(&store, new_run("git", "git_log", old)).await;
     store
+        .runs
         .start_run(running.id, None, "a", old)
         .await
         .unwrap()
@@ -93,7 +96,11 @@ pub async fn retention_prunes_only_final_runs_before_the_cutoff(store: Arc<dyn S
     let recent = finished(&store, t0(), RunStatus::Succeeded).await;
 
     let export = Collect::default();
-    let pruned = store.prune_runs(before(t0()), 100, Some(&export)).await.unwrap();
+    let pruned = store
+        .pruning
+        .prune_runs(before(t0()), 100, Some(&export))
+        .await
+        .unwrap();
     assert_eq!(pruned, 3);
     // Exported oldest first, exactly as they were read.
     assert_eq!(
@@ -102,7 +109,7 @@ pub async fn retention_prunes_only_final_runs_before_the_cutoff(store: Arc<dyn S
     );
     for gone in [&succeeded, &failed, &denied] {
         assert!(matches!(
-            store.get_run(gone.id).await,
+            store.runs.get_run(gone.id).await,
             Err(StoreError::NotFound { .. })
         ));
     }
@@ -112,12 +119,16 @@ pub async fn retention_prunes_only_final_runs_before_the_cutoff(store: Arc<dyn S
     expected.sort();
     assert_eq!(left, expected);
     assert_eq!(
-        store.get_run(running.id).await.unwrap().status,
+        store.runs.get_run(running.id).await.unwrap().status,
         RunStatus::Running
     );
     // Nothing more is due.
     assert_eq!(
-        store.prune_runs(before(t0()), 100, Some(&export)).await.unwrap(),
+        store
+            .pruning
+            .prune_runs(before(t0()), 100, Some(&export))
+            .await
+            .unwrap(),
         0
     );
     assert_eq!(export.sizes(), vec![3]);
@@ -131,14 +142,14 @@ fn hold_free_denied(at: DateTime<Utc>) -> skilld::store::NewRun {
     }
 }
 
-pub async fn retention_by_count_keeps_the_newest(store: Arc<dyn Store>) {
+pub async fn retention_by_count_keeps_the_newest(store: Stores) {
     let mut runs = Vec::new();
     for i in 0..10 {
         runs.push(finished(&store, t0() + Duration::seconds(i), RunStatus::Succeeded).await);
     }
-    assert_eq!(store.nth_newest_run(0).await.unwrap(), None);
-    assert_eq!(store.nth_newest_run(11).await.unwrap(), None);
-    let third = store.nth_newest_run(3).await.unwrap().unwrap();
+    assert_eq!(store.pruning.nth_newest_run(0).await.unwrap(), None);
+    assert_eq!(store.pruning.nth_newest_run(11).await.unwrap(), None);
+    let third = store.pruning.nth_newest_run(3).await.unwrap().unwrap();
     assert_eq!(
         third,
         RunPosition {
@@ -146,13 +157,13 @@ pub async fn retention_by_count_keeps_the_newest(store: Arc<dyn Store>) {
             id: runs[7].id
         }
     );
-    assert_eq!(store.prune_runs(third, 500, None).await.unwrap(), 7);
+    assert_eq!(store.pruning.prune_runs(third, 500, None).await.unwrap(), 7);
     let mut left = listed(&store).await;
     left.reverse();
     assert_eq!(left, runs[7..].iter().map(|r| r.id).collect::<Vec<_>>());
 }
 
-pub async fn retention_goes_in_batches(store: Arc<dyn Store>) {
+pub async fn retention_goes_in_batches(store: Stores) {
     let old = t0() - Duration::days(1);
     let mut runs = Vec::new();
     for i in 0..7 {
@@ -161,7 +172,11 @@ pub async fn retention_goes_in_batches(store: Arc<dyn Store>) {
     let export = Collect::default();
     let mut deleted = Vec::new();
     loop {
-        let n = store.prune_runs(before(t0()), 3, Some(&export)).await.unwrap();
+        let n = store
+            .pruning
+            .prune_runs(before(t0()), 3, Some(&export))
+            .await
+            .unwrap();
         deleted.push(n);
         if n < 3 {
             break;
@@ -173,58 +188,34 @@ pub async fn retention_goes_in_batches(store: Arc<dyn Store>) {
     assert!(listed(&store).await.is_empty());
 }
 
-pub async fn retention_takes_approvals_with_their_runs(store: Arc<dyn Store>) {
+pub async fn retention_takes_approvals_with_their_runs(store: Stores) {
+    let (approvals, outbox) = (&store.approvals, &store.outbox);
     let old = t0() - Duration::days(100);
-    // An approved call that ran, and a denied one.
-    let (approved_run, approved) = hold(&store, "notes", "read", "v1", old).await;
-    store
-        .decide(decision(&approved, true, Scope::Once, old))
-        .await
-        .unwrap()
-        .unwrap();
-    store
-        .start_run(approved_run.id, None, "instance-a", old)
-        .await
-        .unwrap()
-        .unwrap();
-    store
-        .finish_run(approved_run.id, RunStatus::Succeeded, None, old)
-        .await
-        .unwrap()
-        .unwrap();
-    let (_, denied) = hold(&store, "notes", "read", "v2", old).await;
-    store
-        .decide(decision(&denied, false, Scope::Once, old))
-        .await
-        .unwrap()
-        .unwrap();
-    for (event, approval) in [("approval.decided", approved.id), ("approval.decided", denied.id)] {
-        let n = NewNotification {
-            id: Uuid::now_v7(),
-            event: event.to_owned(),
-            approval_id: approval,
-            target: "team".to_owned(),
-            payload: json!({"type": event}),
-            created_at: old,
-        };
-        assert!(store.enqueue_notification(n).await.unwrap());
-    }
+    let (approved_run, approved, denied) = decided_and_notified(&store, old).await;
     assert_eq!(
-        store.list_decisions(decisions()).await.unwrap().decisions.len(),
+        approvals
+            .list_decisions(decisions())
+            .await
+            .unwrap()
+            .decisions
+            .len(),
         2
     );
 
-    assert_eq!(store.prune_runs(before(t0()), 100, None).await.unwrap(), 2);
+    assert_eq!(
+        store.pruning.prune_runs(before(t0()), 100, None).await.unwrap(),
+        2
+    );
     for id in [approved.id, denied.id] {
         assert!(matches!(
-            store.get_approval(id).await,
+            approvals.get_approval(id).await,
             Err(StoreError::NotFound { .. })
         ));
     }
-    assert_eq!(store.approval_of_run(approved_run.id).await.unwrap(), None);
+    assert_eq!(approvals.approval_of_run(approved_run.id).await.unwrap(), None);
     // Every read that showed them still answers, without them.
     assert!(
-        store
+        approvals
             .list_decisions(decisions())
             .await
             .unwrap()
@@ -236,20 +227,20 @@ pub async fn retention_takes_approvals_with_their_runs(store: Arc<dyn Store>) {
         ..ApprovalFilter::default()
     };
     assert_eq!(
-        store.list_approvals(every_request).await.unwrap(),
+        approvals.list_approvals(every_request).await.unwrap(),
         ApprovalPage::default()
     );
-    assert!(store.list_notifications(None, 100).await.unwrap().is_empty());
+    assert!(outbox.list_notifications(None, 100).await.unwrap().is_empty());
     // The approved version stays approved; the denied one never was.
     assert!(
-        store
+        approvals
             .policy_facts("notes", "other", "v1")
             .await
             .unwrap()
             .hash_approved
     );
     assert!(
-        !store
+        !approvals
             .policy_facts("notes", "read", "v2")
             .await
             .unwrap()
@@ -257,18 +248,59 @@ pub async fn retention_takes_approvals_with_their_runs(store: Arc<dyn Store>) {
     );
 }
 
-pub async fn retention_deletes_nothing_when_the_export_fails(store: Arc<dyn Store>) {
+/// An approved call that ran and a denied one, made at `at`, each with a
+/// webhook delivery: what a batch of retention takes along.
+async fn decided_and_notified(store: &Stores, at: DateTime<Utc>) -> (NewRun, NewApproval, NewApproval) {
+    let (approvals, run_log, outbox) = (&store.approvals, &store.runs, &store.outbox);
+    let (approved_run, approved) = hold(store, "notes", "read", "v1", at).await;
+    approvals
+        .decide(decision(&approved, true, Scope::Once, at))
+        .await
+        .unwrap()
+        .unwrap();
+    run_log
+        .start_run(approved_run.id, None, "instance-a", at)
+        .await
+        .unwrap()
+        .unwrap();
+    run_log
+        .finish_run(approved_run.id, RunStatus::Succeeded, None, at)
+        .await
+        .unwrap()
+        .unwrap();
+    let (_, denied) = hold(store, "notes", "read", "v2", at).await;
+    approvals
+        .decide(decision(&denied, false, Scope::Once, at))
+        .await
+        .unwrap()
+        .unwrap();
+    for (event, approval) in [("approval.decided", approved.id), ("approval.decided", denied.id)] {
+        let n = NewNotification {
+            id: Uuid::now_v7(),
+            event: event.to_owned(),
+            approval_id: approval,
+            target: "team".to_owned(),
+            payload: json!({"type": event}),
+            created_at: at,
+        };
+        assert!(outbox.enqueue_notification(n).await.unwrap());
+    }
+    (approved_run, approved, denied)
+}
+
+pub async fn retention_deletes_nothing_when_the_export_fails(store: Stores) {
     let run = finished(&store, t0() - Duration::days(100), RunStatus::Succeeded).await;
     let export = Collect {
         fail: true,
         ..Collect::default()
     };
     let err = store
+        .pruning
         .prune_runs(before(t0()), 100, Some(&export))
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
-    assert_eq!(store.get_run(run.id).await.unwrap(), run);
+    assert_eq!(store.runs.get_run(run.id).await.unwrap(), run);
 }
 
 /// Two instances (on PostgreSQL; one server owns a SQLite file, so there
@@ -296,6 +328,7 @@ pub async fn concurrent_prunes_export_each_run_once(url: String) {
             let mut total = 0;
             loop {
                 let n = store
+                    .pruning
                     .prune_runs(before(t0()), 5, Some(export.as_ref()))
                     .await
                     .unwrap();
@@ -321,7 +354,7 @@ pub async fn concurrent_prunes_export_each_run_once(url: String) {
 /// Deliveries of activation requests hold no run: they go with a batch of
 /// retention once settled and older than its cutoff. One still pending,
 /// or newer, stays.
-pub async fn retention_takes_settled_activation_deliveries_before_the_cutoff(store: Arc<dyn Store>) {
+pub async fn retention_takes_settled_activation_deliveries_before_the_cutoff(store: Stores) {
     let old = t0() - Duration::days(100);
     finished(&store, old, RunStatus::Succeeded).await;
     let delivery = |target: &str, at: DateTime<Utc>| NewNotification {
@@ -337,20 +370,29 @@ pub async fn retention_takes_settled_activation_deliveries_before_the_cutoff(sto
         delivery("waiting", old),
         delivery("recent", t0()),
     ] {
-        assert!(store.enqueue_notification(n).await.unwrap());
+        assert!(store.outbox.enqueue_notification(n).await.unwrap());
     }
     // The old one for `settled` is delivered; the others wait.
     let claimed = store
+        .outbox
         .claim_notifications("a", old, old + Duration::minutes(1), 1)
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
     let settled = claimed[0].target.clone();
     let done = skilld::store::Attempt::Delivered { status: 200 };
-    store.record_attempt(claimed[0].id, "a", done, old).await.unwrap();
+    store
+        .outbox
+        .record_attempt(claimed[0].id, "a", done, old)
+        .await
+        .unwrap();
 
-    assert_eq!(store.prune_runs(before(t0()), 100, None).await.unwrap(), 1);
+    assert_eq!(
+        store.pruning.prune_runs(before(t0()), 100, None).await.unwrap(),
+        1
+    );
     let mut left: Vec<String> = store
+        .outbox
         .list_notifications(None, 100)
         .await
         .unwrap()

@@ -8,7 +8,7 @@ use super::{all_pages, new_run, t0};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use skilld::store::{
-    self, NewRun, NewSession, Run, RunFilter, RunStatus, SessionRecord, SkillApproval, Store, StoreError,
+    self, NewRun, NewSession, Run, RunFilter, RunStatus, SessionRecord, SkillApproval, StoreError, Stores,
     TooMany,
 };
 use std::sync::Arc;
@@ -23,15 +23,21 @@ fn session(caller: Option<&str>, at: DateTime<Utc>) -> NewSession {
         state: json!({}),
         created_at: at,
         expires_at: at + Duration::hours(1),
+        secret_sha256: Some("5e".repeat(32)),
     }
 }
 
 /// Creates `s` under a generous bound, expecting it to be let in.
-async fn create(store: &Arc<dyn Store>, s: NewSession) -> SessionRecord {
-    store.create_session(s, 100, t0()).await.unwrap().unwrap()
+async fn create(store: &Stores, s: NewSession) -> SessionRecord {
+    store
+        .sessions
+        .create_session(s, 100, t0())
+        .await
+        .unwrap()
+        .unwrap()
 }
 
-pub async fn a_session_is_created_updated_at_its_revision_and_ended(store: Arc<dyn Store>) {
+pub async fn a_session_is_created_updated_at_its_revision_and_ended(store: Stores) {
     let new = session(Some("alice"), t0());
     let created = create(&store, new.clone()).await;
     assert_eq!(
@@ -46,17 +52,22 @@ pub async fn a_session_is_created_updated_at_its_revision_and_ended(store: Arc<d
             created_at: t0(),
             updated_at: t0(),
             expires_at: t0() + Duration::hours(1),
+            secret_sha256: Some("5e".repeat(32)),
         }
     );
-    assert_eq!(store.get_session(new.id).await.unwrap(), Some(created.clone()));
+    assert_eq!(
+        store.sessions.get_session(new.id).await.unwrap(),
+        Some(created.clone())
+    );
     assert!(matches!(
-        store.create_session(new.clone(), 100, t0()).await,
+        store.sessions.create_session(new.clone(), 100, t0()).await,
         Err(StoreError::Conflict(_))
     ));
 
     let later = t0() + Duration::seconds(30);
     let state = json!({"git": {"active": true, "calls": 2}});
     let updated = store
+        .sessions
         .update_session(new.id, 0, 1, state.clone(), later + Duration::hours(1), later)
         .await
         .unwrap()
@@ -70,20 +81,25 @@ pub async fn a_session_is_created_updated_at_its_revision_and_ended(store: Arc<d
         ..created.clone()
     };
     assert_eq!(updated, expected);
-    assert_eq!(store.get_session(new.id).await.unwrap(), Some(expected.clone()));
+    assert_eq!(
+        store.sessions.get_session(new.id).await.unwrap(),
+        Some(expected.clone())
+    );
 
     // A second writer still at revision 0 loses, and changes nothing.
     let stale = store
+        .sessions
         .update_session(new.id, 0, 9, json!({"lost": true}), later, later)
         .await
         .unwrap();
     assert_eq!(stale, None);
-    assert_eq!(store.get_session(new.id).await.unwrap(), Some(expected));
+    assert_eq!(store.sessions.get_session(new.id).await.unwrap(), Some(expected));
 
-    assert!(store.end_session(new.id).await.unwrap());
-    assert!(!store.end_session(new.id).await.unwrap());
-    assert_eq!(store.get_session(new.id).await.unwrap(), None);
+    assert!(store.sessions.end_session(new.id).await.unwrap());
+    assert!(!store.sessions.end_session(new.id).await.unwrap());
+    assert_eq!(store.sessions.get_session(new.id).await.unwrap(), None);
     let gone = store
+        .sessions
         .update_session(new.id, 1, 2, json!({}), later, later)
         .await
         .unwrap();
@@ -106,6 +122,7 @@ pub async fn concurrent_updates_have_one_winner(url: String) {
                 barrier.wait().await;
                 let state = json!({"writer": task});
                 store
+                    .sessions
                     .update_session(s.id, 0, task, state, t0() + Duration::hours(2), t0())
                     .await
                     .unwrap()
@@ -119,10 +136,10 @@ pub async fn concurrent_updates_have_one_winner(url: String) {
     assert_eq!(winners.len(), 1, "{winners:?}");
     let won = winners.remove(0);
     assert_eq!((won.revision, &won.state), (1, &json!({"writer": won.turn})));
-    assert_eq!(b.get_session(s.id).await.unwrap(), Some(won));
+    assert_eq!(b.sessions.get_session(s.id).await.unwrap(), Some(won));
 }
 
-pub async fn expired_sessions_are_read_until_swept(store: Arc<dyn Store>) {
+pub async fn expired_sessions_are_read_until_swept(store: Stores) {
     let now = t0() + Duration::hours(2);
     let ending = |at: DateTime<Utc>| NewSession {
         expires_at: at,
@@ -133,21 +150,21 @@ pub async fn expired_sessions_are_read_until_swept(store: Arc<dyn Store>) {
     let live = create(&store, ending(now + Duration::microseconds(1))).await;
     // Expired ones still read: the runtime decides what that means.
     assert_eq!(
-        store.get_session(long_gone.id).await.unwrap(),
+        store.sessions.get_session(long_gone.id).await.unwrap(),
         Some(long_gone.clone())
     );
 
     // Each swept session comes back whole, the oldest expiry first.
-    let swept = store.expire_sessions(now).await.unwrap();
+    let swept = store.sessions.expire_sessions(now).await.unwrap();
     assert_eq!(swept, vec![long_gone.clone(), just_now.clone()]);
     for gone in [long_gone.id, just_now.id] {
-        assert_eq!(store.get_session(gone).await.unwrap(), None);
+        assert_eq!(store.sessions.get_session(gone).await.unwrap(), None);
     }
-    assert_eq!(store.get_session(live.id).await.unwrap(), Some(live));
-    assert_eq!(store.expire_sessions(now).await.unwrap(), []);
+    assert_eq!(store.sessions.get_session(live.id).await.unwrap(), Some(live));
+    assert_eq!(store.sessions.expire_sessions(now).await.unwrap(), []);
 }
 
-pub async fn sessions_are_listed_newest_first_by_caller(store: Arc<dyn Store>) {
+pub async fn sessions_are_listed_newest_first_by_caller(store: Stores) {
     let mut made = Vec::new();
     for (i, caller) in [Some("alice"), Some("bob"), None, Some("alice"), None]
         .into_iter()
@@ -157,26 +174,36 @@ pub async fn sessions_are_listed_newest_first_by_caller(store: Arc<dyn Store>) {
         made.push(create(&store, session(caller, at)).await);
     }
     made.reverse();
-    assert_eq!(store.list_sessions(None, 100).await.unwrap(), made);
+    assert_eq!(store.sessions.list_sessions(None, 100).await.unwrap(), made);
     let alice: Vec<_> = made
         .iter()
         .filter(|s| s.caller.as_deref() == Some("alice"))
         .cloned()
         .collect();
-    assert_eq!(store.list_sessions(Some("alice"), 100).await.unwrap(), alice);
-    assert_eq!(store.list_sessions(None, 2).await.unwrap(), made[..2]);
-    assert_eq!(store.list_sessions(None, 0).await.unwrap(), made[..1]);
-    assert_eq!(store.list_sessions(Some("carol"), 100).await.unwrap(), []);
+    assert_eq!(
+        store.sessions.list_sessions(Some("alice"), 100).await.unwrap(),
+        alice
+    );
+    assert_eq!(store.sessions.list_sessions(None, 2).await.unwrap(), made[..2]);
+    assert_eq!(store.sessions.list_sessions(None, 0).await.unwrap(), made[..1]);
+    assert_eq!(
+        store.sessions.list_sessions(Some("carol"), 100).await.unwrap(),
+        []
+    );
     // No caller holds a NUL: nothing is found, and nothing fails.
-    assert_eq!(store.list_sessions(Some("ali\0ce"), 100).await.unwrap(), []);
+    assert_eq!(
+        store.sessions.list_sessions(Some("ali\0ce"), 100).await.unwrap(),
+        []
+    );
 }
 
-pub async fn each_caller_holds_at_most_its_bound_of_live_sessions(store: Arc<dyn Store>) {
+pub async fn each_caller_holds_at_most_its_bound_of_live_sessions(store: Stores) {
     let now = t0() + Duration::minutes(5);
     let mut alice = Vec::new();
     for _ in 0..2 {
         alice.push(
             store
+                .sessions
                 .create_session(session(Some("alice"), now), 2, now)
                 .await
                 .unwrap()
@@ -184,19 +211,36 @@ pub async fn each_caller_holds_at_most_its_bound_of_live_sessions(store: Arc<dyn
         );
     }
     let refused = store
+        .sessions
         .create_session(session(Some("alice"), now), 2, now)
         .await
         .unwrap();
     assert_eq!(refused, Err(TooMany { live: 2, max: 2 }));
-    assert_eq!(store.list_sessions(Some("alice"), 100).await.unwrap().len(), 2);
+    assert_eq!(
+        store
+            .sessions
+            .list_sessions(Some("alice"), 100)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
 
     // Other callers, and calls without a token (a group of their own),
     // each have their own bound.
     for caller in [Some("bob"), None, None] {
-        let made = store.create_session(session(caller, now), 2, now).await.unwrap();
+        let made = store
+            .sessions
+            .create_session(session(caller, now), 2, now)
+            .await
+            .unwrap();
         assert!(made.is_ok(), "{caller:?}: {made:?}");
     }
-    let anonymous = store.create_session(session(None, now), 2, now).await.unwrap();
+    let anonymous = store
+        .sessions
+        .create_session(session(None, now), 2, now)
+        .await
+        .unwrap();
     assert_eq!(anonymous, Err(TooMany { live: 2, max: 2 }));
 
     // An expired session no longer counts, even before it is swept; an
@@ -205,17 +249,24 @@ pub async fn each_caller_holds_at_most_its_bound_of_live_sessions(store: Arc<dyn
         expires_at: now,
         ..session(Some("carol"), t0())
     };
-    store.create_session(expired, 1, t0()).await.unwrap().unwrap();
+    store
+        .sessions
+        .create_session(expired, 1, t0())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(
         store
+            .sessions
             .create_session(session(Some("carol"), now), 1, now)
             .await
             .unwrap()
             .is_ok()
     );
-    assert!(store.end_session(alice[0].id).await.unwrap());
+    assert!(store.sessions.end_session(alice[0].id).await.unwrap());
     assert!(
         store
+            .sessions
             .create_session(session(Some("alice"), now), 2, now)
             .await
             .unwrap()
@@ -223,6 +274,7 @@ pub async fn each_caller_holds_at_most_its_bound_of_live_sessions(store: Arc<dyn
     );
 
     let none_allowed = store
+        .sessions
         .create_session(session(Some("dave"), now), 0, now)
         .await
         .unwrap();
@@ -246,6 +298,7 @@ pub async fn concurrent_creates_never_pass_the_bound(url: String) {
                 tokio::spawn(async move {
                     barrier.wait().await;
                     store
+                        .sessions
                         .create_session(session(caller, t0()), BOUND, t0())
                         .await
                         .unwrap()
@@ -266,7 +319,7 @@ pub async fn concurrent_creates_never_pass_the_bound(url: String) {
             }
         }
         assert_eq!(created, BOUND, "{caller:?}");
-        let held = a.list_sessions(None, 100).await.unwrap();
+        let held = a.sessions.list_sessions(None, 100).await.unwrap();
         let of_caller = held.iter().filter(|s| s.caller.as_deref() == caller).count();
         assert_eq!(of_caller as u64, BOUND, "{caller:?}");
     }
@@ -282,12 +335,12 @@ fn approval(skill: &str, hash: &str, by: Option<&str>, at: DateTime<Utc>) -> Ski
     }
 }
 
-pub async fn skill_approvals_are_replaced_listed_and_revoked_by_skill(store: Arc<dyn Store>) {
-    assert_eq!(store.skill_approval("git", "h1").await.unwrap(), None);
+pub async fn skill_approvals_are_replaced_listed_and_revoked_by_skill(store: Stores) {
+    assert_eq!(store.sessions.skill_approval("git", "h1").await.unwrap(), None);
     let first = approval("git", "h1", Some("alice"), t0());
-    store.put_skill_approval(first.clone()).await.unwrap();
+    store.sessions.put_skill_approval(first.clone()).await.unwrap();
     assert_eq!(
-        store.skill_approval("git", "h1").await.unwrap(),
+        store.sessions.skill_approval("git", "h1").await.unwrap(),
         Some(first.clone())
     );
     // The same version approved again replaces the first decision.
@@ -297,37 +350,40 @@ pub async fn skill_approvals_are_replaced_listed_and_revoked_by_skill(store: Arc
         decided_at: t0() + Duration::minutes(1),
         ..first
     };
-    store.put_skill_approval(again.clone()).await.unwrap();
+    store.sessions.put_skill_approval(again.clone()).await.unwrap();
     assert_eq!(
-        store.skill_approval("git", "h1").await.unwrap(),
+        store.sessions.skill_approval("git", "h1").await.unwrap(),
         Some(again.clone())
     );
-    assert_eq!(store.skill_approval("git", "h2").await.unwrap(), None);
+    assert_eq!(store.sessions.skill_approval("git", "h2").await.unwrap(), None);
 
     let newer = approval("git", "h2", Some("bob"), t0() + Duration::minutes(2));
     let other = approval("fs", "h1", Some("bob"), t0() + Duration::minutes(3));
-    store.put_skill_approval(newer.clone()).await.unwrap();
-    store.put_skill_approval(other.clone()).await.unwrap();
+    store.sessions.put_skill_approval(newer.clone()).await.unwrap();
+    store.sessions.put_skill_approval(other.clone()).await.unwrap();
     assert_eq!(
-        store.list_skill_approvals(None).await.unwrap(),
+        store.sessions.list_skill_approvals(None).await.unwrap(),
         [other.clone(), newer.clone(), again.clone()]
     );
     assert_eq!(
-        store.list_skill_approvals(Some("git")).await.unwrap(),
+        store.sessions.list_skill_approvals(Some("git")).await.unwrap(),
         [newer, again]
     );
-    assert_eq!(store.list_skill_approvals(Some("web")).await.unwrap(), []);
+    assert_eq!(
+        store.sessions.list_skill_approvals(Some("web")).await.unwrap(),
+        []
+    );
 
-    assert_eq!(store.revoke_skill_approvals("git").await.unwrap(), 2);
-    assert_eq!(store.revoke_skill_approvals("git").await.unwrap(), 0);
-    assert_eq!(store.skill_approval("git", "h1").await.unwrap(), None);
-    assert_eq!(store.list_skill_approvals(None).await.unwrap(), [other]);
+    assert_eq!(store.sessions.revoke_skill_approvals("git").await.unwrap(), 2);
+    assert_eq!(store.sessions.revoke_skill_approvals("git").await.unwrap(), 0);
+    assert_eq!(store.sessions.skill_approval("git", "h1").await.unwrap(), None);
+    assert_eq!(store.sessions.list_skill_approvals(None).await.unwrap(), [other]);
 }
 
 /// A NUL byte, which PostgreSQL keeps in no text: a text holding one is
 /// refused with `Invalid` and nothing is written; a look-up by one finds
 /// nothing; one inside a session's JSON is kept as U+FFFD.
-pub async fn nul_bytes_are_refused_in_texts_and_replaced_in_json(store: Arc<dyn Store>) {
+pub async fn nul_bytes_are_refused_in_texts_and_replaced_in_json(store: Stores) {
     let bad = [
         approval("g\0it", "h1", None, t0()),
         approval("git", "h\u{0}1", None, t0()),
@@ -338,22 +394,26 @@ pub async fn nul_bytes_are_refused_in_texts_and_replaced_in_json(store: Arc<dyn 
         },
     ];
     for a in bad {
-        let refused = store.put_skill_approval(a.clone()).await;
+        let refused = store.sessions.put_skill_approval(a.clone()).await;
         assert!(
             matches!(refused, Err(StoreError::Invalid(ref why)) if why.contains("NUL")),
             "{a:?}: {refused:?}"
         );
     }
-    assert_eq!(store.list_skill_approvals(None).await.unwrap(), []);
-    assert_eq!(store.skill_approval("g\0it", "h1").await.unwrap(), None);
-    assert_eq!(store.list_skill_approvals(Some("g\0")).await.unwrap(), []);
-    assert_eq!(store.revoke_skill_approvals("g\0").await.unwrap(), 0);
+    assert_eq!(store.sessions.list_skill_approvals(None).await.unwrap(), []);
+    assert_eq!(store.sessions.skill_approval("g\0it", "h1").await.unwrap(), None);
+    assert_eq!(
+        store.sessions.list_skill_approvals(Some("g\0")).await.unwrap(),
+        []
+    );
+    assert_eq!(store.sessions.revoke_skill_approvals("g\0").await.unwrap(), 0);
 
     let refused = store
+        .sessions
         .create_session(session(Some("al\0ice"), t0()), 10, t0())
         .await;
     assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
-    assert_eq!(store.list_sessions(None, 100).await.unwrap(), []);
+    assert_eq!(store.sessions.list_sessions(None, 100).await.unwrap(), []);
 
     let nul = NewSession {
         context: json!({"k\u{0}": ["v\u{0}"]}),
@@ -366,15 +426,16 @@ pub async fn nul_bytes_are_refused_in_texts_and_replaced_in_json(store: Arc<dyn 
         (&json!({"k\u{fffd}": ["v\u{fffd}"]}), &json!({"s": "\u{fffd}"}))
     );
     let updated = store
+        .sessions
         .update_session(nul.id, 0, 1, json!({"t\u{0}": 1}), t0(), t0())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(updated.state, json!({"t\u{fffd}": 1}));
-    assert_eq!(store.get_session(nul.id).await.unwrap(), Some(updated));
+    assert_eq!(store.sessions.get_session(nul.id).await.unwrap(), Some(updated));
 }
 
-pub async fn runs_are_filtered_by_their_session(store: Arc<dyn Store>) {
+pub async fn runs_are_filtered_by_their_session(store: Stores) {
     let (one, two) = (Uuid::now_v7(), Uuid::now_v7());
     let mut runs = Vec::new();
     for (i, in_session) in [Some(one), None, Some(two), Some(one), Some(one)]
@@ -385,9 +446,9 @@ pub async fn runs_are_filtered_by_their_session(store: Arc<dyn Store>) {
             session: in_session,
             ..new_run("git", "git_log", t0() + Duration::seconds(i as i64))
         };
-        let run = store.insert_run(new).await.unwrap();
+        let run = store.runs.insert_run(new).await.unwrap();
         assert_eq!(run.session, in_session);
-        assert_eq!(store.get_run(run.id).await.unwrap(), run);
+        assert_eq!(store.runs.get_run(run.id).await.unwrap(), run);
         runs.push(run);
     }
     runs.reverse();
@@ -401,6 +462,7 @@ pub async fn runs_are_filtered_by_their_session(store: Arc<dyn Store>) {
         let store = store.clone();
         async move {
             store
+                .runs
                 .list_runs(RunFilter {
                     session: Some(session),
                     limit,
@@ -433,10 +495,12 @@ pub async fn runs_are_filtered_by_their_session(store: Arc<dyn Store>) {
     assert_eq!((paged, sizes), (of(Some(one)), vec![2, 1]));
     // With another filter: both must match.
     store
+        .runs
         .start_run(runs[0].id, None, "instance-a", t0())
         .await
         .unwrap();
     let running = store
+        .runs
         .list_runs(RunFilter {
             session: Some(one),
             status: Some(RunStatus::Running),
@@ -453,8 +517,8 @@ pub async fn runs_are_filtered_by_their_session(store: Arc<dyn Store>) {
 }
 
 /// In a run's JSON, `session` is there when the call named one.
-async fn session_is_in_the_run_json(store: &Arc<dyn Store>, in_one: &Run, in_none: &Run) {
-    let json = serde_json::to_value(store.get_run(in_one.id).await.unwrap()).unwrap();
+async fn session_is_in_the_run_json(store: &Stores, in_one: &Run, in_none: &Run) {
+    let json = serde_json::to_value(store.runs.get_run(in_one.id).await.unwrap()).unwrap();
     assert_eq!(json["session"], json!(in_one.session.unwrap().to_string()));
     assert_eq!(in_none.session, None);
     let json = serde_json::to_value(in_none).unwrap();

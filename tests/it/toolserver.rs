@@ -3,8 +3,7 @@
 //! A client generated from that document calls a tool as a typed function
 //! (`tests/python/use_tool_server.py`).
 
-use crate::common::{Api, TestServer, options, root};
-use crate::python_client::{run_script, show, venv};
+use crate::common::{Api, TestServer, options, root, run_script, show, venv};
 use serde_json::{Value, json};
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;

@@ -11,9 +11,7 @@
 //! cannot carry a zip archive; it is built in a temporary directory that
 //! borrows `tests/typescript/node_modules`.
 
-use crate::common::{TestServer, bundled_dir, options, root};
-use crate::install::ClientInstalls;
-use crate::python_client::{manifest_dir, show};
+use crate::common::{ClientInstalls, TestServer, bundled_dir, manifest_dir, options, root, show};
 use skilld::auth::{Auth, Role, Token};
 use skilld::skill::Trust;
 use std::fs::{self, File};

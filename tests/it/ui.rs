@@ -13,20 +13,22 @@
 //!   three times; the keyboard moves, approves, denies, and asks before a
 //!   standing decision;
 //! - standing decisions are listed and revoked after a confirmation; the
-//!   history shows who decided what, pages, and filters.
+//!   history shows who decided what, pages, and filters;
+//! - without tokens, the start link's secret (`/ui#secret=…`) leaves the
+//!   address bar and stays in the tab's sessionStorage; another port of
+//!   the host never receives it, and the old link's cookie is no way in.
 
-use crate::common::{TestServer, options, root};
+use crate::common::{Script, TestServer, browser_harness, options, root};
 use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use skilld::auth::{Auth, Role, Token};
 use skilld::invoke::RunSettings;
 use skilld::skill::Trust;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const INVOKE: &str = "ui-invoke-secret-0123";
 const APPROVE: &str = "ui-approve-secret-4567";
@@ -98,37 +100,37 @@ async fn the_page_and_its_assets_are_served_with_strict_headers() {
         ("/ui/app.js", "text/javascript; charset=utf-8", "textContent"),
         ("/ui/style.css", "text/css; charset=utf-8", ".badge"),
     ] {
-        let res = get(&server.url(path)).await;
-        assert_eq!(res.status(), StatusCode::OK, "{path}");
-        let h = res.headers().clone();
-        assert_eq!(h["content-type"], content_type, "{path}");
-        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
-        assert_eq!(h["x-frame-options"], "DENY", "{path}");
-        assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
-        assert_eq!(h["cache-control"], "no-cache", "{path}");
-        let csp = h["content-security-policy"].to_str().unwrap();
-        assert!(csp.starts_with("default-src 'self';"), "{csp}");
-        for directive in ["script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"] {
-            assert!(csp.contains(directive), "{csp} lacks {directive}");
-        }
-        assert!(!csp.contains("unsafe"), "{csp}");
-        assert!(h.contains_key("x-request-id"), "{path}");
-        let body = res.text().await.unwrap();
+        let body = strictly_served(&server, path, content_type).await;
         assert!(body.contains(needle), "{path} lacks {needle}");
     }
 
-    // Server data never goes through innerHTML, and nothing is fetched from
-    // elsewhere (the CSP would block it; this says so before a browser does).
-    let js = get(&server.url("/ui/app.js")).await.text().await.unwrap();
-    for sink in [
-        "innerHTML",
-        "outerHTML",
-        "insertAdjacentHTML",
-        "document.write",
-        "eval(",
-    ] {
-        assert!(!js.contains(sink), "app.js uses {sink}");
+    // Every module of the page, found from `app.js` by its imports, is served
+    // the same way; server data never goes through innerHTML, and nothing is
+    // fetched from elsewhere (the CSP would block it; this says so before a
+    // browser does).
+    let modules = page_modules(&server).await;
+    for (name, js) in &modules {
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+            "import(",
+        ] {
+            assert!(!js.contains(sink), "{name} uses {sink}");
+        }
     }
+    // No file of `ui/` is left out (or served without being checked here).
+    let mut on_disk: Vec<String> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("ui"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".js"))
+        .collect();
+    on_disk.sort();
+    let served: Vec<String> = modules.keys().cloned().collect();
+    assert_eq!(served, on_disk, "the modules app.js imports are not ui/*.js");
+
     let html = get(&server.url("/ui")).await.text().await.unwrap();
     assert!(
         !html.contains("http://") && !html.contains("https://"),
@@ -161,38 +163,101 @@ async fn the_page_and_its_assets_are_served_with_strict_headers() {
     assert_eq!(get(&server.url("/runs")).await.status(), StatusCode::UNAUTHORIZED);
 }
 
-/// What `tests/browser/inbox.mjs` needs: node, the browser and `npm ci`'s
-/// playwright-core. `None` (after a loud message) when something is missing
-/// outside CI; a failure in CI, where `.ci/run` installs them.
-pub(crate) fn browser_harness() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
-    let chromium = std::env::var_os("CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let mut missing = Vec::new();
-    if !node {
-        missing.push("node (apt-get install -y nodejs)".to_owned());
+/// GETs `path` and checks it is served as `content_type` with the headers
+/// that keep the page inert to injection, sniffing and framing; its body.
+async fn strictly_served(server: &TestServer, path: &str, content_type: &str) -> String {
+    let res = get(&server.url(path)).await;
+    assert_eq!(res.status(), StatusCode::OK, "{path}");
+    let h = res.headers().clone();
+    assert_eq!(h["content-type"], content_type, "{path}");
+    assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+    assert_eq!(h["x-frame-options"], "DENY", "{path}");
+    assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
+    assert_eq!(h["cache-control"], "no-cache", "{path}");
+    let csp = h["content-security-policy"].to_str().unwrap();
+    assert!(csp.starts_with("default-src 'self';"), "{csp}");
+    for directive in ["script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"] {
+        assert!(csp.contains(directive), "{csp} lacks {directive}");
     }
-    if !chromium.is_file() {
-        missing.push(format!("{} (apt-get install -y chromium)", chromium.display()));
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert!(h.contains_key("x-request-id"), "{path}");
+    res.text().await.unwrap()
+}
+
+/// The relative names a module imports (`import … from './api.js'`), each
+/// checked to be a file beside it: no URL, no path, no bare package name.
+fn imports_of(name: &str, js: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in js.lines().map(str::trim_start) {
+        // `} from './x.js';` ends an import that names over several lines.
+        if !["import ", "export ", "} from "]
+            .iter()
+            .any(|start| line.starts_with(start))
+        {
+            continue;
+        }
+        let Some((_, rest)) = line.split_once(" from '").or_else(|| line.split_once("import '")) else {
+            continue;
+        };
+        let target = rest.split_once('\'').map_or(rest, |(target, _)| target);
+        let file = target
+            .strip_prefix("./")
+            .unwrap_or_else(|| panic!("{name} imports {target}"));
+        assert!(
+            file.ends_with(".js")
+                && file
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'-' || b == b'.'),
+            "{name} imports {target}"
+        );
+        found.push(file.to_owned());
     }
-    if !dir.join("node_modules/playwright-core/package.json").is_file() {
-        missing.push(format!("playwright-core (cd {} && npm ci)", dir.display()));
+    found
+}
+
+/// Every module of the page, by name: `app.js` and what it imports, and so
+/// on, each served strictly (`strictly_served`). Fails on an import cycle:
+/// the kit imports no part of the page, and no part imports `app.js`.
+async fn page_modules(server: &TestServer) -> std::collections::BTreeMap<String, String> {
+    let mut modules = std::collections::BTreeMap::new();
+    let mut imports = std::collections::BTreeMap::new();
+    let mut queue = vec!["app.js".to_owned()];
+    while let Some(name) = queue.pop() {
+        if modules.contains_key(&name) {
+            continue;
+        }
+        let js = strictly_served(server, &format!("/ui/{name}"), "text/javascript; charset=utf-8").await;
+        let wanted = imports_of(&name, &js);
+        queue.extend(wanted.iter().cloned());
+        imports.insert(name.clone(), wanted);
+        modules.insert(name, js);
     }
-    if missing.is_empty() {
-        return Some(dir);
+    // Depth first; a module met again while still on the path closes a cycle.
+    fn visit<'a>(
+        name: &'a str,
+        imports: &'a std::collections::BTreeMap<String, Vec<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut std::collections::BTreeSet<&'a str>,
+    ) {
+        if let Some(at) = path.iter().position(|n| *n == name) {
+            panic!("import cycle: {} -> {name}", path[at..].join(" -> "));
+        }
+        if !done.insert(name) {
+            return;
+        }
+        path.push(name);
+        for next in &imports[name] {
+            visit(next, imports, path, done);
+        }
+        path.pop();
     }
-    let message = format!("the browser test needs: {}", missing.join(", "));
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{message}; .ci/run installs them");
-    }
-    // Straight to stderr: libtest captures `eprintln!` of a passing test.
-    let _ = writeln!(std::io::stderr(), "\n!!!!!!!!!! SKIPPED: {message} !!!!!!!!!!\n");
-    None
+    visit(
+        "app.js",
+        &imports,
+        &mut Vec::new(),
+        &mut std::collections::BTreeSet::new(),
+    );
+    modules
 }
 
 /// One run of `tests/browser/inbox.mjs`: who uses the page and what they do.
@@ -237,113 +302,6 @@ async fn drive_inbox(harness: &Path, server: &TestServer, call: &Pending, visit:
     assert_eq!(seen["preview"], call.preview.as_str(), "{seen}");
     assert_eq!(seen["status"], visit.status, "{seen}");
     seen
-}
-
-/// A script of `tests/browser` driving the page. It says each step as a
-/// JSON line on stdout (`{"step": …}`, the last one `done`) and, when it
-/// needs the test to act (make a call, decide elsewhere), waits for a line
-/// on stdin.
-pub(crate) struct Script {
-    name: &'static str,
-    child: tokio::process::Child,
-    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    stdin: tokio::process::ChildStdin,
-    /// Read all along, so a chatty failure cannot fill the pipe and hang.
-    stderr: tokio::task::JoinHandle<String>,
-    shot: PathBuf,
-}
-
-impl Script {
-    pub(crate) fn start(
-        harness: &Path,
-        name: &'static str,
-        screenshot: &str,
-        server: &TestServer,
-        token: Option<&str>,
-        env: &[(&str, &str)],
-    ) -> Self {
-        let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(screenshot);
-        let mut child = tokio::process::Command::new("node")
-            .current_dir(harness)
-            .arg(harness.join(name))
-            .arg(server.url(""))
-            .args(token)
-            .envs(env.iter().copied())
-            // Without tokens, the page is opened through the start link.
-            .envs(server.secret.as_deref().map(|s| ("INBOX_SECRET", s)))
-            .env("INBOX_SCREENSHOT", &shot)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let stderr = tokio::spawn(async move {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text).await;
-            text
-        });
-        Self {
-            name,
-            stdout: BufReader::new(child.stdout.take().unwrap()).lines(),
-            stdin: child.stdin.take().unwrap(),
-            child,
-            stderr,
-            shot,
-        }
-    }
-
-    /// The script's next line, which must be `step`.
-    pub(crate) async fn step(&mut self, step: &str) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(180), self.stdout.next_line()).await;
-        let Ok(Ok(Some(line))) = line else {
-            let why = self.failure().await;
-            panic!("{} ended before {step:?}: {why}", self.name);
-        };
-        let said: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{} printed {line:?}: {e}", self.name));
-        assert_eq!(said["step"], step, "{said}");
-        said
-    }
-
-    /// Tells the script the test has done its part.
-    pub(crate) async fn tell(&mut self, what: Value) {
-        self.stdin
-            .write_all(format!("{what}\n").as_bytes())
-            .await
-            .unwrap();
-        self.stdin.flush().await.unwrap();
-    }
-
-    /// The last step's report, once the script has exited cleanly.
-    pub(crate) async fn done(mut self) -> Value {
-        let seen = self.step("done").await;
-        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
-        if !matches!(status, Ok(Ok(s)) if s.success()) {
-            let why = self.failure().await;
-            panic!("{} reported but did not exit cleanly: {why}", self.name);
-        }
-        seen
-    }
-
-    /// Why the script stopped: its exit status, stderr and screenshot.
-    async fn failure(&mut self) -> String {
-        // A script that fails closes its browser and exits; one that hangs
-        // is stopped.
-        let status = match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
-            Ok(status) => format!("{status:?}"),
-            Err(_) => {
-                let _ = self.child.kill().await;
-                "hung, killed".to_owned()
-            }
-        };
-        let stderr = (&mut self.stderr).await.unwrap_or_default();
-        format!(
-            "{status}; screenshot at {}\nstderr:\n{stderr}",
-            self.shot.display()
-        )
-    }
 }
 
 /// A call of `leave_mark` waiting for a person.
@@ -852,7 +810,7 @@ async fn standing_decisions_are_listed_and_revoked_only_once_confirmed() {
         created_by: Some("ops".to_owned()),
         created_at: chrono::Utc::now(),
     };
-    server.store.put_grant(older.clone()).await.unwrap();
+    server.store.approvals.put_grant(older.clone()).await.unwrap();
     let grants = get_json(&server, "/grants", Some(INVOKE)).await;
     let grant = grants["grants"]
         .as_array()
@@ -985,9 +943,11 @@ async fn the_page_reads_the_stream_format_follows_again_and_shows_a_refusal() {
 }
 
 /// A server without tokens: the page opened without the start link says
-/// how to get in and shows nothing to decide; the link signs the browser in
-/// (a cookie no script reads, sent to this site only) and the person
-/// approves; the call ran once.
+/// how to get in and shows nothing to decide; the old link (`?secret=`)
+/// sets nothing and the page says to use the new one; a wrong secret
+/// changes nothing; the new link (`#secret=`) signs the tab in, its secret
+/// gone from the address and kept in sessionStorage alone, which a reload
+/// keeps; and the person approves; the call ran once.
 #[tokio::test]
 async fn without_tokens_the_page_says_how_to_get_in_and_the_start_link_signs_in() {
     let Some(harness) = browser_harness() else { return };
@@ -998,16 +958,181 @@ async fn without_tokens_the_page_says_how_to_get_in_and_the_start_link_signs_in(
     let seen = page.done().await;
     let message = seen["message"].as_str().unwrap();
     assert!(
-        message.contains("Not signed in (401)") && message.contains("?secret="),
+        message.contains("Not signed in (401)") && message.contains("/ui#secret="),
         "{seen}"
     );
+    let old = &seen["old_link"];
     assert_eq!(
-        seen["cookie"],
-        json!({"http_only": true, "same_site": "Strict", "path": "/"}),
+        (&old["status"], &old["location"], &old["set_cookie"]),
+        (&json!(303), &json!("ui#old-start-link"), &Value::Null),
         "{seen}"
     );
-    assert_eq!(seen["script_sees"], "", "{seen}");
+    let text = old["text"].as_str().unwrap();
+    assert!(
+        text.contains("no longer signs in") && text.contains("/ui#secret="),
+        "{seen}"
+    );
+    let nothing = json!({
+        "href_has_secret": false, "session_holds": false, "local_holds": false,
+        "document_cookie": "", "cookies": [], "token_state": "No token set.",
+    });
+    assert_eq!(old["kept"], nothing, "{seen}");
+    assert!(seen["wrong"].as_str().unwrap().contains("did not take"), "{seen}");
+    let signed_in = json!({
+        "href_has_secret": false, "session_holds": true, "local_holds": false,
+        "document_cookie": "", "cookies": [],
+        "token_state": "Signed in with the local secret of the start link (kept in this tab until it closes).",
+    });
+    assert_eq!(seen["signed_in"], signed_in, "{seen}");
+    assert_eq!(seen["reloaded"], signed_in, "{seen}");
     let run = get_json(&server, &format!("/runs/{}?wait=30", call.run_id), None).await;
     assert_eq!(run["status"], "succeeded", "{run}");
     assert_eq!(std::fs::read_to_string(&call.marker).unwrap(), "ran\n");
+}
+
+/// The attack of issue 40, point 7: cookies are not isolated by port, so
+/// while the start link set the local secret as a cookie, any listener on
+/// the machine that the person's browser visited received it, and replayed
+/// it to approve a held call for always. Signed in through the start link,
+/// the browser visits another local port: that listener receives no cookie
+/// and no secret in any header, and the old cookie replayed is refused;
+/// nothing was decided until the person approved in the page.
+#[tokio::test]
+async fn the_start_links_secret_reaches_no_other_port_and_its_old_cookie_is_refused() {
+    let Some(harness) = browser_harness() else { return };
+    let (server, _skills) = marker_server(None).await;
+    let secret = server.secret.clone().unwrap();
+    let call = pending_call(&server, None).await;
+    let other = OtherPort::start().await;
+    let env = [
+        ("INBOX_APPROVAL_ID", call.approval_id.as_str()),
+        ("INBOX_FOREIGN", other.url.as_str()),
+    ];
+    let mut page = Script::start(&harness, "ports.mjs", "ui-ports.png", &server, None, &env);
+    let visited = page.step("visited").await;
+    assert_eq!(visited["cookies"], 0, "{visited}");
+    let sees: Value = serde_json::from_str(visited["foreign_sees"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        sees,
+        json!({"session": {}, "local": {}, "cookie": ""}),
+        "{visited}"
+    );
+    let heads = other.heads();
+    let paths: Vec<&str> = heads.iter().filter_map(|h| h.split(' ').nth(1)).collect();
+    assert!(
+        paths.contains(&"/here") && paths.contains(&"/new-tab"),
+        "{heads:?}"
+    );
+    for head in &heads {
+        let lower = head.to_ascii_lowercase();
+        assert!(!lower.lines().any(|l| l.starts_with("cookie:")), "{head}");
+        assert!(!head.contains(&secret), "{head}");
+    }
+
+    let replayed = replay_old_cookie(&server, &secret, &call.approval_id).await;
+    for (status, problem) in &replayed {
+        assert_eq!(
+            (*status, &problem["code"]),
+            (StatusCode::UNAUTHORIZED, &json!("local_secret_required")),
+            "{problem}"
+        );
+    }
+    let request = get_json(&server, &format!("/approvals/{}", call.approval_id), None).await;
+    assert_eq!(request["status"], "pending", "{request}");
+    assert!(!call.marker.exists());
+
+    page.tell(json!({})).await;
+    page.done().await;
+    let run = get_json(&server, &format!("/runs/{}?wait=30", call.run_id), None).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(std::fs::read_to_string(&call.marker).unwrap(), "ran\n");
+    let approval = get_json(&server, &format!("/approvals/{}", call.approval_id), None).await;
+    assert_eq!(approval["scope"], "once", "{approval}");
+    let grants = get_json(&server, "/grants", None).await;
+    assert_eq!(grants["grants"], json!([]), "{grants}");
+}
+
+/// What a listener that got the old start link's cookie sent back: the
+/// cookie, named as the server named it, to read the run log and to
+/// approve the held call for always (from the page's own origin). Each
+/// answer's status and body.
+async fn replay_old_cookie(server: &TestServer, secret: &str, approval_id: &str) -> Vec<(StatusCode, Value)> {
+    let id = hex::encode(&Sha256::digest(Sha256::digest(secret.as_bytes()))[..6]);
+    let cookie = format!("skilld-local-{id}={secret}");
+    let client = reqwest::Client::new();
+    let approve = format!("/approvals/{approval_id}/approve");
+    let requests = [
+        client.get(server.url("/runs")),
+        client
+            .post(server.url(&approve))
+            .header("origin", server.url(""))
+            .json(&json!({"scope": "always"})),
+    ];
+    let mut answers = Vec::new();
+    for req in requests {
+        let res = req.header("cookie", &cookie).send().await.unwrap();
+        answers.push((res.status(), res.json().await.unwrap()));
+    }
+    answers
+}
+
+/// Another server on this host, as a person's browser may visit one (a
+/// dev server, a tool's): it answers every request with a small page and
+/// keeps each request's head, all its headers.
+struct OtherPort {
+    url: String,
+    heads: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OtherPort {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let kept = heads.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(Self::serve(stream, kept.clone()));
+            }
+        });
+        Self { url, heads, task }
+    }
+
+    /// Every request of one connection (kept alive), answered alike.
+    async fn serve(stream: tokio::net::TcpStream, heads: Arc<Mutex<Vec<String>>>) {
+        let mut stream = BufReader::new(stream);
+        let body = "<!doctype html><title>another server</title><p>Another server on this host.</p>";
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        loop {
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            heads.lock().unwrap().push(head);
+            if stream.get_mut().write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+impl Drop for OtherPort {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

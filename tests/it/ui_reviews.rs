@@ -6,9 +6,7 @@
 //! "Reject" keeps it from serving. Each decision is checked through the
 //! API: the version's status, its review's note, and an empty `/reviews`.
 
-use crate::common::{TestServer, tempdir};
-use crate::install::{install_options, upload, zip_of};
-use crate::ui::{Script, browser_harness};
+use crate::common::{Script, TestServer, browser_harness, install_options, tempdir, upload, zip_of};
 use serde_json::{Value, json};
 use skilld::install::InstallSettings;
 

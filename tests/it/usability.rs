@@ -2,8 +2,12 @@
 //! query parameters, bodies of the wrong shape, the logs, and the command
 //! line's messages.
 
-use crate::cli::{serve, serve_logging_to, skilld, stop};
-use crate::common::{TestServer, bundled_dir, corpus_dir, options, root};
+use crate::common::{
+    Api, TestServer, bundled_dir, corpus_dir, options, plain, redacted, root, serve, serve_logging_to,
+    skilld, stop,
+};
+use insta::assert_json_snapshot;
+use reqwest::Method;
 use serde_json::{Value, json};
 use skilld::skill::Trust;
 use std::path::Path;
@@ -24,10 +28,6 @@ fn mark_skill(dir: &Path) {
     .unwrap();
 }
 
-async fn get_json(client: &reqwest::Client, url: String) -> Value {
-    client.get(url).send().await.unwrap().json().await.unwrap()
-}
-
 async fn problem(res: reqwest::Response) -> (u16, Value) {
     let status = res.status().as_u16();
     let ct = res.headers()["content-type"].to_str().unwrap().to_owned();
@@ -40,6 +40,7 @@ async fn the_root_leads_to_the_docs_and_unknown_routes_name_the_path() {
     let server = TestServer::builder(options(vec![root(bundled_dir(), Trust::Bundled)]))
         .start()
         .await;
+    // A client that does not follow redirects, to see the redirect.
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -48,16 +49,12 @@ async fn the_root_leads_to_the_docs_and_unknown_routes_name_the_path() {
     assert_eq!(res.status(), 307);
     assert_eq!(res.headers()["location"], "/docs/");
 
-    let res = client.get(server.url("/skils/git")).send().await.unwrap();
+    let caller = Api::anonymous(&server);
+    let res = caller.raw(Method::GET, "/skils/git", &[], None).await;
     let (status, p) = problem(res).await;
-    assert_eq!((status, p["code"].as_str()), (404, Some("not_found")));
-    assert!(
-        p["detail"]
-            .as_str()
-            .unwrap()
-            .starts_with("no route for GET /skils/git"),
-        "{p}"
-    );
+    assert_eq!(status, 404);
+    // The whole problem: not_found, its detail naming the path.
+    redacted().bind(|| assert_json_snapshot!("misspelt_route_problem", plain(&p)));
 }
 
 #[tokio::test]
@@ -69,43 +66,29 @@ async fn an_unknown_query_parameter_is_refused_by_name_and_nothing_runs() {
         .start()
         .await;
     let marker = skills.path().join("ran");
-    let client = reqwest::Client::new();
+    let caller = Api::anonymous(&server);
     let body = json!({"arguments": {"path": marker}});
 
-    // A misspelt dry_run must not run the tool.
-    let res = client
-        .post(server.url("/tools/mark/invoke?dryRun=true"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    // A misspelt dry_run must not run the tool: the whole problem names
+    // the parameter and the ones the operation takes.
+    let path = "/tools/mark/invoke?dryRun=true";
+    let res = caller.raw(Method::POST, path, &[], Some(body.clone())).await;
     let (status, p) = problem(res).await;
     assert_eq!(status, 400);
-    assert_eq!(
-        p["detail"],
-        "unknown query parameter 'dryRun'; this operation takes: dry_run, wait"
-    );
+    redacted().bind(|| assert_json_snapshot!("misspelt_query_problem", plain(&p)));
     assert!(!marker.exists(), "the tool ran");
-    let runs = get_json(&server.person(), server.url("/runs")).await;
+    let (_, runs) = Api::of(&server).get("/runs").await;
     assert_eq!(runs["runs"], json!([]), "a refused call left a run");
 
     // The right spelling is a dry run: still nothing runs.
-    let res = client
-        .post(server.url("/tools/mark/invoke?dry_run=true"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    let (status, _) = caller.post("/tools/mark/invoke?dry_run=true", body).await;
+    assert_eq!(status, 200);
     assert!(!marker.exists());
 
-    let res = client.get(server.url("/healthz?verbose=1")).send().await.unwrap();
+    let res = caller.raw(Method::GET, "/healthz?verbose=1", &[], None).await;
     let (status, p) = problem(res).await;
     assert_eq!(status, 400);
-    assert_eq!(
-        p["detail"],
-        "unknown query parameter 'verbose'; this operation takes no query parameters"
-    );
+    redacted().bind(|| assert_json_snapshot!("query_where_none_is_taken_problem", plain(&p)));
 }
 
 #[tokio::test]
@@ -158,41 +141,34 @@ async fn a_run_records_its_request_id_and_starts_after_it_was_created() {
         .allowed()
         .start()
         .await;
-    let client = reqwest::Client::new();
+    let caller = Api::anonymous(&server);
     let body = json!({"arguments": {"path": skills.path().join("ran")}});
-    let res = client
-        .post(server.url("/tools/mark/invoke"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let invoke = "/tools/mark/invoke";
+    let res = caller.raw(Method::POST, invoke, &[], Some(body.clone())).await;
     let given = res.headers()["x-request-id"].to_str().unwrap().to_owned();
     let envelope: Value = res.json().await.unwrap();
-    let run = get_json(
-        &client,
-        server.url(&format!("/runs/{}", envelope["run_id"].as_str().unwrap())),
-    )
-    .await;
+    let (_, run) = caller
+        .get(&format!("/runs/{}", envelope["run_id"].as_str().unwrap()))
+        .await;
     assert_eq!(run["request_id"], given.as_str());
     let time = |field: &str| chrono::DateTime::parse_from_rfc3339(run[field].as_str().unwrap()).unwrap();
     assert!(time("started_at") >= time("created_at"), "{run}");
     assert!(time("finished_at") >= time("started_at"), "{run}");
 
     // A caller's own request id is kept, so it can find its run.
-    let res = client
-        .post(server.url("/tools/mark/invoke"))
-        .header("x-request-id", "caller-chosen-7")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let res = caller
+        .raw(
+            Method::POST,
+            invoke,
+            &[("x-request-id", "caller-chosen-7")],
+            Some(body),
+        )
+        .await;
     assert_eq!(res.headers()["x-request-id"], "caller-chosen-7");
     let envelope: Value = res.json().await.unwrap();
-    let run = get_json(
-        &client,
-        server.url(&format!("/runs/{}", envelope["run_id"].as_str().unwrap())),
-    )
-    .await;
+    let (_, run) = caller
+        .get(&format!("/runs/{}", envelope["run_id"].as_str().unwrap()))
+        .await;
     assert_eq!(run["request_id"], "caller-chosen-7");
 }
 
@@ -220,7 +196,7 @@ async fn logs_are_plain_off_a_terminal_json_on_request_and_name_each_finished_ru
     for format in [None, Some("json")] {
         let data = crate::common::tempdir().unwrap();
         let (mut child, addr) = serve_logging(skills.path(), data.path(), format);
-        let envelope = crate::cli::invoke_envelope(&addr, "mark", None, json!({"path": marker})).await;
+        let envelope = crate::common::invoke_envelope(&addr, "mark", None, json!({"path": marker})).await;
         assert_eq!(envelope["success"], true, "{envelope}");
         let run_id = envelope["run_id"].as_str().unwrap().to_owned();
         let mut stderr = child.stderr.take().unwrap();

@@ -54,17 +54,17 @@ fn output(envelope: &Value) -> &str {
 /// `git_status` and `list_workspace` both clean.
 async fn lists_and_status(repo: &Path, skills: &Path, expected: &[&str]) {
     let data = crate::common::tempdir().unwrap();
-    let mut cmd = crate::cli::skilld();
+    let mut cmd = crate::common::skilld();
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--no-watch", "--data-dir"])
         .arg(data.path())
         .arg("--workspace")
         .arg(repo)
         .arg("--skills")
         .arg(format!("bundled={}", skills.display()));
-    let (child, addr) = crate::cli::serve(&mut cmd);
-    let status = crate::cli::invoke_envelope(&addr, "git_status", None, json!({})).await;
-    let listed = crate::cli::invoke_envelope(&addr, "list_workspace", None, json!({})).await;
-    crate::cli::stop(child);
+    let (child, addr) = crate::common::serve(&mut cmd);
+    let status = crate::common::invoke_envelope(&addr, "git_status", None, json!({})).await;
+    let listed = crate::common::invoke_envelope(&addr, "list_workspace", None, json!({})).await;
+    crate::common::stop(child);
     let said = output(&status);
     assert!(
         said.contains("?? new.txt"),
@@ -140,9 +140,9 @@ async fn a_home_workspace_that_holds_the_data_directory() {
         .env_remove("SKILLD_TOKENS")
         .env_remove("SKILLD_DATABASE_URL")
         .env("SKILLD_LOG", "warn");
-    let (child, addr) = crate::cli::serve(&mut cmd);
+    let (child, addr) = crate::common::serve(&mut cmd);
     let data = home.path().join(".local/share/skilld");
-    let call = |tool: &'static str, args: Value| crate::cli::invoke_envelope(&addr, tool, None, args);
+    let call = |tool: &'static str, args: Value| crate::common::invoke_envelope(&addr, tool, None, args);
     let status = call("git_status", json!({})).await;
     let listed = call("list_workspace", json!({})).await;
     let names = call("look", json!({"path": data.display().to_string()})).await;
@@ -151,7 +151,7 @@ async fn a_home_workspace_that_holds_the_data_directory() {
         json!({"path": data.join("skilld.db").display().to_string()}),
     )
     .await;
-    crate::cli::stop(child);
+    crate::common::stop(child);
     let said = output(&status);
     assert!(said.contains("?? new.txt") && !said.contains("warning"), "{said}");
     let listed = output(&listed);

@@ -49,11 +49,13 @@ async def main():
     started = web.post("/sessions", json={"mode": "interactive"})
     check(started.status_code == 201, "the session starts", started.text)
     session = started.json()["id"]
+    # A session is a capability: later requests show the secret its start answered.
+    web.headers["Skilld-Session-Secret"] = started.json()["secret"]
     turn = web.post(f"/sessions/{session}/turns", json={"message": "think about it"})
     check(turn.status_code == 200, "a turn", turn.text)
     states = {s["name"]: s["state"] for s in turn.json()["session"]["skills"]}
     check(states.get("thinker") == "active", "the thinker is active by its keyword", states)
-    meta = {"skilld/session": session}
+    meta = {"skilld/session": session, "skilld/session-secret": started.json()["secret"]}
 
     async with client(sampling_callback=model) as c:
         result = await c.call_tool("think", {"question": "why"}, meta=meta)
@@ -65,6 +67,9 @@ async def main():
         check(result.is_error and "session" in text(result), "an unknown session is refused", result)
         result = await c.call_tool("think", {"question": "x"}, meta={"skilld/session": "nope"})
         check(result.is_error and "skilld/session" in text(result), "a malformed session id is refused", result)
+        # Its id alone does not open it: a process that learnt it cannot steer it.
+        result = await c.call_tool("think", {"question": "x"}, meta={"skilld/session": session})
+        check(result.is_error and "secret" in text(result), "a session's id without its secret is refused", result)
 
     async with client() as c:
         result = await c.call_tool("think", {"question": "again"}, meta=meta)

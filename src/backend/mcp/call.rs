@@ -5,9 +5,10 @@
 
 use super::McpBackend;
 use super::session::Session;
+use super::uri;
 use crate::backend::INITIALIZE_TIMEOUT;
 use crate::backend::outcome::{self, cancelled, failed};
-use crate::skill::backend::{BackendCall, BackendResult};
+use crate::skill::backend::{BackendCall, BackendError, BackendResult};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientNotification, ClientRequest, ContentBlock, GetPromptRequestParams,
@@ -40,18 +41,19 @@ impl McpBackend {
         };
         let session = match session {
             Ok(s) => s,
-            Err(why) => return failed(format!("the MCP server could not be started: {why}")),
+            Err(why) => return failed(super::not_started(why)),
         };
         if !self.by_first_call && !self.offer_is_served() {
             self.reload.send_modify(|n| *n += 1);
-            return failed(
+            return failed(BackendError::Refused(
                 "the MCP server's tools changed since the catalog listed them, so what was decided is \
                  not what would run; nothing ran: the catalog reloads, call again"
                     .to_owned(),
-            );
+            ));
         }
         let Some(name) = self.upstream_name(&call.tool) else {
-            return failed(format!("the MCP server no longer offers '{}'", call.tool));
+            let why = format!("the MCP server no longer offers '{}'", call.tool);
+            return failed(BackendError::Refused(why));
         };
         session.touch();
         let deadline = Instant::now() + call.timeout;
@@ -77,7 +79,10 @@ impl McpBackend {
             .await
         {
             Ok(h) => h,
-            Err(e) => return failed(format!("the MCP server did not take the call: {e}")),
+            Err(e) => {
+                let why = format!("the MCP server did not take the call: {e}");
+                return failed(BackendError::NotRunning(why));
+            }
         };
         let _following = call
             .progress
@@ -90,7 +95,7 @@ impl McpBackend {
                 if !matches!(answer, Err(ServiceError::TransportClosed)) {
                     self.answered();
                 }
-                read_answer(answer)
+                read_answer(answer, &self.place.skill)
             }
             () = tokio::time::sleep_until(deadline) => {
                 self.abandon(session, id, "timed out").await;
@@ -103,27 +108,38 @@ impl McpBackend {
         }
     }
 
-    /// `prompts/get` of the server, bounded like a call.
-    pub(super) async fn prompt(&self, name: String, arguments: Value) -> Result<Value, String> {
+    /// `prompts/get` of the server, bounded like a call; the URIs of its
+    /// messages' resources put in the skill's namespace.
+    pub(super) async fn prompt(&self, name: String, arguments: Value) -> Result<Value, BackendError> {
         let session = self.session(Instant::now() + INITIALIZE_TIMEOUT).await?;
         let mut params = GetPromptRequestParams::new(name);
         params.arguments = arguments.as_object().cloned();
         let answer = tokio::time::timeout(EXTRA_TIMEOUT, session.service.peer().get_prompt(params)).await;
-        let result = answer.map_err(|_| "the MCP server did not answer prompts/get in time".to_owned())?;
-        result
+        let result = answer.map_err(|_| timed_out_extra("prompts/get"))?;
+        let mut result = result
             .map(|r| serde_json::json!(r))
-            .map_err(|e| format!("prompts/get failed: {e}"))
+            .map_err(|e| service_error(&e).reworded(|w| format!("prompts/get failed: {w}")))?;
+        uri::rewrite_prompt(&self.place.skill, &mut result);
+        Ok(result)
     }
 
-    /// `resources/read` of the server, bounded like a call.
-    pub(super) async fn resource(&self, uri: String) -> Result<Value, String> {
+    /// `resources/read` of the server, of the resource skilld serves as
+    /// `served` (only this skill's namespace maps back to the server's
+    /// URI), bounded like a call; every URI of its answer put back in the
+    /// namespace.
+    pub(super) async fn resource(&self, served: String) -> Result<Value, BackendError> {
+        let skill = &self.place.skill;
+        let original = uri::original(skill, &served)
+            .ok_or_else(|| BackendError::Refused(format!("{served} is not a resource of skill {skill}")))?;
         let session = self.session(Instant::now() + INITIALIZE_TIMEOUT).await?;
-        let params = ReadResourceRequestParams::new(uri);
+        let params = ReadResourceRequestParams::new(original);
         let answer = tokio::time::timeout(EXTRA_TIMEOUT, session.service.peer().read_resource(params)).await;
-        let result = answer.map_err(|_| "the MCP server did not answer resources/read in time".to_owned())?;
-        result
+        let result = answer.map_err(|_| timed_out_extra("resources/read"))?;
+        let mut result = result
             .map(|r| serde_json::json!(r))
-            .map_err(|e| format!("resources/read failed: {e}"))
+            .map_err(|e| service_error(&e).reworded(|w| format!("resources/read failed: {w}")))?;
+        uri::rewrite_read(skill, &mut result);
+        Ok(result)
     }
 
     fn is_stdio(&self) -> bool {
@@ -156,17 +172,40 @@ impl McpBackend {
 
 /// The server's answer as a result: its text, its structured content, and
 /// its error when it says the tool failed.
-fn read_answer(answer: Result<ServerResult, ServiceError>) -> BackendResult {
+fn read_answer(answer: Result<ServerResult, ServiceError>, skill: &str) -> BackendResult {
     match answer {
-        Ok(ServerResult::CallToolResult(result)) => tool_result(result),
-        Ok(_) => failed("the MCP server answered tools/call with something other than a result".to_owned()),
-        Err(ServiceError::McpError(e)) => failed(format!("the MCP server refused the call: {}", e.message)),
-        Err(ServiceError::TransportClosed) => failed("the MCP server went away during the call".to_owned()),
-        Err(e) => failed(format!("the call failed: {e}")),
+        Ok(ServerResult::CallToolResult(result)) => tool_result(result, skill),
+        Ok(_) => failed(BackendError::Protocol(
+            "the MCP server answered tools/call with something other than a result".to_owned(),
+        )),
+        Err(ServiceError::McpError(e)) => failed(BackendError::Refused(format!(
+            "the MCP server refused the call: {}",
+            e.message
+        ))),
+        Err(ServiceError::TransportClosed) => failed(BackendError::Crashed(
+            "the MCP server went away during the call".to_owned(),
+        )),
+        Err(e) => failed(service_error(&e).reworded(|w| format!("the call failed: {w}"))),
     }
 }
 
-fn tool_result(result: CallToolResult) -> BackendResult {
+/// An rmcp failure as the backend's: the server said no, went away, or
+/// answered out of protocol.
+fn service_error(e: &ServiceError) -> BackendError {
+    let why = e.to_string();
+    match e {
+        ServiceError::McpError(_) => BackendError::Refused(why),
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => BackendError::Crashed(why),
+        ServiceError::Timeout { .. } => BackendError::TimedOut(why),
+        _ => BackendError::Protocol(why),
+    }
+}
+
+fn timed_out_extra(method: &str) -> BackendError {
+    BackendError::TimedOut(format!("the MCP server did not answer {method} in time"))
+}
+
+fn tool_result(result: CallToolResult, skill: &str) -> BackendResult {
     let all_text = result.content.iter().all(|c| c.as_text().is_some());
     let output = if all_text {
         let texts: Vec<&str> = result
@@ -177,7 +216,7 @@ fn tool_result(result: CallToolResult) -> BackendResult {
             .collect();
         texts.join("\n")
     } else {
-        content_json(&result.content)
+        content_json(&result.content, skill)
     };
     let parsed = result.structured_content.clone();
     let error = (result.is_error == Some(true)).then(|| {
@@ -196,9 +235,13 @@ fn tool_result(result: CallToolResult) -> BackendResult {
     }
 }
 
-/// Content that is not all text (images, resources), as its JSON.
-fn content_json(content: &[ContentBlock]) -> String {
-    serde_json::to_string(content).unwrap_or_default()
+/// Content that is not all text (images, resources), as its JSON, each
+/// resource's URI in `skill`'s namespace: a server's result cannot name
+/// skilld's `skill://` files, nor another skill's server's resources.
+fn content_json(content: &[ContentBlock], skill: &str) -> String {
+    let mut blocks: Vec<Value> = content.iter().map(|c| serde_json::json!(c)).collect();
+    uri::rewrite_blocks(skill, &mut blocks);
+    serde_json::to_string(&blocks).unwrap_or_default()
 }
 
 fn timed_out(timeout: Duration, stdio: bool) -> BackendResult {

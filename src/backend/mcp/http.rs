@@ -4,6 +4,7 @@
 //! crypto provider every other client in the process would then need) or
 //! a Unix socket; rmcp keeps the protocol, this only moves the bytes.
 
+use crate::skill::backend::BackendError;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -47,9 +48,9 @@ pub(super) struct HyperClient {
 }
 
 impl HyperClient {
-    pub fn new() -> Result<Self, String> {
-        let client =
-            crate::https::client().map_err(|e| format!("cannot load the system's TLS roots: {e}"))?;
+    pub fn new() -> Result<Self, BackendError> {
+        let client = crate::https::client()
+            .map_err(|e| BackendError::NotRunning(format!("cannot load the system's TLS roots: {e}")))?;
         Ok(Self { client })
     }
 

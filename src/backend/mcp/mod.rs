@@ -7,8 +7,10 @@
 
 mod call;
 mod http;
+mod listing;
 mod offer;
 mod session;
+pub mod uri;
 
 use super::backoff::Backoff;
 use super::place::Place;
@@ -16,10 +18,11 @@ use super::{ChildSettings, INITIALIZE_TIMEOUT};
 use crate::runner::Child;
 use crate::sandbox::Sandbox;
 use crate::skill::backend::{
-    Backend, BackendCall, BackendResult, BoxFuture, HookAnswer, HookCall, LaunchRequest, Launched,
-    UpstreamExtras,
+    Backend, BackendCall, BackendError, BackendResult, BoxFuture, HookAnswer, HookCall, LaunchRequest,
+    Launched, UpstreamExtras, Wake,
 };
 use crate::skill::upstream::{EnvValue, Transport, Upstream};
+use listing::{ListError, PastBound};
 use offer::Offer;
 use serde_json::{Value, json};
 use session::{Handler, Session};
@@ -51,6 +54,9 @@ pub struct McpBackend {
     stopped: CancellationToken,
     /// Started by its first call (an untrusted skill's).
     by_first_call: bool,
+    /// Why skilld last dropped the server's session, and when: for
+    /// `/diagnostics`, until the next drop replaces it.
+    dropped: Mutex<Option<String>>,
 }
 
 impl McpBackend {
@@ -77,6 +83,7 @@ impl McpBackend {
             reload,
             stopped: CancellationToken::new(),
             by_first_call: req.trust == crate::skill::Trust::Untrusted,
+            dropped: Mutex::new(None),
         });
         tokio::spawn(follow_changes(Arc::downgrade(&backend), changes));
         backend
@@ -88,10 +95,12 @@ impl McpBackend {
 
     /// Starts the server (unless it runs) and says what it offers: what
     /// the catalog takes from now on.
-    pub async fn launched(&self) -> Result<Launched, String> {
-        let backend = self.me.upgrade().ok_or("the backend was dropped")?;
+    pub async fn launched(&self) -> Result<Launched, BackendError> {
+        let dropped = || BackendError::NotRunning("the backend was dropped".to_owned());
+        let backend = self.me.upgrade().ok_or_else(dropped)?;
         self.session(Instant::now() + INITIALIZE_TIMEOUT).await?;
-        let offer = lock(&self.offer).clone().ok_or("the server listed no tools")?;
+        let listed_none = || BackendError::Protocol("the server listed no tools".to_owned());
+        let offer = lock(&self.offer).clone().ok_or_else(listed_none)?;
         for skipped in &offer.skipped {
             tracing::warn!(skill = %self.place.skill, "{skipped}");
         }
@@ -109,7 +118,7 @@ impl McpBackend {
 
     /// The live session, started (after the backoff, if it must wait and
     /// may by `deadline`) when there is none.
-    async fn session(&self, deadline: Instant) -> Result<Arc<Session>, String> {
+    async fn session(&self, deadline: Instant) -> Result<Arc<Session>, BackendError> {
         let mut slot = self.session.lock().await;
         if let Some(session) = slot.as_ref().filter(|s| s.is_alive()) {
             return Ok(session.clone());
@@ -119,7 +128,8 @@ impl McpBackend {
         }
         self.wait_backoff(deadline).await?;
         let started = tokio::time::timeout_at(deadline, self.start()).await;
-        match started.unwrap_or_else(|_| Err("it did not answer initialize in time".to_owned())) {
+        let late = || BackendError::TimedOut("it did not answer initialize in time".to_owned());
+        match started.unwrap_or_else(|_| Err(late())) {
             Ok(session) => {
                 let session = Arc::new(session);
                 *slot = Some(session.clone());
@@ -128,61 +138,69 @@ impl McpBackend {
             }
             Err(why) => {
                 self.failed();
-                Err(self.place.explain(why))
+                Err(why.reworded(|w| self.place.explain(w)))
             }
         }
     }
 
     /// Starts an untrusted skill's server, for a call a person let run.
-    async fn woken(&self, timeout: Duration) -> Result<(), String> {
+    async fn woken(&self, timeout: Duration) -> Result<(), BackendError> {
         self.session(Instant::now() + timeout)
             .await
             .map(|_| ())
-            .map_err(|why| format!("the MCP server could not be started: {why}"))
+            .map_err(not_started)
     }
 
     /// Connects, then lists the tools; a list that differs from what the
     /// catalog took reloads it.
-    async fn start(&self) -> Result<Session, String> {
+    async fn start(&self) -> Result<Session, BackendError> {
         let session = match &self.upstream.transport {
             Transport::Stdio { command, env } => self.start_stdio(command, env).await?,
             Transport::Remote { url, headers } => Session::remote(url, headers, self.handler.clone()).await?,
         };
-        self.relist(&session).await?;
-        Ok(session)
+        match self.relist(&session).await {
+            Ok(()) => Ok(session),
+            Err(ListError::Past(past)) => {
+                self.keep_drop(&past);
+                Err(BackendError::Protocol(past.to_string()))
+            }
+            Err(e) => Err(BackendError::Refused(e.to_string())),
+        }
     }
 
-    async fn start_stdio(&self, command: &[String], env: &[(String, EnvValue)]) -> Result<Session, String> {
+    async fn start_stdio(
+        &self,
+        command: &[String],
+        env: &[(String, EnvValue)],
+    ) -> Result<Session, BackendError> {
+        let not_running = BackendError::NotRunning;
         let mut more_env = Vec::with_capacity(env.len());
         for (name, value) in env {
             let value = match value {
                 EnvValue::Literal(v) => v.clone(),
-                EnvValue::Secret(secret) => secret.resolve()?,
+                EnvValue::Secret(secret) => secret.resolve().map_err(|e| not_running(e.to_string()))?,
             };
             more_env.push((name.clone(), value));
         }
         let scratch = self
             .place
             .scratch_dir()
-            .map_err(|e| format!("cannot make its directory: {e}"))?;
+            .map_err(|e| not_running(format!("cannot make its directory: {e}")))?;
         let command = crate::runner::deps_command(command.to_vec(), self.place.deps.as_deref());
         let spec = self
             .place
             .spec(&command, &scratch, more_env)
-            .map_err(|e| format!("cannot prepare its sandbox: {e}"))?;
+            .map_err(|e| not_running(format!("cannot prepare its sandbox: {e}")))?;
         let child = Child::start(spec)?;
         Session::stdio(child, scratch, self.handler.clone(), &self.place.skill).await
     }
 
     /// Lists the server's tools into [`Self::offer`]; when they differ from
     /// what the catalog took, asks for a reload.
-    async fn relist(&self, session: &Session) -> Result<(), String> {
+    async fn relist(&self, session: &Session) -> Result<(), ListError> {
         let peer = session.service.peer();
-        let tools = peer
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
-        let offer = Offer::of(&tools, self.extras(peer).await);
+        let tools = listing::tools(peer).await?;
+        let offer = Offer::of(&tools, self.extras(peer).await?);
         let served = lock(&self.served).clone();
         if served.is_some_and(|s| s != offer.digest) {
             tracing::warn!(skill = %self.place.skill, "the upstream's tools changed: reloading the catalog");
@@ -192,27 +210,67 @@ impl McpBackend {
         Ok(())
     }
 
-    /// The server's prompts and resources, when it says it has them; one
-    /// it fails to list is left out with a warning, not a failed start.
-    async fn extras(&self, peer: &rmcp::Peer<rmcp::RoleClient>) -> UpstreamExtras {
+    /// The server's prompts and resources, when it says it has them, each
+    /// resource under skilld's URI of it ([`uri`]). One it fails to list
+    /// is left out with a warning, not a failed start; one past a bound
+    /// fails the listing.
+    async fn extras(&self, peer: &rmcp::Peer<rmcp::RoleClient>) -> Result<UpstreamExtras, PastBound> {
         let capabilities = peer
             .peer_info()
             .map(|i| i.capabilities.clone())
             .unwrap_or_default();
         let mut extras = UpstreamExtras::default();
         if capabilities.prompts.is_some() {
-            match peer.list_all_prompts().await {
+            match listing::prompts(peer).await {
                 Ok(prompts) => extras.prompts = prompts.iter().map(|p| json!(p)).collect(),
-                Err(e) => tracing::warn!(skill = %self.place.skill, "prompts/list failed: {e}"),
+                Err(ListError::Past(past)) => return Err(past),
+                Err(e) => tracing::warn!(skill = %self.place.skill, "{e}"),
             }
         }
         if capabilities.resources.is_some() {
-            match peer.list_all_resources().await {
-                Ok(resources) => extras.resources = resources.iter().map(|r| json!(r)).collect(),
-                Err(e) => tracing::warn!(skill = %self.place.skill, "resources/list failed: {e}"),
+            match listing::resources(peer).await {
+                Ok(resources) => extras.resources = self.served_resources(&resources),
+                Err(ListError::Past(past)) => return Err(past),
+                Err(e) => tracing::warn!(skill = %self.place.skill, "{e}"),
             }
         }
-        extras
+        Ok(extras)
+    }
+
+    /// Listed resources as skilld serves them: under its URIs, named
+    /// `<skill>:<name>` as prompts are.
+    fn served_resources(&self, resources: &[rmcp::model::Resource]) -> Vec<Value> {
+        let skill = &self.place.skill;
+        resources
+            .iter()
+            .map(|r| {
+                let mut listed = json!(r);
+                uri::rewrite_uri(skill, &mut listed);
+                listed["name"] = json!(format!("{skill}:{}", r.name));
+                listed
+            })
+            .collect()
+    }
+
+    /// Keeps why the server's session is dropped, for `/diagnostics`.
+    fn keep_drop(&self, past: &PastBound) {
+        tracing::warn!(skill = %self.place.skill, "dropping the upstream MCP server's session: {past}");
+        let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        *lock(&self.dropped) = Some(format!(
+            "at {at} skilld dropped the session of the upstream MCP server: {past}; the next call starts it again"
+        ));
+    }
+
+    /// Ends `session`, whose server sent past a bound: a stdio server's
+    /// group is killed, a remote connection closed. It counts as a failure
+    /// toward the backoff, so a server that does it at every start is not
+    /// started in a loop.
+    async fn drop_session(&self, session: &Arc<Session>, past: &PastBound) {
+        self.keep_drop(past);
+        if self.forget(session).await.is_some() {
+            self.failed();
+        }
+        session.end();
     }
 
     /// Whether the server's tools are still those the catalog took.
@@ -238,7 +296,7 @@ impl McpBackend {
         self.backoff.answered();
     }
 
-    async fn wait_backoff(&self, deadline: Instant) -> Result<(), String> {
+    async fn wait_backoff(&self, deadline: Instant) -> Result<(), BackendError> {
         self.backoff.wait(deadline, "the MCP server").await
     }
 
@@ -264,15 +322,17 @@ impl Drop for McpBackend {
     }
 }
 
-/// Re-lists the tools whenever the server says they changed.
+/// Re-lists the tools whenever the server says they changed; a server
+/// that lists past a bound loses its session.
 async fn follow_changes(backend: Weak<McpBackend>, mut changes: watch::Receiver<u64>) {
     while changes.changed().await.is_ok() {
         let Some(b) = backend.upgrade() else { return };
         let session = b.session.lock().await.clone();
-        if let Some(session) = session
-            && let Err(why) = b.relist(&session).await
-        {
-            tracing::warn!(skill = %b.place.skill, "cannot list the upstream's tools: {why}");
+        let Some(session) = session else { continue };
+        match b.relist(&session).await {
+            Ok(()) => {}
+            Err(ListError::Past(past)) => b.drop_session(&session, &past).await,
+            Err(why) => tracing::warn!(skill = %b.place.skill, "cannot list the upstream's tools: {why}"),
         }
     }
 }
@@ -322,33 +382,45 @@ impl Backend for McpBackend {
         Box::pin(self.call(call))
     }
 
-    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, String>> {
+    fn hook(&self, call: HookCall) -> BoxFuture<'_, Result<HookAnswer, BackendError>> {
         let why = format!("an MCP server runs no hooks ({})", call.phase);
-        Box::pin(std::future::ready(Err(why)))
+        Box::pin(std::future::ready(Err(BackendError::Refused(why))))
     }
 
     fn command_line(&self) -> Vec<String> {
         self.upstream.identity()
     }
 
-    fn get_prompt(&self, name: &str, arguments: Value) -> BoxFuture<'_, Result<Value, String>> {
+    fn get_prompt(&self, name: &str, arguments: Value) -> BoxFuture<'_, Result<Value, BackendError>> {
         let name = name.to_owned();
         Box::pin(async move { self.prompt(name, arguments).await })
     }
 
-    fn read_resource(&self, uri: &str) -> BoxFuture<'_, Result<Value, String>> {
+    fn read_resource(&self, uri: &str) -> BoxFuture<'_, Result<Value, BackendError>> {
         let uri = uri.to_owned();
         Box::pin(async move { self.resource(uri).await })
     }
 
-    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Option<Result<Vec<String>, String>>> {
+    fn last_drop(&self) -> Option<String> {
+        lock(&self.dropped).clone()
+    }
+
+    fn wake(&self, timeout: Duration) -> BoxFuture<'_, Result<Wake, BackendError>> {
         Box::pin(async move {
             if !self.by_first_call {
-                return None;
+                return Ok(Wake::AtLoad);
             }
-            Some(self.woken(timeout).await.map(|()| Vec::new()))
+            // An MCP server runs no hooks.
+            self.woken(timeout)
+                .await
+                .map(|()| Wake::Started { hooks: Vec::new() })
         })
     }
+}
+
+/// Why a call found no server to take it, as the caller is told.
+fn not_started(why: BackendError) -> BackendError {
+    why.reworded(|w| format!("the MCP server could not be started: {w}"))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

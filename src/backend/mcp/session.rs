@@ -4,7 +4,7 @@
 //! tells the backend when its tool list changed.
 
 use crate::runner::Child;
-use crate::skill::backend::{Progress, ProgressSink};
+use crate::skill::backend::{BackendError, Progress, ProgressSink};
 use crate::skill::upstream::SecretRef;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
@@ -16,13 +16,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-/// Of a stdio server's stderr, this much is logged over its life; the rest
-/// is read and dropped.
-const STDERR_LOG_BUDGET: usize = 64 * 1024;
 
 /// What the server's notifications reach.
 #[derive(Debug, Clone)]
@@ -117,24 +112,33 @@ impl Session {
         scratch: PathBuf,
         handler: Handler,
         skill: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BackendError> {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err("the server's pipes were not opened".to_owned());
+            return Err(BackendError::NotRunning(
+                "the server's pipes were not opened".to_owned(),
+            ));
         };
         if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(log_stderr(stderr, skill.to_owned()));
+            tokio::spawn(crate::backend::rpc::log_stderr(
+                stderr,
+                skill.to_owned(),
+                "upstream MCP server",
+            ));
         }
         let service = match handler.serve((stdout, stdin)).await {
             Ok(service) => service,
             Err(e) => {
                 let exited = tokio::time::timeout(Duration::from_millis(200), child.exited()).await;
-                let how = exited.map_or_else(|_| String::new(), |how| format!(" (it {how})"));
                 child.kill();
                 let _ = std::fs::remove_dir_all(&scratch);
-                return Err(format!("it did not initialize: {e}{how}"));
+                // A server that exited crashed; one still running answered wrongly.
+                return Err(match exited {
+                    Ok(how) => BackendError::Crashed(format!("it did not initialize: {e} (it {how})")),
+                    Err(_) => BackendError::Protocol(format!("it did not initialize: {e}")),
+                });
             }
         };
-        Ok(Self::new(service, Some(child), Some(scratch)))
+        Ok(Self::new(service, Some(child), Some(scratch)).await)
     }
 
     /// Connects to a remote server at `url`, with `headers` resolved now.
@@ -142,16 +146,18 @@ impl Session {
         url: &str,
         headers: &[(String, SecretRef)],
         handler: Handler,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BackendError> {
         use rmcp::transport::StreamableHttpClientTransport;
+        let not_running = BackendError::NotRunning;
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
         let mut custom = HashMap::new();
         for (name, secret) in headers {
-            let value = secret.resolve()?;
+            let value = secret.resolve().map_err(|e| not_running(e.to_string()))?;
             let name = hyper::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("'{name}' is not a header name"))?;
-            let mut value = hyper::header::HeaderValue::from_str(&value)
-                .map_err(|_| format!("the value for header {name} is not a valid header value"))?;
+                .map_err(|_| not_running(format!("'{name}' is not a header name")))?;
+            let mut value = hyper::header::HeaderValue::from_str(&value).map_err(|_| {
+                not_running(format!("the value for header {name} is not a valid header value"))
+            })?;
             value.set_sensitive(true);
             custom.insert(name, value);
         }
@@ -161,15 +167,23 @@ impl Session {
         let service = handler
             .serve(transport)
             .await
-            .map_err(|e| format!("it did not initialize: {e}"))?;
-        Ok(Self::new(service, None, None))
+            .map_err(|e| BackendError::Refused(format!("it did not initialize: {e}")))?;
+        Ok(Self::new(service, None, None).await)
     }
 
-    fn new(
+    /// The session of a connected `service`. rmcp's client keeps answers
+    /// (up to 512 of any size, stale ones too) to serve again: a list
+    /// skilld re-reads must be the server's answer now, and what a server
+    /// sends must not stay in memory past the listing that bounds it.
+    async fn new(
         service: RunningService<RoleClient, Handler>,
         child: Option<Child>,
         scratch: Option<PathBuf>,
     ) -> Self {
+        service
+            .peer()
+            .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
+            .await;
         Self {
             service,
             child,
@@ -197,6 +211,13 @@ impl Session {
         }
     }
 
+    /// Ends the connection at once, from wherever it is shared: a stdio
+    /// server's group is killed, and the connection closed.
+    pub fn end(&self) {
+        self.kill();
+        self.service.cancellation_token().cancel();
+    }
+
     /// How a stdio server's leader ended, once it has.
     pub async fn exited(&self) -> Option<String> {
         match &self.child {
@@ -222,26 +243,6 @@ impl Drop for Session {
     fn drop(&mut self) {
         if let Some(scratch) = self.scratch.take() {
             let _ = std::fs::remove_dir_all(scratch);
-        }
-    }
-}
-
-/// Logs the first [`STDERR_LOG_BUDGET`] bytes of a stdio server's stderr
-/// and drops the rest, reading in bounded chunks: a line without end
-/// costs no memory.
-async fn log_stderr(mut stderr: tokio::net::unix::pipe::Receiver, skill: String) {
-    let mut buf = vec![0u8; 8192];
-    let mut logged = 0usize;
-    while let Ok(n @ 1..) = stderr.read(&mut buf).await {
-        if logged < STDERR_LOG_BUDGET {
-            logged += n;
-            for line in String::from_utf8_lossy(&buf[..n])
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-            {
-                let line: String = line.chars().take(512).collect();
-                tracing::info!(skill = %skill, "upstream stderr: {line}");
-            }
         }
     }
 }

@@ -102,7 +102,7 @@ pub(super) fn perform(scope: &mut Scope, method: &str, params: &Value) -> anyhow
         "git" => {
             let list = args.strings("args")?;
             git::check_subcommand(&list)?;
-            scope.require(function, git::permission(&list))?;
+            require_git(scope, function, &list)?;
             run_git(scope, list, args.optional_text("cwd")?)
         }
         "read_file" => {
@@ -190,7 +190,17 @@ fn require_git_of(scope: &Scope, program: &str, args: &[String]) -> anyhow::Resu
     };
     let mut with_sub: Vec<String> = sub.into_iter().collect();
     with_sub.extend_from_slice(args);
-    scope.require("exec of git", git::permission(&with_sub))
+    require_git(scope, "exec of git", &with_sub)
+}
+
+/// Fails unless the skill declares what git with `args` needs, saying why
+/// a subcommand that can read needs `git:write` here.
+fn require_git(scope: &Scope, function: &str, args: &[String]) -> anyhow::Result<()> {
+    let need = git::need(args);
+    match (scope.require(function, need.permission()), need) {
+        (Err(e), git::Need::Write(Some(why))) => Err(anyhow!("{e}: {why}")),
+        (result, _) => result,
+    }
 }
 
 /// An evaluation's own directory under the scratch root (the `TMPDIR` and
@@ -258,8 +268,7 @@ fn environment(scope: &Scope) -> Vec<(String, String)> {
 }
 
 /// Sets `name` for the evaluation's later children (never the server's
-/// own environment), unless it would change how a child is found, loaded
-/// or confined, or what git does.
+/// own environment), when it is one a skill may set ([`settable`]).
 fn set_env(scope: &mut Scope, name: &str, value: &str) -> anyhow::Result<()> {
     let well_formed = name
         .chars()
@@ -269,10 +278,12 @@ fn set_env(scope: &mut Scope, name: &str, value: &str) -> anyhow::Result<()> {
     if !well_formed {
         bail!("set_env: '{name}' is not a variable name (letters, digits and _, not first a digit)");
     }
-    if refused_variable(name) {
+    if !settable(name) {
         bail!(
-            "set_env: '{name}' may not be set: it would change how a child is found, loaded or confined \
-             (PATH, HOME, TMPDIR, LD_*, GCONV_PATH, GIT_*, SKILL_*, …)"
+            "set_env: '{name}' may not be set. A skill sets its own variables as {SKILL_VARIABLES}<NAME>, \
+             and of the rest only the locale, TZ and how output looks ({}): any other variable may \
+             change how a program finds its configuration, helpers or libraries",
+            SETTABLE.join(", ")
         );
     }
     if value.len() > MAX_SET_VALUE || value.contains('\0') {
@@ -286,27 +297,55 @@ fn set_env(scope: &mut Scope, name: &str, value: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Variables a skill may not set for its children: what finds and loads
-/// programs and libraries, what skilld itself sets, and git's own (which
-/// could make a reading subcommand write, or run a program).
-fn refused_variable(name: &str) -> bool {
-    const EXACT: [&str; 12] = [
-        "PATH",
-        "HOME",
-        "TMPDIR",
-        "GCONV_PATH",
-        "LOCPATH",
-        "NLSPATH",
-        "HOSTALIASES",
-        "RESOLV_HOST_CONF",
-        "MALLOC_CHECK_",
-        "BASH_ENV",
-        "ENV",
-        "SHELLOPTS",
-    ];
-    const PREFIXES: [&str; 5] = ["LD_", "GIT_", "SKILL", "GIBBERISH_", "GLIBC_"];
-    let upper = name.to_ascii_uppercase();
-    EXACT.contains(&upper.as_str()) || PREFIXES.iter().any(|p| upper.starts_with(p))
+/// The skill's own variables: no program but the skill's reads these,
+/// and skilld sets none of them.
+const SKILL_VARIABLES: &str = "SKILL_VAR_";
+
+/// The variables a skill may set besides its own: the locale, the time
+/// zone, and how output looks. An allowlist, because the variables that
+/// change where a program finds its configuration or helpers (`XDG_*`,
+/// `PAGER`, `EDITOR`, `GNUPGHOME`, `PYTHON*`, `NODE_OPTIONS`, `LD_*`,
+/// `GIT_*`, …) have no end: every program adds its own.
+const SETTABLE: [&str; 23] = [
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "LC_MONETARY",
+    "LC_MESSAGES",
+    "LC_PAPER",
+    "LC_NAME",
+    "LC_ADDRESS",
+    "LC_TELEPHONE",
+    "LC_MEASUREMENT",
+    "LC_IDENTIFICATION",
+    "TZ",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "COLUMNS",
+    "LINES",
+    "TERM",
+];
+
+/// Whether a skill may set `name` for its children (exactly as written:
+/// the environment is case-sensitive).
+fn settable(name: &str) -> bool {
+    SETTABLE.contains(&name)
+        || name
+            .strip_prefix(SKILL_VARIABLES)
+            .is_some_and(|rest| !rest.is_empty())
+}
+
+/// `env` with each of `forced` set over it.
+fn with_forced(mut env: Vec<(String, String)>, forced: &[(String, String)]) -> Vec<(String, String)> {
+    env.retain(|(name, _)| !forced.iter().any(|(f, _)| f == name));
+    env.extend_from_slice(forced);
+    env
 }
 
 fn env_var(scope: &Scope, name: &str) -> Option<String> {
@@ -335,6 +374,7 @@ fn exec(scope: &Scope, program: &str, args: Vec<String>, timeout: Option<f64>) -
         cwd: scope.shared.settings.workspace.clone(),
         workspace_write: scope.shared.allows("file:write"),
         timeout: limit,
+        env: Vec::new(),
     };
     run(scope, program, args, how)
 }
@@ -345,26 +385,43 @@ struct Run {
     cwd: PathBuf,
     workspace_write: bool,
     timeout: Duration,
+    /// Set over the skill's environment.
+    env: Vec<(String, String)>,
 }
 
 /// Runs `program` with `args` through the runner, in the run sandbox,
 /// once the turn's budget allows: `{"exit_code", "output", "success"}`.
 fn run(scope: &Scope, program: String, args: Vec<String>, how: Run) -> anyhow::Result<Value> {
+    let outcome = sandboxed(scope, program, args, &how, Some(Spend::ShellExec))?;
+    let success = outcome.exit_code == Some(0) && !outcome.timed_out && !outcome.cancelled;
+    Ok(json!({"exit_code": outcome.exit_code, "output": outcome.output, "success": success}))
+}
+
+/// Runs `program` in the run sandbox and waits for it, spending `spend`
+/// of the turn first (none for what skilld runs on the skill's behalf).
+fn sandboxed(
+    scope: &Scope,
+    program: String,
+    args: Vec<String>,
+    how: &Run,
+    spend: Option<Spend>,
+) -> anyhow::Result<crate::runner::Outcome> {
     let function = how.function;
     let scratch = scope.scratch.make(&scope.shared)?;
-    let spec = spec(scope, scratch, program, args, &how)
+    let spec = spec(scope, scratch, program, args, how)
         .map_err(|e| anyhow!("{function}: cannot prepare its sandbox: {e}"))?;
-    scope.spend(function, Spend::ShellExec)?;
+    if let Some(spend) = spend {
+        scope.spend(function, spend)?;
+    }
     let cancel = scope.bounds.cancel.child_token();
     let outcome = scope
         .shared
         .runtime
         .block_on(crate::runner::run(spec, cancel, None, |_| {}));
-    if let Some(why) = outcome.spawn_error {
+    if let Some(why) = &outcome.spawn_error {
         bail!("{function}: {why}");
     }
-    let success = outcome.exit_code == Some(0) && !outcome.timed_out && !outcome.cancelled;
-    Ok(json!({"exit_code": outcome.exit_code, "output": outcome.output, "success": success}))
+    Ok(outcome)
 }
 
 /// Runs git with `args` (its subcommand first, checked) in `cwd`, a
@@ -392,15 +449,30 @@ fn run_git(scope: &Scope, args: Vec<String>, cwd: Option<&str>) -> anyhow::Resul
         bail!("git: no time is left");
     }
     let writes = git::permission(&args) == "git:write";
-    let mut argv = git::forced_options();
-    argv.extend(args);
     let how = Run {
         function: "git",
         cwd,
         workspace_write: scope.shared.allows("file:write") || writes,
         timeout: limit,
+        env: git::forced_env(),
     };
+    let mut argv = git::forced_options();
+    argv.extend(repository_programs(scope, &how)?);
+    argv.extend(git::with_driver_options(args));
     run(scope, "git".to_owned(), argv, how)
+}
+
+/// `-c` settings that empty every program the repository's own
+/// configuration names (its includes followed), read with a `git config`
+/// of its own: that neither counts against the turn nor runs anything.
+fn repository_programs(scope: &Scope, how: &Run) -> anyhow::Result<Vec<String>> {
+    let mut argv = git::forced_options();
+    argv.extend(["config", "--list", "--name-only", "-z"].map(str::to_owned));
+    let outcome = sandboxed(scope, "git".to_owned(), argv, how, None)?;
+    if outcome.truncated {
+        bail!("git: the repository's configuration is too large to check for the programs it names");
+    }
+    Ok(git::neutralised(&outcome.output))
 }
 
 /// A bare name is looked up on the child's `PATH`; a relative path with a
@@ -436,6 +508,7 @@ fn spec(
         workspace_write: how.workspace_write,
         scratch,
         network: shared.network,
+        egress: false,
         programs: Some(PathBuf::from(&program))
             .filter(|p| p.is_absolute())
             .into_iter()
@@ -450,11 +523,12 @@ fn spec(
         program,
         args,
         cwd: how.cwd.clone(),
-        env: environment(scope),
+        env: with_forced(environment(scope), &how.env),
         timeout: how.timeout,
         grace: shared.settings.grace,
         limits,
         isolate_network: !shared.network,
+        egress_ns: None,
         confinement: shared.sandbox.confine(&request)?,
     })
 }
@@ -551,7 +625,8 @@ fn write_file(scope: &Scope, path: &str, text: &str) -> anyhow::Result<()> {
 fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
     if !scope.shared.network {
         bail!(
-            "fetch is refused: skill '{}' runs without the network (network: false)",
+            "fetch is refused: skill '{}' runs without the network (network: false, or a network.allow \
+             list, which fetch does not take)",
             scope.shared.skill
         );
     }

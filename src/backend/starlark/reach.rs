@@ -63,10 +63,10 @@ pub(super) fn invoke_tool(scope: &Reach<'_>, tool: &str, input: Value) -> anyhow
     }
     let from = scope.skill.to_owned();
     let tool_name = tool.to_owned();
-    bounded(
-        scope,
-        async move { tools.call_tool(&from, &tool_name, input).await },
-    )
+    let budget = scope.context.budget.clone();
+    bounded(scope, async move {
+        tools.call_tool(&from, &tool_name, input, budget).await
+    })
     .map_err(|why| anyhow!("invoke_tool: {tool}: {why}"))
 }
 

@@ -288,8 +288,10 @@ mod tests {
             signal: None,
             parsed: serde_json::from_str(output).ok(),
             error: (!success).then(|| format!("exited with code {exit_code}")),
+            backend_error: None,
             files: None,
             hooks: None,
+            egress: None,
         }
     }
 

@@ -201,7 +201,7 @@ impl Target {
             },
             ..ServeArgs::default()
         })
-        .map_err(Failure::Refused)
+        .map_err(Failure::from)
     }
 }
 

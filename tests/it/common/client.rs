@@ -75,6 +75,46 @@ impl Api {
         Self::send(self.req(reqwest::Method::POST, path).json(&body)).await
     }
 
+    /// `POST path` with no body at all.
+    pub async fn post_empty(&self, path: &str) -> (u16, Value) {
+        Self::send(self.req(reqwest::Method::POST, path)).await
+    }
+
+    /// `DELETE path`.
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        Self::send(self.req(reqwest::Method::DELETE, path)).await
+    }
+
+    /// `POST /tools/{tool}/invoke` with `arguments`: the status and the
+    /// envelope (or problem).
+    pub async fn invoke(&self, tool: &str, arguments: Value) -> (u16, Value) {
+        self.post(
+            &format!("/tools/{tool}/invoke"),
+            json!({ "arguments": arguments }),
+        )
+        .await
+    }
+
+    /// A `method` request to `path` with `headers` and, given one, a JSON
+    /// body: the response as it came, for what is not a JSON body alone
+    /// (a status with no body, headers, an event stream).
+    pub async fn raw(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> reqwest::Response {
+        let mut req = self.req(method, path);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        req.send().await.unwrap()
+    }
+
     pub async fn call(&self, tool: &str, path: &Path) -> (u16, Value) {
         self.post(
             &format!("/tools/{tool}/invoke"),

@@ -1,19 +1,45 @@
 //! Shared helpers: corpus roots and catalogs here; the server, its
-//! client, fixtures, the run log and assertions in the modules below.
+//! client, fixtures, the run log, assertions and snapshots, child
+//! processes, and the kits of several suites (archives, the gateway,
+//! MCP clients, the browser, Python, people's tokens) in the modules
+//! below. Test modules import helpers from here only, never from one
+//! another.
 
+mod archives;
 mod assertions;
+mod browser;
 mod client;
 mod database;
 mod fixtures;
+mod gateway;
+mod mcp;
+mod notify;
+mod people;
 mod process;
+mod python;
+mod registry;
+mod served;
 mod server;
+mod snapshots;
+mod starlark;
 
+pub use archives::*;
 pub use assertions::*;
+pub use browser::*;
 pub use client::*;
 pub use database::*;
 pub use fixtures::*;
+pub use gateway::*;
+pub use mcp::*;
+pub use notify::*;
+pub use people::*;
 pub use process::*;
+pub use python::*;
+pub use registry::*;
+pub use served::*;
 pub use server::*;
+pub use snapshots::*;
+pub use starlark::*;
 
 use skilld::catalog::{Catalog, CatalogOptions, Root};
 use skilld::skill::Runtimes;

@@ -6,11 +6,11 @@ use skilld::AppState;
 use skilld::auth::Auth;
 use skilld::catalog::{CatalogHandle, CatalogOptions};
 use skilld::http::ServerLimits;
-use skilld::http::guard::WebGuard;
+use skilld::http::kit::guard::WebGuard;
 use skilld::install::InstallSettings;
 use skilld::invoke::{Invoker, RunSettings};
 use skilld::session::SessionSettings;
-use skilld::store::Store;
+use skilld::store::Stores;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ pub struct TestServer {
     pub invoker: Arc<Invoker>,
     /// The server's whole store, for tests to arrange and inspect what
     /// the API does not show.
-    pub store: Arc<dyn Store>,
+    pub store: Stores,
     /// The session runtime, for a notifier to follow as `skilld serve`'s does.
     pub sessions: Arc<skilld::session::Sessions>,
     /// The local secret of a server without tokens: the person's.
@@ -45,7 +45,7 @@ pub struct TestServerBuilder {
     opts: CatalogOptions,
     settings: RunSettings,
     database: Option<String>,
-    store: Option<(Arc<dyn Store>, tempfile::TempDir)>,
+    store: Option<(Stores, tempfile::TempDir)>,
     auth: Option<Auth>,
     web: WebGuard,
     install: InstallSettings,
@@ -68,7 +68,7 @@ impl TestServerBuilder {
     }
 
     /// A store made beforehand, and the data directory it lives in.
-    pub fn store(mut self, store: Arc<dyn Store>, data: tempfile::TempDir) -> Self {
+    pub fn store(mut self, store: Stores, data: tempfile::TempDir) -> Self {
         self.store = Some((store, data));
         self
     }
@@ -227,7 +227,7 @@ impl TestServer {
         }
     }
 
-    async fn launch(mut launch: Launch, store: Arc<dyn Store>, data: tempfile::TempDir) -> Self {
+    async fn launch(mut launch: Launch, store: Stores, data: tempfile::TempDir) -> Self {
         launch.settle(data.path());
         let Launch {
             mut opts,
@@ -288,15 +288,10 @@ impl TestServer {
         self.data.take()
     }
 
-    /// `POST /tools/{tool}/invoke` with `arguments`: the status and body.
+    /// `POST /tools/{tool}/invoke` with `arguments`, as a caller without
+    /// a token: the status and body.
     pub async fn invoke(&self, tool: &str, arguments: serde_json::Value) -> (u16, serde_json::Value) {
-        let res = reqwest::Client::new()
-            .post(self.url(&format!("/tools/{tool}/invoke")))
-            .json(&serde_json::json!({ "arguments": arguments }))
-            .send()
-            .await
-            .unwrap();
-        (res.status().as_u16(), res.json().await.unwrap())
+        super::Api::anonymous(self).invoke(tool, arguments).await
     }
 
     /// The server's data directory (its run log, its local secret).
@@ -312,34 +307,27 @@ impl TestServer {
 
     /// Approves a held call once (answered 200), then waits for its run.
     pub async fn approve_once_and_wait(&self, held: &serde_json::Value) -> serde_json::Value {
+        let person = super::Api::of(self);
         let approval = held["approval_id"].as_str().unwrap();
-        let approved = self
-            .person()
-            .post(self.url(&format!("/approvals/{approval}/approve")))
-            .json(&serde_json::json!({"scope": "once"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(approved.status(), 200);
-        let run = held["run_id"].as_str().unwrap();
-        self.get_json(&format!("/runs/{run}?wait=30")).await
+        let (status, approved) = person
+            .post(
+                &format!("/approvals/{approval}/approve"),
+                serde_json::json!({"scope": "once"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{approved}");
+        person.finished_run(&held["run_id"]).await
     }
 
     /// `POST /skills/reload` as the person who holds the secret (200).
     pub async fn reload(&self) {
-        let res = self
-            .person()
-            .post(self.url("/skills/reload"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200);
+        let (status, body) = super::Api::of(self).post_empty("/skills/reload").await;
+        assert_eq!(status, 200, "{body}");
     }
 
     /// `GET path` as the person, its body as JSON, whatever the status.
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
-        let res = self.person().get(self.url(path)).send().await.unwrap();
-        res.json().await.unwrap()
+        super::Api::of(self).get(path).await.1
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -363,11 +351,12 @@ pub fn open_auth() -> Auth {
 }
 
 /// See [`TestServer::allow_every_tool`].
-pub async fn allow_every_tool(catalog: &CatalogHandle, store: &Arc<dyn Store>) {
+pub async fn allow_every_tool(catalog: &CatalogHandle, store: &Stores) {
     let catalog = catalog.current();
     for entry in &catalog.tools {
         let skill = &catalog.skills[entry.skill];
         store
+            .approvals
             .put_grant(skilld::store::Grant {
                 id: uuid::Uuid::now_v7(),
                 skill: skill.name.clone(),

@@ -1,0 +1,79 @@
+//! A networked run's own network namespace, whose one way out is the
+//! proxy's listening socket, bound inside it on its loopback.
+//!
+//! A thread of the server enters a new namespace, brings its `lo` up,
+//! binds `127.0.0.1:0` there and hands back the listener and the
+//! namespace; the proxy then serves that listener from the server's own
+//! namespace (a socket stays in the namespace it was made in). No veth
+//! pair, no route, no resolver: a program that ignores the proxy
+//! variables reaches nothing, not the host, not DNS, not other runs.
+//!
+//! Root only for now: a server that is not root makes it inside the
+//! sandbox's user namespace, which a thread of a threaded process cannot
+//! join (that is the next step, through a cloned child as `userns.rs`).
+
+#![expect(
+    unsafe_code,
+    reason = "SIOCGIFFLAGS/SIOCSIFFLAGS: neither nix nor libc wraps setting an interface up"
+)]
+
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// A run's namespace and the proxy's listener inside it.
+#[derive(Debug)]
+pub struct RunNet {
+    /// For `setns(CLONE_NEWNET)` in the run's child.
+    pub namespace: OwnedFd,
+    /// `127.0.0.1:port` inside the namespace.
+    pub listener: TcpListener,
+}
+
+impl RunNet {
+    /// The proxy's address, as the run sees it.
+    pub fn proxy_url(&self) -> io::Result<String> {
+        Ok(format!("http://{}", self.listener.local_addr()?))
+    }
+}
+
+/// Makes a namespace for one run (see the module's comment).
+pub fn make() -> io::Result<RunNet> {
+    std::thread::Builder::new()
+        .name("skilld-egress-ns".to_owned())
+        .spawn(|| -> io::Result<RunNet> {
+            // Changes only this thread, which ends right after.
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)?;
+            loopback_up()?;
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            listener.set_nonblocking(true)?;
+            let namespace = std::fs::File::open("/proc/thread-self/ns/net")?.into();
+            Ok(RunNet { namespace, listener })
+        })?
+        .join()
+        .map_err(|_| io::Error::other("the namespace thread panicked"))?
+}
+
+/// Sets `lo` up in the calling thread's namespace, which gives it
+/// 127.0.0.1.
+fn loopback_up() -> io::Result<()> {
+    // Any AF_INET socket takes the interface ioctls; binding the wildcard
+    // needs no address, which this namespace does not have yet.
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    // SAFETY: a zeroed ifreq is valid; the name is NUL-terminated within
+    // IFNAMSIZ; both ioctls read and write only that struct.
+    unsafe {
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (slot, byte) in req.ifr_name.iter_mut().zip(b"lo\0") {
+            *slot = *byte as libc::c_char;
+        }
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &raw mut req) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &raw const req) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! One networked run's egress: its namespace, its proxy serving the
+//! listener bound inside it, the variables that point programs at it, and
+//! what the run did, until the run ends.
+
+use super::allow::AllowList;
+use super::gate::ListGate;
+use super::ledger::{Destination, Entry};
+use super::netns;
+use super::proxy::RunProxy;
+use super::settings::Egress;
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// The variables that point HTTP clients at the proxy: both spellings,
+/// since curl reads only the lowercase `http_proxy` and some clients only
+/// the uppercase ones.
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// A run's egress while it lasts; its proxy stops when this is dropped.
+pub struct RunEgress {
+    namespace: Arc<OwnedFd>,
+    proxy_url: String,
+    proxy: Arc<RunProxy>,
+    _stop: DropGuard,
+}
+
+impl Egress {
+    /// Starts the egress of one run of `skill`, which may reach `list`.
+    /// Needs a tokio runtime (the proxy is served on it).
+    pub fn start(&self, skill: &str, list: &AllowList) -> io::Result<RunEgress> {
+        let made = netns::make().map_err(|e| {
+            io::Error::other(format!(
+                "cannot give the run a network of its own, through which its network.allow list is kept: \
+                 {e} (the server needs CAP_SYS_ADMIN to make network namespaces)"
+            ))
+        })?;
+        let proxy_url = made.proxy_url()?;
+        let listener = tokio::net::TcpListener::from_std(made.listener)?;
+        let gate = Arc::new(ListGate {
+            skill: skill.to_owned(),
+            list: list.clone(),
+        });
+        let proxy = RunProxy::new(gate, self.resolver.clone(), self.bounds);
+        let stop = CancellationToken::new();
+        tokio::spawn(proxy.clone().serve(listener, stop.clone()));
+        Ok(RunEgress {
+            namespace: Arc::new(made.namespace),
+            proxy_url,
+            proxy,
+            _stop: stop.drop_guard(),
+        })
+    }
+}
+
+impl RunEgress {
+    /// The run's network namespace, for its child to enter.
+    pub fn namespace(&self) -> Arc<OwnedFd> {
+        self.namespace.clone()
+    }
+
+    /// The proxy variables for the run's environment.
+    pub fn env(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        PROXY_VARIABLES
+            .iter()
+            .map(|name| ((*name).to_owned(), self.proxy_url.clone()))
+    }
+
+    /// What the run did through its proxy so far.
+    pub fn entries(&self) -> BTreeMap<Destination, Entry> {
+        self.proxy.ledger.entries()
+    }
+}
