@@ -137,6 +137,11 @@ pub struct SkillDetail {
     pub always_ask: bool,
     pub timeout_secs: u64,
     pub network: bool,
+    /// Where the tools may connect when the skill lists it
+    /// (`network: {allow: [...]}`): each run reaches these through
+    /// skilld's proxy, and nothing else. Absent for `true` and `false`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_allow: Option<Vec<String>>,
     pub resources: Resources,
     pub invocation_mode: InvocationMode,
     pub command: Option<String>,
@@ -179,6 +184,10 @@ impl SkillDetail {
             always_ask: s.always_ask,
             timeout_secs: s.timeout_secs,
             network: s.network,
+            network_allow: s
+                .network_allow
+                .as_ref()
+                .map(|list| list.patterns().iter().map(ToString::to_string).collect()),
             resources: s.resources.clone(),
             invocation_mode: s.invocation_mode,
             command: s.command.clone(),

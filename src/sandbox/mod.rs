@@ -257,9 +257,9 @@ impl Sandbox {
                 None
             }
         };
-        let unix_gate =
-            (!req.network || req.egress).then(|| self.unix_gate(req.scratch, private_tmp.is_some()));
-        let unix_gate = unix_gate.flatten();
+        let unix_gate = (!req.network || req.egress)
+            .then(|| self.unix_gate(req, private_tmp.is_some()))
+            .flatten();
         Ok(Some(Confinement {
             identity: self.identity(),
             last_cap: self.last_cap,
@@ -273,13 +273,19 @@ impl Sandbox {
         }))
     }
 
-    /// The gate of a `network: false` run: its sockets may be in its
-    /// scratch directory and its own `/tmp`.
-    fn unix_gate(&self, scratch: &Path, private_tmp: bool) -> Option<UnixGate> {
+    /// The gate of a `network: false` or egress run: its unix sockets may
+    /// be in its scratch directory and its own `/tmp`.
+    fn unix_gate(&self, req: &Request, private_tmp: bool) -> Option<UnixGate> {
         let uid = self
             .identity()
             .map_or_else(|| nix::unistd::geteuid().as_raw(), |(uid, _)| uid);
-        UnixGate::new(self.unix_gate, scratch, private_tmp, uid)
+        let run = unix_gate::GatedRun {
+            scratch: req.scratch,
+            private_tmp,
+            uid,
+            ip: req.egress,
+        };
+        UnixGate::new(self.unix_gate, &run)
     }
 
     /// Plans a run's own `/tmp`: what lies under the host's `/tmp` that

@@ -33,6 +33,7 @@ mod deferred_ends;
 mod design_map;
 mod docs_mcp;
 mod egress_proxy;
+mod egress_runs;
 mod exports;
 mod gateway;
 mod gateway_attacks;

@@ -59,10 +59,12 @@ const fn errno(errno: i32) -> u32 {
     libc::SECCOMP_RET_ERRNO | errno.unsigned_abs()
 }
 
-/// The program, or `None` on an architecture it was not written for.
-/// Jumps are counted from the next instruction; the comments name where
-/// they land.
-pub(super) fn gate() -> Option<Program> {
+/// The program, or `None` on an architecture it was not written for;
+/// `ip` for a run whose network is its egress namespace: `AF_INET` and
+/// `AF_INET6` sockets open too, and their connects come to the server as
+/// well (see the supervisor). Jumps are counted from the next
+/// instruction; the comments name where they land.
+pub(super) fn gate(ip: bool) -> Option<Program> {
     let arch = AUDIT_ARCH?;
     let nr = |n: i64| u32::try_from(n).ok();
     // x86_64 alone has x32; elsewhere no number reaches the bit.
@@ -71,16 +73,36 @@ pub(super) fn gate() -> Option<Program> {
     } else {
         u32::MAX
     };
+    let calls = Calls {
+        connect: nr(libc::SYS_connect)?,
+        socket: nr(libc::SYS_socket)?,
+        socketpair: nr(libc::SYS_socketpair)?,
+    };
+    Some(if ip {
+        with_ip(arch, x32, &calls)
+    } else {
+        unix_only(arch, x32, &calls)
+    })
+}
+
+/// The numbers of the calls the gate looks at.
+struct Calls {
+    connect: u32,
+    socket: u32,
+    socketpair: u32,
+}
+
+fn unix_only(arch: u32, x32: u32, calls: &Calls) -> Program {
     let unix = libc::AF_UNIX.unsigned_abs();
-    Some(vec![
+    vec![
         /* 0 */ op(LD_W_ABS, 0, 0, ARCH),
         /* 1 */ op(JEQ, 1, 0, arch), // 3, else 2
         /* 2 */ op(RET, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
         /* 3 */ op(LD_W_ABS, 0, 0, NR),
         /* 4 */ op(JGE, 11, 0, x32), // 16
-        /* 5 */ op(JEQ, 9, 0, nr(libc::SYS_connect)?), // 15
-        /* 6 */ op(JEQ, 1, 0, nr(libc::SYS_socket)?), // 8
-        /* 7 */ op(JEQ, 0, 6, nr(libc::SYS_socketpair)?), // 8, else 14
+        /* 5 */ op(JEQ, 9, 0, calls.connect), // 15
+        /* 6 */ op(JEQ, 1, 0, calls.socket), // 8
+        /* 7 */ op(JEQ, 0, 6, calls.socketpair), // 8, else 14
         /* 8 */ op(LD_W_ABS, 0, 0, ARG0),
         /* 9 */ op(JEQ, 0, 7, unix), // 10, else 17
         /* 10 */ op(LD_W_ABS, 0, 0, ARG1),
@@ -92,7 +114,35 @@ pub(super) fn gate() -> Option<Program> {
         /* 16 */ op(RET, 0, 0, errno(libc::ENOSYS)),
         /* 17 */ op(RET, 0, 0, errno(libc::EAFNOSUPPORT)),
         /* 18 */ op(RET, 0, 0, errno(libc::EACCES)),
-    ])
+    ]
+}
+
+/// As [`unix_only`], with two more families let through at 10 and 11.
+fn with_ip(arch: u32, x32: u32, calls: &Calls) -> Program {
+    let unix = libc::AF_UNIX.unsigned_abs();
+    vec![
+        /* 0 */ op(LD_W_ABS, 0, 0, ARCH),
+        /* 1 */ op(JEQ, 1, 0, arch), // 3, else 2
+        /* 2 */ op(RET, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
+        /* 3 */ op(LD_W_ABS, 0, 0, NR),
+        /* 4 */ op(JGE, 13, 0, x32), // 18
+        /* 5 */ op(JEQ, 11, 0, calls.connect), // 17
+        /* 6 */ op(JEQ, 1, 0, calls.socket), // 8
+        /* 7 */ op(JEQ, 0, 8, calls.socketpair), // 8, else 16
+        /* 8 */ op(LD_W_ABS, 0, 0, ARG0),
+        /* 9 */ op(JEQ, 2, 0, unix), // 12, else 10
+        /* 10 */ op(JEQ, 5, 0, libc::AF_INET.unsigned_abs()), // 16, else 11
+        /* 11 */ op(JEQ, 4, 7, libc::AF_INET6.unsigned_abs()), // 16, else 19
+        /* 12 */ op(LD_W_ABS, 0, 0, ARG1),
+        /* 13 */ op(AND, 0, 0, 0xf),
+        /* 14 */ op(JEQ, 5, 0, libc::SOCK_DGRAM.unsigned_abs()), // 20
+        /* 15 */ op(JEQ, 4, 0, libc::SOCK_RAW.unsigned_abs()), // 20, else 16
+        /* 16 */ op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+        /* 17 */ op(RET, 0, 0, libc::SECCOMP_RET_USER_NOTIF),
+        /* 18 */ op(RET, 0, 0, errno(libc::ENOSYS)),
+        /* 19 */ op(RET, 0, 0, errno(libc::EAFNOSUPPORT)),
+        /* 20 */ op(RET, 0, 0, errno(libc::EACCES)),
+    ]
 }
 
 #[cfg(test)]
@@ -136,7 +186,14 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn the_gate_decides_as_network_false_wants() {
-        let program = gate().unwrap();
+        for ip in [false, true] {
+            decides_as_wanted(&gate(ip).unwrap(), ip);
+        }
+    }
+
+    /// `ip`: the egress variant, where IP sockets open.
+    #[cfg(target_arch = "x86_64")]
+    fn decides_as_wanted(program: &Program, ip: bool) {
         let x86_64 = AUDIT_ARCH.unwrap();
         let nr = |n: i64| u32::try_from(n).unwrap();
         let call = |n: i64, args: [i32; 2]| Call {
@@ -144,7 +201,7 @@ mod tests {
             arch: x86_64,
             args: args.map(|a| u64::from(a.unsigned_abs())),
         };
-        let check = |c: Call, want: u32, what: &str| assert_eq!(run(&program, c), want, "{what}");
+        let check = |c: Call, want: u32, what: &str| assert_eq!(run(program, c), want, "{what}, ip={ip}");
         let (allow, notify) = (libc::SECCOMP_RET_ALLOW, libc::SECCOMP_RET_USER_NOTIF);
         check(call(libc::SYS_connect, [3, 0]), notify, "connect");
         for other in [
@@ -174,13 +231,12 @@ mod tests {
                 errno(libc::EACCES),
                 "unix raw",
             );
-            for family in [
-                libc::AF_INET,
-                libc::AF_INET6,
-                libc::AF_NETLINK,
-                libc::AF_PACKET,
-                40,
-            ] {
+            for family in [libc::AF_INET, libc::AF_INET6] {
+                let want = if ip { allow } else { errno(libc::EAFNOSUPPORT) };
+                check(call(creates, [family, stream]), want, "IP stream");
+                check(call(creates, [family, dgram]), want, "IP datagram");
+            }
+            for family in [libc::AF_NETLINK, libc::AF_PACKET, 40] {
                 check(
                     call(creates, [family, stream]),
                     errno(libc::EAFNOSUPPORT),
@@ -215,7 +271,12 @@ mod tests {
     /// Every jump lands inside the program, and it ends in a return.
     #[test]
     fn every_jump_lands_inside() {
-        let Some(program) = gate() else { return };
+        for program in [gate(false), gate(true)].into_iter().flatten() {
+            lands_inside(&program);
+        }
+    }
+
+    fn lands_inside(program: &Program) {
         for (pc, ins) in program.iter().enumerate() {
             if ins.code == JEQ || ins.code == JGE {
                 let furthest = pc + 1 + usize::from(ins.jt.max(ins.jf));

@@ -46,10 +46,13 @@ impl Mechanism {
     }
 }
 
-/// The gate's program, made once.
-fn program() -> Option<&'static Arc<Program>> {
-    static PROGRAM: OnceLock<Option<Arc<Program>>> = OnceLock::new();
-    PROGRAM.get_or_init(|| bpf::gate().map(Arc::new)).as_ref()
+/// The gate's program, made once for each kind of run: `ip` for one
+/// whose network is its egress namespace.
+fn program(ip: bool) -> Option<&'static Arc<Program>> {
+    static UNIX: OnceLock<Option<Arc<Program>>> = OnceLock::new();
+    static IP: OnceLock<Option<Arc<Program>>> = OnceLock::new();
+    let made = if ip { &IP } else { &UNIX };
+    made.get_or_init(|| bpf::gate(ip).map(Arc::new)).as_ref()
 }
 
 /// The mechanism of this host, probed once at start. `seccomp`: whether
@@ -66,7 +69,7 @@ pub(super) fn choose(seccomp: bool) -> Mechanism {
     if !seccomp {
         return Mechanism::Unavailable;
     }
-    let Some(program) = program() else {
+    let Some(program) = program(false) else {
         return Mechanism::Refused;
     };
     match kernel::probe(program).and_then(|flags| can_take_sockets().map(|()| flags)) {
@@ -88,6 +91,16 @@ fn can_take_sockets() -> std::io::Result<()> {
     Ok(())
 }
 
+/// What a gate is made for: one run's scratch directory, whether it has
+/// its own `/tmp`, the user it runs as, and whether its network is its
+/// egress namespace.
+pub(super) struct GatedRun<'a> {
+    pub scratch: &'a Path,
+    pub private_tmp: bool,
+    pub uid: u32,
+    pub ip: bool,
+}
+
 /// One run's gate: the filter its child installs last, and what the
 /// server lets its `connect` reach.
 #[derive(Debug)]
@@ -100,19 +113,21 @@ pub struct UnixGate {
 impl UnixGate {
     /// The gate of a run whose scratch directory is `scratch`, with its
     /// own `/tmp` or not, running as `uid`; `None` unless the host gates
-    /// by user notification.
-    pub(super) fn new(mechanism: Mechanism, scratch: &Path, private_tmp: bool, uid: u32) -> Option<Self> {
+    /// by user notification. `ip`: the run's network is its egress
+    /// namespace, where its IP sockets may connect.
+    pub(super) fn new(mechanism: Mechanism, run: &GatedRun) -> Option<Self> {
         let Mechanism::SeccompNotify(flags) = mechanism else {
             return None;
         };
-        let scratch = std::fs::metadata(scratch).ok().map(|m| (m.dev(), m.ino()));
+        let scratch = std::fs::metadata(run.scratch).ok().map(|m| (m.dev(), m.ino()));
         Some(Self {
-            program: program()?.clone(),
+            program: program(run.ip)?.clone(),
             flags,
             allowed: Arc::new(Allowed {
                 scratch,
-                private_tmp,
-                uid,
+                private_tmp: run.private_tmp,
+                uid: run.uid,
+                ip: run.ip,
             }),
         })
     }

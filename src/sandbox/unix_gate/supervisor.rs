@@ -35,6 +35,9 @@ pub(super) struct Allowed {
     pub private_tmp: bool,
     /// The user its processes run as.
     pub uid: u32,
+    /// Its IP sockets may connect: its network namespace is its egress
+    /// one, whose only way out is the proxy.
+    pub ip: bool,
 }
 
 /// Supervises the calls behind `listener` until the run has ended. Needs
@@ -140,12 +143,14 @@ enum Address {
 }
 
 /// The connect the tool asked for, made for it when its target is one of
-/// the run's own sockets; else the errno it fails with.
+/// the run's own sockets, or any IP address in an egress run (its
+/// namespace holds only the proxy); else the errno it fails with.
 fn connect_for(listener: BorrowedFd, call: &Notification, allowed: &Allowed) -> Result<(), Errno> {
     let tid = call.tid;
     // The kernel reads `fd` and `addrlen` as ints.
     let fd = call.args[0] as u32 as i32;
-    let address = read_address(tid, call.args[1], call.args[2] as u32 as i32)?;
+    let (bytes, len) = read_address(tid, call.args[1], call.args[2] as u32 as i32)?;
+    let address = parse(&bytes[..len]);
     let pidfd = open_pidfd(tid)?;
     let view = match &address {
         Address::Named(path) => Some(view(tid, !path.starts_with(b"/"))?),
@@ -157,7 +162,19 @@ fn connect_for(listener: BorrowedFd, call: &Notification, allowed: &Allowed) -> 
     }
     let socket = rustix::process::pidfd_getfd(&pidfd, fd, rustix::process::PidfdGetfdFlags::empty())
         .map_err(no_access_as_eacces)?;
-    if rustix::net::sockopt::socket_domain(&socket)? != rustix::net::AddressFamily::UNIX {
+    let domain = rustix::net::sockopt::socket_domain(&socket)?;
+    if allowed.ip
+        && [
+            rustix::net::AddressFamily::INET,
+            rustix::net::AddressFamily::INET6,
+        ]
+        .contains(&domain)
+    {
+        // The socket lives in the run's namespace, so it goes where the
+        // run's own connect would, from the address copied once.
+        return connect_ip(&socket, &bytes[..len]);
+    }
+    if domain != rustix::net::AddressFamily::UNIX {
         // No other family opens in these runs.
         return Err(Errno::ACCESS);
     }
@@ -172,6 +189,35 @@ fn connect_for(listener: BorrowedFd, call: &Notification, allowed: &Allowed) -> 
         }
         _ => Err(Errno::INVAL),
     }
+}
+
+/// Connects an IP socket of an egress run to the address it gave.
+fn connect_ip(socket: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
+    let address = ip_address(bytes).ok_or(Errno::INVAL)?;
+    loop {
+        match rustix::net::connect(socket, &address) {
+            Err(Errno::INTR) => {}
+            done => return done,
+        }
+    }
+}
+
+/// An IPv4 or IPv6 address as `connect` takes it, when `bytes` hold one.
+fn ip_address(bytes: &[u8]) -> Option<std::net::SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+    let family = u16::from_ne_bytes([*bytes.first()?, *bytes.get(1)?]);
+    let port = u16::from_be_bytes([*bytes.get(2)?, *bytes.get(3)?]);
+    if i32::from(family) == libc::AF_INET && bytes.len() >= size_of::<libc::sockaddr_in>() {
+        let ip: [u8; 4] = bytes.get(4..8)?.try_into().ok()?;
+        return Some(SocketAddrV4::new(Ipv4Addr::from(ip), port).into());
+    }
+    if i32::from(family) == libc::AF_INET6 && bytes.len() >= size_of::<libc::sockaddr_in6>() {
+        let flow = u32::from_ne_bytes(bytes.get(4..8)?.try_into().ok()?);
+        let ip: [u8; 16] = bytes.get(8..24)?.try_into().ok()?;
+        let scope = u32::from_ne_bytes(bytes.get(24..28)?.try_into().ok()?);
+        return Some(SocketAddrV6::new(Ipv6Addr::from(ip), port, flow, scope).into());
+    }
+    None
 }
 
 /// The pinned socket file when `path` names one of the run's own.
@@ -212,8 +258,9 @@ fn connect_through(socket: &OwnedFd, pinned: &OwnedFd) -> Result<(), Errno> {
     }
 }
 
-/// The address the tool passed, copied out of its memory once.
-fn read_address(tid: u32, at: u64, len: i32) -> Result<Address, Errno> {
+/// The address the tool passed, copied out of its memory once: the
+/// bytes and how many of them it gave.
+fn read_address(tid: u32, at: u64, len: i32) -> Result<([u8; ADDRESS_MAX], usize), Errno> {
     use nix::sys::uio::{RemoteIoVec, process_vm_readv};
     let len = usize::try_from(len)
         .ok()
@@ -232,7 +279,7 @@ fn read_address(tid: u32, at: u64, len: i32) -> Result<Address, Errno> {
             return Err(Errno::FAULT);
         }
     }
-    Ok(parse(&buf[..len]))
+    Ok((buf, len))
 }
 
 /// What the kernel would make of `bytes` as a unix address to connect to.
@@ -325,5 +372,22 @@ mod tests {
             Address::Named(vec![b'a'; 108])
         );
         assert_eq!(parse(b"\x01"), Address::Invalid);
+    }
+
+    #[test]
+    fn reads_ip_addresses_as_the_kernel_does() {
+        // `struct sockaddr_in`: family, port (network order), address, zeros.
+        let mut v4 = address(libc::AF_INET as u16, &8080u16.to_be_bytes());
+        v4.extend_from_slice(&[127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(ip_address(&v4), Some("127.0.0.1:8080".parse().unwrap()));
+        // `struct sockaddr_in6`: family, port, flow info, address, scope.
+        let mut v6 = address(libc::AF_INET6 as u16, &443u16.to_be_bytes());
+        v6.extend_from_slice(&0u32.to_ne_bytes());
+        v6.extend_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+        v6.extend_from_slice(&0u32.to_ne_bytes());
+        assert_eq!(ip_address(&v6), Some("[::1]:443".parse().unwrap()));
+        assert_eq!(ip_address(&v6[..10]), None);
+        assert_eq!(ip_address(&v4[..8]), None);
+        assert_eq!(ip_address(&address(libc::AF_UNIX as u16, b"/a/s\0")), None);
     }
 }

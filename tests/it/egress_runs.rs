@@ -1,0 +1,233 @@
+//! `network: {allow: [...]}` through a real `skilld serve` (issue 42): a
+//! tool's run gets a network of its own whose one way out is skilld's
+//! proxy, which lets through the list and nothing else. Each attack is one
+//! a tool would try: go around the proxy, ask it for a name off the list,
+//! or for a listed name that leads to the host. Upstreams listen on
+//! 127.0.0.2, the one range the server is told it may reach.
+
+use crate::common::{Served, invoke_envelope, tempdir, write_file};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::Path;
+use tokio::net::TcpListener;
+
+/// Skips a test that needs root (network namespaces), except under CI.
+fn needs_root() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return false;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+    eprintln!("skipped: needs root");
+    true
+}
+
+/// An HTTP upstream on 127.0.0.2 answering with the Host it was sent.
+async fn upstream() -> SocketAddr {
+    let app = axum::Router::new().fallback(|headers: axum::http::HeaderMap| async move {
+        format!(
+            "host={}",
+            headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("")
+        )
+    });
+    let listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// A skill `fetcher` whose tool runs the Python it is given, allowed to
+/// reach `allow`.
+fn fetcher(dir: &Path, allow: &[String]) {
+    crate::common::one_tool_skill(
+        dir,
+        "fetcher",
+        &format!("network:\n  allow: [{}]\n", quoted(allow)),
+        "code",
+        "python3 -c {{code}}",
+    );
+}
+
+fn quoted(patterns: &[String]) -> String {
+    patterns
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Config: `api.test` and `evil.test` are pinned to the upstream's
+/// address and to the host's loopback; 127.0.0.2 may be reached.
+const CONFIG: &str = "[egress]\nallow_ranges = [\"127.0.0.2/32\"]\n\
+                      [egress.hosts]\n\"api.test\" = [\"127.0.0.2\"]\n\"evil.test\" = [\"127.0.0.1\"]\n";
+
+/// Python that fetches `url` as any HTTP client would (urllib follows the
+/// proxy variables), printing `status body`.
+fn fetch(url: &str) -> String {
+    format!(
+        "import urllib.request, urllib.error\n\
+         try:\n    r = urllib.request.urlopen({url:?}, timeout=10); print(r.status, r.read().decode())\n\
+         except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())\n\
+         except Exception as e:\n    print('error', e)\n"
+    )
+}
+
+/// Python that opens a TCP connection to each address directly, printing
+/// `ok` or the error's name for each.
+fn connect_directly(addrs: &[String]) -> String {
+    let list = addrs
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "import socket, errno\n\
+         for a in [{list}]:\n\
+         \x20   host, port = a.rsplit(':', 1)\n\
+         \x20   try:\n\
+         \x20       socket.create_connection((host, int(port)), timeout=3); print(a, 'ok')\n\
+         \x20   except OSError as e:\n\
+         \x20       print(a, errno.errorcode.get(e.errno, str(e)))\n"
+    )
+}
+
+async fn run(server: &Served, code: &str) -> Value {
+    let envelope = invoke_envelope(&server.addr, "fetcher", None, json!({ "code": code })).await;
+    assert_eq!(envelope["success"], true, "{envelope}");
+    envelope
+}
+
+fn output(envelope: &Value) -> &str {
+    envelope["output"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_listed_name_is_reached_and_recorded_and_nothing_else_is() {
+    if needs_root() {
+        return;
+    }
+    let up = upstream().await;
+    let skills = tempdir().unwrap();
+    let allowed = format!("api.test:{}", up.port());
+    fetcher(
+        skills.path(),
+        &[allowed.clone(), format!("evil.test:{}", up.port())],
+    );
+    let server = Served::start(skills.path(), CONFIG);
+
+    // The control: the listed name, through the proxy the run is given.
+    let ok = run(&server, &fetch(&format!("http://{allowed}/hello"))).await;
+    assert_eq!(output(&ok).trim(), format!("200 host={allowed}"), "{ok}");
+    let lines = ok["egress"]
+        .as_array()
+        .expect("the envelope lists where the run went");
+    assert_eq!(lines.len(), 1, "{ok}");
+    assert_eq!(lines[0]["host"], "api.test");
+    assert_eq!(lines[0]["port"], up.port());
+    assert_eq!(
+        (lines[0]["allowed"].as_u64(), lines[0]["denied"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert!(lines[0]["bytes_in"].as_u64().unwrap() > 0, "{ok}");
+
+    // A name off the list: refused, in words a model can act on.
+    let off = run(&server, &fetch(&format!("http://other.test:{}/", up.port()))).await;
+    let text = output(&off);
+    assert!(text.starts_with("403 "), "{off}");
+    assert!(text.contains("other.test") && text.contains("network"), "{off}");
+
+    // A listed name that leads to the host's loopback: refused.
+    let evil = run(&server, &fetch(&format!("http://evil.test:{}/", up.port()))).await;
+    assert!(!output(&evil).contains("host="), "the host was reached: {evil}");
+    assert!(!output(&evil).starts_with("200"), "{evil}");
+}
+
+#[tokio::test]
+async fn a_run_cannot_go_around_the_proxy() {
+    if needs_root() {
+        return;
+    }
+    let up = upstream().await;
+    let skills = tempdir().unwrap();
+    fetcher(skills.path(), &[format!("api.test:{}", up.port())]);
+    let server = Served::start(skills.path(), CONFIG);
+    let targets = [
+        up.to_string(),
+        // The host's PostgreSQL, skilld's own API, the metadata service.
+        "127.0.0.1:5432".to_owned(),
+        server.addr.clone(),
+        "169.254.169.254:80".to_owned(),
+    ];
+    // The control, in the same run: a socket does connect, to the proxy.
+    let control = "import os\nhost, port = os.environ['http_proxy'].split('//')[1].strip('/').rsplit(':', 1)\n\
+                   socket.create_connection((host, int(port)), timeout=3); print('proxy ok')\n";
+    let direct = run(&server, &(connect_directly(&targets) + control)).await;
+    assert!(output(&direct).contains("proxy ok"), "{direct}");
+    for target in &targets {
+        let line = output(&direct)
+            .lines()
+            .find(|l| l.starts_with(target.as_str()))
+            .unwrap_or_else(|| panic!("no line for {target}: {direct}"));
+        assert!(
+            !line.ends_with(" ok"),
+            "{target} was reached around the proxy: {direct}"
+        );
+    }
+    // The variables cannot be unset into a way out either: without them a
+    // client has no route at all.
+    let code = format!(
+        "import os\nfor k in list(os.environ):\n    if k.lower().endswith('_proxy'): del os.environ[k]\n{}",
+        fetch(&format!("http://api.test:{}/", up.port()))
+    );
+    let bare = run(&server, &code).await;
+    assert!(output(&bare).starts_with("error"), "{bare}");
+}
+
+#[tokio::test]
+async fn a_bad_pattern_is_named_where_the_skill_is_listed() {
+    let skills = tempdir().unwrap();
+    fetcher(skills.path(), &["https://api.test/v1".to_owned()]);
+    let server = Served::start(skills.path(), "");
+    let diagnostics: Value = reqwest::get(format!("{}/diagnostics", server.base()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let text = diagnostics.to_string();
+    assert!(text.contains("network.allow"), "{text}");
+    assert!(text.contains("write the host alone"), "{text}");
+}
+
+#[tokio::test]
+async fn a_manifest_says_it_as_the_frontmatter_does() {
+    let skills = tempdir().unwrap();
+    let allow = [
+        "api.github.com".to_owned(),
+        "*.githubusercontent.com:443".to_owned(),
+    ];
+    fetcher(skills.path(), &allow);
+    // A prompt manifest: no backend to start, the same field to read.
+    write_file(
+        &skills.path().join("notes/SKILL.yaml"),
+        &format!(
+            "name: notes\nversion: 1.0.0\ndescription: Notes.\ntypes: [prompt]\n\
+             network:\n  allow: [{}]\nprompt:\n  system_prompt_file: system.md\n",
+            quoted(&allow)
+        ),
+    );
+    write_file(&skills.path().join("notes/system.md"), "Take notes.\n");
+    let server = Served::start(skills.path(), "");
+    for name in ["fetcher", "notes"] {
+        let detail: Value = server
+            .person()
+            .get(format!("{}/skills/{name}", server.base()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(detail["network"], true, "{detail}");
+        assert_eq!(detail["network_allow"], json!(allow), "{detail}");
+    }
+}
