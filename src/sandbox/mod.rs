@@ -477,6 +477,8 @@ impl Sandbox {
                 .cpu()
                 .map_or_else(|| "unavailable".to_owned(), |v| format!("enforced (cgroup {v})")),
             network: on(network_isolated),
+            // A run's egress namespace is made as the empty one is.
+            egress: if network_isolated { "proxy" } else { "unavailable" }.to_owned(),
             seccomp: on(seccomp::filters().available()),
             unix_sockets: self.unix_gate.name().to_owned(),
             mounts: on(self.mounts().is_some()),
@@ -504,6 +506,10 @@ pub struct Report {
     pub cpu: String,
     /// `network: false` gets an empty network namespace.
     pub network: String,
+    /// `network: {allow: [...]}`: `proxy` (each run gets a namespace of
+    /// its own whose one way out is skilld's proxy, `docs/egress.md`), or
+    /// `unavailable` (no network namespaces here: such calls fail).
+    pub egress: String,
     /// Every run gets filters refusing terminal injection, user
     /// namespaces and io_uring; `network: false` also every socket family
     /// but `AF_UNIX`, and connectionless unix sockets.
