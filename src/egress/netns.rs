@@ -8,9 +8,10 @@
 //! pair, no route, no resolver: a program that ignores the proxy
 //! variables reaches nothing, not the host, not DNS, not other runs.
 //!
-//! Root only for now: a server that is not root makes it inside the
-//! sandbox's user namespace, which a thread of a threaded process cannot
-//! join (that is the next step, through a cloned child as `userns.rs`).
+//! A server that is not root makes it inside the runs' user namespace,
+//! which a thread of a threaded process cannot join: a cloned child does
+//! it there (`sandbox::run_network_in`), and runs join that user namespace
+//! before this one.
 
 #![expect(
     unsafe_code,
@@ -37,8 +38,16 @@ impl RunNet {
     }
 }
 
-/// Makes a namespace for one run (see the module's comment).
-pub fn make() -> io::Result<RunNet> {
+/// Makes a namespace for one run (see the module's comment): inside the
+/// runs' user namespace `user` when the server has one (it is not root).
+pub fn make(user: Option<&OwnedFd>) -> io::Result<RunNet> {
+    if let Some(user) = user {
+        let made = crate::sandbox::run_network_in(user)?;
+        return Ok(RunNet {
+            namespace: made.namespace,
+            listener: TcpListener::from(made.listener),
+        });
+    }
     std::thread::Builder::new()
         .name("skilld-egress-ns".to_owned())
         .spawn(|| -> io::Result<RunNet> {

@@ -35,13 +35,15 @@ pub struct RunEgress {
 }
 
 impl Egress {
-    /// Starts the egress of one run of `skill`, which may reach `list`.
+    /// Starts the egress of one run of `skill`, which may reach `list`;
+    /// `user`: the runs' user namespace, when the server is not root.
     /// Needs a tokio runtime (the proxy is served on it).
-    pub fn start(&self, skill: &str, list: &AllowList) -> io::Result<RunEgress> {
-        let made = netns::make().map_err(|e| {
+    pub fn start(&self, skill: &str, list: &AllowList, user: Option<&OwnedFd>) -> io::Result<RunEgress> {
+        let made = netns::make(user).map_err(|e| {
             io::Error::other(format!(
                 "cannot give the run a network of its own, through which its network.allow list is kept: \
-                 {e} (the server needs CAP_SYS_ADMIN to make network namespaces)"
+                 {e} (a server makes network namespaces as root, or, not root, in a user namespace of \
+                 its own where the host allows them)"
             ))
         })?;
         let proxy_url = made.proxy_url()?;

@@ -63,7 +63,8 @@ impl Invoker {
         let Some(list) = &p.skill.network_allow else {
             return Ok(None);
         };
-        let egress = self.settings.egress.start(&p.skill.name, list)?;
+        let user = spec.confinement.as_ref().and_then(|c| c.user_ns.clone());
+        let egress = self.settings.egress.start(&p.skill.name, list, user.as_deref())?;
         // No exception may route around the proxy.
         spec.env.retain(|(name, _)| {
             !name.eq_ignore_ascii_case("no_proxy") && !name.to_ascii_lowercase().ends_with("_proxy")

@@ -471,9 +471,6 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(a, Step::Cgroup);
             }
         }
-        if a.netns >= 0 && libc::setns(a.netns, libc::CLONE_NEWNET) != 0 {
-            fail(a, Step::Network);
-        }
         for (from, to) in [(a.stdin, 0), (a.stdout, 1), (a.stderr, 2)] {
             // dup2 leaves the new descriptor without O_CLOEXEC; the
             // originals (all ≥ 3, close-on-exec) vanish at exec.
@@ -486,6 +483,11 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // root holds every capability, over that namespace only.
         if a.userns >= 0 && libc::setns(a.userns, libc::CLONE_NEWUSER) != 0 {
             fail(a, Step::Mounts);
+        }
+        // After the user namespace: a run's egress namespace, for a server
+        // that is not root, belongs to it.
+        if a.netns >= 0 && libc::setns(a.netns, libc::CLONE_NEWNET) != 0 {
+            fail(a, Step::Network);
         }
         // Joining a mount namespace moves the working directory to its
         // root, so this comes before the chdir.

@@ -7,12 +7,14 @@
 mod cgroup;
 mod landlock;
 mod mounts;
+mod run_net;
 mod seccomp;
 mod settings;
 mod unix_gate;
 mod userns;
 
 pub use cgroup::RunCgroup;
+pub use run_net::{RunNetwork, make_in as run_network_in};
 pub use seccompiler::BpfProgram;
 pub use settings::{Level, Settings, parse_user};
 pub use unix_gate::UnixGate;
@@ -477,8 +479,14 @@ impl Sandbox {
                 .cpu()
                 .map_or_else(|| "unavailable".to_owned(), |v| format!("enforced (cgroup {v})")),
             network: on(network_isolated),
-            // A run's egress namespace is made as the empty one is.
-            egress: if network_isolated { "proxy" } else { "unavailable" }.to_owned(),
+            // A run's egress namespace is made as the empty one is, or in
+            // the runs' user namespace by a server that is not root.
+            egress: if network_isolated || self.mounts().and_then(mounts::Mounts::user_namespace).is_some() {
+                "proxy"
+            } else {
+                "unavailable"
+            }
+            .to_owned(),
             seccomp: on(seccomp::filters().available()),
             unix_sockets: self.unix_gate.name().to_owned(),
             mounts: on(self.mounts().is_some()),

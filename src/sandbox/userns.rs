@@ -296,7 +296,7 @@ unsafe fn write_file(path: *const c_char, text: *const c_char) -> bool {
 /// # Safety
 /// `child` may only make system calls on `arg` (no allocation, no locks),
 /// and `arg` must stay valid until this returns.
-unsafe fn run_child(
+pub(super) unsafe fn run_child(
     child: extern "C" fn(*mut c_void) -> c_int,
     arg: *mut c_void,
     extra: c_int,

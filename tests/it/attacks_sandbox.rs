@@ -437,8 +437,9 @@ async fn readyz_reports_the_new_layers() {
     assert_eq!(sandbox["seccomp"], "enforced", "{ready}");
     // This kernel has seccomp user notification (5.0) and pidfd_getfd (5.6).
     assert_eq!(sandbox["unix_sockets"], "seccomp_notify", "{ready}");
-    let egress = if is_root() { "proxy" } else { "unavailable" };
-    assert_eq!(sandbox["egress"], egress, "{ready}");
+    if is_root() {
+        assert_eq!(sandbox["egress"], "proxy", "{ready}");
+    }
 }
 
 /// An installed skill's dependencies came first on `PATH`, outside the

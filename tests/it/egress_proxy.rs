@@ -271,7 +271,7 @@ async fn in_a_runs_namespace_the_proxy_is_the_only_way_out() {
     use std::os::fd::AsRawFd;
     let up = upstream().await;
     let host_side = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let net = skilld::egress::netns::make().unwrap();
+    let net = skilld::egress::netns::make(None).unwrap();
     let url = net.proxy_url().unwrap();
     let resolver = Resolver::new(
         [("api.test".to_owned(), vec!["127.0.0.2".parse().unwrap()])].into(),

@@ -290,3 +290,49 @@ async fn a_manifest_says_it_as_the_frontmatter_does() {
         assert_eq!(detail["network_allow"], json!(allow), "{detail}");
     }
 }
+
+/// A server that is not root (the quick start on a laptop) makes each
+/// run's namespace inside the runs' user namespace: the list holds there
+/// too, and going around the proxy still finds no route.
+#[tokio::test]
+async fn a_server_that_is_not_root_keeps_the_list_too() {
+    use std::os::unix::fs::chown;
+    if needs_root() || !Path::new("/usr/bin/setpriv").exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI has setpriv");
+        return;
+    }
+    let up = upstream().await;
+    let skills = tempdir().unwrap();
+    let allowed = format!("api.test:{}", up.port());
+    fetcher(skills.path(), std::slice::from_ref(&allowed));
+    let data = tempdir().unwrap();
+    chown(data.path(), Some(65534), Some(65534)).unwrap();
+    let config = data.path().join("skilld.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let mut cmd = crate::common::serve_as_nobody(skills.path(), data.path(), data.path());
+    cmd.arg("--config").arg(&config);
+    let (child, addr) = crate::common::serve(&mut cmd);
+
+    let ready: Value = reqwest::get(format!("http://{addr}/readyz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let invoke = |code: String| {
+        let addr = addr.clone();
+        async move { invoke_envelope(&addr, "fetcher", None, json!({ "code": code })).await }
+    };
+    let ok = invoke(fetch(&format!("http://{allowed}/hello"))).await;
+    let off = invoke(fetch(&format!("http://other.test:{}/", up.port()))).await;
+    let direct = invoke(connect_directly(&[up.to_string(), "127.0.0.1:5432".to_owned()])).await;
+    assert!(crate::common::stop(child).success());
+
+    assert_eq!(ready["sandbox"]["egress"], "proxy", "{ready}");
+    assert_eq!(output(&ok).trim(), format!("200 host={allowed}"), "{ok}");
+    assert!(output(&off).starts_with("403 "), "{off}");
+    for line in output(&direct).lines() {
+        assert!(!line.ends_with(" ok"), "reached around the proxy: {direct}");
+    }
+    assert_eq!(output(&direct).lines().count(), 2, "{direct}");
+}
