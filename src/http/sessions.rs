@@ -44,8 +44,13 @@ pub struct SessionHeaders {
     pub secret: Option<String>,
 }
 
-/// The session secret a request shows, if any; 400 for more than one, or
-/// one that is not text.
+/// The longest session secret a request may show, as documented: secrets
+/// skilld makes are far shorter.
+const SECRET_MAX: usize = 128;
+
+/// The session secret a request shows, if any; 400 for more than one, one
+/// that is not text, or one longer than any secret could be (even when a
+/// token of the session's caller would let the request through without).
 pub(super) fn session_secret(headers: &HeaderMap) -> Result<Option<String>> {
     let mut values = headers.get_all(crate::session::secret::HEADER).iter();
     let Some(value) = values.next() else {
@@ -57,6 +62,11 @@ pub(super) fn session_secret(headers: &HeaderMap) -> Result<Option<String>> {
     let text = value
         .to_str()
         .map_err(|_| ApiError::BadRequest("Skilld-Session-Secret must be visible ASCII".to_owned()))?;
+    if text.len() > SECRET_MAX {
+        return Err(ApiError::BadRequest(format!(
+            "Skilld-Session-Secret is at most {SECRET_MAX} characters"
+        )));
+    }
     Ok(Some(text.to_owned()))
 }
 

@@ -371,6 +371,16 @@ async fn a_tool_that_learns_its_session_cannot_steer_it() {
         (403, "session_locked".to_owned()),
         "{problem}"
     );
+    // One longer than any secret is refused as the document bounds it.
+    let (status, problem) = b
+        .post(
+            &format!("/sessions/{id}/turns"),
+            Some(&"0".repeat(129)),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 400, "{problem}");
+    assert!(text(&problem["detail"]).contains("at most 128"), "{problem}");
 }
 
 /// Point 10: `invoke_tool` began a fresh turn for each inner call. With
