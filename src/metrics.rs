@@ -31,6 +31,13 @@ pub const HTTP_REQUESTS_TOTAL: &str = "skilld_http_requests_total";
 /// Time to each HTTP response's head, by method and route template.
 pub const HTTP_REQUEST_DURATION_SECONDS: &str = "skilld_http_request_duration_seconds";
 
+/// Connections and requests asked of runs' egress proxies, by skill and
+/// verdict (`allowed`, `denied`).
+pub const EGRESS_TOTAL: &str = "skilld_egress_requests_total";
+/// Bytes through runs' egress proxies, by skill and direction (`out`,
+/// `in`).
+pub const EGRESS_BYTES_TOTAL: &str = "skilld_egress_bytes_total";
+
 /// The `route` of requests no route matched. Their raw paths are the
 /// client's to choose, so they all share this one value.
 pub const UNMATCHED_ROUTE: &str = "unmatched";
@@ -110,6 +117,15 @@ fn describe() {
         HTTP_REQUESTS_TOTAL,
         "HTTP requests answered, by method, route template (\"unmatched\" when no route matched) and status."
     );
+    describe_counter!(
+        EGRESS_TOTAL,
+        "Connections and requests network.allow runs asked of their proxies, by skill and verdict."
+    );
+    describe_counter!(
+        EGRESS_BYTES_TOTAL,
+        Unit::Bytes,
+        "Bytes through network.allow runs' proxies, by skill and direction (out, in)."
+    );
     describe_histogram!(
         HTTP_REQUEST_DURATION_SECONDS,
         Unit::Seconds,
@@ -126,6 +142,31 @@ pub fn run_finished(tool: &str, status: &str, duration: Duration) {
     }
     metrics::counter!(RUNS_TOTAL, "tool" => tool.to_owned(), "status" => status.to_owned()).increment(1);
     metrics::histogram!(RUN_DURATION_SECONDS, "tool" => tool.to_owned()).record(duration.as_secs_f64());
+}
+
+/// What one run did through its egress proxy, in all.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EgressTotals {
+    pub allowed: u64,
+    pub denied: u64,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+}
+
+/// Records a `network.allow` run's egress when it ends. `skill` is the
+/// catalog's name, a bounded set; destinations are not labels (a tool
+/// chooses them).
+pub fn egress(skill: &str, t: EgressTotals) {
+    if recorder().is_none() {
+        return;
+    }
+    for (verdict, n) in [("allowed", t.allowed), ("denied", t.denied)] {
+        metrics::counter!(EGRESS_TOTAL, "skill" => skill.to_owned(), "verdict" => verdict).increment(n);
+    }
+    for (direction, n) in [("out", t.bytes_out), ("in", t.bytes_in)] {
+        metrics::counter!(EGRESS_BYTES_TOTAL, "skill" => skill.to_owned(), "direction" => direction)
+            .increment(n);
+    }
 }
 
 /// Counts a run in `skilld_runs_in_flight` until the guard is dropped, so

@@ -88,6 +88,19 @@ pub(super) fn egress_lines(entries: BTreeMap<Destination, Entry>) -> Vec<EgressL
         .collect()
 }
 
+/// A run's egress lines summed, for the metrics.
+pub(super) fn egress_totals(lines: &[EgressLine]) -> crate::metrics::EgressTotals {
+    lines
+        .iter()
+        .fold(crate::metrics::EgressTotals::default(), |mut t, l| {
+            t.allowed += u64::from(l.allowed);
+            t.denied += u64::from(l.denied);
+            t.bytes_out += l.bytes_out;
+            t.bytes_in += l.bytes_in;
+            t
+        })
+}
+
 impl Envelope {
     pub(super) fn from_outcome(run_id: Uuid, p: &Prepared, o: &Outcome) -> Self {
         let error = if let Some(e) = &o.spawn_error {

@@ -88,6 +88,9 @@ impl Invoker {
             .await;
         let mut envelope = Envelope::from_outcome(id, &p, &outcome);
         envelope.egress = egress.map(|e| super::envelope::egress_lines(e.entries()));
+        if let Some(lines) = &envelope.egress {
+            crate::metrics::egress(&p.skill.name, super::envelope::egress_totals(lines));
+        }
         run_dir
             .finish(&mut envelope, &self.artifacts, outcome.contained)
             .instrument(tracing::trace_span!("invoke.finish_dir"))

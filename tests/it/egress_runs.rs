@@ -162,6 +162,27 @@ async fn a_listed_name_is_reached_and_recorded_and_nothing_else_is() {
     let git = run(&server, &git).await;
     assert!(output(&git).contains("403"), "{git}");
 
+    // Prometheus counts them by skill and verdict (not by destination).
+    let metrics = reqwest::get(format!("{}/metrics", server.base()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for verdict in ["allowed", "denied"] {
+        let line = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("skilld_egress_requests_total")
+                    && l.contains("skill=\"fetcher\"")
+                    && l.contains(&format!("verdict=\"{verdict}\""))
+            })
+            .unwrap_or_else(|| panic!("no {verdict} line in:\n{metrics}"));
+        let n: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(n >= 1.0, "{line}");
+    }
+    assert!(metrics.contains("skilld_egress_bytes_total{"), "{metrics}");
+
     // A listed name that leads to the host's loopback: refused.
     let evil = run(&server, &fetch(&format!("http://evil.test:{}/", up.port()))).await;
     assert!(!output(&evil).contains("host="), "the host was reached: {evil}");
