@@ -23,9 +23,12 @@ where
     )
 }
 
-/// TLS over `http`, which is told to take `https` URLs too. It fails only
-/// when the system's roots cannot be loaded.
-pub fn connector(mut http: HttpConnector) -> std::io::Result<Connector> {
+/// TLS over `http`, which is told to take `https` URLs too; `http`
+/// resolves names with `R` (the system's resolver, or addresses checked
+/// beforehand). It fails only when the system's roots cannot be loaded.
+pub fn connector<R>(
+    mut http: HttpConnector<R>,
+) -> std::io::Result<hyper_rustls::HttpsConnector<HttpConnector<R>>> {
     http.enforce_http(false);
     Ok(hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())?

@@ -53,6 +53,9 @@ pub struct ChildSettings {
     pub starlark_host: PathBuf,
     /// What a call outside any session (a script's loading) may spend.
     pub turn_limits: crate::skill::context::TurnLimits,
+    /// How a Starlark `fetch()` of a `network.allow` skill resolves names
+    /// and which addresses it refuses (`[egress]`).
+    pub egress: crate::egress::Resolver,
 }
 
 /// Starts backends for the catalog, and keeps each running one so that a

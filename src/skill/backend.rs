@@ -61,6 +61,8 @@ pub struct LaunchRequest<'a> {
     /// The skill's content hash: the same hash may reuse a running backend.
     pub hash: &'a str,
     pub network: bool,
+    /// `network: {allow: [...]}`: where a Starlark `fetch()` may go.
+    pub network_allow: Option<&'a crate::egress::AllowList>,
     pub permissions: &'a [String],
     pub memory_bytes: Option<u64>,
     /// The MCP server an `mcp` backend fronts.

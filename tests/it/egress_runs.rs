@@ -357,3 +357,45 @@ async fn a_server_that_is_not_root_keeps_the_list_too() {
     }
     assert_eq!(output(&direct).lines().count(), 2, "{direct}");
 }
+
+/// A Starlark `fetch()` of a `network.allow` skill goes by the same rules
+/// as a run's proxy: the listed name, at an address the proxy would
+/// accept, and nothing else.
+#[tokio::test]
+async fn a_starlark_fetch_keeps_to_the_list() {
+    let up = upstream().await;
+    let skills = tempdir().unwrap();
+    let script = "def get(args):\n    return fetch(args[\"url\"])\n\
+                  register_tool(\"get\", \"Fetches.\", {\"type\": \"object\"}, get)\n";
+    let allow = format!(
+        "network:\n  allow: [\"api.test:{0}\", \"evil.test:{0}\"]\n",
+        up.port()
+    );
+    crate::common::star_skill(
+        skills.path(),
+        "web",
+        &format!("read_only: true\npermissions: [net:fetch]\n{allow}"),
+        script,
+    );
+    let server = Served::start(skills.path(), CONFIG);
+    let get = |url: String| {
+        let addr = server.addr.clone();
+        async move { invoke_envelope(&addr, "get", None, json!({ "url": url })).await }
+    };
+    let ok = get(format!("http://api.test:{}/hello", up.port())).await;
+    assert_eq!(
+        ok["parsed"],
+        json!({"status": 200, "body": format!("host=api.test:{}", up.port()), "success": true}),
+        "{ok}"
+    );
+    for (url, why) in [
+        (format!("http://other.test:{}/", up.port()), "does not list it"),
+        (format!("http://{up}/"), "does not list it"),
+        (format!("http://evil.test:{}/", up.port()), "127.0.0.1"),
+        (format!("http://api.test:{}/", up.port() ^ 1), "does not list it"),
+    ] {
+        let refused = get(url.clone()).await;
+        assert_eq!(refused["success"], false, "{url}: {refused}");
+        assert!(refused.to_string().contains(why), "{url}: {refused}");
+    }
+}

@@ -621,12 +621,14 @@ fn write_file(scope: &Scope, path: &str, text: &str) -> anyhow::Result<()> {
 }
 
 /// An HTTP(S) GET of `url`, bounded in size and time:
-/// `{"status", "body", "success"}`. Redirects are not followed.
+/// `{"status", "body", "success"}`. Redirects are not followed. A skill
+/// with `network: {allow: [...]}` reaches only those hosts, at addresses
+/// its run's proxy would accept (`docs/egress.md`).
 fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
-    if !scope.shared.network {
+    let allow = scope.shared.network_allow.clone();
+    if !scope.shared.network && allow.is_none() {
         bail!(
-            "fetch is refused: skill '{}' runs without the network (network: false, or a network.allow \
-             list, which fetch does not take)",
+            "fetch is refused: skill '{}' runs without the network (network: false)",
             scope.shared.skill
         );
     }
@@ -636,6 +638,14 @@ fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
         bail!("fetch: '{url}' is not an http or https URL");
     }
+    let route = match allow {
+        Some(list) => Route::Listed {
+            list,
+            resolver: scope.shared.settings.egress.clone(),
+            skill: scope.shared.skill.clone(),
+        },
+        None => Route::Host,
+    };
     scope.spend("fetch", Spend::NetFetch)?;
     let limit = scope.bounds.left().min(FETCH_TIMEOUT);
     let cancel = scope.bounds.cancel.clone();
@@ -645,7 +655,7 @@ fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
         .runtime
         .block_on(async move {
             tokio::select! {
-                got = tokio::time::timeout(limit, get(uri)) => got.unwrap_or(Err(late)),
+                got = tokio::time::timeout(limit, get(uri, route)) => got.unwrap_or(Err(late)),
                 () = cancel.cancelled() => Err("cancelled".to_owned()),
             }
         })
@@ -653,8 +663,94 @@ fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
     Ok(json!({"status": status, "body": body, "success": (200..300).contains(&status)}))
 }
 
-async fn get(uri: hyper::Uri) -> Result<(u16, String), String> {
-    let client = crate::https::client::<Empty<Bytes>>().map_err(|e| e.to_string())?;
+/// How a fetch finds its destination.
+enum Route {
+    /// `network: true`: the host's resolver and network.
+    Host,
+    /// `network: {allow: [...]}`: the list, then the egress resolver,
+    /// which refuses what the run's proxy refuses.
+    Listed {
+        list: crate::egress::AllowList,
+        resolver: crate::egress::Resolver,
+        skill: String,
+    },
+}
+
+/// The addresses a listed fetch of `uri` may connect to, or why none.
+async fn listed_addresses(
+    uri: &hyper::Uri,
+    list: &crate::egress::AllowList,
+    resolver: &crate::egress::Resolver,
+    skill: &str,
+) -> Result<Vec<std::net::SocketAddr>, String> {
+    let host = uri
+        .host()
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+        .and_then(crate::egress::allow::normalize)
+        .ok_or_else(|| "the URL names no host a network.allow list can hold".to_owned())?;
+    let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") {
+        443
+    } else {
+        80
+    });
+    if list.find(&host, port).is_none() {
+        return Err(format!(
+            "{host}:{port} is refused: skill '{skill}''s network.allow does not list it; \
+             retrying another way will not help"
+        ));
+    }
+    resolver.resolve(&host, port).await.map_err(|e| e.to_string())
+}
+
+/// A resolver that answers every name with addresses checked beforehand.
+#[derive(Clone)]
+struct Checked(Vec<std::net::SocketAddr>);
+
+impl tower::Service<hyper_util::client::legacy::connect::dns::Name> for Checked {
+    type Response = std::vec::IntoIter<std::net::SocketAddr>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: hyper_util::client::legacy::connect::dns::Name) -> Self::Future {
+        std::future::ready(Ok(self.0.clone().into_iter()))
+    }
+}
+
+async fn get(uri: hyper::Uri, route: Route) -> Result<(u16, String), String> {
+    match route {
+        Route::Host => {
+            send(
+                crate::https::client::<Empty<Bytes>>().map_err(|e| e.to_string())?,
+                uri,
+            )
+            .await
+        }
+        Route::Listed {
+            list,
+            resolver,
+            skill,
+        } => {
+            let addrs = listed_addresses(&uri, &list, &resolver, &skill).await?;
+            let http = hyper_util::client::legacy::connect::HttpConnector::new_with_resolver(Checked(addrs));
+            let connector = crate::https::connector(http).map_err(|e| e.to_string())?;
+            let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(connector);
+            send(client, uri).await
+        }
+    }
+}
+
+async fn send<C>(
+    client: hyper_util::client::legacy::Client<C, Empty<Bytes>>,
+    uri: hyper::Uri,
+) -> Result<(u16, String), String>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
     let request = hyper::Request::get(uri)
         .header(
             hyper::header::USER_AGENT,

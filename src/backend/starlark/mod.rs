@@ -36,6 +36,8 @@ pub(super) struct Shared {
     pub dir: PathBuf,
     pub trust: Trust,
     pub network: bool,
+    /// `network.allow`: the only hosts `fetch()` may reach.
+    pub network_allow: Option<crate::egress::AllowList>,
     pub permissions: Vec<String>,
     pub memory_bytes: Option<u64>,
     pub sandbox: Arc<Sandbox>,
@@ -63,6 +65,7 @@ pub(super) fn backend(
         dir: req.dir.to_path_buf(),
         trust: req.trust,
         network: req.network,
+        network_allow: req.network_allow.cloned(),
         permissions: req.permissions.to_vec(),
         memory_bytes: req.memory_bytes,
         sandbox: sandbox.clone(),

@@ -266,6 +266,7 @@ impl Parse<'_, '_> {
             trust: skill.trust,
             hash: &skill.hash,
             network: skill.unrestricted_network(),
+            network_allow: skill.network_allow.as_ref(),
             permissions: &skill.permissions,
             memory_bytes: skill.resources.memory_bytes,
             upstream: parts.upstream.as_ref(),
