@@ -85,32 +85,36 @@ impl RunProxy {
             tokio::spawn(async move {
                 tokio::select! {
                     () = stop.cancelled() => {}
-                    () = this.connection(stream) => {}
+                    () = this.connection(stream, stop.clone()) => {}
                 }
             });
         }
     }
 
-    async fn connection(self: Arc<Self>, stream: TcpStream) {
+    async fn connection(self: Arc<Self>, stream: TcpStream, stop: CancellationToken) {
         let Ok(permit) = self.open.clone().try_acquire_owned() else {
             refuse_busy(stream).await;
             return;
         };
+        let held = Arc::new(Held {
+            _permit: permit,
+            stop,
+            until: tokio::time::Instant::now() + self.bounds.connection_time,
+        });
         let this = self.clone();
         let service = hyper::service::service_fn(move |req| {
-            let this = this.clone();
-            async move { Ok::<_, std::convert::Infallible>(this.handle(req).await) }
+            let (this, held) = (this.clone(), held.clone());
+            async move { Ok::<_, std::convert::Infallible>(this.handle(req, held).await) }
         });
         let served = hyper::server::conn::http1::Builder::new()
             .serve_connection(TokioIo::new(stream), service)
             .with_upgrades();
         let _ = tokio::time::timeout(self.bounds.connection_time, served).await;
-        drop(permit);
     }
 
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: Arc<Self>, req: Request<Incoming>, held: Arc<Held>) -> Response<Body> {
         let result = if req.method() == Method::CONNECT {
-            self.tunnel(req).await
+            self.tunnel(req, held).await
         } else {
             self.forward(req).await
         };
@@ -118,13 +122,26 @@ impl RunProxy {
     }
 
     /// `CONNECT host:port`: checked, resolved, connected, then spliced.
-    async fn tunnel(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Refusal> {
+    /// The tunnel outlives the HTTP connection it came on (hyper hands
+    /// the socket over), so it keeps that connection's place among the
+    /// run's, its deadline and the run's end.
+    async fn tunnel(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        held: Arc<Held>,
+    ) -> Result<Response<Body>, Refusal> {
         let (host, port) =
             authority(req.uri(), None).ok_or(Refusal::BadRequest("CONNECT needs host:port".to_owned()))?;
         let mut upstream = self.open_to(&host, port).await?;
         tokio::spawn(async move {
-            if let Ok(upgraded) = hyper::upgrade::on(req).await {
-                let _ = tokio::io::copy_bidirectional(&mut TokioIo::new(upgraded), &mut upstream).await;
+            let Ok(upgraded) = hyper::upgrade::on(req).await else {
+                return;
+            };
+            let mut client = TokioIo::new(upgraded);
+            tokio::select! {
+                () = held.stop.cancelled() => {}
+                () = tokio::time::sleep_until(held.until) => {}
+                _ = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {}
             }
         });
         Ok(Response::new(empty()))
@@ -180,6 +197,15 @@ impl RunProxy {
             at: key,
         })
     }
+}
+
+/// What one accepted connection holds until it, and any tunnel opened on
+/// it, has ended: its place among the run's connections, the run's end,
+/// and its deadline.
+struct Held {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    stop: CancellationToken,
+    until: tokio::time::Instant,
 }
 
 /// The first of `addrs` that answers, each within `timeout`.

@@ -42,6 +42,18 @@ struct Proxy {
 /// A proxy allowing `allow`, with `api.test` and `evil.test` pinned to
 /// the upstream's address and to 127.0.0.1 (the host) respectively.
 async fn proxy(allow: &[&str], bytes: u64) -> Proxy {
+    proxy_with(
+        allow,
+        Bounds {
+            bytes,
+            ..Bounds::default()
+        },
+    )
+    .await
+}
+
+/// As [`proxy`], with every bound given.
+async fn proxy_with(allow: &[&str], bounds: Bounds) -> Proxy {
     let pinned: HashMap<String, Vec<IpAddr>> = [
         ("api.test".to_owned(), vec!["127.0.0.2".parse().unwrap()]),
         ("evil.test".to_owned(), vec!["127.0.0.1".parse().unwrap()]),
@@ -53,10 +65,6 @@ async fn proxy(allow: &[&str], bytes: u64) -> Proxy {
         skill: "fetcher".to_owned(),
         list: AllowList::parse(allow.iter().copied()).unwrap(),
     });
-    let bounds = Bounds {
-        bytes,
-        ..Bounds::default()
-    };
     let run = RunProxy::new(gate, resolver, bounds);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -311,4 +319,80 @@ async fn in_a_runs_namespace_the_proxy_is_the_only_way_out() {
         6
     );
     stop.cancel();
+}
+
+/// Sends `CONNECT target` on a new connection to the proxy: the stream
+/// and the head of the answer.
+async fn connect_raw(proxy: SocketAddr, target: &str) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let ask = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    stream.write_all(ask.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.unwrap() == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&head).into_owned())
+}
+
+/// A tunnel outlives the HTTP connection it was asked on: it still holds
+/// that connection's place among the run's, so a run cannot open more
+/// tunnels than its bound by letting each request end.
+#[tokio::test]
+async fn open_tunnels_count_against_the_runs_connections() {
+    let up = upstream().await;
+    let target = format!("api.test:{}", up.port());
+    let bounds = Bounds {
+        connections: 2,
+        ..Bounds::default()
+    };
+    let p = proxy_with(&[&target], bounds).await;
+    let (first, head) = connect_raw(p.addr, &target).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (second, head) = connect_raw(p.addr, &target).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (_, head) = connect_raw(p.addr, &target).await;
+    assert!(head.starts_with("HTTP/1.1 429"), "a third tunnel opened: {head}");
+    // A tunnel that ends gives its place back.
+    drop(first);
+    let mut head = String::new();
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        head = connect_raw(p.addr, &target).await.1;
+        if head.starts_with("HTTP/1.1 200") {
+            break;
+        }
+    }
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop(second);
+}
+
+/// A tunnel ends at the connection's deadline, however busy it is kept.
+#[tokio::test]
+async fn a_tunnel_ends_at_its_deadline() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = upstream().await;
+    let target = format!("api.test:{}", up.port());
+    let bounds = Bounds {
+        connection_time: std::time::Duration::from_secs(1),
+        ..Bounds::default()
+    };
+    let p = proxy_with(&[&target], bounds).await;
+    let (mut tunnel, head) = connect_raw(p.addr, &target).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let ask = format!("GET / HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    let _ = tunnel.write_all(ask.as_bytes()).await;
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), tunnel.read(&mut buf))
+        .await
+        .expect("the tunnel neither answered nor closed");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "the tunnel outlived its deadline: {read:?}"
+    );
 }
