@@ -53,9 +53,10 @@ pub struct ChildSettings {
     pub starlark_host: PathBuf,
     /// What a call outside any session (a script's loading) may spend.
     pub turn_limits: crate::skill::context::TurnLimits,
-    /// How a Starlark `fetch()` of a `network.allow` skill resolves names
-    /// and which addresses it refuses (`[egress]`).
-    pub egress: crate::egress::Resolver,
+    /// What the egress of a `network.allow` skill starts from
+    /// (`[egress]`): its child's proxy, and its Starlark `fetch()`'s
+    /// resolver.
+    pub egress: crate::egress::Egress,
 }
 
 /// Starts backends for the catalog, and keeps each running one so that a

@@ -3,6 +3,7 @@
 //! the Starlark host it starts) and the stdio servers of the `mcp` one.
 
 use super::ChildSettings;
+use crate::egress::RunEgress;
 use crate::runner::{Spec, child_env, with_deps};
 use crate::sandbox::{Request, Sandbox};
 use crate::skill::Trust;
@@ -19,6 +20,9 @@ pub(super) struct Place {
     pub deps: Option<PathBuf>,
     pub trust: Trust,
     pub network: bool,
+    /// `network: {allow: [...]}`: the child gets a namespace of its own,
+    /// whose one way out is a proxy kept for the child's life.
+    network_allow: Option<crate::egress::AllowList>,
     workspace_write: bool,
     memory_bytes: Option<u64>,
     pub sandbox: Arc<Sandbox>,
@@ -33,6 +37,7 @@ impl Place {
             deps: req.deps.map(Path::to_path_buf),
             trust: req.trust,
             network: req.network,
+            network_allow: req.network_allow.cloned(),
             workspace_write: req.permissions.iter().any(|p| p == "file:write"),
             memory_bytes: req.memory_bytes,
             sandbox,
@@ -58,13 +63,15 @@ impl Place {
     }
 
     /// The spec of `command` started in the sandbox with `scratch` as its
-    /// home, and `more_env` beside the usual environment.
+    /// home, and `more_env` beside the usual environment; with a
+    /// `network.allow` list, the egress the child must hold for its life
+    /// ([`crate::runner::Child::holding`]). Needs a Tokio runtime.
     pub fn spec(
         &self,
         command: &[String],
         scratch: &Path,
         more_env: Vec<(String, String)>,
-    ) -> std::io::Result<Spec> {
+    ) -> std::io::Result<(Spec, Option<RunEgress>)> {
         let mut env = child_env(&self.skill, &self.dir, "Global", &self.settings.extra_env);
         if let Some(deps) = &self.deps {
             with_deps(&mut env, deps);
@@ -85,8 +92,8 @@ impl Place {
             workspace: Some(&self.settings.workspace),
             workspace_write: self.workspace_write,
             scratch,
-            network: self.network,
-            egress: false,
+            network: self.network || self.network_allow.is_some(),
+            egress: self.network_allow.is_some(),
             programs: command
                 .first()
                 .map(PathBuf::from)
@@ -101,7 +108,7 @@ impl Place {
         limits.memory_bytes = request.memory_bytes;
         // A long-lived child would spend any CPU-seconds limit over its life.
         limits.cpu_secs = None;
-        Ok(Spec {
+        let mut spec = Spec {
             program: command.first().cloned().unwrap_or_default(),
             args: command.iter().skip(1).cloned().collect(),
             cwd: self.settings.workspace.clone(),
@@ -112,6 +119,20 @@ impl Place {
             isolate_network: !self.network,
             egress_ns: None,
             confinement: self.sandbox.confine(&request)?,
-        })
+        };
+        let egress = self.egress(&mut spec)?;
+        Ok((spec, egress))
+    }
+
+    /// The child's egress, when its skill lists where it may go.
+    fn egress(&self, spec: &mut Spec) -> std::io::Result<Option<RunEgress>> {
+        let Some(list) = &self.network_allow else {
+            return Ok(None);
+        };
+        let user = spec.confinement.as_ref().and_then(|c| c.user_ns.clone());
+        let egress = self.settings.egress.start(&self.skill, list, user.as_deref())?;
+        egress.point(&mut spec.env);
+        spec.egress_ns = Some(egress.namespace());
+        Ok(Some(egress))
     }
 }

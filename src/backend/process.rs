@@ -148,11 +148,11 @@ impl ProcessBackend {
             .place
             .scratch_dir()
             .map_err(|e| not_running(format!("cannot make its directory: {e}")))?;
-        let spec = self
+        let (spec, egress) = self
             .place
             .spec(&self.command, &scratch, Vec::new())
             .map_err(|e| not_running(format!("cannot prepare its sandbox: {e}")))?;
-        let child = Child::start(spec)?;
+        let child = Child::start(spec)?.holding(egress);
         let conn = Conn::spawn(
             child,
             ConnOptions {

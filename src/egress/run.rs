@@ -77,6 +77,15 @@ impl RunEgress {
             .map(|name| ((*name).to_owned(), self.proxy_url.clone()))
     }
 
+    /// Points `env` at the proxy: every proxy variable it had, and every
+    /// exception (`NO_PROXY`) that could route around it, replaced.
+    pub fn point(&self, env: &mut Vec<(String, String)>) {
+        env.retain(|(name, _)| {
+            !name.eq_ignore_ascii_case("no_proxy") && !name.to_ascii_lowercase().ends_with("_proxy")
+        });
+        env.extend(self.env());
+    }
+
     /// What the run did through its proxy so far.
     pub fn entries(&self) -> BTreeMap<Destination, Entry> {
         self.proxy.ledger.entries()

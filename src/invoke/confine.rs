@@ -65,11 +65,7 @@ impl Invoker {
         };
         let user = spec.confinement.as_ref().and_then(|c| c.user_ns.clone());
         let egress = self.settings.egress.start(&p.skill.name, list, user.as_deref())?;
-        // No exception may route around the proxy.
-        spec.env.retain(|(name, _)| {
-            !name.eq_ignore_ascii_case("no_proxy") && !name.to_ascii_lowercase().ends_with("_proxy")
-        });
-        spec.env.extend(egress.env());
+        egress.point(&mut spec.env);
         spec.egress_ns = Some(egress.namespace());
         Ok(Some(egress))
     }

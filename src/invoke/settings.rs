@@ -131,7 +131,7 @@ pub fn launcher(settings: &RunSettings, sandbox: Arc<Sandbox>) -> Option<Arc<dyn
         idle: settings.backend_idle,
         starlark_host: starlark_host(settings),
         turn_limits: settings.turn_limits,
-        egress: settings.egress.resolver.clone(),
+        egress: settings.egress.clone(),
     };
     Some(Arc::new(Launcher::new(sandbox, children, runtime)))
 }

@@ -17,6 +17,9 @@ pub struct Child {
     pub stdin: Option<pipe::Sender>,
     pub stdout: Option<pipe::Receiver>,
     pub stderr: Option<pipe::Receiver>,
+    /// What the child's life depends on, dropped after it (a networked
+    /// backend's egress proxy).
+    held: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Child {
@@ -43,7 +46,15 @@ impl Child {
             stdin,
             stdout: Some(open_pipe(spawned.stdout).map_err(could_not)?),
             stderr: Some(open_pipe(spawned.stderr).map_err(could_not)?),
+            held: None,
         })
+    }
+
+    /// Keeps `value` for as long as the child is kept.
+    #[must_use]
+    pub fn holding(mut self, value: impl std::any::Any + Send + Sync) -> Self {
+        self.held = Some(Box::new(value));
+        self
     }
 
     /// The process group id (= the leader's pid).

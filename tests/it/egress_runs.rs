@@ -399,3 +399,72 @@ async fn a_starlark_fetch_keeps_to_the_list() {
         assert!(refused.to_string().contains(why), "{url}: {refused}");
     }
 }
+
+/// A process backend that runs Python's urllib on each call: `url`
+/// fetched through whatever proxy its environment names, or around it
+/// when the URL starts with `direct:`.
+const FETCHING_BACKEND: &str = r#"import json, sys, urllib.request, urllib.error
+TOOLS = [{"name": "get", "description": "Fetches.",
+          "input_schema": {"type": "object", "properties": {"url": {"type": "string"}}}}]
+def get(url):
+    opener = urllib.request.build_opener()
+    if url.startswith("direct:"):
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        url = url[len("direct:"):]
+    try:
+        r = opener.open(url, timeout=10)
+        return "%d %s" % (r.status, r.read().decode())
+    except urllib.error.HTTPError as e:
+        return "%d %s" % (e.code, e.read().decode())
+    except Exception as e:
+        return "error %s" % e
+for line in sys.stdin:
+    req = json.loads(line)
+    m, p = req["method"], req.get("params") or {}
+    if m == "initialize":
+        result = {"tools": TOOLS}
+    elif m == "tool/execute":
+        result = {"output": get(p["input"]["url"]), "success": True}
+    else:
+        result = None
+    print(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result}), flush=True)
+    if m == "shutdown":
+        break
+"#;
+
+/// A long-lived process backend with a list gets a namespace and a proxy
+/// of its own for its whole life: the same rules as a tool's run.
+#[tokio::test]
+async fn a_process_backend_keeps_to_its_list() {
+    if needs_root() {
+        return;
+    }
+    let up = upstream().await;
+    let skills = tempdir().unwrap();
+    let allowed = format!("api.test:{}", up.port());
+    write_file(
+        &skills.path().join("getter/SKILL.yaml"),
+        &format!(
+            "name: getter\nversion: 1.0.0\ndescription: Fetches.\ntypes: [tool]\nread_only: true\n\
+             permissions: [shell:exec, net:fetch]\nnetwork:\n  allow: [\"{allowed}\"]\n\
+             implementation:\n  backend: process\n  entrypoint: main.py\n"
+        ),
+    );
+    write_file(&skills.path().join("getter/main.py"), FETCHING_BACKEND);
+    let server = Served::start(skills.path(), CONFIG);
+    let get = |url: String| {
+        let addr = server.addr.clone();
+        async move { invoke_envelope(&addr, "get", None, json!({ "url": url })).await }
+    };
+    let ok = get(format!("http://{allowed}/hello")).await;
+    assert_eq!(output(&ok), format!("200 host={allowed}"), "{ok}");
+    let off = get(format!("http://other.test:{}/", up.port())).await;
+    assert!(output(&off).starts_with("403 "), "{off}");
+    let by_address = get(format!("http://{up}/")).await;
+    assert!(output(&by_address).starts_with("403 "), "{by_address}");
+    // Around the proxy there is no route, to the upstream or the host.
+    for target in [up.to_string(), server.addr.clone()] {
+        let around = get(format!("direct:http://{target}/")).await;
+        assert!(output(&around).starts_with("error "), "{target}: {around}");
+    }
+}

@@ -187,11 +187,11 @@ impl McpBackend {
             .scratch_dir()
             .map_err(|e| not_running(format!("cannot make its directory: {e}")))?;
         let command = crate::runner::deps_command(command.to_vec(), self.place.deps.as_deref());
-        let spec = self
+        let (spec, egress) = self
             .place
             .spec(&command, &scratch, more_env)
             .map_err(|e| not_running(format!("cannot prepare its sandbox: {e}")))?;
-        let child = Child::start(spec)?;
+        let child = Child::start(spec)?.holding(egress);
         Session::stdio(child, scratch, self.handler.clone(), &self.place.skill).await
     }
 

@@ -641,7 +641,7 @@ fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
     let route = match allow {
         Some(list) => Route::Listed {
             list,
-            resolver: scope.shared.settings.egress.clone(),
+            resolver: scope.shared.settings.egress.resolver.clone(),
             skill: scope.shared.skill.clone(),
         },
         None => Route::Host,
