@@ -17,6 +17,10 @@
 //! 1,000 direct connections held open (the resident set of this process,
 //! which holds the client, the proxy and the upstream alike).
 //!
+//! Last, what a run pays before its program starts: making its namespace
+//! (a new network namespace, `lo` up, a listener) and starting its proxy,
+//! then dropping both, against nothing (the offline namespace is shared).
+//!
 //! The upstream listens on 127.0.0.2, the range the proxy is told it may
 //! reach. Run with `cargo bench --bench egress`; `SKILLD_BENCH_CALLS` sets
 //! the requests per side (default 2,000). Nothing here asserts on time.
@@ -201,6 +205,22 @@ fn enough_files() {
     setrlimit(Resource::RLIMIT_NOFILE, hard, hard).expect("setrlimit");
 }
 
+/// `Egress::start` and its drop, `n` times (needs root: network
+/// namespaces).
+fn setup(n: usize) {
+    let list = AllowList::parse(["api.test"]).expect("pattern");
+    let egress = skilld::egress::Egress::default();
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        let run = egress.start("bench", &list, None).expect("a run's egress");
+        drop(run);
+        times.push(start.elapsed());
+    }
+    println!("a run's namespace and proxy, made and dropped ({n} runs):");
+    println!("  {}", stats::line(&mut times));
+}
+
 fn main() {
     enough_files();
     let calls = std::env::var("SKILLD_BENCH_CALLS")
@@ -218,5 +238,6 @@ fn main() {
         latency(up, proxy, calls).await;
         memory(up, proxy).await;
         stop.cancel();
+        setup(calls / 4);
     });
 }

@@ -307,8 +307,10 @@ async fn run_command(
     JsonBody(body): JsonBody<InvokeRequest>,
 ) -> Result<Response> {
     // Checked for every command, also those that answer without a call:
-    // a key that is not one is a bad request whatever it would have keyed.
+    // a key or a secret that is not one is a bad request whatever it
+    // would have keyed or opened.
     idempotency_key(&headers)?;
+    super::sessions::session_secret(&headers)?;
     let catalog = state.catalog.current();
     let name = p.command.strip_prefix('/').unwrap_or(&p.command);
     let request = CommandRequest {

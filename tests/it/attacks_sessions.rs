@@ -381,6 +381,16 @@ async fn a_tool_that_learns_its_session_cannot_steer_it() {
         .await;
     assert_eq!(status, 400, "{problem}");
     assert!(text(&problem["detail"]).contains("at most 128"), "{problem}");
+    // So is it on a command that answers without a call.
+    let (status, problem) = b
+        .send(
+            reqwest::Method::POST,
+            "/commands/help",
+            Some(&"0".repeat(129)),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 400, "{problem}");
 }
 
 /// Point 10: `invoke_tool` began a fresh turn for each inner call. With
