@@ -371,24 +371,23 @@ async fn a_tool_that_learns_its_session_cannot_steer_it() {
         (403, "session_locked".to_owned()),
         "{problem}"
     );
-    // One longer than any secret is refused as the document bounds it.
+}
+
+/// A session secret longer than the documented 128 characters is a bad
+/// request wherever the header is taken: on a session, and on a command
+/// that answers without a call.
+#[tokio::test]
+async fn an_overlong_session_secret_is_a_bad_request() {
+    let b = Bench::new().await;
+    let (id, _) = b.session().await;
+    let long = "0".repeat(129);
     let (status, problem) = b
-        .post(
-            &format!("/sessions/{id}/turns"),
-            Some(&"0".repeat(129)),
-            json!({}),
-        )
+        .post(&format!("/sessions/{id}/turns"), Some(&long), json!({}))
         .await;
     assert_eq!(status, 400, "{problem}");
     assert!(text(&problem["detail"]).contains("at most 128"), "{problem}");
-    // So is it on a command that answers without a call.
     let (status, problem) = b
-        .send(
-            reqwest::Method::POST,
-            "/commands/help",
-            Some(&"0".repeat(129)),
-            json!({}),
-        )
+        .send(reqwest::Method::POST, "/commands/help", Some(&long), json!({}))
         .await;
     assert_eq!(status, 400, "{problem}");
 }
