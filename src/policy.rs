@@ -93,8 +93,43 @@ fn always_asks(skill: &Skill, tool: &Tool) -> bool {
     skill.always_ask || tool.requires_approval
 }
 
-/// What an approver should know beyond the command itself, if anything.
+/// The most `network.allow` patterns a warning names.
+const NAMED_HOSTS: usize = 8;
+
+/// What an approver should know beyond the command itself, if anything:
+/// how far the skill is trusted, then where its tools may connect.
 pub fn warning(skill: &Skill, facts: &PolicyFacts) -> Option<String> {
+    let said: Vec<String> = [trust_warning(skill, facts), network_warning(skill)]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!said.is_empty()).then(|| said.join(" "))
+}
+
+/// Where the skill's tools may connect, when they may connect at all.
+fn network_warning(skill: &Skill) -> Option<String> {
+    if let Some(list) = &skill.network_allow {
+        let patterns = list.patterns();
+        let mut named: Vec<String> = patterns
+            .iter()
+            .take(NAMED_HOSTS)
+            .map(ToString::to_string)
+            .collect();
+        if patterns.len() > NAMED_HOSTS {
+            named.push(format!("{} more", patterns.len() - NAMED_HOSTS));
+        }
+        return Some(format!(
+            "It may connect to {} (network.allow), through skilld's proxy, and nowhere else.",
+            named.join(", ")
+        ));
+    }
+    skill.network.then(|| {
+        "It has unrestricted network access (network: true): it can reach anything this server can."
+            .to_owned()
+    })
+}
+
+fn trust_warning(skill: &Skill, facts: &PolicyFacts) -> Option<String> {
     if skill.trust == Trust::Untrusted {
         return Some(format!(
             "This skill is untrusted (from {}): read the command and its arguments before approving.",
@@ -213,5 +248,29 @@ mod tests {
             .is_none()
         );
         assert!(warning(&rw_bundled, &none).is_none());
+    }
+
+    #[test]
+    fn the_warning_says_where_the_tools_may_connect() {
+        let facts = PolicyFacts::default();
+        assert_eq!(warning(&skill("", Trust::Bundled), &facts), None);
+        let listed = skill(
+            "network:\n  allow: [api.github.com, \"*.example.com:8443\"]\n",
+            Trust::Bundled,
+        );
+        assert_eq!(
+            warning(&listed, &facts).as_deref(),
+            Some(
+                "It may connect to api.github.com, *.example.com:8443 (network.allow), through \
+                 skilld's proxy, and nowhere else."
+            )
+        );
+        let open = skill("network: true\n", Trust::Untrusted);
+        let said = warning(&open, &facts).unwrap();
+        assert!(said.starts_with("This skill is untrusted"), "{said}");
+        assert!(
+            said.ends_with("(network: true): it can reach anything this server can."),
+            "{said}"
+        );
     }
 }
