@@ -1,7 +1,8 @@
 //! The egress proxy's core (issue 42), attacked with curl, a real client,
 //! through a proxy on loopback: upstreams listen on 127.0.0.2, the one
-//! range the tests open, and the attacks aim at the rest. Not yet a run's
-//! only way out: that comes with its network namespace.
+//! range the tests open, and the attacks aim at the rest. The proxy as a
+//! run's only way out, through a real `skilld serve`, is attacked in
+//! `egress_runs.rs`.
 
 use skilld::egress::{AllowList, Bounds, ListGate, Ranges, Resolver, RunProxy};
 use std::collections::HashMap;
@@ -10,28 +11,6 @@ use std::process::Command;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-/// An HTTP upstream on 127.0.0.2 answering `GET /size/N` with N bytes and
-/// anything else with the Host it was sent.
-async fn upstream() -> SocketAddr {
-    use axum::extract::Path;
-    use axum::http::HeaderMap;
-    let app = axum::Router::new()
-        .route(
-            "/size/{n}",
-            axum::routing::get(|Path(n): Path<usize>| async move { "x".repeat(n) }),
-        )
-        .fallback(|headers: HeaderMap| async move {
-            format!(
-                "host={}",
-                headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("")
-            )
-        });
-    let listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
-}
 
 struct Proxy {
     addr: SocketAddr,
@@ -121,7 +100,7 @@ async fn curl(proxy: SocketAddr, url: &str, extra: &[&str]) -> (u16, String) {
 
 #[tokio::test]
 async fn an_allowed_name_is_reached_by_plain_http_and_through_connect() {
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let p = proxy(&[&format!("api.test:{}", up.port())], 1 << 20).await;
     let url = format!("http://api.test:{}/hello", up.port());
     assert_eq!(
@@ -140,7 +119,7 @@ async fn an_allowed_name_is_reached_by_plain_http_and_through_connect() {
 
 #[tokio::test]
 async fn a_name_off_the_list_is_refused_with_text_for_a_model() {
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let p = proxy(&["other.test"], 1 << 20).await;
     let url = format!("http://api.test:{}/", up.port());
     let (status, body) = curl(p.addr, &url, &[]).await;
@@ -187,7 +166,7 @@ async fn an_allowed_name_that_leads_to_the_host_or_the_metadata_service_is_refus
 
 #[tokio::test]
 async fn an_address_asked_for_directly_is_refused() {
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let p = proxy(&[&format!("api.test:{}", up.port())], 1 << 20).await;
     for url in [
         format!("http://127.0.0.2:{}/", up.port()),
@@ -203,7 +182,7 @@ async fn an_address_asked_for_directly_is_refused() {
 
 #[tokio::test]
 async fn a_host_header_naming_another_host_is_refused() {
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let p = proxy(&[&format!("api.test:{}", up.port())], 1 << 20).await;
     let url = format!("http://api.test:{}/", up.port());
     let (status, body) = curl(p.addr, &url, &["-H", "Host: other.test"]).await;
@@ -213,7 +192,7 @@ async fn a_host_header_naming_another_host_is_refused() {
 
 #[tokio::test]
 async fn a_run_gets_no_more_bytes_than_its_budget() {
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let p = proxy(&[&format!("api.test:{}", up.port())], 64 * 1024).await;
     let url = format!("http://api.test:{}/size/1000000", up.port());
     let (_, body) = curl(p.addr, &url, &["--proxytunnel"]).await;
@@ -277,7 +256,7 @@ async fn in_a_runs_namespace_the_proxy_is_the_only_way_out() {
         return;
     }
     use std::os::fd::AsRawFd;
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let host_side = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let net = skilld::egress::netns::make(None).unwrap();
     let url = net.proxy_url().unwrap();
@@ -344,7 +323,7 @@ async fn connect_raw(proxy: SocketAddr, target: &str) -> (tokio::net::TcpStream,
 /// tunnels than its bound by letting each request end.
 #[tokio::test]
 async fn open_tunnels_count_against_the_runs_connections() {
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let target = format!("api.test:{}", up.port());
     let bounds = Bounds {
         connections: 2,
@@ -375,7 +354,7 @@ async fn open_tunnels_count_against_the_runs_connections() {
 #[tokio::test]
 async fn a_tunnel_ends_at_its_deadline() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let target = format!("api.test:{}", up.port());
     let bounds = Bounds {
         connection_time: std::time::Duration::from_secs(1),

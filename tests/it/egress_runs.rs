@@ -7,9 +7,7 @@
 
 use crate::common::{Served, invoke_envelope, tempdir, write_file};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::path::Path;
-use tokio::net::TcpListener;
 
 /// Skips a test that needs root (network namespaces), except under CI.
 fn needs_root() -> bool {
@@ -19,20 +17,6 @@ fn needs_root() -> bool {
     assert!(std::env::var_os("CI").is_none(), "CI runs as root");
     eprintln!("skipped: needs root");
     true
-}
-
-/// An HTTP upstream on 127.0.0.2 answering with the Host it was sent.
-async fn upstream() -> SocketAddr {
-    let app = axum::Router::new().fallback(|headers: axum::http::HeaderMap| async move {
-        format!(
-            "host={}",
-            headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("")
-        )
-    });
-    let listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
 }
 
 /// A skill `fetcher` whose tool runs the Python it is given, allowed to
@@ -105,7 +89,7 @@ async fn a_listed_name_is_reached_and_recorded_and_nothing_else_is() {
     if needs_root() {
         return;
     }
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let skills = tempdir().unwrap();
     let allowed = format!("api.test:{}", up.port());
     fetcher(
@@ -130,15 +114,7 @@ async fn a_listed_name_is_reached_and_recorded_and_nothing_else_is() {
     assert!(lines[0]["bytes_in"].as_u64().unwrap() > 0, "{ok}");
     // The run log keeps it.
     let id = ok["run_id"].as_str().unwrap();
-    let kept: Value = server
-        .person()
-        .get(format!("{}/runs/{id}", server.base()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let kept: Value = server.get_json(&format!("/runs/{id}")).await;
     assert_eq!(kept["result"]["egress"], ok["egress"], "{kept}");
 
     // A name off the list: refused, in words a model can act on.
@@ -194,7 +170,7 @@ async fn a_run_cannot_go_around_the_proxy() {
     if needs_root() {
         return;
     }
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let skills = tempdir().unwrap();
     fetcher(skills.path(), &[format!("api.test:{}", up.port())]);
     let server = Served::start(skills.path(), CONFIG);
@@ -267,12 +243,7 @@ async fn a_bad_pattern_is_named_where_the_skill_is_listed() {
     let skills = tempdir().unwrap();
     fetcher(skills.path(), &["https://api.test/v1".to_owned()]);
     let server = Served::start(skills.path(), "");
-    let diagnostics: Value = reqwest::get(format!("{}/diagnostics", server.base()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let diagnostics = server.get_json("/diagnostics").await;
     let text = diagnostics.to_string();
     assert!(text.contains("network.allow"), "{text}");
     assert!(text.contains("write the host alone"), "{text}");
@@ -298,15 +269,7 @@ async fn a_manifest_says_it_as_the_frontmatter_does() {
     write_file(&skills.path().join("notes/system.md"), "Take notes.\n");
     let server = Served::start(skills.path(), "");
     for name in ["fetcher", "notes"] {
-        let detail: Value = server
-            .person()
-            .get(format!("{}/skills/{name}", server.base()))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let detail: Value = server.get_json(&format!("/skills/{name}")).await;
         assert_eq!(detail["network"], true, "{detail}");
         assert_eq!(detail["network_allow"], json!(allow), "{detail}");
     }
@@ -322,7 +285,7 @@ async fn a_server_that_is_not_root_keeps_the_list_too() {
         assert!(std::env::var_os("CI").is_none(), "CI has setpriv");
         return;
     }
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let skills = tempdir().unwrap();
     let allowed = format!("api.test:{}", up.port());
     fetcher(skills.path(), std::slice::from_ref(&allowed));
@@ -363,7 +326,7 @@ async fn a_server_that_is_not_root_keeps_the_list_too() {
 /// accept, and nothing else.
 #[tokio::test]
 async fn a_starlark_fetch_keeps_to_the_list() {
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let skills = tempdir().unwrap();
     let script = "def get(args):\n    return fetch(args[\"url\"])\n\
                   register_tool(\"get\", \"Fetches.\", {\"type\": \"object\"}, get)\n";
@@ -439,7 +402,7 @@ async fn a_process_backend_keeps_to_its_list() {
     if needs_root() {
         return;
     }
-    let up = upstream().await;
+    let up = crate::common::egress_upstream().await;
     let skills = tempdir().unwrap();
     let allowed = format!("api.test:{}", up.port());
     write_file(

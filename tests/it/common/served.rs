@@ -83,6 +83,18 @@ impl Served {
         format!("http://{}", self.addr)
     }
 
+    /// `GET path` as the person who decides, its JSON answer.
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        self.person()
+            .get(format!("{}{path}", self.base()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// Stops the server as SIGTERM does; fails if it takes over 5 s.
     pub fn stop(mut self) -> std::process::ExitStatus {
         super::stop(self.child.take().unwrap())
