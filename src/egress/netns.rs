@@ -13,14 +13,9 @@
 //! it there (`sandbox::run_network_in`), and runs join that user namespace
 //! before this one.
 
-#![expect(
-    unsafe_code,
-    reason = "SIOCGIFFLAGS/SIOCSIFFLAGS: neither nix nor libc wraps setting an interface up"
-)]
-
 use std::io;
 use std::net::TcpListener;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 /// A run's namespace and the proxy's listener inside it.
 #[derive(Debug)]
@@ -53,7 +48,7 @@ pub fn make(user: Option<&OwnedFd>) -> io::Result<RunNet> {
         .spawn(|| -> io::Result<RunNet> {
             // Changes only this thread, which ends right after.
             nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)?;
-            loopback_up()?;
+            crate::sandbox::set_loopback_up()?;
             let listener = TcpListener::bind("127.0.0.1:0")?;
             listener.set_nonblocking(true)?;
             let namespace = std::fs::File::open("/proc/thread-self/ns/net")?.into();
@@ -61,28 +56,4 @@ pub fn make(user: Option<&OwnedFd>) -> io::Result<RunNet> {
         })?
         .join()
         .map_err(|_| io::Error::other("the namespace thread panicked"))?
-}
-
-/// Sets `lo` up in the calling thread's namespace, which gives it
-/// 127.0.0.1.
-fn loopback_up() -> io::Result<()> {
-    // Any AF_INET socket takes the interface ioctls; binding the wildcard
-    // needs no address, which this namespace does not have yet.
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
-    // SAFETY: a zeroed ifreq is valid; the name is NUL-terminated within
-    // IFNAMSIZ; both ioctls read and write only that struct.
-    unsafe {
-        let mut req: libc::ifreq = std::mem::zeroed();
-        for (slot, byte) in req.ifr_name.iter_mut().zip(b"lo\0") {
-            *slot = *byte as libc::c_char;
-        }
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &raw mut req) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &raw const req) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }

@@ -14,7 +14,7 @@ mod unix_gate;
 mod userns;
 
 pub use cgroup::RunCgroup;
-pub use run_net::{RunNetwork, make_in as run_network_in};
+pub use run_net::{RunNetwork, make_in as run_network_in, set_loopback_up};
 pub use seccompiler::BpfProgram;
 pub use settings::{Level, Settings, parse_user};
 pub use unix_gate::UnixGate;

@@ -123,8 +123,19 @@ extern "C" fn net_child(arg: *mut c_void) -> c_int {
     }
 }
 
-/// Sets `lo` up in the calling process's namespace, which gives it
-/// 127.0.0.1.
+/// Sets `lo` up in the calling thread's network namespace, which gives
+/// it 127.0.0.1: for a thread of a server that is root, which makes the
+/// namespace itself.
+pub fn set_loopback_up() -> io::Result<()> {
+    // SAFETY: only system calls on this function's own stack.
+    if unsafe { loopback_up() } {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets `lo` up in the calling thread's namespace.
 ///
 /// # Safety
 /// Only system calls on its own stack: fit for the cloned child.
@@ -145,7 +156,10 @@ unsafe fn loopback_up() -> bool {
             req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
             up = libc::ioctl(socket, libc::SIOCSIFFLAGS, &raw const req) == 0;
         }
+        // The ioctl's errno, not close's, is the one to report.
+        let errno = *libc::__errno_location();
         libc::close(socket);
+        *libc::__errno_location() = errno;
         up
     }
 }
