@@ -80,6 +80,26 @@ async fn run(server: &Served, code: &str) -> Value {
     envelope
 }
 
+/// `skilld_egress_requests_total` of `skill` and `verdict` in the
+/// server's `/metrics`.
+async fn egress_count(server: &Served, skill: &str, verdict: &str) -> f64 {
+    let metrics = reqwest::get(format!("{}/metrics", server.base()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("skilld_egress_requests_total")
+                && l.contains(&format!("skill=\"{skill}\""))
+                && l.contains(&format!("verdict=\"{verdict}\""))
+        })
+        .unwrap_or_else(|| panic!("no {skill} {verdict} line in:\n{metrics}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
 fn output(envelope: &Value) -> &str {
     envelope["output"].as_str().unwrap_or_default()
 }
@@ -139,25 +159,8 @@ async fn a_listed_name_is_reached_and_recorded_and_nothing_else_is() {
     assert!(output(&git).contains("403"), "{git}");
 
     // Prometheus counts them by skill and verdict (not by destination).
-    let metrics = reqwest::get(format!("{}/metrics", server.base()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    for verdict in ["allowed", "denied"] {
-        let line = metrics
-            .lines()
-            .find(|l| {
-                l.starts_with("skilld_egress_requests_total")
-                    && l.contains("skill=\"fetcher\"")
-                    && l.contains(&format!("verdict=\"{verdict}\""))
-            })
-            .unwrap_or_else(|| panic!("no {verdict} line in:\n{metrics}"));
-        let n: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-        assert!(n >= 1.0, "{line}");
-    }
-    assert!(metrics.contains("skilld_egress_bytes_total{"), "{metrics}");
+    assert!(egress_count(&server, "fetcher", "allowed").await >= 1.0);
+    assert!(egress_count(&server, "fetcher", "denied").await >= 1.0);
 
     // A listed name that leads to the host's loopback: refused.
     let evil = run(&server, &fetch(&format!("http://evil.test:{}/", up.port()))).await;
@@ -361,6 +364,8 @@ async fn a_starlark_fetch_keeps_to_the_list() {
         assert_eq!(refused["success"], false, "{url}: {refused}");
         assert!(refused.to_string().contains(why), "{url}: {refused}");
     }
+    assert_eq!(egress_count(&server, "web", "allowed").await, 1.0);
+    assert_eq!(egress_count(&server, "web", "denied").await, 4.0);
 }
 
 /// A process backend that runs Python's urllib on each call: `url`

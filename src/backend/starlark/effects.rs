@@ -734,12 +734,26 @@ async fn get(uri: hyper::Uri, route: Route) -> Result<(u16, String), String> {
             resolver,
             skill,
         } => {
-            let addrs = listed_addresses(&uri, &list, &resolver, &skill).await?;
+            let counted = |t: crate::metrics::EgressTotals| crate::metrics::egress(&skill, t);
+            let addrs = listed_addresses(&uri, &list, &resolver, &skill)
+                .await
+                .inspect_err(|_| {
+                    counted(crate::metrics::EgressTotals {
+                        denied: 1,
+                        ..Default::default()
+                    });
+                })?;
             let http = hyper_util::client::legacy::connect::HttpConnector::new_with_resolver(Checked(addrs));
             let connector = crate::https::connector(http).map_err(|e| e.to_string())?;
             let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .build(connector);
-            send(client, uri).await
+            let got = send(client, uri).await;
+            counted(crate::metrics::EgressTotals {
+                allowed: 1,
+                bytes_in: got.as_ref().map_or(0, |(_, body)| body.len() as u64),
+                ..Default::default()
+            });
+            got
         }
     }
 }
