@@ -102,6 +102,9 @@ impl Observer for Progress {
         if let (Some(bar), Some(total)) = (&self.bar, bytes) {
             bar.set_length(total);
             bar.set_style(style(BYTES_OF_TOTAL));
+            // Shown at once: a small upload can end before the next tick,
+            // and the server's lines then take the bar's place.
+            bar.force_draw();
         }
     }
 

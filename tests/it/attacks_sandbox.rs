@@ -634,7 +634,15 @@ async fn run_dir_under(scratch: &Path) -> std::path::PathBuf {
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
-            .find(|e| e.file_type().is_ok_and(|t| t.is_dir()));
+            // A run's directory is named by its id; the scratch root also
+            // holds others (the Starlark host's copy, for a server run
+            // from a place the sandbox's user cannot enter).
+            .find(|e| {
+                e.file_type().is_ok_and(|t| t.is_dir())
+                    && e.file_name()
+                        .to_str()
+                        .is_some_and(|n| uuid::Uuid::parse_str(n).is_ok())
+            });
         if let Some(made) = made {
             return made.path();
         }
