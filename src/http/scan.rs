@@ -30,7 +30,7 @@ pub struct ScanRequest {
     /// ('/'-separated, no `..`, no symbolic link on the way); empty or `.`
     /// (the default) for the whole workspace.
     #[serde(default)]
-    #[schema(max_length = 4096)]
+    #[schema(max_length = 4096, pattern = "^[^\\u0000]*$")]
     pub path: String,
 }
 
