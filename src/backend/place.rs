@@ -120,19 +120,10 @@ impl Place {
             egress_ns: None,
             confinement: self.sandbox.confine(&request)?,
         };
-        let egress = self.egress(&mut spec)?;
+        let egress = self
+            .settings
+            .egress
+            .route(&self.skill, self.network_allow.as_ref(), &mut spec)?;
         Ok((spec, egress))
-    }
-
-    /// The child's egress, when its skill lists where it may go.
-    fn egress(&self, spec: &mut Spec) -> std::io::Result<Option<RunEgress>> {
-        let Some(list) = &self.network_allow else {
-            return Ok(None);
-        };
-        let user = spec.confinement.as_ref().and_then(|c| c.user_ns.clone());
-        let egress = self.settings.egress.start(&self.skill, list, user.as_deref())?;
-        egress.point(&mut spec.env);
-        spec.egress_ns = Some(egress.namespace());
-        Ok(Some(egress))
     }
 }

@@ -8,6 +8,7 @@ use super::ledger::{Destination, Entry};
 use super::netns;
 use super::proxy::RunProxy;
 use super::settings::Egress;
+use crate::runner::Spec;
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -64,14 +65,37 @@ impl Egress {
     }
 }
 
+impl Egress {
+    /// The egress of a child about to be spawned from `spec` for `skill`,
+    /// when the skill lists where it may go: started in the runs' user
+    /// namespace when the spec has one, with `spec` pointed at it (its
+    /// namespace and proxy variables). `None`, and `spec` untouched,
+    /// without a list. The child must hold what this answers for its life.
+    pub fn route(
+        &self,
+        skill: &str,
+        list: Option<&AllowList>,
+        spec: &mut Spec,
+    ) -> io::Result<Option<RunEgress>> {
+        let Some(list) = list else {
+            return Ok(None);
+        };
+        let user = spec.confinement.as_ref().and_then(|c| c.user_ns.clone());
+        let egress = self.start(skill, list, user.as_deref())?;
+        egress.point(&mut spec.env);
+        spec.egress_ns = Some(egress.namespace());
+        Ok(Some(egress))
+    }
+}
+
 impl RunEgress {
     /// The run's network namespace, for its child to enter.
-    pub fn namespace(&self) -> Arc<OwnedFd> {
+    fn namespace(&self) -> Arc<OwnedFd> {
         self.namespace.clone()
     }
 
     /// The proxy variables for the run's environment.
-    pub fn env(&self) -> impl Iterator<Item = (String, String)> + '_ {
+    fn env(&self) -> impl Iterator<Item = (String, String)> + '_ {
         PROXY_VARIABLES
             .iter()
             .map(|name| ((*name).to_owned(), self.proxy_url.clone()))
@@ -79,7 +103,7 @@ impl RunEgress {
 
     /// Points `env` at the proxy: every proxy variable it had, and every
     /// exception (`NO_PROXY`) that could route around it, replaced.
-    pub fn point(&self, env: &mut Vec<(String, String)>) {
+    fn point(&self, env: &mut Vec<(String, String)>) {
         env.retain(|(name, _)| {
             !name.eq_ignore_ascii_case("no_proxy") && !name.to_ascii_lowercase().ends_with("_proxy")
         });

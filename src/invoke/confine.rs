@@ -60,14 +60,9 @@ impl Invoker {
     /// only the list, and the variables that point the run's programs at
     /// it. `None` for every other run.
     pub(super) fn egress(&self, p: &Prepared, spec: &mut Spec) -> std::io::Result<Option<RunEgress>> {
-        let Some(list) = &p.skill.network_allow else {
-            return Ok(None);
-        };
-        let user = spec.confinement.as_ref().and_then(|c| c.user_ns.clone());
-        let egress = self.settings.egress.start(&p.skill.name, list, user.as_deref())?;
-        egress.point(&mut spec.env);
-        spec.egress_ns = Some(egress.namespace());
-        Ok(Some(egress))
+        self.settings
+            .egress
+            .route(&p.skill.name, p.skill.network_allow.as_ref(), spec)
     }
 
     /// Makes the run's directory. The scratch root is checked on the first
