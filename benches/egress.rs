@@ -33,7 +33,7 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use skilld::egress::{AllowList, Bounds, ListGate, Ranges, Resolver, RunProxy};
+use skilld::egress::{AllowList, Bounds, Ranges, Resolver, RunGate, RunProxy};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,10 +57,10 @@ async fn upstream() -> SocketAddr {
 async fn proxy(up: SocketAddr, stop: &CancellationToken) -> SocketAddr {
     let pinned = [("api.test".to_owned(), vec![up.ip()])].into();
     let resolver = Resolver::new(pinned, Ranges::new(vec!["127.0.0.2/32".parse().expect("range")]));
-    let gate = Arc::new(ListGate {
-        skill: "bench".to_owned(),
-        list: AllowList::parse([format!("api.test:{}", up.port()).as_str()]).expect("pattern"),
-    });
+    let gate = Arc::new(RunGate::listed(
+        "bench",
+        AllowList::parse([format!("api.test:{}", up.port()).as_str()]).expect("pattern"),
+    ));
     let bounds = Bounds {
         connections: 4 * HELD,
         bytes: u64::MAX,
@@ -213,7 +213,16 @@ fn setup(n: usize) {
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
-        let run = egress.start("bench", &list, None).expect("a run's egress");
+        let run = egress
+            .start(
+                skilld::egress::Asker {
+                    skill: "bench".to_owned(),
+                    ..Default::default()
+                },
+                &list,
+                None,
+            )
+            .expect("a run's egress");
         drop(run);
         times.push(start.elapsed());
     }

@@ -169,6 +169,14 @@ pub fn egress(skill: &str, t: EgressTotals) {
     }
 }
 
+/// Counts a destination held for a person (`verdict="held"` of
+/// `skilld_egress_requests_total`), as it is held.
+pub fn egress_held(skill: &str) {
+    if recorder().is_some() {
+        metrics::counter!(EGRESS_TOTAL, "skill" => skill.to_owned(), "verdict" => "held").increment(1);
+    }
+}
+
 /// Counts a run in `skilld_runs_in_flight` until the guard is dropped, so
 /// every way a run can end (an error, a panic, a cancelled task) takes it
 /// out again.

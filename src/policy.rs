@@ -108,25 +108,34 @@ pub fn warning(skill: &Skill, facts: &PolicyFacts) -> Option<String> {
 
 /// Where the skill's tools may connect, when they may connect at all.
 fn network_warning(skill: &Skill) -> Option<String> {
-    if let Some(list) = &skill.network_allow {
-        let patterns = list.patterns();
-        let mut named: Vec<String> = patterns
-            .iter()
-            .take(NAMED_HOSTS)
-            .map(ToString::to_string)
-            .collect();
-        if patterns.len() > NAMED_HOSTS {
-            named.push(format!("{} more", patterns.len() - NAMED_HOSTS));
-        }
-        return Some(format!(
-            "It may connect to {} (network.allow), through skilld's proxy, and nowhere else.",
-            named.join(", ")
-        ));
+    let Some(list) = &skill.network_allow else {
+        return skill.network.then(|| {
+            "It has unrestricted network access (network: true, unrestricted): it can reach anything \
+             this server can."
+                .to_owned()
+        });
+    };
+    let patterns = list.patterns();
+    if patterns.is_empty() {
+        return Some(
+            "It may use the network (network: true) only through skilld's proxy, which holds each \
+             destination for a person to allow."
+                .to_owned(),
+        );
     }
-    skill.network.then(|| {
-        "It has unrestricted network access (network: true): it can reach anything this server can."
-            .to_owned()
-    })
+    let mut named: Vec<String> = patterns
+        .iter()
+        .take(NAMED_HOSTS)
+        .map(ToString::to_string)
+        .collect();
+    if patterns.len() > NAMED_HOSTS {
+        named.push(format!("{} more", patterns.len() - NAMED_HOSTS));
+    }
+    Some(format!(
+        "It may connect to {} (network.allow), through skilld's proxy; anywhere else is held for a \
+         person to allow.",
+        named.join(", ")
+    ))
 }
 
 fn trust_warning(skill: &Skill, facts: &PolicyFacts) -> Option<String> {

@@ -3,7 +3,7 @@
 //! the Starlark host it starts) and the stdio servers of the `mcp` one.
 
 use super::ChildSettings;
-use crate::egress::RunEgress;
+use crate::egress::{Asker, RunEgress};
 use crate::runner::{Spec, child_env, with_deps};
 use crate::sandbox::{Request, Sandbox};
 use crate::skill::Trust;
@@ -23,6 +23,9 @@ pub(super) struct Place {
     /// `network: {allow: [...]}`: the child gets a namespace of its own,
     /// whose one way out is a proxy kept for the child's life.
     network_allow: Option<crate::egress::AllowList>,
+    /// The skill version a person is asked about, for what is held.
+    version: Option<String>,
+    hash: String,
     workspace_write: bool,
     memory_bytes: Option<u64>,
     pub sandbox: Arc<Sandbox>,
@@ -30,6 +33,18 @@ pub(super) struct Place {
 }
 
 impl Place {
+    /// Who the child's held destinations are shown as: its skill, no run.
+    fn asker(&self) -> Asker {
+        Asker {
+            run_id: None,
+            skill: self.skill.clone(),
+            version: self.version.clone(),
+            hash: self.hash.clone(),
+            tool: None,
+            requested_by: None,
+        }
+    }
+
     pub fn new(req: &LaunchRequest<'_>, sandbox: Arc<Sandbox>, settings: ChildSettings) -> Self {
         Self {
             skill: req.skill.to_owned(),
@@ -38,6 +53,8 @@ impl Place {
             trust: req.trust,
             network: req.network,
             network_allow: req.network_allow.cloned(),
+            version: req.version.map(str::to_owned),
+            hash: req.hash.to_owned(),
             workspace_write: req.permissions.iter().any(|p| p == "file:write"),
             memory_bytes: req.memory_bytes,
             sandbox,
@@ -123,7 +140,7 @@ impl Place {
         let egress = self
             .settings
             .egress
-            .route(&self.skill, self.network_allow.as_ref(), &mut spec)?;
+            .route(self.asker(), self.network_allow.as_ref(), &mut spec)?;
         Ok((spec, egress))
     }
 }

@@ -50,6 +50,9 @@ pub struct FileConfig {
     pub queue_timeout_secs: Option<u64>,
     /// See [`LocalArgs::approval_ttl_secs`](super::LocalArgs::approval_ttl_secs).
     pub approval_ttl_secs: Option<u64>,
+    /// How long a destination a networked run's list does not cover waits
+    /// for a person (default 120 s; 0 refuses it at once, asking no one).
+    pub egress_wait_secs: Option<u64>,
     /// Requests one caller may have waiting for a person at once (default 20).
     pub max_pending_approvals_per_caller: Option<u64>,
     /// Callers (token names, or `sub@issuer` of OAuth) who decide their own

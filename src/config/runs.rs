@@ -71,7 +71,7 @@ pub fn run(args: &ServeArgs, file: &FileConfig, places: &Places) -> Result<RunSe
             .max_event_stream_secs
             .map_or(defaults.max_stream, |s| secs(s.max(1))),
         wait_poll: defaults.wait_poll,
-        egress: file.egress.clone().unwrap_or_default().compile()?,
+        egress: egress(file)?,
         backend_idle: file
             .backend_idle_secs
             .map_or(defaults.backend_idle, |s| secs(s.max(1))),
@@ -125,4 +125,13 @@ fn host_name() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "skilld".to_owned())
+}
+
+/// `[egress]` and `egress_wait_secs`, compiled.
+fn egress(file: &FileConfig) -> Result<crate::egress::Egress, SettingError> {
+    let mut egress = file.egress.clone().unwrap_or_default().compile()?;
+    if let Some(secs) = file.egress_wait_secs {
+        egress.wait = Duration::from_secs(secs);
+    }
+    Ok(egress)
 }

@@ -156,6 +156,11 @@ pub fn rules(file: &FileConfig, data_dir: &Path, npm_registry: &str) -> Result<S
     let mut rules = SkillRules {
         deps_dir: Some(data_dir.join("deps")),
         npm_registry: npm_registry.to_owned(),
+        unrestricted_network: file
+            .egress
+            .as_ref()
+            .map(|e| e.unrestricted.clone())
+            .unwrap_or_default(),
         ..SkillRules::default()
     };
     if let Some(list) = &file.image_allowlist {

@@ -4,10 +4,11 @@
 //! (`ranges`), the proxy's own resolver (`resolve`), who decides (`gate`),
 //! what a run did (`ledger`), the proxy itself (`proxy`), a run's own
 //! network namespace (`netns`), the operator's `[egress]` (`settings`)
-//! and one run's egress while it lasts (`run`). The approvals of
-//! destinations come next.
+//! and one run's egress while it lasts (`run`), and the destinations
+//! held for a person (`ask`).
 
 pub mod allow;
+pub mod ask;
 pub mod gate;
 pub mod ledger;
 pub mod netns;
@@ -18,7 +19,8 @@ pub mod run;
 pub mod settings;
 
 pub use allow::{AllowList, Pattern, PatternError};
-pub use gate::{Gate, ListGate, Verdict};
+pub use ask::{Asker, Asking};
+pub use gate::{Gate, RunGate, Verdict};
 pub use ledger::{Entry, Ledger, Outcome};
 pub use proxy::{Bounds, RunProxy};
 pub use ranges::{Ranges, Reserved};

@@ -175,6 +175,10 @@ impl RunProxy {
     /// The checked connection to `host:port`, counted in the ledger.
     async fn open_to(&self, host: &str, port: u16) -> Result<Metered<TcpStream>, Refusal> {
         let key = (host.to_owned(), port);
+        if let Some(refused) = self.resolver.refused_literal(host) {
+            self.ledger.record(&key, Outcome::Denied);
+            return Err(Refusal::Unreachable(refused.to_string()));
+        }
         if let Verdict::Deny { by, why } = self.gate.decide(host, port).await {
             self.ledger.record(&key, Outcome::Denied);
             return Err(Refusal::Denied {

@@ -68,6 +68,25 @@ impl Resolver {
         Ok(addrs.into_iter().map(|ip| SocketAddr::new(ip, port)).collect())
     }
 
+    /// Why `host`, an address written out (or `localhost`), may not be
+    /// reached; `None` for another name, or an address the proxy may
+    /// reach. Checked before a person
+    /// is asked: no one is asked to let a run reach the host itself.
+    pub fn refused_literal(&self, host: &str) -> Option<ResolveError> {
+        // RFC 6761 §6.3: `localhost` and the names under it are the host.
+        let addr = if (host == "localhost" || host.ends_with(".localhost")) && !self.pinned.contains_key(host)
+        {
+            IpAddr::from([127, 0, 0, 1])
+        } else {
+            host.parse::<IpAddr>().ok()?
+        };
+        self.ranges.refuses(addr).map(|why| ResolveError::Reserved {
+            name: host.to_owned(),
+            addr,
+            why,
+        })
+    }
+
     async fn lookup(&self, name: &str, port: u16) -> Result<Vec<IpAddr>, ResolveError> {
         let found = tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host((name, port)))
             .await

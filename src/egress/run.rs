@@ -3,7 +3,8 @@
 //! what the run did, until the run ends.
 
 use super::allow::AllowList;
-use super::gate::ListGate;
+use super::ask::{Answer, Asker};
+use super::gate::RunGate;
 use super::ledger::{Destination, Entry};
 use super::netns;
 use super::proxy::RunProxy;
@@ -32,14 +33,16 @@ pub struct RunEgress {
     namespace: Arc<OwnedFd>,
     proxy_url: String,
     proxy: Arc<RunProxy>,
+    gate: Arc<RunGate>,
     _stop: DropGuard,
 }
 
 impl Egress {
-    /// Starts the egress of one run of `skill`, which may reach `list`;
-    /// `user`: the runs' user namespace, when the server is not root.
-    /// Needs a tokio runtime (the proxy is served on it).
-    pub fn start(&self, skill: &str, list: &AllowList, user: Option<&OwnedFd>) -> io::Result<RunEgress> {
+    /// Starts the egress of one run of `who`'s skill, which may reach
+    /// `list`, and beyond it what a person allows; `user`: the runs' user
+    /// namespace, when the server is not root. Needs a tokio runtime (the
+    /// proxy is served on it).
+    pub fn start(&self, who: Asker, list: &AllowList, user: Option<&OwnedFd>) -> io::Result<RunEgress> {
         let made = netns::make(user).map_err(|e| {
             io::Error::other(format!(
                 "cannot give the run a network of its own, through which its network.allow list is kept: \
@@ -49,31 +52,30 @@ impl Egress {
         })?;
         let proxy_url = made.proxy_url()?;
         let listener = tokio::net::TcpListener::from_std(made.listener)?;
-        let gate = Arc::new(ListGate {
-            skill: skill.to_owned(),
-            list: list.clone(),
-        });
-        let proxy = RunProxy::new(gate, self.resolver.clone(), self.bounds);
+        let gate = Arc::new(RunGate::new(list.clone(), who, self.asking.clone()));
+        let proxy = RunProxy::new(gate.clone(), self.resolver.clone(), self.bounds);
         let stop = CancellationToken::new();
         tokio::spawn(proxy.clone().serve(listener, stop.clone()));
         Ok(RunEgress {
             namespace: Arc::new(made.namespace),
             proxy_url,
             proxy,
+            gate,
             _stop: stop.drop_guard(),
         })
     }
 }
 
 impl Egress {
-    /// The egress of a child about to be spawned from `spec` for `skill`,
-    /// when the skill lists where it may go: started in the runs' user
-    /// namespace when the spec has one, with `spec` pointed at it (its
-    /// namespace and proxy variables). `None`, and `spec` untouched,
-    /// without a list. The child must hold what this answers for its life.
+    /// The egress of a child about to be spawned from `spec` for `who`,
+    /// when its skill reaches the network through the proxy (a list, or
+    /// `network: true` asking for each destination): started in the runs'
+    /// user namespace when the spec has one, with `spec` pointed at it
+    /// (its namespace and proxy variables). `None`, and `spec` untouched,
+    /// without one. The child must hold what this answers for its life.
     pub fn route(
         &self,
-        skill: &str,
+        who: Asker,
         list: Option<&AllowList>,
         spec: &mut Spec,
     ) -> io::Result<Option<RunEgress>> {
@@ -81,7 +83,7 @@ impl Egress {
             return Ok(None);
         };
         let user = spec.confinement.as_ref().and_then(|c| c.user_ns.clone());
-        let egress = self.start(skill, list, user.as_deref())?;
+        let egress = self.start(who, list, user.as_deref())?;
         egress.point(&mut spec.env);
         spec.egress_ns = Some(egress.namespace());
         Ok(Some(egress))
@@ -110,8 +112,18 @@ impl RunEgress {
         env.extend(self.env());
     }
 
-    /// What the run did through its proxy so far.
-    pub fn entries(&self) -> BTreeMap<Destination, Entry> {
-        self.proxy.ledger.entries()
+    /// What the run did through its proxy so far, with how each
+    /// destination beyond its list was decided.
+    pub fn entries(&self) -> BTreeMap<Destination, (Entry, Option<Answer>)> {
+        let mut answers = self.gate.answers();
+        self.proxy
+            .ledger
+            .entries()
+            .into_iter()
+            .map(|(at, entry)| {
+                let answer = answers.remove(&at);
+                (at, (entry, answer))
+            })
+            .collect()
     }
 }

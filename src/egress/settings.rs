@@ -3,14 +3,17 @@
 //! and what they make, the [`Egress`] every networked run's proxy starts
 //! from.
 
+use super::ask::Asking;
 use super::proxy::Bounds;
 use super::ranges::Ranges;
 use super::resolve::Resolver;
 use crate::setting::SettingError;
+use crate::store::EgressDecisions;
 use ipnet::IpNet;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `[egress]` as the file spells it.
@@ -29,9 +32,22 @@ pub struct EgressSettings {
     pub max_bytes: Option<u64>,
     /// The longest one connection may stay open (default 600 s).
     pub connection_secs: Option<u64>,
+    /// Skills whose `network: true` keeps its old meaning, the host's
+    /// network with no proxy, as bundled skills' does: an operator's
+    /// explicit choice, shown as "unrestricted" wherever a person decides.
+    pub unrestricted: Vec<String>,
 }
 
+/// How long a held destination waits for a person by default.
+pub const DEFAULT_WAIT_SECS: u64 = 120;
+
 impl EgressSettings {
+    /// Whether skill `name`'s `network: true` reaches the host's network
+    /// unproxied: named in `unrestricted`.
+    pub fn unrestricted(&self, name: &str) -> bool {
+        self.unrestricted.iter().any(|n| n == name)
+    }
+
     /// What these settings make, or the first value refused.
     pub fn compile(&self) -> Result<Egress, SettingError> {
         let mut pinned = HashMap::new();
@@ -74,15 +90,43 @@ impl EgressSettings {
         Ok(Egress {
             resolver: Resolver::new(pinned, Ranges::new(opened)),
             bounds,
+            wait: Duration::from_secs(DEFAULT_WAIT_SECS),
+            asking: None,
         })
     }
 }
 
 /// What every networked run's proxy starts from on this server.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Egress {
     pub resolver: Resolver,
     pub bounds: Bounds,
+    /// How long a held destination waits for a person
+    /// (`egress_wait_secs`); zero holds nothing: what the list lacks is
+    /// refused at once.
+    pub wait: Duration,
+    /// Where destinations beyond a run's list are held, once the server
+    /// has a store ([`Egress::asking_in`]); `None` refuses them.
+    pub asking: Option<Asking>,
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Self {
+            resolver: Resolver::default(),
+            bounds: Bounds::default(),
+            wait: Duration::from_secs(DEFAULT_WAIT_SECS),
+            asking: None,
+        }
+    }
+}
+
+impl Egress {
+    /// These settings, holding what a list lacks in `store` for a person.
+    pub fn asking_in(mut self, store: Arc<dyn EgressDecisions>) -> Self {
+        self.asking = (!self.wait.is_zero()).then(|| Asking::new(store, self.wait));
+        self
+    }
 }
 
 #[cfg(test)]

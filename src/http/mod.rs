@@ -6,6 +6,7 @@
 pub mod approvals;
 pub mod archive;
 pub mod auth;
+pub mod egress;
 mod enums;
 pub mod grants;
 pub mod health;
@@ -169,6 +170,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(runs::router())
         .merge(approvals::router())
         .merge(grants::router())
+        .merge(egress::router())
         .merge(registry::router())
         .merge(notifications::router())
         .merge(metrics::router())

@@ -25,6 +25,7 @@ use utoipa::openapi::OpenApi as Document;
         (name = "invoke", description = "Running tools"),
         (name = "runs", description = "The audit log of every run"),
         (name = "approvals", description = "Calls waiting for a person, decisions and standing grants"),
+        (name = "egress", description = "Destinations networked runs asked for beyond their list, held for a person"),
         (name = "security", description = "Scans by security-rule skills"),
         (name = "sessions", description = "Seed 002's runtime: sessions, activation, hooks across skills"),
     )

@@ -2,7 +2,7 @@
 
 use super::rundir::RunDir;
 use super::{Invoker, Prepared};
-use crate::egress::RunEgress;
+use crate::egress::{Asker, RunEgress};
 use crate::runner::Spec;
 use crate::sandbox::ensure_scratch_root;
 use crate::sandbox::{Allowance, Request};
@@ -55,14 +55,29 @@ impl Invoker {
         Ok(dir)
     }
 
-    /// The egress of a run whose skill declares `network.allow`: a network
-    /// namespace of its own, whose one way out is a proxy that lets through
-    /// only the list, and the variables that point the run's programs at
-    /// it. `None` for every other run.
-    pub(super) fn egress(&self, p: &Prepared, spec: &mut Spec) -> std::io::Result<Option<RunEgress>> {
+    /// The egress of run `id` whose skill reaches the network through the
+    /// proxy (a `network.allow` list, or `network: true` asking for each
+    /// destination): a network namespace of its own, whose one way out is
+    /// a proxy that lets through the list and what a person allows, and
+    /// the variables that point the run's programs at it. `None` for
+    /// every other run.
+    pub(super) fn egress(
+        &self,
+        id: Uuid,
+        p: &Prepared,
+        spec: &mut Spec,
+    ) -> std::io::Result<Option<RunEgress>> {
+        let who = Asker {
+            run_id: Some(id),
+            skill: p.skill.name.clone(),
+            version: p.skill.version.clone(),
+            hash: p.skill.hash.clone(),
+            tool: Some(p.tool().name.clone()),
+            requested_by: p.asked.by.clone(),
+        };
         self.settings
             .egress
-            .route(&p.skill.name, p.skill.network_allow.as_ref(), spec)
+            .route(who, p.skill.network_allow.as_ref(), spec)
     }
 
     /// Makes the run's directory. The scratch root is checked on the first

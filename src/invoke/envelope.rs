@@ -3,6 +3,7 @@
 use super::Prepared;
 use crate::artifacts::Artifact;
 use crate::egress::Entry;
+use crate::egress::ask::Answer;
 use crate::egress::ledger::Destination;
 use crate::runner::Outcome;
 use crate::skill::backend::{BackendError, BackendErrorKind, BackendResult};
@@ -71,19 +72,29 @@ pub struct EgressLine {
     pub bytes_out: u64,
     /// Bytes the run received from there.
     pub bytes_in: u64,
+    /// Beyond the skill's list, let through by an egress grant of its
+    /// version, no one asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub granted: bool,
+    /// Beyond the skill's list, held for a person: the request (see
+    /// `GET /egress/{id}`) and how it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::egress::ask::Held>,
 }
 
 /// A run's ledger as its envelope shows it, in the ledger's order.
-pub(super) fn egress_lines(entries: BTreeMap<Destination, Entry>) -> Vec<EgressLine> {
+pub(super) fn egress_lines(entries: BTreeMap<Destination, (Entry, Option<Answer>)>) -> Vec<EgressLine> {
     entries
         .into_iter()
-        .map(|((host, port), e)| EgressLine {
+        .map(|((host, port), (e, answer))| EgressLine {
             host,
             port,
             allowed: e.allowed,
             denied: e.denied,
             bytes_out: e.bytes_out,
             bytes_in: e.bytes_in,
+            granted: answer.as_ref().is_some_and(|a| a.granted),
+            held: answer.and_then(|a| a.held),
         })
         .collect()
 }

@@ -70,7 +70,7 @@ impl Invoker {
         let mut spec = self.spec(&p);
         let confined = tracing::trace_span!("invoke.confine").in_scope(|| {
             let dir = self.confine(id, &p, &mut spec)?;
-            Ok::<_, std::io::Error>((dir, self.egress(&p, &mut spec)?))
+            Ok::<_, std::io::Error>((dir, self.egress(id, &p, &mut spec)?))
         });
         let (run_dir, egress) = match confined {
             Ok(made) => made,

@@ -98,7 +98,10 @@ pub struct Invoker {
 
 impl Invoker {
     /// The pipeline over `stores` (it keeps what it uses of them).
-    pub fn new(stores: Stores, settings: RunSettings) -> Self {
+    pub fn new(stores: Stores, mut settings: RunSettings) -> Self {
+        if settings.egress.asking.is_none() {
+            settings.egress = settings.egress.clone().asking_in(stores.egress.clone());
+        }
         let runs = Arc::new(Runs::default());
         let follower = Arc::new(Follower::new(stores.runs.clone(), runs.clone(), &settings));
         Self {
@@ -194,6 +197,12 @@ impl Invoker {
     /// (handlers get [`Invoker::reader`]).
     pub(crate) fn session_store(&self) -> Arc<dyn SessionStore> {
         self.session_store.clone()
+    }
+
+    /// Where destinations beyond networked runs' lists are held for a
+    /// person; `None` when `egress_wait_secs` is 0.
+    pub fn egress_asking(&self) -> Option<&crate::egress::Asking> {
+        self.settings.egress.asking.as_ref()
     }
 
     /// A person's side: deciding held calls, the inbox, grants.

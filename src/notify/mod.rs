@@ -16,9 +16,12 @@ pub use target::{Event, Format, NotifyConfig, Target};
 
 use crate::invoke::{InboxEvent, Invoker, first_page};
 use crate::session::PendingActivation;
-use crate::store::{Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, NewNotification, Outbox};
+use crate::store::{
+    Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, EgressRequest, NewNotification, Outbox,
+};
 use chrono::Utc;
 use futures_util::StreamExt;
+use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -89,19 +92,40 @@ impl Notifier {
     /// session of this instance makes ([`crate::session::Sessions::activation_requests`]).
     /// Every instance tells of its own sessions' requests.
     pub fn follow_activations(&mut self, requests: broadcast::Receiver<PendingActivation>) {
+        let shared = self.shared.clone();
         self.tasks
-            .push(tokio::spawn(record_activations(self.shared.clone(), requests)));
+            .push(tokio::spawn(follow(requests, "activation requests", move |r| {
+                let shared = shared.clone();
+                async move { record_activation(&shared, &r).await }
+            })));
+    }
+
+    /// Also tells the targets that want it of each destination held on
+    /// this instance for a person ([`crate::egress::Asking::held`]).
+    pub fn follow_egress(&mut self, held: broadcast::Receiver<EgressRequest>) {
+        let shared = self.shared.clone();
+        self.tasks
+            .push(tokio::spawn(follow(held, "egress requests", move |r| {
+                let shared = shared.clone();
+                async move { record_egress(&shared, &r).await }
+            })));
     }
 }
 
-async fn record_activations(shared: Arc<Shared>, mut requests: broadcast::Receiver<PendingActivation>) {
+/// Records each of `what` as it comes, until its sender is gone.
+async fn follow<T, F, Fut>(mut requests: broadcast::Receiver<T>, what: &'static str, record: F)
+where
+    T: Clone,
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     loop {
         match requests.recv().await {
-            Ok(request) => record_activation(&shared, &request).await,
+            Ok(request) => record(request).await,
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(
                     missed,
-                    "activation requests came faster than they were recorded; some are not notified"
+                    "{what} came faster than they were recorded; some are not notified"
                 );
             }
             Err(RecvError::Closed) => return,
@@ -110,16 +134,32 @@ async fn record_activations(shared: Arc<Shared>, mut requests: broadcast::Receiv
 }
 
 async fn record_activation(shared: &Shared, request: &PendingActivation) {
-    let event = Event::ActivationRequested;
+    let now = Utc::now();
+    record_event(shared, Event::ActivationRequested, request.id, |format| {
+        payload::activation_body(format, request, &shared.public_url, now)
+    })
+    .await;
+}
+
+async fn record_egress(shared: &Shared, request: &EgressRequest) {
+    let now = Utc::now();
+    record_event(shared, Event::EgressRequested, request.id, |format| {
+        payload::egress_body(format, request, &shared.public_url, now)
+    })
+    .await;
+}
+
+/// One delivery of `event` about request `id` for each target that wants it.
+async fn record_event(shared: &Shared, event: Event, id: Uuid, body: impl Fn(Format) -> Value) {
     let now = Utc::now();
     for target in shared.targets.iter().filter(|t| t.wants(event)) {
         let new = NewNotification {
             id: Uuid::now_v7(),
             event: event.name().to_owned(),
             // The request's id: one delivery per request and target.
-            approval_id: request.id,
+            approval_id: id,
             target: target.name.clone(),
-            payload: payload::activation_body(target.format, request, &shared.public_url, now),
+            payload: body(target.format),
             created_at: now,
         };
         enqueue(shared, new).await;

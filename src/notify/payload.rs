@@ -3,7 +3,7 @@
 
 use super::target::{Event, Format};
 use crate::session::PendingActivation;
-use crate::store::Approval;
+use crate::store::{Approval, EgressRequest};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -76,7 +76,7 @@ fn json_body(event: Event, a: &Approval, f: &Facts, at: DateTime<Utc>) -> Value 
 fn slack_body(event: Event, a: &Approval, f: &Facts) -> Value {
     let who = a.requested_by.as_deref().unwrap_or("a caller without a token");
     let headline = match event {
-        Event::Requested | Event::ActivationRequested => {
+        Event::Requested | Event::ActivationRequested | Event::EgressRequested => {
             format!("{} wants to run {} / {}", who, a.skill, a.tool)
         }
         Event::Decided => format!(
@@ -231,6 +231,60 @@ fn quote(word: &str) -> String {
 fn hidden(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// The body for a destination held for a person, in `format`.
+pub fn egress_body(format: Format, r: &EgressRequest, public_url: &str, at: DateTime<Utc>) -> Value {
+    let base = public_url.trim_end_matches('/');
+    let inbox_url = format!("{base}/ui");
+    let decide_url = format!("{base}/egress/{}", r.id);
+    let version = r
+        .skill_version
+        .as_deref()
+        .map(|v| format!(" {v}"))
+        .unwrap_or_default();
+    let headline = format!("{}{version} wants to reach {}:{}", r.skill, r.host, r.port);
+    match format {
+        Format::Json => json!({
+            "type": Event::EgressRequested.name(),
+            "timestamp": at,
+            "data": {
+                "request_id": r.id,
+                "summary": headline,
+                "run_id": r.run_id,
+                "skill": r.skill,
+                "skill_version": r.skill_version,
+                "skill_hash": r.skill_hash,
+                "tool": r.tool,
+                "requested_by": r.requested_by,
+                "host": r.host,
+                "port": r.port,
+                "requested_at": r.created_at,
+                "expires_at": r.expires_at,
+                "allow_url": format!("{decide_url}/allow"),
+                "deny_url": format!("{decide_url}/deny"),
+                "inbox_url": inbox_url,
+            },
+        }),
+        Format::Slack => {
+            let context = format!(
+                "call {} · by {} · request {} · waits until {}",
+                r.run_id
+                    .map_or_else(|| "none (a long-lived process)".to_owned(), |id| id.to_string()),
+                r.requested_by.as_deref().unwrap_or("a caller without a token"),
+                r.id,
+                r.expires_at.format("%H:%M:%S UTC"),
+            );
+            json!({
+                "text": headline,
+                "blocks": [
+                    {"type": "section", "text": {"type": "mrkdwn", "text": format!("*{}*", mrkdwn(&headline))}},
+                    {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn(&context)}]},
+                    {"type": "section", "text": {"type": "mrkdwn", "text": format!("<{inbox_url}|Open the inbox>")}},
+                ],
+            })
+        }
+    }
 }
 
 #[cfg(test)]

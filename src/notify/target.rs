@@ -20,7 +20,7 @@ pub struct NotifyConfig {
     pub secret: Option<String>,
     /// The environment variable holding the secret instead.
     pub secret_env: Option<String>,
-    /// `requested`, `decided`, `activation` (default: all three).
+    /// `requested`, `decided`, `activation`, `egress` (default: all four).
     pub events: Option<Vec<String>>,
     /// Attempts before a delivery counts as failed (default 6, at most 20).
     pub max_attempts: Option<u32>,
@@ -46,6 +46,8 @@ pub enum Event {
     Decided,
     /// A skill waits in a session for a person to allow its permissions.
     ActivationRequested,
+    /// A networked run's destination beyond its list waits for a person.
+    EgressRequested,
 }
 
 impl Event {
@@ -55,6 +57,7 @@ impl Event {
             Self::Requested => "approval.requested",
             Self::Decided => "approval.decided",
             Self::ActivationRequested => "activation.requested",
+            Self::EgressRequested => "egress.requested",
         }
     }
 }
@@ -139,7 +142,12 @@ impl Target {
             (None, None) => None,
         };
         let events = match &c.events {
-            None => vec![Event::Requested, Event::Decided, Event::ActivationRequested],
+            None => vec![
+                Event::Requested,
+                Event::Decided,
+                Event::ActivationRequested,
+                Event::EgressRequested,
+            ],
             Some(names) => names
                 .iter()
                 .map(|n| event(n).map_err(&at))
@@ -171,7 +179,10 @@ fn event(name: &str) -> Result<Event, String> {
         "requested" => Ok(Event::Requested),
         "decided" => Ok(Event::Decided),
         "activation" => Ok(Event::ActivationRequested),
-        other => Err(format!("event '{other}' is not requested, decided or activation")),
+        "egress" => Ok(Event::EgressRequested),
+        other => Err(format!(
+            "event '{other}' is not requested, decided, activation or egress"
+        )),
     }
 }
 
@@ -210,7 +221,12 @@ mod tests {
         );
         assert_eq!(
             t.events,
-            [Event::Requested, Event::Decided, Event::ActivationRequested]
+            [
+                Event::Requested,
+                Event::Decided,
+                Event::ActivationRequested,
+                Event::EgressRequested
+            ]
         );
         let named = NotifyConfig {
             events: Some(vec!["activation".into()]),

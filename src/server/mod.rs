@@ -96,6 +96,9 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
     let sessions = crate::session::Sessions::shared(&invoker, handle.clone(), config.sessions.clone());
     if let Some(notifier) = &mut notifier {
         notifier.follow_activations(sessions.activation_requests());
+        if let Some(asking) = invoker.egress_asking() {
+            notifier.follow_egress(asking.held());
+        }
     }
     let state = AppState {
         sessions,

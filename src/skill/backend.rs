@@ -60,6 +60,8 @@ pub struct LaunchRequest<'a> {
     pub trust: Trust,
     /// The skill's content hash: the same hash may reuse a running backend.
     pub hash: &'a str,
+    /// The skill's version, shown beside what its child holds for a person.
+    pub version: Option<&'a str>,
     pub network: bool,
     /// `network: {allow: [...]}`: where a Starlark `fetch()` may go.
     pub network_allow: Option<&'a crate::egress::AllowList>,

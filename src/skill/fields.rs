@@ -109,6 +109,10 @@ pub(super) struct Origin<'a> {
     pub(super) definition: std::path::PathBuf,
     pub(super) source: &'a str,
     pub(super) trust: Trust,
+    /// `network: true` keeps the host's network
+    /// ([`SkillRules::network_unrestricted`](crate::skill::SkillRules::network_unrestricted));
+    /// otherwise it is an empty list, every destination asked for.
+    pub(super) network_unrestricted: bool,
 }
 
 impl Fields {
@@ -130,7 +134,12 @@ impl Fields {
             timeout_secs: self.timeout_secs,
             task_support: self.task_support,
             network: self.network,
-            network_allow: self.network_allow,
+            network_allow: match self.network_allow {
+                None if self.network && !origin.network_unrestricted => {
+                    Some(crate::egress::AllowList::default())
+                }
+                list => list,
+            },
             resources: self.resources,
             lang: self.lang,
             invocation_mode: self.invocation_mode,

@@ -122,6 +122,7 @@ fn load_inner(dir: &Path, name: &str, opts: &LoadOptions<'_>, diags: &mut Vec<Di
         definition: def_path,
         source: opts.source,
         trust: opts.trust,
+        network_unrestricted: opts.rules.network_unrestricted(name, opts.trust),
         deps,
     });
     skill.deps_wait = deps_wait;

@@ -301,11 +301,11 @@ pub struct Skill {
 }
 
 impl Skill {
-    /// Whether its runs reach the network as the host does (`network:
-    /// true`). A `network.allow` list reaches the network too, but only
-    /// through the egress proxy, which command, script and entrypoint runs
-    /// have; what has no proxy yet (backends, Starlark's `fetch`) runs
-    /// without the network rather than with all of it.
+    /// Whether its runs reach the network as the host does: `network:
+    /// true` of a bundled skill or one the operator named (`[egress]
+    /// unrestricted`). Any other `network: true` loads as an empty
+    /// `network.allow`, and a list reaches the network only through the
+    /// egress proxy, which holds what it lacks for a person.
     pub fn unrestricted_network(&self) -> bool {
         self.network && self.network_allow.is_none()
     }

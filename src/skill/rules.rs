@@ -31,6 +31,10 @@ pub struct SkillRules {
     pub deps_dir: Option<PathBuf>,
     /// Where every package of a `package-lock.json` must come from.
     pub npm_registry: String,
+    /// Skills whose `network: true` reaches the host's network unproxied
+    /// (`[egress] unrestricted`), as bundled skills' does; every other
+    /// `network: true` asks a person for each destination.
+    pub unrestricted_network: Vec<String>,
 }
 
 impl Default for SkillRules {
@@ -40,11 +44,18 @@ impl Default for SkillRules {
             entrypoint: EntrypointDefaults::default(),
             deps_dir: None,
             npm_registry: DEFAULT_NPM_REGISTRY.to_owned(),
+            unrestricted_network: Vec::new(),
         }
     }
 }
 
 impl SkillRules {
+    /// Whether skill `name` at `trust` keeps `network: true` as the host's
+    /// network: a bundled skill, or one the operator named.
+    pub fn network_unrestricted(&self, name: &str, trust: crate::trust::Trust) -> bool {
+        trust == crate::trust::Trust::Bundled || self.unrestricted_network.iter().any(|n| n == name)
+    }
+
     /// Allows the images of the config's `image_allowlist` instead of the
     /// default ones; every entry must be an image name (or a prefix of
     /// some, ending in `*`).

@@ -1,6 +1,6 @@
 //! Persistence: the audit log of runs and what goes with it, one small
 //! trait per aggregate ([`RunLog`], [`Pruning`], [`Approvals`],
-//! [`SessionStore`], [`Outbox`], [`IndexCache`]), each in the file of what
+//! [`SessionStore`], [`Outbox`], [`IndexCache`], [`EgressDecisions`]), each in the file of what
 //! it stores, each implemented by a SQLite and a PostgreSQL backend beside
 //! its SQL (`docs/design.md` §5).
 //!
@@ -20,6 +20,7 @@ macro_rules! max_grants_listed {
 
 mod approvals;
 mod deferred;
+mod egress;
 mod index_cache;
 mod notifications;
 mod postgres;
@@ -34,6 +35,9 @@ pub use approvals::{
     Undecidable,
 };
 pub use deferred::{Deferred, MAX_COMMIT_INTERVAL};
+pub use egress::{
+    EgressDecide, EgressDecisions, EgressGrant, EgressRequest, EgressUndecidable, NewEgressRequest,
+};
 pub use index_cache::{CachedIndex, IndexCache};
 pub use notifications::{Attempt, NewNotification, Notification, NotificationStatus, Outbox};
 pub use postgres::PgStore;
@@ -99,13 +103,15 @@ pub struct Stores {
     pub outbox: Arc<dyn Outbox>,
     /// The registries' indexes.
     pub index_cache: Arc<dyn IndexCache>,
+    /// Held destinations and egress grants.
+    pub egress: Arc<dyn EgressDecisions>,
 }
 
 impl Stores {
     /// Every aggregate `backend` keeps, each as its trait.
     fn of<B>(backend: B) -> Self
     where
-        B: RunLog + Pruning + Approvals + SessionStore + Outbox + IndexCache,
+        B: RunLog + Pruning + Approvals + SessionStore + Outbox + IndexCache + EgressDecisions,
     {
         let backend = Arc::new(backend);
         Self {
@@ -114,7 +120,8 @@ impl Stores {
             approvals: backend.clone(),
             sessions: backend.clone(),
             outbox: backend.clone(),
-            index_cache: backend,
+            index_cache: backend.clone(),
+            egress: backend,
         }
     }
 }

@@ -1,14 +1,15 @@
 //! The store on PostgreSQL: what several skilld instances share
 //! (`docs/design.md` §6). One [`PgStore`] keeps every aggregate, each
 //! implemented beside its SQL (`runs`, `approvals`, `sessions`,
-//! `notifications`, `index_cache`). Every state change is a conditional `update … returning`
-//! (in a transaction where two tables change together), so of two instances
-//! racing for the same run or request exactly one gets it. A trigger
-//! notifies `skilld_runs` of every run status change; each store listens,
-//! so a caller waiting on one instance wakes when another decides or
-//! finishes its run.
+//! `notifications`, `index_cache`, `egress`). Every state change is a
+//! conditional `update … returning` (in a transaction where two tables
+//! change together), so of two instances racing for the same run or
+//! request exactly one gets it. A trigger notifies `skilld_runs` of every
+//! run status change; each store listens, so a caller waiting on one
+//! instance wakes when another decides or finishes its run.
 
 mod approvals;
+mod egress;
 mod index_cache;
 mod notifications;
 mod runs;

@@ -1,6 +1,7 @@
 //! The store on one SQLite file: the single-machine default. One
 //! [`SqliteStore`] keeps every aggregate, each implemented beside its SQL
-//! (`runs`, `approvals`, `sessions`, `notifications`, `index_cache`).
+//! (`runs`, `approvals`, `sessions`, `notifications`, `index_cache`,
+//! `egress`).
 //!
 //! The file runs in WAL mode so readers (`GET /runs`) never block the writer.
 //! The writes every call makes go through [`writer`] (rusqlite, on the
@@ -11,6 +12,7 @@
 //! never act on a stale read.
 
 mod approvals;
+mod egress;
 mod index_cache;
 mod notifications;
 mod runs;

@@ -4,7 +4,7 @@
 //! run's only way out, through a real `skilld serve`, is attacked in
 //! `egress_runs.rs`.
 
-use skilld::egress::{AllowList, Bounds, ListGate, Ranges, Resolver, RunProxy};
+use skilld::egress::{AllowList, Bounds, Ranges, Resolver, RunGate, RunProxy};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::process::Command;
@@ -40,10 +40,10 @@ async fn proxy_with(allow: &[&str], bounds: Bounds) -> Proxy {
     ]
     .into();
     let resolver = Resolver::new(pinned, Ranges::new(vec!["127.0.0.2/32".parse().unwrap()]));
-    let gate = Arc::new(ListGate {
-        skill: "fetcher".to_owned(),
-        list: AllowList::parse(allow.iter().copied()).unwrap(),
-    });
+    let gate = Arc::new(RunGate::listed(
+        "fetcher",
+        AllowList::parse(allow.iter().copied()).unwrap(),
+    ));
     let run = RunProxy::new(gate, resolver, bounds);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -264,10 +264,10 @@ async fn in_a_runs_namespace_the_proxy_is_the_only_way_out() {
         [("api.test".to_owned(), vec!["127.0.0.2".parse().unwrap()])].into(),
         Ranges::new(vec!["127.0.0.2/32".parse().unwrap()]),
     );
-    let gate = Arc::new(ListGate {
-        skill: "fetcher".to_owned(),
-        list: AllowList::parse([format!("api.test:{}", up.port()).as_str()]).unwrap(),
-    });
+    let gate = Arc::new(RunGate::listed(
+        "fetcher",
+        AllowList::parse([format!("api.test:{}", up.port()).as_str()]).unwrap(),
+    ));
     let run = RunProxy::new(gate, resolver, Bounds::default());
     let stop = CancellationToken::new();
     let listener = TcpListener::from_std(net.listener.try_clone().unwrap()).unwrap();

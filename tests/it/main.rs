@@ -32,6 +32,7 @@ mod cors;
 mod deferred_ends;
 mod design_map;
 mod docs_mcp;
+mod egress_ask;
 mod egress_proxy;
 mod egress_runs;
 mod exports;

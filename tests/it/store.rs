@@ -102,6 +102,15 @@ conformance! {
         skill_approvals_are_replaced_listed_and_revoked_by_skill,
         nul_bytes_are_refused_in_texts_and_replaced_in_json,
         runs_are_filtered_by_their_session,
+        an_egress_request_round_trips_every_field,
+        pending_egress_is_listed_oldest_first_until_it_expires,
+        an_allow_once_leaves_no_grant,
+        an_allow_always_grants_exactly_its_destination_once,
+        a_denial_keeps_its_note_and_grants_nothing,
+        an_egress_request_is_decided_once_and_not_after_its_time,
+        expiring_an_egress_request_leaves_a_decided_one,
+        nul_bytes_are_refused_in_egress_texts,
+        egress_grants_are_listed_newest_first_and_revoked_by_skill,
     ],
     url: [
         restart_keeps_every_run,
@@ -113,6 +122,7 @@ conformance! {
         a_request_recorded_before_digests_is_still_found,
         concurrent_updates_have_one_winner,
         concurrent_creates_never_pass_the_bound,
+        concurrent_egress_decisions_have_one_winner,
     ],
 }
 
@@ -132,6 +142,17 @@ use sessions::{
     expired_sessions_are_read_until_swept, nul_bytes_are_refused_in_texts_and_replaced_in_json,
     runs_are_filtered_by_their_session, sessions_are_listed_newest_first_by_caller,
     skill_approvals_are_replaced_listed_and_revoked_by_skill,
+};
+
+#[path = "store_egress.rs"]
+mod egress;
+use egress::{
+    a_denial_keeps_its_note_and_grants_nothing, an_allow_always_grants_exactly_its_destination_once,
+    an_allow_once_leaves_no_grant, an_egress_request_is_decided_once_and_not_after_its_time,
+    an_egress_request_round_trips_every_field, concurrent_egress_decisions_have_one_winner,
+    egress_grants_are_listed_newest_first_and_revoked_by_skill,
+    expiring_an_egress_request_leaves_a_decided_one, nul_bytes_are_refused_in_egress_texts,
+    pending_egress_is_listed_oldest_first_until_it_expires,
 };
 
 #[path = "store_retention.rs"]

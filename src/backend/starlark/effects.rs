@@ -43,6 +43,9 @@ pub(super) struct Scope {
     scratch: Scratch,
     /// What `set_env` set, for this evaluation's children only.
     set: Vec<(String, String)>,
+    /// What decides this evaluation's `fetch()` destinations: its list,
+    /// then a person, once per destination.
+    egress: Option<Arc<crate::egress::RunGate>>,
 }
 
 impl Scope {
@@ -58,12 +61,20 @@ impl Scope {
 
     pub(super) fn new(shared: Arc<Shared>, bounds: Bounds, context: CallContext) -> Self {
         let scratch = Scratch::new(&shared);
+        let egress = shared.network_allow.clone().map(|list| {
+            Arc::new(crate::egress::RunGate::new(
+                list,
+                shared.asker.clone(),
+                shared.settings.egress.asking.clone(),
+            ))
+        });
         Self {
             shared,
             bounds,
             context,
             scratch,
             set: Vec::new(),
+            egress,
         }
     }
 
@@ -625,8 +636,8 @@ fn write_file(scope: &Scope, path: &str, text: &str) -> anyhow::Result<()> {
 /// with `network: {allow: [...]}` reaches only those hosts, at addresses
 /// its run's proxy would accept (`docs/egress.md`).
 fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
-    let allow = scope.shared.network_allow.clone();
-    if !scope.shared.network && allow.is_none() {
+    let gate = scope.egress.clone();
+    if !scope.shared.network && gate.is_none() {
         bail!(
             "fetch is refused: skill '{}' runs without the network (network: false)",
             scope.shared.skill
@@ -638,9 +649,9 @@ fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
         bail!("fetch: '{url}' is not an http or https URL");
     }
-    let route = match allow {
-        Some(list) => Route::Listed {
-            list,
+    let route = match gate {
+        Some(gate) => Route::Listed {
+            gate,
             resolver: scope.shared.settings.egress.resolver.clone(),
             skill: scope.shared.skill.clone(),
         },
@@ -667,10 +678,11 @@ fn fetch(scope: &Scope, url: &str) -> anyhow::Result<Value> {
 enum Route {
     /// `network: true`: the host's resolver and network.
     Host,
-    /// `network: {allow: [...]}`: the list, then the egress resolver,
-    /// which refuses what the run's proxy refuses.
+    /// `network: {allow: [...]}`, or `network: true` asking: the list and
+    /// a person, then the egress resolver, which refuses what the run's
+    /// proxy refuses.
     Listed {
-        list: crate::egress::AllowList,
+        gate: Arc<crate::egress::RunGate>,
         resolver: crate::egress::Resolver,
         skill: String,
     },
@@ -679,10 +691,10 @@ enum Route {
 /// The addresses a listed fetch of `uri` may connect to, or why none.
 async fn listed_addresses(
     uri: &hyper::Uri,
-    list: &crate::egress::AllowList,
+    gate: &crate::egress::RunGate,
     resolver: &crate::egress::Resolver,
-    skill: &str,
 ) -> Result<Vec<std::net::SocketAddr>, String> {
+    use crate::egress::{Gate, Verdict};
     let host = uri
         .host()
         .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
@@ -693,10 +705,12 @@ async fn listed_addresses(
     } else {
         80
     });
-    if list.find(&host, port).is_none() {
+    if let Some(refused) = resolver.refused_literal(&host) {
+        return Err(format!("{refused}; retrying another way will not help"));
+    }
+    if let Verdict::Deny { by, why } = gate.decide(&host, port).await {
         return Err(format!(
-            "{host}:{port} is refused: skill '{skill}''s network.allow does not list it; \
-             retrying another way will not help"
+            "{host}:{port} is refused: {why} (decided by {by}); retrying another way will not help"
         ));
     }
     resolver.resolve(&host, port).await.map_err(|e| e.to_string())
@@ -730,19 +744,17 @@ async fn get(uri: hyper::Uri, route: Route) -> Result<(u16, String), String> {
             .await
         }
         Route::Listed {
-            list,
+            gate,
             resolver,
             skill,
         } => {
             let counted = |t: crate::metrics::EgressTotals| crate::metrics::egress(&skill, t);
-            let addrs = listed_addresses(&uri, &list, &resolver, &skill)
-                .await
-                .inspect_err(|_| {
-                    counted(crate::metrics::EgressTotals {
-                        denied: 1,
-                        ..Default::default()
-                    });
-                })?;
+            let addrs = listed_addresses(&uri, &gate, &resolver).await.inspect_err(|_| {
+                counted(crate::metrics::EgressTotals {
+                    denied: 1,
+                    ..Default::default()
+                });
+            })?;
             let http = hyper_util::client::legacy::connect::HttpConnector::new_with_resolver(Checked(addrs));
             let connector = crate::https::connector(http).map_err(|e| e.to_string())?;
             let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())

@@ -36,8 +36,10 @@ pub(super) struct Shared {
     pub dir: PathBuf,
     pub trust: Trust,
     pub network: bool,
-    /// `network.allow`: the only hosts `fetch()` may reach.
+    /// `network.allow`: the hosts `fetch()` may reach without asking.
     pub network_allow: Option<crate::egress::AllowList>,
+    /// Who a `fetch()` beyond the list is held as.
+    pub asker: crate::egress::Asker,
     pub permissions: Vec<String>,
     pub memory_bytes: Option<u64>,
     pub sandbox: Arc<Sandbox>,
@@ -66,6 +68,12 @@ pub(super) fn backend(
         trust: req.trust,
         network: req.network,
         network_allow: req.network_allow.cloned(),
+        asker: crate::egress::Asker {
+            skill: req.skill.to_owned(),
+            version: req.version.map(str::to_owned),
+            hash: req.hash.to_owned(),
+            ..crate::egress::Asker::default()
+        },
         permissions: req.permissions.to_vec(),
         memory_bytes: req.memory_bytes,
         sandbox: sandbox.clone(),

@@ -17,6 +17,27 @@ use crate::trust::Trust;
 use serde_json::{Map, Value};
 use std::path::Path;
 
+/// Every file under the skill's directory, each one its own: a file that
+/// resolves outside it, or a tree too deep to list, is an error.
+fn own_files(p: &mut Parse<'_, '_>, dir: &Path) -> files::Runnable {
+    let every = files::files_under(dir, "");
+    for outside in &every.outside {
+        p.error_in(
+            Code::ProgramOutsideSkill,
+            &dir.join(outside).display().to_string(),
+            format!("{outside} resolves outside the skill directory; a manifest's files must be its own"),
+        );
+    }
+    if every.incomplete {
+        p.error_in(
+            Code::TooLarge,
+            &dir.display().to_string(),
+            files::too_deep("the skill"),
+        );
+    }
+    every
+}
+
 /// The skill of manifest `path` in `dir`, errors and all; `None` when the
 /// manifest cannot be read as a YAML mapping.
 pub(in crate::skill) fn load(
@@ -43,21 +64,7 @@ pub(in crate::skill) fn load(
     );
     let parts = p.manifest_parts(&manifest, dir);
     let files = files::list_files(dir);
-    let every = files::files_under(dir, "");
-    for outside in &every.outside {
-        p.error_in(
-            Code::ProgramOutsideSkill,
-            &dir.join(outside).display().to_string(),
-            format!("{outside} resolves outside the skill directory; a manifest's files must be its own"),
-        );
-    }
-    if every.incomplete {
-        p.error_in(
-            Code::TooLarge,
-            &dir.display().to_string(),
-            files::too_deep("the skill"),
-        );
-    }
+    let every = own_files(&mut p, dir);
     let needs = needs(&parts, fields.network);
     let (deps, deps_wait) = p.prepared_dependencies(dir, Dialect::Manifest, opts);
     let mut skill = fields.into_skill(Origin {
@@ -67,6 +74,7 @@ pub(in crate::skill) fn load(
         definition: path.to_path_buf(),
         source: opts.source,
         trust: opts.trust,
+        network_unrestricted: opts.rules.network_unrestricted(name, opts.trust),
         deps,
     });
     skill.deps_wait = deps_wait;
@@ -265,6 +273,7 @@ impl Parse<'_, '_> {
             manifest,
             trust: skill.trust,
             hash: &skill.hash,
+            version: skill.version.as_deref(),
             network: skill.unrestricted_network(),
             network_allow: skill.network_allow.as_ref(),
             permissions: &skill.permissions,

@@ -22,9 +22,29 @@ impl Served {
         Self::start_with_files(skills, config, None)
     }
 
+    /// Over `skills` at `trust` (`user`, `untrusted`) rather than bundled.
+    pub fn start_at(skills: &Path, config: &str, trust: &str) -> Self {
+        Self::start_in(skills, config, None, trust, tempdir().unwrap())
+    }
+
+    /// As [`Served::start_at`], keeping its data (the store) in `data`:
+    /// a later server over the same `data` finds what this one recorded.
+    pub fn start_in_data(skills: &Path, config: &str, trust: &str, data: tempfile::TempDir) -> Self {
+        Self::start_in(skills, config, None, trust, data)
+    }
+
     /// With the soft limit of open files at `soft_files`, when given.
     pub fn start_with_files(skills: &Path, config: &str, soft_files: Option<u64>) -> Self {
-        let data = tempdir().unwrap();
+        Self::start_in(skills, config, soft_files, "bundled", tempdir().unwrap())
+    }
+
+    fn start_in(
+        skills: &Path,
+        config: &str,
+        soft_files: Option<u64>,
+        trust: &str,
+        data: tempfile::TempDir,
+    ) -> Self {
         let file = data.path().join("skilld.toml");
         std::fs::write(&file, config).unwrap();
         let mut cmd = super::skilld();
@@ -46,7 +66,7 @@ impl Served {
             .arg("--data-dir")
             .arg(data.path().join("data"))
             .arg("--skills")
-            .arg(format!("bundled={}", skills.display()))
+            .arg(format!("{trust}={}", skills.display()))
             .env_remove("SKILLD_DATABASE_URL")
             .env("SKILLD_LOG", "info");
         let (mut child, addr) = super::serve_logging_to(&mut cmd, Stdio::piped());
@@ -98,6 +118,13 @@ impl Served {
     /// Stops the server as SIGTERM does; fails if it takes over 5 s.
     pub fn stop(mut self) -> std::process::ExitStatus {
         super::stop(self.child.take().unwrap())
+    }
+
+    /// Stops the server, handing back its data directory for the next.
+    pub fn stop_keeping_data(mut self) -> tempfile::TempDir {
+        super::stop(self.child.take().unwrap());
+        let data = tempdir().unwrap();
+        std::mem::replace(&mut self._data, data)
     }
 
     pub fn pid(&self) -> u32 {
