@@ -271,14 +271,24 @@ mod tests {
             warning(&listed, &facts).as_deref(),
             Some(
                 "It may connect to api.github.com, *.example.com:8443 (network.allow), through \
-                 skilld's proxy, and nowhere else."
+                 skilld's proxy; anywhere else is held for a person to allow."
             )
         );
-        let open = skill("network: true\n", Trust::Untrusted);
-        let said = warning(&open, &facts).unwrap();
+        let asking = skill("network: true\n", Trust::Untrusted);
+        let said = warning(&asking, &facts).unwrap();
         assert!(said.starts_with("This skill is untrusted"), "{said}");
         assert!(
-            said.ends_with("(network: true): it can reach anything this server can."),
+            said.ends_with("which holds each destination for a person to allow."),
+            "{said}"
+        );
+        // A bundled skill's `network: true` keeps the host's network.
+        let open = skill(
+            "network: true\nread_only: true\nalways_ask: true\n",
+            Trust::Bundled,
+        );
+        let said = warning(&open, &facts).unwrap();
+        assert!(
+            said.ends_with("(network: true, unrestricted): it can reach anything this server can."),
             "{said}"
         );
     }

@@ -4,12 +4,12 @@
 // One module per part of the page: signin.js (the start link, the token
 // form), inbox.js (pending requests: approval-card.js draws a card,
 // stream.js keeps them live, notify.js announces a new one),
-// activations.js, uploads.js, runs.js, grants.js, history.js and views.js
-// (the tabs). The kit they share: storage.js (what the browser keeps),
-// api.js (the client and its bearer credential), dom.js, format.js and
-// cards.js (the lists without a stream). Imports go one way: the kit
-// imports no part, no module imports this one, and there is no cycle
-// (tests/it/ui.rs checks).
+// activations.js, egress.js (held destinations), uploads.js, runs.js,
+// grants.js, history.js and views.js (the tabs). The kit they share:
+// storage.js (what the browser keeps), api.js (the client and its bearer
+// credential), dom.js, format.js and cards.js (the lists without a
+// stream). Imports go one way: the kit imports no part, no module imports
+// this one, and there is no cycle (tests/it/ui.rs checks).
 //
 // Every piece of server data reaches the page through `textContent` or an
 // attribute setter, never parsed as HTML: a tool's output, an argument or a
@@ -25,6 +25,7 @@ import { showNotifyChoice, wireNotify } from './notify.js';
 import { refreshRuns } from './runs.js';
 import { refreshReviews } from './uploads.js';
 import { refreshActivations } from './activations.js';
+import { refreshEgress } from './egress.js';
 import { wireHistory } from './history.js';
 import { currentView, showView, wireViews } from './views.js';
 
@@ -35,6 +36,7 @@ function reloadAll(view = currentView()) {
   refreshRuns();
   refreshReviews();
   refreshActivations();
+  refreshEgress();
   showView(view);
 }
 
@@ -65,6 +67,7 @@ function wire() {
     if (!document.hidden) {
       refreshReviews();
       refreshActivations();
+      refreshEgress();
     }
   });
   setInterval(updateAges, 30000);

@@ -267,7 +267,23 @@ impl Remote {
             Err(Failure::Refused(_)) => Value::Null,
             Err(e) => return Err(e),
         };
-        Ok(json!({"skill": skill, "versions": versions, "grants": grants}))
+        let egress = self.egress_grants(&bare).await?;
+        Ok(with_egress(
+            json!({"skill": skill, "versions": versions, "grants": grants}),
+            egress,
+        ))
+    }
+
+    /// The skill's egress grants; null where this token may not read them.
+    async fn egress_grants(&self, name: &str) -> Result<Value, Failure> {
+        match self
+            .call(Method::GET, &format!("/egress/grants?skill={name}"), None)
+            .await
+        {
+            Ok((_, list)) => Ok(list["items"].clone()),
+            Err(Failure::Refused(_)) => Ok(Value::Null),
+            Err(e) => Err(e),
+        }
     }
 
     async fn permissions(&self, name: &str, revoke: bool) -> Result<Value, Failure> {
@@ -275,6 +291,8 @@ impl Remote {
         let revoked = if revoke {
             let (_, answer) = self
                 .call(Method::DELETE, &format!("/grants?skill={name}"), None)
+                .await?;
+            self.call(Method::DELETE, &format!("/egress/grants?skill={name}"), None)
                 .await?;
             Some((answer["revoked"].clone(), answer["skill_approvals"].clone()))
         } else {
@@ -287,7 +305,8 @@ impl Remote {
             grants: standing["grants"].clone(),
             skill_approvals: standing["skill_approvals"].clone(),
         };
-        Ok(permissions_value(&skill["permissions"], standing, revoked))
+        let value = permissions_value(&skill["permissions"], standing, revoked);
+        Ok(with_egress(value, self.egress_grants(name).await?))
     }
 }
 
@@ -372,8 +391,20 @@ impl Local {
             Err(e) => return Err(e.into()),
         };
         let grants = self.grants(&skill.name).await;
+        let egress = self.egress_grants(&skill.name).await;
         self.close().await;
-        Ok(json!({"skill": SkillDetail::new(&skill), "versions": versions, "grants": grants?}))
+        let value = json!({"skill": SkillDetail::new(&skill), "versions": versions, "grants": grants?});
+        Ok(with_egress(value, egress?))
+    }
+
+    /// The skill's egress grants, as `GET /egress/grants` lists them.
+    async fn egress_grants(&self, name: &str) -> Result<Value, Failure> {
+        let Some(asking) = self.invoker.egress_asking() else {
+            return Ok(json!([]));
+        };
+        let grants = asking.store().egress_grants(Some(name)).await?;
+        let grants: Vec<crate::http::egress::EgressGrantView> = grants.into_iter().map(Into::into).collect();
+        Ok(json!(grants))
     }
 
     async fn permissions(&self, name: &str, revoke: bool) -> Result<Value, Failure> {
@@ -381,6 +412,9 @@ impl Local {
         let revoked = match revoke {
             true => {
                 let (grants, approvals) = self.invoker.approver().revoke_grants_of(name).await?;
+                if let Some(asking) = self.invoker.egress_asking() {
+                    asking.store().revoke_egress_grants_of(name).await?;
+                }
                 Some((json!(grants), json!(approvals)))
             }
             false => None,
@@ -391,8 +425,20 @@ impl Local {
             (Err(_), true) => Value::Null,
             (Err(e), false) => return Err(e),
         };
-        Ok(permissions_value(&declared, self.standing(name).await?, revoked))
+        let value = permissions_value(&declared, self.standing(name).await?, revoked);
+        Ok(with_egress(value, self.egress_grants(name).await?))
     }
+}
+
+/// `value` with the skill's egress grants and, where `value` holds the
+/// skill, the `network.allow` they suggest.
+fn with_egress(mut value: Value, grants: Value) -> Value {
+    if grants.as_array().is_some_and(|g| !g.is_empty()) && value["skill"].is_object() {
+        let suggested = super::egress_view::suggested_allow(&value["skill"], &grants);
+        value["suggested_network_allow"] = super::egress_view::allow_line(&suggested);
+    }
+    value["egress_grants"] = grants;
+    value
 }
 
 /// What stands for a skill: its grants and its skill approvals, as the
@@ -447,6 +493,7 @@ fn info_text(v: &Value) -> String {
     out.push_str(&format!("  modes        {}\n", list(&s["modes"])));
     out.push_str(&format!("  state        {}\n", state_text(v)));
     out.push_str(&grants_text(&v["grants"]));
+    out.push_str(&super::egress_view::egress_text(v));
     out
 }
 
@@ -517,6 +564,7 @@ fn permissions_text(name: &str, v: &Value) -> String {
     }
     out.push_str(&grants_text(&v["grants"]));
     out.push_str(&skill_approvals_text(&v["skill_approvals"]));
+    out.push_str(&super::egress_view::egress_text(v));
     out
 }
 

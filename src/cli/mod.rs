@@ -1,6 +1,7 @@
 //! The `skilld` command line (`docs/api.md`, "The command line").
 
 mod check;
+mod egress_view;
 mod failure;
 mod import;
 mod install;

@@ -24,11 +24,11 @@ const MAX_LISTED: u32 = 500;
 
 pub fn router() -> OpenApiRouter<AppState> {
     let mut router = OpenApiRouter::new()
-        .routes(routes!(list_held))
-        .routes(routes!(list_egress_grants))
-        .routes(routes!(get_held))
-        .routes(routes!(allow))
-        .routes(routes!(deny));
+        .routes(routes!(list_egress))
+        .routes(routes!(list_egress_grants, revoke_egress_grants))
+        .routes(routes!(get_egress))
+        .routes(routes!(allow_egress))
+        .routes(routes!(deny_egress));
     empty_bodies_allowed(router.get_openapi_mut());
     router
 }
@@ -114,7 +114,7 @@ pub struct EgressRequestList {
         BadQuery,
         StoreUnavailable,
     ))]
-async fn list_held(
+async fn list_egress(
     _: Require<need::Inbox>,
     State(state): State<AppState>,
 ) -> Result<Json<EgressRequestList>> {
@@ -192,6 +192,41 @@ async fn list_egress_grants(
     }))
 }
 
+/// Which skill's egress grants to revoke.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct EgressRevokeQuery {
+    pub skill: String,
+}
+
+/// How many egress grants were revoked.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EgressRevoked {
+    pub revoked: u64,
+}
+
+/// Revoke every egress grant of a skill, whatever its version: its runs
+/// ask again for what its list lacks.
+#[utoipa::path(delete, path = "/egress/grants", tag = "egress", security(("bearer" = ["approve"])), params(EgressRevokeQuery),
+    responses(
+        (status = 200, description = "Revoked", body = EgressRevoked),
+        BadQuery,
+        StoreUnavailable,
+    ))]
+async fn revoke_egress_grants(
+    _: Require<need::Approve>,
+    State(state): State<AppState>,
+    Query(q): Query<EgressRevokeQuery>,
+) -> Result<Json<EgressRevoked>> {
+    let revoked = match state.invoker.egress_asking() {
+        Some(asking) => asking.store().revoke_egress_grants_of(&q.skill).await?,
+        None => 0,
+    };
+    tracing::info!(skill = %q.skill, revoked, "egress grants revoked");
+    Ok(Json(EgressRevoked { revoked }))
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct EgressPath {
@@ -206,7 +241,7 @@ pub struct EgressPath {
         (status = 404, description = "No such egress request", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
-async fn get_held(
+async fn get_egress(
     _: Require<need::Inbox>,
     State(state): State<AppState>,
     Path(p): Path<EgressPath>,
@@ -227,7 +262,7 @@ async fn get_held(
         (status = 409, description = "Already decided, or expired", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
-async fn allow(
+async fn allow_egress(
     auth: Require<need::Approve>,
     State(state): State<AppState>,
     Path(p): Path<EgressPath>,
@@ -248,7 +283,7 @@ async fn allow(
         (status = 409, description = "Already decided, or expired", body = Problem, content_type = "application/problem+json"),
         StoreUnavailable,
     ))]
-async fn deny(
+async fn deny_egress(
     auth: Require<need::Approve>,
     State(state): State<AppState>,
     Path(p): Path<EgressPath>,

@@ -60,6 +60,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("stream.js", include_str!("../../ui/stream.js"), JS),
     ("notify.js", include_str!("../../ui/notify.js"), JS),
     ("activations.js", include_str!("../../ui/activations.js"), JS),
+    ("egress.js", include_str!("../../ui/egress.js"), JS),
     ("uploads.js", include_str!("../../ui/uploads.js"), JS),
     ("runs.js", include_str!("../../ui/runs.js"), JS),
     ("grants.js", include_str!("../../ui/grants.js"), JS),

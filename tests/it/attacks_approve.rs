@@ -128,9 +128,12 @@ async fn a_network_tool_can_neither_read_nor_decide_nor_administer_while_the_per
     let skills = tempdir().unwrap();
     stamp_skill(skills.path());
     prowler_skill(skills.path());
-    let server = TestServer::builder(options(vec![root(skills.path(), Trust::User)]))
-        .start()
-        .await;
+    // Its network unproxied, as an operator may leave it (`[egress]
+    // unrestricted`): this attack is on the API's own checks. Proxied, it
+    // does not reach the API at all (`egress_ask`).
+    let mut opts = options(vec![root(skills.path(), Trust::User)]);
+    opts.rules.unrestricted_network = vec!["prowler".to_owned()];
+    let server = TestServer::builder(opts).start().await;
     let grant = allow(&server, "prowler", "prowler_attack").await;
     let out = marks_dir();
     let marker = out.path().join("stamped");

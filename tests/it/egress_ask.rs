@@ -261,6 +261,11 @@ async fn an_always_outlives_a_restart_and_falls_with_a_new_content_hash() {
     let envelope = finished(&server, &run).await;
     assert!(output(&envelope).starts_with("200 "), "{envelope}");
     assert_eq!(line(&envelope, "api.test")["granted"], true, "{envelope}");
+    // `skilld info` suggests the list an author would commit.
+    let info = cli(&server, &["info", "fetcher", "--format", "json"]);
+    let suggested = format!("network: {{allow: [\"api.test:{}\"]}}", up.port());
+    assert_eq!(info["suggested_network_allow"], suggested.as_str(), "{info}");
+    assert_eq!(info["egress_grants"][0]["note"], "its API", "{info}");
 
     // A new version of the skill is asked about again.
     let data = server.stop_keeping_data();
@@ -276,6 +281,26 @@ async fn an_always_outlives_a_restart_and_falls_with_a_new_content_hash() {
         .post(&format!("/egress/{id}/deny"), json!({}))
         .await;
     assert!(output(&finished(&server, &run).await).starts_with("403 "));
+    // `skilld permissions --revoke` takes the grant back.
+    let revoked = cli(
+        &server,
+        &["permissions", "fetcher", "--revoke", "--format", "json"],
+    );
+    assert_eq!(revoked["egress_grants"], json!([]), "{revoked}");
+}
+
+/// `skilld ARGS --to` the server, as its person: the JSON it prints.
+fn cli(server: &Served, args: &[&str]) -> Value {
+    let secret = skilld::local_secret::read(&server._data.path().join("data"))
+        .unwrap()
+        .unwrap();
+    let out = crate::common::skilld()
+        .args(args)
+        .args(["--to", &server.base(), "--to-token", &secret])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Issue 40, point 8: a `network: true` tool cannot reach skilld's API to

@@ -93,6 +93,7 @@ mod store;
 mod toolserver;
 mod typescript_client;
 mod ui;
+mod ui_egress;
 mod ui_reviews;
 mod usability;
 mod workspace;

@@ -214,7 +214,10 @@ async fn network_false_cannot_open_a_socket() {
     let skills = crate::common::tempdir().unwrap();
     shell_skill(skills.path(), "offline", "network: false\n");
     shell_skill(skills.path(), "online", "network: true\n");
-    let server = server(skills.path(), Trust::User, RunSettings::default()).await;
+    // The control keeps the host's network, as an operator may let it.
+    let mut opts = options(vec![root(skills.path(), Trust::User)]);
+    opts.rules.unrestricted_network = vec!["online".to_owned()];
+    let server = TestServer::builder(opts).allowed().start().await;
     let connect = format!(
         "python3 -c \"\nimport socket\nfor family in (socket.AF_INET, socket.AF_INET6):\n    try:\n        \
          s = socket.socket(family)\n        print('socket', family)\n    except OSError as e:\n        \
