@@ -120,7 +120,7 @@ async fn start(root: &Path, database_url: &str, max_pending: u64) -> Server {
         rules: Default::default(),
     }));
     let invoker = Arc::new(Invoker::new(
-        store,
+        store.clone(),
         RunSettings {
             data_dir: data.path().to_path_buf(),
             workspace: data.path().to_path_buf(),
@@ -129,7 +129,8 @@ async fn start(root: &Path, database_url: &str, max_pending: u64) -> Server {
         },
     ));
     let state = AppState {
-        sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
+        sessions: skilld::session::Sessions::shared(&invoker, &store, catalog.clone(), Default::default()),
+        approver: skilld::invoke::Approver::new(&invoker, &store),
         installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog,
         invoker,

@@ -258,7 +258,7 @@ async fn start_server(root: &Path, data: &Path) -> (std::net::SocketAddr, Arc<Ca
         starlark_host: Some(env!("CARGO_BIN_EXE_skilld").into()),
         ..RunSettings::default()
     };
-    let invoker = Arc::new(Invoker::new(store, settings));
+    let invoker = Arc::new(Invoker::new(store.clone(), settings));
     let opts = skills::options(root, invoker.launcher());
     let catalog = Arc::new(
         tokio::task::spawn_blocking(move || CatalogHandle::new(opts))
@@ -270,7 +270,8 @@ async fn start_server(root: &Path, data: &Path) -> (std::net::SocketAddr, Arc<Ca
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let state = AppState {
-        sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
+        sessions: skilld::session::Sessions::shared(&invoker, &store, catalog.clone(), Default::default()),
+        approver: skilld::invoke::Approver::new(&invoker, &store),
         installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog: catalog.clone(),
         invoker,

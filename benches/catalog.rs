@@ -821,11 +821,17 @@ impl InProcess {
             .await
             .expect("run log");
         let invoker = Arc::new(skilld::invoke::Invoker::new(
-            store,
+            store.clone(),
             skilld::invoke::RunSettings::default(),
         ));
         let state = AppState {
-            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
+            sessions: skilld::session::Sessions::shared(
+                &invoker,
+                &store,
+                catalog.clone(),
+                Default::default(),
+            ),
+            approver: skilld::invoke::Approver::new(&invoker, &store),
             installer: skilld::install::Installer::shared(&catalog, &invoker),
             catalog,
             invoker,

@@ -694,7 +694,7 @@ async fn start_skilld(root: &Path, data: &Path) -> (String, Arc<CatalogHandle>) 
         },
         ..RunSettings::default()
     };
-    let invoker = Arc::new(Invoker::new(store, settings));
+    let invoker = Arc::new(Invoker::new(store.clone(), settings));
     let opts = CatalogOptions {
         roots: vec![Root {
             name: "bench".to_owned(),
@@ -716,7 +716,8 @@ async fn start_skilld(root: &Path, data: &Path) -> (String, Arc<CatalogHandle>) 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let state = AppState {
-        sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
+        sessions: skilld::session::Sessions::shared(&invoker, &store, catalog.clone(), Default::default()),
+        approver: skilld::invoke::Approver::new(&invoker, &store),
         installer: skilld::install::Installer::shared(&catalog, &invoker),
         catalog: catalog.clone(),
         invoker,

@@ -1012,11 +1012,17 @@ impl Server {
             .await
             .expect("run log");
         let invoker = Arc::new(skilld::invoke::Invoker::new(
-            store,
+            store.clone(),
             skilld::invoke::RunSettings::default(),
         ));
         let state = AppState {
-            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
+            sessions: skilld::session::Sessions::shared(
+                &invoker,
+                &store,
+                catalog.clone(),
+                Default::default(),
+            ),
+            approver: skilld::invoke::Approver::new(&invoker, &store),
             installer: Arc::new(Installer::new(
                 catalog.clone(),
                 invoker.clone(),

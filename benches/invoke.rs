@@ -663,7 +663,7 @@ async fn store_writes(store: &Stores, result: &Value) -> Duration {
     let id = uuid::Uuid::now_v7();
     let hash = "0".repeat(64);
     store
-        .approvals
+        .holds
         .policy_facts("bench-true", TRUE_TOOL, &hash)
         .await
         .expect("policy_facts");
@@ -1004,7 +1004,13 @@ impl Server {
         let addr = listener.local_addr().expect("local addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let state = AppState {
-            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
+            sessions: skilld::session::Sessions::shared(
+                &invoker,
+                &store,
+                catalog.clone(),
+                Default::default(),
+            ),
+            approver: skilld::invoke::Approver::new(&invoker, &store),
             installer: skilld::install::Installer::shared(&catalog, &invoker),
             catalog: catalog.clone(),
             invoker: invoker.clone(),

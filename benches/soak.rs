@@ -177,11 +177,16 @@ struct Server {
 }
 
 impl Server {
-    async fn start(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>) -> Self {
+    async fn start(
+        catalog: Arc<CatalogHandle>,
+        invoker: Arc<Invoker>,
+        store: &skilld::store::Stores,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let state = AppState {
-            sessions: skilld::session::Sessions::shared(&invoker, catalog.clone(), Default::default()),
+            sessions: skilld::session::Sessions::shared(&invoker, store, catalog.clone(), Default::default()),
+            approver: skilld::invoke::Approver::new(&invoker, store),
             installer: skilld::install::Installer::shared(&catalog, &invoker),
             catalog,
             invoker,
@@ -262,8 +267,8 @@ async fn run(secs: u64) {
     let (url, wal) = run_log(tmp.path());
     let store = skilld::store::connect(&url).await.expect("run log");
     println!("run log: {}", store.runs.backend());
-    let invoker = Arc::new(Invoker::new(store, run_settings(tmp.path())));
-    let server = Server::start(catalog, invoker).await;
+    let invoker = Arc::new(Invoker::new(store.clone(), run_settings(tmp.path())));
+    let server = Server::start(catalog, invoker, &store).await;
     soak_baseline().await;
     soak_http(server.addr, secs, wal).await;
     server.stop().await;

@@ -393,7 +393,7 @@ async fn here(
     fetched: client::Fetched,
     signature: Option<String>,
 ) -> Result<(String, Locked), Failure> {
-    let (invoker, catalog) = pipeline_over(store, &config)
+    let crate::server::Pipeline { invoker, catalog, .. } = pipeline_over(store, &config)
         .await
         .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
     let installer = Installer::new(catalog, invoker.clone(), config.install.clone());

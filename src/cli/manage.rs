@@ -314,6 +314,7 @@ impl Remote {
 pub(super) struct Local {
     config: Config,
     invoker: Arc<Invoker>,
+    approver: crate::invoke::Approver,
     pub(super) catalog: Arc<crate::catalog::CatalogHandle>,
     installer: Installer,
 }
@@ -337,13 +338,19 @@ impl Place {
 impl Local {
     pub(super) async fn open(place: &Place) -> Result<Self, Failure> {
         let config = place.config()?;
-        let (invoker, catalog) = pipeline(&config, false)
+        let crate::server::Pipeline {
+            invoker,
+            approver,
+            catalog,
+            ..
+        } = pipeline(&config, false)
             .await
             .map_err(|e| Failure::Unreachable(format!("{e:#}")))?;
         let installer = Installer::new(catalog.clone(), invoker.clone(), config.install.clone());
         Ok(Self {
             config,
             invoker,
+            approver,
             catalog,
             installer,
         })
@@ -362,7 +369,7 @@ impl Local {
     }
 
     async fn grants(&self, name: &str) -> Result<Value, Failure> {
-        let grants = self.invoker.reader().list_grants(Some(name)).await?;
+        let grants = self.approver.reader().list_grants(Some(name)).await?;
         let grants: Vec<GrantView> = grants.into_iter().map(GrantView::from).collect();
         let list = GrantList {
             grants,
@@ -373,7 +380,7 @@ impl Local {
 
     /// The grants and the "allow always" standing for skill `name`.
     async fn standing(&self, name: &str) -> Result<Standing, Failure> {
-        let approvals = self.invoker.reader().list_skill_approvals(Some(name)).await?;
+        let approvals = self.approver.reader().list_skill_approvals(Some(name)).await?;
         let approvals: Vec<SkillApprovalView> = approvals.into_iter().map(SkillApprovalView::from).collect();
         Ok(Standing {
             grants: self.grants(name).await?,
@@ -411,7 +418,7 @@ impl Local {
         let declared = self.skill(name).map(|s| json!(s.permissions));
         let revoked = match revoke {
             true => {
-                let (grants, approvals) = self.invoker.approver().revoke_grants_of(name).await?;
+                let (grants, approvals) = self.approver.revoke_grants_of(name).await?;
                 if let Some(asking) = self.invoker.egress_asking() {
                     asking.store().revoke_egress_grants_of(name).await?;
                 }

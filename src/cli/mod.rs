@@ -377,7 +377,11 @@ fn run_one(args: &ServeArgs, tool: &str, json: &str, mode: Option<&str>) -> anyh
     server::harden(&config);
     let runtime = server::runtime()?;
     runtime.block_on(async move {
-        let (invoker, handle) = server::pipeline(&config, false).await?;
+        let server::Pipeline {
+            invoker,
+            catalog: handle,
+            ..
+        } = server::pipeline(&config, false).await?;
         let catalog = handle.current();
         // The person at the terminal is the one asking: `skilld run` runs
         // the tool without holding it for approval, and records it as

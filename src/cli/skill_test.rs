@@ -212,7 +212,11 @@ fn call_examples(
     harden(&config);
     let runtime = runtime()?;
     runtime.block_on(async {
-        let (invoker, handle) = pipeline(&config, false).await?;
+        let crate::server::Pipeline {
+            invoker,
+            catalog: handle,
+            ..
+        } = pipeline(&config, false).await?;
         let catalog = handle.current();
         let Some(skill) = catalog.skill(&linted.name).cloned() else {
             for d in catalog

@@ -3,7 +3,7 @@
 //! instance sharing it lists and decides it, and the connection waits for
 //! the decision up to `egress_wait_secs`, then fails.
 
-use super::gate::Verdict;
+use super::verdict::Verdict;
 use crate::store::{
     ApprovalStatus, EgressDecide, EgressDecisions, EgressRequest, EgressUndecidable, NewEgressRequest,
     StoreError,

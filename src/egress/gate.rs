@@ -5,6 +5,7 @@
 use super::allow::AllowList;
 use super::ask::{Answer, Asker, Asking};
 use super::ledger::Destination;
+pub use super::verdict::Verdict;
 use futures_util::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,18 +16,6 @@ use tokio::sync::OnceCell;
 /// The most destinations one run may hold for a person: a program that
 /// asks for a new name in a loop fills no inbox.
 pub const MAX_ASKS_PER_RUN: u32 = 16;
-
-/// A decision on one destination.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Allow,
-    /// Refused: `by` whom (the list, a person), and why, both said to the
-    /// program.
-    Deny {
-        by: String,
-        why: String,
-    },
-}
 
 /// Decides each destination a run asks its proxy for.
 pub trait Gate: Send + Sync {

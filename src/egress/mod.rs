@@ -5,7 +5,7 @@
 //! what a run did (`ledger`), the proxy itself (`proxy`), a run's own
 //! network namespace (`netns`), the operator's `[egress]` (`settings`)
 //! and one run's egress while it lasts (`run`), and the destinations
-//! held for a person (`ask`).
+//! held for a person (`ask`), and what each decision answers (`verdict`).
 
 pub mod allow;
 pub mod ask;
@@ -17,6 +17,7 @@ pub mod ranges;
 pub mod resolve;
 pub mod run;
 pub mod settings;
+pub mod verdict;
 
 pub use allow::{AllowList, Pattern, PatternError};
 pub use ask::{Asker, Asking};

@@ -184,7 +184,7 @@ async fn approval_events(
     peer: Peer,
     State(state): State<AppState>,
 ) -> Result<Response> {
-    let events = state.invoker.approver().inbox_events(&peer.holder(&auth))?;
+    let events = state.approver.inbox_events(&peer.holder(&auth))?;
     let stream = events.map(|event| Ok::<_, Infallible>(inbox_event(&event)));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
@@ -360,11 +360,7 @@ async fn decide(
         own: false,
     };
     let catalog = state.catalog.current();
-    let decided = state
-        .invoker
-        .approver()
-        .decide_request(&catalog, id, ruling)
-        .await?;
+    let decided = state.approver.decide_request(&catalog, id, ruling).await?;
     tracing::info!(
         approval = %decided.id, run = %decided.run_id, status = decided.status.as_str(),
         scope = body.scope.as_str(), by = decided.decided_by.as_deref().unwrap_or("-"),

@@ -197,7 +197,7 @@ async fn create_grants(
         expect_hash: body.skill_hash.as_deref(),
         by: auth.caller.name.clone(),
     };
-    let grants = state.invoker.approver().grant(&skill, ask).await?;
+    let grants = state.approver.grant(&skill, ask).await?;
     tracing::info!(
         skill = %skill.name, hash = %skill.hash, tools = grants.len(), decision = body.decision.as_str(),
         by = auth.caller.name.as_deref().unwrap_or("-"), "granted ahead of any call"
@@ -233,7 +233,7 @@ async fn revoke_skill_grants(
     Query(q): Query<RevokeQuery>,
 ) -> Result<Json<Revoked>> {
     let skill = skill_param(&q.skill)?;
-    let (revoked, skill_approvals) = state.invoker.approver().revoke_grants_of(skill).await?;
+    let (revoked, skill_approvals) = state.approver.revoke_grants_of(skill).await?;
     tracing::info!(
         %skill, revoked, skill_approvals, by = auth.caller.name.as_deref().unwrap_or("-"),
         "grants and skill approvals revoked"
@@ -264,7 +264,7 @@ async fn revoke_grant(
     State(state): State<AppState>,
     Path(p): Path<GrantPath>,
 ) -> Result<StatusCode> {
-    state.invoker.approver().revoke_grant(p.id).await?;
+    state.approver.revoke_grant(p.id).await?;
     tracing::info!(grant = %p.id, by = auth.caller.name.as_deref().unwrap_or("-"), "grant revoked");
     Ok(StatusCode::NO_CONTENT)
 }

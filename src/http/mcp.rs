@@ -48,10 +48,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .disable_allowed_origins()
         // The same bound as every other JSON body.
         .with_max_request_body_bytes(super::kit::extract::MAX_BODY_BYTES);
-    let (catalog, invoker) = (state.catalog.clone(), state.invoker.clone());
+    let (catalog, approver) = (state.catalog.clone(), state.approver.clone());
     let manager = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
-        move || Ok(McpServer::over_http(catalog.clone(), invoker.clone())),
+        move || Ok(McpServer::over_http(catalog.clone(), approver.clone())),
         manager.clone(),
         config,
     );

@@ -52,6 +52,8 @@ use utoipa_swagger_ui::SwaggerUi;
 pub struct AppState {
     pub catalog: Arc<CatalogHandle>,
     pub invoker: Arc<crate::invoke::Invoker>,
+    /// A person's side of the pipeline: deciding, the inbox, grants.
+    pub approver: crate::invoke::Approver,
     /// The bearer tokens every protected handler checks (`auth::Require`);
     /// without any, the local secret (`Auth::open_with_secret`).
     pub auth: Arc<crate::auth::Auth>,
@@ -70,7 +72,7 @@ impl AppState {
     /// The store, read-only: a handler that changes anything goes through
     /// the pipeline (`invoker`).
     pub fn store(&self) -> &crate::store::StoreReader {
-        self.invoker.reader()
+        self.approver.reader()
     }
 }
 
@@ -90,6 +92,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let housekeeping = tokio_util::sync::CancellationToken::new();
     tokio::spawn(state.invoker.clone().housekeeping(housekeeping.clone()));
+    tokio::spawn(state.approver.clone().housekeeping(housekeeping.clone()));
     tokio::spawn(state.installer.clone().prepare_dependencies(housekeeping.clone()));
     tokio::spawn(state.sessions.clone().housekeeping(housekeeping.clone()));
     let _stop_housekeeping = housekeeping.drop_guard();

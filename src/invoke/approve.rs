@@ -2,7 +2,7 @@
 //! running the approved ones on the instance that decided, and waiting for
 //! any run to end, whichever instance ends it.
 
-use super::{Asked, InvokeError, Invoker, Prepared, Target};
+use super::{Approver, Asked, InvokeError, Invoker, Prepared, Target};
 use crate::catalog::Catalog;
 use crate::policy;
 use crate::store::{
@@ -57,7 +57,7 @@ impl Invoker {
             permissions: p.skill.permissions.clone(),
             expires_at: run.created_at + ttl,
         };
-        self.approvals.insert_pending(run, approval).await?;
+        self.holds.insert_pending(run, approval).await?;
         Ok(held)
     }
 
@@ -82,7 +82,7 @@ impl Invoker {
         let limit = u32::try_from(self.settings.max_pending_per_caller)
             .unwrap_or(u32::MAX)
             .clamp(1, crate::store::MAX_APPROVALS);
-        let found = self.approvals.pending_like(&same, Utc::now(), limit).await?;
+        let found = self.holds.pending_like(&same, Utc::now(), limit).await?;
         Ok(found.map(|request| Held {
             run_id: request.run_id,
             approval_id: request.id,
@@ -98,60 +98,10 @@ impl Invoker {
         Ok(id)
     }
 
-    /// Decides pending request `id`, exactly once. An approval claims the
-    /// run for this instance and starts it here, in the background.
-    ///
-    /// With tokens, the token that asked can never decide its own request
-    /// (nor deny it, which would let it plant a standing deny through its
-    /// own call): an agent must not approve itself.
-    ///
-    /// Approving a request whose skill is no longer loaded as it was when
-    /// the call was made would run something other than what the approver
-    /// saw: the request is voided instead (its run ends `expired`).
-    pub(super) async fn decide_request(
-        self: &Arc<Self>,
-        catalog: &Arc<Catalog>,
-        id: Uuid,
-        ruling: Ruling,
-    ) -> Result<Approval, InvokeError> {
-        if let Some(note) = &ruling.note {
-            if note.chars().count() > MAX_NOTE_CHARS {
-                return Err(InvokeError::NoteTooLong { max: MAX_NOTE_CHARS });
-            }
-            if note.contains('\0') {
-                return Err(InvokeError::NoteHasNul);
-            }
-        }
-        let request = self.approvals.get_approval(id).await?;
-        if let Some(name) = &ruling.decided_by
-            && !ruling.own
-            && request.requested_by.as_deref() == Some(name.as_str())
-        {
-            return Err(InvokeError::SelfApproval(name.clone()));
-        }
-        let prepared = if ruling.approve && request.status == ApprovalStatus::Pending {
-            Some(self.prepare_or_void(catalog, &request).await?)
-        } else {
-            None
-        };
-        let approval = self
-            .approvals
-            .decide(decision(&request, ruling, &self.settings.instance))
-            .await?;
-        let approval = approval.map_err(|why| match why {
-            Undecidable::AlreadyDecided(status) => InvokeError::AlreadyDecided { id, status },
-            Undecidable::Expired => InvokeError::RequestExpired(id),
-        })?;
-        if let Some(p) = prepared {
-            self.run_claimed(approval.run_id, p);
-        }
-        Ok(approval)
-    }
-
     /// The call behind a request about to be approved; when it can no
     /// longer be made as shown, its run ends (only while it still waits: a
     /// run someone else has just approved goes on) and the request is void.
-    async fn prepare_or_void(
+    pub(super) async fn prepare_or_void(
         &self,
         catalog: &Arc<Catalog>,
         request: &Approval,
@@ -225,7 +175,7 @@ impl Invoker {
     /// waits for a free slot rather than give up (a person has said yes),
     /// then starts it with the same conditional claim as any queued run, so
     /// a cancel that came first wins.
-    fn run_claimed(self: &Arc<Self>, run_id: Uuid, p: Prepared) {
+    pub(super) fn run_claimed(self: &Arc<Self>, run_id: Uuid, p: Prepared) {
         let (live, _) = self.runs.register(run_id);
         let this = self.clone();
         tokio::spawn(async move {
@@ -266,14 +216,70 @@ impl Invoker {
         });
     }
 
+    /// Sweeps expired run directories (`expire_artifacts`) until `stop`;
+    /// the approvals' side is [`Approver::housekeeping`].
+    pub async fn housekeeping(self: Arc<Self>, stop: CancellationToken) {
+        self.expire_artifacts(stop).await;
+    }
+}
+
+impl Approver {
+    /// Decides pending request `id`, exactly once. An approval claims the
+    /// run for this instance and starts it here, in the background.
+    ///
+    /// With tokens, the token that asked can never decide its own request
+    /// (nor deny it, which would let it plant a standing deny through its
+    /// own call): an agent must not approve itself.
+    ///
+    /// Approving a request whose skill is no longer loaded as it was when
+    /// the call was made would run something other than what the approver
+    /// saw: the request is voided instead (its run ends `expired`).
+    pub async fn decide_request(
+        &self,
+        catalog: &Arc<Catalog>,
+        id: Uuid,
+        ruling: Ruling,
+    ) -> Result<Approval, InvokeError> {
+        if let Some(note) = &ruling.note {
+            if note.chars().count() > MAX_NOTE_CHARS {
+                return Err(InvokeError::NoteTooLong { max: MAX_NOTE_CHARS });
+            }
+            if note.contains('\0') {
+                return Err(InvokeError::NoteHasNul);
+            }
+        }
+        let request = self.approvals.get_approval(id).await?;
+        if let Some(name) = &ruling.decided_by
+            && !ruling.own
+            && request.requested_by.as_deref() == Some(name.as_str())
+        {
+            return Err(InvokeError::SelfApproval(name.clone()));
+        }
+        let prepared = if ruling.approve && request.status == ApprovalStatus::Pending {
+            Some(self.pipeline.prepare_or_void(catalog, &request).await?)
+        } else {
+            None
+        };
+        let approval = self
+            .approvals
+            .decide(decision(&request, ruling, &self.pipeline.settings.instance))
+            .await?;
+        let approval = approval.map_err(|why| match why {
+            Undecidable::AlreadyDecided(status) => InvokeError::AlreadyDecided { id, status },
+            Undecidable::Expired => InvokeError::RequestExpired(id),
+        })?;
+        if let Some(p) = prepared {
+            self.pipeline.run_claimed(approval.run_id, p);
+        }
+        Ok(approval)
+    }
+
     /// Expires requests past their time (their runs end `expired`) and
     /// keeps the pending-approvals gauge current, until `stop`. Every
-    /// instance may run this: the updates are conditional. Expired run
-    /// directories are swept beside it (`expire_artifacts`).
-    pub async fn housekeeping(self: Arc<Self>, stop: CancellationToken) {
-        tokio::spawn(self.clone().expire_artifacts(stop.clone()));
-        let every =
-            (self.settings.approval_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    /// instance may run this: the updates are conditional.
+    pub async fn housekeeping(self, stop: CancellationToken) {
+        let every = (self.pipeline.settings.approval_ttl / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(5));
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,

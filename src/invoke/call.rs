@@ -262,7 +262,7 @@ impl Invoker {
         }
         let max = self.settings.max_pending_per_caller;
         let waiting = self
-            .approvals
+            .holds
             .count_pending_by(call.asked.by.as_deref(), chrono::Utc::now())
             .await?;
         if waiting >= max {
@@ -282,7 +282,7 @@ impl Invoker {
         // Dropped with this future too: a caller that goes away has also
         // stopped waiting.
         let waiting = Waiting {
-            approvals: self.approvals.clone(),
+            holds: self.holds.clone(),
             approval: held.approval_id,
             decided: false,
         };
@@ -340,7 +340,7 @@ impl Invoker {
 /// came (its wait ran out, or the caller went away), it notes on the
 /// request that nobody waits for the answer any more, for the approver.
 struct Waiting {
-    approvals: Arc<dyn crate::store::Approvals>,
+    holds: Arc<dyn crate::store::Holds>,
     approval: Uuid,
     decided: bool,
 }
@@ -356,10 +356,10 @@ impl Drop for Waiting {
         if self.decided {
             return;
         }
-        let (approvals, approval) = (self.approvals.clone(), self.approval);
+        let (holds, approval) = (self.holds.clone(), self.approval);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(e) = approvals.mark_caller_left(approval, chrono::Utc::now()).await {
+                if let Err(e) = holds.mark_caller_left(approval, chrono::Utc::now()).await {
                     tracing::warn!(%approval, error = %e, "cannot note that the caller stopped waiting");
                 }
             });

@@ -48,7 +48,7 @@ impl Approver {
                 created_at: now,
             })
             .collect();
-        self.pipeline.approvals.put_grants(grants.clone()).await?;
+        self.approvals.put_grants(grants.clone()).await?;
         Ok(grants)
     }
 
@@ -56,8 +56,8 @@ impl Approver {
     /// "allow always" of its permissions (seed 002's `Revoke(skill)`);
     /// returns how many of each went.
     pub async fn revoke_grants_of(&self, skill: &str) -> Result<(u64, u64), StoreError> {
-        let approvals = self.pipeline.session_store.revoke_skill_approvals(skill).await?;
-        let grants = self.pipeline.approvals.revoke_grants_of(skill).await?;
+        let approvals = self.skill_approvals.revoke_skill_approvals(skill).await?;
+        let grants = self.approvals.revoke_grants_of(skill).await?;
         Ok((grants, approvals))
     }
 }

@@ -86,13 +86,13 @@ impl Approver {
     /// each change, and a fresh snapshot after changes were missed. Ends
     /// if the store fails (read it again to start over).
     pub fn watch_inbox(&self) -> BoxStream<'static, InboxEvent> {
-        let feed = self.pipeline.inbox.get_or_init(|| {
-            InboxFeed::start(self.pipeline.run_log.changes(), self.pipeline.approvals.clone())
-        });
+        let feed = self
+            .inbox
+            .get_or_init(|| InboxFeed::start(self.pipeline.run_log.changes(), self.approvals.clone()));
         // Subscribed before the snapshot is read: nothing falls between.
         let news = feed.news.subscribe();
         let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(relay(self.pipeline.approvals.clone(), news, tx));
+        tokio::spawn(relay(self.approvals.clone(), news, tx));
         stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) }).boxed()
     }
 }
@@ -227,7 +227,7 @@ mod tests {
     use crate::store::{NewApproval, NewRun, RunStatus};
     use chrono::Utc;
 
-    async fn one_pending(approvals: &Arc<dyn Approvals>) -> Approval {
+    async fn one_pending(stores: &crate::store::Stores) -> Approval {
         let at = Utc::now();
         let approval = NewApproval {
             id: Uuid::now_v7(),
@@ -258,8 +258,9 @@ mod tests {
             session: None,
         };
         let run_id = run.id;
-        approvals.insert_pending(run, approval).await.expect("held");
-        approvals
+        stores.holds.insert_pending(run, approval).await.expect("held");
+        stores
+            .approvals
             .approval_of_run(run_id)
             .await
             .expect("read")
@@ -273,8 +274,9 @@ mod tests {
     async fn a_late_notice_of_what_the_snapshot_showed_is_not_told_again() {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = format!("sqlite://{}", dir.path().join("log.db").display());
-        let approvals = crate::store::open(&url).await.expect("store").approvals;
-        let shown = one_pending(&approvals).await;
+        let stores = crate::store::open(&url).await.expect("store");
+        let shown = one_pending(&stores).await;
+        let approvals = stores.approvals;
         let (feed, news) = broadcast::channel(8);
         let (tx, mut rx) = mpsc::channel(8);
         tokio::spawn(relay(approvals.clone(), news, tx));

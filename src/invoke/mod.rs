@@ -52,7 +52,7 @@ pub use settings::{RunSettings, launcher, standalone_launcher};
 use crate::catalog::Catalog;
 use crate::sandbox::Sandbox;
 use crate::skill::backend::Launch;
-use crate::store::{Approvals, RunLog, SessionStore, StoreReader, Stores};
+use crate::store::{Holds, RunLog, Stores};
 use settings::sandbox_settings;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -64,16 +64,14 @@ use tracing::Instrument as _;
 /// The longest a caller may wait for a held call or a run to end.
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
 
-/// Owns the pipeline's shared state: the run log and the approvals, the
-/// live runs and the concurrency limits.
+/// Owns the pipeline's shared state: the run log and what it holds for
+/// a person, the live runs and the concurrency limits. Deciding what it
+/// holds is an [`Approver`]'s, made beside it.
 pub struct Invoker {
     /// Every call, recorded before it runs and ended once.
     run_log: Arc<dyn RunLog>,
-    /// Requests held for a person, their decisions and standing grants.
-    approvals: Arc<dyn Approvals>,
-    /// Skill approvals, revoked with a skill's grants; the session runtime
-    /// beside the pipeline takes its sessions from here.
-    session_store: Arc<dyn SessionStore>,
+    /// Calls held for a person, and the policy's facts.
+    holds: Arc<dyn Holds>,
     runs: Arc<Runs>,
     settings: RunSettings,
     /// Entrypoints' artifacts: keeping them, linking and handing them over.
@@ -88,10 +86,6 @@ pub struct Invoker {
     scratch_ready: AtomicBool,
     /// Run directories left empty, for the next runs of their skills.
     dirs: Arc<rundir::DirPool>,
-    /// Request changes for the inbox and the notifier, once asked for.
-    inbox: std::sync::OnceLock<inbox::InboxFeed>,
-    /// What handlers may read of the store.
-    reader: StoreReader,
     /// Binds calls to their sessions, once the session runtime is up.
     sessions: std::sync::OnceLock<Arc<dyn SessionSeats>>,
 }
@@ -105,10 +99,8 @@ impl Invoker {
         let runs = Arc::new(Runs::default());
         let follower = Arc::new(Follower::new(stores.runs.clone(), runs.clone(), &settings));
         Self {
-            reader: StoreReader::new(&stores),
             run_log: stores.runs,
-            approvals: stores.approvals,
-            session_store: stores.sessions,
+            holds: stores.holds,
             follower,
             runs,
             global: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
@@ -116,7 +108,6 @@ impl Invoker {
             sandbox: Arc::new(Sandbox::detect(sandbox_settings(&settings))),
             scratch_ready: AtomicBool::new(false),
             dirs: Arc::default(),
-            inbox: std::sync::OnceLock::new(),
             sessions: std::sync::OnceLock::new(),
             artifacts: Arc::new(crate::artifacts::Artifacts::new(
                 settings.artifacts.clone(),
@@ -193,33 +184,15 @@ impl Invoker {
         launcher(&self.settings, self.sandbox.clone())
     }
 
-    /// The sessions' store, for the session runtime beside the pipeline
-    /// (handlers get [`Invoker::reader`]).
-    pub(crate) fn session_store(&self) -> Arc<dyn SessionStore> {
-        self.session_store.clone()
-    }
-
     /// Where destinations beyond networked runs' lists are held for a
     /// person; `None` when `egress_wait_secs` is 0.
     pub fn egress_asking(&self) -> Option<&crate::egress::Asking> {
         self.settings.egress.asking.as_ref()
     }
 
-    /// A person's side: deciding held calls, the inbox, grants.
-    pub fn approver(self: &Arc<Self>) -> Approver {
-        Approver {
-            pipeline: self.clone(),
-        }
-    }
-
     /// Runs wherever they run: following, waiting for, cancelling them.
     pub fn follower(&self) -> &Arc<Follower> {
         &self.follower
-    }
-
-    /// The store, read-only: what handlers may look at.
-    pub fn reader(&self) -> &StoreReader {
-        &self.reader
     }
 
     /// How runs are carried out on this server.

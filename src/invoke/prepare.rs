@@ -188,7 +188,7 @@ impl Invoker {
         by: Option<&str>,
     ) -> Result<(Decision, PolicyFacts), InvokeError> {
         let mut facts = self
-            .approvals
+            .holds
             .policy_facts(&p.skill.name, &p.tool().name, &p.skill.hash)
             .await?;
         if by.is_some() && facts.grant == Some(GrantDecision::Allow) && facts.grant_by.as_deref() == by {

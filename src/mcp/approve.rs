@@ -10,8 +10,8 @@ use super::Inbox;
 use super::results;
 use crate::auth::Caller;
 use crate::catalog::Catalog;
-use crate::invoke::{Held, InvokeError, Invoker, MAX_WAIT, Ruling};
-use crate::store::{Approval, ApprovalStatus, Scope};
+use crate::invoke::{Held, InvokeError, MAX_WAIT, Ruling};
+use crate::store::{Approval, ApprovalStatus, Scope, StoreReader};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction, InputRequiredResult,
@@ -117,7 +117,7 @@ pub(super) fn answer(result: &ElicitResult) -> Result<Answer, ErrorData> {
 /// the run's result once it ends (within [`MAX_WAIT`]); `None` when they
 /// put it off or it still runs, so the caller gets the waiting result.
 pub(super) async fn decide(
-    invoker: &Arc<Invoker>,
+    approver: &crate::invoke::Approver,
     catalog: &Arc<Catalog>,
     caller: &Caller,
     inbox: &Inbox<'_>,
@@ -134,11 +134,7 @@ pub(super) async fn decide(
         note,
         own: true,
     };
-    let decided = match invoker
-        .approver()
-        .decide_request(catalog, request.id, ruling)
-        .await
-    {
+    let decided = match approver.decide_request(catalog, request.id, ruling).await {
         Ok(decided) => decided,
         Err(InvokeError::Store(e)) => return Err(ErrorData::internal_error(e.to_string(), None)),
         Err(e) => return Ok(Some(results::text_error(e.sentence()))),
@@ -155,6 +151,7 @@ pub(super) async fn decide(
             decided.run_id
         ))));
     }
+    let invoker = approver.pipeline();
     let run = invoker
         .follower()
         .wait_final(decided.run_id, MAX_WAIT)
@@ -164,9 +161,8 @@ pub(super) async fn decide(
 }
 
 /// The approval of `held`, to show the person.
-pub(super) async fn request_of(invoker: &Invoker, held: &Held) -> Result<Approval, ErrorData> {
-    invoker
-        .reader()
+pub(super) async fn request_of(reader: &StoreReader, held: &Held) -> Result<Approval, ErrorData> {
+    reader
         .get_approval(held.approval_id)
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))
@@ -190,7 +186,7 @@ pub(super) fn input_required(request: &Approval) -> Result<InputRequiredResult, 
 /// pending request for this very call; anything else (another caller's,
 /// another call's, a decided one, garbage) is refused as tampered.
 pub(super) async fn resumed(
-    invoker: &Invoker,
+    reader: &StoreReader,
     caller: &Caller,
     state: &str,
     tool: &str,
@@ -199,7 +195,7 @@ pub(super) async fn resumed(
     let tampered =
         || ErrorData::invalid_params("requestState does not name a pending request of this call", None);
     let id = Uuid::parse_str(state).map_err(|_| tampered())?;
-    let request = invoker.reader().get_approval(id).await.map_err(|_| tampered())?;
+    let request = reader.get_approval(id).await.map_err(|_| tampered())?;
     let same_call = request.requested_by == caller.name
         && (request.tool == tool || format!("{}__{}", request.skill, request.tool) == tool)
         && &request.arguments == arguments;

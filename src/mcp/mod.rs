@@ -20,7 +20,6 @@ mod upstream;
 
 use crate::auth::{Caller, Role};
 use crate::catalog::{AgentTools, CatalogHandle};
-use crate::invoke::Invoker;
 use crate::store::Serving;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams, CompleteResult,
@@ -64,6 +63,8 @@ async fn announce(peer: &rmcp::Peer<RoleServer>) -> Result<(), rmcp::service::Se
 pub struct McpServer {
     catalog: Arc<CatalogHandle>,
     invoker: Arc<crate::invoke::Invoker>,
+    /// Decides a held call the caller decides in its client.
+    approver: crate::invoke::Approver,
     /// Who calls when the transport does not say (stdio: the local user).
     /// Over HTTP every request carries its own [`Caller`], put there by
     /// the route's authentication.
@@ -136,24 +137,30 @@ impl McpServer {
     async fn task(&self, id: &str, ctx: &RequestContext<RoleServer>) -> Result<GetTaskResult, ErrorData> {
         let caller = self.caller(ctx, Role::Invoke)?;
         let catalog = self.catalog.current();
-        tasks::get(&self.invoker, &catalog, &caller, id, &self.origin(ctx)).await
+        tasks::get(&self.approver, &catalog, &caller, id, &self.origin(ctx)).await
     }
 
     /// A server for callers that each HTTP request names.
-    pub fn over_http(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>) -> Self {
+    pub fn over_http(catalog: Arc<CatalogHandle>, approver: crate::invoke::Approver) -> Self {
         Self {
             catalog,
-            invoker,
+            invoker: approver.pipeline().clone(),
+            approver,
             local: None,
             log_level: logging::SessionLevel::default(),
         }
     }
 
     /// A server for the one local client of a stdio session.
-    pub fn local(catalog: Arc<CatalogHandle>, invoker: Arc<Invoker>, session: LocalSession) -> Self {
+    pub fn local(
+        catalog: Arc<CatalogHandle>,
+        approver: crate::invoke::Approver,
+        session: LocalSession,
+    ) -> Self {
         Self {
             catalog,
-            invoker,
+            invoker: approver.pipeline().clone(),
+            approver,
             local: Some(Arc::new(session)),
             log_level: logging::SessionLevel::default(),
         }
@@ -320,6 +327,7 @@ impl ServerHandler for McpServer {
             &request.name,
         );
         let asked = tools::Asking {
+            approver: &self.approver,
             caller: &caller,
             wait,
             mode,
@@ -349,7 +357,7 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&ctx, Role::Invoke)?;
-        tasks::cancel(&self.invoker, &caller, &request.task_id).await
+        tasks::cancel(&self.approver, &caller, &request.task_id).await
     }
 
     /// No skilld task asks its client for input: responses to requests it

@@ -6,7 +6,7 @@
 
 use crate::auth::Caller;
 use crate::catalog::Catalog;
-use crate::invoke::{Canceller, Envelope, InvokeError, Invoker};
+use crate::invoke::{Approver, Canceller, Envelope, InvokeError, Invoker};
 use crate::store::{Run, RunStatus, StoreError};
 use chrono::{DateTime, SecondsFormat, Utc};
 use rmcp::ErrorData;
@@ -34,10 +34,10 @@ pub(super) fn created(run_id: Uuid, message: Option<String>) -> CreateTaskResult
 
 /// The run of task `id`, if `caller` asked for it: anyone else's task is
 /// as unknown as one that does not exist (nothing about it is told).
-async fn run_of(invoker: &Invoker, caller: &Caller, id: &str) -> Result<Run, ErrorData> {
+async fn run_of(approver: &Approver, caller: &Caller, id: &str) -> Result<Run, ErrorData> {
     let unknown = || ErrorData::invalid_params(format!("no task '{id}'"), None);
     let run_id = Uuid::parse_str(id).map_err(|_| unknown())?;
-    let run = match invoker.reader().get_run(run_id).await {
+    let run = match approver.reader().get_run(run_id).await {
         Ok(run) => run,
         Err(StoreError::NotFound { .. }) => return Err(unknown()),
         Err(e) => return Err(unavailable(&e)),
@@ -56,13 +56,13 @@ fn unavailable(e: &dyn std::fmt::Display) -> ErrorData {
 /// `tasks/get`: the run as a task; once it ended, with its tool result
 /// (its artifacts' links on `origin`).
 pub(super) async fn get(
-    invoker: &Invoker,
+    approver: &Approver,
     catalog: &Catalog,
     caller: &Caller,
     id: &str,
     origin: &str,
 ) -> Result<GetTaskResult, ErrorData> {
-    let run = run_of(invoker, caller, id).await?;
+    let run = run_of(approver, caller, id).await?;
     let updated = run.finished_at.or(run.started_at).unwrap_or(run.created_at);
     let mut task = Task::new(id, TaskStatus::Working, stamp(run.created_at), stamp(updated))
         .with_poll_interval_ms(POLL_MS);
@@ -80,10 +80,10 @@ pub(super) async fn get(
             })),
         },
         RunStatus::Denied | RunStatus::Expired => TaskPayload::Completed {
-            result: object(undecided(invoker, &run).await?),
+            result: object(undecided(approver, &run).await?),
         },
         RunStatus::Succeeded | RunStatus::Failed | RunStatus::TimedOut => TaskPayload::Completed {
-            result: object(ended(invoker, catalog, &run, origin).await?),
+            result: object(ended(approver.pipeline(), catalog, &run, origin).await?),
         },
     };
     Ok(GetTaskResult::new(DetailedTask::new(task, payload)))
@@ -110,8 +110,8 @@ async fn ended(invoker: &Invoker, catalog: &Catalog, run: &Run, origin: &str) ->
 
 /// The tool result of a call a person denied (with their note) or nobody
 /// decided in time: it did not fail, it never ran.
-async fn undecided(invoker: &Invoker, run: &Run) -> Result<Value, ErrorData> {
-    let approval = invoker
+async fn undecided(approver: &Approver, run: &Run) -> Result<Value, ErrorData> {
+    let approval = approver
         .reader()
         .approval_of_run(run.id)
         .await
@@ -154,13 +154,13 @@ fn object(value: Value) -> JsonObject {
 
 /// `tasks/cancel`: withdraws a held or queued call, stops a running one;
 /// a task that already ended is left as it is (the ack is the same).
-pub(super) async fn cancel(invoker: &Invoker, caller: &Caller, id: &str) -> Result<(), ErrorData> {
-    let run = run_of(invoker, caller, id).await?;
+pub(super) async fn cancel(approver: &Approver, caller: &Caller, id: &str) -> Result<(), ErrorData> {
+    let run = run_of(approver, caller, id).await?;
     let by = Canceller {
         name: caller.name.as_deref(),
         approver: false,
     };
-    match invoker.follower().cancel(run.id, by).await {
+    match approver.pipeline().follower().cancel(run.id, by).await {
         Ok(_) | Err(InvokeError::RunFinished { .. }) => Ok(()),
         Err(InvokeError::RunElsewhere(_) | InvokeError::RunStarted(_)) => Err(ErrorData::invalid_request(
             format!("task '{id}' runs on another instance of this server; cancel it there"),

@@ -56,6 +56,8 @@ fn make_list(catalog: &Catalog, mode: Option<&str>, load_tool: bool) -> Result<L
 
 /// Who asks for a `tools/call`, and how.
 pub(super) struct Asking<'a> {
+    /// Decides what the caller decides in its client.
+    pub(super) approver: &'a crate::invoke::Approver,
     pub(super) caller: &'a Caller,
     /// `_meta` `skilld/wait`, or why it is not a wait.
     pub(super) wait: Result<Duration, String>,
@@ -110,7 +112,7 @@ pub(super) async fn call(
             .map(CallToolResponse::from);
     }
     if let (Some(state), InClient::InputRequired) = (&request.request_state, &asking.in_client) {
-        return resume(invoker, catalog, &request, state, &asking).await;
+        return resume(catalog, &request, state, &asking).await;
     }
     let target = Target::Tool(request.name.into_owned());
     let support = task_support(catalog, &target);
@@ -163,7 +165,7 @@ pub(super) async fn call(
             let message = held_text(&held, &asking.inbox);
             Ok(tasks::created(held.run_id, Some(message)).into())
         }
-        Ok(Called::Held(held)) => ask_in_client(invoker, catalog, held, &asking).await,
+        Ok(Called::Held(held)) => ask_in_client(catalog, held, &asking).await,
         Ok(called) => answer(called, &asking).map(CallToolResponse::from),
         Err(e @ (InvokeError::NotFound { .. } | InvokeError::Ambiguous { .. })) => {
             Err(ErrorData::invalid_params(e.to_string(), None))
@@ -179,7 +181,6 @@ pub(super) async fn call(
 /// A held call, for a client without tasks: asked of the person in their
 /// client where they decide their own calls, else the waiting result.
 async fn ask_in_client(
-    invoker: &Arc<Invoker>,
     catalog: &Arc<Catalog>,
     held: Held,
     asking: &Asking<'_>,
@@ -188,12 +189,12 @@ async fn ask_in_client(
     let peer = match &asking.in_client {
         InClient::No => return waiting(),
         InClient::InputRequired => {
-            let request = approve::request_of(invoker, &held).await?;
+            let request = approve::request_of(asking.approver.reader(), &held).await?;
             return approve::input_required(&request).map(CallToolResponse::from);
         }
         InClient::Elicit(peer) => peer,
     };
-    let request = approve::request_of(invoker, &held).await?;
+    let request = approve::request_of(asking.approver.reader(), &held).await?;
     let asked = peer
         .create_elicitation_with_timeout(approve::question(&request)?, Some(MAX_WAIT))
         .await;
@@ -205,7 +206,16 @@ async fn ask_in_client(
             return waiting();
         }
     };
-    match approve::decide(invoker, catalog, asking.caller, &asking.inbox, &request, answer).await? {
+    match approve::decide(
+        asking.approver,
+        catalog,
+        asking.caller,
+        &asking.inbox,
+        &request,
+        answer,
+    )
+    .await?
+    {
         Some(result) => Ok(result.into()),
         None => waiting(),
     }
@@ -213,21 +223,36 @@ async fn ask_in_client(
 
 /// A retry with the person's answer to an `input_required` approval.
 async fn resume(
-    invoker: &Arc<Invoker>,
     catalog: &Arc<Catalog>,
     request: &CallToolRequestParams,
     state: &str,
     asking: &Asking<'_>,
 ) -> Result<CallToolResponse, ErrorData> {
     let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-    let pending = approve::resumed(invoker, asking.caller, state, &request.name, &arguments).await?;
+    let pending = approve::resumed(
+        asking.approver.reader(),
+        asking.caller,
+        state,
+        &request.name,
+        &arguments,
+    )
+    .await?;
     let responses = request.input_responses.clone().unwrap_or_default();
     let answer = approve::answer(&approve::response(&responses)?)?;
     let held = Held {
         run_id: pending.run_id,
         approval_id: pending.id,
     };
-    match approve::decide(invoker, catalog, asking.caller, &asking.inbox, &pending, answer).await? {
+    match approve::decide(
+        asking.approver,
+        catalog,
+        asking.caller,
+        &asking.inbox,
+        &pending,
+        answer,
+    )
+    .await?
+    {
         Some(result) => Ok(result.into()),
         None => Ok(held_for_a_person(&held, asking).into()),
     }

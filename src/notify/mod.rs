@@ -14,7 +14,7 @@ pub mod payload;
 
 pub use target::{Event, Format, NotifyConfig, Target};
 
-use crate::invoke::{InboxEvent, Invoker, first_page};
+use crate::invoke::{Approver, InboxEvent, first_page};
 use crate::session::PendingActivation;
 use crate::store::{
     Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, EgressRequest, NewNotification, Outbox,
@@ -45,7 +45,7 @@ impl Drop for Notifier {
 struct Shared {
     /// Whose inbox feed tells of requests and decisions, and whose store
     /// keeps the deliveries.
-    invoker: Arc<Invoker>,
+    approver: Approver,
     targets: Vec<Target>,
     /// The deliveries, recorded once per event and target.
     outbox: Arc<dyn Outbox>,
@@ -58,10 +58,10 @@ struct Shared {
     recorded: Notify,
 }
 
-/// Starts notifying `targets` of the requests `invoker` sees, through
+/// Starts notifying `targets` of the requests `approver` sees, through
 /// `outbox`; `None` when there are none.
 pub fn spawn(
-    invoker: Arc<Invoker>,
+    approver: Approver,
     outbox: Arc<dyn Outbox>,
     targets: Vec<Target>,
     instance: String,
@@ -73,7 +73,7 @@ pub fn spawn(
     let shared = Arc::new(Shared {
         outbox,
         instance,
-        invoker,
+        approver,
         targets,
         public_url,
         recorded: Notify::new(),
@@ -180,7 +180,7 @@ async fn enqueue(shared: &Shared, new: NewNotification) {
 /// recorded; the store keeps the first.
 async fn record_events(shared: Arc<Shared>) {
     loop {
-        let mut events = shared.invoker.approver().watch_inbox();
+        let mut events = shared.approver.watch_inbox();
         while let Some(event) = events.next().await {
             match event {
                 InboxEvent::Snapshot(page) => record_inbox(&shared, page).await,
@@ -206,7 +206,7 @@ async fn record_inbox(shared: &Shared, mut page: ApprovalPage) {
             cursor: Some(cursor),
             ..first_page()
         };
-        page = match shared.invoker.reader().list_approvals(next).await {
+        page = match shared.approver.reader().list_approvals(next).await {
             Ok(page) => page,
             Err(e) => return tracing::warn!(error = %e, "cannot read the rest of the inbox"),
         };

@@ -8,7 +8,7 @@ mod authority;
 mod pipeline;
 mod process;
 
-pub use pipeline::{open_store, pipeline, pipeline_over, runtime, standalone_settings};
+pub use pipeline::{Pipeline, open_store, pipeline, pipeline_over, runtime, standalone_settings};
 pub use process::harden;
 
 use authority::{announce_auth, authority, people_url};
@@ -33,12 +33,12 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 /// Listens on the configured address, then opens the run log (ending
 /// the runs an earlier crash left running), loads the catalog, and serves
 /// until SIGTERM or Ctrl-C.
-async fn serve_main(config: Config) -> anyhow::Result<()> {
-    let limits = connection_limits(&config.limits);
-    let listener = tokio::net::TcpListener::bind(config.bind)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.bind))?;
-    let addr = listener.local_addr().context("no local address")?;
+/// A SQLite database is this server's alone: claimed, and its address
+/// noted for `skilld mcp` sessions; held until the server stops.
+fn claim_database(
+    config: &Config,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
     let claim = if config.database_url.starts_with("sqlite:") {
         crate::store::claim_for_serving(&config.database_url).map_err(|e| match e {
             crate::store::StoreError::Conflict(why) => anyhow::anyhow!(why),
@@ -48,12 +48,27 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         None
     };
     if let Some(claim) = &claim
-        && let Err(e) = crate::store::announce_serving(claim, &people_url(&config, addr))
+        && let Err(e) = crate::store::announce_serving(claim, &people_url(config, addr))
     {
         tracing::warn!(error = %e, "cannot note this server's address for skilld mcp sessions");
     }
+    Ok(claim)
+}
+
+async fn serve_main(config: Config) -> anyhow::Result<()> {
+    let limits = connection_limits(&config.limits);
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.bind))?;
+    let addr = listener.local_addr().context("no local address")?;
+    let _claim = claim_database(&config, addr)?;
     let store = open_store(&config, true).await?;
-    let (invoker, handle) = pipeline_over(store.clone(), &config).await?;
+    let pipeline::Pipeline {
+        invoker,
+        approver,
+        catalog: handle,
+        stores: store,
+    } = pipeline_over(store, &config).await?;
     // Only a server prunes: `skilld run` and `mcp` sessions come and go.
     let _retention = crate::retention::spawn(store.pruning.clone(), config.retention.clone());
     // In the background: an unreachable bucket is retried for a while.
@@ -62,8 +77,8 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         async move { artifacts.check().await }
     });
     let mut notifier = crate::notify::spawn(
-        invoker.clone(),
-        store.outbox,
+        approver.clone(),
+        store.outbox.clone(),
         config.notify.clone(),
         config.run.instance.clone(),
         // The bound address: `--bind` may have asked for port 0.
@@ -93,7 +108,8 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         invoker.clone(),
         config.install.clone(),
     ));
-    let sessions = crate::session::Sessions::shared(&invoker, handle.clone(), config.sessions.clone());
+    let sessions =
+        crate::session::Sessions::shared(&invoker, &store, handle.clone(), config.sessions.clone());
     if let Some(notifier) = &mut notifier {
         notifier.follow_activations(sessions.activation_requests());
         if let Some(asking) = invoker.egress_asking() {
@@ -105,6 +121,7 @@ async fn serve_main(config: Config) -> anyhow::Result<()> {
         installer,
         catalog: handle,
         invoker,
+        approver,
         auth,
         limits,
         web: Arc::new(crate::http::kit::guard::WebGuard {
@@ -126,7 +143,12 @@ pub fn serve_stdio(config: Config, mode: Option<String>, client_approval: bool) 
     harden(&config);
     let runtime = runtime()?;
     runtime.block_on(async move {
-        let (invoker, handle) = pipeline(&config, false).await?;
+        let pipeline::Pipeline {
+            invoker,
+            approver,
+            catalog: handle,
+            ..
+        } = pipeline(&config, false).await?;
         let _watcher = watch(&config, &handle);
         // Plain skills' dependencies are prepared here as in `serve`.
         let preparing = tokio_util::sync::CancellationToken::new();
@@ -149,7 +171,7 @@ pub fn serve_stdio(config: Config, mode: Option<String>, client_approval: bool) 
                 address: people_url(&config, config.bind),
             },
         };
-        let server = crate::mcp::McpServer::local(handle, invoker.clone(), session);
+        let server = crate::mcp::McpServer::local(handle, approver, session);
         let session = server
             .serve(rmcp::transport::io::stdio())
             .await

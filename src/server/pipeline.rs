@@ -4,7 +4,7 @@
 
 use crate::catalog::{CatalogHandle, CatalogOptions};
 use crate::config::{self, Config};
-use crate::invoke::Invoker;
+use crate::invoke::{Approver, Invoker};
 use crate::skill::backend::Launch;
 use crate::store::Stores;
 use anyhow::Context;
@@ -68,25 +68,37 @@ pub async fn open_store(config: &Config, recover: bool) -> anyhow::Result<Stores
 /// (manifests' backends start in the pipeline's sandbox): what serving,
 /// `run`, `mcp` and `install` each start from. `recover` ends the runs a
 /// crash left running, as only a server should.
-pub async fn pipeline(config: &Config, recover: bool) -> anyhow::Result<(Arc<Invoker>, Arc<CatalogHandle>)> {
+pub async fn pipeline(config: &Config, recover: bool) -> anyhow::Result<Pipeline> {
     pipeline_over(open_store(config, recover).await?, config).await
 }
 
 /// [`pipeline`] over a store already open.
-pub async fn pipeline_over(
-    store: Stores,
-    config: &Config,
-) -> anyhow::Result<(Arc<Invoker>, Arc<CatalogHandle>)> {
-    let invoker = Arc::new(Invoker::new(store, config.run.clone()));
+pub async fn pipeline_over(stores: Stores, config: &Config) -> anyhow::Result<Pipeline> {
+    let invoker = Arc::new(Invoker::new(stores.clone(), config.run.clone()));
+    let approver = Approver::new(&invoker, &stores);
     let (loading, launcher) = (config.clone(), invoker.launcher());
     let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&loading, launcher)).await?);
-    invoker
-        .approver()
+    approver
         .pre_grant(&handle.current(), &config.grants)
         .await
         .map_err(anyhow::Error::msg)?;
     crate::watch::follow_offers(handle.clone());
-    Ok((invoker, handle))
+    Ok(Pipeline {
+        invoker,
+        approver,
+        catalog: handle,
+        stores,
+    })
+}
+
+/// What serving and the commands start from: the pipeline, a person's
+/// side of it, the catalog, and the stores they were made over (the
+/// session runtime and the notifier take theirs from here).
+pub struct Pipeline {
+    pub invoker: Arc<Invoker>,
+    pub approver: Approver,
+    pub catalog: Arc<CatalogHandle>,
+    pub stores: Stores,
 }
 
 fn load_catalog(config: &Config, launcher: Option<Arc<dyn Launch>>) -> CatalogHandle {

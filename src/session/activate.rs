@@ -192,7 +192,10 @@ impl Sessions {
         if skill.permissions.is_empty() && skill.trust != Trust::Untrusted {
             return Ok(Some(Allowed::NothingToAsk));
         }
-        let kept = self.store.skill_approval(&skill.name, &skill.hash).await?;
+        let kept = self
+            .skill_approvals
+            .skill_approval(&skill.name, &skill.hash)
+            .await?;
         let covers = kept.is_some_and(|a| skill.permissions.iter().all(|p| a.permissions.contains(p)));
         Ok(covers.then_some(Allowed::Always))
     }
@@ -345,7 +348,7 @@ impl Sessions {
         let allowed = match decision {
             ActivationDecision::AllowOnce => Allowed::Once,
             ActivationDecision::AllowAlways => {
-                self.store
+                self.skill_approvals
                     .put_skill_approval(SkillApproval {
                         skill: skill.name.clone(),
                         skill_hash: skill.hash.clone(),

@@ -27,7 +27,7 @@ use crate::catalog::{Catalog, CatalogHandle};
 use crate::invoke::{Invoker, SessionSeats};
 use crate::skill::Skill;
 use crate::skill::context::{TurnBudget, TurnLimits};
-use crate::store::{NewSession, SessionRecord, SessionStore};
+use crate::store::{NewSession, SessionRecord, SessionStore, SkillApprovals, Stores};
 use chrono::Utc;
 use serde::Deserialize;
 use state::{SessionState, TriggerContext};
@@ -65,6 +65,8 @@ const REQUESTS_BUFFERED: usize = 256;
 /// The session runtime of one server.
 pub struct Sessions {
     store: Arc<dyn SessionStore>,
+    /// Skills allowed "always": an activation asks no one for them.
+    skill_approvals: Arc<dyn SkillApprovals>,
     catalog: Arc<CatalogHandle>,
     invoker: Weak<Invoker>,
     /// Itself, for the contexts it hands to backends.
@@ -102,14 +104,17 @@ struct Open {
 }
 
 impl Sessions {
-    /// The runtime, seated in `invoker` so that calls may name sessions.
+    /// The runtime over `stores`, seated in `invoker` so that calls may
+    /// name sessions.
     pub fn shared(
         invoker: &Arc<Invoker>,
+        stores: &Stores,
         catalog: Arc<CatalogHandle>,
         settings: SessionSettings,
     ) -> Arc<Self> {
         let sessions = Arc::new_cyclic(|me| Self {
-            store: invoker.session_store(),
+            store: stores.sessions.clone(),
+            skill_approvals: stores.skill_approvals.clone(),
             catalog,
             invoker: Arc::downgrade(invoker),
             me: me.clone(),

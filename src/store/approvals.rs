@@ -9,12 +9,13 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-/// Approval requests, their decisions and the standing grants: what the
-/// policy reads and a person decides. Held as `Arc<dyn Approvals>`. A
-/// request and its run change together, in one transaction of the
-/// backend that keeps both.
+/// What the call pipeline does with approvals: reads the policy's facts
+/// for a call, holds a call for a person (its run and its request
+/// together), finds the same call already held, counts a caller's held
+/// calls, and notes a caller who stopped waiting. Held as
+/// `Arc<dyn Holds>`; deciding is [`Approvals`]'.
 #[async_trait::async_trait]
-pub trait Approvals: Send + Sync + 'static {
+pub trait Holds: Send + Sync + 'static {
     /// Records a run held for approval (`PendingApproval`, its
     /// `approval_id` set to `approval.id`) and its approval request,
     /// together or not at all.
@@ -28,6 +29,40 @@ pub trait Approvals: Send + Sync + 'static {
         skill_hash: &str,
     ) -> Result<PolicyFacts, StoreError>;
 
+    /// Notes that the caller of pending request `approval` stopped waiting
+    /// for its decision (the first time only; a decided request is left
+    /// alone).
+    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// How many requests of one caller (`None`: made without a token)
+    /// wait for a decision and have not expired by `at`.
+    async fn count_pending_by(
+        &self,
+        requested_by: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+
+    /// The pending, unexpired (at `at`) request for the same call as
+    /// `call`: the same caller, skill, tool, skill hash, mode and
+    /// arguments (JSON equality), the oldest if several. Found by the
+    /// call's digest ([`SameCall::digest`]), one index look-up however
+    /// many requests the caller holds; requests recorded before digests
+    /// were kept are compared as before. At most `limit` candidates are
+    /// compared (a caller holds few: `max_pending_per_caller`).
+    async fn pending_like(
+        &self,
+        call: &SameCall<'_>,
+        at: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Option<Approval>, StoreError>;
+}
+
+/// Approval requests, their decisions and the standing grants: what a
+/// person reads and decides. Held as `Arc<dyn Approvals>`. A request and
+/// its run change together, in one transaction of the backend that keeps
+/// both.
+#[async_trait::async_trait]
+pub trait Approvals: Send + Sync + 'static {
     /// One approval request; `NotFound` if there is none.
     async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError>;
 
@@ -59,35 +94,8 @@ pub trait Approvals: Send + Sync + 'static {
     /// too. Returns the ids of those runs.
     async fn expire_approvals(&self, at: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError>;
 
-    /// Notes that the caller of pending request `approval` stopped waiting
-    /// for its decision (the first time only; a decided request is left
-    /// alone).
-    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError>;
-
     /// How many requests wait for a decision.
     async fn count_pending(&self) -> Result<u64, StoreError>;
-
-    /// How many requests of one caller (`None`: made without a token)
-    /// wait for a decision and have not expired by `at`.
-    async fn count_pending_by(
-        &self,
-        requested_by: Option<&str>,
-        at: DateTime<Utc>,
-    ) -> Result<u64, StoreError>;
-
-    /// The pending, unexpired (at `at`) request for the same call as
-    /// `call`: the same caller, skill, tool, skill hash, mode and
-    /// arguments (JSON equality), the oldest if several. Found by the
-    /// call's digest ([`SameCall::digest`]), one index look-up however
-    /// many requests the caller holds; requests recorded before digests
-    /// were kept are compared as before. At most `limit` candidates are
-    /// compared (a caller holds few: `max_pending_per_caller`).
-    async fn pending_like(
-        &self,
-        call: &SameCall<'_>,
-        at: DateTime<Utc>,
-        limit: u32,
-    ) -> Result<Option<Approval>, StoreError>;
 
     /// Records a standing grant directly (replacing any for the same
     /// skill, tool and hash), as an `always` decision would: for operators

@@ -1,6 +1,6 @@
 //! Persistence: the audit log of runs and what goes with it, one small
-//! trait per aggregate ([`RunLog`], [`Pruning`], [`Approvals`],
-//! [`SessionStore`], [`Outbox`], [`IndexCache`], [`EgressDecisions`]), each in the file of what
+//! trait per aggregate ([`RunLog`], [`Pruning`], [`Holds`], [`Approvals`],
+//! [`SessionStore`], [`SkillApprovals`], [`Outbox`], [`IndexCache`], [`EgressDecisions`]), each in the file of what
 //! it stores, each implemented by a SQLite and a PostgreSQL backend beside
 //! its SQL (`docs/design.md` §5).
 //!
@@ -31,7 +31,7 @@ mod views;
 
 pub use approvals::{
     Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Approvals, Decide, DecidedApproval,
-    DecisionFilter, DecisionPage, Grant, GrantDecision, NewApproval, PolicyFacts, SameCall, Scope,
+    DecisionFilter, DecisionPage, Grant, GrantDecision, Holds, NewApproval, PolicyFacts, SameCall, Scope,
     Undecidable,
 };
 pub use deferred::{Deferred, MAX_COMMIT_INTERVAL};
@@ -46,7 +46,7 @@ pub use runs::{
 };
 pub use sessions::{
     EXPIRE_BATCH, MAX_SESSIONS_LISTED, MAX_SKILL_APPROVALS_LISTED, NewSession, SessionRecord, SessionStore,
-    SkillApproval, TooMany,
+    SkillApproval, SkillApprovals, TooMany,
 };
 pub use sqlite::{
     Serving, SqliteStore, announce_serving, claim_for_serving, files_of as sqlite_files, who_serves,
@@ -95,10 +95,14 @@ pub struct Stores {
     pub runs: Arc<dyn RunLog>,
     /// What retention deletes of the run log.
     pub pruning: Arc<dyn Pruning>,
+    /// What the call pipeline holds for a person.
+    pub holds: Arc<dyn Holds>,
     /// Approval requests and standing grants.
     pub approvals: Arc<dyn Approvals>,
-    /// Sessions and skill approvals.
+    /// Sessions.
     pub sessions: Arc<dyn SessionStore>,
+    /// Skills allowed "always" into sessions.
+    pub skill_approvals: Arc<dyn SkillApprovals>,
     /// Webhook deliveries.
     pub outbox: Arc<dyn Outbox>,
     /// The registries' indexes.
@@ -111,14 +115,24 @@ impl Stores {
     /// Every aggregate `backend` keeps, each as its trait.
     fn of<B>(backend: B) -> Self
     where
-        B: RunLog + Pruning + Approvals + SessionStore + Outbox + IndexCache + EgressDecisions,
+        B: RunLog
+            + Pruning
+            + Holds
+            + Approvals
+            + SessionStore
+            + SkillApprovals
+            + Outbox
+            + IndexCache
+            + EgressDecisions,
     {
         let backend = Arc::new(backend);
         Self {
             runs: backend.clone(),
             pruning: backend.clone(),
+            holds: backend.clone(),
             approvals: backend.clone(),
             sessions: backend.clone(),
+            skill_approvals: backend.clone(),
             outbox: backend.clone(),
             index_cache: backend.clone(),
             egress: backend,

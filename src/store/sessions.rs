@@ -57,7 +57,12 @@ pub trait SessionStore: Send + Sync + 'static {
     /// given), at most `limit` (clamped to 1..=[`MAX_SESSIONS_LISTED`]).
     async fn list_sessions(&self, caller: Option<&str>, limit: u32)
     -> Result<Vec<SessionRecord>, StoreError>;
+}
 
+/// Skills a person allowed "always" into sessions, each bound to one
+/// version (seed 002's `allow_always`). Held as `Arc<dyn SkillApprovals>`.
+#[async_trait::async_trait]
+pub trait SkillApprovals: Send + Sync + 'static {
     /// Records an "allow always", replacing any for the same skill and
     /// hash. `Invalid` for a NUL in any of its texts.
     async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError>;

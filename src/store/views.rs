@@ -4,7 +4,7 @@
 
 use super::{
     Approval, ApprovalFilter, ApprovalPage, Approvals, DecisionFilter, DecisionPage, Grant, Notification,
-    NotificationStatus, Outbox, Run, RunFilter, RunLog, RunPage, SessionStore, SkillApproval, StoreError,
+    NotificationStatus, Outbox, Run, RunFilter, RunLog, RunPage, SkillApproval, SkillApprovals, StoreError,
     Stores,
 };
 use std::sync::Arc;
@@ -17,7 +17,7 @@ type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub struct StoreReader {
     runs: Arc<dyn RunLog>,
     approvals: Arc<dyn Approvals>,
-    sessions: Arc<dyn SessionStore>,
+    skill_approvals: Arc<dyn SkillApprovals>,
     outbox: Arc<dyn Outbox>,
 }
 
@@ -27,7 +27,7 @@ impl StoreReader {
         Self {
             runs: stores.runs.clone(),
             approvals: stores.approvals.clone(),
-            sessions: stores.sessions.clone(),
+            skill_approvals: stores.skill_approvals.clone(),
             outbox: stores.outbox.clone(),
         }
     }
@@ -71,7 +71,7 @@ impl StoreReader {
     }
 
     pub async fn list_skill_approvals(&self, skill: Option<&str>) -> Result<Vec<SkillApproval>> {
-        self.sessions.list_skill_approvals(skill).await
+        self.skill_approvals.list_skill_approvals(skill).await
     }
 
     pub async fn list_notifications(

@@ -200,7 +200,7 @@ async fn webhooks_show_arguments(database: Option<&str>) {
         skilld::notify::Target::resolve(1, &slack, |_| None).unwrap(),
     ];
     let _notifier = skilld::notify::spawn(
-        server.invoker.clone(),
+        skilld::invoke::Approver::new(&server.invoker, &server.store),
         server.store.outbox.clone(),
         targets,
         "a".to_owned(),

@@ -82,7 +82,7 @@ async fn approve_hello_always(data: &Path, hash: &str) {
     let url = format!("sqlite://{}/skilld.db", data.display());
     let store = skilld::store::connect(&url).await.unwrap();
     store
-        .sessions
+        .skill_approvals
         .put_skill_approval(skilld::store::SkillApproval {
             skill: "hello".into(),
             skill_hash: hash.into(),

@@ -265,9 +265,11 @@ async fn skill_files_stay_inside_the_skill() {
     let app = skilld::app(skilld::AppState {
         sessions: skilld::session::Sessions::shared(
             &server.invoker,
+            &server.store,
             server.catalog.clone(),
             Default::default(),
         ),
+        approver: skilld::invoke::Approver::new(&server.invoker, &server.store),
         installer: skilld::install::Installer::shared(&server.catalog, &server.invoker),
         catalog: server.catalog.clone(),
         invoker: server.invoker.clone(),

@@ -32,7 +32,7 @@ async fn server_with(
 
 fn notifier(server: &TestServer, targets: Vec<Target>, instance: &str) -> skilld::notify::Notifier {
     skilld::notify::spawn(
-        server.invoker.clone(),
+        skilld::invoke::Approver::new(&server.invoker, &server.store),
         server.store.outbox.clone(),
         targets,
         instance.to_owned(),

@@ -1510,7 +1510,7 @@ async fn hold(
 ) -> (NewRun, NewApproval) {
     let (run, approval) = held(skill, tool, hash, at);
     store
-        .approvals
+        .holds
         .insert_pending(run.clone(), approval.clone())
         .await
         .unwrap();
@@ -1545,22 +1545,14 @@ async fn pending_requests_are_counted_per_caller(store: Stores) {
     hold(&store, "git", "git_log", "h1", t0()).await;
     let (mut run, approval) = held("git", "git_log", "h1", t0());
     run.requested_by = None;
-    store.approvals.insert_pending(run, approval).await.unwrap();
+    store.holds.insert_pending(run, approval).await.unwrap();
     assert_eq!(
-        store
-            .approvals
-            .count_pending_by(Some("agent"), t0())
-            .await
-            .unwrap(),
+        store.holds.count_pending_by(Some("agent"), t0()).await.unwrap(),
         2
     );
-    assert_eq!(store.approvals.count_pending_by(None, t0()).await.unwrap(), 1);
+    assert_eq!(store.holds.count_pending_by(None, t0()).await.unwrap(), 1);
     assert_eq!(
-        store
-            .approvals
-            .count_pending_by(Some("other"), t0())
-            .await
-            .unwrap(),
+        store.holds.count_pending_by(Some("other"), t0()).await.unwrap(),
         0
     );
     // Decided and expired requests no longer count.
@@ -1571,20 +1563,12 @@ async fn pending_requests_are_counted_per_caller(store: Stores) {
         .unwrap()
         .unwrap();
     assert_eq!(
-        store
-            .approvals
-            .count_pending_by(Some("agent"), t0())
-            .await
-            .unwrap(),
+        store.holds.count_pending_by(Some("agent"), t0()).await.unwrap(),
         1
     );
     let later = first.expires_at + Duration::seconds(1);
     assert_eq!(
-        store
-            .approvals
-            .count_pending_by(Some("agent"), later)
-            .await
-            .unwrap(),
+        store.holds.count_pending_by(Some("agent"), later).await.unwrap(),
         0
     );
 }
@@ -1592,9 +1576,9 @@ async fn pending_requests_are_counted_per_caller(store: Stores) {
 async fn a_caller_that_stops_waiting_is_noted_once(store: Stores) {
     let (_, new) = hold(&store, "git", "git_log", "h1", t0()).await;
     let later = t0() + Duration::seconds(30);
-    store.approvals.mark_caller_left(new.id, later).await.unwrap();
+    store.holds.mark_caller_left(new.id, later).await.unwrap();
     store
-        .approvals
+        .holds
         .mark_caller_left(new.id, later + Duration::seconds(5))
         .await
         .unwrap();
@@ -1616,7 +1600,7 @@ async fn a_caller_that_stops_waiting_is_noted_once(store: Stores) {
         .await
         .unwrap()
         .unwrap();
-    store.approvals.mark_caller_left(other.id, later).await.unwrap();
+    store.holds.mark_caller_left(other.id, later).await.unwrap();
     assert_eq!(
         store
             .approvals
@@ -1626,11 +1610,7 @@ async fn a_caller_that_stops_waiting_is_noted_once(store: Stores) {
             .caller_left_at,
         None
     );
-    store
-        .approvals
-        .mark_caller_left(Uuid::now_v7(), later)
-        .await
-        .unwrap();
+    store.holds.mark_caller_left(Uuid::now_v7(), later).await.unwrap();
 }
 
 async fn a_held_call_is_approved_once(store: Stores) {
@@ -1666,11 +1646,7 @@ async fn a_held_call_is_approved_once(store: Stores) {
     assert_eq!(store.runs.get_run(run.id).await.unwrap(), as_inserted(&run));
     assert_eq!(self::pending(&store).await, vec![pending.clone()]);
     assert_eq!(store.approvals.count_pending().await.unwrap(), 1);
-    let facts = store
-        .approvals
-        .policy_facts("git", "git_log", "h1")
-        .await
-        .unwrap();
+    let facts = store.holds.policy_facts("git", "git_log", "h1").await.unwrap();
     assert_eq!(facts, PolicyFacts::default());
 
     let at = t0() + Duration::seconds(5);
@@ -1736,11 +1712,7 @@ async fn decided_once_leaves_the_version_approved(store: &Stores, new: NewApprov
         "once leaves no grant"
     );
     // The version is now approved (first-run), with no standing grant.
-    let facts = store
-        .approvals
-        .policy_facts("git", "git_log", "h1")
-        .await
-        .unwrap();
+    let facts = store.holds.policy_facts("git", "git_log", "h1").await.unwrap();
     assert_eq!(
         facts,
         PolicyFacts {
@@ -1787,7 +1759,7 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Stores) {
         ),
         (RunStatus::Denied, Some(at), None, Some("looks fine"))
     );
-    let facts = store.approvals.policy_facts("fs", "rm", "h1").await.unwrap();
+    let facts = store.holds.policy_facts("fs", "rm", "h1").await.unwrap();
     assert_eq!(
         facts,
         PolicyFacts {
@@ -1798,11 +1770,11 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Stores) {
     );
     // Bound to the tool and the version.
     assert_eq!(
-        store.approvals.policy_facts("fs", "ls", "h1").await.unwrap(),
+        store.holds.policy_facts("fs", "ls", "h1").await.unwrap(),
         PolicyFacts::default()
     );
     assert_eq!(
-        store.approvals.policy_facts("fs", "rm", "h2").await.unwrap(),
+        store.holds.policy_facts("fs", "rm", "h2").await.unwrap(),
         PolicyFacts::default()
     );
 
@@ -1826,7 +1798,7 @@ async fn deny_always_leaves_a_standing_deny_until_revoked(store: Stores) {
         Err(StoreError::NotFound { .. })
     ));
     assert_eq!(
-        store.approvals.policy_facts("fs", "rm", "h1").await.unwrap(),
+        store.holds.policy_facts("fs", "rm", "h1").await.unwrap(),
         PolicyFacts::default()
     );
 }
@@ -1839,7 +1811,7 @@ async fn a_later_always_replaces_the_grant(store: Stores) {
         .await
         .unwrap()
         .unwrap();
-    let facts = store.approvals.policy_facts("fs", "write", "h1").await.unwrap();
+    let facts = store.holds.policy_facts("fs", "write", "h1").await.unwrap();
     assert_eq!(
         facts,
         PolicyFacts {
@@ -1851,7 +1823,7 @@ async fn a_later_always_replaces_the_grant(store: Stores) {
     // An allow grant also approves the version for the skill's other tools.
     assert!(
         store
-            .approvals
+            .holds
             .policy_facts("fs", "other", "h1")
             .await
             .unwrap()
@@ -1875,7 +1847,7 @@ async fn a_later_always_replaces_the_grant(store: Stores) {
     assert_eq!(grants[0].decision, GrantDecision::Deny);
     // The first approval still counts as a first-run approval.
     assert_eq!(
-        store.approvals.policy_facts("fs", "write", "h1").await.unwrap(),
+        store.holds.policy_facts("fs", "write", "h1").await.unwrap(),
         PolicyFacts {
             grant: Some(GrantDecision::Deny),
             grant_by: Some("alice".to_owned()),
@@ -1925,7 +1897,7 @@ async fn grants_are_listed_and_revoked_by_skill(store: Stores) {
     );
     assert_eq!(
         store
-            .approvals
+            .holds
             .policy_facts("git", "log", "h1")
             .await
             .unwrap()
@@ -1937,7 +1909,7 @@ async fn grants_are_listed_and_revoked_by_skill(store: Stores) {
     assert_eq!(store.approvals.revoke_grants_of("fs").await.unwrap(), 0);
     assert!(store.approvals.list_grants(Some("fs")).await.unwrap().is_empty());
     assert_eq!(
-        store.approvals.policy_facts("fs", "ls", "h1").await.unwrap(),
+        store.holds.policy_facts("fs", "ls", "h1").await.unwrap(),
         PolicyFacts::default()
     );
     assert_eq!(
@@ -2008,7 +1980,7 @@ async fn expired_requests_cannot_be_decided(store: Stores) {
     // Expired requests never count as approvals.
     assert!(
         !store
-            .approvals
+            .holds
             .policy_facts("git", "a", "h1")
             .await
             .unwrap()
@@ -2101,7 +2073,7 @@ async fn first_run_approval_is_per_skill_version(store: Stores) {
     // Any tool of that version; not another version, not another skill.
     assert!(
         store
-            .approvals
+            .holds
             .policy_facts("notes", "search", "v1")
             .await
             .unwrap()
@@ -2109,7 +2081,7 @@ async fn first_run_approval_is_per_skill_version(store: Stores) {
     );
     assert!(
         !store
-            .approvals
+            .holds
             .policy_facts("notes", "read", "v2")
             .await
             .unwrap()
@@ -2117,7 +2089,7 @@ async fn first_run_approval_is_per_skill_version(store: Stores) {
     );
     assert!(
         !store
-            .approvals
+            .holds
             .policy_facts("other", "read", "v1")
             .await
             .unwrap()
@@ -2133,7 +2105,7 @@ async fn first_run_approval_is_per_skill_version(store: Stores) {
         .unwrap();
     assert!(
         !store
-            .approvals
+            .holds
             .policy_facts("notes", "read", "v2")
             .await
             .unwrap()
@@ -2438,7 +2410,7 @@ async fn a_request_is_found_by_its_run_and_its_changes_announced(store: Stores) 
     );
 
     let mut changes = store.runs.changes();
-    store.approvals.mark_caller_left(new.id, t0()).await.unwrap();
+    store.holds.mark_caller_left(new.id, t0()).await.unwrap();
     announced(&mut changes, run.id).await;
     let found = store.approvals.approval_of_run(run.id).await.unwrap().unwrap();
     assert_eq!(found.caller_left_at, Some(t0()));
@@ -2604,7 +2576,8 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Stores) {
     let approvals = &store.approvals;
     let (mut run, approval) = held("git", "git_log", "h1", t0());
     run.arguments = json!({"count": 3, "path": "src", "flags": {"a": 1, "b": [1, 2]}});
-    approvals
+    store
+        .holds
         .insert_pending(run.clone(), approval.clone())
         .await
         .unwrap();
@@ -2612,14 +2585,15 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Stores) {
     let (mut theirs, theirs_approval) = held("git", "git_log", "h1", t0());
     theirs.requested_by = Some("other".to_owned());
     theirs.arguments = run.arguments.clone();
-    approvals.insert_pending(theirs, theirs_approval).await.unwrap();
+    store.holds.insert_pending(theirs, theirs_approval).await.unwrap();
     hold(&store, "git", "git_log", "h1", t0() - Duration::seconds(1)).await;
 
     // The same arguments in another key order are the same call.
     let reordered: Value =
         serde_json::from_str(r#"{"flags": {"b": [1, 2], "a": 1}, "path": "src", "count": 3}"#).unwrap();
     let at = t0() + Duration::seconds(5);
-    let found = approvals
+    let found = store
+        .holds
         .pending_like(&same_call(&run, &reordered), at, 20)
         .await
         .unwrap()
@@ -2629,13 +2603,14 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Stores) {
     // Anything else that differs is another call.
     let other_args = json!({"count": 4, "path": "src", "flags": {"a": 1, "b": [1, 2]}});
     for call in other_calls(same_call(&run, &reordered), &other_args) {
-        let found = approvals.pending_like(&call, at, 20).await.unwrap();
+        let found = store.holds.pending_like(&call, at, 20).await.unwrap();
         assert_eq!(found, None, "{call:?}");
     }
 
     // Found by its digest: the older request of other arguments is not
     // even looked at, so one look-up is enough.
-    let first = approvals
+    let first = store
+        .holds
         .pending_like(&same_call(&run, &reordered), at, 1)
         .await
         .unwrap()
@@ -2645,7 +2620,8 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Stores) {
     // Past its time, or decided, it no longer waits: nothing to join.
     let late = approval.expires_at + Duration::seconds(1);
     assert_eq!(
-        approvals
+        store
+            .holds
             .pending_like(&same_call(&run, &reordered), late, 20)
             .await
             .unwrap(),
@@ -2657,7 +2633,8 @@ async fn a_retry_finds_the_pending_request_of_the_same_call(store: Stores) {
         .unwrap()
         .unwrap();
     assert_eq!(
-        approvals
+        store
+            .holds
             .pending_like(&same_call(&run, &reordered), at, 20)
             .await
             .unwrap(),
@@ -2670,12 +2647,12 @@ async fn a_retry_of_an_anonymous_call_finds_its_request(store: Stores) {
     run.requested_by = None;
     run.mode = None;
     store
-        .approvals
+        .holds
         .insert_pending(run.clone(), approval.clone())
         .await
         .unwrap();
     let found = store
-        .approvals
+        .holds
         .pending_like(&same_call(&run, &run.arguments), t0(), 20)
         .await
         .unwrap()
@@ -2685,10 +2662,7 @@ async fn a_retry_of_an_anonymous_call_finds_its_request(store: Stores) {
         requested_by: Some("agent"),
         ..same_call(&run, &run.arguments)
     };
-    assert_eq!(
-        store.approvals.pending_like(&named, t0(), 20).await.unwrap(),
-        None
-    );
+    assert_eq!(store.holds.pending_like(&named, t0(), 20).await.unwrap(), None);
     // Cancelling the run withdraws the request: nothing to join.
     store
         .runs
@@ -2698,7 +2672,7 @@ async fn a_retry_of_an_anonymous_call_finds_its_request(store: Stores) {
         .unwrap();
     assert_eq!(
         store
-            .approvals
+            .holds
             .pending_like(&same_call(&run, &run.arguments), t0(), 20)
             .await
             .unwrap(),
@@ -2739,7 +2713,7 @@ async fn an_idempotency_key_names_one_run_per_caller_for_a_day(store: Stores) {
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     let (mut run, approval) = held("git", "git_log", "h1", later);
     run.idempotency_key = Some("k-1".to_owned());
-    let again = approvals.insert_pending(run, approval.clone()).await;
+    let again = store.holds.insert_pending(run, approval.clone()).await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     assert!(
         approvals.get_approval(approval.id).await.is_err(),

@@ -47,7 +47,7 @@ pub(super) async fn pending_requests_are_paged_oldest_first_through_ties(store: 
     tied.reverse();
     for id in &tied {
         let (run, approval) = held_as(*id, t0());
-        store.approvals.insert_pending(run, approval).await.unwrap();
+        store.holds.insert_pending(run, approval).await.unwrap();
     }
     hold(&store, "git", "git_log", "h1", t0() - Duration::seconds(1)).await;
     for micros in [1, 1, 2] {
@@ -175,7 +175,7 @@ pub(super) async fn a_retry_finds_its_call_among_many_of_the_caller(store: Store
         let (mut run, approval) = held("git", "git_log", "h1", t0() + Duration::milliseconds(n));
         run.arguments = json!({"n": n, "path": "src", "flags": {"a": true, "b": [1, 2]}});
         store
-            .approvals
+            .holds
             .insert_pending(run.clone(), approval.clone())
             .await
             .unwrap();
@@ -187,7 +187,7 @@ pub(super) async fn a_retry_finds_its_call_among_many_of_the_caller(store: Store
     let reordered: Value =
         serde_json::from_str(r#"{"flags": {"b": [1, 2], "a": true}, "path": "src", "n": 150}"#).unwrap();
     let found = store
-        .approvals
+        .holds
         .pending_like(&asked(run, &reordered), at, 1)
         .await
         .unwrap();
@@ -202,7 +202,7 @@ pub(super) async fn a_retry_finds_its_call_among_many_of_the_caller(store: Store
         json!({"n": 150, "path": "src"}),
     ] {
         let found = store
-            .approvals
+            .holds
             .pending_like(&asked(run, &other), at, 20)
             .await
             .unwrap();
@@ -236,7 +236,7 @@ pub(super) async fn a_request_recorded_before_digests_is_still_found(url: String
     let (mut other, other_approval) = held("git", "git_log", "h1", t0());
     other.arguments = json!({"count": 4});
     store
-        .approvals
+        .holds
         .insert_pending(other, other_approval.clone())
         .await
         .unwrap();
@@ -252,7 +252,7 @@ pub(super) async fn a_request_recorded_before_digests_is_still_found(url: String
 
     let at = t0() + Duration::seconds(5);
     let call = SameCall::of_run(&old);
-    let found = store.approvals.pending_like(&call, at, 20).await.unwrap();
+    let found = store.holds.pending_like(&call, at, 20).await.unwrap();
     assert_eq!(
         found.map(|a| a.id),
         Some(old_approval.id),
@@ -264,6 +264,6 @@ pub(super) async fn a_request_recorded_before_digests_is_still_found(url: String
         .await
         .unwrap()
         .unwrap();
-    let found = store.approvals.pending_like(&call, at, 20).await.unwrap();
+    let found = store.holds.pending_like(&call, at, 20).await.unwrap();
     assert_eq!(found.map(|a| a.id), Some(new_approval.id));
 }

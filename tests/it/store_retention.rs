@@ -233,14 +233,16 @@ pub async fn retention_takes_approvals_with_their_runs(store: Stores) {
     assert!(outbox.list_notifications(None, 100).await.unwrap().is_empty());
     // The approved version stays approved; the denied one never was.
     assert!(
-        approvals
+        store
+            .holds
             .policy_facts("notes", "other", "v1")
             .await
             .unwrap()
             .hash_approved
     );
     assert!(
-        !approvals
+        !store
+            .holds
             .policy_facts("notes", "read", "v2")
             .await
             .unwrap()

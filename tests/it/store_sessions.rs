@@ -336,11 +336,12 @@ fn approval(skill: &str, hash: &str, by: Option<&str>, at: DateTime<Utc>) -> Ski
 }
 
 pub async fn skill_approvals_are_replaced_listed_and_revoked_by_skill(store: Stores) {
-    assert_eq!(store.sessions.skill_approval("git", "h1").await.unwrap(), None);
+    let kept = &store.skill_approvals;
+    assert_eq!(kept.skill_approval("git", "h1").await.unwrap(), None);
     let first = approval("git", "h1", Some("alice"), t0());
-    store.sessions.put_skill_approval(first.clone()).await.unwrap();
+    kept.put_skill_approval(first.clone()).await.unwrap();
     assert_eq!(
-        store.sessions.skill_approval("git", "h1").await.unwrap(),
+        kept.skill_approval("git", "h1").await.unwrap(),
         Some(first.clone())
     );
     // The same version approved again replaces the first decision.
@@ -350,34 +351,31 @@ pub async fn skill_approvals_are_replaced_listed_and_revoked_by_skill(store: Sto
         decided_at: t0() + Duration::minutes(1),
         ..first
     };
-    store.sessions.put_skill_approval(again.clone()).await.unwrap();
+    kept.put_skill_approval(again.clone()).await.unwrap();
     assert_eq!(
-        store.sessions.skill_approval("git", "h1").await.unwrap(),
+        kept.skill_approval("git", "h1").await.unwrap(),
         Some(again.clone())
     );
-    assert_eq!(store.sessions.skill_approval("git", "h2").await.unwrap(), None);
+    assert_eq!(kept.skill_approval("git", "h2").await.unwrap(), None);
 
     let newer = approval("git", "h2", Some("bob"), t0() + Duration::minutes(2));
     let other = approval("fs", "h1", Some("bob"), t0() + Duration::minutes(3));
-    store.sessions.put_skill_approval(newer.clone()).await.unwrap();
-    store.sessions.put_skill_approval(other.clone()).await.unwrap();
+    kept.put_skill_approval(newer.clone()).await.unwrap();
+    kept.put_skill_approval(other.clone()).await.unwrap();
     assert_eq!(
-        store.sessions.list_skill_approvals(None).await.unwrap(),
+        kept.list_skill_approvals(None).await.unwrap(),
         [other.clone(), newer.clone(), again.clone()]
     );
     assert_eq!(
-        store.sessions.list_skill_approvals(Some("git")).await.unwrap(),
+        kept.list_skill_approvals(Some("git")).await.unwrap(),
         [newer, again]
     );
-    assert_eq!(
-        store.sessions.list_skill_approvals(Some("web")).await.unwrap(),
-        []
-    );
+    assert_eq!(kept.list_skill_approvals(Some("web")).await.unwrap(), []);
 
-    assert_eq!(store.sessions.revoke_skill_approvals("git").await.unwrap(), 2);
-    assert_eq!(store.sessions.revoke_skill_approvals("git").await.unwrap(), 0);
-    assert_eq!(store.sessions.skill_approval("git", "h1").await.unwrap(), None);
-    assert_eq!(store.sessions.list_skill_approvals(None).await.unwrap(), [other]);
+    assert_eq!(kept.revoke_skill_approvals("git").await.unwrap(), 2);
+    assert_eq!(kept.revoke_skill_approvals("git").await.unwrap(), 0);
+    assert_eq!(kept.skill_approval("git", "h1").await.unwrap(), None);
+    assert_eq!(kept.list_skill_approvals(None).await.unwrap(), [other]);
 }
 
 /// A NUL byte, which PostgreSQL keeps in no text: a text holding one is
@@ -394,19 +392,32 @@ pub async fn nul_bytes_are_refused_in_texts_and_replaced_in_json(store: Stores) 
         },
     ];
     for a in bad {
-        let refused = store.sessions.put_skill_approval(a.clone()).await;
+        let refused = store.skill_approvals.put_skill_approval(a.clone()).await;
         assert!(
             matches!(refused, Err(StoreError::Invalid(ref why)) if why.contains("NUL")),
             "{a:?}: {refused:?}"
         );
     }
-    assert_eq!(store.sessions.list_skill_approvals(None).await.unwrap(), []);
-    assert_eq!(store.sessions.skill_approval("g\0it", "h1").await.unwrap(), None);
     assert_eq!(
-        store.sessions.list_skill_approvals(Some("g\0")).await.unwrap(),
+        store.skill_approvals.list_skill_approvals(None).await.unwrap(),
         []
     );
-    assert_eq!(store.sessions.revoke_skill_approvals("g\0").await.unwrap(), 0);
+    assert_eq!(
+        store.skill_approvals.skill_approval("g\0it", "h1").await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .skill_approvals
+            .list_skill_approvals(Some("g\0"))
+            .await
+            .unwrap(),
+        []
+    );
+    assert_eq!(
+        store.skill_approvals.revoke_skill_approvals("g\0").await.unwrap(),
+        0
+    );
 
     let refused = store
         .sessions

@@ -9,8 +9,8 @@ use crate::store::approvals::{check_pending, parse_approval_status, parse_grant_
 use crate::store::runs::parse_run_status;
 use crate::store::{
     Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Approvals, Cursor, Decide, DecidedApproval,
-    DecisionFilter, DecisionPage, Grant, MAX_APPROVALS, NewApproval, NewRun, PolicyFacts, SameCall, Scope,
-    StoreError, Undecidable, into_approval_page, into_decision_page, page_size,
+    DecisionFilter, DecisionPage, Grant, Holds, MAX_APPROVALS, NewApproval, NewRun, PolicyFacts, SameCall,
+    Scope, StoreError, Undecidable, into_approval_page, into_decision_page, page_size,
 };
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnection, PgRow};
@@ -42,67 +42,6 @@ const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, dec
 
 #[async_trait::async_trait]
 impl Approvals for PgStore {
-    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
-        check_pending(&run, &approval)?;
-        let mut tx = self.pool.begin().await?;
-        insert_run_on(&mut tx, &run).await?;
-        sqlx::query(
-            "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
-             skill_hash, status, requested_by, created_at, expires_at, mode, permissions, call_digest) \
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $16, $17)",
-        )
-        .bind(approval.id)
-        .bind(run.id)
-        .bind(&run.skill)
-        .bind(&run.tool)
-        .bind(approval.description)
-        .bind(approval.trust)
-        .bind(approval.warning)
-        .bind(&run.arguments)
-        .bind(Json(&run.argv))
-        .bind(&run.cwd)
-        .bind(&run.skill_hash)
-        .bind(&run.requested_by)
-        .bind(run.created_at)
-        .bind(approval.expires_at)
-        .bind(&run.mode)
-        .bind(Json(&approval.permissions))
-        .bind(SameCall::of_run(&run).digest())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        self.changed(run.id);
-        Ok(())
-    }
-
-    async fn policy_facts(
-        &self,
-        skill: &str,
-        tool: &str,
-        skill_hash: &str,
-    ) -> Result<PolicyFacts, StoreError> {
-        let row = sqlx::query(
-            "select g.decision as grant_decision, g.created_by as grant_by, \
-             (exists (select 1 from approvals where skill = $1 and skill_hash = $3 and status = 'approved') \
-              or exists (select 1 from grants where skill = $1 and skill_hash = $3 and decision = 'allow') \
-              or exists (select 1 from approved_versions where skill = $1 and skill_hash = $3)) as approved \
-             from (select 1) as one left join grants g on g.skill = $1 and g.tool = $2 and g.skill_hash = $3",
-        )
-        .bind(skill)
-        .bind(tool)
-        .bind(skill_hash)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(PolicyFacts {
-            grant: get::<Option<String>>(&row, "grant_decision")?
-                .as_deref()
-                .map(parse_grant_decision)
-                .transpose()?,
-            grant_by: get(&row, "grant_by")?,
-            hash_approved: get::<bool>(&row, "approved")?,
-        })
-    }
-
     async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError> {
         let row = sqlx::query(concat!(
             "select ",
@@ -297,6 +236,127 @@ impl Approvals for PgStore {
         Ok(runs)
     }
 
+    async fn count_pending(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for grant in &grants {
+            sqlx::query(UPSERT_GRANT)
+                .bind(grant.id)
+                .bind(&grant.skill)
+                .bind(&grant.tool)
+                .bind(&grant.skill_hash)
+                .bind(grant.decision.as_str())
+                .bind(&grant.created_by)
+                .bind(grant.created_at)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "select ",
+            grant_columns!(),
+            " from grants where ($1::text is null or skill = $1) order by created_at desc, id desc limit ",
+            max_grants_listed!()
+        ))
+        .bind(skill)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(grant_from_row).collect()
+    }
+
+    async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError> {
+        let done = sqlx::query("delete from grants where id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound { what: "grant", id });
+        }
+        Ok(())
+    }
+
+    async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query("delete from grants where skill = $1")
+            .bind(skill)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+#[async_trait::async_trait]
+impl Holds for PgStore {
+    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
+        check_pending(&run, &approval)?;
+        let mut tx = self.pool.begin().await?;
+        insert_run_on(&mut tx, &run).await?;
+        sqlx::query(
+            "insert into approvals (id, run_id, skill, tool, description, trust, warning, arguments, argv, cwd, \
+             skill_hash, status, requested_by, created_at, expires_at, mode, permissions, call_digest) \
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $16, $17)",
+        )
+        .bind(approval.id)
+        .bind(run.id)
+        .bind(&run.skill)
+        .bind(&run.tool)
+        .bind(approval.description)
+        .bind(approval.trust)
+        .bind(approval.warning)
+        .bind(&run.arguments)
+        .bind(Json(&run.argv))
+        .bind(&run.cwd)
+        .bind(&run.skill_hash)
+        .bind(&run.requested_by)
+        .bind(run.created_at)
+        .bind(approval.expires_at)
+        .bind(&run.mode)
+        .bind(Json(&approval.permissions))
+        .bind(SameCall::of_run(&run).digest())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.changed(run.id);
+        Ok(())
+    }
+
+    async fn policy_facts(
+        &self,
+        skill: &str,
+        tool: &str,
+        skill_hash: &str,
+    ) -> Result<PolicyFacts, StoreError> {
+        let row = sqlx::query(
+            "select g.decision as grant_decision, g.created_by as grant_by, \
+             (exists (select 1 from approvals where skill = $1 and skill_hash = $3 and status = 'approved') \
+              or exists (select 1 from grants where skill = $1 and skill_hash = $3 and decision = 'allow') \
+              or exists (select 1 from approved_versions where skill = $1 and skill_hash = $3)) as approved \
+             from (select 1) as one left join grants g on g.skill = $1 and g.tool = $2 and g.skill_hash = $3",
+        )
+        .bind(skill)
+        .bind(tool)
+        .bind(skill_hash)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(PolicyFacts {
+            grant: get::<Option<String>>(&row, "grant_decision")?
+                .as_deref()
+                .map(parse_grant_decision)
+                .transpose()?,
+            grant_by: get(&row, "grant_by")?,
+            hash_approved: get::<bool>(&row, "approved")?,
+        })
+    }
+
     async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
         // Every instance's inbox shows that nobody waits any more: the
         // change is announced as the run's, as a status change is.
@@ -310,13 +370,6 @@ impl Approvals for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-
-    async fn count_pending(&self) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     async fn count_pending_by(
@@ -370,56 +423,6 @@ impl Approvals for PgStore {
             }
         }
         Ok(None)
-    }
-
-    async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        for grant in &grants {
-            sqlx::query(UPSERT_GRANT)
-                .bind(grant.id)
-                .bind(&grant.skill)
-                .bind(&grant.tool)
-                .bind(&grant.skill_hash)
-                .bind(grant.decision.as_str())
-                .bind(&grant.created_by)
-                .bind(grant.created_at)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn list_grants(&self, skill: Option<&str>) -> Result<Vec<Grant>, StoreError> {
-        let rows = sqlx::query(concat!(
-            "select ",
-            grant_columns!(),
-            " from grants where ($1::text is null or skill = $1) order by created_at desc, id desc limit ",
-            max_grants_listed!()
-        ))
-        .bind(skill)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(grant_from_row).collect()
-    }
-
-    async fn revoke_grant(&self, id: Uuid) -> Result<(), StoreError> {
-        let done = sqlx::query("delete from grants where id = $1")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound { what: "grant", id });
-        }
-        Ok(())
-    }
-
-    async fn revoke_grants_of(&self, skill: &str) -> Result<u64, StoreError> {
-        let done = sqlx::query("delete from grants where skill = $1")
-            .bind(skill)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected())
     }
 }
 

@@ -6,7 +6,9 @@
 
 use super::{PgStore, get};
 use crate::store::sessions::{self, EXPIRE_BATCH, MAX_SESSIONS_LISTED, MAX_SKILL_APPROVALS_LISTED};
-use crate::store::{NewSession, SessionRecord, SessionStore, SkillApproval, StoreError, TooMany, keepable};
+use crate::store::{
+    NewSession, SessionRecord, SessionStore, SkillApproval, SkillApprovals, StoreError, TooMany, keepable,
+};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
@@ -171,7 +173,10 @@ impl SessionStore for PgStore {
         .await?;
         rows.iter().map(session_from_row).collect()
     }
+}
 
+#[async_trait::async_trait]
+impl SkillApprovals for PgStore {
     async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError> {
         a.check()?;
         sqlx::query(

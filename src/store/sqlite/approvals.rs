@@ -11,8 +11,8 @@ use crate::store::approvals::{check_pending, parse_approval_status, parse_grant_
 use crate::store::runs::parse_run_status;
 use crate::store::{
     Approval, ApprovalFilter, ApprovalPage, ApprovalStatus, Approvals, Cursor, Decide, DecidedApproval,
-    DecisionFilter, DecisionPage, Grant, MAX_APPROVALS, NewApproval, NewRun, PolicyFacts, SameCall, Scope,
-    StoreError, Undecidable, into_approval_page, into_decision_page, page_size,
+    DecisionFilter, DecisionPage, Grant, Holds, MAX_APPROVALS, NewApproval, NewRun, PolicyFacts, SameCall,
+    Scope, StoreError, Undecidable, into_approval_page, into_decision_page, page_size,
 };
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
@@ -47,70 +47,6 @@ const UPSERT_GRANT: &str = "insert into grants (id, skill, tool, skill_hash, dec
 
 #[async_trait::async_trait]
 impl Approvals for SqliteStore {
-    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
-        check_pending(&run, &approval)?;
-        let id = run.id;
-        self.writer
-            // One write: the run and its request stand or fall together.
-            .write(move |conn| {
-                insert_run_on(conn, &run)?;
-                insert_request_on(conn, &run, &approval)
-            })
-            .await?;
-        self.changed(id);
-        Ok(())
-    }
-
-    async fn policy_facts(
-        &self,
-        skill: &str,
-        tool: &str,
-        skill_hash: &str,
-    ) -> Result<PolicyFacts, StoreError> {
-        let key = (skill.to_owned(), tool.to_owned(), skill_hash.to_owned());
-        let generation = {
-            let cache = self.facts_cache();
-            if let Some(facts) = cache.entries.get(&key) {
-                return Ok(facts.clone());
-            }
-            cache.generation
-        };
-        let row = sqlx::query(
-            "select g.decision as grant_decision, g.created_by as grant_by, \
-             (exists (select 1 from approvals where skill = ? and skill_hash = ? and status = 'approved') \
-              or exists (select 1 from grants where skill = ? and skill_hash = ? and decision = 'allow') \
-              or exists (select 1 from approved_versions where skill = ? and skill_hash = ?)) as approved \
-             from (select 1) left join grants g on g.skill = ? and g.tool = ? and g.skill_hash = ?",
-        )
-        .bind(skill)
-        .bind(skill_hash)
-        .bind(skill)
-        .bind(skill_hash)
-        .bind(skill)
-        .bind(skill_hash)
-        .bind(skill)
-        .bind(tool)
-        .bind(skill_hash)
-        .fetch_one(&self.pool)
-        .await?;
-        let facts = PolicyFacts {
-            grant: get::<Option<String>>(&row, "grant_decision")?
-                .as_deref()
-                .map(parse_grant_decision)
-                .transpose()?,
-            grant_by: get(&row, "grant_by")?,
-            hash_approved: get::<bool>(&row, "approved")?,
-        };
-        let mut cache = self.facts_cache();
-        if cache.generation == generation {
-            if cache.entries.len() >= FACTS_CACHE_MAX {
-                cache.entries.clear();
-            }
-            cache.entries.insert(key, facts.clone());
-        }
-        Ok(facts)
-    }
-
     async fn get_approval(&self, id: Uuid) -> Result<Approval, StoreError> {
         let row = sqlx::query(concat!(
             "select ",
@@ -285,79 +221,11 @@ impl Approvals for SqliteStore {
         Ok(runs)
     }
 
-    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
-        let run: Option<String> = sqlx::query_scalar(
-            "update approvals set caller_left_at = ? \
-             where id = ? and status = 'pending' and caller_left_at is null returning run_id",
-        )
-        .bind(time_text(at)?)
-        .bind(approval.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
-        // The inbox shows that nobody waits any more.
-        if let Some(run) = run {
-            self.changed(parse_uuid(&run)?);
-        }
-        Ok(())
-    }
-
     async fn count_pending(&self) -> Result<u64, StoreError> {
         let n: i64 = sqlx::query_scalar("select count(*) from approvals where status = 'pending'")
             .fetch_one(&self.pool)
             .await?;
         Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    async fn count_pending_by(
-        &self,
-        requested_by: Option<&str>,
-        at: DateTime<Utc>,
-    ) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar(
-            "select count(*) from approvals where status = 'pending' and requested_by is ? and expires_at > ?",
-        )
-        .bind(requested_by)
-        .bind(time_text(at)?)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    async fn pending_like(
-        &self,
-        call: &SameCall<'_>,
-        at: DateTime<Utc>,
-        limit: u32,
-    ) -> Result<Option<Approval>, StoreError> {
-        // The digest finds the call in one look-up; requests recorded
-        // before digests were kept are looked for as they were then.
-        let rows = sqlx::query(concat!(
-            "select ",
-            approval_columns!(),
-            " from approvals where status = 'pending' and call_digest = ?1 and expires_at > ?2 \
-             union all select ",
-            approval_columns!(),
-            " from approvals where status = 'pending' and call_digest is null and requested_by is ?3 \
-             and skill = ?4 and tool = ?5 and skill_hash = ?6 and mode is ?7 and expires_at > ?2 \
-             order by created_at, id limit ?8"
-        ))
-        .bind(call.digest())
-        .bind(time_text(at)?)
-        .bind(call.requested_by)
-        .bind(call.skill)
-        .bind(call.tool)
-        .bind(call.skill_hash)
-        .bind(call.mode)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        for row in &rows {
-            let request = approval_from_row(row)?;
-            if call.is(&request) {
-                return Ok(Some(request));
-            }
-        }
-        Ok(None)
     }
 
     async fn put_grants(&self, grants: Vec<Grant>) -> Result<(), StoreError> {
@@ -411,6 +279,141 @@ impl Approvals for SqliteStore {
             .await?;
         self.forget_facts();
         Ok(done.rows_affected())
+    }
+}
+
+#[async_trait::async_trait]
+impl Holds for SqliteStore {
+    async fn insert_pending(&self, run: NewRun, approval: NewApproval) -> Result<(), StoreError> {
+        check_pending(&run, &approval)?;
+        let id = run.id;
+        self.writer
+            // One write: the run and its request stand or fall together.
+            .write(move |conn| {
+                insert_run_on(conn, &run)?;
+                insert_request_on(conn, &run, &approval)
+            })
+            .await?;
+        self.changed(id);
+        Ok(())
+    }
+
+    async fn policy_facts(
+        &self,
+        skill: &str,
+        tool: &str,
+        skill_hash: &str,
+    ) -> Result<PolicyFacts, StoreError> {
+        let key = (skill.to_owned(), tool.to_owned(), skill_hash.to_owned());
+        let generation = {
+            let cache = self.facts_cache();
+            if let Some(facts) = cache.entries.get(&key) {
+                return Ok(facts.clone());
+            }
+            cache.generation
+        };
+        let row = sqlx::query(
+            "select g.decision as grant_decision, g.created_by as grant_by, \
+             (exists (select 1 from approvals where skill = ? and skill_hash = ? and status = 'approved') \
+              or exists (select 1 from grants where skill = ? and skill_hash = ? and decision = 'allow') \
+              or exists (select 1 from approved_versions where skill = ? and skill_hash = ?)) as approved \
+             from (select 1) left join grants g on g.skill = ? and g.tool = ? and g.skill_hash = ?",
+        )
+        .bind(skill)
+        .bind(skill_hash)
+        .bind(skill)
+        .bind(skill_hash)
+        .bind(skill)
+        .bind(skill_hash)
+        .bind(skill)
+        .bind(tool)
+        .bind(skill_hash)
+        .fetch_one(&self.pool)
+        .await?;
+        let facts = PolicyFacts {
+            grant: get::<Option<String>>(&row, "grant_decision")?
+                .as_deref()
+                .map(parse_grant_decision)
+                .transpose()?,
+            grant_by: get(&row, "grant_by")?,
+            hash_approved: get::<bool>(&row, "approved")?,
+        };
+        let mut cache = self.facts_cache();
+        if cache.generation == generation {
+            if cache.entries.len() >= FACTS_CACHE_MAX {
+                cache.entries.clear();
+            }
+            cache.entries.insert(key, facts.clone());
+        }
+        Ok(facts)
+    }
+
+    async fn mark_caller_left(&self, approval: Uuid, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let run: Option<String> = sqlx::query_scalar(
+            "update approvals set caller_left_at = ? \
+             where id = ? and status = 'pending' and caller_left_at is null returning run_id",
+        )
+        .bind(time_text(at)?)
+        .bind(approval.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        // The inbox shows that nobody waits any more.
+        if let Some(run) = run {
+            self.changed(parse_uuid(&run)?);
+        }
+        Ok(())
+    }
+
+    async fn count_pending_by(
+        &self,
+        requested_by: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "select count(*) from approvals where status = 'pending' and requested_by is ? and expires_at > ?",
+        )
+        .bind(requested_by)
+        .bind(time_text(at)?)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn pending_like(
+        &self,
+        call: &SameCall<'_>,
+        at: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Option<Approval>, StoreError> {
+        // The digest finds the call in one look-up; requests recorded
+        // before digests were kept are looked for as they were then.
+        let rows = sqlx::query(concat!(
+            "select ",
+            approval_columns!(),
+            " from approvals where status = 'pending' and call_digest = ?1 and expires_at > ?2 \
+             union all select ",
+            approval_columns!(),
+            " from approvals where status = 'pending' and call_digest is null and requested_by is ?3 \
+             and skill = ?4 and tool = ?5 and skill_hash = ?6 and mode is ?7 and expires_at > ?2 \
+             order by created_at, id limit ?8"
+        ))
+        .bind(call.digest())
+        .bind(time_text(at)?)
+        .bind(call.requested_by)
+        .bind(call.skill)
+        .bind(call.tool)
+        .bind(call.skill_hash)
+        .bind(call.mode)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &rows {
+            let request = approval_from_row(row)?;
+            if call.is(&request) {
+                return Ok(Some(request));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -4,7 +4,9 @@
 
 use super::{BEGIN, SqliteStore, get, json_text, parse_json, parse_time, parse_uuid, time_text};
 use crate::store::sessions::{self, EXPIRE_BATCH, MAX_SESSIONS_LISTED, MAX_SKILL_APPROVALS_LISTED};
-use crate::store::{NewSession, SessionRecord, SessionStore, SkillApproval, StoreError, TooMany, keepable};
+use crate::store::{
+    NewSession, SessionRecord, SessionStore, SkillApproval, SkillApprovals, StoreError, TooMany, keepable,
+};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
@@ -148,7 +150,10 @@ impl SessionStore for SqliteStore {
         .await?;
         rows.iter().map(session_from_row).collect()
     }
+}
 
+#[async_trait::async_trait]
+impl SkillApprovals for SqliteStore {
     async fn put_skill_approval(&self, a: SkillApproval) -> Result<(), StoreError> {
         a.check()?;
         sqlx::query(

@@ -248,9 +248,10 @@ impl TestServer {
                 .await
                 .unwrap(),
         );
-        let sessions = skilld::session::Sessions::shared(&invoker, catalog.clone(), sessions);
+        let sessions = skilld::session::Sessions::shared(&invoker, &store, catalog.clone(), sessions);
         let state = AppState {
             sessions: sessions.clone(),
+            approver: skilld::invoke::Approver::new(&invoker, &store),
             installer: Arc::new(skilld::install::Installer::new(
                 catalog.clone(),
                 invoker.clone(),
