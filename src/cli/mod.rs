@@ -292,7 +292,7 @@ pub fn main() -> ExitCode {
 /// Logs go to stderr, so stdout carries only what commands print: text
 /// (coloured only on a terminal), or JSON lines with
 /// `SKILLD_LOG_FORMAT=json`, filtered by `SKILLD_LOG`.
-fn init_tracing() -> Result<(), String> {
+fn init_tracing() -> Result<(), crate::setting::SettingError> {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("SKILLD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -305,9 +305,12 @@ fn init_tracing() -> Result<(), String> {
         "" | "text" => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
         "json" => builder.json().with_current_span(true).try_init(),
         other => {
-            return Err(format!(
-                "SKILLD_LOG_FORMAT is '{}'; it takes text (the default) or json",
-                other.escape_debug()
+            return Err(crate::setting::SettingError::new(
+                "SKILLD_LOG_FORMAT",
+                format!(
+                    "SKILLD_LOG_FORMAT is '{}'; it takes text (the default) or json",
+                    other.escape_debug()
+                ),
             ));
         }
     };

@@ -165,11 +165,15 @@ impl Approver {
     /// start-up. Any that names no loaded skill or tool, or a hash the
     /// skill is not at, fails start-up: a headless server would otherwise
     /// hold calls nobody is there to decide.
-    pub async fn pre_grant(&self, catalog: &crate::catalog::Catalog, pre: &[PreGrant]) -> Result<(), String> {
+    pub async fn pre_grant(
+        &self,
+        catalog: &crate::catalog::Catalog,
+        pre: &[PreGrant],
+    ) -> Result<(), SettingError> {
         for one in pre {
             let skill = catalog
                 .find(&one.skill)
-                .map_err(|e| format!("{}: {e}", one.describe()))?
+                .map_err(|e| SettingError::new("grants", format!("{}: {e}", one.describe())))?
                 .skill;
             let ask = GrantAsk {
                 tool: one.tool.as_deref(),
@@ -180,7 +184,7 @@ impl Approver {
             let grants = self
                 .grant(&skill, ask)
                 .await
-                .map_err(|e| format!("{}: {e}", one.describe()))?;
+                .map_err(|e| SettingError::new("grants", format!("{}: {e}", one.describe())))?;
             let tools: Vec<&str> = grants.iter().map(|g| g.tool.as_str()).collect();
             if one.skill_hash.is_none() {
                 tracing::info!(

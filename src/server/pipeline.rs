@@ -78,10 +78,7 @@ pub async fn pipeline_over(stores: Stores, config: &Config) -> anyhow::Result<Pi
     let approver = Approver::new(&invoker, &stores);
     let (loading, launcher) = (config.clone(), invoker.launcher());
     let handle = Arc::new(tokio::task::spawn_blocking(move || load_catalog(&loading, launcher)).await?);
-    approver
-        .pre_grant(&handle.current(), &config.grants)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    approver.pre_grant(&handle.current(), &config.grants).await?;
     crate::watch::follow_offers(handle.clone());
     Ok(Pipeline {
         invoker,
