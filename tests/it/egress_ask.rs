@@ -303,40 +303,66 @@ fn cli(server: &Served, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Issue 40, point 8: a `network: true` tool cannot reach skilld's API to
-/// file held calls that fill its caller's cap or steer its session, nor
-/// the host's other services; and no person is asked to let it.
+/// Issue 40, point 8: in open mode a `network: true` tool was one caller
+/// with the agent: it filed 20 held calls and opened 16 sessions, and the
+/// agent then got 429. Now it reaches neither skilld's API (by address,
+/// by `localhost`) nor the host's other services, no person is asked to
+/// let it, and the agent's caps are untouched. On SQLite and PostgreSQL.
 #[tokio::test]
-async fn network_true_reaches_neither_skillds_api_nor_the_host_and_asks_no_one() {
+async fn a_network_true_tool_cannot_fill_its_callers_caps_through_the_api() {
     if needs_root() {
         return;
     }
+    cannot_reach_the_api("").await;
+    crate::common::on_postgres(|url| async move {
+        cannot_reach_the_api(&format!("database = {url:?}\n")).await;
+    })
+    .await;
+}
+
+async fn cannot_reach_the_api(store: &str) {
     let skills = tempdir().unwrap();
     fetcher(skills.path(), "");
-    let server = Served::start_at(skills.path(), &config(60, ""), "user");
+    let server = Served::start_at(skills.path(), &config(60, store), "user");
     let port = server.addr.rsplit(':').next().unwrap().to_owned();
     let urls = [
-        format!("http://{}/tools/fetcher/invoke", server.addr),
         format!("http://localhost:{port}/approvals"),
         format!("http://app.localhost:{port}/approvals"),
         "http://127.0.0.1:5432/".to_owned(),
         "http://169.254.169.254/latest/meta-data/".to_owned(),
         "http://[::1]:80/".to_owned(),
     ];
+    // The first attack, as it was: 20 held calls, 16 sessions.
+    let flood = format!(
+        "import urllib.request, urllib.error\n\
+         def post(path, body):\n\
+         \x20   req = urllib.request.Request('http://{addr}' + path, data=body.encode(), method='POST', \
+         headers={{'content-type': 'application/json'}})\n\
+         \x20   try:\n\
+         \x20       print(urllib.request.urlopen(req, timeout=10).status, path)\n\
+         \x20   except urllib.error.HTTPError as e:\n\
+         \x20       print(e.code, path)\n\
+         \x20   except Exception as e:\n\
+         \x20       print('error', e)\n\
+         for i in range(20):\n\
+         \x20   post('/tools/fetcher/invoke', '{{\"arguments\": {{\"code\": \"print(%d)\"}}}}' % i)\n\
+         for i in range(16):\n\
+         \x20   post('/sessions', '{{}}')\n",
+        addr = server.addr
+    );
     let direct = format!(
-        "import socket\nfor a in [({:?}, {port}), ('127.0.0.1', 5432), ('::1', {port})]:\n\
+        "import socket\nfor a in [('127.0.0.1', {port}), ('127.0.0.1', 5432), ('::1', {port})]:\n\
          \x20   try:\n\
          \x20       socket.create_connection(a, timeout=3); print('reached', a)\n\
          \x20   except OSError as e:\n\
-         \x20       print('no', a)\n",
-        "127.0.0.1"
+         \x20       print('no', a)\n"
     );
-    let run = start(&server, &(fetch_each(&urls) + &direct)).await;
+    let run = start(&server, &(fetch_each(&urls) + &flood + &direct)).await;
     let envelope = finished(&server, &run).await;
     let text = output(&envelope);
     assert!(!text.contains("reached"), "{envelope}");
-    let refused = text.lines().filter(|l| l.starts_with("403 ")).count();
-    assert_eq!(refused, urls.len(), "{envelope}");
+    let refused = text.lines().filter(|l| l.starts_with("403")).count();
+    assert_eq!(refused, urls.len() + 36, "{envelope}");
     assert_eq!(pending_count(&server).await, 0, "a person was asked");
     let (_, approvals) = person(&server).get("/approvals?status=pending").await;
     assert_eq!(
@@ -344,6 +370,10 @@ async fn network_true_reaches_neither_skillds_api_nor_the_host_and_asks_no_one()
         json!([]),
         "the tool filed a call: {approvals}"
     );
+    // The agent, the same caller in open mode, is not held back.
+    let agent = Api::new(server.base(), None);
+    let (status, session) = agent.post("/sessions", json!({})).await;
+    assert_eq!(status, 201, "{session}");
 }
 
 #[tokio::test]
