@@ -29,6 +29,10 @@ pub struct ImportArgs {
     /// Print what would be written, and write nothing.
     #[arg(long = "dry-run")]
     dry_run: bool,
+    /// The server's config, for the registries (`[egress] registries`)
+    /// that package runners' servers may reach.
+    #[arg(long, env = "SKILLD_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 /// The client whose config a file is, told by its name and place.
@@ -118,8 +122,15 @@ pub fn run(args: &ImportArgs) -> ExitCode {
         eprintln!("skilld import: no HOME to find ~/.config/skilld/skills in; pass --into DIR");
         return ExitCode::from(1);
     };
+    let registries = match registries(args.config.as_deref()) {
+        Ok(registries) => registries,
+        Err(e) => {
+            eprintln!("skilld import: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let mut outcome = Outcome::default();
-    let planned = plan(&sources, &mut outcome);
+    let planned = plan(&sources, &registries, &mut outcome);
     let mut needs = Vec::new();
     for p in &planned {
         write_one(p, &into, args, &mut outcome, &mut needs);
@@ -293,9 +304,23 @@ fn next_significant(chars: std::iter::Peekable<std::str::Chars<'_>>) -> Option<c
     }
 }
 
+/// The registries the config names (checked as the server checks them),
+/// else the public ones.
+fn registries(config: Option<&Path>) -> anyhow::Result<crate::egress::settings::Registries> {
+    let egress = crate::config::FileConfig::load(config)?
+        .egress
+        .unwrap_or_default();
+    egress.compile()?;
+    Ok(egress.registries)
+}
+
 /// Every server of every source, named and converted; a server that
 /// cannot be imported is reported here.
-fn plan(sources: &[Source], outcome: &mut Outcome) -> Vec<Planned> {
+fn plan(
+    sources: &[Source],
+    registries: &crate::egress::settings::Registries,
+    outcome: &mut Outcome,
+) -> Vec<Planned> {
     let mut planned: Vec<Planned> = Vec::new();
     let mut taken = HashSet::new();
     for source in sources {
@@ -306,6 +331,7 @@ fn plan(sources: &[Source], outcome: &mut Outcome) -> Vec<Planned> {
                 skill: &skill,
                 origin: source.client.label(),
                 inputs: &source.inputs,
+                registries,
             };
             let converted = match convert(entry, &cx) {
                 Ok(converted) => converted,

@@ -36,6 +36,41 @@ pub struct EgressSettings {
     /// network with no proxy, as bundled skills' does: an operator's
     /// explicit choice, shown as "unrestricted" wherever a person decides.
     pub unrestricted: Vec<String>,
+    /// Where package runners fetch what they run, by ecosystem: what
+    /// `skilld import` lists for an `npx` or `uvx` server, rather than
+    /// `network: true`.
+    pub registries: Registries,
+}
+
+/// The registries' hosts, as `network.allow` patterns.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Registries {
+    /// `npx`, `pnpx`, `bunx`: default `registry.npmjs.org`.
+    pub npm: Vec<String>,
+    /// `uvx`, `pipx`: default `pypi.org` and `files.pythonhosted.org`.
+    pub pypi: Vec<String>,
+}
+
+impl Default for Registries {
+    fn default() -> Self {
+        Self {
+            npm: vec!["registry.npmjs.org".to_owned()],
+            pypi: vec!["pypi.org".to_owned(), "files.pythonhosted.org".to_owned()],
+        }
+    }
+}
+
+impl Registries {
+    /// The hosts package runner `runner` fetches from; `None` for one
+    /// that fetches elsewhere (`docker` pulls through its daemon).
+    pub fn of_runner(&self, runner: &str) -> Option<&[String]> {
+        match runner {
+            "npx" | "pnpx" | "bunx" => Some(&self.npm),
+            "uvx" | "pipx" => Some(&self.pypi),
+            _ => None,
+        }
+    }
 }
 
 /// How long a held destination waits for a person by default.
@@ -50,6 +85,11 @@ impl EgressSettings {
 
     /// What these settings make, or the first value refused.
     pub fn compile(&self) -> Result<Egress, SettingError> {
+        for host in self.registries.npm.iter().chain(&self.registries.pypi) {
+            super::allow::Pattern::parse(host).map_err(|e| {
+                SettingError::new("egress.registries", format!("egress.registries holds {e}"))
+            })?;
+        }
         let mut pinned = HashMap::new();
         for (name, addrs) in &self.hosts {
             let ips = addrs

@@ -124,23 +124,33 @@ fn assert_nowhere(dir: &Path, secret: &str) {
     }
 }
 
-fn stdio(name: &str, origin: &str, network: bool, command: Value, env: Option<Value>) -> Value {
+/// `network:` of a server its runner fetches from npm, from PyPI, or of
+/// one skilld cannot tell about (each destination asked for).
+const NPM: &str = "npm";
+const PYPI: &str = "pypi";
+const ASKS: &str = "asks";
+
+fn reach(of: &str) -> Value {
+    match of {
+        NPM => json!({"allow": ["registry.npmjs.org"]}),
+        PYPI => json!({"allow": ["pypi.org", "files.pythonhosted.org"]}),
+        _ => json!(true),
+    }
+}
+
+fn stdio(name: &str, origin: &str, network: &str, command: Value, env: Option<Value>) -> Value {
     let mut implementation = json!({"backend": "mcp", "command": command});
     if let Some(env) = env {
         implementation["env"] = env;
     }
-    let permissions = if network {
-        json!(["shell:exec", "net:fetch"])
-    } else {
-        json!(["shell:exec"])
-    };
+    let permissions = json!(["shell:exec", "net:fetch"]);
     json!({
         "name": name,
         "version": "0.1.0",
         "description": format!("The {name} MCP server (imported from {origin})"),
         "types": ["tool"],
         "permissions": permissions,
-        "network": network,
+        "network": reach(network),
         "implementation": implementation,
     })
 }
@@ -204,7 +214,7 @@ fn claude_desktop_config_with_a_literal_token() {
         stdio(
             "filesystem",
             origin,
-            true,
+            NPM,
             json!([
                 "npx",
                 "-y",
@@ -220,7 +230,7 @@ fn claude_desktop_config_with_a_literal_token() {
         stdio(
             "github",
             origin,
-            true,
+            NPM,
             json!(["npx", "-y", "@modelcontextprotocol/server-github"]),
             Some(json!({
                 "GITHUB_PERSONAL_ACCESS_TOKEN": {"env": "GITHUB_PERSONAL_ACCESS_TOKEN"},
@@ -240,12 +250,12 @@ fn claude_desktop_config_with_a_literal_token() {
 fn the_notes_are_said_and_no_secret_is_kept(env: &Env, run: &Run) {
     let text = std::fs::read_to_string(env.into.join("filesystem/SKILL.yaml")).unwrap();
     assert!(
-        text.contains("# network: true, since npx downloads the server each time it starts"),
+        text.contains("# network.allow: the registry npx downloads the server from at each start"),
         "{text}"
     );
     let text = std::fs::read_to_string(env.into.join("github/SKILL.yaml")).unwrap();
     assert!(
-        text.contains("# network: true, since npx downloads the server each time it starts"),
+        text.contains("# network.allow: the registry npx downloads the server from at each start"),
         "{text}"
     );
     assert!(
@@ -314,7 +324,7 @@ fn claude_code_mcp_json_with_placeholders_and_transports() {
         stdio(
             "time",
             origin,
-            true,
+            PYPI,
             json!(["uvx", "mcp-server-time", "--local-timezone=Europe/Paris"]),
             None
         )
@@ -324,7 +334,7 @@ fn claude_code_mcp_json_with_placeholders_and_transports() {
         stdio(
             "api",
             origin,
-            true,
+            ASKS,
             json!(["/usr/local/bin/api-server", "--root", "${HOME}/api"]),
             Some(json!({
                 "API_BASE": {"env": "API_BASE_URL"},
@@ -399,8 +409,8 @@ fn cursor_configs_are_found_in_home_and_project() {
         env.manifest("brave")["implementation"]["env"],
         json!({"BRAVE_API_KEY": {"env": "BRAVE_API_KEY"}})
     );
-    // Started by npx, which downloads it: it needs the network.
-    assert_eq!(env.manifest("memory")["network"], json!(true));
+    // Started by npx, which downloads it: it reaches the npm registry.
+    assert_eq!(env.manifest("memory")["network"], reach(NPM));
     assert_nowhere(&env.into, OPENAI_KEY);
     assert!(!run.stdout.contains(OPENAI_KEY));
 }
@@ -440,7 +450,7 @@ fn vscode_mcp_json_with_inputs_and_comments() {
     let perplexity = stdio(
         "perplexity",
         origin,
-        true,
+        NPM,
         json!(["npx", "-y", "server-perplexity-ask"]),
         Some(json!({
             "PERPLEXITY_API_KEY": {"env": "PERPLEXITY_KEY"},
@@ -460,8 +470,8 @@ fn vscode_mcp_json_with_inputs_and_comments() {
             json!({"Authorization": {"env": "GITHUB_PAT", "prefix": "Bearer "}})
         )
     );
-    // Started by uvx, which downloads it: it needs the network.
-    assert_eq!(env.manifest("git")["network"], json!(true));
+    // Started by uvx, which downloads it: it reaches PyPI.
+    assert_eq!(env.manifest("git")["network"], reach(PYPI));
     assert!(run.stdout.contains("needs PERPLEXITY_KEY in skilld's environment: the config's input \"perplexity-key\": Perplexity API Key"), "{}", run.stdout);
     assert!(
         run.stdout.contains("\"Perplexity\": named perplexity"),
@@ -570,6 +580,38 @@ fn dry_run_writes_nothing() {
     assert!(yaml.contains("GH_TOKEN:\n      env: GH_TOKEN"), "{}", run.stdout);
     assert!(run.stdout.contains("needs GH_TOKEN"));
     assert!(!run.stdout.contains(GITHUB_PAT));
+}
+
+/// The operator names the registries once (`[egress] registries`): an
+/// `npx` server's list is the mirror, not the public registry; a bad
+/// host there is refused, naming the key.
+#[test]
+fn the_operators_registries_are_what_package_runners_reach() {
+    let env = Env::new();
+    let file = env.config(
+        &env.project.join(".mcp.json"),
+        r#"{"mcpServers": {"memory": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}}}"#,
+    );
+    let config = env.project.join("skilld.toml");
+    std::fs::write(&config, "[egress.registries]\nnpm = [\"npm.mirror.internal\"]\n").unwrap();
+    let run = env.import_file(&file, &["--config", config.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(
+        env.manifest("memory")["network"],
+        json!({"allow": ["npm.mirror.internal"]})
+    );
+    std::fs::write(
+        &config,
+        "[egress.registries]\nnpm = [\"https://npm.mirror.internal/\"]\n",
+    )
+    .unwrap();
+    let run = env.import_file(&file, &["--config", config.to_str().unwrap(), "--force"]);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("egress.registries") && run.stderr.contains("scheme"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

@@ -20,8 +20,16 @@ pub struct Manifest {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub permissions: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub network: Option<bool>,
+    pub network: Option<Network>,
     pub implementation: Implementation,
+}
+
+/// `network:` as written: `true`, `false`, or `{allow: [hosts]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Network {
+    On(bool),
+    Allow { allow: Vec<String> },
 }
 
 /// `implementation:` of an `mcp` backend: a command or a URL.
@@ -87,6 +95,8 @@ pub struct Context<'a> {
     pub skill: &'a str,
     pub origin: &'a str,
     pub inputs: &'a HashMap<String, String>,
+    /// The hosts a package runner's server may fetch from.
+    pub registries: &'a crate::egress::settings::Registries,
 }
 
 /// Programs that fetch the package they run when they start.
@@ -138,7 +148,7 @@ struct Builder<'a> {
     comments: Vec<String>,
     needs: Vec<Need>,
     notes: Vec<String>,
-    network: Option<bool>,
+    network: Option<Network>,
     permissions: Vec<&'static str>,
 }
 
@@ -168,12 +178,44 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// `network:` for a stdio server, and the comment that says why: none
+    /// for one known to work offline, its registry's hosts for a package
+    /// runner's (`[egress] registries`), and asking a person for each
+    /// destination otherwise.
+    fn reach(&mut self, offline: Option<&str>, runner: Option<&str>) {
+        let registry = runner.and_then(|r| self.cx.registries.of_runner(r));
+        let (network, comment) = match (offline, runner, registry) {
+            (Some(known), _, _) => (
+                Network::On(false),
+                format!("network: false, since {known} is known to work offline."),
+            ),
+            (None, Some(runner), Some(hosts)) => (
+                Network::Allow {
+                    allow: hosts.to_vec(),
+                },
+                format!(
+                    "network.allow: the registry {runner} downloads the server from at each start (the \
+                     sandbox's home is fresh); add the hosts the server itself calls, or allow them when \
+                     it asks (docs/egress.md)."
+                ),
+            ),
+            _ => (
+                Network::On(true),
+                "network: true, so each destination it asks for is held for a person (docs/egress.md); \
+                 list the hosts it calls (network: {allow: [...]}), or set it to false (and drop net:fetch) \
+                 if it needs none."
+                    .to_owned(),
+            ),
+        };
+        self.network = Some(network);
+        self.comments.push(comment);
+    }
+
     fn stdio(&mut self, program: &str, entry: &Map<String, Value>) -> Result<Implementation, Refusal> {
         let command = command_line(program, entry.get("args"))?;
         self.check_command(&command)?;
         let env = self.env(entry.get("env"))?;
         let offline = offline_server(&command);
-        self.network = Some(offline.is_none());
         self.permissions = if offline.is_some() {
             vec!["shell:exec"]
         } else {
@@ -183,16 +225,7 @@ impl<'a> Builder<'a> {
             .first()
             .map(|p| p.rsplit('/').next().unwrap_or(p))
             .filter(|p| PACKAGE_RUNNERS.contains(p));
-        self.comments.push(match (offline, runner) {
-            (Some(known), _) => format!("network: false, since {known} is known to work offline."),
-            (None, Some(runner)) => format!(
-                "network: true, since {runner} downloads the server each time it starts (the sandbox's \
-                 home is fresh); install it and name its program to run it offline."
-            ),
-            (None, None) => "network: true, since skilld cannot tell whether this server needs the network; \
-                     set it to false (and drop net:fetch) if it does not."
-                .to_owned(),
-        });
+        self.reach(offline, runner);
         Ok(Implementation {
             backend: "mcp",
             command: Some(command),
@@ -489,11 +522,13 @@ mod tests {
 
     fn run(entry: Value) -> Result<Converted, Refusal> {
         let inputs = HashMap::from([("gh-token".to_owned(), "GitHub token".to_owned())]);
+        let registries = crate::egress::settings::Registries::default();
         let cx = Context {
             server: "GitHub",
             skill: "github",
             origin: "a test",
             inputs: &inputs,
+            registries: &registries,
         };
         convert(&entry, &cx)
     }
@@ -550,8 +585,23 @@ mod tests {
         assert_eq!(env["DATA"], EnvValue::Reference(reference("DATA", None)));
         assert_eq!(c.needs.len(), 5);
         assert!(c.needs.iter().any(|n| n.why.contains("GitHub token")));
-        assert_eq!(c.manifest.network, Some(true));
+        // npx fetches the server from the npm registry, and only there.
+        assert_eq!(
+            c.manifest.network,
+            Some(Network::Allow {
+                allow: vec!["registry.npmjs.org".to_owned()]
+            })
+        );
         assert_eq!(c.manifest.permissions, ["shell:exec", "net:fetch"]);
+        let unknown = run(json!({"command": "/opt/bin/some-server"})).unwrap();
+        assert_eq!(unknown.manifest.network, Some(Network::On(true)));
+        let uvx = run(json!({"command": "uvx", "args": ["mcp-server-fetch"]})).unwrap();
+        assert_eq!(
+            uvx.manifest.network,
+            Some(Network::Allow {
+                allow: vec!["pypi.org".to_owned(), "files.pythonhosted.org".to_owned()]
+            })
+        );
     }
 
     #[test]
