@@ -11,6 +11,7 @@ use crate::store::{
 use chrono::Utc;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
 use uuid::Uuid;
@@ -124,8 +125,10 @@ impl Asking {
 
     /// Whether `who` may reach `host:port`: its skill version's grant, or
     /// a person's decision on a new hold. Fails closed on a store error.
-    pub async fn ask(&self, who: &Asker, host: &str, port: u16) -> Answer {
-        match self.ask_inner(who, host, port).await {
+    /// A hold spends one of `holds_left`, the run's; none left refuses
+    /// what no grant covers, asking no one.
+    pub async fn ask(&self, who: &Asker, host: &str, port: u16, holds_left: &AtomicU32) -> Answer {
+        match self.ask_inner(who, host, port, holds_left).await {
             Ok(answer) => answer,
             Err(e) => {
                 tracing::warn!(skill = %who.skill, host, port, error = %e, "an egress request could not be kept");
@@ -137,7 +140,13 @@ impl Asking {
         }
     }
 
-    async fn ask_inner(&self, who: &Asker, host: &str, port: u16) -> Result<Answer, StoreError> {
+    async fn ask_inner(
+        &self,
+        who: &Asker,
+        host: &str,
+        port: u16,
+        holds_left: &AtomicU32,
+    ) -> Result<Answer, StoreError> {
         if self
             .store
             .egress_granted(&who.skill, &who.hash, host, port)
@@ -148,6 +157,15 @@ impl Asking {
                 granted: true,
                 held: None,
             });
+        }
+        if holds_left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_err()
+        {
+            return Ok(Answer::plain(Verdict::Deny {
+                by: "skilld".to_owned(),
+                why: "this run already held as many destinations for a person as one run may".to_owned(),
+            }));
         }
         let now = Utc::now();
         let request = NewEgressRequest {
