@@ -206,9 +206,33 @@ async fn a_hold_no_one_answers_fails_after_egress_wait_secs() {
     let up = crate::common::egress_upstream().await;
     let skills = tempdir().unwrap();
     fetcher(skills.path(), "");
-    let server = Served::start_at(skills.path(), &config(1, ""), "user");
+    // A webhook that wants only egress holds is told of it.
+    let receiver = crate::common::Receiver::start(Vec::new()).await;
+    let hooked = format!(
+        "{}[[notify]]\nname = \"team\"\nurl = \"{}\"\nevents = [\"egress\"]\n",
+        config(1, ""),
+        receiver.url
+    );
+    let server = Served::start_at(skills.path(), &hooked, "user");
     let run = start(&server, &fetch_each(&[format!("http://api.test:{}/", up.port())])).await;
     let envelope = finished(&server, &run).await;
+    let told = receiver.wait_for(1).await;
+    let body = &told[0].body;
+    assert_eq!(body["type"], "egress.requested", "{body}");
+    assert_eq!(
+        (
+            &body["data"]["host"],
+            &body["data"]["port"],
+            &body["data"]["run_id"]
+        ),
+        (&json!("api.test"), &json!(up.port()), &json!(run)),
+        "{body}"
+    );
+    let allow_url = body["data"]["allow_url"].as_str().unwrap();
+    assert!(
+        allow_url.ends_with("/allow") && allow_url.contains("/egress/"),
+        "{body}"
+    );
     let text = output(&envelope);
     assert!(
         text.starts_with("403 ") && text.contains("waited 1 s") && text.contains("no one"),
