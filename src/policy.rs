@@ -107,7 +107,10 @@ pub fn warning(skill: &Skill, facts: &PolicyFacts) -> Option<String> {
 }
 
 /// Where the skill's tools may connect, when they may connect at all.
-fn network_warning(skill: &Skill) -> Option<String> {
+/// Where `skill`'s tools may connect, for a person deciding: its list,
+/// asking for each destination, or the host's network (unrestricted);
+/// `None` without the network.
+pub fn network_warning(skill: &Skill) -> Option<String> {
     let Some(list) = &skill.network_allow else {
         return skill.network.then(|| {
             "It has unrestricted network access (network: true, unrestricted): it can reach anything \

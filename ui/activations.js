@@ -57,6 +57,7 @@ function activationFacts(p) {
         : el('span', { class: 'muted', text: 'none declared (an untrusted skill asks all the same)' }),
     ),
     trigger ? fact('Trigger', el('code', {}, revealed(trigger))) : null,
+    p.network ? fact('Network', el('span', { class: 'warning', text: p.network })) : null,
     fact('Session', el('code', { class: 'session-id', text: String(p.session) }), ' of ', who(p.caller)),
     fact('Asked', time(p.requested_at)),
   );

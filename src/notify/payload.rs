@@ -128,6 +128,7 @@ pub fn activation_body(format: Format, p: &PendingActivation, public_url: &str, 
                 "hash": p.hash,
                 "trust": p.trust,
                 "trigger": p.trigger,
+                "network": p.network,
                 "requested_at": p.requested_at,
                 "decide_url": decide_url,
                 "inbox_url": inbox_url,
@@ -136,11 +137,14 @@ pub fn activation_body(format: Format, p: &PendingActivation, public_url: &str, 
         Format::Slack => {
             let who = p.caller.as_deref().unwrap_or("a caller without a token");
             let headline = format!("{who}'s session wants to activate {}", p.skill);
-            let permissions = if p.permissions.is_empty() {
+            let mut permissions = if p.permissions.is_empty() {
                 "none declared".to_owned()
             } else {
                 p.permissions.join(", ")
             };
+            if let Some(network) = &p.network {
+                permissions.push_str(&format!("\n:warning: {network}"));
+            }
             let context = format!(
                 "trust: {} · session {} · request {}",
                 p.trust.as_str(),

@@ -171,6 +171,7 @@ impl Sessions {
                     permissions: skill.permissions.clone(),
                     trust: skill.trust,
                     requested_at: Utc::now(),
+                    network: crate::policy::network_warning(skill),
                 });
                 open.state.skills.insert(skill.name.clone(), entry);
             }

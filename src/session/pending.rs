@@ -32,6 +32,10 @@ pub struct PendingActivation {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trigger: Option<FiredTrigger>,
     pub requested_at: DateTime<Utc>,
+    /// Where its tools may connect (its `network.allow`, each destination
+    /// asked for, or "unrestricted"); absent without the network.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 /// Every request that waits, oldest first.
@@ -102,6 +106,7 @@ fn waiting(record: &SessionRecord, state: &SessionState) -> Vec<PendingActivatio
                 trust: request.trust,
                 trigger: s.trigger.clone(),
                 requested_at: request.requested_at,
+                network: request.network.clone(),
             })
         })
         .collect()

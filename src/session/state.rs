@@ -73,6 +73,9 @@ pub struct ActivationRequest {
     pub permissions: Vec<String>,
     pub trust: crate::trust::Trust,
     pub requested_at: DateTime<Utc>,
+    /// Where its tools may connect, as a person deciding reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 /// One skill in a session.

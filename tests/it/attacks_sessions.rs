@@ -217,6 +217,13 @@ async fn a_skill_that_changed_keeps_no_seat_in_a_session() {
         again["permissions"],
         json!(["file:read", "net:fetch", "shell:exec"])
     );
+    // The person reads where it may now connect; the first asked for none.
+    assert!(first.get("network").is_none(), "{first}");
+    let network = text(&again["network"]);
+    assert!(
+        network.contains("held for a person") || network.contains("holds each destination"),
+        "{again}"
+    );
     // The trap is real: allowed, the new version's hook takes the secret.
     let (status, _) = b.decide(&id, &again, "allow_once").await;
     assert_eq!(status, 200);
