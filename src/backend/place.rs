@@ -140,7 +140,7 @@ impl Place {
         let egress = self
             .settings
             .egress
-            .route(self.asker(), self.network_allow.as_ref(), &mut spec)?;
+            .route(|| self.asker(), self.network_allow.as_ref(), &mut spec)?;
         Ok((spec, egress))
     }
 }

@@ -102,11 +102,6 @@ impl Asking {
         self.held.subscribe()
     }
 
-    /// How long a held connection waits.
-    pub fn wait(&self) -> Duration {
-        self.wait
-    }
-
     /// The store the holds are kept in.
     pub fn store(&self) -> &Arc<dyn EgressDecisions> {
         &self.store
@@ -181,16 +176,14 @@ impl Asking {
             created_at: now,
             expires_at: now + chrono::Duration::from_std(self.wait).unwrap_or(chrono::Duration::MAX),
         };
-        let id = request.id;
+        let (id, shown) = (request.id, request.pending());
         self.store.hold_destination(request).await?;
         let mut unheld = Unheld {
             id: Some(id),
             store: self.store.clone(),
         };
-        if let Ok(held) = self.store.egress_request(id).await {
-            crate::metrics::egress_held(&held.skill);
-            let _ = self.held.send(held);
-        }
+        crate::metrics::egress_held(&shown.skill);
+        let _ = self.held.send(shown);
         let decided = self.await_decision(id).await?;
         unheld.id = None;
         Ok(Answer {

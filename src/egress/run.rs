@@ -73,9 +73,11 @@ impl Egress {
     /// user namespace when the spec has one, with `spec` pointed at it
     /// (its namespace and proxy variables). `None`, and `spec` untouched,
     /// without one. The child must hold what this answers for its life.
+    /// `who` is made only for a run that gets a proxy: every other run
+    /// (`network: false`, the hot path) pays nothing here.
     pub fn route(
         &self,
-        who: Asker,
+        who: impl FnOnce() -> Asker,
         list: Option<&AllowList>,
         spec: &mut Spec,
     ) -> io::Result<Option<RunEgress>> {
@@ -83,7 +85,7 @@ impl Egress {
             return Ok(None);
         };
         let user = spec.confinement.as_ref().and_then(|c| c.user_ns.clone());
-        let egress = self.start(who, list, user.as_deref())?;
+        let egress = self.start(who(), list, user.as_deref())?;
         egress.point(&mut spec.env);
         spec.egress_ns = Some(egress.namespace());
         Ok(Some(egress))

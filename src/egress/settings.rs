@@ -77,12 +77,6 @@ impl Registries {
 pub const DEFAULT_WAIT_SECS: u64 = 120;
 
 impl EgressSettings {
-    /// Whether skill `name`'s `network: true` reaches the host's network
-    /// unproxied: named in `unrestricted`.
-    pub fn unrestricted(&self, name: &str) -> bool {
-        self.unrestricted.iter().any(|n| n == name)
-    }
-
     /// What these settings make, or the first value refused.
     pub fn compile(&self) -> Result<Egress, SettingError> {
         for host in self.registries.npm.iter().chain(&self.registries.pypi) {

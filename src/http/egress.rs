@@ -9,6 +9,7 @@ use super::kit::error::{ApiError, Problem, Result};
 use super::kit::extract::{JsonBody, Path, Query};
 use super::responses::{BadQuery, BodyProblems, DecisionProblems, StoreUnavailable, empty_bodies_allowed};
 use crate::egress::Asking;
+use crate::invoke::MAX_NOTE_CHARS;
 use crate::store::{ApprovalStatus, EgressDecide, EgressGrant, EgressRequest, EgressUndecidable, Scope};
 use axum::Json;
 use axum::extract::State;
@@ -307,10 +308,10 @@ async fn decide(
     body: DecisionRequest,
     allow: bool,
 ) -> Result<Json<EgressRequestView>> {
-    if body.note.chars().count() > 4096 || body.note.contains('\0') {
-        return Err(ApiError::BadRequest(
-            "a note is at most 4096 characters, with no NUL byte".to_owned(),
-        ));
+    if body.note.chars().count() > MAX_NOTE_CHARS || body.note.contains('\0') {
+        return Err(ApiError::BadRequest(format!(
+            "a note is at most {MAX_NOTE_CHARS} characters, with no NUL byte"
+        )));
     }
     let asking = asking(state, id)?;
     let request = asking.store().egress_request(id).await?;

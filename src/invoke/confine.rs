@@ -67,7 +67,7 @@ impl Invoker {
         p: &Prepared,
         spec: &mut Spec,
     ) -> std::io::Result<Option<RunEgress>> {
-        let who = Asker {
+        let who = || Asker {
             run_id: Some(id),
             skill: p.skill.name.clone(),
             version: p.skill.version.clone(),

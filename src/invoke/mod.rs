@@ -32,7 +32,7 @@ mod session;
 mod settings;
 
 pub use crate::artifacts::Artifact;
-pub use approve::{Held, Ruling};
+pub use approve::{Held, MAX_NOTE_CHARS, Ruling};
 pub use approver::Approver;
 pub use call::{Call, Called, Delivery, DryRun, Gate, Target, locate, resolve};
 pub use cancel::{Cancelled, Canceller};
@@ -94,7 +94,7 @@ impl Invoker {
     /// The pipeline over `stores` (it keeps what it uses of them).
     pub fn new(stores: Stores, mut settings: RunSettings) -> Self {
         if settings.egress.asking.is_none() {
-            settings.egress = settings.egress.clone().asking_in(stores.egress.clone());
+            settings.egress = std::mem::take(&mut settings.egress).asking_in(stores.egress.clone());
         }
         let runs = Arc::new(Runs::default());
         let follower = Arc::new(Follower::new(stores.runs.clone(), runs.clone(), &settings));

@@ -134,23 +134,27 @@ where
 }
 
 async fn record_activation(shared: &Shared, request: &PendingActivation) {
-    let now = Utc::now();
-    record_event(shared, Event::ActivationRequested, request.id, |format| {
+    record_event(shared, Event::ActivationRequested, request.id, |format, now| {
         payload::activation_body(format, request, &shared.public_url, now)
     })
     .await;
 }
 
 async fn record_egress(shared: &Shared, request: &EgressRequest) {
-    let now = Utc::now();
-    record_event(shared, Event::EgressRequested, request.id, |format| {
+    record_event(shared, Event::EgressRequested, request.id, |format, now| {
         payload::egress_body(format, request, &shared.public_url, now)
     })
     .await;
 }
 
-/// One delivery of `event` about request `id` for each target that wants it.
-async fn record_event(shared: &Shared, event: Event, id: Uuid, body: impl Fn(Format) -> Value) {
+/// One delivery of `event` about request `id` for each target that wants
+/// it, its body made in the target's format at one time for all.
+async fn record_event(
+    shared: &Shared,
+    event: Event,
+    id: Uuid,
+    body: impl Fn(Format, chrono::DateTime<Utc>) -> Value,
+) {
     let now = Utc::now();
     for target in shared.targets.iter().filter(|t| t.wants(event)) {
         let new = NewNotification {
@@ -159,7 +163,7 @@ async fn record_event(shared: &Shared, event: Event, id: Uuid, body: impl Fn(For
             // The request's id: one delivery per request and target.
             approval_id: id,
             target: target.name.clone(),
-            payload: body(target.format),
+            payload: body(target.format, now),
             created_at: now,
         };
         enqueue(shared, new).await;

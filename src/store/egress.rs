@@ -80,6 +80,30 @@ pub struct NewEgressRequest {
     pub expires_at: DateTime<Utc>,
 }
 
+impl NewEgressRequest {
+    /// The request as the store keeps it once held: pending, undecided.
+    pub fn pending(&self) -> EgressRequest {
+        EgressRequest {
+            id: self.id,
+            run_id: self.run_id,
+            skill: self.skill.clone(),
+            skill_version: self.skill_version.clone(),
+            skill_hash: self.skill_hash.clone(),
+            tool: self.tool.clone(),
+            requested_by: self.requested_by.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            status: ApprovalStatus::Pending,
+            scope: None,
+            decided_by: None,
+            note: None,
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+            decided_at: None,
+        }
+    }
+}
+
 /// A held destination and, once decided, its decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EgressRequest {

@@ -58,18 +58,24 @@ fn fetch_each(urls: &[String]) -> String {
 /// user's skill's first run asks): its run id.
 async fn start(server: &Served, code: &str) -> String {
     let caller = Api::new(server.base(), None);
+    start_as(&caller, &person(server), "fetcher", json!({ "code": code })).await
+}
+
+/// `caller` calls `tool` with `arguments` in the background, and
+/// `approver` approves the call if it is held: its run id.
+async fn start_as(caller: &Api, approver: &Api, tool: &str, arguments: Value) -> String {
     let answer = caller
         .raw(
             reqwest::Method::POST,
-            "/tools/fetcher/invoke",
+            &format!("/tools/{tool}/invoke"),
             &[("prefer", "respond-async")],
-            Some(json!({"arguments": { "code": code }})),
+            Some(json!({ "arguments": arguments })),
         )
         .await;
     assert_eq!(answer.status(), 202);
     let started: Value = answer.json().await.unwrap();
     if let Some(approval) = started.get("approval_id").filter(|a| !a.is_null()) {
-        let (status, approved) = person(server).approve(approval, "always").await;
+        let (status, approved) = approver.approve(approval, "always").await;
         assert_eq!(status, 200, "{approved}");
     }
     started["run_id"].as_str().unwrap().to_owned()
@@ -84,9 +90,14 @@ fn person(server: &Served) -> Api {
 
 /// The first pending egress request on `server`, within 30 s.
 async fn held(server: &Served) -> Value {
+    held_as(&person(server)).await
+}
+
+/// The first pending egress request `reader` sees, within 30 s.
+async fn held_as(reader: &Api) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (status, list) = person(server).get("/egress").await;
+        let (status, list) = reader.get("/egress").await;
         assert_eq!(status, 200, "{list}");
         if let Some(first) = list["items"].as_array().and_then(|items| items.first()) {
             return first.clone();
@@ -454,4 +465,83 @@ async fn two_instances_on_postgresql_share_egress_decisions() {
         assert_eq!(line(&envelope, "api.test")["granted"], true, "{envelope}");
     })
     .await;
+}
+
+/// With tokens, the agent whose call asks for a destination cannot allow
+/// it itself, even holding the approve role: the person does.
+#[tokio::test]
+async fn the_caller_whose_tool_asks_cannot_allow_its_own_destination() {
+    if needs_root() {
+        return;
+    }
+    let up = crate::common::egress_upstream().await;
+    let skills = tempdir().unwrap();
+    fetcher(skills.path(), "");
+    let tokens = "[[tokens]]\nname = \"agent\"\nrole = \"approve\"\nsecret = \"agent-secret-0123456789\"\n\
+                  [[tokens]]\nname = \"boss\"\nrole = \"approve\"\nsecret = \"boss-secret-0123456789\"\n";
+    let server = Served::start_at(skills.path(), &format!("{}{tokens}", config(60, "")), "user");
+    let agent = Api::new(server.base(), Some("agent-secret-0123456789"));
+    let boss = Api::new(server.base(), Some("boss-secret-0123456789"));
+    let code = fetch_each(&[format!("http://api.test:{}/", up.port())]);
+    let run = start_as(&agent, &boss, "fetcher", json!({ "code": code })).await;
+    let request = held_as(&boss).await;
+    assert_eq!(request["requested_by"], "agent", "{request}");
+    let id = request["id"].as_str().unwrap();
+    for scope in ["once", "always"] {
+        let (status, refused) = agent
+            .post(&format!("/egress/{id}/allow"), json!({ "scope": scope }))
+            .await;
+        assert_eq!(
+            (status, refused["code"].as_str()),
+            (403, Some("self_approval")),
+            "{refused}"
+        );
+    }
+    let (status, allowed) = boss.post(&format!("/egress/{id}/allow"), json!({})).await;
+    assert_eq!(status, 200, "{allowed}");
+    assert_eq!(allowed["decided_by"], "boss", "{allowed}");
+    let run = agent.finished_run(&json!(run)).await;
+    assert!(output(&run["result"]).starts_with("200 "), "{run}");
+}
+
+/// A Starlark `fetch()` of a `network: true` skill asks as a run's
+/// program does: a name is held for a person and reached once allowed;
+/// the host itself is refused without asking anyone.
+#[tokio::test]
+async fn a_starlark_fetch_asks_and_never_for_the_host() {
+    let up = crate::common::egress_upstream().await;
+    let skills = tempdir().unwrap();
+    let script = "def get(args):\n    return fetch(args[\"url\"])\n\
+                  register_tool(\"get\", \"Fetches.\", {\"type\": \"object\"}, get)\n";
+    crate::common::star_skill(
+        skills.path(),
+        "web",
+        "read_only: true\npermissions: [net:fetch]\nnetwork: true\n",
+        script,
+    );
+    let server = Served::start_at(skills.path(), &config(60, ""), "user");
+    let caller = Api::new(server.base(), None);
+    let port = server.addr.rsplit(':').next().unwrap().to_owned();
+    let host = format!("http://localhost:{port}/approvals");
+    let run = start_as(&caller, &person(&server), "get", json!({ "url": host })).await;
+    let refused = finished(&server, &run).await;
+    assert_eq!(refused["success"], false, "{refused}");
+    assert!(refused.to_string().contains("loopback"), "{refused}");
+    assert_eq!(
+        pending_count(&server).await,
+        0,
+        "a person was asked about the host"
+    );
+
+    let url = format!("http://api.test:{}/hello", up.port());
+    let run = start_as(&caller, &person(&server), "get", json!({ "url": url })).await;
+    let request = held(&server).await;
+    assert_eq!(request["host"], "api.test", "{request}");
+    let id = request["id"].as_str().unwrap();
+    let (status, _) = person(&server)
+        .post(&format!("/egress/{id}/allow"), json!({"scope": "once"}))
+        .await;
+    assert_eq!(status, 200);
+    let got = finished(&server, &run).await;
+    assert_eq!(got["parsed"]["status"], 200, "{got}");
 }
